@@ -1,0 +1,96 @@
+// Internal helpers shared by the op families in compiler/ops/ (shape rules and kernels).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/ir/op_registry.h"
+#include "ingot/runtime/array.h"
+#include "ingot/runtime/element.h"
+#include "ingot/runtime/error.h"
+
+namespace ingot::ir::ops {
+
+/// Normalises `axis` (negative counts from the end) for a value of `rank`; throws
+/// ingot::Error(kOutOfRange) naming the op, the attribute, the axis and the rank.
+inline int64_t check_axis(const std::string& op, const char* attr, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: {} = {} is out of range for rank {}", op, attr, axis, rank),
+                fmt::format("use a dimension in [{}, {})", -rank, rank));
+  }
+  return a;
+}
+
+/// Checks that `dims` are distinct and in [0, rank); throws ingot::Error(kOutOfRange /
+/// kInvalidArgument) naming the op and attribute.
+inline void check_dims(const std::string& op, const char* attr, const std::vector<int64_t>& dims,
+                       int64_t rank) {
+  std::vector<bool> seen(static_cast<size_t>(rank > 0 ? rank : 0), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= rank) {
+      throw Error(ErrorCode::kOutOfRange,
+                  fmt::format("{}: {} = [{}] contains {}, out of range for rank {}", op, attr,
+                              fmt::join(dims, ", "), d, rank),
+                  fmt::format("dimensions must be in [0, {})", rank));
+    }
+    if (seen[static_cast<size_t>(d)]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {} = [{}] repeats dimension {}", op, attr,
+                              fmt::join(dims, ", "), d));
+    }
+    seen[static_cast<size_t>(d)] = true;
+  }
+}
+
+/// Row-major multi-index of flat index `flat` in `shape`.
+inline std::vector<int64_t> unravel_index(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+    const int64_t d = shape[static_cast<size_t>(i)];
+    idx[static_cast<size_t>(i)] = d == 0 ? 0 : flat % d;
+    flat = d == 0 ? 0 : flat / d;
+  }
+  return idx;
+}
+
+/// Flat offset of multi-index `idx` given row-major `strides`.
+inline int64_t ravel_index(const std::vector<int64_t>& idx, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t i = 0; i < idx.size(); ++i) off += idx[i] * strides[i];
+  return off;
+}
+
+/// Calls f(index, flat) for every multi-index of `shape` in row-major order.
+template <class F>
+void for_each_index(const Shape& shape, F&& f) {
+  const int64_t n = num_elements(shape);
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    f(static_cast<const std::vector<int64_t>&>(idx), flat);
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < shape[static_cast<size_t>(d)]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+}
+
+/// A fresh (uninitialised) host array of `type`.
+inline Array make_result(const TensorType& type) { return Array::empty(type.shape, type.dtype); }
+
+/// Throws ingot::Error(kDTypeMismatch) unless `pred` holds for `type`'s dtype.
+inline void require_dtype(const std::string& op, const char* operand, const TensorType& type,
+                          bool ok, const char* allowed) {
+  if (!ok) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: {} has dtype {}, but {} requires {}", op, operand,
+                            dtype_name(type.dtype), op, allowed),
+                "convert the operand first");
+  }
+}
+
+}  // namespace ingot::ir::ops

@@ -1,0 +1,67 @@
+// The op registry: one entry per op holding its shape rule (which also verifies attributes and
+// operand types), its interpreter kernel and, added by later stages, its VJP rule and lowering.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/ir/attributes.h"
+#include "ingot/ir/graph.h"
+#include "ingot/runtime/array.h"
+
+namespace ingot::ir {
+
+/// Shape/dtype rule and verifier: given operand types and attributes, returns the result types,
+/// or throws ingot::Error naming the op, the offending attribute or operand, and the values
+/// (e.g. "dot_general: contracting dimension sizes differ: lhs dim 1 has 5, rhs dim 0 has 6").
+using ShapeRule = std::function<std::vector<TensorType>(std::span<const TensorType> operands,
+                                                        const Attributes& attrs)>;
+
+/// Reference interpreter kernel: computes the results on host Arrays. `result_types` are the
+/// types the shape rule inferred. Written for clarity, not speed.
+using InterpretRule = std::function<std::vector<Array>(std::span<const Array> operands,
+                                                       const Attributes& attrs,
+                                                       std::span<const TensorType> result_types)>;
+
+/// Everything ingot knows about one op.
+struct OpDef {
+  std::string name;       ///< StableHLO spelling, e.g. "dot_general"
+  int min_operands = 0;   ///< fewest operands
+  int max_operands = 0;   ///< most operands, or -1 for variadic
+  ShapeRule shape_rule;
+  InterpretRule interpret;  ///< empty means "no interpreter kernel" (a named error)
+  std::string summary;      ///< one line for docs and `ingot ops`
+};
+
+/// A set of op definitions keyed by name.
+class OpRegistry {
+ public:
+  /// The registry of every built-in op. Built once on first use and immutable afterwards.
+  static const OpRegistry& builtin();
+
+  /// Adds `def`; throws ingot::Error(kInvalidArgument) if the name is taken.
+  void add(OpDef def);
+  /// Throws ingot::Error(kNotFound) naming `name` and suggesting `ingot ops` if unknown.
+  const OpDef& get(const std::string& name) const;
+  const OpDef* find(const std::string& name) const;
+  /// Names of all ops, sorted.
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, OpDef> ops_;
+};
+
+/// Registration functions, one per op family (compiler/ops/<family>.cpp). builtin() calls each.
+void register_elementwise_ops(OpRegistry& registry);  // constant, iota, convert, unary, binary,
+                                                      // compare, select, clamp
+void register_shape_ops(OpRegistry& registry);        // reshape, broadcast_in_dim, transpose,
+                                                      // slice, pad, concatenate, reverse
+void register_reduction_ops(OpRegistry& registry);    // reduce, argmax, argmin, reduce_window
+void register_linalg_ops(OpRegistry& registry);       // dot_general, convolution
+void register_indexing_ops(OpRegistry& registry);     // gather, scatter
+void register_random_ops(OpRegistry& registry);       // rng_bit_generator
+
+}  // namespace ingot::ir

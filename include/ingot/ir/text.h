@@ -1,0 +1,28 @@
+// Textual form of the graph IR: printing and parsing (round-trip exact).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "ingot/ir/graph.h"
+
+namespace ingot::ir {
+
+/// Prints `graph` in ingot's IR text form (see docs/ir.md), e.g.
+///
+///   func @main(%0: f32[2,3], %1: f32[3]) -> (f32[2,3]) {
+///     %2 = broadcast_in_dim(%1) {broadcast_dimensions = [1], shape = [2, 3]} : f32[2,3]
+///     %3 = add(%0, %2) : f32[2,3]
+///     return %3
+///   }
+///
+/// Values are numbered densely in definition order, so the text is canonical; floats are
+/// printed in their shortest round-trip form, so parse_graph(print_graph(g)) == g.
+std::string print_graph(const Graph& graph);
+
+/// Parses the text form. Throws ingot::Error(kParseError) with "line L, column C:" and what was
+/// expected; shape-rule errors of a node are reported with its line.
+/// Ids are assigned in definition order (parameters first), whatever numbers the text uses.
+Graph parse_graph(std::string_view text, const OpRegistry* registry = nullptr);
+
+}  // namespace ingot::ir

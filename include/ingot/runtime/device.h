@@ -1,0 +1,95 @@
+// Devices and their allocators (CPU for now; CUDA devices arrive with the runtime issue).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ingot {
+
+/// Allocation counters of one allocator. All sizes in bytes.
+struct AllocatorStats {
+  int64_t bytes_in_use = 0;       ///< currently allocated and not yet freed
+  int64_t peak_bytes_in_use = 0;  ///< maximum of bytes_in_use since creation or reset_peak()
+  int64_t num_allocations = 0;    ///< number of successful allocate() calls since creation
+  int64_t num_frees = 0;          ///< number of deallocate() calls since creation
+};
+
+/// Interface of a device memory allocator. Thread-safe.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  /// Allocates `bytes` (>= 0) aligned to `alignment` bytes (a power of two).
+  /// Throws ingot::Error(kOutOfMemory) with the requested size on failure.
+  virtual void* allocate(int64_t bytes, int64_t alignment) = 0;
+  /// Frees a pointer returned by allocate() with the same `bytes`.
+  virtual void deallocate(void* ptr, int64_t bytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  /// Resets peak_bytes_in_use to the current bytes_in_use.
+  virtual void reset_peak() = 0;
+};
+
+/// Host memory allocator (aligned operator new) that tracks bytes in use and the peak.
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(int64_t bytes, int64_t alignment) override;
+  void deallocate(void* ptr, int64_t bytes) override;
+  AllocatorStats stats() const override;
+  void reset_peak() override;
+
+ private:
+  std::atomic<int64_t> in_use_{0};
+  std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> allocs_{0};
+  std::atomic<int64_t> frees_{0};
+};
+
+enum class DeviceKind { kCpu, kCuda };
+
+/// A device that owns memory through its allocator. Devices outlive every Buffer on them.
+class Device {
+ public:
+  Device(DeviceKind kind, int id, std::unique_ptr<Allocator> allocator);
+  DeviceKind kind() const { return kind_; }
+  /// Index of the device among devices of its kind.
+  int id() const { return id_; }
+  /// "cpu:0", "cuda:1", ...
+  std::string name() const;
+  Allocator& allocator() { return *allocator_; }
+  const Allocator& allocator() const { return *allocator_; }
+
+ private:
+  DeviceKind kind_;
+  int id_;
+  std::unique_ptr<Allocator> allocator_;
+};
+
+/// The process's default host device "cpu:0" (created on first use, lives until exit).
+/// This is the one process-wide device object; everything else is passed explicitly.
+Device& default_cpu_device();
+
+/// Memory for array data on one device. Owned through std::shared_ptr; freed on destruction.
+class Buffer {
+ public:
+  /// Default alignment of buffer data, in bytes (one AVX-512 vector / cache line).
+  static constexpr int64_t kAlignment = 64;
+  /// Allocates `bytes` (>= 0) on `device`. Throws ingot::Error(kOutOfMemory).
+  static std::shared_ptr<Buffer> allocate(Device& device, int64_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  int64_t size_bytes() const { return bytes_; }
+  Device& device() const { return *device_; }
+
+ private:
+  Buffer(Device& device, void* data, int64_t bytes) : device_(&device), data_(data), bytes_(bytes) {}
+  Device* device_;
+  void* data_;
+  int64_t bytes_;
+};
+
+}  // namespace ingot

@@ -1,0 +1,66 @@
+// Tensor: a symbolic value inside a trace, and trace() which turns a C++ function into a Graph.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ingot/ir/graph.h"
+#include "ingot/runtime/array.h"
+
+namespace ingot {
+
+namespace trace_detail {
+struct TraceState;
+}
+
+/// A symbolic tensor: one IR value of the trace that is recording it.
+///
+/// Tensors are cheap handles. Every operation on them appends a node to their trace's Graph.
+/// Using a Tensor after its trace has finished, or inside a different trace, throws
+/// ingot::Error(kTraceError) naming both traces.
+class Tensor {
+ public:
+  Tensor() = default;
+  bool valid() const { return state_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t rank() const { return static_cast<int64_t>(shape().size()); }
+  /// Size of dimension `axis` (negative counts from the end). Throws kOutOfRange.
+  int64_t dim(int64_t axis) const;
+  int64_t size() const { return num_elements(shape()); }
+  const ir::TensorType& type() const;
+  /// The IR value id in the trace's graph.
+  ir::ValueId id() const { return id_; }
+
+  // Internal: used by the tracer implementation.
+  Tensor(std::shared_ptr<trace_detail::TraceState> state, ir::ValueId id)
+      : state_(std::move(state)), id_(id) {}
+  const std::shared_ptr<trace_detail::TraceState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<trace_detail::TraceState> state_;
+  ir::ValueId id_ = -1;
+};
+
+/// A function from tensors to tensors, the unit that trace() records.
+using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+/// Records `fn` applied to fresh parameters of types `inputs` into a new Graph named `name`.
+///
+/// Arrays the function turns into tensors (ingot::constant) become `constant` nodes
+/// ("captured constants"). Calls to other C++ functions inside `fn` are simply inlined. A
+/// trace may run inside another trace's function (nested tracing); tensors do not cross between
+/// them. Throws whatever an op throws (shape errors name the op and shapes), and
+/// ingot::Error(kTraceError) if `fn` returns a Tensor of another trace or an invalid Tensor.
+ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
+                const std::string& name = "main");
+
+/// Appends a raw node of `op` with `attrs` over `inputs` to the trace the inputs belong to
+/// (or, with no inputs, the innermost active trace) and returns its outputs. All the typed
+/// functions in ops.h go through this. Throws kTraceError outside any trace.
+std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs,
+                         ir::Attributes attrs = {});
+
+}  // namespace ingot

@@ -1,0 +1,195 @@
+#include "ingot/runtime/array.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "ingot/runtime/element.h"
+
+namespace ingot {
+
+Array Array::empty(const Shape& shape, DType dtype, Device* device) {
+  check_shape_nonnegative(shape, "Array::empty");
+  Device& dev = device ? *device : default_cpu_device();
+  Array a;
+  a.shape_ = shape;
+  a.dtype_ = dtype;
+  a.buffer_ = Buffer::allocate(dev, num_elements(shape) * dtype_size(dtype));
+  return a;
+}
+
+Array Array::zeros(const Shape& shape, DType dtype, Device* device) {
+  Array a = empty(shape, dtype, device);
+  if (a.nbytes() > 0) std::memset(a.raw_data(), 0, static_cast<size_t>(a.nbytes()));
+  return a;
+}
+
+Array Array::full(const Shape& shape, DType dtype, double value, Device* device) {
+  Array a = empty(shape, dtype, device);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = convert_element<T>(value);
+    T* p = static_cast<T*>(a.raw_data());
+    std::fill(p, p + a.size(), v);
+  });
+  return a;
+}
+
+Array Array::scalar(double value, DType dtype, Device* device) {
+  return full({}, dtype, value, device);
+}
+
+Array Array::from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype,
+                          Device* device) {
+  Array a = empty(shape, dtype, device);
+  a.check_count(static_cast<int64_t>(data.size()), "from_doubles");
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = static_cast<T*>(a.raw_data());
+    for (size_t i = 0; i < data.size(); ++i) p[i] = convert_element<T>(data[i]);
+  });
+  return a;
+}
+
+std::vector<double> Array::to_doubles() const {
+  std::vector<double> out(static_cast<size_t>(size()));
+  for (int64_t i = 0; i < size(); ++i) out[static_cast<size_t>(i)] = element_as_double(i);
+  return out;
+}
+
+double Array::element_as_double(int64_t flat_index) const {
+  if (flat_index < 0 || flat_index >= size()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("Array::element_as_double: index {} out of range for {} elements",
+                            flat_index, size()));
+  }
+  return dispatch_dtype(dtype_, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return element_to_double(static_cast<const T*>(raw_data()), flat_index);
+  });
+}
+
+Device& Array::device() const {
+  if (!buffer_) throw Error(ErrorCode::kFailedPrecondition, "Array::device: the array is invalid");
+  return buffer_->device();
+}
+
+void* Array::raw_data() {
+  if (!buffer_) {
+    throw Error(ErrorCode::kFailedPrecondition, "Array: the array is invalid (default-constructed)",
+                "create arrays with Array::empty/zeros/from_vector");
+  }
+  return buffer_->data();
+}
+
+const void* Array::raw_data() const { return const_cast<Array*>(this)->raw_data(); }
+
+Array Array::clone() const {
+  Array a = empty(shape_, dtype_, &device());
+  if (nbytes() > 0) std::memcpy(a.raw_data(), raw_data(), static_cast<size_t>(nbytes()));
+  return a;
+}
+
+Array Array::reshaped(const Shape& shape) const {
+  check_shape_nonnegative(shape, "Array::reshaped");
+  if (num_elements(shape) != size()) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Array::reshaped: cannot view {} elements of shape {} as shape {} "
+                            "({} elements)",
+                            size(), shape_to_string(shape_), shape_to_string(shape),
+                            num_elements(shape)));
+  }
+  Array a = *this;
+  a.shape_ = shape;
+  return a;
+}
+
+bool Array::bitwise_equal(const Array& other) const {
+  if (valid() != other.valid()) return false;
+  if (!valid()) return true;
+  if (shape_ != other.shape_ || dtype_ != other.dtype_) return false;
+  return nbytes() == 0 || std::memcmp(raw_data(), other.raw_data(), static_cast<size_t>(nbytes())) == 0;
+}
+
+void Array::check_dtype(DType expected, const char* what) const {
+  if (dtype_ != expected) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("Array::{}: requested element type {} but the array has dtype {}", what,
+                            dtype_name(expected), dtype_name(dtype_)),
+                "use the C++ type matching the dtype, or to_doubles()");
+  }
+}
+
+void Array::check_count(int64_t count, const char* what) const {
+  if (count != size()) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Array::{}: {} elements given for shape {} which has {} elements", what,
+                            count, shape_to_string(shape_), size()));
+  }
+}
+
+namespace {
+
+// Formats one element like NumPy: floats with up to 8 significant digits and a trailing "." for
+// integral values ("1.", "0.5", "inf", "nan"), integers plainly, bools as True/False.
+std::string format_element(const Array& a, int64_t i) {
+  if (a.dtype() == DType::kBool) return a.element_as_double(i) != 0 ? "True" : "False";
+  if (a.dtype() == DType::kU64) return fmt::format("{}", a.data<uint64_t>()[i]);
+  if (a.dtype() == DType::kI64) return fmt::format("{}", a.data<int64_t>()[i]);
+  double v = a.element_as_double(i);
+  if (!is_floating(a.dtype())) return fmt::format("{}", static_cast<int64_t>(v));
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::string s = fmt::format("{:.8g}", v);
+  if (s.find_first_of(".en") == std::string::npos) s += ".";
+  return s;
+}
+
+void format_rec(const Array& a, const std::vector<std::string>& elems, size_t width, int64_t dim,
+                int64_t offset, const std::vector<int64_t>& strides, std::string& out, bool summarise) {
+  const int64_t n = a.shape()[static_cast<size_t>(dim)];
+  const bool last = dim + 1 == a.rank();
+  out += "[";
+  auto emit_item = [&](int64_t k) {
+    if (last) {
+      const std::string& e = elems[static_cast<size_t>(offset + k)];
+      out += std::string(width - std::min(width, e.size()), ' ') + e;
+    } else {
+      format_rec(a, elems, width, dim + 1, offset + k * strides[static_cast<size_t>(dim)], strides,
+                 out, summarise);
+    }
+  };
+  const std::string sep = last ? ", " : ",\n" + std::string(static_cast<size_t>(dim + 1), ' ') +
+                                            (a.rank() - dim > 2 ? "\n" : "");
+  for (int64_t k = 0; k < n; ++k) {
+    if (summarise && n > 6 && k == 3) {
+      out += "...";
+      out += sep;
+      k = n - 3;
+    }
+    emit_item(k);
+    if (k + 1 < n) out += sep;
+  }
+  out += "]";
+}
+
+}  // namespace
+
+std::string Array::to_string() const {
+  if (!valid()) return "Array(invalid)";
+  const bool summarise = size() > 1000;
+  std::vector<std::string> elems(static_cast<size_t>(size()));
+  size_t width = 0;
+  for (int64_t i = 0; i < size(); ++i) {
+    elems[static_cast<size_t>(i)] = format_element(*this, i);
+    width = std::max(width, elems[static_cast<size_t>(i)].size());
+  }
+  if (rank() == 0) return elems[0];
+  std::string out;
+  // With summarisation, elems is still computed for all (clarity over speed).
+  format_rec(*this, elems, width, 0, 0, row_major_strides(shape_), out, summarise);
+  return out;
+}
+
+}  // namespace ingot

@@ -1,0 +1,71 @@
+#include "ingot/runtime/device.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <new>
+
+#include "ingot/runtime/error.h"
+
+namespace ingot {
+
+void* HostAllocator::allocate(int64_t bytes, int64_t alignment) {
+  if (bytes < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("HostAllocator::allocate: bytes = {} is negative", bytes));
+  }
+  void* p = nullptr;
+  try {
+    // Allocate at least one byte so every buffer has a distinct non-null pointer.
+    // aligned_alloc needs a size that is a multiple of the alignment; allocate at least one
+    // unit so every buffer has a distinct non-null pointer.
+    int64_t rounded = bytes > 0 ? (bytes + alignment - 1) / alignment * alignment : alignment;
+    p = std::aligned_alloc(static_cast<size_t>(alignment), static_cast<size_t>(rounded));
+    if (p == nullptr) throw std::bad_alloc();
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::kOutOfMemory,
+                fmt::format("host allocation of {} bytes failed ({} bytes in use)", bytes,
+                            in_use_.load()),
+                "reduce the batch size or free arrays that are no longer needed");
+  }
+  int64_t now = in_use_.fetch_add(bytes) + bytes;
+  int64_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  allocs_.fetch_add(1);
+  return p;
+}
+
+void HostAllocator::deallocate(void* ptr, int64_t bytes) {
+  if (ptr == nullptr) return;
+  std::free(ptr);
+  in_use_.fetch_sub(bytes);
+  frees_.fetch_add(1);
+}
+
+AllocatorStats HostAllocator::stats() const {
+  return AllocatorStats{in_use_.load(), peak_.load(), allocs_.load(), frees_.load()};
+}
+
+void HostAllocator::reset_peak() { peak_.store(in_use_.load()); }
+
+Device::Device(DeviceKind kind, int id, std::unique_ptr<Allocator> allocator)
+    : kind_(kind), id_(id), allocator_(std::move(allocator)) {}
+
+std::string Device::name() const {
+  return fmt::format("{}:{}", kind_ == DeviceKind::kCpu ? "cpu" : "cuda", id_);
+}
+
+Device& default_cpu_device() {
+  static Device device(DeviceKind::kCpu, 0, std::make_unique<HostAllocator>());
+  return device;
+}
+
+std::shared_ptr<Buffer> Buffer::allocate(Device& device, int64_t bytes) {
+  void* p = device.allocator().allocate(bytes, kAlignment);
+  return std::shared_ptr<Buffer>(new Buffer(device, p, bytes));
+}
+
+Buffer::~Buffer() { device_->allocator().deallocate(data_, bytes_); }
+
+}  // namespace ingot
