@@ -513,7 +513,8 @@ Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
 }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  return clamp(x, scalar_like(x, lo, "clamp"), scalar_like(x, hi, "clamp"));
+  const Tensor lo_t = scalar_like(x, lo, "clamp");  // sequenced: node order is deterministic
+  return clamp(x, lo_t, scalar_like(x, hi, "clamp"));
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -738,7 +739,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Shape a_full = batch, b_full = batch;
     a_full.insert(a_full.end(), as.end() - 2, as.end());
     b_full.insert(b_full.end(), bs.end() - 2, bs.end());
-    r = dot_general(broadcast_as(a2, a_full), broadcast_as(b2, b_full),
+    const Tensor a3 = broadcast_as(a2, a_full);
+    r = dot_general(a3, broadcast_as(b2, b_full),
                     {iota_ints(0, nb), iota_ints(0, nb), {nb + 1}, {nb}});
   }
   Shape out = r.shape();
@@ -879,18 +881,24 @@ std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape
 
 Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0.0, "relu")); }
 
+// Composites name their intermediates so the recorded node order does not depend on the
+// compiler's (unspecified) order of evaluating operands.
 Tensor gelu(const Tensor& x, bool approximate) {
+  const Tensor half_x = x * 0.5;
   if (approximate) {
     const double c = std::sqrt(2.0 / std::numbers::pi);
     const Tensor inner = (x + x * x * x * 0.044715) * c;
-    return x * 0.5 * (tanh(inner) + 1.0);
+    return half_x * (tanh(inner) + 1.0);
   }
-  return x * 0.5 * (erf(x / std::numbers::sqrt2) + 1.0);
+  return half_x * (erf(x / std::numbers::sqrt2) + 1.0);
 }
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 
-Tensor softplus(const Tensor& x) { return relu(x) + log1p(exp(-abs(x))); }
+Tensor softplus(const Tensor& x) {
+  const Tensor positive = relu(x);
+  return positive + log1p(exp(-abs(x)));
+}
 
 Tensor softmax(const Tensor& x, int64_t axis) {
   const Ints axes = {norm_axis("softmax", axis, x.rank())};
@@ -907,7 +915,8 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   const Ints dims = norm_axes("logsumexp", axes, x.rank());
   const Tensor m = max(x, dims, true);
-  const Tensor safe_m = where(isfinite(m), m, zeros_like(m));  // all -inf rows give -inf
+  const Tensor finite = isfinite(m);
+  const Tensor safe_m = where(finite, m, zeros_like(m));  // all -inf rows give -inf, not NaN
   const Tensor r = safe_m + log(sum(exp(x - safe_m), dims, true));
   Shape out;
   for (int64_t i = 0; i < x.rank(); ++i) {
