@@ -67,9 +67,8 @@ constexpr bool admits_type() {
 
 /// Whether dtype class `kinds` admits `dtype` (run time).
 bool admits(unsigned kinds, DType dtype) {
-  return dispatch_dtype(dtype, [&](auto tag) {
-    return (kinds & kind_of<typename decltype(tag)::type>()) != 0;
-  });
+  return dispatch_dtype(
+      dtype, [&](auto tag) { return (kinds & kind_of<typename decltype(tag)::type>()) != 0; });
 }
 
 /// "one of f16, bf16, f32, f64" for the dtypes in `kinds`.
@@ -96,6 +95,17 @@ void check_kind(const std::string& op, const char* operand, const TensorType& ty
               "verify the graph (Graph::verify) before interpreting it");
 }
 
+/// Guards kernels against operands that do not match the verified result shape (only possible
+/// when a kernel is called directly): `x` must have `shape`, or be a scalar if `scalar_ok`.
+void check_kernel_operand(const std::string& op, const char* operand, const Array& x,
+                          const Shape& shape, bool scalar_ok = false) {
+  if (x.shape() == shape || (scalar_ok && x.rank() == 0)) return;
+  throw Error(ErrorCode::kShapeMismatch,
+              fmt::format("{}: the interpreter kernel got {} of shape {} for a result of shape {}",
+                          op, operand, shape_to_string(x.shape()), shape_to_string(shape)),
+              "verify the graph (Graph::verify) before interpreting it");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Attribute access that names the op in its errors.
 
@@ -111,7 +121,8 @@ decltype(auto) op_attr(const std::string& op, Get&& get) {
 
 /// The dtype named by string attribute `name`; errors name the op and the attribute.
 DType dtype_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
-  const std::string& s = op_attr(op, [&]() -> const std::string& { return attrs.get_string(name); });
+  const std::string& s =
+      op_attr(op, [&]() -> const std::string& { return attrs.get_string(name); });
   try {
     return parse_dtype(s);
   } catch (const Error& e) {
@@ -325,8 +336,8 @@ enum class Direction { kEQ, kNE, kLT, kLE, kGT, kGE };
 
 /// Parses `comparison_direction`; throws kInvalidArgument naming the op and the bad value.
 Direction parse_direction(const std::string& op, const Attributes& attrs) {
-  const std::string& s = op_attr(
-      op, [&]() -> const std::string& { return attrs.get_string("comparison_direction"); });
+  const std::string& s =
+      op_attr(op, [&]() -> const std::string& { return attrs.get_string("comparison_direction"); });
   static constexpr std::pair<const char*, Direction> kNames[] = {
       {"EQ", Direction::kEQ}, {"NE", Direction::kNE}, {"LT", Direction::kLT},
       {"LE", Direction::kLE}, {"GT", Direction::kGT}, {"GE", Direction::kGE}};
@@ -359,6 +370,7 @@ bool compare_fn(Direction dir, C a, C b) {
 /// operand's storage type, or bool when `bool_result`). `kinds` limits the instantiated dtypes.
 template <unsigned kinds, bool bool_result, class Fn>
 Array map_unary(const std::string& op, const Array& x, const TensorType& result_type, Fn fn) {
+  check_kernel_operand(op, "operand", x, result_type.shape);
   Array out = make_result(result_type);
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -380,6 +392,8 @@ Array map_unary(const std::string& op, const Array& x, const TensorType& result_
 template <unsigned kinds, bool bool_result, class Fn>
 Array map_binary(const std::string& op, const Array& a, const Array& b,
                  const TensorType& result_type, Fn fn) {
+  check_kernel_operand(op, "lhs", a, result_type.shape);
+  check_kernel_operand(op, "rhs", b, result_type.shape);
   Array out = make_result(result_type);
   dispatch_dtype(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -406,13 +420,13 @@ Array map_binary(const std::string& op, const Array& a, const Array& b,
 /// Shape rule of a one-operand op: operand dtype in `kinds`; result has the operand's shape
 /// and its dtype (or bool).
 ShapeRule unary_rule(std::string op, unsigned kinds, bool bool_result) {
-  return [op = std::move(op), kinds, bool_result](std::span<const TensorType> in,
-                                                  const Attributes&) {
-    check_kind(op, "operand", in[0], kinds);
-    TensorType t = in[0];
-    if (bool_result) t.dtype = DType::kBool;
-    return std::vector<TensorType>{t};
-  };
+  return
+      [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
+        check_kind(op, "operand", in[0], kinds);
+        TensorType t = in[0];
+        if (bool_result) t.dtype = DType::kBool;
+        return std::vector<TensorType>{t};
+      };
 }
 
 /// Throws unless lhs and rhs have identical types (no implicit broadcasting or promotion).
@@ -420,30 +434,31 @@ void check_same_type(const std::string& op, const TensorType& lhs, const TensorT
   if (lhs.shape != rhs.shape) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: operand shapes differ: {} vs {} (lhs {}, rhs {})", op,
-                            shape_to_string(lhs.shape), shape_to_string(rhs.shape),
-                            lhs.to_string(), rhs.to_string()),
+                            shape_to_string(lhs.shape), shape_to_string(rhs.shape), lhs.to_string(),
+                            rhs.to_string()),
                 fmt::format("broadcast explicitly with broadcast_in_dim, or use ingot::{} "
-                            "(the tracer's op broadcasts)", op));
+                            "(the tracer's op broadcasts)",
+                            op));
   }
   if (lhs.dtype != rhs.dtype) {
-    throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: operand dtypes differ: {} vs {} (lhs {}, rhs {})", op,
-                            dtype_name(lhs.dtype), dtype_name(rhs.dtype), lhs.to_string(),
-                            rhs.to_string()),
-                "convert one operand with convert so both have the same dtype");
+    throw Error(
+        ErrorCode::kDTypeMismatch,
+        fmt::format("{}: operand dtypes differ: {} vs {} (lhs {}, rhs {})", op,
+                    dtype_name(lhs.dtype), dtype_name(rhs.dtype), lhs.to_string(), rhs.to_string()),
+        "convert one operand with convert so both have the same dtype");
   }
 }
 
 /// Shape rule of a two-operand op: identical operand types with dtype in `kinds`.
 ShapeRule binary_rule(std::string op, unsigned kinds, bool bool_result) {
-  return [op = std::move(op), kinds, bool_result](std::span<const TensorType> in,
-                                                  const Attributes&) {
-    check_same_type(op, in[0], in[1]);
-    check_kind(op, "lhs", in[0], kinds);
-    TensorType t = in[0];
-    if (bool_result) t.dtype = DType::kBool;
-    return std::vector<TensorType>{t};
-  };
+  return
+      [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
+        check_same_type(op, in[0], in[1]);
+        check_kind(op, "lhs", in[0], kinds);
+        TensorType t = in[0];
+        if (bool_result) t.dtype = DType::kBool;
+        return std::vector<TensorType>{t};
+      };
 }
 
 std::vector<TensorType> compare_rule(std::span<const TensorType> in, const Attributes& attrs) {
@@ -453,7 +468,8 @@ std::vector<TensorType> compare_rule(std::span<const TensorType> in, const Attri
 }
 
 std::vector<TensorType> constant_rule(std::span<const TensorType>, const Attributes& attrs) {
-  const Array& value = op_attr("constant", [&]() -> const Array& { return attrs.get_array("value"); });
+  const Array& value =
+      op_attr("constant", [&]() -> const Array& { return attrs.get_array("value"); });
   if (!value.valid()) {
     throw Error(ErrorCode::kInvalidArgument,
                 "constant: attribute 'value' is an invalid (default-constructed) Array",
@@ -467,9 +483,10 @@ std::vector<TensorType> iota_rule(std::span<const TensorType>, const Attributes&
       op_attr("iota", [&]() -> const std::vector<int64_t>& { return attrs.get_ints("shape"); });
   for (int64_t d : shape) {
     if (d < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("iota: shape = [{}] has a negative size {}", fmt::join(shape, ", "), d),
-                  "dimension sizes must be >= 0");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("iota: shape = [{}] has a negative size {}", fmt::join(shape, ", "), d),
+          "dimension sizes must be >= 0");
     }
   }
   const DType dtype = dtype_attr("iota", attrs, "dtype");
@@ -503,11 +520,11 @@ std::vector<TensorType> select_rule(std::span<const TensorType> in, const Attrib
                 "make the predicate with compare, or convert it to bool");
   }
   if (on_true != on_false) {
-    throw Error(on_true.shape != on_false.shape ? ErrorCode::kShapeMismatch
-                                                : ErrorCode::kDTypeMismatch,
-                fmt::format("select: on_true has type {} but on_false has type {}",
-                            on_true.to_string(), on_false.to_string()),
-                "on_true and on_false must have identical types; broadcast or convert first");
+    throw Error(
+        on_true.shape != on_false.shape ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
+        fmt::format("select: on_true has type {} but on_false has type {}", on_true.to_string(),
+                    on_false.to_string()),
+        "on_true and on_false must have identical types; broadcast or convert first");
   }
   if (!pred.shape.empty() && pred.shape != on_true.shape) {
     throw Error(ErrorCode::kShapeMismatch,
@@ -569,6 +586,7 @@ std::vector<Array> iota_kernel(std::span<const Array>, const Attributes& attrs,
 std::vector<Array> convert_kernel(std::span<const Array> in, const Attributes&,
                                   std::span<const TensorType> result_types) {
   const Array& x = in[0];
+  check_kernel_operand("convert", "operand", x, result_types[0].shape);
   Array out = make_result(result_types[0]);
   dispatch_dtype(x.dtype(), [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
@@ -594,6 +612,14 @@ std::vector<Array> compare_kernel(std::span<const Array> in, const Attributes& a
 std::vector<Array> select_kernel(std::span<const Array> in, const Attributes&,
                                  std::span<const TensorType> result_types) {
   const Array& pred = in[0];
+  const Shape& shape = result_types[0].shape;
+  check_kernel_operand("select", "pred", pred, shape, /*scalar_ok=*/true);
+  check_kernel_operand("select", "on_true", in[1], shape);
+  check_kernel_operand("select", "on_false", in[2], shape);
+  if (in[1].dtype() != result_types[0].dtype || in[2].dtype() != result_types[0].dtype) {
+    unsupported_kernel_dtype(
+        "select", in[1].dtype() != result_types[0].dtype ? in[1].dtype() : in[2].dtype());
+  }
   Array out = make_result(result_types[0]);
   const int64_t n = out.size();
   const auto width = static_cast<size_t>(dtype_size(out.dtype()));
@@ -616,6 +642,10 @@ std::vector<Array> clamp_kernel(std::span<const Array> in, const Attributes&,
   const Array& lo = in[0];
   const Array& x = in[1];
   const Array& hi = in[2];
+  const Shape& shape = result_types[0].shape;
+  check_kernel_operand("clamp", "min", lo, shape, /*scalar_ok=*/true);
+  check_kernel_operand("clamp", "operand", x, shape);
+  check_kernel_operand("clamp", "max", hi, shape, /*scalar_ok=*/true);
   Array out = make_result(result_types[0]);
   dispatch_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -679,7 +709,8 @@ void register_unary_ops(OpRegistry& r) {
   add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); });
   add_unary<kFloatOnly>(r, "logistic", "1 / (1 + e^-x), without overflow",
                         [](auto x) { return logistic_fn(x); });
-  add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN", [](auto x) { return std::sqrt(x); });
+  add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN",
+                        [](auto x) { return std::sqrt(x); });
   add_unary<kFloatOnly>(r, "rsqrt", "1 / sqrt(x); rsqrt(0) = inf",
                         [](auto x) { return decltype(x)(1) / std::sqrt(x); });
   add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); });
@@ -696,9 +727,12 @@ void register_unary_ops(OpRegistry& r) {
 }
 
 void register_binary_ops(OpRegistry& r) {
-  add_binary<kNumeric>(r, "add", "a + b (integers wrap)", [](auto a, auto b) { return add_fn(a, b); });
-  add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)", [](auto a, auto b) { return subtract_fn(a, b); });
-  add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)", [](auto a, auto b) { return multiply_fn(a, b); });
+  add_binary<kNumeric>(r, "add", "a + b (integers wrap)",
+                       [](auto a, auto b) { return add_fn(a, b); });
+  add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)",
+                       [](auto a, auto b) { return subtract_fn(a, b); });
+  add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)",
+                       [](auto a, auto b) { return multiply_fn(a, b); });
   add_binary<kNumeric>(r, "divide", "a / b; integers truncate, x / 0 = -1, INT_MIN / -1 = INT_MIN",
                        [](auto a, auto b) { return divide_fn(a, b); });
   add_binary<kNumeric>(r, "remainder", "a - b * trunc(a / b) (dividend's sign); x % 0 = x",
@@ -711,16 +745,19 @@ void register_binary_ops(OpRegistry& r) {
                        [](auto a, auto b) { return minimum_fn(a, b); });
   add_binary<kFloatOnly>(r, "atan2", "angle of the point (b, a), in (-pi, pi]",
                          [](auto a, auto b) { return std::atan2(a, b); });
-  add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and", [](auto a, auto b) { return and_fn(a, b); });
-  add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or", [](auto a, auto b) { return or_fn(a, b); });
-  add_binary<kBoolOrInteger>(r, "xor", "logical/bitwise exclusive or", [](auto a, auto b) { return xor_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and",
+                             [](auto a, auto b) { return and_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or",
+                             [](auto a, auto b) { return or_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "xor", "logical/bitwise exclusive or",
+                             [](auto a, auto b) { return xor_fn(a, b); });
 }
 
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-  r.add(OpDef{"constant", 0, 0, constant_rule, constant_kernel,
-              "the literal in attribute `value`"});
+  r.add(
+      OpDef{"constant", 0, 0, constant_rule, constant_kernel, "the literal in attribute `value`"});
   r.add(OpDef{"iota", 0, 0, iota_rule, iota_kernel,
               "index along `iota_dimension` of `shape`, as `dtype`"});
   r.add(OpDef{"convert", 1, 1, convert_rule, convert_kernel,

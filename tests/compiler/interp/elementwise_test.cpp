@@ -102,15 +102,15 @@ TEST(ElementwiseInterpTest, FloorCeil) {
 }
 
 TEST(ElementwiseInterpTest, RoundNearestEven) {
-  expect_values(
-      unary("round_nearest_even",
-            f32({0.5f, 1.5f, 2.5f, 3.5f, -2.5f, -3.5f, 2.4f, 2.6f, -2.6f, kInfF, -kInfF, kNaNF,
-                 1e30f, 8388609.0f})),
-      {0, 2, 2, 4, -2, -4, 2, 3, -3, kInf, -kInf, kNaN, double{1e30f}, 8388609});
-  std::vector<float> z = unary("round_nearest_even", f32({-0.5f, -0.4f, -1e-30f})).to_vector<float>();
+  expect_values(unary("round_nearest_even", f32({0.5f, 1.5f, 2.5f, 3.5f, -2.5f, -3.5f, 2.4f, 2.6f,
+                                                 -2.6f, kInfF, -kInfF, kNaNF, 1e30f, 8388609.0f})),
+                {0, 2, 2, 4, -2, -4, 2, 3, -3, kInf, -kInf, kNaN, double{1e30f}, 8388609});
+  std::vector<float> z =
+      unary("round_nearest_even", f32({-0.5f, -0.4f, -1e-30f})).to_vector<float>();
   for (float v : z) EXPECT_TRUE(v == 0 && std::signbit(v)) << v;
-  expect_values(unary("round_nearest_even", arr(DType::kF64, {4503599627370497.0, 0.5000000000000001})),
-                {4503599627370497.0, 1});
+  expect_values(
+      unary("round_nearest_even", arr(DType::kF64, {4503599627370497.0, 0.5000000000000001})),
+      {4503599627370497.0, 1});
 }
 
 TEST(ElementwiseInterpTest, HalfTypesComputeInFloatAndRound) {
@@ -120,7 +120,7 @@ TEST(ElementwiseInterpTest, HalfTypesComputeInFloatAndRound) {
   // sqrt(2) = 1.41421...: f16 step 2^-10 gives 1448/1024, bf16 step 2^-7 gives 181/128.
   expect_values(unary("sqrt", arr(DType::kF16, {2})), {1448.0 / 1024});
   expect_values(unary("sqrt", arr(DType::kBF16, {2})), {181.0 / 128});
-  expect_values(unary("exponential", arr(DType::kF16, {12})), {kInf});  // 162754 > 65504
+  expect_values(unary("exponential", arr(DType::kF16, {12})), {kInf});     // 162754 > 65504
   expect_values(unary("exponential", arr(DType::kBF16, {12})), {162816});  // 159 * 2^10
   expect_values(unary("log", arr(DType::kF16, {0, -1})), {-kInf, kNaN});
   expect_values(unary("is_finite", arr(DType::kF16, {65504, kInf, kNaN})), {1, 0, 0});
@@ -203,8 +203,10 @@ TEST(ElementwiseInterpTest, MaximumMinimumPropagateNaN) {
   Array b = f32({2, 1, kNaNF, 5, kNaNF});
   expect_values(binary("maximum", a, b), {2, kNaN, kNaN, 5, kNaN});
   expect_values(binary("minimum", a, b), {1, kNaN, kNaN, -kInf, kNaN});
-  std::vector<float> mx = binary("maximum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
-  std::vector<float> mn = binary("minimum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
+  std::vector<float> mx =
+      binary("maximum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
+  std::vector<float> mn =
+      binary("minimum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
   for (float v : mx) EXPECT_FALSE(std::signbit(v));
   for (float v : mn) EXPECT_TRUE(std::signbit(v));
   EXPECT_EQ(binary("maximum", i32({-3, 7}), i32({2, -9})).to_vector<int32_t>(),
@@ -346,9 +348,9 @@ TEST(ElementwiseInterpTest, CompareFloatIsIEEE) {
 TEST(ElementwiseInterpTest, CompareIntegersBoolAndHalf) {
   expect_values(compare("LT", i32({kI32Min, 0, 5}), i32({kI32Max, 0, -5})), {1, 0, 0});
   // Unsigned compares as unsigned: 255 > 1.
-  expect_values(compare("GT", Array::from_vector<uint8_t>({255}, {1}),
-                        Array::from_vector<uint8_t>({1}, {1})),
-                {1});
+  expect_values(
+      compare("GT", Array::from_vector<uint8_t>({255}, {1}), Array::from_vector<uint8_t>({1}, {1})),
+      {1});
   expect_values(compare("LT", Array::from_vector<bool>({false, true, true}, {3}),
                         Array::from_vector<bool>({true, true, false}, {3})),
                 {1, 0, 0});
@@ -376,9 +378,9 @@ TEST(ElementwiseInterpTest, Clamp) {
   expect_values(run_op("clamp", {f32({0}, {}), f32({-1, 0.5f, 2, kNaNF, kInfF}), f32({1}, {})}),
                 {0, 0.5, 1, kNaN, 1});
   expect_values(run_op("clamp", {f32({0, 1, 2}), f32({5, 5, -5}), f32({1, 3, 4})}), {1, 3, 2});
-  EXPECT_EQ(run_op("clamp", {i32({-10}, {}), i32({-100, 5, 100}), i32({10}, {})})
-                .to_vector<int32_t>(),
-            (std::vector<int32_t>{-10, 5, 10}));
+  EXPECT_EQ(
+      run_op("clamp", {i32({-10}, {}), i32({-100, 5, 100}), i32({10}, {})}).to_vector<int32_t>(),
+      (std::vector<int32_t>{-10, 5, 10}));
   // min > max: the result is max, as min(max(x, lo), hi) says.
   expect_values(run_op("clamp", {f32({3}, {}), f32({0, 5}), f32({1}, {})}), {1, 1});
   EXPECT_EQ(run_op("clamp", {Array::from_vector<uint8_t>({10}, {}),
@@ -397,7 +399,8 @@ TEST(ElementwiseInterpTest, ConvertFloatToIntTruncatesAndSaturates) {
             (std::vector<int32_t>{2, -2, kI32Max, kI32Min, 0, kI32Max, kI32Min, 0}));
   EXPECT_EQ(convert(f32({-1.5f, 300, 255.9f, kNaNF}), "u8").to_vector<uint8_t>(),
             (std::vector<uint8_t>{0, 255, 255, 0}));
-  EXPECT_EQ(convert(f32({-200, 127.5f}), "i8").to_vector<int8_t>(), (std::vector<int8_t>{-128, 127}));
+  EXPECT_EQ(convert(f32({-200, 127.5f}), "i8").to_vector<int8_t>(),
+            (std::vector<int8_t>{-128, 127}));
   EXPECT_EQ(convert(arr(DType::kF64, {1e300, -1e300}), "i64").to_vector<int64_t>(),
             (std::vector<int64_t>{std::numeric_limits<int64_t>::max(),
                                   std::numeric_limits<int64_t>::min()}));
@@ -406,7 +409,8 @@ TEST(ElementwiseInterpTest, ConvertFloatToIntTruncatesAndSaturates) {
 }
 
 TEST(ElementwiseInterpTest, ConvertBoolAndIntegers) {
-  EXPECT_EQ(convert(i32({0, 5, -1}), "bool").to_vector<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(convert(i32({0, 5, -1}), "bool").to_vector<bool>(),
+            (std::vector<bool>{false, true, true}));
   EXPECT_EQ(convert(f32({0, -0.0f, 0.1f, kNaNF}), "bool").to_vector<bool>(),
             (std::vector<bool>{false, false, true, true}));
   expect_values(convert(Array::from_vector<bool>({true, false}, {2}), "f32"), {1, 0});
@@ -423,9 +427,9 @@ TEST(ElementwiseInterpTest, ConvertBoolAndIntegers) {
 
 TEST(ElementwiseInterpTest, ConvertToHalfTypesRounds) {
   // f16 step at 1 is 2^-10: 1 + 2^-11 ties to 1 (even), 1 + 3 * 2^-11 ties to 1 + 2^-9.
-  expect_values(convert(f32({1 + 1.0f / 2048, 1 + 3.0f / 2048, 65519, 65520, 70000, -70000, kNaNF}),
-                        "f16"),
-                {1, 1 + 1.0 / 512, 65504, kInf, kInf, -kInf, kNaN});
+  expect_values(
+      convert(f32({1 + 1.0f / 2048, 1 + 3.0f / 2048, 65519, 65520, 70000, -70000, kNaNF}), "f16"),
+      {1, 1 + 1.0 / 512, 65504, kInf, kInf, -kInf, kNaN});
   expect_values(convert(f32({1e-8f}), "f16"), {0});  // below half the smallest subnormal 2^-24
   expect_values(convert(f32({5.9604644775390625e-08f}), "f16"), {5.9604644775390625e-08});
   // f64 -> bf16 (8 significant bits, f32's exponent range): 1/3 -> 171/512;
@@ -512,20 +516,39 @@ TEST(ElementwiseInterpTest, EmptyArrays) {
     EXPECT_EQ(binary("xor", p, p).shape(), shape);
     EXPECT_EQ(run_op("select", {p, x, x}).shape(), shape);
     EXPECT_EQ(run_op("select", {Array::from_vector<bool>({true}, {}), n, n}).shape(), shape);
-    EXPECT_EQ(run_op("clamp", {Array::scalar(0, DType::kF32), x, Array::scalar(1, DType::kF32)})
-                  .shape(),
-              shape);
+    EXPECT_EQ(
+        run_op("clamp", {Array::scalar(0, DType::kF32), x, Array::scalar(1, DType::kF32)}).shape(),
+        shape);
     Array c = convert(x, "bf16");
     EXPECT_EQ(c.shape(), shape);
     EXPECT_EQ(c.dtype(), DType::kBF16);
   }
 }
 
+TEST(ElementwiseInterpTest, KernelsCalledDirectlyRejectUnverifiedOperands) {
+  const ir::OpRegistry& r = ir::OpRegistry::builtin();
+  const std::vector<ir::TensorType> f32x2 = {ir::TensorType{{2}, DType::kF32}};
+  const std::vector<Array> mismatched = {f32({1, 2}), f32({1, 2, 3})};
+  testing::expect_error([&] { r.get("add").interpret(mismatched, {}, f32x2); },
+                        ErrorCode::kShapeMismatch, {"add", "rhs", "(3,)", "(2,)"});
+  const std::vector<Array> ints = {i32({1, 2})};
+  testing::expect_error([&] { r.get("exponential").interpret(ints, {}, f32x2); },
+                        ErrorCode::kDTypeMismatch, {"exponential", "i32"});
+  const std::vector<Array> bad_pred = {Array::from_vector<bool>({true, false, true}, {3}),
+                                       f32({1, 2}), f32({3, 4})};
+  testing::expect_error([&] { r.get("select").interpret(bad_pred, {}, f32x2); },
+                        ErrorCode::kShapeMismatch, {"select", "pred", "(3,)"});
+  const std::vector<Array> bad_bound = {f32({0, 0, 0}), f32({1, 2}), f32({5}, {})};
+  testing::expect_error([&] { r.get("clamp").interpret(bad_bound, {}, f32x2); },
+                        ErrorCode::kShapeMismatch, {"clamp", "min", "(3,)"});
+}
+
 TEST(ElementwiseInterpTest, ChainedGraph) {
   // exp(log(x)) * 2 - x, with the constant 2 as a node: exercises several kernels together.
   ir::Graph g;
   ir::ValueId x = g.add_parameter({{3}, DType::kF64});
-  ir::ValueId two = g.add_node("constant", {}, Attributes{{"value", arr(DType::kF64, {2, 2, 2})}})[0];
+  ir::ValueId two =
+      g.add_node("constant", {}, Attributes{{"value", arr(DType::kF64, {2, 2, 2})}})[0];
   ir::ValueId l = g.add_node("log", {x})[0];
   ir::ValueId e = g.add_node("exponential", {l})[0];
   ir::ValueId m = g.add_node("multiply", {e, two})[0];
