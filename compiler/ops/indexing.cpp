@@ -2,8 +2,12 @@
 // see docs/ir.md).
 //
 // gather clamps each start index so that the whole slice lies inside the operand (as XLA does).
-// scatter applies the updates in row-major order of the update index space and skips every
-// update window that does not lie entirely inside the operand.
+// A collapsed slice dimension must have slice size exactly 1 (StableHLO allows 0 as well, but a
+// collapsed empty slice would have to read elements that do not exist).
+// scatter applies the updates in row-major order of the update index space (so with "assign" the
+// last duplicate wins) and skips every update window that does not lie entirely inside the
+// operand. Each "add" is one computation whose result is stored: integers wrap, f16/bf16 add in
+// float and round to the storage type after every update, as XLA's scatter region does.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,6 +21,36 @@
 
 namespace ingot::ir {
 namespace {
+
+/// Guards a kernel called directly (without a verified graph): re-runs the shape rule on the
+/// operands' actual types and checks that `result_types` agree, so a bad call throws instead of
+/// reading or writing out of bounds.
+void check_kernel_call(const char* op, size_t operands,
+                       std::vector<TensorType> (*rule)(std::span<const TensorType>,
+                                                       const Attributes&),
+                       std::span<const Array> in, const Attributes& attrs,
+                       std::span<const TensorType> result_types) {
+  if (in.size() != operands) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op,
+                            in.size(), operands),
+                "verify the graph (Graph::verify) before interpreting it");
+  }
+  std::vector<TensorType> operand_types;
+  for (const Array& a : in) operand_types.push_back({a.shape(), a.dtype()});
+  const std::vector<TensorType> expected = rule(operand_types, attrs);
+  if (!std::equal(expected.begin(), expected.end(), result_types.begin(), result_types.end())) {
+    std::vector<std::string> got, want;
+    for (const TensorType& t : result_types) got.push_back(t.to_string());
+    for (const TensorType& t : expected) want.push_back(t.to_string());
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
+                    "give ({})",
+                    op, fmt::join(got, ", "), fmt::join(want, ", ")),
+        "verify the graph (Graph::verify) before interpreting it");
+  }
+}
 
 using ops::check_dims;
 using ops::for_each_index;
@@ -32,8 +66,7 @@ void check_known_attrs(const std::string& op, const Attributes& attrs,
                        const std::vector<std::string>& known) {
   for (const auto& [name, value] : attrs.entries()) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: unknown attribute '{}'", op, name),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", op, name),
                   fmt::format("{} takes the attributes {}", op, fmt::join(known, ", ")));
     }
   }
@@ -60,7 +93,8 @@ template <class F>
 auto required_attr(const std::string& op, const Attributes& attrs, const std::string& name,
                    const char* kind, F&& get) {
   if (!attrs.has(name)) {
-    throw Error(ErrorCode::kNotFound, fmt::format("{}: missing attribute '{}' ({})", op, name, kind),
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("{}: missing attribute '{}' ({})", op, name, kind),
                 fmt::format("set '{}' as described in docs/ir.md", name));
   }
   return with_op(op, get);
@@ -116,12 +150,12 @@ IndexLayout index_layout(const std::string& op, const TensorType& indices, const
   l.index_vector_dim = required_attr(op, attrs, "index_vector_dim", "int",
                                      [&] { return attrs.get_int("index_vector_dim"); });
   if (l.index_vector_dim < 0 || l.index_vector_dim > indices.rank()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: index_vector_dim = {} is out of range for {} {} (must be in "
-                            "[0, {}])",
-                            op, l.index_vector_dim, indices_name, indices.to_string(),
-                            indices.rank()),
-                "index_vector_dim equal to the rank means an implicit trailing index vector of 1");
+    throw Error(
+        ErrorCode::kOutOfRange,
+        fmt::format("{}: index_vector_dim = {} is out of range for {} {} (must be in "
+                    "[0, {}])",
+                    op, l.index_vector_dim, indices_name, indices.to_string(), indices.rank()),
+        "index_vector_dim equal to the rank means an implicit trailing index vector of 1");
   }
   l.operand_dims = list_attr(op, attrs, map_name);
   const int64_t vector_size = l.index_vector_dim < indices.rank()
@@ -131,8 +165,8 @@ IndexLayout index_layout(const std::string& op, const TensorType& indices, const
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: {} = {} has {} entries, but the index vectors of {} {} "
                             "(index_vector_dim = {}) have {} components",
-                            op, map_name, list(l.operand_dims), l.operand_dims.size(),
-                            indices_name, indices.to_string(), l.index_vector_dim, vector_size),
+                            op, map_name, list(l.operand_dims), l.operand_dims.size(), indices_name,
+                            indices.to_string(), l.index_vector_dim, vector_size),
                 fmt::format("give one operand dimension per index component in {}", map_name));
   }
   check_dims(op, map_name, l.operand_dims, operand_rank);
@@ -172,8 +206,8 @@ std::vector<int64_t> full_start_index(const IndexLayout& l, const std::vector<in
     int64_t off = 0;
     size_t b = 0;
     for (size_t d = 0; d < rank; ++d) {
-      const int64_t i = static_cast<int64_t>(d) == l.index_vector_dim ? static_cast<int64_t>(k)
-                                                                        : batch[b++];
+      const int64_t i =
+          static_cast<int64_t>(d) == l.index_vector_dim ? static_cast<int64_t>(k) : batch[b++];
       off += i * strides[d];
     }
     start[static_cast<size_t>(l.operand_dims[k])] = values[static_cast<size_t>(off)];
@@ -191,23 +225,17 @@ struct GatherConfig {
   std::vector<int64_t> offset_dims, collapsed, slice_sizes;
 };
 
-GatherConfig gather_config(const TensorType& operand, const TensorType& indices,
-                           const Attributes& attrs) {
-  check_known_attrs(kGather, attrs,
-                    {"offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
-                     "slice_sizes", "indices_are_sorted"});
-  check_optional_bool(kGather, attrs, "indices_are_sorted");
-  GatherConfig c;
-  c.layout = index_layout(kGather, indices, "start_indices", attrs, "start_index_map",
-                          operand.rank());
+/// Reads slice_sizes and collapsed_slice_dims: one size in [0, dim] per operand dim, and
+/// collapsed dims sorted, distinct and of slice size 1.
+void read_slices(const Attributes& attrs, const TensorType& operand, GatherConfig& c) {
   c.slice_sizes = required_attr(kGather, attrs, "slice_sizes", "ints",
                                 [&] { return attrs.get_ints("slice_sizes"); });
   if (static_cast<int64_t>(c.slice_sizes.size()) != operand.rank()) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: slice_sizes = {} has {} entries, but operand {} has rank {}",
-                            kGather, list(c.slice_sizes), c.slice_sizes.size(),
-                            operand.to_string(), operand.rank()),
-                "give one slice size per operand dimension");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: slice_sizes = {} has {} entries, but operand {} has rank {}", kGather,
+                    list(c.slice_sizes), c.slice_sizes.size(), operand.to_string(), operand.rank()),
+        "give one slice size per operand dimension");
   }
   for (size_t d = 0; d < c.slice_sizes.size(); ++d) {
     if (c.slice_sizes[d] < 0 || c.slice_sizes[d] > operand.shape[d]) {
@@ -232,19 +260,29 @@ GatherConfig gather_config(const TensorType& operand, const TensorType& indices,
                   "only dimensions with slice size 1 can be collapsed");
     }
   }
+}
+
+GatherConfig gather_config(const TensorType& operand, const TensorType& indices,
+                           const Attributes& attrs) {
+  check_known_attrs(kGather, attrs,
+                    {"offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+                     "slice_sizes", "indices_are_sorted"});
+  check_optional_bool(kGather, attrs, "indices_are_sorted");
+  GatherConfig c;
+  c.layout =
+      index_layout(kGather, indices, "start_indices", attrs, "start_index_map", operand.rank());
+  read_slices(attrs, operand, c);
   c.offset_dims = list_attr(kGather, attrs, "offset_dims");
   const int64_t offset_count = operand.rank() - static_cast<int64_t>(c.collapsed.size());
   if (static_cast<int64_t>(c.offset_dims.size()) != offset_count) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: offset_dims = {} has {} entries, but operand {} has rank {} "
                             "with {} collapsed_slice_dims = {}, leaving {} offset dimensions",
-                            kGather, list(c.offset_dims), c.offset_dims.size(),
-                            operand.to_string(), operand.rank(), c.collapsed.size(),
-                            list(c.collapsed), offset_count),
+                            kGather, list(c.offset_dims), c.offset_dims.size(), operand.to_string(),
+                            operand.rank(), c.collapsed.size(), list(c.collapsed), offset_count),
                 "rank(operand) must equal size(offset_dims) + size(collapsed_slice_dims)");
   }
-  const int64_t result_rank =
-      static_cast<int64_t>(c.layout.batch_shape().size()) + offset_count;
+  const int64_t result_rank = static_cast<int64_t>(c.layout.batch_shape().size()) + offset_count;
   check_sorted_dims(kGather, "offset_dims", c.offset_dims, result_rank);
   return c;
 }
@@ -298,6 +336,7 @@ void gather_kernel(const Array& operand, const Array& indices, const GatherConfi
 
 std::vector<Array> gather_interpret(std::span<const Array> in, const Attributes& attrs,
                                     std::span<const TensorType> result_types) {
+  check_kernel_call(kGather, 2, gather_rule, in, attrs, result_types);
   const GatherConfig c =
       gather_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);
@@ -322,17 +361,16 @@ struct ScatterConfig {
 void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
                          const TensorType& updates) {
   const Shape batch = c.layout.batch_shape();
-  const int64_t expected_rank =
-      static_cast<int64_t>(batch.size() + c.update_window_dims.size());
+  const int64_t expected_rank = static_cast<int64_t>(batch.size() + c.update_window_dims.size());
   if (updates.rank() != expected_rank) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: updates {} has rank {}, but expected {} = {} scatter dims "
-                            "(scatter_indices {} without index_vector_dim {}) + {} "
-                            "update_window_dims = {}",
-                            kScatter, updates.to_string(), updates.rank(), expected_rank,
-                            batch.size(), shape_to_string(c.layout.indices_shape),
-                            c.layout.index_vector_dim, c.update_window_dims.size(),
-                            list(c.update_window_dims)));
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: updates {} has rank {}, but expected {} = {} scatter dims "
+                    "(scatter_indices {} without index_vector_dim {}) + {} "
+                    "update_window_dims = {}",
+                    kScatter, updates.to_string(), updates.rank(), expected_rank, batch.size(),
+                    shape_to_string(c.layout.indices_shape), c.layout.index_vector_dim,
+                    c.update_window_dims.size(), list(c.update_window_dims)));
   }
   check_sorted_dims(kScatter, "update_window_dims", c.update_window_dims, updates.rank());
   size_t b = 0, w = 0;
@@ -362,6 +400,22 @@ void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
   }
 }
 
+/// Reads `computation`: true for "add" (numeric operands only), false for "assign".
+bool read_computation(const Attributes& attrs, const TensorType& operand) {
+  const std::string computation = required_attr(kScatter, attrs, "computation", "string",
+                                                [&] { return attrs.get_string("computation"); });
+  if (computation != "add" && computation != "assign") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: computation = \"{}\" is not supported", kScatter, computation),
+                "use \"add\" or \"assign\"");
+  }
+  if (computation == "add") {
+    require_dtype(kScatter, "operand", operand, !is_bool(operand.dtype),
+                  "a numeric dtype for computation = \"add\"");
+  }
+  return computation == "add";
+}
+
 ScatterConfig scatter_config(std::span<const TensorType> in, const Attributes& attrs) {
   const TensorType& operand = in[0];
   const TensorType& updates = in[2];
@@ -377,20 +431,9 @@ ScatterConfig scatter_config(std::span<const TensorType> in, const Attributes& a
                 "convert the updates to the operand's dtype");
   }
   ScatterConfig c;
-  const std::string computation = required_attr(
-      kScatter, attrs, "computation", "string", [&] { return attrs.get_string("computation"); });
-  if (computation != "add" && computation != "assign") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: computation = \"{}\" is not supported", kScatter, computation),
-                "use \"add\" or \"assign\"");
-  }
-  c.add = computation == "add";
-  if (c.add) {
-    require_dtype(kScatter, "operand", operand, !is_bool(operand.dtype),
-                  "a numeric dtype for computation = \"add\"");
-  }
-  c.layout = index_layout(kScatter, in[1], "scatter_indices", attrs,
-                          "scatter_dims_to_operand_dims", operand.rank());
+  c.add = read_computation(attrs, operand);
+  c.layout = index_layout(kScatter, in[1], "scatter_indices", attrs, "scatter_dims_to_operand_dims",
+                          operand.rank());
   c.inserted = list_attr(kScatter, attrs, "inserted_window_dims");
   check_sorted_dims(kScatter, "inserted_window_dims", c.inserted, operand.rank());
   c.update_window_dims = list_attr(kScatter, attrs, "update_window_dims");
@@ -460,7 +503,8 @@ void scatter_kernel(const Array& indices, const Array& updates, const ScatterCon
         dst[off] = upd[flat];
       } else if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;
-        dst[off] = static_cast<T>(static_cast<U>(static_cast<U>(dst[off]) + static_cast<U>(upd[flat])));
+        dst[off] =
+            static_cast<T>(static_cast<U>(static_cast<U>(dst[off]) + static_cast<U>(upd[flat])));
       } else {
         dst[off] = T(static_cast<C>(dst[off]) + static_cast<C>(upd[flat]));
       }
@@ -470,6 +514,7 @@ void scatter_kernel(const Array& indices, const Array& updates, const ScatterCon
 
 std::vector<Array> scatter_interpret(std::span<const Array> in, const Attributes& attrs,
                                      std::span<const TensorType> result_types) {
+  check_kernel_call(kScatter, 3, scatter_rule, in, attrs, result_types);
   const std::vector<TensorType> types = {{in[0].shape(), in[0].dtype()},
                                          {in[1].shape(), in[1].dtype()},
                                          {in[2].shape(), in[2].dtype()}};

@@ -17,6 +17,36 @@
 namespace ingot::ir {
 namespace {
 
+/// Guards a kernel called directly (without a verified graph): re-runs the shape rule on the
+/// operands' actual types and checks that `result_types` agree, so a bad call throws instead of
+/// reading or writing out of bounds.
+void check_kernel_call(const char* op, size_t operands,
+                       std::vector<TensorType> (*rule)(std::span<const TensorType>,
+                                                       const Attributes&),
+                       std::span<const Array> in, const Attributes& attrs,
+                       std::span<const TensorType> result_types) {
+  if (in.size() != operands) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op,
+                            in.size(), operands),
+                "verify the graph (Graph::verify) before interpreting it");
+  }
+  std::vector<TensorType> operand_types;
+  for (const Array& a : in) operand_types.push_back({a.shape(), a.dtype()});
+  const std::vector<TensorType> expected = rule(operand_types, attrs);
+  if (!std::equal(expected.begin(), expected.end(), result_types.begin(), result_types.end())) {
+    std::vector<std::string> got, want;
+    for (const TensorType& t : result_types) got.push_back(t.to_string());
+    for (const TensorType& t : expected) want.push_back(t.to_string());
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
+                    "give ({})",
+                    op, fmt::join(got, ", "), fmt::join(want, ", ")),
+        "verify the graph (Graph::verify) before interpreting it");
+  }
+}
+
 using ops::check_dims;
 using ops::for_each_index;
 using ops::make_result;
@@ -31,8 +61,7 @@ void check_known_attrs(const std::string& op, const Attributes& attrs,
                        const std::vector<std::string>& known) {
   for (const auto& [name, value] : attrs.entries()) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: unknown attribute '{}'", op, name),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", op, name),
                   fmt::format("{} takes the attributes {}", op, fmt::join(known, ", ")));
     }
   }
@@ -146,7 +175,8 @@ std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& a,
                                const std::vector<int64_t>& b) {
   std::vector<int64_t> out;
   for (int64_t d = 0; d < rank; ++d) {
-    if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) {
+    if (std::find(a.begin(), a.end(), d) == a.end() &&
+        std::find(b.begin(), b.end(), d) == b.end()) {
       out.push_back(d);
     }
   }
@@ -178,13 +208,12 @@ void check_paired_sizes(const char* what, const std::vector<int64_t>& lhs_dims,
     const int64_t a = lhs.shape[static_cast<size_t>(lhs_dims[i])];
     const int64_t b = rhs.shape[static_cast<size_t>(rhs_dims[i])];
     if (a != b) {
-      throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("{}: {} dimension sizes differ: lhs dim {} has {}, rhs dim {} has {} "
-                              "(lhs {}, rhs {})",
-                              kDot, what, lhs_dims[i], a, rhs_dims[i], b, lhs.to_string(),
-                              rhs.to_string()),
-                  fmt::format("the {} dimensions of lhs and rhs must pair up with equal sizes",
-                              what));
+      throw Error(
+          ErrorCode::kShapeMismatch,
+          fmt::format("{}: {} dimension sizes differ: lhs dim {} has {}, rhs dim {} has {} "
+                      "(lhs {}, rhs {})",
+                      kDot, what, lhs_dims[i], a, rhs_dims[i], b, lhs.to_string(), rhs.to_string()),
+          fmt::format("the {} dimensions of lhs and rhs must pair up with equal sizes", what));
     }
   }
 }
@@ -212,8 +241,8 @@ DotDims dot_dims(const TensorType& lhs, const TensorType& rhs, const Attributes&
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: lhs_contracting_dimensions = {} and rhs_contracting_dimensions = "
                             "{} have different lengths ({} vs {})",
-                            kDot, list(d.lhs_contract), list(d.rhs_contract),
-                            d.lhs_contract.size(), d.rhs_contract.size()),
+                            kDot, list(d.lhs_contract), list(d.rhs_contract), d.lhs_contract.size(),
+                            d.rhs_contract.size()),
                 "pair each lhs contracting dimension with one rhs contracting dimension");
   }
   check_dot_side("lhs", d.lhs_batch, d.lhs_contract, lhs.rank());
@@ -278,6 +307,7 @@ void dot_general_kernel(const Array& lhs, const Array& rhs, const DotDims& d, Ar
 
 std::vector<Array> dot_general_interpret(std::span<const Array> in, const Attributes& attrs,
                                          std::span<const TensorType> result_types) {
+  check_kernel_call(kDot, 2, dot_general_rule, in, attrs, result_types);
   const DotDims d = dot_dims({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);
   dispatch_dtype(in[0].dtype(), [&](auto tag) {
@@ -308,10 +338,8 @@ struct ConvConfig {
 /// named by `singles` and `spatial` are distinct and in range.
 void check_dimension_numbers(const char* which, int64_t rank,
                              const std::vector<std::pair<std::string, int64_t>>& singles,
-                             const std::string& spatial_name,
-                             const std::vector<int64_t>& spatial) {
-  check_length(kConv, spatial_name, spatial, rank - 2,
-               fmt::format("{} of rank {}", which, rank));
+                             const std::string& spatial_name, const std::vector<int64_t>& spatial) {
+  check_length(kConv, spatial_name, spatial, rank - 2, fmt::format("{} of rank {}", which, rank));
   std::vector<std::pair<std::string, int64_t>> all = singles;
   for (int64_t s : spatial) all.emplace_back(spatial_name, s);
   std::vector<std::string> owner(static_cast<size_t>(rank));
@@ -324,37 +352,33 @@ void check_dimension_numbers(const char* which, int64_t rank,
     }
     std::string& o = owner[static_cast<size_t>(d)];
     if (!o.empty()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} dimension {} is named by both {} and {}", kConv, which, d, o,
-                              name),
-                  fmt::format("each {} dimension must be named exactly once", which));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: {} dimension {} is named by both {} and {}", kConv, which, d, o, name),
+          fmt::format("each {} dimension must be named exactly once", which));
     }
     o = name;
   }
 }
 
-ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
-  check_known_attrs(
-      kConv, attrs,
-      {"window_strides", "padding", "lhs_dilation", "rhs_dilation", "feature_group_count",
-       "batch_group_count", "input_batch_dimension", "input_feature_dimension",
-       "input_spatial_dimensions", "kernel_input_feature_dimension",
-       "kernel_output_feature_dimension", "kernel_spatial_dimensions", "output_batch_dimension",
-       "output_feature_dimension", "output_spatial_dimensions"});
-  const int64_t n = lhs.rank();
-  if (n != rhs.rank()) {
+/// Checks that lhs and rhs have equal ranks of at least 2 (batch and feature).
+void check_conv_ranks(const TensorType& lhs, const TensorType& rhs) {
+  if (lhs.rank() != rhs.rank()) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: lhs {} and rhs {} have different ranks ({} vs {})", kConv,
-                            lhs.to_string(), rhs.to_string(), n, rhs.rank()),
+                            lhs.to_string(), rhs.to_string(), lhs.rank(), rhs.rank()),
                 "lhs and kernel have one batch/feature dimension pair and the same spatial rank");
   }
-  if (n < 2) {
+  if (lhs.rank() < 2) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: lhs {} has rank {}, but needs rank >= 2 (batch and feature)",
-                            kConv, lhs.to_string(), n));
+                            kConv, lhs.to_string(), lhs.rank()));
   }
-  const int64_t s = n - 2;
-  ConvConfig c;
+}
+
+/// Reads window_strides, padding and the dilations (defaults: 1s and zeros) for `s` spatial
+/// dimensions, and the group counts (default 1).
+void read_window_attrs(const Attributes& attrs, int64_t s, ConvConfig& c) {
   const std::vector<int64_t> ones(static_cast<size_t>(s), 1);
   const std::vector<int64_t> zeros(static_cast<size_t>(2 * s), 0);
   c.strides = ints_attr(kConv, attrs, "window_strides", &ones);
@@ -370,8 +394,8 @@ ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attri
   check_at_least(kConv, "window_strides", c.strides, 1);
   check_at_least(kConv, "lhs_dilation", c.lhs_dilation, 1);
   check_at_least(kConv, "rhs_dilation", c.rhs_dilation, 1);
-  c.feature_groups = attrs.has("feature_group_count")
-                         ? required_int(kConv, attrs, "feature_group_count") : 1;
+  c.feature_groups =
+      attrs.has("feature_group_count") ? required_int(kConv, attrs, "feature_group_count") : 1;
   c.batch_groups =
       attrs.has("batch_group_count") ? required_int(kConv, attrs, "batch_group_count") : 1;
   check_at_least(kConv, "feature_group_count", {c.feature_groups}, 1);
@@ -382,6 +406,10 @@ ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attri
                             kConv, c.feature_groups, c.batch_groups),
                 "at most one of the group counts may exceed 1");
   }
+}
+
+/// Reads and checks the nine (required) dimension-number attributes for operands of rank `n`.
+void read_dimension_numbers(const Attributes& attrs, int64_t n, ConvConfig& c) {
   c.in_batch = required_int(kConv, attrs, "input_batch_dimension");
   c.in_feature = required_int(kConv, attrs, "input_feature_dimension");
   c.in_spatial = ints_attr(kConv, attrs, "input_spatial_dimensions", nullptr);
@@ -391,18 +419,31 @@ ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attri
   c.out_batch = required_int(kConv, attrs, "output_batch_dimension");
   c.out_feature = required_int(kConv, attrs, "output_feature_dimension");
   c.out_spatial = ints_attr(kConv, attrs, "output_spatial_dimensions", nullptr);
-  check_dimension_numbers("lhs", n,
-                          {{"input_batch_dimension", c.in_batch},
-                           {"input_feature_dimension", c.in_feature}},
-                          "input_spatial_dimensions", c.in_spatial);
+  check_dimension_numbers(
+      "lhs", n, {{"input_batch_dimension", c.in_batch}, {"input_feature_dimension", c.in_feature}},
+      "input_spatial_dimensions", c.in_spatial);
   check_dimension_numbers("rhs", n,
                           {{"kernel_input_feature_dimension", c.k_in_feature},
                            {"kernel_output_feature_dimension", c.k_out_feature}},
                           "kernel_spatial_dimensions", c.k_spatial);
-  check_dimension_numbers("result", n,
-                          {{"output_batch_dimension", c.out_batch},
-                           {"output_feature_dimension", c.out_feature}},
-                          "output_spatial_dimensions", c.out_spatial);
+  check_dimension_numbers(
+      "result", n,
+      {{"output_batch_dimension", c.out_batch}, {"output_feature_dimension", c.out_feature}},
+      "output_spatial_dimensions", c.out_spatial);
+}
+
+ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
+  check_known_attrs(
+      kConv, attrs,
+      {"window_strides", "padding", "lhs_dilation", "rhs_dilation", "feature_group_count",
+       "batch_group_count", "input_batch_dimension", "input_feature_dimension",
+       "input_spatial_dimensions", "kernel_input_feature_dimension",
+       "kernel_output_feature_dimension", "kernel_spatial_dimensions", "output_batch_dimension",
+       "output_feature_dimension", "output_spatial_dimensions"});
+  check_conv_ranks(lhs, rhs);
+  ConvConfig c;
+  read_window_attrs(attrs, lhs.rank() - 2, c);
+  read_dimension_numbers(attrs, lhs.rank(), c);
   return c;
 }
 
@@ -421,18 +462,18 @@ void check_conv_groups(const ConvConfig& c, const TensorType& lhs, const TensorT
                             kConv, batch, c.in_batch, lhs.to_string(), c.batch_groups));
   }
   if (k_in * c.feature_groups != features) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: lhs has {} input features (input_feature_dimension {} of {}), "
-                            "but kernel_input_feature_dimension {} of rhs {} has size {} and "
-                            "feature_group_count = {} (expected {} * {} = {} features)",
-                            kConv, features, c.in_feature, lhs.to_string(), c.k_in_feature,
-                            rhs.to_string(), k_in, c.feature_groups, k_in, c.feature_groups,
-                            k_in * c.feature_groups),
-                "the lhs feature count must equal kernel input features * feature_group_count");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: lhs has {} input features (input_feature_dimension {} of {}), "
+                    "but kernel_input_feature_dimension {} of rhs {} has size {} and "
+                    "feature_group_count = {} (expected {} * {} = {} features)",
+                    kConv, features, c.in_feature, lhs.to_string(), c.k_in_feature, rhs.to_string(),
+                    k_in, c.feature_groups, k_in, c.feature_groups, k_in * c.feature_groups),
+        "the lhs feature count must equal kernel input features * feature_group_count");
   }
-  for (const auto& [name, groups] : {std::pair<const char*, int64_t>{"feature_group_count",
-                                                                    c.feature_groups},
-                                     {"batch_group_count", c.batch_groups}}) {
+  for (const auto& [name, groups] :
+       {std::pair<const char*, int64_t>{"feature_group_count", c.feature_groups},
+        {"batch_group_count", c.batch_groups}}) {
     if (k_out % groups != 0) {
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("{}: kernel output features {} (kernel_output_feature_dimension {} "
@@ -483,12 +524,12 @@ std::vector<TensorType> convolution_rule(std::span<const TensorType> in, const A
 
 /// Index arithmetic of one convolution, precomputed from the config and the shapes.
 struct ConvGeometry {
-  std::vector<int64_t> ls, rs;      // row-major strides of lhs and rhs
-  std::vector<int64_t> in_sizes;    // lhs spatial sizes
-  Shape window;                     // kernel spatial sizes + [kernel input features]
-  int64_t out_per_group = 1;        // output features per group
-  int64_t in_per_group = 0;         // lhs input features per feature group
-  int64_t batch_per_group = 0;      // lhs batch entries per batch group
+  std::vector<int64_t> ls, rs;    // row-major strides of lhs and rhs
+  std::vector<int64_t> in_sizes;  // lhs spatial sizes
+  Shape window;                   // kernel spatial sizes + [kernel input features]
+  int64_t out_per_group = 1;      // output features per group
+  int64_t in_per_group = 0;       // lhs input features per feature group
+  int64_t batch_per_group = 0;    // lhs batch entries per batch group
 };
 
 ConvGeometry conv_geometry(const ConvConfig& c, const Array& lhs, const Array& rhs) {
@@ -511,8 +552,8 @@ acc_t<T> conv_point(const ConvConfig& c, const ConvGeometry& g, const T* a, cons
                     const std::vector<int64_t>& o) {
   const int64_t f = o[static_cast<size_t>(c.out_feature)];
   const int64_t group = f / g.out_per_group;
-  const int64_t batch = o[static_cast<size_t>(c.out_batch)] +
-                        (c.batch_groups > 1 ? group * g.batch_per_group : 0);
+  const int64_t batch =
+      o[static_cast<size_t>(c.out_batch)] + (c.batch_groups > 1 ? group * g.batch_per_group : 0);
   const int64_t feature_base = c.feature_groups > 1 ? group * g.in_per_group : 0;
   const int64_t lhs_base = batch * g.ls[static_cast<size_t>(c.in_batch)];
   const int64_t rhs_base = f * g.rs[static_cast<size_t>(c.k_out_feature)];
@@ -549,6 +590,7 @@ void convolution_kernel(const Array& lhs, const Array& rhs, const ConvConfig& c,
 
 std::vector<Array> convolution_interpret(std::span<const Array> in, const Attributes& attrs,
                                          std::span<const TensorType> result_types) {
+  check_kernel_call(kConv, 2, convolution_rule, in, attrs, result_types);
   const ConvConfig c =
       conv_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);

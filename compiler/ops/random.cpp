@@ -14,6 +14,36 @@
 namespace ingot::ir {
 namespace {
 
+/// Guards a kernel called directly (without a verified graph): re-runs the shape rule on the
+/// operands' actual types and checks that `result_types` agree, so a bad call throws instead of
+/// reading or writing out of bounds.
+void check_kernel_call(const char* op, size_t operands,
+                       std::vector<TensorType> (*rule)(std::span<const TensorType>,
+                                                       const Attributes&),
+                       std::span<const Array> in, const Attributes& attrs,
+                       std::span<const TensorType> result_types) {
+  if (in.size() != operands) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op,
+                            in.size(), operands),
+                "verify the graph (Graph::verify) before interpreting it");
+  }
+  std::vector<TensorType> operand_types;
+  for (const Array& a : in) operand_types.push_back({a.shape(), a.dtype()});
+  const std::vector<TensorType> expected = rule(operand_types, attrs);
+  if (!std::equal(expected.begin(), expected.end(), result_types.begin(), result_types.end())) {
+    std::vector<std::string> got, want;
+    for (const TensorType& t : result_types) got.push_back(t.to_string());
+    for (const TensorType& t : expected) want.push_back(t.to_string());
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
+                    "give ({})",
+                    op, fmt::join(got, ", "), fmt::join(want, ", ")),
+        "verify the graph (Graph::verify) before interpreting it");
+  }
+}
+
 using ops::make_result;
 
 const char* const kRng = "rng_bit_generator";
@@ -73,8 +103,8 @@ void check_state(const TensorType& state) {
 template <class F>
 auto read_attr(const Attributes& attrs, const std::string& name, const char* kind, F&& get) {
   if (!attrs.has(name)) {
-    throw Error(ErrorCode::kNotFound, fmt::format("{}: missing attribute '{}' ({})", kRng, name,
-                                                  kind),
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("{}: missing attribute '{}' ({})", kRng, name, kind),
                 fmt::format("set '{}' as described in docs/ir.md", name));
   }
   try {
@@ -87,7 +117,8 @@ auto read_attr(const Attributes& attrs, const std::string& name, const char* kin
 RngConfig rng_config(const Attributes& attrs) {
   for (const auto& [name, value] : attrs.entries()) {
     if (name != "algorithm" && name != "shape" && name != "dtype") {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", kRng, name),
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: unknown attribute '{}'", kRng, name),
                   "rng_bit_generator takes the attributes algorithm, shape, dtype");
     }
   }
@@ -127,6 +158,7 @@ std::vector<TensorType> rng_rule(std::span<const TensorType> in, const Attribute
 
 std::vector<Array> rng_interpret(std::span<const Array> in, const Attributes& attrs,
                                  std::span<const TensorType> result_types) {
+  check_kernel_call(kRng, 1, rng_rule, in, attrs, result_types);
   const RngConfig c = rng_config(attrs);
   const std::vector<uint64_t> state = in[0].to_vector<uint64_t>();
   const std::array<uint32_t, 2> key = {low32(state[0]), high32(state[0])};

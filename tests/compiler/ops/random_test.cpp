@@ -34,14 +34,26 @@ TEST(RngBitGeneratorShape, ScalarAndEmptyShapes) {
 }
 
 TEST(RngBitGeneratorErrors, BadStateType) {
-  expect_error([] { infer("rng_bit_generator", {{{2}, DType::kF32}}, rng_attrs({4})); },
-               ErrorCode::kDTypeMismatch, {"rng_bit_generator", "state", "f32[2]", "u64[2]"});
-  expect_error([] { infer("rng_bit_generator", {{{2}, DType::kU32}}, rng_attrs({4})); },
-               ErrorCode::kDTypeMismatch, {"rng_bit_generator", "u32[2]", "u64[2]"});
-  expect_error([] { infer("rng_bit_generator", {{{3}, DType::kU64}}, rng_attrs({4})); },
-               ErrorCode::kShapeMismatch, {"rng_bit_generator", "state", "u64[3]", "(3,)"});
-  expect_error([] { infer("rng_bit_generator", {{{}, DType::kU64}}, rng_attrs({4})); },
-               ErrorCode::kShapeMismatch, {"rng_bit_generator", "u64[]", "u64[2]"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {{{2}, DType::kF32}}, rng_attrs({4}));
+      },
+      ErrorCode::kDTypeMismatch, {"rng_bit_generator", "state", "f32[2]", "u64[2]"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {{{2}, DType::kU32}}, rng_attrs({4}));
+      },
+      ErrorCode::kDTypeMismatch, {"rng_bit_generator", "u32[2]", "u64[2]"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {{{3}, DType::kU64}}, rng_attrs({4}));
+      },
+      ErrorCode::kShapeMismatch, {"rng_bit_generator", "state", "u64[3]", "(3,)"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {{{}, DType::kU64}}, rng_attrs({4}));
+      },
+      ErrorCode::kShapeMismatch, {"rng_bit_generator", "u64[]", "u64[2]"});
 }
 
 TEST(RngBitGeneratorErrors, UnknownAlgorithm) {
@@ -57,8 +69,11 @@ TEST(RngBitGeneratorErrors, UnknownAlgorithm) {
 TEST(RngBitGeneratorErrors, BadOutputDTypeOrShape) {
   expect_error([] { infer("rng_bit_generator", {kState}, rng_attrs({4}, "f32")); },
                ErrorCode::kInvalidArgument, {"rng_bit_generator", "dtype = \"f32\"", "u64"});
-  expect_error([] { infer("rng_bit_generator", {kState}, rng_attrs({2, -1})); },
-               ErrorCode::kInvalidArgument, {"rng_bit_generator", "shape = [2, -1]", "-1"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {kState}, rng_attrs({2, -1}));
+      },
+      ErrorCode::kInvalidArgument, {"rng_bit_generator", "shape = [2, -1]", "-1"});
   Attributes a = rng_attrs({4});
   a.set("shape", int64_t{4});
   expect_error([&] { infer("rng_bit_generator", {kState}, a); }, ErrorCode::kInvalidArgument,
@@ -70,8 +85,11 @@ TEST(RngBitGeneratorErrors, BadOutputDTypeOrShape) {
 }
 
 TEST(RngBitGeneratorErrors, OperandCount) {
-  expect_error([] { infer("rng_bit_generator", {kState, kState}, rng_attrs({4})); },
-               ErrorCode::kInvalidArgument, {"rng_bit_generator", "takes 1 operands"});
+  expect_error(
+      [] {
+        infer("rng_bit_generator", {kState, kState}, rng_attrs({4}));
+      },
+      ErrorCode::kInvalidArgument, {"rng_bit_generator", "takes 1 operands"});
 }
 
 }  // namespace
