@@ -14,6 +14,9 @@
 //   computed arithmetically with the same result bit for bit: (word / 2^(bits - nmant)) * 2^-nmant,
 //   nmant = 52 (f64, u64 words), 23 (f32), 10 (f16) or 7 (bf16) (u32 words). For f16/bf16 the
 //   value is exact in the narrow type, so converting it never rounds up to 1.
+// - Tensor::shape() refers into the trace's graph, which moves when a node is added; functions
+//   that take a Shape or index list and emit a node before their last use of it copy it first
+//   (full_like(x) passes x.shape() to full(), and users may pass shapes just as well).
 // - Tensors that feed a function which creates constants (scalar operands, reduction inits, pad
 //   values, ...) are checked against the active trace first, so a leaked or outer-trace Tensor
 //   gets a kTraceError naming the function instead of a constant in the wrong trace.
@@ -418,9 +421,10 @@ Tensor constant(const Array& value) {
 Tensor scalar(double value, DType dtype) { return constant(Array::scalar(value, dtype)); }
 
 Tensor full(const Shape& shape, double value, DType dtype) {
-  check_shape_nonnegative(shape, "full: shape");
+  const Shape to = shape;  // may alias a tensor's shape, which scalar() can move
+  check_shape_nonnegative(to, "full: shape");
   const Tensor s = scalar(value, dtype);
-  return shape.empty() ? s : broadcast_in_dim(s, shape, {});
+  return to.empty() ? s : broadcast_in_dim(s, to, {});
 }
 
 Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
@@ -585,10 +589,10 @@ Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t limit) {
 
 Tensor pad(const Tensor& x, double value, const std::vector<int64_t>& low,
            const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
-  const Tensor v = scalar_like(x, value, "pad");
   const Ints in = interior.empty() ? Ints(static_cast<size_t>(x.rank()), 0) : interior;
-  return emit1("pad", {x, v},
-               {{"edge_padding_low", low}, {"edge_padding_high", high}, {"interior_padding", in}});
+  ir::Attributes attrs = {
+      {"edge_padding_low", low}, {"edge_padding_high", high}, {"interior_padding", in}};
+  return emit1("pad", {x, scalar_like(x, value, "pad")}, std::move(attrs));
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis) {
@@ -780,17 +784,18 @@ Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
 
 Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
                   const std::vector<int64_t>& strides, const std::string& padding) {
-  const Ints s = pool_strides("avg_pool2d", x, pool_size, strides);
+  const Ints window = pool_size;  // copied: used after nodes are added
+  const Ints s = pool_strides("avg_pool2d", x, window, strides);
   require_floating("avg_pool2d", x);
   const Array zero = Array::scalar(0.0, x.dtype());
-  const Tensor sums = pool("avg_pool2d", x, pool_size, s, padding, "add", zero);
-  const Ints pads = padding_2d("avg_pool2d", padding, {x.dim(1), x.dim(2)}, pool_size, s);
+  const Tensor sums = pool("avg_pool2d", x, window, s, padding, "add", zero);
+  const Ints pads = padding_2d("avg_pool2d", padding, {x.dim(1), x.dim(2)}, window, s);
   if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) {
-    return sums / static_cast<double>(pool_size[0] * pool_size[1]);
+    return sums / static_cast<double>(window[0] * window[1]);
   }
   // Count the real cells of each window: the same window over ones, padded with zeros.
   const Tensor ones_hw = ones({1, x.dim(1), x.dim(2), 1}, x.dtype());
-  return sums / pool("avg_pool2d", ones_hw, pool_size, s, padding, "add", zero);
+  return sums / pool("avg_pool2d", ones_hw, window, s, padding, "add", zero);
 }
 
 Tensor take(const Tensor& x, const Tensor& indices) {
@@ -811,7 +816,8 @@ Tensor take(const Tensor& x, const Tensor& indices) {
                 {"indices_are_sorted", false}});
 }
 
-Tensor scatter_add_rows(const Shape& shape, const Tensor& indices, const Tensor& updates) {
+Tensor scatter_add_rows(const Shape& shape_in, const Tensor& indices, const Tensor& updates) {
+  const Shape shape = shape_in;  // zeros() below adds nodes; shape_in may alias a tensor's shape
   check_shape_nonnegative(shape, "scatter_add_rows: shape");
   require_integer("scatter_add_rows", "indices", indices);
   Shape expected = indices.shape();
@@ -929,7 +935,8 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim
 
 Tensor variance(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   require_floating("variance", x);
-  return mean(square(x - mean(x, axes, true)), axes, keepdims);
+  const Ints dims = axes;  // copied: used after nodes are added
+  return mean(square(x - mean(x, dims, true)), dims, keepdims);
 }
 
 }  // namespace ingot

@@ -240,6 +240,17 @@ TEST(TraceCreation, FullLikeAndIota) {
                ErrorCode::kOutOfRange, {"iota", "axis 1", "rank 1"});
 }
 
+TEST(TraceCreation, ShapesOfTensorsCanBePassedBack) {
+  // Tensor::shape() refers into the graph, which grows as nodes are added; functions that add
+  // nodes before their last use of a shape argument must not be hurt by that.
+  ir::Graph g = trace1([](auto& a) {
+    Tensor z = zeros(a[0].shape(), DType::kF32);
+    for (int i = 0; i < 20; ++i) z = z + full(a[0].shape(), 1.0, DType::kF32);
+    return z + full_like(a[0], 2.0) + scatter_add_rows(a[0].shape(), a[1], a[2]);
+  }, {tt({5, 3, 2}), tt({4}, DType::kI32), tt({4, 3, 2})});
+  EXPECT_EQ(result_type(g), tt({5, 3, 2}));
+}
+
 // ---- shapes ------------------------------------------------------------------------------
 
 TEST(TraceShapes, ReshapeInfersMinusOne) {
