@@ -196,12 +196,18 @@ struct Nested {
   std::vector<Nested> items;
 };
 
+/// Deepest list nesting accepted in a dense literal (bounds the parser's recursion).
+constexpr int kMaxNesting = 256;
+
 /// A name defined in the text and where.
 struct Definition {
   ValueId id;
   size_t offset;
 };
 
+/// Recursive-descent parser of one function in the text form. Offsets into the text are kept
+/// for error messages and turned into "line L, column C" (1-based) only when reporting.
+/// Every method that reads a token skips whitespace and `//` comments before it.
 class Parser {
  public:
   Parser(std::string_view text, const OpRegistry* registry) : text_(text), registry_(registry) {}
@@ -235,6 +241,7 @@ class Parser {
   void check_undefined(const std::string& name, size_t offset) const;
   void define(const std::string& name, size_t offset, ValueId id);
   void parameters(Graph& g);
+  std::vector<std::pair<std::string, size_t>> result_names();
   void statement(Graph& g);
   void return_statement(Graph& g, const std::vector<TensorType>& declared);
   Attributes attribute_dict();
@@ -243,7 +250,7 @@ class Parser {
   NumberToken number();
   int64_t to_i64(const NumberToken& t);
   double to_double(const NumberToken& t);
-  Nested nested();
+  Nested nested(int depth);
   Array dense();
   void flatten(const Nested& n, const TensorType& t, size_t dim, std::vector<const Nested*>& out);
   template <class T>
@@ -387,6 +394,12 @@ TensorType Parser::type() {
     t.shape.push_back(to_i64(n));
   } while (consume(','));
   expect(']', "to close the dimension list");
+  int64_t bytes = dtype_size(t.dtype);
+  for (int64_t d : t.shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      fail(start, fmt::format("type {} is too large (over 2^63 bytes)", t.to_string()));
+    }
+  }
   return t;
 }
 
@@ -459,9 +472,7 @@ void Parser::parameters(Graph& g) {
   expect(')', "to close the parameter list");
 }
 
-void Parser::statement(Graph& g) {
-  skip_space();
-  const size_t start = pos_;
+std::vector<std::pair<std::string, size_t>> Parser::result_names() {
   std::vector<std::pair<std::string, size_t>> results{value_name()};
   while (consume(',')) results.push_back(value_name());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -471,6 +482,13 @@ void Parser::statement(Graph& g) {
       if (results[j].first == name) fail(offset, fmt::format("%{} is defined twice here", name));
     }
   }
+  return results;
+}
+
+void Parser::statement(Graph& g) {
+  skip_space();
+  const size_t start = pos_;
+  std::vector<std::pair<std::string, size_t>> results = result_names();
   expect('=', "after the result names");
   std::string op(word("an op name"));
   expect('(', fmt::format("to start the operands of {}", op));
@@ -634,16 +652,19 @@ double Parser::to_double(const NumberToken& t) {
   return *v;
 }
 
-Nested Parser::nested() {
+Nested Parser::nested(int depth) {
   Nested n;
   const char c = peek();
   n.offset = pos_;
+  if (depth > kMaxNesting) {
+    fail(n.offset, fmt::format("dense literal nested deeper than {} levels", kMaxNesting));
+  }
   if (c == '[') {
     n.kind = Nested::kList;
     ++pos_;
     if (consume(']')) return n;
     do {
-      n.items.push_back(nested());
+      n.items.push_back(nested(depth + 1));
     } while (consume(','));
     if (!consume(']')) {
       auto [line, column] = line_column(n.offset);
@@ -723,23 +744,28 @@ T Parser::element(const Nested& n, DType dtype) {
 Array Parser::dense() {
   word("'dense'");
   expect('<', "after 'dense'");
-  Nested root = nested();
+  Nested root = nested(0);
   expect('>', "to close the dense literal");
   expect(':', "and the type of the dense literal");
   TensorType t = type();
+  // A single element for a non-scalar type is a splat (every element equal).
+  const bool splat = root.kind != Nested::kList && !t.shape.empty();
   std::vector<const Nested*> elements;
-  if (root.kind != Nested::kList && !t.shape.empty()) {
-    elements.assign(static_cast<size_t>(num_elements(t.shape)), &root);  // splat
+  if (splat) {
+    elements.push_back(&root);
   } else {
     flatten(root, t, 0, elements);
   }
-  Array a = Array::empty(t.shape, t.dtype);
+  Array a;
   dispatch_dtype(t.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    std::vector<T> values;
+    for (const Nested* e : elements) values.push_back(element<T>(*e, t.dtype));
+    a = Array::empty(t.shape, t.dtype);
     auto* bytes = static_cast<unsigned char*>(a.raw_data());
-    for (size_t i = 0; i < elements.size(); ++i) {
-      T v = element<T>(*elements[i], t.dtype);
-      std::memcpy(bytes + i * sizeof(T), &v, sizeof(T));
+    for (int64_t i = 0; i < a.size(); ++i) {
+      const T v = values[splat ? 0 : static_cast<size_t>(i)];
+      std::memcpy(bytes + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
     }
   });
   return a;

@@ -52,7 +52,8 @@ TEST(GraphTest, MultiResultNodeNumbersEachResult) {
   Graph g("rng", reg.get());
   ValueId s = g.add_parameter({{2}, DType::kU64});
   std::vector<ValueId> r =
-      g.add_node("rng_bit_generator", {s}, {{"dtype", std::string("u32")}, {"shape", std::vector<int64_t>{4}}});
+      g.add_node("rng_bit_generator", {s},
+                 {{"dtype", std::string("u32")}, {"shape", std::vector<int64_t>{4}}});
   ASSERT_EQ(r, (std::vector<ValueId>{1, 2}));
   EXPECT_EQ(g.type(1), (TensorType{{2}, DType::kU64}));
   EXPECT_EQ(g.type(2), (TensorType{{4}, DType::kU32}));
@@ -121,9 +122,9 @@ TEST(GraphTest, FailedAddNodeLeavesTheGraphUnchanged) {
   g.add_node("negate", {a});
   g.set_outputs({1});
   const Graph before = g;
-  EXPECT_THROW(g.add_node("add", {a, i}), Error);                      // dtype mismatch
-  EXPECT_THROW(g.add_node("constant", {}), Error);                     // missing attribute
-  EXPECT_THROW(g.add_node("nope", {a}), Error);                        // unknown op
+  EXPECT_THROW(g.add_node("add", {a, i}), Error);   // dtype mismatch
+  EXPECT_THROW(g.add_node("constant", {}), Error);  // missing attribute
+  EXPECT_THROW(g.add_node("nope", {a}), Error);     // unknown op
   EXPECT_THROW(g.add_node_with_types("negate", {a}, {}, {{{3, 2}, DType::kF32}}), Error);
   EXPECT_THROW(g.add_node_with_types("negate", {a}, {}, {kF23, kF23}), Error);
   EXPECT_TRUE(g == before);

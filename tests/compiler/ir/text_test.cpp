@@ -199,7 +199,8 @@ TEST(TextTest, RoundTripsEveryAttributeKindTogether) {
                    {"ints", std::vector<int64_t>{0, INT64_MAX}},
                    {"array", Array::from_vector<bf16>({bf16(-1.5f), bf16(NAN)}, {1, 2})}};
   ValueId a = g.add_node("annotate", {x}, attrs)[0];
-  ValueId c = g.add_node("constant", {}, {{"value", Array::from_vector<double>({kNaN, -kInf}, {2})}})[0];
+  Array literal = Array::from_vector<double>({kNaN, -kInf}, {2});
+  ValueId c = g.add_node("constant", {}, {{"value", literal}})[0];
   g.set_outputs({g.add_node("add", {a, c})[0], a});
   EXPECT_EQ(expect_round_trip(g),
             "func @kinds(%0: f64[2]) -> (f64[2], f64[2]) {\n"
@@ -274,8 +275,9 @@ void expect_parse_error(const std::string& text, const std::vector<std::string>&
 }
 
 TEST(TextTest, ReportsUnknownValuesWithLineAndColumn) {
-  expect_parse_error("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = negate(%9) : f32[2]\n  return %1\n}",
-                     {"line 2, column 15: unknown value %9"});
+  expect_parse_error(
+      "func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = negate(%9) : f32[2]\n  return %1\n}",
+      {"line 2, column 15: unknown value %9"});
   expect_parse_error("func @f(%0: f32[2]) -> (f32[2]) {\n  return %1\n}",
                      {"line 2, column 10: unknown value %1"});
   // A node cannot use its own result.
@@ -334,9 +336,10 @@ TEST(TextTest, ReportsResultCountMismatches) {
       {"line 2, column 61: rng_bit_generator declares 2 result types for 1 results"});
   // The op itself produces a different count than the text names (a shape-rule error, with its
   // code kept and the line prepended).
-  expect_parse_error("func @f(%0: f32[]) -> () {\n  %1, %2 = negate(%0) : f32[], f32[]\n  return\n}",
-                     {"line 2, column 3: ", "declared 2 result types but the op produces 1"},
-                     ErrorCode::kShapeMismatch);
+  expect_parse_error(
+      "func @f(%0: f32[]) -> () {\n  %1, %2 = negate(%0) : f32[], f32[]\n  return\n}",
+      {"line 2, column 3: ", "declared 2 result types but the op produces 1"},
+      ErrorCode::kShapeMismatch);
   expect_parse_error("func @f(%0: f32[]) -> (f32[], f32[]) {\n  return %0\n}",
                      {"line 2, column 10: return has 1 values but the signature declares 2 "
                       "result types"});
@@ -369,11 +372,13 @@ TEST(TextTest, ReportsBadDenseLiterals) {
     return "func @f() -> () {\n  %0 = constant() {value = " + literal + "} : f32[]\n  return\n}";
   };
   expect_parse_error(constant("dense<[1.0, 2.0, 3.0]> : f32[2]"),
-                     {"line 2, column 34: list has 3 elements but dimension 0 of f32[2] has size 2"});
+                     {"line 2, column 34: list has 3 elements but dimension 0 of f32[2] has "
+                      "size 2"});
   expect_parse_error(constant("dense<[1.0, [2.0]]> : f32[2]"),
                      {"line 2, column 40: expected an element of f32[2] but found a list"});
   expect_parse_error(constant("dense<[1.0, 2.0]> : f32[2,1]"),
-                     {"line 2, column 35: expected a list of 1 elements for dimension 1 of f32[2,1]"});
+                     {"line 2, column 35: expected a list of 1 elements for dimension 1 of "
+                      "f32[2,1]"});
   expect_parse_error(constant("dense<[256]> : u8[1]"),
                      {"line 2, column 35: 256 is out of range for u8"});
   expect_parse_error(constant("dense<[-1]> : u32[1]"), {"-1 is out of range for u32"});
@@ -390,6 +395,12 @@ TEST(TextTest, ReportsBadDenseLiterals) {
   expect_parse_error(constant("dense<[1.0]> : f31[1]"), {"unknown dtype 'f31'"});
   expect_parse_error(constant("dense<[1.0x]> : f32[1]"), {"line 2, column 35: malformed number"});
   expect_parse_error(constant("dense<[1e]> : f32[1]"), {"expected digits in the exponent"});
+  expect_parse_error(constant("dense<true> : f32[0]"), {"expected a number for f32"});
+  expect_parse_error(constant("dense<" + std::string(300, '[') + "1.0" + std::string(300, ']') +
+                              "> : f32[1]"),
+                     {"line 2, column 291: dense literal nested deeper than 256 levels"});
+  expect_parse_error(constant("dense<1.0> : f32[4294967296,4294967296]"),
+                     {"line 2, column 41: type f32[4294967296,4294967296] is too large"});
   expect_parse_error(constant("dense[1.0] : f32[1]"),
                      {"line 2, column 33: expected '<' after 'dense' but found '['"});
 }
