@@ -160,8 +160,11 @@ void format_rec(const Array& a, const std::vector<std::string>& elems, size_t wi
                  out, summarise);
     }
   };
-  const std::string sep = last ? ", " : ",\n" + std::string(static_cast<size_t>(dim + 1), ' ') +
-                                            (a.rank() - dim > 2 ? "\n" : "");
+  // NumPy separates sub-arrays with a newline plus one blank line per extra nesting level.
+  const std::string sep =
+      last ? ", "
+           : ",\n" + std::string(static_cast<size_t>(a.rank() - dim - 2), '\n') +
+                 std::string(static_cast<size_t>(dim + 1), ' ');
   for (int64_t k = 0; k < n; ++k) {
     if (summarise && n > 6 && k == 3) {
       out += "...";

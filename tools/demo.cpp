@@ -1,0 +1,153 @@
+#include "demo.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <cmath>
+#include <fstream>
+#include <ostream>
+#include <random>
+#include <sstream>
+
+#include "ingot/interp/interpreter.h"
+#include "ingot/ir/passes.h"
+#include "ingot/ir/text.h"
+#include "ingot/runtime/element.h"
+#include "ingot/trace/ops.h"
+
+namespace ingot::cli {
+
+std::vector<Array> random_arguments(const ir::Graph& graph, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::vector<Array> args;
+  for (ir::ValueId p : graph.parameters()) {
+    const ir::TensorType& t = graph.type(p);
+    const int64_t n = num_elements(t.shape);
+    std::vector<double> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      double v = is_floating(t.dtype) ? uniform(rng)
+                 : is_bool(t.dtype)   ? static_cast<double>(i % 2)
+                                      : static_cast<double>(rng() % 10);
+      values[static_cast<size_t>(i)] = v;
+    }
+    if (t.dtype == DType::kU64) {
+      std::vector<uint64_t> bits(static_cast<size_t>(n));
+      for (auto& b : bits) b = rng();
+      args.push_back(Array::from_vector<uint64_t>(bits, t.shape));
+    } else {
+      args.push_back(Array::from_doubles(values, t.shape, t.dtype));
+    }
+  }
+  return args;
+}
+
+ir::Graph apply_passes(const ir::Graph& graph, const std::vector<std::string>& passes) {
+  ir::Graph g = graph;
+  for (const std::string& p : passes) {
+    if (p == "dce") {
+      g = ir::eliminate_dead_code(g);
+    } else if (p == "cse") {
+      g = ir::eliminate_common_subexpressions(g);
+    } else {
+      throw Error(ErrorCode::kNotFound, fmt::format("unknown pass '{}'", p),
+                  "known passes: dce, cse (see docs/ir.md)");
+    }
+  }
+  return g;
+}
+
+namespace {
+
+// Weights of the demo MLP, captured as constants by the trace.
+struct DemoWeights {
+  Array w1, b1, w2, b2;
+};
+
+DemoWeights make_weights(const DemoOptions& o) {
+  std::mt19937_64 rng(o.seed + 1);
+  auto uniform = [&](const Shape& shape, double limit) {
+    std::uniform_real_distribution<double> u(-limit, limit);
+    std::vector<double> v(static_cast<size_t>(num_elements(shape)));
+    for (double& x : v) x = u(rng);
+    return Array::from_doubles(v, shape, DType::kF32);
+  };
+  // Glorot-uniform limits: sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010).
+  auto glorot = [](int64_t a, int64_t b) { return std::sqrt(6.0 / static_cast<double>(a + b)); };
+  return {uniform({o.features, o.hidden}, glorot(o.features, o.hidden)),
+          Array::zeros({o.hidden}, DType::kF32),
+          uniform({o.hidden, o.classes}, glorot(o.hidden, o.classes)),
+          Array::zeros({o.classes}, DType::kF32)};
+}
+
+void check_demo_options(const DemoOptions& o) {
+  auto positive = [](const char* name, int64_t v) {
+    if (v <= 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} = {} must be positive", name, v),
+                  fmt::format("pass --{} 1 or more", name));
+    }
+  };
+  positive("batch", o.batch);
+  positive("features", o.features);
+  positive("hidden", o.hidden);
+  positive("classes", o.classes);
+}
+
+}  // namespace
+
+int run_demo(const DemoOptions& o, std::ostream& out) {
+  check_demo_options(o);
+  const DemoWeights w = make_weights(o);
+  ir::Graph graph = trace(
+      [&](const std::vector<Tensor>& in) {
+        Tensor h = relu(matmul(in[0], constant(w.w1)) + constant(w.b1));
+        Tensor logits = matmul(h, constant(w.w2)) + constant(w.b2);
+        return std::vector<Tensor>{softmax(logits, -1)};
+      },
+      {ir::TensorType{{o.batch, o.features}, DType::kF32}}, "mlp_forward");
+
+  fmt::print(out, "== traced IR ({} nodes)\n{}\n", graph.num_nodes(), ir::print_graph(graph));
+  ir::Graph optimised = apply_passes(graph, {"cse", "dce"});
+  fmt::print(out, "== after cse, dce ({} nodes)\n{}\n", optimised.num_nodes(),
+             ir::print_graph(optimised));
+
+  std::vector<Array> args = random_arguments(optimised, o.seed);
+  fmt::print(out, "== input x {}\n{}\n\n", shape_to_string(args[0].shape()), args[0].to_string());
+  Array probs = interp::interpret(optimised, args).at(0);
+  fmt::print(out, "== softmax probabilities {} (reference interpreter)\n{}\n\n",
+             shape_to_string(probs.shape()), probs.to_string());
+  std::vector<float> p = probs.to_vector<float>();
+  std::vector<double> sums(static_cast<size_t>(o.batch), 0.0);
+  for (int64_t r = 0; r < o.batch; ++r) {
+    for (int64_t c = 0; c < o.classes; ++c) sums[r] += p[static_cast<size_t>(r * o.classes + c)];
+  }
+  fmt::print(out, "row sums: [{:.6f}]\n", fmt::join(sums, ", "));
+  return 0;
+}
+
+int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed,
+                bool interpret, std::ostream& out) {
+  std::ifstream file(path);
+  if (!file) {
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot open IR file '{}'", path),
+                "check the path");
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  ir::Graph graph = apply_passes(ir::parse_graph(text.str()), passes);
+  fmt::print(out, "{}\n", ir::print_graph(graph));
+  if (!interpret) return 0;
+  std::vector<Array> args = random_arguments(graph, seed);
+  for (size_t i = 0; i < args.size(); ++i) {
+    fmt::print(out, "argument {} {} {}:\n{}\n", i, dtype_name(args[i].dtype()),
+               shape_to_string(args[i].shape()), args[i].to_string());
+  }
+  std::vector<Array> results = interp::interpret(graph, args);
+  for (size_t i = 0; i < results.size(); ++i) {
+    fmt::print(out, "result {} {} {}:\n{}\n", i, dtype_name(results[i].dtype()),
+               shape_to_string(results[i].shape()), results[i].to_string());
+  }
+  return 0;
+}
+
+}  // namespace ingot::cli
