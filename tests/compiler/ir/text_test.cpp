@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ingot/interp/interpreter.h"
 #include "ir_test_ops.h"
 #include "test_util.h"
 
@@ -452,6 +453,143 @@ TEST(TextTest, ParsesWithTheBuiltinRegistryByDefault) {
   Graph g = parse_graph("func @nothing(%0: f32[3]) -> (f32[3]) { return %0 }");
   EXPECT_EQ(&g.registry(), &OpRegistry::builtin());
   EXPECT_EQ(g.outputs(), std::vector<ValueId>{0});
+}
+
+// ---- Real ops (OpRegistry::builtin()) ---------------------------------------------------------
+
+TEST(TextBuiltinTest, RoundTripsElementwiseOps) {
+  Graph g("elementwise");
+  ValueId x = g.add_parameter({{2, 3}, DType::kF32});
+  ValueId y = g.add_parameter({{2, 3}, DType::kF32});
+  ValueId i = g.add_node("iota", {},
+                         {{"shape", std::vector<int64_t>{2, 3}},
+                          {"dtype", std::string("i32")},
+                          {"iota_dimension", int64_t{1}}})[0];
+  ValueId f = g.add_node("convert", {i}, {{"dtype", std::string("f32")}})[0];
+  ValueId lt = g.add_node("compare", {x, f}, {{"comparison_direction", std::string("LT")}})[0];
+  ValueId sel = g.add_node("select", {lt, x, y})[0];
+  ValueId lo = g.add_node("constant", {}, {{"value", Array::scalar(-1.5, DType::kF32)}})[0];
+  ValueId hi = g.add_node("constant", {}, {{"value", Array::scalar(INFINITY, DType::kF32)}})[0];
+  ValueId c = g.add_node("clamp", {lo, sel, hi})[0];
+  ValueId e = g.add_node("exponential", {g.add_node("negate", {c})[0]})[0];
+  g.set_outputs({g.add_node("multiply", {e, f})[0], lt});
+  EXPECT_EQ(expect_round_trip(g),
+            "func @elementwise(%0: f32[2,3], %1: f32[2,3]) -> (f32[2,3], bool[2,3]) {\n"
+            "  %2 = iota() {dtype = \"i32\", iota_dimension = 1, shape = [2, 3]} : i32[2,3]\n"
+            "  %3 = convert(%2) {dtype = \"f32\"} : f32[2,3]\n"
+            "  %4 = compare(%0, %3) {comparison_direction = \"LT\"} : bool[2,3]\n"
+            "  %5 = select(%4, %0, %1) : f32[2,3]\n"
+            "  %6 = constant() {value = dense<-1.5> : f32[]} : f32[]\n"
+            "  %7 = constant() {value = dense<inf> : f32[]} : f32[]\n"
+            "  %8 = clamp(%6, %5, %7) : f32[2,3]\n"
+            "  %9 = negate(%8) : f32[2,3]\n"
+            "  %10 = exponential(%9) : f32[2,3]\n"
+            "  %11 = multiply(%10, %3) : f32[2,3]\n"
+            "  return %11, %4\n"
+            "}\n");
+}
+
+TEST(TextBuiltinTest, RoundTripsConstantsOfEveryDType) {
+  Graph g("constants");
+  std::vector<ValueId> outs;
+  for (DType dt : kAllDTypes) {
+    Array a = Array::from_doubles({0, 1, -0.0, 2.5, 100, -7}, {2, 3}, dt);
+    outs.push_back(g.add_node("constant", {}, {{"value", a}})[0]);
+  }
+  g.set_outputs(outs);
+  const std::string text = expect_round_trip(g);
+  EXPECT_NE(text.find("dense<[[false, true, false], [true, true, true]]> : bool[2,3]"),
+            std::string::npos);
+  EXPECT_NE(text.find("dense<[[0, 1, 0], [2, 100, -7]]> : i8[2,3]"), std::string::npos);
+  EXPECT_NE(text.find("dense<[[0, 1, 0], [2, 100, 0]]> : u64[2,3]"), std::string::npos);
+  EXPECT_NE(text.find("dense<[[0.0, 1.0, -0.0], [2.5, 100.0, -7.0]]> : bf16[2,3]"),
+            std::string::npos);
+}
+
+TEST(TextBuiltinTest, ParsedTextRunsInTheInterpreter) {
+  Graph g = parse_graph(R"(
+    func @relu_scale(%x: f32[4]) -> (f32[4]) {
+      %zero = constant() {value = dense<[0, 0, 0, 0]> : f32[4]} : f32[4]
+      %r = maximum(%x, %zero) : f32[4]
+      %two = constant() {value = dense<2> : f32[4]} : f32[4]   // splat
+      %y = multiply(%r, %two) : f32[4]
+      return %y
+    })");
+  std::vector<Array> out =
+      interp::interpret(g, {Array::from_vector<float>({-1.0f, 0.5f, NAN, 3.0f}, {4})});
+  ASSERT_EQ(out.size(), 1u);
+  ingot::testing::expect_values(out[0], {0.0, 1.0, kNaN, 6.0});
+}
+
+/// The issue's acceptance graph: a 2-layer MLP forward pass with log_softmax, built directly.
+Graph mlp_graph() {
+  Graph g("mlp");
+  ValueId x = g.add_parameter({{4, 8}, DType::kF32});
+  ValueId w1 = g.add_parameter({{8, 16}, DType::kF32});
+  ValueId b1 = g.add_parameter({{16}, DType::kF32});
+  ValueId w2 = g.add_parameter({{16, 3}, DType::kF32});
+  const Attributes matmul{{"lhs_batching_dimensions", std::vector<int64_t>{}},
+                          {"rhs_batching_dimensions", std::vector<int64_t>{}},
+                          {"lhs_contracting_dimensions", std::vector<int64_t>{1}},
+                          {"rhs_contracting_dimensions", std::vector<int64_t>{0}}};
+  auto broadcast = [&](ValueId v, std::vector<int64_t> dims, std::vector<int64_t> shape) {
+    return g.add_node("broadcast_in_dim", {v},
+                      {{"broadcast_dimensions", std::move(dims)}, {"shape", std::move(shape)}})[0];
+  };
+  auto scalar = [&](double v) {
+    return g.add_node("constant", {}, {{"value", Array::scalar(v, DType::kF32)}})[0];
+  };
+  auto reduce = [&](ValueId v, ValueId init, const char* computation) {
+    return g.add_node("reduce", {v, init},
+                      {{"dimensions", std::vector<int64_t>{1}},
+                       {"computation", std::string(computation)}})[0];
+  };
+  ValueId h = g.add_node("dot_general", {x, w1}, matmul)[0];
+  h = g.add_node("add", {h, broadcast(b1, {1}, {4, 16})})[0];
+  ValueId zero = scalar(0.0);
+  h = g.add_node("maximum", {h, broadcast(zero, {}, {4, 16})})[0];
+  ValueId logits = g.add_node("dot_general", {h, w2}, matmul)[0];
+  ValueId max = reduce(logits, scalar(-INFINITY), "max");
+  ValueId shifted = g.add_node("subtract", {logits, broadcast(max, {0}, {4, 3})})[0];
+  ValueId sum = reduce(g.add_node("exponential", {shifted})[0], zero, "add");
+  ValueId log_sum = g.add_node("log", {sum})[0];
+  g.set_outputs({g.add_node("subtract", {shifted, broadcast(log_sum, {0}, {4, 3})})[0]});
+  return g;
+}
+
+TEST(TextBuiltinTest, MlpForwardPassParsesBackToAnIdenticalGraph) {
+  const Graph g = mlp_graph();
+  const std::string text = print_graph(g);
+  const std::string mm =
+      "{lhs_batching_dimensions = [], lhs_contracting_dimensions = [1], "
+      "rhs_batching_dimensions = [], rhs_contracting_dimensions = [0]}";
+  EXPECT_EQ(text,
+            "func @mlp(%0: f32[4,8], %1: f32[8,16], %2: f32[16], %3: f32[16,3]) -> (f32[4,3]) {\n"
+            "  %4 = dot_general(%0, %1) " + mm + " : f32[4,16]\n"
+            "  %5 = broadcast_in_dim(%2) {broadcast_dimensions = [1], shape = [4, 16]}"
+            " : f32[4,16]\n"
+            "  %6 = add(%4, %5) : f32[4,16]\n"
+            "  %7 = constant() {value = dense<0.0> : f32[]} : f32[]\n"
+            "  %8 = broadcast_in_dim(%7) {broadcast_dimensions = [], shape = [4, 16]} : f32[4,16]\n"
+            "  %9 = maximum(%6, %8) : f32[4,16]\n"
+            "  %10 = dot_general(%9, %3) " + mm + " : f32[4,3]\n"
+            "  %11 = constant() {value = dense<-inf> : f32[]} : f32[]\n"
+            "  %12 = reduce(%10, %11) {computation = \"max\", dimensions = [1]} : f32[4]\n"
+            "  %13 = broadcast_in_dim(%12) {broadcast_dimensions = [0], shape = [4, 3]}"
+            " : f32[4,3]\n"
+            "  %14 = subtract(%10, %13) : f32[4,3]\n"
+            "  %15 = exponential(%14) : f32[4,3]\n"
+            "  %16 = reduce(%15, %7) {computation = \"add\", dimensions = [1]} : f32[4]\n"
+            "  %17 = log(%16) : f32[4]\n"
+            "  %18 = broadcast_in_dim(%17) {broadcast_dimensions = [0], shape = [4, 3]}"
+            " : f32[4,3]\n"
+            "  %19 = subtract(%14, %18) : f32[4,3]\n"
+            "  return %19\n"
+            "}\n");
+  const Graph back = parse_graph(text);
+  EXPECT_TRUE(back == g);
+  EXPECT_EQ(print_graph(back), text);
+  EXPECT_NO_THROW(back.verify());
 }
 
 }  // namespace
