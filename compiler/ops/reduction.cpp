@@ -1,5 +1,465 @@
-// PLACEHOLDER: replaced by the real reduction op family.
-#include "ingot/ir/op_registry.h"
+// Reduction ops: reduce, argmax, argmin, reduce_window. Semantics follow docs/ir.md (StableHLO,
+// with the reduction region replaced by a named `computation`).
+//
+// Numerics shared by the kernels:
+// - the accumulator starts at `init` and combines the elements in row-major order;
+// - f16/bf16 accumulate in f32 and round once when the result is stored (as the IR's f16/bf16
+//   rule says: compute in f32, round the result);
+// - integers wrap (two's complement), `max`/`min` propagate NaN;
+// - on bool, add/max/or are logical OR and mul/min/and logical AND (StableHLO's bool add/mul).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ops/op_util.h"
+
 namespace ingot::ir {
-void register_reduction_ops(OpRegistry&) {}
+
+namespace {
+
+using ops::check_dims;
+using ops::for_each_index;
+using ops::make_result;
+
+/// The binary function a reduction applies.
+enum class Computation { kAdd, kMul, kMax, kMin, kAnd, kOr };
+
+// ---------------------------------------------------------------------------------------------
+// Verification helpers
+
+/// "[1, 2, 3]" for an attribute list.
+std::string list_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+/// The integer-list attribute `name`; a missing or mistyped attribute names the op.
+std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
+                               const std::string& name) {
+  try {
+    return attrs.get_ints(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
+/// The integer-list attribute `name`, or `fallback` when absent; mistyped names the op.
+std::vector<int64_t> ints_attr_or(const std::string& op, const Attributes& attrs,
+                                  const std::string& name, std::vector<int64_t> fallback) {
+  return attrs.has(name) ? ints_attr(op, attrs, name) : fallback;
+}
+
+/// The integer attribute `name`; a missing or mistyped attribute names the op.
+int64_t int_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
+  try {
+    return attrs.get_int(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
+/// The string attribute `name`; a missing or mistyped attribute names the op.
+std::string string_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
+  try {
+    return attrs.get_string(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
+/// Parses the `computation` attribute. `logical` admits `and`/`or` (reduce) or not
+/// (reduce_window); throws kInvalidArgument naming the op, the value and the choices.
+Computation parse_computation(const std::string& op, const Attributes& attrs, bool logical) {
+  const std::string name = string_attr(op, attrs, "computation");
+  const char* choices = logical ? "add, mul, max, min, and, or" : "add, mul, max, min";
+  if (name == "add") return Computation::kAdd;
+  if (name == "mul") return Computation::kMul;
+  if (name == "max") return Computation::kMax;
+  if (name == "min") return Computation::kMin;
+  if (logical && name == "and") return Computation::kAnd;
+  if (logical && name == "or") return Computation::kOr;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("{}: computation = \"{}\" is not one of {}", op, name, choices),
+              fmt::format("use computation = one of {}", choices));
+}
+
+/// Checks the operand dtype against the computation (and/or need bool or integers) and that
+/// `init` is a scalar of the operand's dtype.
+void check_operand_and_init(const std::string& op, const TensorType& x, const TensorType& init,
+                            Computation c) {
+  const bool logical = c == Computation::kAnd || c == Computation::kOr;
+  if (logical && is_floating(x.dtype)) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: computation = \"{}\" needs a bool or integer operand, got {}", op,
+                            c == Computation::kAnd ? "and" : "or", x.to_string()),
+                "use max/min for floats, or compare first to get bools");
+  }
+  if (init.rank() != 0) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: init must be a scalar, got {}", op, init.to_string()),
+                "pass a rank-0 init value");
+  }
+  if (init.dtype != x.dtype) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: init has type {} but the operand is {}", op, init.to_string(),
+                            x.to_string()),
+                "convert init to the operand's dtype");
+  }
+}
+
+/// Throws kInvalidArgument unless the list attribute `attr` has `expected` entries.
+void check_length(const std::string& op, const char* attr, const std::vector<int64_t>& list,
+                  size_t expected, const TensorType& operand) {
+  if (list.size() != expected) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} = {} has {} entries but must have {} for the operand {} of "
+                            "rank {}",
+                            op, attr, list_str(list), list.size(), expected, operand.to_string(),
+                            operand.rank()),
+                std::string(attr) == "padding" ? "padding is flat: [lo0, hi0, lo1, hi1, ...]"
+                                               : "give one entry per operand dimension");
+  }
+}
+
+/// Throws kInvalidArgument unless every entry of `list` is >= 1.
+void check_positive(const std::string& op, const char* attr, const std::vector<int64_t>& list) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] < 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {}[{}] = {} must be >= 1 ({} = {})", op, attr, i, list[i], attr,
+                              list_str(list)));
+    }
+  }
+}
+
+/// a * b + c in int64, or kInvalidArgument naming the op if it overflows.
+int64_t checked_mul_add(const std::string& op, int64_t a, int64_t b, int64_t c) {
+  int64_t prod = 0;
+  int64_t sum = 0;
+  if (__builtin_mul_overflow(a, b, &prod) || __builtin_add_overflow(prod, c, &sum)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: size arithmetic overflows int64 ({} * {} + {})", op, a, b, c));
+  }
+  return sum;
+}
+
+/// Shape of `x` without the dimensions in `dims` (already checked).
+Shape remove_dims(const Shape& shape, const std::vector<int64_t>& dims) {
+  std::vector<bool> drop(shape.size(), false);
+  for (int64_t d : dims) drop[static_cast<size_t>(d)] = true;
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (!drop[d]) out.push_back(shape[d]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel helpers
+
+/// a (computation) b in the compute type C. and/or are rejected for floats by verification.
+template <class C>
+C combine(Computation c, C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    const bool any = c == Computation::kAdd || c == Computation::kMax || c == Computation::kOr;
+    return any ? (a || b) : (a && b);
+  } else if constexpr (std::is_floating_point_v<C>) {
+    switch (c) {
+      case Computation::kAdd: return a + b;
+      case Computation::kMul: return a * b;
+      case Computation::kMax: return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? b : a);
+      case Computation::kMin: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
+      default: break;
+    }
+    throw Error(ErrorCode::kInternal, "reduction: and/or reached a float kernel");
+  } else {
+    using U = std::make_unsigned_t<C>;  // unsigned arithmetic wraps without UB
+    switch (c) {
+      case Computation::kAdd: return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+      case Computation::kMul: return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+      case Computation::kMax: return a < b ? b : a;
+      case Computation::kMin: return b < a ? b : a;
+      case Computation::kAnd: return static_cast<C>(a & b);
+      case Computation::kOr: return static_cast<C>(a | b);
+    }
+    return a;
+  }
+}
+
+/// Element `i` of a typed host array read in the compute type.
+template <class T>
+compute_type_t<T> load(const Array& a, int64_t i) {
+  return static_cast<compute_type_t<T>>(a.data<T>()[i]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reduce
+
+std::vector<TensorType> reduce_shape(std::span<const TensorType> in, const Attributes& attrs) {
+  const TensorType& x = in[0];
+  const Computation c = parse_computation("reduce", attrs, /*logical=*/true);
+  check_operand_and_init("reduce", x, in[1], c);
+  const std::vector<int64_t> dims = ints_attr("reduce", attrs, "dimensions");
+  check_dims("reduce", "dimensions", dims, x.rank());
+  return {TensorType{remove_dims(x.shape, dims), x.dtype}};
+}
+
+template <class T>
+Array reduce_typed(const Array& x, const Array& init, const std::vector<int64_t>& dims,
+                   Computation c, const TensorType& type) {
+  using C = compute_type_t<T>;
+  // Result stride of each operand dim (0 for reduced dims).
+  std::vector<int64_t> to_result(x.shape().size(), 0);
+  const std::vector<int64_t> rstr = row_major_strides(type.shape);
+  std::vector<bool> reduced(x.shape().size(), false);
+  for (int64_t d : dims) reduced[static_cast<size_t>(d)] = true;
+  for (size_t d = 0, r = 0; d < to_result.size(); ++d) {
+    if (!reduced[d]) to_result[d] = rstr[r++];
+  }
+  std::vector<C> acc(static_cast<size_t>(num_elements(type.shape)), load<T>(init, 0));
+  if (x.size() > 0) {
+    const T* xp = x.data<T>();
+    for_each_index(x.shape(), [&](const std::vector<int64_t>& idx, int64_t flat) {
+      const auto r = static_cast<size_t>(ops::ravel_index(idx, to_result));
+      acc[r] = combine<C>(c, acc[r], static_cast<C>(xp[flat]));
+    });
+  }
+  Array out = make_result(type);
+  if (out.size() > 0) {
+    T* op = out.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) op[i] = static_cast<T>(acc[i]);
+  }
+  return out;
+}
+
+std::vector<Array> reduce_kernel(std::span<const Array> in, const Attributes& attrs,
+                                 std::span<const TensorType> types) {
+  const Computation c = parse_computation("reduce", attrs, true);
+  const std::vector<int64_t> dims = attrs.get_ints("dimensions");
+  return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
+    return reduce_typed<typename decltype(tag)::type>(in[0], in[1], dims, c, types[0]);
+  })};
+}
+
+// ---------------------------------------------------------------------------------------------
+// argmax / argmin
+
+/// Shape rule of argmax (`is_max`) or argmin.
+std::vector<TensorType> arg_extreme_shape(const std::string& op, std::span<const TensorType> in,
+                                          const Attributes& attrs) {
+  const TensorType& x = in[0];
+  const int64_t dim = int_attr(op, attrs, "dimension");
+  if (dim < 0 || dim >= x.rank()) {
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: dimension = {} is out of range for the operand {} of rank {}", op,
+                            dim, x.to_string(), x.rank()),
+                x.rank() == 0 ? std::string("a scalar has no dimension to reduce")
+                              : fmt::format("use a dimension in [0, {})", x.rank()));
+  }
+  const std::string index_dtype = string_attr(op, attrs, "index_dtype");
+  if (index_dtype != "i32" && index_dtype != "i64") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: index_dtype = \"{}\" must be \"i32\" or \"i64\"", op,
+                            index_dtype));
+  }
+  const int64_t n = x.shape[static_cast<size_t>(dim)];
+  if (n == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: dimension {} of the operand {} has size 0; an empty dimension "
+                            "has no extreme element",
+                            op, dim, x.to_string()),
+                "reduce over a non-empty dimension");
+  }
+  if (index_dtype == "i32" && n - 1 > std::numeric_limits<int32_t>::max()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: dimension {} has size {}, too large for index_dtype = \"i32\"",
+                            op, dim, n),
+                "use index_dtype = \"i64\"");
+  }
+  return {TensorType{remove_dims(x.shape, {dim}), parse_dtype(index_dtype)}};
+}
+
+/// True if `v` replaces `best` (NaN is the extreme and the first NaN wins; ties keep the first).
+template <class C>
+bool is_better(C v, C best, bool is_max) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(best)) return false;
+    if (std::isnan(v)) return true;
+  }
+  return is_max ? best < v : v < best;
+}
+
+template <class T, class I>
+Array arg_extreme_typed(const Array& x, int64_t dim, bool is_max, const TensorType& type) {
+  using C = compute_type_t<T>;
+  const auto dd = static_cast<size_t>(dim);
+  const std::vector<int64_t> xstr = row_major_strides(x.shape());
+  std::vector<int64_t> rstr_in_x;  // operand stride of each result dim
+  for (size_t d = 0; d < xstr.size(); ++d) {
+    if (d != dd) rstr_in_x.push_back(xstr[d]);
+  }
+  const int64_t n = x.shape()[dd];
+  Array out = make_result(type);
+  if (out.size() == 0) return out;
+  I* op = out.data<I>();
+  for_each_index(type.shape, [&](const std::vector<int64_t>& ridx, int64_t rflat) {
+    const int64_t base = ops::ravel_index(ridx, rstr_in_x);
+    int64_t best_k = 0;
+    C best = load<T>(x, base);
+    for (int64_t k = 1; k < n; ++k) {
+      const C v = load<T>(x, base + k * xstr[dd]);
+      if (is_better<C>(v, best, is_max)) {
+        best = v;
+        best_k = k;
+      }
+    }
+    op[rflat] = static_cast<I>(best_k);
+  });
+  return out;
+}
+
+/// Kernel of argmax (`is_max`) or argmin.
+std::vector<Array> arg_extreme_kernel(std::span<const Array> in, const Attributes& attrs,
+                                      std::span<const TensorType> types, bool is_max) {
+  const int64_t dim = attrs.get_int("dimension");
+  return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (types[0].dtype == DType::kI32) {
+      return arg_extreme_typed<T, int32_t>(in[0], dim, is_max, types[0]);
+    }
+    return arg_extreme_typed<T, int64_t>(in[0], dim, is_max, types[0]);
+  })};
+}
+
+// ---------------------------------------------------------------------------------------------
+// reduce_window
+
+/// reduce_window's window attributes with the defaults filled in (strides and dilations 1,
+/// padding 0).
+struct Window {
+  std::vector<int64_t> dims, strides, base_dilations, window_dilations, padding;
+};
+
+/// Reads and checks the window attributes for an operand of type `x`.
+Window parse_window(const TensorType& x, const Attributes& attrs) {
+  const std::string op = "reduce_window";
+  const auto rank = static_cast<size_t>(x.rank());
+  const std::vector<int64_t> ones(rank, 1);
+  Window w{ints_attr(op, attrs, "window_dimensions"),
+           ints_attr_or(op, attrs, "window_strides", ones),
+           ints_attr_or(op, attrs, "base_dilations", ones),
+           ints_attr_or(op, attrs, "window_dilations", ones),
+           ints_attr_or(op, attrs, "padding", std::vector<int64_t>(2 * rank, 0))};
+  check_length(op, "window_dimensions", w.dims, rank, x);
+  check_length(op, "window_strides", w.strides, rank, x);
+  check_length(op, "base_dilations", w.base_dilations, rank, x);
+  check_length(op, "window_dilations", w.window_dilations, rank, x);
+  check_length(op, "padding", w.padding, 2 * rank, x);
+  check_positive(op, "window_dimensions", w.dims);
+  check_positive(op, "window_strides", w.strides);
+  check_positive(op, "base_dilations", w.base_dilations);
+  check_positive(op, "window_dilations", w.window_dilations);
+  return w;
+}
+
+/// Number of windows along dim `d` (StableHLO reduce_window constraint C15).
+int64_t num_windows(const TensorType& x, const Window& w, size_t d) {
+  const std::string op = "reduce_window";
+  const int64_t n = x.shape[d];
+  const int64_t lo = w.padding[2 * d];
+  const int64_t hi = w.padding[2 * d + 1];
+  const int64_t dilated_input = n == 0 ? 0 : checked_mul_add(op, n - 1, w.base_dilations[d], 1);
+  const int64_t padded = checked_mul_add(op, 1, checked_mul_add(op, 1, lo, dilated_input), hi);
+  if (padded < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: dim {} of the padded operand would have negative size {} "
+                            "(padding lo {}, hi {}, base-dilated size {})",
+                            op, d, padded, lo, hi, dilated_input),
+                "negative padding cannot crop more than the dimension holds");
+  }
+  const int64_t dilated_window = checked_mul_add(op, w.dims[d] - 1, w.window_dilations[d], 1);
+  if (padded == 0 || dilated_window > padded) return 0;
+  return (padded - dilated_window) / w.strides[d] + 1;
+}
+
+std::vector<TensorType> reduce_window_shape(std::span<const TensorType> in,
+                                            const Attributes& attrs) {
+  const TensorType& x = in[0];
+  const Computation c = parse_computation("reduce_window", attrs, /*logical=*/false);
+  check_operand_and_init("reduce_window", x, in[1], c);
+  const Window w = parse_window(x, attrs);
+  Shape shape(x.shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) shape[d] = num_windows(x, w, d);
+  return {TensorType{shape, x.dtype}};
+}
+
+/// Flat operand index of padded position `p` along each dim, or -1 if any position falls into
+/// padding or a base-dilation hole (those cells hold init).
+int64_t window_source(const Array& x, const Window& w, const std::vector<int64_t>& xstr,
+                      const std::vector<int64_t>& ridx, const std::vector<int64_t>& widx) {
+  int64_t off = 0;
+  for (size_t d = 0; d < ridx.size(); ++d) {
+    const int64_t p = ridx[d] * w.strides[d] + widx[d] * w.window_dilations[d] - w.padding[2 * d];
+    const int64_t bd = w.base_dilations[d];
+    if (p < 0 || p % bd != 0 || p / bd >= x.shape()[d]) return -1;
+    off += (p / bd) * xstr[d];
+  }
+  return off;
+}
+
+template <class T>
+Array reduce_window_typed(const Array& x, const Array& init, const Window& w, Computation c,
+                          const TensorType& type) {
+  using C = compute_type_t<T>;
+  const C init_v = load<T>(init, 0);
+  const std::vector<int64_t> xstr = row_major_strides(x.shape());
+  Array out = make_result(type);
+  if (out.size() == 0) return out;
+  T* op = out.data<T>();
+  for_each_index(type.shape, [&](const std::vector<int64_t>& ridx, int64_t rflat) {
+    C acc = init_v;
+    for_each_index(w.dims, [&](const std::vector<int64_t>& widx, int64_t) {
+      const int64_t s = window_source(x, w, xstr, ridx, widx);
+      acc = combine<C>(c, acc, s >= 0 ? load<T>(x, s) : init_v);
+    });
+    op[rflat] = static_cast<T>(acc);
+  });
+  return out;
+}
+
+std::vector<Array> reduce_window_kernel(std::span<const Array> in, const Attributes& attrs,
+                                        std::span<const TensorType> types) {
+  const Computation c = parse_computation("reduce_window", attrs, false);
+  const Window w = parse_window(TensorType{in[0].shape(), in[0].dtype()}, attrs);
+  return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
+    return reduce_window_typed<typename decltype(tag)::type>(in[0], in[1], w, c, types[0]);
+  })};
+}
+
+}  // namespace
+
+void register_reduction_ops(OpRegistry& r) {
+  r.add(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
+              "folds `dimensions` with `computation` (add mul max min and or) starting at init"});
+  r.add(OpDef{"argmax", 1, 1,
+              [](std::span<const TensorType> in, const Attributes& a) {
+                return arg_extreme_shape("argmax", in, a);
+              },
+              [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
+                return arg_extreme_kernel(in, a, t, /*is_max=*/true);
+              },
+              "index of the first maximum along `dimension` (NaN counts as the maximum)"});
+  r.add(OpDef{"argmin", 1, 1,
+              [](std::span<const TensorType> in, const Attributes& a) {
+                return arg_extreme_shape("argmin", in, a);
+              },
+              [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
+                return arg_extreme_kernel(in, a, t, /*is_max=*/false);
+              },
+              "index of the first minimum along `dimension` (NaN counts as the minimum)"});
+  r.add(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
+              "StableHLO reduce_window with `computation` (add mul max min); padding holds init"});
+}
+
 }  // namespace ingot::ir
