@@ -521,6 +521,30 @@ TEST(TextBuiltinTest, ParsedTextRunsInTheInterpreter) {
   ingot::testing::expect_values(out[0], {0.0, 1.0, kNaN, 6.0});
 }
 
+TEST(TextBuiltinTest, RoundTripsShapeAndReductionOps) {
+  const std::string text =
+      "func @shapes(%0: f32[2,3], %1: f32[]) -> (f32[3,2], f32[6], f32[3,6], f32[1,2], f32[2,6], "
+      "f32[2,3], f32[2], i64[3], f32[1,2]) {\n"
+      "  %2 = transpose(%0) {permutation = [1, 0]} : f32[3,2]\n"
+      "  %3 = reshape(%0) {shape = [6]} : f32[6]\n"
+      "  %4 = pad(%2, %1) {edge_padding_high = [0, 2], edge_padding_low = [0, -1], "
+      "interior_padding = [0, 3]} : f32[3,6]\n"
+      "  %5 = slice(%0) {limit_indices = [2, 3], start_indices = [1, 0], strides = [1, 2]} "
+      ": f32[1,2]\n"
+      "  %6 = concatenate(%0, %0) {dimension = 1} : f32[2,6]\n"
+      "  %7 = reverse(%0) {dimensions = [0, 1]} : f32[2,3]\n"
+      "  %8 = reduce(%0, %1) {computation = \"mul\", dimensions = [1]} : f32[2]\n"
+      "  %9 = argmax(%0) {dimension = 0, index_dtype = \"i64\"} : i64[3]\n"
+      "  %10 = reduce_window(%0, %1) {base_dilations = [1, 1], computation = \"max\", "
+      "padding = [0, 0, 1, 1], window_dilations = [1, 1], window_dimensions = [2, 2], "
+      "window_strides = [1, 2]} : f32[1,2]\n"
+      "  return %2, %3, %4, %5, %6, %7, %8, %9, %10\n"
+      "}\n";
+  const Graph g = parse_graph(text);
+  EXPECT_EQ(g.num_nodes(), 9);
+  EXPECT_EQ(expect_round_trip(g), text);
+}
+
 /// The acceptance graph: a 2-layer MLP forward pass with log_softmax, built directly.
 Graph mlp_graph() {
   Graph g("mlp");
