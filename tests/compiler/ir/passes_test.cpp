@@ -188,5 +188,38 @@ TEST(CommonSubexpressionTest, AlsoRemovesDeadCode) {
             "}\n");
 }
 
+TEST(CommonSubexpressionTest, WorksOnBuiltinOps) {
+  Graph g = parse_graph(R"(func @f(%x: f32[2,3]) -> (f32[2,3], f32[2,3]) {
+    %a = constant() {value = dense<1.0> : f32[]} : f32[]
+    %b = constant() {value = dense<1.0> : f32[]} : f32[]
+    %ba = broadcast_in_dim(%a) {broadcast_dimensions = [], shape = [2, 3]} : f32[2,3]
+    %bb = broadcast_in_dim(%b) {broadcast_dimensions = [], shape = [2, 3]} : f32[2,3]
+    %unused = exponential(%x) : f32[2,3]
+    %p = add(%x, %ba) : f32[2,3]
+    %q = add(%x, %bb) : f32[2,3]
+    %r = add(%bb, %x) : f32[2,3]
+    return %p, %q
+  })");
+  const Graph out = eliminate_common_subexpressions(g);
+  EXPECT_EQ(print_graph(out),
+            "func @f(%0: f32[2,3]) -> (f32[2,3], f32[2,3]) {\n"
+            "  %1 = constant() {value = dense<1.0> : f32[]} : f32[]\n"
+            "  %2 = broadcast_in_dim(%1) {broadcast_dimensions = [], shape = [2, 3]} : f32[2,3]\n"
+            "  %3 = add(%0, %2) : f32[2,3]\n"
+            "  return %3, %3\n"
+            "}\n");
+  EXPECT_EQ(&out.registry(), &OpRegistry::builtin());
+  EXPECT_EQ(print_graph(eliminate_dead_code(g)),
+            "func @f(%0: f32[2,3]) -> (f32[2,3], f32[2,3]) {\n"
+            "  %1 = constant() {value = dense<1.0> : f32[]} : f32[]\n"
+            "  %2 = constant() {value = dense<1.0> : f32[]} : f32[]\n"
+            "  %3 = broadcast_in_dim(%1) {broadcast_dimensions = [], shape = [2, 3]} : f32[2,3]\n"
+            "  %4 = broadcast_in_dim(%2) {broadcast_dimensions = [], shape = [2, 3]} : f32[2,3]\n"
+            "  %5 = add(%0, %3) : f32[2,3]\n"
+            "  %6 = add(%0, %4) : f32[2,3]\n"
+            "  return %5, %6\n"
+            "}\n");
+}
+
 }  // namespace
 }  // namespace ingot::ir
