@@ -248,15 +248,16 @@ TEST(TextTest, ParsesHandWrittenTextWithCommentsAndNames) {
 TEST(TextTest, ParsesSingleResultTypeWithoutParenthesesAndOtherSpellings) {
   auto reg = make_test_registry();
   Graph g = parse_graph(
-      "func @f(%a: i8[]) -> i8[] { %b = annotate(%a) {x = +5, y = 1e3, z = 2.} : i8[] "
-      "return %b }",
+      "func @f(%a: i8[]) -> i8[] { %b = annotate(%a) {x = +5, y = 1e3, z = 2., s = \"a // b\"} "
+      ": i8[] return %b }",
       reg.get());
+  EXPECT_EQ(g.node(0).attrs.get_string("s"), "a // b");
   EXPECT_EQ(g.node(0).attrs.get_int("x"), 5);
   EXPECT_EQ(g.node(0).attrs.get_float("y"), 1000.0);
   EXPECT_EQ(g.node(0).attrs.get_float("z"), 2.0);
   EXPECT_EQ(print_graph(g),
             "func @f(%0: i8[]) -> (i8[]) {\n"
-            "  %1 = annotate(%0) {x = 5, y = 1000.0, z = 2.0} : i8[]\n"
+            "  %1 = annotate(%0) {s = \"a // b\", x = 5, y = 1000.0, z = 2.0} : i8[]\n"
             "  return %1\n"
             "}\n");
 }
