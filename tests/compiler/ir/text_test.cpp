@@ -546,6 +546,32 @@ TEST(TextBuiltinTest, RoundTripsShapeAndReductionOps) {
   EXPECT_EQ(expect_round_trip(g), text);
 }
 
+TEST(TextBuiltinTest, RoundTripsConvolutionIndexingAndRandomOps) {
+  const std::string text =
+      "func @rest(%0: f32[1,4,4,2], %1: f32[3,3,2,5], %2: f32[5,3], %3: i32[2,1], %4: u64[2]) "
+      "-> (f32[1,2,2,5], f32[2,3], f32[5,3], u64[2], u32[4]) {\n"
+      "  %5 = convolution(%0, %1) {batch_group_count = 1, feature_group_count = 1, "
+      "input_batch_dimension = 0, input_feature_dimension = 3, input_spatial_dimensions = [1, 2], "
+      "kernel_input_feature_dimension = 2, kernel_output_feature_dimension = 3, "
+      "kernel_spatial_dimensions = [0, 1], lhs_dilation = [1, 1], output_batch_dimension = 0, "
+      "output_feature_dimension = 3, output_spatial_dimensions = [1, 2], "
+      "padding = [1, 1, 1, 1], rhs_dilation = [1, 1], window_strides = [2, 2]} : f32[1,2,2,5]\n"
+      "  %6 = gather(%2, %3) {collapsed_slice_dims = [0], index_vector_dim = 1, "
+      "indices_are_sorted = false, offset_dims = [1], slice_sizes = [1, 3], "
+      "start_index_map = [0]} : f32[2,3]\n"
+      "  %7 = scatter(%2, %3, %6) {computation = \"add\", index_vector_dim = 1, "
+      "indices_are_sorted = false, inserted_window_dims = [0], "
+      "scatter_dims_to_operand_dims = [0], unique_indices = true, update_window_dims = [1]} "
+      ": f32[5,3]\n"
+      "  %8, %9 = rng_bit_generator(%4) {algorithm = \"THREE_FRY\", dtype = \"u32\", "
+      "shape = [4]} : u64[2], u32[4]\n"
+      "  return %5, %6, %7, %8, %9\n"
+      "}\n";
+  const Graph g = parse_graph(text);
+  EXPECT_EQ(g.num_nodes(), 4);
+  EXPECT_EQ(expect_round_trip(g), text);
+}
+
 /// The acceptance graph: a 2-layer MLP forward pass with log_softmax, built directly.
 Graph mlp_graph() {
   Graph g("mlp");
@@ -615,6 +641,23 @@ TEST(TextBuiltinTest, MlpForwardPassParsesBackToAnIdenticalGraph) {
   EXPECT_TRUE(back == g);
   EXPECT_EQ(print_graph(back), text);
   EXPECT_NO_THROW(back.verify());
+
+  // Both graphs compute the same log_softmax: bitwise equal results, rows of exp summing to 1.
+  std::vector<Array> args;
+  for (ValueId p : g.parameters()) {
+    std::vector<double> v(static_cast<size_t>(num_elements(g.type(p).shape)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i % 7) * 0.25 - 0.75;
+    args.push_back(Array::from_doubles(v, g.type(p).shape, DType::kF32));
+  }
+  const Array a = interp::interpret(g, args).at(0);
+  const Array b = interp::interpret(back, args).at(0);
+  EXPECT_TRUE(a.bitwise_equal(b));
+  const std::vector<float> out = a.to_vector<float>();
+  for (size_t row = 0; row < 4; ++row) {
+    double sum = 0;
+    for (size_t j = 0; j < 3; ++j) sum += std::exp(static_cast<double>(out[row * 3 + j]));
+    EXPECT_NEAR(sum, 1.0, 1e-6) << "row " << row;
+  }
 }
 
 }  // namespace
