@@ -94,7 +94,7 @@ std::vector<ValueId> Graph::add_node_with_types(const std::string& op,
                             outs.size()));
   }
   for (size_t i = 0; i < outs.size(); ++i) {
-    const TensorType& inferred = values_[outs[i]].type;
+    const TensorType inferred = values_[outs[i]].type;  // a copy: rollback() frees it
     if (!(inferred == types[i])) {
       rollback();
       throw Error(inferred.dtype != types[i].dtype ? ErrorCode::kDTypeMismatch
