@@ -229,44 +229,46 @@ void require_bool(std::string_view fn, const Tensor& x) {
   }
 }
 
-/// The -1 of `to` inferred from `from`'s element count.
-Shape infer_reshape(const Shape& from, const Shape& to) {
-  const auto both = [&] { return fmt::format("{} to {}", shape_to_string(from), shape_to_string(to)); };
-  int64_t known = 1;
+/// Index of the single -1 in reshape's target `to` (or -1 if none); rejects other negatives.
+int64_t reshape_unknown_index(const Shape& from, const Shape& to) {
   int64_t unknown = -1;
   for (size_t i = 0; i < to.size(); ++i) {
-    if (to[i] == -1 && unknown >= 0) {
+    if (to[i] >= 0) continue;
+    const bool extra = to[i] == -1 && unknown >= 0;
+    if (to[i] != -1 || extra) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("reshape: cannot reshape {}: more than one -1", both()),
-                  "at most one size may be inferred");
+                  fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from),
+                              shape_to_string(to),
+                              extra ? "more than one -1" : fmt::format("size {} is negative", to[i])),
+                  "sizes are >= 0, and at most one may be -1 (inferred)");
     }
-    if (to[i] == -1) {
-      unknown = static_cast<int64_t>(i);
-    } else if (to[i] < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("reshape: cannot reshape {}: size {} is negative", both(), to[i]));
-    } else {
-      known *= to[i];
-    }
+    unknown = static_cast<int64_t>(i);
   }
+  return unknown;
+}
+
+/// reshape's target `to` with its -1 (if any) inferred from `from`'s element count.
+Shape infer_reshape(const Shape& from, const Shape& to) {
+  const int64_t unknown = reshape_unknown_index(from, to);
+  int64_t known = 1;
+  for (int64_t size : to) known *= size == -1 ? 1 : size;
   const int64_t n = num_elements(from);
+  const auto fail = [&](ErrorCode code, const std::string& why) {
+    return Error(code, fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from),
+                                   shape_to_string(to), why),
+                 "the element counts must be equal");
+  };
   if (unknown < 0 && known != n) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("reshape: cannot reshape {}: {} elements vs {}", both(), n, known),
-                "the element counts must be equal");
+    throw fail(ErrorCode::kShapeMismatch, fmt::format("{} elements vs {}", n, known));
   }
   if (unknown < 0) return to;
   if (known == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("reshape: cannot reshape {}: the -1 is ambiguous when the other "
-                            "sizes multiply to 0", both()),
-                "give every size explicitly");
+    throw fail(ErrorCode::kInvalidArgument,
+               "the -1 is ambiguous when the other sizes multiply to 0");
   }
   if (n % known != 0) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("reshape: cannot reshape {}: {} elements are not divisible by {}",
-                            both(), n, known),
-                "the element counts must be equal");
+    throw fail(ErrorCode::kShapeMismatch,
+               fmt::format("{} elements are not divisible by {}", n, known));
   }
   Shape out = to;
   out[static_cast<size_t>(unknown)] = n / known;
@@ -725,29 +727,35 @@ std::pair<Shape, Shape> matmul_shapes(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+namespace {
+
+/// dot_general of (batch_a..., m, k) x (batch_b..., k, n) with both batch shapes broadcast to
+/// `batch` first (broadcast_in_dim), batching over them.
+Tensor batched_dot(const Tensor& a, const Tensor& b, const Shape& batch) {
+  const auto nb = static_cast<int64_t>(batch.size());
+  Shape a_full = batch, b_full = batch;
+  a_full.insert(a_full.end(), {a.dim(-2), a.dim(-1)});
+  b_full.insert(b_full.end(), {b.dim(-2), b.dim(-1)});
+  const Tensor a_b = broadcast_as(a, a_full);
+  return dot_general(a_b, broadcast_as(b, b_full),
+                     {iota_ints(0, nb), iota_ints(0, nb), {nb + 1}, {nb}});
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const auto [as, bs] = matmul_shapes(a, b);
-  const Shape a_batch(as.begin(), as.end() - 2);
   const Shape b_batch(bs.begin(), bs.end() - 2);
   const Shape batch = broadcast_shapes(
       fmt::format("matmul (batch dims of {} and {})", shape_to_string(a.shape()),
                   shape_to_string(b.shape())),
-      {a_batch, b_batch});
+      {Shape(as.begin(), as.end() - 2), b_batch});
   const Tensor a2 = reshape(a, as);
   const Tensor b2 = reshape(b, bs);
-  Tensor r;
-  if (b_batch.empty()) {  // contract directly; a's batch dims stay in front
-    r = dot_general(a2, b2, {{}, {}, {a2.rank() - 1}, {0}});
-  } else {
-    const auto nb = static_cast<int64_t>(batch.size());
-    Shape a_full = batch, b_full = batch;
-    a_full.insert(a_full.end(), as.end() - 2, as.end());
-    b_full.insert(b_full.end(), bs.end() - 2, bs.end());
-    const Tensor a3 = broadcast_as(a2, a_full);
-    r = dot_general(a3, broadcast_as(b2, b_full),
-                    {iota_ints(0, nb), iota_ints(0, nb), {nb + 1}, {nb}});
-  }
-  Shape out = r.shape();
+  // A matrix on the right contracts directly, a's batch dims staying in front.
+  const Tensor r = b_batch.empty() ? dot_general(a2, b2, {{}, {}, {a2.rank() - 1}, {0}})
+                                   : batched_dot(a2, b2, batch);
+  Shape out = r.shape();  // drop the dims that NumPy's 1-D promotion added
   if (b.rank() == 1) out.pop_back();
   if (a.rank() == 1) out.erase(out.end() - (b.rank() == 1 ? 1 : 2));
   return reshape(r, out);

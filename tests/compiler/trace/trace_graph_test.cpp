@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ingot/ir/text.h"
 #include "ingot/trace/ops.h"
 #include "test_util.h"
 
@@ -789,6 +790,22 @@ TEST(TraceComposites, RecordedOps) {
             tt({3}));
   EXPECT_EQ(result_type(trace1([](auto& a) { return softmax(a[0], 0); }, {tt({2, 3})})),
             tt({2, 3}));
+}
+
+
+TEST(TraceText, TracedGraphRoundTripsThroughText) {
+  ir::Graph g = trace([](const std::vector<Tensor>& a) {
+    Conv2DOptions o;
+    o.padding = "same";
+    Tensor h = relu(conv2d(a[0], a[1], o));
+    h = avg_pool2d(max_pool2d(h, {2, 2}, {}, "same"), {2, 2}, {1, 1}, "same");
+    Tensor logits = matmul(flatten(h), transpose(reshape(take(a[2], a[3]), {-1, 8})));
+    auto [state, u] = random_uniform(a[4], {2}, DType::kF32);
+    return std::vector<Tensor>{log_softmax(logits) + u, variance(logits, {0}), state,
+                               one_hot(a[3], 5), gelu(logits, false), logsumexp(logits)};
+  }, {tt({1, 4, 4, 1}), tt({3, 3, 1, 2}), tt({6, 2, 4}), tt({2}, DType::kI32),
+      tt({2}, DType::kU64)});
+  EXPECT_TRUE(ir::parse_graph(ir::print_graph(g)) == g) << ir::print_graph(g);
 }
 
 }  // namespace
