@@ -1,14 +1,20 @@
 // Example: trace a two-layer MLP with log-softmax into ingot's IR, print it, and run it with
 // the reference interpreter. Build: part of the project (build/dev/examples/trace_mlp).
+#include <cmath>
 #include <iostream>
 
 #include "ingot/ingot.h"
 
 int main() {
   using namespace ingot;
-  // Weights: W1 (4, 8), W2 (8, 3), as captured constants.
-  Array w1 = Array::full({4, 8}, DType::kF32, 0.25);
-  Array w2 = Array::from_doubles(std::vector<double>(24, -0.5), {8, 3}, DType::kF32);
+  // Weights W1 (4, 8) and W2 (8, 3), captured as constants: w[i] = sin(i) / 2.
+  auto weights = [](const Shape& shape) {
+    std::vector<double> v(static_cast<size_t>(num_elements(shape)));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<double>(i)) / 2;
+    return Array::from_doubles(v, shape, DType::kF32);
+  };
+  Array w1 = weights({4, 8});
+  Array w2 = weights({8, 3});
 
   ir::Graph graph = trace(
       [&](const std::vector<Tensor>& args) {

@@ -59,27 +59,6 @@ ir::Graph apply_passes(const ir::Graph& graph, const std::vector<std::string>& p
 
 namespace {
 
-// Weights of the demo MLP, captured as constants by the trace.
-struct DemoWeights {
-  Array w1, b1, w2, b2;
-};
-
-DemoWeights make_weights(const DemoOptions& o) {
-  std::mt19937_64 rng(o.seed + 1);
-  auto uniform = [&](const Shape& shape, double limit) {
-    std::uniform_real_distribution<double> u(-limit, limit);
-    std::vector<double> v(static_cast<size_t>(num_elements(shape)));
-    for (double& x : v) x = u(rng);
-    return Array::from_doubles(v, shape, DType::kF32);
-  };
-  // Glorot-uniform limits: sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010).
-  auto glorot = [](int64_t a, int64_t b) { return std::sqrt(6.0 / static_cast<double>(a + b)); };
-  return {uniform({o.features, o.hidden}, glorot(o.features, o.hidden)),
-          Array::zeros({o.hidden}, DType::kF32),
-          uniform({o.hidden, o.classes}, glorot(o.hidden, o.classes)),
-          Array::zeros({o.classes}, DType::kF32)};
-}
-
 void check_demo_options(const DemoOptions& o) {
   auto positive = [](const char* name, int64_t v) {
     if (v <= 0) {
@@ -97,14 +76,20 @@ void check_demo_options(const DemoOptions& o) {
 
 int run_demo(const DemoOptions& o, std::ostream& out) {
   check_demo_options(o);
-  const DemoWeights w = make_weights(o);
+  // Parameters: x (batch, features), w1 (features, hidden), b1 (hidden,), w2 (hidden, classes),
+  // b2 (classes,); the traced function is the forward pass of a two-layer MLP.
   ir::Graph graph = trace(
-      [&](const std::vector<Tensor>& in) {
-        Tensor h = relu(matmul(in[0], constant(w.w1)) + constant(w.b1));
-        Tensor logits = matmul(h, constant(w.w2)) + constant(w.b2);
+      [](const std::vector<Tensor>& in) {
+        Tensor h = relu(matmul(in[0], in[1]) + in[2]);  // (batch, hidden)
+        Tensor logits = matmul(h, in[3]) + in[4];      // (batch, classes)
         return std::vector<Tensor>{softmax(logits, -1)};
       },
-      {ir::TensorType{{o.batch, o.features}, DType::kF32}}, "mlp_forward");
+      {ir::TensorType{{o.batch, o.features}, DType::kF32},
+       ir::TensorType{{o.features, o.hidden}, DType::kF32},
+       ir::TensorType{{o.hidden}, DType::kF32},
+       ir::TensorType{{o.hidden, o.classes}, DType::kF32},
+       ir::TensorType{{o.classes}, DType::kF32}},
+      "mlp_forward");
 
   fmt::print(out, "== traced IR ({} nodes)\n{}\n", graph.num_nodes(), ir::print_graph(graph));
   ir::Graph optimised = apply_passes(graph, {"cse", "dce"});
@@ -112,7 +97,8 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
              ir::print_graph(optimised));
 
   std::vector<Array> args = random_arguments(optimised, o.seed);
-  fmt::print(out, "== input x {}\n{}\n\n", shape_to_string(args[0].shape()), args[0].to_string());
+  fmt::print(out, "== input x {} (weights: seeded uniform [-1, 1))\n{}\n\n",
+             shape_to_string(args[0].shape()), args[0].to_string());
   Array probs = interp::interpret(optimised, args).at(0);
   fmt::print(out, "== softmax probabilities {} (reference interpreter)\n{}\n\n",
              shape_to_string(probs.shape()), probs.to_string());

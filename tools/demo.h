@@ -20,9 +20,10 @@ struct DemoOptions {
   uint64_t seed = 0;      ///< seed of the pseudo-random weights and inputs
 };
 
-/// Traces an MLP forward pass (x (batch, features) -> dense+relu -> dense -> softmax), prints
-/// its IR, the IR after the cse and dce passes, interprets it on seeded random data and prints
-/// the class probabilities (each row sums to 1). Returns 0.
+/// Traces an MLP forward pass (x (batch, features) -> dense+relu -> dense -> softmax, weights as
+/// parameters), prints its IR, the IR after the cse and dce passes, interprets it on seeded
+/// random data and prints the class probabilities (each row sums to 1). Returns 0; throws
+/// ingot::Error(kInvalidArgument) naming a non-positive size option.
 int run_demo(const DemoOptions& options, std::ostream& out);
 
 /// Seeded pseudo-random arguments for `graph`: floats uniform in [-1, 1), integers in [0, 10),

@@ -45,8 +45,8 @@ const TraceState& checked_state(const Tensor& t) {
 
 }  // namespace
 
-const ir::TensorType& Tensor::type() const { return checked_state(*this).graph.type(id_); }
-const Shape& Tensor::shape() const { return type().shape; }
+ir::TensorType Tensor::type() const { return checked_state(*this).graph.type(id_); }
+Shape Tensor::shape() const { return type().shape; }
 DType Tensor::dtype() const { return type().dtype; }
 
 int64_t Tensor::dim(int64_t axis) const {

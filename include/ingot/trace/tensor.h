@@ -24,13 +24,15 @@ class Tensor {
  public:
   Tensor() = default;
   bool valid() const { return state_ != nullptr; }
-  const Shape& shape() const;
+  /// Shape and type are returned by value: the graph's storage moves as nodes are added, so a
+  /// reference could dangle across the next operation.
+  Shape shape() const;
   DType dtype() const;
   int64_t rank() const { return static_cast<int64_t>(shape().size()); }
   /// Size of dimension `axis` (negative counts from the end). Throws kOutOfRange.
   int64_t dim(int64_t axis) const;
   int64_t size() const { return num_elements(shape()); }
-  const ir::TensorType& type() const;
+  ir::TensorType type() const;
   /// The IR value id in the trace's graph.
   ir::ValueId id() const { return id_; }
 
