@@ -14,6 +14,7 @@ const OpRegistry& OpRegistry::builtin() {
     register_linalg_ops(r);
     register_indexing_ops(r);
     register_random_ops(r);
+    register_control_ops(r);
     return r;
   }();
   return registry;

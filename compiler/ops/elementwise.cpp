@@ -19,6 +19,7 @@
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/runtime/element.h"
+#include "ingot/trace/ops.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -671,26 +672,43 @@ std::vector<Array> clamp_kernel(std::span<const Array> in, const Attributes&,
 }
 
 // ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md). `g` is the output cotangent.
+
+using Cts = std::vector<std::optional<Tensor>>;
+
+Cts add_vjp(const VjpArgs& a) { return {*a.cotangents[0], *a.cotangents[0]}; }
+Cts subtract_vjp(const VjpArgs& a) { return {*a.cotangents[0], negate(*a.cotangents[0])}; }
+Cts multiply_vjp(const VjpArgs& a) {
+  const Tensor& g = *a.cotangents[0];
+  return {g * a.operands[1], g * a.operands[0]};
+}
+Cts exponential_vjp(const VjpArgs& a) { return {*a.cotangents[0] * a.results[0]}; }
+
+// ---------------------------------------------------------------------------------------------
 // Registration helpers.
 
 /// Registers a one-operand map op; `fn` is a generic callable on compute values.
 template <unsigned kinds, bool bool_result = false, class Fn>
-void add_unary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn) {
+void add_unary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn,
+               VjpRule vjp = {}) {
   InterpretRule kernel = [name, fn](std::span<const Array> in, const Attributes&,
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_unary<kinds, bool_result>(name, in[0], result_types[0], fn)};
   };
-  r.add(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary});
+  r.add(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary,
+              std::move(vjp)});
 }
 
 /// Registers a two-operand map op with identical operand types.
 template <unsigned kinds, class Fn>
-void add_binary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn) {
+void add_binary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn,
+                VjpRule vjp = {}) {
   InterpretRule kernel = [name, fn](std::span<const Array> in, const Attributes&,
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_binary<kinds, false>(name, in[0], in[1], result_types[0], fn)};
   };
-  r.add(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary});
+  r.add(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary,
+              std::move(vjp)});
 }
 
 void register_unary_ops(OpRegistry& r) {
@@ -699,7 +717,8 @@ void register_unary_ops(OpRegistry& r) {
                             [](auto x) { return abs_fn(x); });
   add_unary<kSignedOrFloat>(r, "sign", "-1, 0 or 1; sign(+-0) = +-0, sign(NaN) = NaN",
                             [](auto x) { return sign_fn(x); });
-  add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); });
+  add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); },
+                        exponential_vjp);
   add_unary<kFloatOnly>(r, "log", "natural logarithm; log(0) = -inf, log(x < 0) = NaN",
                         [](auto x) { return std::log(x); });
   add_unary<kFloatOnly>(r, "log_plus_one", "log(1 + x), accurate near 0",
@@ -728,11 +747,11 @@ void register_unary_ops(OpRegistry& r) {
 
 void register_binary_ops(OpRegistry& r) {
   add_binary<kNumeric>(r, "add", "a + b (integers wrap)",
-                       [](auto a, auto b) { return add_fn(a, b); });
+                       [](auto a, auto b) { return add_fn(a, b); }, add_vjp);
   add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)",
-                       [](auto a, auto b) { return subtract_fn(a, b); });
+                       [](auto a, auto b) { return subtract_fn(a, b); }, subtract_vjp);
   add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)",
-                       [](auto a, auto b) { return multiply_fn(a, b); });
+                       [](auto a, auto b) { return multiply_fn(a, b); }, multiply_vjp);
   add_binary<kNumeric>(r, "divide", "a / b; integers truncate, x / 0 = -1, INT_MIN / -1 = INT_MIN",
                        [](auto a, auto b) { return divide_fn(a, b); });
   add_binary<kNumeric>(r, "remainder", "a - b * trunc(a / b) (dividend's sign); x % 0 = x",

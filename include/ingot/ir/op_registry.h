@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "ingot/ir/attributes.h"
 #include "ingot/ir/graph.h"
 #include "ingot/runtime/array.h"
+#include "ingot/trace/tensor.h"
 
 namespace ingot::ir {
 
@@ -26,6 +28,22 @@ using InterpretRule = std::function<std::vector<Array>(std::span<const Array> op
                                                        const Attributes& attrs,
                                                        std::span<const TensorType> result_types)>;
 
+/// What a VJP rule receives: the node's attributes and, as Tensors of the trace that is recording
+/// the backward pass, its primal operands, its primal results and the cotangent of each result
+/// (std::nullopt = a symbolic zero; at least one is present, and only floating-point results
+/// carry cotangents).
+struct VjpArgs {
+  const Attributes& attrs;
+  const std::vector<Tensor>& operands;
+  const std::vector<Tensor>& results;
+  const std::vector<std::optional<Tensor>>& cotangents;
+};
+
+/// Reverse-mode rule: returns one cotangent per operand, each of the operand's type, or
+/// std::nullopt for a (symbolic) zero. Emits its computation with the Tensor API, so backward
+/// graphs are ordinary traced graphs and can themselves be differentiated (higher order).
+using VjpRule = std::function<std::vector<std::optional<Tensor>>(const VjpArgs& args)>;
+
 /// Everything ingot knows about one op.
 struct OpDef {
   std::string name;       ///< StableHLO spelling, e.g. "dot_general"
@@ -34,6 +52,10 @@ struct OpDef {
   ShapeRule shape_rule;
   InterpretRule interpret;  ///< empty means "no interpreter kernel" (a named error)
   std::string summary;      ///< one line for docs and `ingot ops`
+  /// Reverse-mode rule (autodiff/). Empty means "no VJP rule": differentiating through a node of
+  /// this op with a floating-point cotangent is ingot::Error(kUnimplemented) "no VJP rule for
+  /// 'op'". Ops whose gradient is zero (floor, sign, ...) register a rule returning nullopts.
+  VjpRule vjp;
 };
 
 /// A set of op definitions keyed by name.
@@ -63,5 +85,6 @@ void register_reduction_ops(OpRegistry& registry);    // reduce, argmax, argmin,
 void register_linalg_ops(OpRegistry& registry);       // dot_general, convolution
 void register_indexing_ops(OpRegistry& registry);     // gather, scatter
 void register_random_ops(OpRegistry& registry);       // rng_bit_generator
+void register_control_ops(OpRegistry& registry);      // optimization_barrier
 
 }  // namespace ingot::ir

@@ -1,0 +1,41 @@
+// Control ops: optimization_barrier (StableHLO): an identity on any number of values that
+// passes may not look through, so values computed after it are not merged (CSE) or moved across
+// it. Autodiff's rematerialisation uses it, as jax.checkpoint does.
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/op_util.h"
+
+namespace ingot::ir {
+
+namespace {
+
+std::vector<TensorType> barrier_shape(std::span<const TensorType> operands, const Attributes& attrs) {
+  if (!attrs.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("optimization_barrier: takes no attributes but got {}",
+                            attrs.entries().begin()->first));
+  }
+  return std::vector<TensorType>(operands.begin(), operands.end());
+}
+
+std::vector<Array> barrier_kernel(std::span<const Array> operands, const Attributes&,
+                                  std::span<const TensorType>) {
+  return std::vector<Array>(operands.begin(), operands.end());
+}
+
+std::vector<std::optional<Tensor>> barrier_vjp(const VjpArgs& args) {
+  return std::vector<std::optional<Tensor>>(args.cotangents.begin(), args.cotangents.end());
+}
+
+}  // namespace
+
+void register_control_ops(OpRegistry& r) {
+  r.add(OpDef{"optimization_barrier", 1, -1, barrier_shape, barrier_kernel,
+              "identity on its operands that passes do not look through", barrier_vjp});
+}
+
+}  // namespace ingot::ir
