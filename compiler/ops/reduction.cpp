@@ -9,12 +9,15 @@
 // - on bool, add/max/or are logical OR and mul/min/and logical AND (StableHLO's bool add/mul).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "ingot/trace/ops.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -437,11 +440,37 @@ std::vector<Array> reduce_window_kernel(std::span<const Array> in, const Attribu
   })};
 }
 
+// ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md).
+
+using Cts = std::vector<std::optional<Tensor>>;
+
+/// The cotangent `g` of a reduction result broadcast back to the operand's shape.
+Tensor unreduce(const Tensor& g, const Shape& operand_shape, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < static_cast<int64_t>(operand_shape.size()); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) kept.push_back(d);
+  }
+  return broadcast_in_dim(g, operand_shape, kept);
+}
+
+/// reduce: add passes the cotangent to every element; the init operand is treated as a constant
+/// (JAX's reductions take their init as a literal), see docs/autodiff.md.
+Cts reduce_vjp(const VjpArgs& a) {
+  const std::string& computation = a.attrs.get_string("computation");
+  const Tensor& g = *a.cotangents[0];
+  const std::vector<int64_t>& dims = a.attrs.get_ints("dimensions");
+  if (computation == "add") return {unreduce(g, a.operands[0].shape(), dims), std::nullopt};
+  throw Error(ErrorCode::kUnimplemented,
+              fmt::format("no VJP rule for 'reduce' with computation '{}'", computation));
+}
+
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
-              "folds `dimensions` with `computation` (add mul max min and or) starting at init"});
+              "folds `dimensions` with `computation` (add mul max min and or) starting at init",
+              reduce_vjp});
   r.add(OpDef{"argmax", 1, 1,
               [](std::span<const TensorType> in, const Attributes& a) {
                 return arg_extreme_shape("argmax", in, a);

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "ingot/trace/ops.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -457,13 +459,43 @@ std::vector<Array> reverse_kernel(std::span<const Array> in, const Attributes& a
   })};
 }
 
+// ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md).
+
+using Cts = std::vector<std::optional<Tensor>>;
+
+Cts reshape_vjp(const VjpArgs& a) { return {reshape(*a.cotangents[0], a.operands[0].shape())}; }
+
+/// The cotangent of broadcast_in_dim sums over the result dims that the operand does not map to
+/// and over mapped dims where the operand has size 1 but the result does not, then reshapes to
+/// the operand's shape (NumPy broadcasting's "unbroadcast").
+Cts broadcast_vjp(const VjpArgs& a) {
+  const Tensor& g = *a.cotangents[0];
+  const Shape in_shape = a.operands[0].shape();
+  const Shape out_shape = g.shape();
+  const std::vector<int64_t>& dims = a.attrs.get_ints("broadcast_dimensions");
+  std::vector<bool> kept(out_shape.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const size_t d = static_cast<size_t>(dims[i]);
+    kept[d] = in_shape[i] == out_shape[d];
+  }
+  std::vector<int64_t> summed;
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (!kept[d]) summed.push_back(static_cast<int64_t>(d));
+  }
+  Tensor r = summed.empty() ? g : sum(g, summed);
+  return {reshape(r, in_shape)};
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"reshape", 1, 1, reshape_shape, reshape_kernel,
-              "same elements in row-major order with attribute `shape` (equal element count)"});
+              "same elements in row-major order with attribute `shape` (equal element count)",
+              reshape_vjp});
   r.add(OpDef{"broadcast_in_dim", 1, 1, broadcast_shape, broadcast_kernel,
-              "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`"});
+              "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`",
+              broadcast_vjp});
   r.add(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel,
               "result dim i = operand dim permutation[i]"});
   r.add(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
