@@ -424,7 +424,7 @@ Tensor scalar(double value, DType dtype) { return constant(Array::scalar(value, 
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   const Shape to = shape;  // may alias a tensor's shape, which scalar() can move
-  check_shape_nonnegative(to, "full: shape");
+  check_shape(to, "full: shape");
   const Tensor s = scalar(value, dtype);
   return to.empty() ? s : broadcast_in_dim(s, to, {});
 }
@@ -433,7 +433,7 @@ Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); 
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor iota(const Shape& shape, int64_t dimension, DType dtype) {
-  check_shape_nonnegative(shape, "iota: shape");
+  check_shape(shape, "iota: shape");
   const int64_t d = norm_axis("iota", dimension, static_cast<int64_t>(shape.size()));
   return emit1("iota", {},
                {{"shape", shape}, {"dtype", dtype_str(dtype)}, {"iota_dimension", d}});
@@ -546,7 +546,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  check_shape_nonnegative(shape, "broadcast_to: shape");
+  check_shape(shape, "broadcast_to: shape");
   const int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
   for (int64_t i = 0; i < x.rank(); ++i) {
     const int64_t size = x.shape()[static_cast<size_t>(i)];
@@ -826,7 +826,7 @@ Tensor take(const Tensor& x, const Tensor& indices) {
 
 Tensor scatter_add_rows(const Shape& shape_in, const Tensor& indices, const Tensor& updates) {
   const Shape shape = shape_in;  // zeros() below adds nodes; shape_in may alias a tensor's shape
-  check_shape_nonnegative(shape, "scatter_add_rows: shape");
+  check_shape(shape, "scatter_add_rows: shape");
   require_integer("scatter_add_rows", "indices", indices);
   Shape expected = indices.shape();
   if (!shape.empty()) expected.insert(expected.end(), shape.begin() + 1, shape.end());
