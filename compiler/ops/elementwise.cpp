@@ -720,7 +720,7 @@ Cts exponential_minus_one_vjp(const VjpArgs& a) {
   return {cotangent(a) * (a.results[0] + 1.0)};
 }
 
-/// g * (1 - ans^2) written as (g + g * ans) * (1 - ans), as JAX: 1 - ans is exact near |ans| = 1.
+/// g * (1 - ans^2) as JAX writes it, (g + g * ans) * (1 - ans): ans^2 is not rounded near 1.
 Cts tanh_vjp(const VjpArgs& a) {
   const Tensor& g = cotangent(a);
   const Tensor& ans = a.results[0];
