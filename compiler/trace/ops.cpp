@@ -893,7 +893,13 @@ std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape
 
 // ---- composites (numerically stable) ----------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0.0, "relu")); }
+// relu is a select rather than maximum(x, 0) so that its gradient at 0 is 0 (jax.nn.relu's
+// custom JVP; maximum splits ties 0.5/0.5) while relu(NaN) stays NaN.
+Tensor relu(const Tensor& x) {
+  const Tensor zero = zeros_like(x);
+  const Tensor non_positive = less_equal(x, zero);
+  return where(non_positive, zero, x);
+}
 
 // Composites name their intermediates so the recorded node order does not depend on the
 // compiler's (unspecified) order of evaluating operands.
@@ -909,9 +915,24 @@ Tensor gelu(const Tensor& x, bool approximate) {
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 
+// softplus(x) = logaddexp(x, 0) = hi + log1p(exp(lo - hi)) with hi = max(x, 0), lo = min(x, 0):
+// no overflow, and because maximum/minimum split ties evenly its gradient at 0 is exactly 0.5
+// (the form max(x, 0) + log1p(exp(-|x|)) would give 0 there: JAX issue #2107).
 Tensor softplus(const Tensor& x) {
-  const Tensor positive = relu(x);
-  return positive + log1p(exp(-abs(x)));
+  const Tensor zero = scalar_like(x, 0.0, "softplus");
+  const Tensor hi = maximum(x, zero);
+  const Tensor lo = minimum(x, zero);
+  return hi + log1p(exp(lo - hi));
+}
+
+Tensor log_sigmoid(const Tensor& x) { return negate(softplus(negate(x))); }
+
+Tensor sigmoid_binary_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  const Tensor log_p = log_sigmoid(logits);
+  const Tensor log_not_p = log_sigmoid(negate(logits));
+  const Tensor positive = labels * log_p;
+  const Tensor negative = (1.0 - labels) * log_not_p;
+  return negate(positive + negative);
 }
 
 Tensor softmax(const Tensor& x, int64_t axis) {
