@@ -4,7 +4,9 @@
 #include <fmt/ostream.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <type_traits>
 #include <ostream>
 #include <random>
 #include <sstream>
@@ -23,21 +25,25 @@ std::vector<Array> random_arguments(const ir::Graph& graph, uint64_t seed) {
   std::vector<Array> args;
   for (ir::ValueId p : graph.parameters()) {
     const ir::TensorType& t = graph.type(p);
-    const int64_t n = num_elements(t.shape);
-    std::vector<double> values(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      double v = is_floating(t.dtype) ? uniform(rng)
-                 : is_bool(t.dtype)   ? static_cast<double>(i % 2)
-                                      : static_cast<double>(rng() % 10);
-      values[static_cast<size_t>(i)] = v;
-    }
-    if (t.dtype == DType::kU64) {
-      std::vector<uint64_t> bits(static_cast<size_t>(n));
-      for (auto& b : bits) b = rng();
-      args.push_back(Array::from_vector<uint64_t>(bits, t.shape));
-    } else {
-      args.push_back(Array::from_doubles(values, t.shape, t.dtype));
-    }
+    // Allocate first (a clear OutOfMemory error for huge shapes), then fill in place.
+    Array a = Array::empty(t.shape, t.dtype);
+    const int64_t n = a.size();
+    dispatch_dtype(t.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* data = a.data<T>();
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<T, uint64_t>) {
+          data[i] = rng();  // e.g. rng_bit_generator states
+        } else if constexpr (std::is_same_v<T, bool>) {
+          data[i] = i % 2 == 1;
+        } else if constexpr (std::is_integral_v<T>) {
+          data[i] = static_cast<T>(rng() % 10);
+        } else {
+          data[i] = convert_element<T>(uniform(rng));
+        }
+      }
+    });
+    args.push_back(a);
   }
   return args;
 }
@@ -97,7 +103,16 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
              ir::print_graph(optimised));
 
   std::vector<Array> args = random_arguments(optimised, o.seed);
-  fmt::print(out, "== input x {} (weights: seeded uniform [-1, 1))\n{}\n\n",
+  // Scale the weights to Glorot-uniform limits sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio,
+  // 2010) so the probabilities stay informative at realistic widths.
+  auto glorot = [](Array& w) {
+    const double limit = std::sqrt(6.0 / static_cast<double>(w.shape()[0] + w.shape()[1]));
+    float* p = w.data<float>();
+    for (int64_t i = 0; i < w.size(); ++i) p[i] = static_cast<float>(p[i] * limit);
+  };
+  glorot(args[1]);
+  glorot(args[3]);
+  fmt::print(out, "== input x {} (weights: seeded Glorot-uniform)\n{}\n\n",
              shape_to_string(args[0].shape()), args[0].to_string());
   Array probs = interp::interpret(optimised, args).at(0);
   fmt::print(out, "== softmax probabilities {} (reference interpreter)\n{}\n\n",
@@ -107,20 +122,35 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
   for (int64_t r = 0; r < o.batch; ++r) {
     for (int64_t c = 0; c < o.classes; ++c) sums[r] += p[static_cast<size_t>(r * o.classes + c)];
   }
-  fmt::print(out, "row sums: [{:.6f}]\n", fmt::join(sums, ", "));
+  if (sums.size() > 8) sums.resize(8);
+  fmt::print(out, "row sums{}: [{:.6f}]\n", o.batch > 8 ? " (first 8 rows)" : "",
+             fmt::join(sums, ", "));
   return 0;
 }
 
 int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed,
                 bool interpret, std::ostream& out) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("'{}' is not a regular file{}", path,
+                            std::filesystem::is_directory(path, ec) ? " (it is a directory)" : ""),
+                "pass the path of an IR text file (format: docs/ir.md)");
+  }
   std::ifstream file(path);
   if (!file) {
     throw Error(ErrorCode::kNotFound, fmt::format("cannot open IR file '{}'", path),
-                "check the path");
+                "check the path and its permissions");
   }
   std::stringstream text;
   text << file.rdbuf();
-  ir::Graph graph = apply_passes(ir::parse_graph(text.str()), passes);
+  ir::Graph parsed;
+  try {
+    parsed = ir::parse_graph(text.str());
+  } catch (const Error& e) {
+    throw e.with_context(path);
+  }
+  ir::Graph graph = apply_passes(parsed, passes);
   fmt::print(out, "{}\n", ir::print_graph(graph));
   if (!interpret) return 0;
   std::vector<Array> args = random_arguments(graph, seed);

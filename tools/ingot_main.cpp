@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <new>
 
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
@@ -45,6 +46,12 @@ int main(int argc, char** argv) {
     }
     if (*run_cmd) return ingot::cli::run_ir_file(ir_path, passes, seed, !print_only, std::cout);
   } catch (const ingot::Error& e) {
+    fmt::print(stderr, "ingot: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "ingot: error: out of host memory (hint: use smaller shapes)\n");
+    return 1;
+  } catch (const std::exception& e) {
     fmt::print(stderr, "ingot: error: {}\n", e.what());
     return 1;
   }

@@ -329,7 +329,12 @@ std::string Parser::found_at(size_t offset) const {
   if (text_[end] == '%' || text_[end] == '@') ++end;
   while (end < text_.size() && is_word_char(text_[end])) ++end;
   if (end == offset || (end == offset + 1 && !is_word_char(text_[offset]))) end = offset + 1;
-  return fmt::format("'{}'", text_.substr(offset, end - offset));
+  std::string shown;  // printable ASCII as is, other bytes as \xHH (NULs and binary input)
+  for (char c : text_.substr(offset, end - offset)) {
+    const auto u = static_cast<unsigned char>(c);
+    shown += (u >= 0x20 && u < 0x7f) ? std::string(1, c) : fmt::format("\\x{:02x}", u);
+  }
+  return fmt::format("'{}'", shown);
 }
 
 void Parser::fail(size_t offset, const std::string& message) const {
@@ -641,7 +646,15 @@ std::optional<F> parse_float(const NumberToken& t) {
     v = std::numeric_limits<F>::quiet_NaN();
   } else {
     auto r = std::from_chars(t.magnitude.data(), t.magnitude.data() + t.magnitude.size(), v);
-    if (r.ec != std::errc() || std::isinf(v)) return std::nullopt;
+    if (r.ec == std::errc::result_out_of_range) {
+      // Underflow rounds to zero or a subnormal (as strtod and NumPy do); overflow is an error.
+      long double wide = 0;
+      auto w = std::from_chars(t.magnitude.data(), t.magnitude.data() + t.magnitude.size(), wide);
+      if (w.ec != std::errc() || !(wide < 1)) return std::nullopt;
+      v = static_cast<F>(wide);
+    } else if (r.ec != std::errc() || std::isinf(v)) {
+      return std::nullopt;
+    }
   }
   return t.negative ? -v : v;
 }

@@ -164,9 +164,24 @@ Tensor compare(std::string_view fn, const char* direction, const Tensor& a, cons
 }
 
 /// A scalar constant of `x`'s dtype in `x`'s (active) trace.
+/// A weakly typed `double` operand as a scalar of x's dtype. For integer and bool tensors the
+/// value must convert exactly (JAX would promote `int_array * 0.5` to float; ingot keeps lax's
+/// equal-dtype rule, so a silent truncation or saturation is refused instead).
 Tensor scalar_like(const Tensor& x, double value, std::string_view fn) {
   require_active(x, fn);
-  return scalar(value, x.dtype());
+  const DType dtype = x.dtype();
+  if (!is_floating(dtype) && !std::isnan(value)) {
+    const double back = Array::scalar(value, dtype).element_as_double(0);
+    if (back != value) {
+      throw Error(ErrorCode::kDTypeMismatch,
+                  fmt::format("{}: the scalar {} is not representable in the tensor's dtype {} "
+                              "(it would become {})",
+                              fn, value, dtype_name(dtype), back),
+                  "convert the tensor to a floating-point dtype first, e.g. "
+                  "ingot::convert(x, DType::kF32)");
+    }
+  }
+  return scalar(value, dtype);
 }
 
 /// Scalar holding the lowest (or highest) value of `dtype`: -inf/+inf for floats.
@@ -904,6 +919,7 @@ Tensor relu(const Tensor& x) {
 // Composites name their intermediates so the recorded node order does not depend on the
 // compiler's (unspecified) order of evaluating operands.
 Tensor gelu(const Tensor& x, bool approximate) {
+  require_floating("gelu", x);
   const Tensor half_x = x * 0.5;
   if (approximate) {
     const double c = std::sqrt(2.0 / std::numbers::pi);
@@ -913,21 +929,29 @@ Tensor gelu(const Tensor& x, bool approximate) {
   return half_x * (erf(x / std::numbers::sqrt2) + 1.0);
 }
 
-Tensor silu(const Tensor& x) { return x * sigmoid(x); }
+Tensor silu(const Tensor& x) {
+  require_floating("silu", x);
+  return x * sigmoid(x);
+}
 
 // softplus(x) = logaddexp(x, 0) = hi + log1p(exp(lo - hi)) with hi = max(x, 0), lo = min(x, 0):
 // no overflow, and because maximum/minimum split ties evenly its gradient at 0 is exactly 0.5
 // (the form max(x, 0) + log1p(exp(-|x|)) would give 0 there: JAX issue #2107).
 Tensor softplus(const Tensor& x) {
+  require_floating("softplus", x);
   const Tensor zero = scalar_like(x, 0.0, "softplus");
   const Tensor hi = maximum(x, zero);
   const Tensor lo = minimum(x, zero);
   return hi + log1p(exp(lo - hi));
 }
 
-Tensor log_sigmoid(const Tensor& x) { return negate(softplus(negate(x))); }
+Tensor log_sigmoid(const Tensor& x) {
+  require_floating("log_sigmoid", x);
+  return negate(softplus(negate(x)));
+}
 
 Tensor sigmoid_binary_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  require_floating("sigmoid_binary_cross_entropy", logits);
   const Tensor log_p = log_sigmoid(logits);
   const Tensor log_not_p = log_sigmoid(negate(logits));
   const Tensor positive = labels * log_p;
@@ -936,18 +960,21 @@ Tensor sigmoid_binary_cross_entropy(const Tensor& logits, const Tensor& labels) 
 }
 
 Tensor softmax(const Tensor& x, int64_t axis) {
+  require_floating("softmax", x);
   const Ints axes = {norm_axis("softmax", axis, x.rank())};
   const Tensor e = exp(x - max(x, axes, true));
   return e / sum(e, axes, true);
 }
 
 Tensor log_softmax(const Tensor& x, int64_t axis) {
+  require_floating("log_softmax", x);
   const Ints axes = {norm_axis("log_softmax", axis, x.rank())};
   const Tensor shifted = x - max(x, axes, true);
   return shifted - log(sum(exp(shifted), axes, true));
 }
 
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  require_floating("logsumexp", x);
   const Ints dims = norm_axes("logsumexp", axes, x.rank());
   const Tensor m = max(x, dims, true);
   const Tensor finite = isfinite(m);

@@ -1,7 +1,9 @@
-// The one header a model author includes: arrays, the tracer and its Tensor API, the graph IR
-// (printing, parsing, passes) and the reference interpreter.
+// The one header a model author includes: arrays, the tracer and its Tensor API, autodiff
+// (vjp, grad, value_and_grad), the graph IR (printing, parsing, passes) and the reference
+// interpreter.
 #pragma once
 
+#include "ingot/autodiff/autodiff.h"
 #include "ingot/interp/interpreter.h"
 #include "ingot/ir/graph.h"
 #include "ingot/ir/op_registry.h"
@@ -11,5 +13,6 @@
 #include "ingot/runtime/dtype.h"
 #include "ingot/runtime/error.h"
 #include "ingot/runtime/shape.h"
+#include "ingot/trace/call.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trace/tensor.h"

@@ -53,3 +53,36 @@ TEST(Composites, SigmoidBinaryCrossEntropy) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(Composites, RejectNonFloatInputsBeforeEmitting) {
+  for (auto f : std::vector<std::function<Tensor(const Tensor&)>>{
+           [](const Tensor& x) { return softmax(x); }, [](const Tensor& x) { return log_softmax(x); },
+           [](const Tensor& x) { return logsumexp(x); }, [](const Tensor& x) { return softplus(x); },
+           [](const Tensor& x) { return gelu(x); }, [](const Tensor& x) { return silu(x); }}) {
+    testing::expect_error(
+        [&] {
+          trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{f(a[0])}; },
+                {{{2, 3}, DType::kI32}});
+        },
+        ErrorCode::kDTypeMismatch, {"i32", "needs a floating dtype"});
+  }
+}
+
+TEST(WeakScalars, MustBeExactForIntegerTensors) {
+  auto run = [](DType dtype, double v) {
+    trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * v}; },
+          {{{2}, dtype}});
+  };
+  testing::expect_error([&] { run(DType::kI32, 0.5); }, ErrorCode::kDTypeMismatch,
+                        {"0.5", "not representable", "i32", "convert"});
+  testing::expect_error([&] { run(DType::kU8, 300); }, ErrorCode::kDTypeMismatch, {"300", "u8"});
+  testing::expect_error([&] { run(DType::kBool, 2); }, ErrorCode::kDTypeMismatch, {"bool"});
+  run(DType::kI32, 3);   // exact: fine
+  run(DType::kF16, 0.1);  // floats round, as JAX's weak types do
+}
+
+}  // namespace
+}  // namespace ingot
