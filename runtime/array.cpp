@@ -10,7 +10,7 @@
 namespace ingot {
 
 Array Array::empty(const Shape& shape, DType dtype, Device* device) {
-  check_shape_nonnegative(shape, "Array::empty");
+  check_shape(shape, "Array::empty");
   Device& dev = device ? *device : default_cpu_device();
   Array a;
   a.shape_ = shape;
@@ -25,7 +25,7 @@ Array Array::zeros(const Shape& shape, DType dtype, Device* device) {
   return a;
 }
 
-Array Array::full(const Shape& shape, DType dtype, double value, Device* device) {
+Array Array::full(const Shape& shape, double value, DType dtype, Device* device) {
   Array a = empty(shape, dtype, device);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -37,7 +37,7 @@ Array Array::full(const Shape& shape, DType dtype, double value, Device* device)
 }
 
 Array Array::scalar(double value, DType dtype, Device* device) {
-  return full({}, dtype, value, device);
+  return full({}, value, dtype, device);
 }
 
 Array Array::from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype,
@@ -92,7 +92,7 @@ Array Array::clone() const {
 }
 
 Array Array::reshaped(const Shape& shape) const {
-  check_shape_nonnegative(shape, "Array::reshaped");
+  check_shape(shape, "Array::reshaped");
   if (num_elements(shape) != size()) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("Array::reshaped: cannot view {} elements of shape {} as shape {} "

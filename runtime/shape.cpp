@@ -29,7 +29,8 @@ std::string dims_to_string(const std::vector<int64_t>& dims) {
   return fmt::format("{}", fmt::join(dims, ","));
 }
 
-void check_shape_nonnegative(const Shape& shape, const char* what) {
+void check_shape(const Shape& shape, const char* what) {
+  int64_t count = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -37,6 +38,19 @@ void check_shape_nonnegative(const Shape& shape, const char* what) {
                               shape_to_string(shape), shape[i], i),
                   "dimension sizes must be >= 0");
     }
+    // count * shape[i] > kMaxElements, tested without overflow (and 0-size dims end the product).
+    if (shape[i] != 0 && count > kMaxElements / shape[i]) {
+      count = kMaxElements + 1;
+    } else {
+      count *= shape[i];
+    }
+  }
+  if (count > kMaxElements) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: shape {} has more than 2^59 elements", what,
+                            shape.size() > 16 ? fmt::format("of rank {}", shape.size())
+                                              : shape_to_string(shape)),
+                "use smaller dimensions");
   }
 }
 

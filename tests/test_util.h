@@ -95,7 +95,7 @@ inline void expect_values(const Array& a, const std::vector<double>& expected,
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(expected[i])) {
       EXPECT_TRUE(std::isnan(got[i])) << "element " << i << " = " << got[i] << ", expected nan";
-    } else if (tolerance == 0.0) {
+    } else if (tolerance == 0.0 || std::isinf(expected[i])) {
       EXPECT_EQ(got[i], expected[i]) << "element " << i;
     } else {
       EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;

@@ -14,7 +14,7 @@ Graph::Graph(std::string name, const OpRegistry* registry)
     : name_(std::move(name)), registry_(registry ? registry : &OpRegistry::builtin()) {}
 
 ValueId Graph::add_parameter(TensorType type) {
-  check_shape_nonnegative(type.shape, "Graph::add_parameter");
+  check_shape(type.shape, "Graph::add_parameter");
   ValueId id = num_values();
   values_.push_back(ValueInfo{std::move(type), -1, static_cast<int64_t>(parameters_.size())});
   parameters_.push_back(id);
@@ -63,7 +63,7 @@ std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<Va
     operand_types.reserve(inputs.size());
     for (ValueId v : inputs) operand_types.push_back(values_[v].type);
     types = def.shape_rule(operand_types, attrs);
-    for (const TensorType& t : types) check_shape_nonnegative(t.shape, op.c_str());
+    for (const TensorType& t : types) check_shape(t.shape, op.c_str());
   } catch (const Error& e) {
     throw e.with_context(where);
   }

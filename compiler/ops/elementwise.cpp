@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numbers>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -672,17 +674,198 @@ std::vector<Array> clamp_kernel(std::span<const Array> in, const Attributes&,
 }
 
 // ---------------------------------------------------------------------------------------------
-// VJP rules (reverse mode; conventions in docs/autodiff.md). `g` is the output cotangent.
+// VJP rules (reverse mode; conventions in docs/autodiff.md). As in JAX's lax.py, `g` is the
+// output cotangent, `x` (or `a`, `b`) the operands and `ans` the result. Rules emit only ops
+// that have rules themselves (compare/and/or, whose bool results carry no cotangent, aside), so
+// backward graphs can be differentiated again. Constants come from full_like or a `double`
+// operand (`t * 0.5`), which take the tensor's dtype, so every float dtype works. Intermediates
+// get names so that the node order does not depend on the order of evaluating arguments.
 
 using Cts = std::vector<std::optional<Tensor>>;
 
-Cts add_vjp(const VjpArgs& a) { return {*a.cotangents[0], *a.cotangents[0]}; }
-Cts subtract_vjp(const VjpArgs& a) { return {*a.cotangents[0], negate(*a.cotangents[0])}; }
-Cts multiply_vjp(const VjpArgs& a) {
-  const Tensor& g = *a.cotangents[0];
-  return {g * a.operands[1], g * a.operands[0]};
+const Tensor& cotangent(const VjpArgs& a) { return *a.cotangents[0]; }
+
+/// select(cond, t, 0).
+Tensor where_or_zero(const Tensor& cond, const Tensor& t) {
+  const Tensor zero = zeros_like(t);
+  return where(cond, t, zero);
 }
-Cts exponential_vjp(const VjpArgs& a) { return {*a.cotangents[0] * a.results[0]}; }
+
+/// Zero derivative almost everywhere (sign, floor, ceil, round_nearest_even): a symbolic zero.
+Cts zero_vjp(const VjpArgs&) { return {std::nullopt}; }
+
+Cts add_vjp(const VjpArgs& a) { return {cotangent(a), cotangent(a)}; }
+Cts subtract_vjp(const VjpArgs& a) { return {cotangent(a), negate(cotangent(a))}; }
+Cts multiply_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor da = g * a.operands[1];
+  return {da, g * a.operands[0]};
+}
+Cts exponential_vjp(const VjpArgs& a) { return {cotangent(a) * a.results[0]}; }
+
+Cts negate_vjp(const VjpArgs& a) { return {negate(cotangent(a))}; }
+
+/// abs'(0) = 1 as in JAX: g where x >= 0 (+0 and -0 alike), -g elsewhere (and for NaN).
+Cts abs_vjp(const VjpArgs& a) {
+  const Tensor& x = a.operands[0];
+  const Tensor& g = cotangent(a);
+  const Tensor nonnegative = greater_equal(x, zeros_like(x));
+  const Tensor minus_g = negate(g);
+  return {where(nonnegative, g, minus_g)};
+}
+
+Cts log_vjp(const VjpArgs& a) { return {cotangent(a) / a.operands[0]}; }
+Cts log_plus_one_vjp(const VjpArgs& a) { return {cotangent(a) / (a.operands[0] + 1.0)}; }
+Cts exponential_minus_one_vjp(const VjpArgs& a) {
+  return {cotangent(a) * (a.results[0] + 1.0)};
+}
+
+/// g * (1 - ans^2) as JAX writes it, (g + g * ans) * (1 - ans): ans^2 is not rounded near 1.
+Cts tanh_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor& ans = a.results[0];
+  const Tensor g_plus = g + g * ans;
+  return {g_plus * (1.0 - ans)};
+}
+
+Cts logistic_vjp(const VjpArgs& a) {
+  const Tensor& ans = a.results[0];
+  return {cotangent(a) * (ans * (1.0 - ans))};
+}
+
+/// g * 0.5 / ans: sqrt'(0) = inf.
+Cts sqrt_vjp(const VjpArgs& a) { return {(cotangent(a) * 0.5) / a.results[0]}; }
+
+/// g * (-0.5 * ans / x), i.e. -0.5 x^(-3/2) through the stored result.
+Cts rsqrt_vjp(const VjpArgs& a) {
+  const Tensor ratio = a.results[0] / a.operands[0];
+  return {cotangent(a) * (ratio * -0.5)};
+}
+
+Cts sine_vjp(const VjpArgs& a) { return {cotangent(a) * cos(a.operands[0])}; }
+Cts cosine_vjp(const VjpArgs& a) { return {negate(cotangent(a) * sin(a.operands[0]))}; }
+
+/// 2 / sqrt(pi) * g * exp(-x^2).
+Cts erf_vjp(const VjpArgs& a) {
+  const Tensor& x = a.operands[0];
+  const Tensor gaussian = exp(negate(x * x));
+  return {(cotangent(a) * gaussian) * (2.0 / std::sqrt(std::numbers::pi))};
+}
+
+/// (g / b, -g * (ans / b)): the rhs term uses the result a / b, so that it is -g * a / b^2
+/// without forming b^2 (which overflows for |b| > 1e154 in f64); x / 0 gives +-inf as JAX.
+Cts divide_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor& b = a.operands[1];
+  const Tensor da = g / b;
+  const Tensor ans_over_b = a.results[0] / b;
+  return {da, negate(g) * ans_over_b};
+}
+
+/// (g, -g * trunc(a / b)) with trunc(q) = sign(q) * floor(|q|), as JAX.
+Cts remainder_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor q = a.operands[0] / a.operands[1];
+  const Tensor magnitude = floor(abs(q));
+  const Tensor trunc_q = sign(q) * magnitude;
+  return {g, negate(g) * trunc_q};
+}
+
+/// d/da = g * b * a^(b - 1), but 0 where b == 0: a^0 = 1 is constant in a (also at a = 0,
+/// where the formula is 0 * inf = NaN). a is replaced by 1 where b == 0 (the "double where") so
+/// the masked-out branch stays finite and second derivatives get no 0 * inf either.
+Tensor power_lhs(const Tensor& g, const Tensor& a, const Tensor& b) {
+  const Tensor b_is_zero = equal(b, zeros_like(b));
+  const Tensor safe_a = where(b_is_zero, ones_like(a), a);
+  const Tensor slope = b * pow(safe_a, b - 1.0);
+  const Tensor zero = zeros_like(slope);
+  return g * where(b_is_zero, zero, slope);
+}
+
+/// d/db = g * log(a') * ans with a' = select(a == 0, 1, a) (JAX's _replace_zero): 0 at a = 0.
+Tensor power_rhs(const Tensor& g, const Tensor& a, const Tensor& ans) {
+  const Tensor a_is_zero = equal(a, zeros_like(a));
+  const Tensor safe_a = where(a_is_zero, ones_like(a), a);
+  const Tensor log_a = log(safe_a);
+  return g * (log_a * ans);
+}
+
+Cts power_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor da = power_lhs(g, a.operands[0], a.operands[1]);
+  return {da, power_rhs(g, a.operands[0], a.results[0])};
+}
+
+/// JAX's _balanced_eq: 1 where x == ans, halved where y == ans too, else 0 (NaN: 0).
+Tensor balanced_eq(const Tensor& x, const Tensor& ans, const Tensor& y) {
+  const Tensor x_won = equal(x, ans);
+  const Tensor tie = equal(y, ans);
+  const Tensor half = full_like(ans, 0.5);
+  const Tensor share = where(tie, half, ones_like(ans));
+  return where_or_zero(x_won, share);
+}
+
+/// maximum and minimum: the cotangent goes to the operand equal to the result; ties split it
+/// 0.5 / 0.5 (so relu'(0) = 0.5 through maximum(x, 0)), as JAX.
+Cts extremum_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor& ans = a.results[0];
+  const Tensor da = g * balanced_eq(a.operands[0], ans, a.operands[1]);
+  return {da, g * balanced_eq(a.operands[1], ans, a.operands[0])};
+}
+
+/// atan2(a, b): (g * b / (a^2 + b^2), -g * a / (a^2 + b^2)), as JAX.
+Cts atan2_vjp(const VjpArgs& a) {
+  const Tensor& g = cotangent(a);
+  const Tensor& y = a.operands[0];
+  const Tensor& x = a.operands[1];
+  const Tensor y2 = y * y;
+  const Tensor radius2 = y2 + x * x;
+  const Tensor da = g * (x / radius2);
+  const Tensor minus_gy = g * negate(y);
+  return {da, minus_gy / radius2};
+}
+
+/// select(pred, t, f): pred gets nothing, each branch the cotangent where it was taken (pred may
+/// be a scalar; select takes a scalar pred as is).
+Cts select_vjp(const VjpArgs& a) {
+  const Tensor& pred = a.operands[0];
+  const Tensor& g = cotangent(a);
+  const Tensor zero = zeros_like(g);
+  const Tensor dt = where(pred, g, zero);
+  return {std::nullopt, dt, where(pred, zero, g)};
+}
+
+/// The cotangent of a clamp bound: summed to a scalar when the bound was a scalar.
+Tensor to_bound(const Tensor& ct, const Tensor& bound) { return bound.rank() == 0 ? sum(ct) : ct; }
+
+/// clamp(lo, x, hi) = min(max(x, lo), hi). x gets g where lo < x < hi strictly (JAX); lo where
+/// x < lo < hi (JAX); hi where hi < max(x, lo), i.e. x > hi or lo > hi (JAX has only x > hi,
+/// which misses the degenerate lo > hi where the result is hi). At x == lo or x == hi every
+/// operand gets 0.
+Cts clamp_vjp(const VjpArgs& a) {
+  const Tensor& lo = a.operands[0];
+  const Tensor& x = a.operands[1];
+  const Tensor& hi = a.operands[2];
+  const Tensor& g = cotangent(a);
+  const Tensor above_lo = less(lo, x);
+  const Tensor inside = logical_and(above_lo, less(x, hi));
+  const Tensor below_lo = less(x, lo);
+  const Tensor at_lo = logical_and(below_lo, less(lo, hi));
+  const Tensor above_hi = less(hi, x);
+  const Tensor at_hi = logical_or(above_hi, less(hi, lo));
+  const Tensor dlo = to_bound(where_or_zero(at_lo, g), lo);
+  const Tensor dx = where_or_zero(inside, g);
+  return {dlo, dx, to_bound(where_or_zero(at_hi, g), hi)};
+}
+
+/// convert: float -> float converts the cotangent back; to or from a non-float type no gradient
+/// flows (as JAX's float0).
+Cts convert_vjp(const VjpArgs& a) {
+  const DType from = a.operands[0].dtype();
+  if (!is_floating(from) || !is_floating(a.results[0].dtype())) return {std::nullopt};
+  return {convert(cotangent(a), from)};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Registration helpers.
@@ -712,33 +895,40 @@ void add_binary(OpRegistry& r, const std::string& name, const std::string& summa
 }
 
 void register_unary_ops(OpRegistry& r) {
-  add_unary<kSignedOrFloat>(r, "negate", "-x (integers wrap)", [](auto x) { return negate_fn(x); });
+  add_unary<kSignedOrFloat>(r, "negate", "-x (integers wrap)", [](auto x) { return negate_fn(x); },
+                            negate_vjp);
   add_unary<kSignedOrFloat>(r, "abs", "|x| (abs(INT_MIN) wraps to INT_MIN)",
-                            [](auto x) { return abs_fn(x); });
+                            [](auto x) { return abs_fn(x); }, abs_vjp);
   add_unary<kSignedOrFloat>(r, "sign", "-1, 0 or 1; sign(+-0) = +-0, sign(NaN) = NaN",
-                            [](auto x) { return sign_fn(x); });
+                            [](auto x) { return sign_fn(x); }, zero_vjp);
   add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); },
                         exponential_vjp);
   add_unary<kFloatOnly>(r, "log", "natural logarithm; log(0) = -inf, log(x < 0) = NaN",
-                        [](auto x) { return std::log(x); });
+                        [](auto x) { return std::log(x); }, log_vjp);
   add_unary<kFloatOnly>(r, "log_plus_one", "log(1 + x), accurate near 0",
-                        [](auto x) { return std::log1p(x); });
+                        [](auto x) { return std::log1p(x); }, log_plus_one_vjp);
   add_unary<kFloatOnly>(r, "exponential_minus_one", "e^x - 1, accurate near 0",
-                        [](auto x) { return std::expm1(x); });
-  add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); });
+                        [](auto x) { return std::expm1(x); }, exponential_minus_one_vjp);
+  add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); },
+                        tanh_vjp);
   add_unary<kFloatOnly>(r, "logistic", "1 / (1 + e^-x), without overflow",
-                        [](auto x) { return logistic_fn(x); });
+                        [](auto x) { return logistic_fn(x); }, logistic_vjp);
   add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN",
-                        [](auto x) { return std::sqrt(x); });
+                        [](auto x) { return std::sqrt(x); }, sqrt_vjp);
   add_unary<kFloatOnly>(r, "rsqrt", "1 / sqrt(x); rsqrt(0) = inf",
-                        [](auto x) { return decltype(x)(1) / std::sqrt(x); });
-  add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); });
-  add_unary<kFloatOnly>(r, "cosine", "cos(x), x in radians", [](auto x) { return std::cos(x); });
-  add_unary<kFloatOnly>(r, "floor", "largest integer <= x", [](auto x) { return std::floor(x); });
-  add_unary<kFloatOnly>(r, "ceil", "smallest integer >= x", [](auto x) { return std::ceil(x); });
+                        [](auto x) { return decltype(x)(1) / std::sqrt(x); }, rsqrt_vjp);
+  add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); },
+                        sine_vjp);
+  add_unary<kFloatOnly>(r, "cosine", "cos(x), x in radians", [](auto x) { return std::cos(x); },
+                        cosine_vjp);
+  add_unary<kFloatOnly>(r, "floor", "largest integer <= x", [](auto x) { return std::floor(x); },
+                        zero_vjp);
+  add_unary<kFloatOnly>(r, "ceil", "smallest integer >= x", [](auto x) { return std::ceil(x); },
+                        zero_vjp);
   add_unary<kFloatOnly>(r, "round_nearest_even", "nearest integer, ties to even",
-                        [](auto x) { return round_nearest_even_fn(x); });
-  add_unary<kFloatOnly>(r, "erf", "the error function", [](auto x) { return std::erf(x); });
+                        [](auto x) { return round_nearest_even_fn(x); }, zero_vjp);
+  add_unary<kFloatOnly>(r, "erf", "the error function", [](auto x) { return std::erf(x); },
+                        erf_vjp);
   add_unary<kBoolOrInteger>(r, "not", "logical not (bool) or bitwise not (integers)",
                             [](auto x) { return not_fn(x); });
   add_unary<kFloatOnly, true>(r, "is_finite", "true where x is neither inf nor NaN",
@@ -753,17 +943,17 @@ void register_binary_ops(OpRegistry& r) {
   add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)",
                        [](auto a, auto b) { return multiply_fn(a, b); }, multiply_vjp);
   add_binary<kNumeric>(r, "divide", "a / b; integers truncate, x / 0 = -1, INT_MIN / -1 = INT_MIN",
-                       [](auto a, auto b) { return divide_fn(a, b); });
+                       [](auto a, auto b) { return divide_fn(a, b); }, divide_vjp);
   add_binary<kNumeric>(r, "remainder", "a - b * trunc(a / b) (dividend's sign); x % 0 = x",
-                       [](auto a, auto b) { return remainder_fn(a, b); });
+                       [](auto a, auto b) { return remainder_fn(a, b); }, remainder_vjp);
   add_binary<kNumeric>(r, "power", "a^b; integer a^(b < 0) is 0 unless |a| = 1",
-                       [](auto a, auto b) { return power_fn(a, b); });
+                       [](auto a, auto b) { return power_fn(a, b); }, power_vjp);
   add_binary<kNumeric>(r, "maximum", "larger of a and b; NaN propagates",
-                       [](auto a, auto b) { return maximum_fn(a, b); });
+                       [](auto a, auto b) { return maximum_fn(a, b); }, extremum_vjp);
   add_binary<kNumeric>(r, "minimum", "smaller of a and b; NaN propagates",
-                       [](auto a, auto b) { return minimum_fn(a, b); });
+                       [](auto a, auto b) { return minimum_fn(a, b); }, extremum_vjp);
   add_binary<kFloatOnly>(r, "atan2", "angle of the point (b, a), in (-pi, pi]",
-                         [](auto a, auto b) { return std::atan2(a, b); });
+                         [](auto a, auto b) { return std::atan2(a, b); }, atan2_vjp);
   add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and",
                              [](auto a, auto b) { return and_fn(a, b); });
   add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or",
@@ -780,15 +970,16 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(OpDef{"iota", 0, 0, iota_rule, iota_kernel,
               "index along `iota_dimension` of `shape`, as `dtype`"});
   r.add(OpDef{"convert", 1, 1, convert_rule, convert_kernel,
-              "element type conversion to `dtype` (float->int truncates and saturates)"});
+              "element type conversion to `dtype` (float->int truncates and saturates)",
+              convert_vjp});
   register_unary_ops(r);
   register_binary_ops(r);
   r.add(OpDef{"compare", 2, 2, compare_rule, compare_kernel,
               "a <dir> b as bool, dir = comparison_direction (EQ NE LT LE GT GE); IEEE NaN"});
   r.add(OpDef{"select", 3, 3, select_rule, select_kernel,
-              "pred ? on_true : on_false elementwise (pred scalar or same shape)"});
+              "pred ? on_true : on_false elementwise (pred scalar or same shape)", select_vjp});
   r.add(OpDef{"clamp", 3, 3, clamp_rule, clamp_kernel,
-              "min(max(x, min), max); bounds scalar or x's shape"});
+              "min(max(x, min), max); bounds scalar or x's shape", clamp_vjp});
 }
 
 }  // namespace ingot::ir

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "ingot/trace/ops.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -526,13 +528,149 @@ std::vector<Array> scatter_interpret(std::span<const Array> in, const Attributes
   return {out};
 }
 
+// ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md). Indices are integers and get no
+// cotangent. gather and scatter-add are each other's transposes (JAX's _gather_transpose_rule and
+// _scatter_add_transpose_rule); the clamping of gather and the skipping of scatter are made
+// explicit so that gradients go exactly where the forward pass read or wrote.
+
+using Cts = std::vector<std::optional<Tensor>>;
+
+/// The bool attribute `name`, false when absent.
+bool flag(const Attributes& attrs, const std::string& name) {
+  return attrs.has(name) && attrs.get_bool(name);
+}
+
+/// The largest in-bounds start of each index component: operand size - window size of the
+/// operand dim the component maps to.
+std::vector<int64_t> start_limits(const IndexLayout& l, const Shape& operand, const Shape& window) {
+  std::vector<int64_t> limits;
+  for (int64_t d : l.operand_dims) {
+    limits.push_back(operand[static_cast<size_t>(d)] - window[static_cast<size_t>(d)]);
+  }
+  return limits;
+}
+
+/// `values` (one per index component) as a tensor of `indices`' type and shape, laid along
+/// index_vector_dim. A value above the index dtype's maximum saturates to it (every index is
+/// then below the limit anyway).
+Tensor per_component(const std::vector<int64_t>& values, const Tensor& indices,
+                     const IndexLayout& l) {
+  const DType dtype = indices.dtype();
+  const double max = dispatch_dtype(dtype, [](auto tag) {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(std::numeric_limits<T>::max());
+  });
+  std::vector<double> v;
+  for (int64_t x : values) v.push_back(std::min(static_cast<double>(x), max));
+  const Shape shape = indices.shape();
+  if (l.index_vector_dim == indices.rank()) return full(shape, v.at(0), dtype);
+  const Tensor c = constant(Array::from_doubles(v, {static_cast<int64_t>(v.size())}, dtype));
+  return broadcast_in_dim(c, shape, {l.index_vector_dim});
+}
+
+/// The start indices as gather uses them: each component clamped to [0, limit].
+Tensor clamp_indices(const Tensor& indices, const IndexLayout& l,
+                     const std::vector<int64_t>& limits) {
+  const Tensor zero = scalar(0, indices.dtype());
+  return clamp(indices, zero, per_component(limits, indices, l));
+}
+
+/// Bool over the indices' batch dims: true where every component lies in [0, limit], i.e. where
+/// scatter applies the update window instead of skipping it.
+Tensor in_bounds(const Tensor& indices, const IndexLayout& l, const std::vector<int64_t>& limits) {
+  const Tensor zero = scalar(0, indices.dtype());
+  const Tensor ok = logical_and(greater_equal(indices, zero),
+                                less_equal(indices, per_component(limits, indices, l)));
+  return l.index_vector_dim == indices.rank() ? ok : all(ok, {l.index_vector_dim});
+}
+
+/// gather's cotangent: g scatter-added into zeros at the clamped start indices, its offset dims
+/// as update window dims and its collapsed dims as inserted dims; repeated indices accumulate.
+Cts gather_vjp(const VjpArgs& a) {
+  const Tensor& operand = a.operands[0];
+  const Tensor& indices = a.operands[1];
+  const GatherConfig c = gather_config(operand.type(), indices.type(), a.attrs);
+  const Shape shape = operand.shape();
+  const Tensor start =
+      clamp_indices(indices, c.layout, start_limits(c.layout, shape, c.slice_sizes));
+  const Tensor zero = zeros(shape, operand.dtype());
+  const Tensor ct = emit(kScatter, {zero, start, *a.cotangents[0]},
+                         {{"update_window_dims", c.offset_dims},
+                          {"inserted_window_dims", c.collapsed},
+                          {"scatter_dims_to_operand_dims", c.layout.operand_dims},
+                          {"index_vector_dim", c.layout.index_vector_dim},
+                          {"computation", std::string("add")},
+                          {"indices_are_sorted", flag(a.attrs, "indices_are_sorted")},
+                          {"unique_indices", false}})[0];
+  return {ct, std::nullopt};
+}
+
+/// The gather that reads back what a scatter with config `c` wrote: one update window per
+/// scatter index (clamped where the scatter skipped it; callers mask those).
+Attributes mirrored_gather(const ScatterConfig& c, const Attributes& attrs, const Shape& window) {
+  return {{"offset_dims", c.update_window_dims},
+          {"collapsed_slice_dims", c.inserted},
+          {"start_index_map", c.layout.operand_dims},
+          {"index_vector_dim", c.layout.index_vector_dim},
+          {"slice_sizes", window},
+          {"indices_are_sorted", flag(attrs, "indices_are_sorted")}};
+}
+
+/// Dims of the updates that are not window dims (the scatter dims, in order).
+std::vector<int64_t> scatter_dims(const ScatterConfig& c, int64_t updates_rank) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < updates_rank; ++d) {
+    if (!contains(c.update_window_dims, d)) dims.push_back(d);
+  }
+  return dims;
+}
+
+/// scatter "assign": an operand element keeps its cotangent only where no update overwrote it,
+/// and an update element gets the cotangent of its target only if it is the one left there (the
+/// last in row-major update order, as the kernel applies them; skipped windows get none). Found
+/// as in JAX's scatter JVP: scatter each update element's id, gather the ids back and compare.
+Cts scatter_assign_vjp(const VjpArgs& a, const Attributes& gather_attrs) {
+  const Tensor& g = *a.cotangents[0];
+  const Tensor& indices = a.operands[1];
+  const Shape updates_shape = a.operands[2].shape();
+  const Tensor ids = reshape(iota({num_elements(updates_shape)}, 0, DType::kI64), updates_shape);
+  const Tensor none = full(a.operands[0].shape(), -1, DType::kI64);
+  const Tensor written = emit(kScatter, {none, indices, ids}, a.attrs)[0];
+  const Tensor kept = equal(written, scalar(-1, DType::kI64));
+  const Tensor won = equal(emit(kGather, {written, indices}, gather_attrs)[0], ids);
+  const Tensor read = emit(kGather, {g, indices}, gather_attrs)[0];
+  return {where(kept, g, zeros_like(g)), std::nullopt, where(won, read, zeros_like(read))};
+}
+
+/// scatter: with "add", the operand's cotangent is g and each update element gets g at its
+/// target, read back with the mirrored gather, or zero where its window was skipped (out of
+/// bounds); "assign" is scatter_assign_vjp.
+Cts scatter_vjp(const VjpArgs& a) {
+  const Tensor& g = *a.cotangents[0];
+  const Tensor& indices = a.operands[1];
+  const Tensor& updates = a.operands[2];
+  const std::vector<TensorType> types = {a.operands[0].type(), indices.type(), updates.type()};
+  const ScatterConfig c = scatter_config(types, a.attrs);
+  const Shape shape = g.shape();
+  const Shape window = window_sizes(c, g.rank(), updates.shape());
+  const Attributes gather_attrs = mirrored_gather(c, a.attrs, window);
+  if (!c.add) return scatter_assign_vjp(a, gather_attrs);
+  const Tensor ok =
+      broadcast_in_dim(in_bounds(indices, c.layout, start_limits(c.layout, shape, window)),
+                       updates.shape(), scatter_dims(c, updates.rank()));
+  const Tensor read = emit(kGather, {g, indices}, gather_attrs)[0];
+  return {g, std::nullopt, where(ok, read, zeros_like(read))};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
   r.add(OpDef{kGather, 2, 2, gather_rule, gather_interpret,
-              "gathers slices of an operand at (clamped) start indices"});
+              "gathers slices of an operand at (clamped) start indices", gather_vjp});
   r.add(OpDef{kScatter, 3, 3, scatter_rule, scatter_interpret,
-              "adds or assigns update windows into an operand; out-of-bounds windows are skipped"});
+              "adds or assigns update windows into an operand; out-of-bounds windows are skipped",
+              scatter_vjp});
 }
 
 }  // namespace ingot::ir

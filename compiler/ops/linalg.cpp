@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "ingot/trace/ops.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -601,13 +603,305 @@ std::vector<Array> convolution_interpret(std::span<const Array> in, const Attrib
   return {out};
 }
 
+// ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md). Both ops are bilinear, so each
+// operand's cotangent is the same kind of op applied to the output cotangent `g` and the other
+// operand (JAX's _dot_general_transpose_lhs/_rhs and _conv_general_dilated_transpose_lhs/_rhs).
+
+using Cts = std::vector<std::optional<Tensor>>;
+
+/// Inverse of the permutation `p` (p lists each of 0..n-1 once): result[p[i]] = i.
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& p) {
+  std::vector<int64_t> inv(p.size());
+  for (size_t i = 0; i < p.size(); ++i) inv[static_cast<size_t>(p[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+bool is_identity(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+/// `x` transposed so that its dim i becomes dim `order[i]`: the result of a dot_general whose
+/// dims correspond to the operand dims `order` put back in the operand's order.
+Tensor to_operand_order(const Tensor& x, const std::vector<int64_t>& order) {
+  return is_identity(order) ? x : transpose(x, inverse_permutation(order));
+}
+
+/// `a` followed by `b` (and `c`).
+std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b,
+                         const std::vector<int64_t>& c = {}) {
+  a.insert(a.end(), b.begin(), b.end());
+  a.insert(a.end(), c.begin(), c.end());
+  return a;
+}
+
+/// [first, first + n).
+std::vector<int64_t> range(int64_t first, size_t n) {
+  std::vector<int64_t> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = first + static_cast<int64_t>(i);
+  return r;
+}
+
+/// `x_contract` reordered as the paired `y_contract` would be when sorted: the x dims that the
+/// free dims of a dot_general over y's contracting dims (which come out in increasing order)
+/// stand for.
+std::vector<int64_t> sorted_by(const std::vector<int64_t>& x_contract,
+                               const std::vector<int64_t>& y_contract) {
+  std::vector<size_t> order(y_contract.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return y_contract[a] < y_contract[b]; });
+  std::vector<int64_t> out;
+  for (size_t i : order) out.push_back(x_contract[i]);
+  return out;
+}
+
+/// One side of a dot_general seen from the operand being differentiated ("x"; "y" is the other).
+struct DotSide {
+  std::vector<int64_t> x_batch, x_contract, x_free, y_batch, y_contract, y_free;
+  int64_t g_y_free_first = 0;  ///< first dim of g that came from y's free dims
+};
+
+/// Cotangent of x = g contracted with y over y's free dims, batched over the batch dims (JAX's
+/// _dot_general_transpose_lhs). Its dims then stand for x's batch dims, x's free dims and x's
+/// contracting dims (in the order of the sorted paired y dims); of the two operand orders,
+/// dot_general(g, y) (JAX's) and dot_general(y, g), the one that already yields x's order is
+/// used, so plain and batched matmuls need no transpose.
+Tensor dot_operand_cotangent(const Tensor& g, const Tensor& y, const DotSide& s) {
+  const std::vector<int64_t> g_batch = range(0, s.x_batch.size());
+  const std::vector<int64_t> g_y_free = range(s.g_y_free_first, s.y_free.size());
+  const std::vector<int64_t> x_contract = sorted_by(s.x_contract, s.y_contract);
+  const std::vector<int64_t> g_first = cat(s.x_batch, s.x_free, x_contract);
+  const std::vector<int64_t> y_first = cat(s.x_batch, x_contract, s.x_free);
+  if (is_identity(y_first) && !is_identity(g_first)) {
+    return dot_general(y, g, {s.y_batch, g_batch, s.y_free, g_y_free});
+  }
+  return to_operand_order(dot_general(g, y, {g_batch, s.y_batch, g_y_free, s.y_free}), g_first);
+}
+
+/// The DotSide of the lhs (`lhs` true) or of the rhs of a dot_general with dims `d`.
+DotSide dot_side(const DotDims& d, bool lhs) {
+  const int64_t nb = static_cast<int64_t>(d.lhs_batch.size());
+  if (lhs) {
+    return {.x_batch = d.lhs_batch,
+            .x_contract = d.lhs_contract,
+            .x_free = d.lhs_free,
+            .y_batch = d.rhs_batch,
+            .y_contract = d.rhs_contract,
+            .y_free = d.rhs_free,
+            .g_y_free_first = nb + static_cast<int64_t>(d.lhs_free.size())};
+  }
+  return {.x_batch = d.rhs_batch,
+          .x_contract = d.rhs_contract,
+          .x_free = d.rhs_free,
+          .y_batch = d.lhs_batch,
+          .y_contract = d.lhs_contract,
+          .y_free = d.lhs_free,
+          .g_y_free_first = nb};
+}
+
+Cts dot_general_vjp(const VjpArgs& a) {
+  const Tensor& lhs = a.operands[0];
+  const Tensor& rhs = a.operands[1];
+  const Tensor& g = *a.cotangents[0];
+  const DotDims d = dot_dims(lhs.type(), rhs.type(), a.attrs);
+  return {dot_operand_cotangent(g, rhs, dot_side(d, true)),
+          dot_operand_cotangent(g, lhs, dot_side(d, false))};
+}
+
+/// Size of a dimension of `size` after dilation by `d` (holes between elements).
+int64_t dilated(int64_t size, int64_t d) { return size == 0 ? 0 : (size - 1) * d + 1; }
+
+/// Splits dim `axis` of `x` into (groups, size / groups) (JAX's _reshape_axis_out_of).
+Tensor split_axis(const Tensor& x, int64_t axis, int64_t groups) {
+  Shape s = x.shape();
+  const auto a = static_cast<size_t>(axis);
+  const int64_t size = s[a];
+  s[a] = size / groups;
+  s.insert(s.begin() + axis, groups);
+  return reshape(x, s);
+}
+
+/// Merges dim `src` of `x` into dim `dst` (numbered as if `src` were removed) as its major part
+/// (JAX's _reshape_axis_into).
+Tensor merge_axis_into(const Tensor& x, int64_t src, int64_t dst) {
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i != src) perm.push_back(i);
+  }
+  perm.insert(perm.begin() + dst, src);
+  Shape s = x.shape();
+  const int64_t moved = s[static_cast<size_t>(src)];
+  s.erase(s.begin() + src);
+  s[static_cast<size_t>(dst)] *= moved;
+  const Tensor t = is_identity(perm) ? x : transpose(x, perm);
+  return reshape(t, s);
+}
+
+/// Emits a convolution of lhs and rhs configured by `c`.
+Tensor emit_convolution(const Tensor& lhs, const Tensor& rhs, const ConvConfig& c) {
+  return emit(kConv, {lhs, rhs},
+              {{"window_strides", c.strides},
+               {"padding", c.padding},
+               {"lhs_dilation", c.lhs_dilation},
+               {"rhs_dilation", c.rhs_dilation},
+               {"feature_group_count", c.feature_groups},
+               {"batch_group_count", c.batch_groups},
+               {"input_batch_dimension", c.in_batch},
+               {"input_feature_dimension", c.in_feature},
+               {"input_spatial_dimensions", c.in_spatial},
+               {"kernel_input_feature_dimension", c.k_in_feature},
+               {"kernel_output_feature_dimension", c.k_out_feature},
+               {"kernel_spatial_dimensions", c.k_spatial},
+               {"output_batch_dimension", c.out_batch},
+               {"output_feature_dimension", c.out_feature},
+               {"output_spatial_dimensions", c.out_spatial}})[0];
+}
+
+/// Spatial sizes of a convolution's operands and result: in (lhs), window (rhs), out.
+struct ConvSizes {
+  std::vector<int64_t> in, window, out;
+};
+
+ConvSizes conv_sizes(const ConvConfig& c, const Shape& lhs, const Shape& rhs, const Shape& out) {
+  ConvSizes s;
+  for (size_t i = 0; i < c.in_spatial.size(); ++i) {
+    s.in.push_back(lhs[static_cast<size_t>(c.in_spatial[i])]);
+    s.window.push_back(rhs[static_cast<size_t>(c.k_spatial[i])]);
+    s.out.push_back(out[static_cast<size_t>(c.out_spatial[i])]);
+  }
+  return s;
+}
+
+/// Kernel spatial dims of `rhs` longer than 1 (reversing the others changes nothing).
+std::vector<int64_t> reversible_dims(const ConvConfig& c, const Shape& rhs) {
+  std::vector<int64_t> dims;
+  for (int64_t d : c.k_spatial) {
+    if (rhs[static_cast<size_t>(d)] > 1) dims.push_back(d);
+  }
+  return dims;
+}
+
+/// Padding of the lhs cotangent's convolution (JAX's _conv_general_vjp_lhs_padding): the
+/// dilated kernel hangs over each end of g dilated by the strides by exactly the amount that
+/// makes every lhs position see the output positions it contributed to.
+std::vector<int64_t> lhs_cotangent_padding(const ConvConfig& c, const ConvSizes& s) {
+  std::vector<int64_t> padding;
+  for (size_t i = 0; i < s.in.size(); ++i) {
+    const int64_t window = dilated(s.window[i], c.rhs_dilation[i]);
+    const int64_t before = window - c.padding[2 * i] - 1;
+    const int64_t after =
+        dilated(s.in[i], c.lhs_dilation[i]) + window - 1 - dilated(s.out[i], c.strides[i]) - before;
+    padding.insert(padding.end(), {before, after});
+  }
+  return padding;
+}
+
+/// Padding of the rhs cotangent's convolution (JAX's _conv_general_vjp_rhs_padding): the
+/// forward low padding, and a high padding that makes the result exactly the kernel's size.
+std::vector<int64_t> rhs_cotangent_padding(const ConvConfig& c, const ConvSizes& s) {
+  std::vector<int64_t> padding;
+  for (size_t i = 0; i < s.in.size(); ++i) {
+    const int64_t lo = c.padding[2 * i];
+    const int64_t hi = dilated(s.out[i], c.strides[i]) - dilated(s.in[i], c.lhs_dilation[i]) +
+                       dilated(s.window[i], c.rhs_dilation[i]) - lo - 1;
+    padding.insert(padding.end(), {lo, hi});
+  }
+  return padding;
+}
+
+/// The lhs cotangent's convolution: g (laid out as the forward output) with the kernel, whose
+/// input and output feature roles swap, into the forward lhs layout. The forward strides become
+/// lhs dilation and the lhs dilation becomes strides; groups of either kind become feature
+/// groups.
+ConvConfig lhs_cotangent_config(const ConvConfig& c, const ConvSizes& s) {
+  ConvConfig t;
+  t.strides = c.lhs_dilation;
+  t.padding = lhs_cotangent_padding(c, s);
+  t.lhs_dilation = c.strides;
+  t.rhs_dilation = c.rhs_dilation;
+  t.feature_groups = std::max(c.feature_groups, c.batch_groups);
+  t.batch_groups = 1;
+  t.in_batch = c.out_batch;
+  t.in_feature = c.out_feature;
+  t.in_spatial = c.out_spatial;
+  t.k_in_feature = c.k_out_feature;
+  t.k_out_feature = c.k_in_feature;
+  t.k_spatial = c.k_spatial;
+  t.out_batch = c.in_batch;
+  t.out_feature = c.in_feature;
+  t.out_spatial = c.in_spatial;
+  return t;
+}
+
+/// The rhs cotangent's convolution: the lhs with batch and feature roles swapped, with g as the
+/// kernel (its batch dim contracted, its features the output features), into the kernel's
+/// layout. The forward strides become rhs dilation and the rhs dilation becomes strides;
+/// feature groups become batch groups and vice versa.
+ConvConfig rhs_cotangent_config(const ConvConfig& c, const ConvSizes& s) {
+  ConvConfig t;
+  t.strides = c.rhs_dilation;
+  t.padding = rhs_cotangent_padding(c, s);
+  t.lhs_dilation = c.lhs_dilation;
+  t.rhs_dilation = c.strides;
+  t.feature_groups = c.batch_groups;
+  t.batch_groups = c.feature_groups;
+  t.in_batch = c.in_feature;
+  t.in_feature = c.in_batch;
+  t.in_spatial = c.in_spatial;
+  t.k_in_feature = c.out_batch;
+  t.k_out_feature = c.out_feature;
+  t.k_spatial = c.out_spatial;
+  t.out_batch = c.k_in_feature;
+  t.out_feature = c.k_out_feature;
+  t.out_spatial = c.k_spatial;
+  return t;
+}
+
+/// The lhs cotangent (JAX's _conv_general_dilated_transpose_lhs): g convolved with the
+/// spatially reversed kernel (this IR's convolution has no window reversal, so `reverse` does
+/// it). With groups, the group part of the kernel's output features moves into its input
+/// features; with batch groups the result's feature groups then move back into its batch.
+Tensor conv_lhs_cotangent(const Tensor& g, Tensor rhs, const ConvConfig& c, const ConvSizes& s) {
+  const int64_t groups = std::max(c.feature_groups, c.batch_groups);
+  if (groups > 1) {
+    rhs = split_axis(rhs, c.k_out_feature, groups);
+    rhs = merge_axis_into(rhs, c.k_out_feature, c.k_in_feature);
+  }
+  const std::vector<int64_t> flip = reversible_dims(c, rhs.shape());
+  Tensor out =
+      emit_convolution(g, flip.empty() ? rhs : reverse(rhs, flip), lhs_cotangent_config(c, s));
+  if (c.batch_groups > 1) {
+    out = merge_axis_into(split_axis(out, c.in_feature, groups), c.in_feature, c.in_batch);
+  }
+  return out;
+}
+
+Cts convolution_vjp(const VjpArgs& a) {
+  const Tensor& lhs = a.operands[0];
+  const Tensor& rhs = a.operands[1];
+  const Tensor& g = *a.cotangents[0];
+  // With no elements on either side the output is constant (zeros) or empty: zero cotangents,
+  // and no degenerate transposed convolutions (JAX likewise returns zero for an empty g).
+  if (lhs.size() == 0 || rhs.size() == 0 || g.size() == 0) return {std::nullopt, std::nullopt};
+  const ConvConfig c = conv_config(lhs.type(), rhs.type(), a.attrs);
+  const ConvSizes s = conv_sizes(c, lhs.shape(), rhs.shape(), g.shape());
+  // The rhs cotangent: JAX's _conv_general_dilated_transpose_rhs.
+  return {conv_lhs_cotangent(g, rhs, c, s), emit_convolution(lhs, g, rhs_cotangent_config(c, s))};
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{kDot, 2, 2, dot_general_rule, dot_general_interpret,
-              "generalized batched tensor contraction (batch dims, lhs free dims, rhs free dims)"});
+              "generalized batched tensor contraction (batch dims, lhs free dims, rhs free dims)",
+              dot_general_vjp});
   r.add(OpDef{kConv, 2, 2, convolution_rule, convolution_interpret,
-              "N-d convolution with strides, padding, dilations, feature and batch groups"});
+              "N-d convolution with strides, padding, dilations, feature and batch groups",
+              convolution_vjp});
 }
 
 }  // namespace ingot::ir

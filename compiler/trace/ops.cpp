@@ -424,7 +424,7 @@ Tensor scalar(double value, DType dtype) { return constant(Array::scalar(value, 
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   const Shape to = shape;  // may alias a tensor's shape, which scalar() can move
-  check_shape_nonnegative(to, "full: shape");
+  check_shape(to, "full: shape");
   const Tensor s = scalar(value, dtype);
   return to.empty() ? s : broadcast_in_dim(s, to, {});
 }
@@ -433,7 +433,7 @@ Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); 
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor iota(const Shape& shape, int64_t dimension, DType dtype) {
-  check_shape_nonnegative(shape, "iota: shape");
+  check_shape(shape, "iota: shape");
   const int64_t d = norm_axis("iota", dimension, static_cast<int64_t>(shape.size()));
   return emit1("iota", {},
                {{"shape", shape}, {"dtype", dtype_str(dtype)}, {"iota_dimension", d}});
@@ -546,7 +546,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  check_shape_nonnegative(shape, "broadcast_to: shape");
+  check_shape(shape, "broadcast_to: shape");
   const int64_t offset = static_cast<int64_t>(shape.size()) - x.rank();
   for (int64_t i = 0; i < x.rank(); ++i) {
     const int64_t size = x.shape()[static_cast<size_t>(i)];
@@ -826,7 +826,7 @@ Tensor take(const Tensor& x, const Tensor& indices) {
 
 Tensor scatter_add_rows(const Shape& shape_in, const Tensor& indices, const Tensor& updates) {
   const Shape shape = shape_in;  // zeros() below adds nodes; shape_in may alias a tensor's shape
-  check_shape_nonnegative(shape, "scatter_add_rows: shape");
+  check_shape(shape, "scatter_add_rows: shape");
   require_integer("scatter_add_rows", "indices", indices);
   Shape expected = indices.shape();
   if (!shape.empty()) expected.insert(expected.end(), shape.begin() + 1, shape.end());
@@ -893,7 +893,13 @@ std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape
 
 // ---- composites (numerically stable) ----------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return maximum(x, scalar_like(x, 0.0, "relu")); }
+// relu is a select rather than maximum(x, 0) so that its gradient at 0 is 0 (jax.nn.relu's
+// custom JVP; maximum splits ties 0.5/0.5) while relu(NaN) stays NaN.
+Tensor relu(const Tensor& x) {
+  const Tensor zero = zeros_like(x);
+  const Tensor non_positive = less_equal(x, zero);
+  return where(non_positive, zero, x);
+}
 
 // Composites name their intermediates so the recorded node order does not depend on the
 // compiler's (unspecified) order of evaluating operands.
@@ -909,9 +915,24 @@ Tensor gelu(const Tensor& x, bool approximate) {
 
 Tensor silu(const Tensor& x) { return x * sigmoid(x); }
 
+// softplus(x) = logaddexp(x, 0) = hi + log1p(exp(lo - hi)) with hi = max(x, 0), lo = min(x, 0):
+// no overflow, and because maximum/minimum split ties evenly its gradient at 0 is exactly 0.5
+// (the form max(x, 0) + log1p(exp(-|x|)) would give 0 there: JAX issue #2107).
 Tensor softplus(const Tensor& x) {
-  const Tensor positive = relu(x);
-  return positive + log1p(exp(-abs(x)));
+  const Tensor zero = scalar_like(x, 0.0, "softplus");
+  const Tensor hi = maximum(x, zero);
+  const Tensor lo = minimum(x, zero);
+  return hi + log1p(exp(lo - hi));
+}
+
+Tensor log_sigmoid(const Tensor& x) { return negate(softplus(negate(x))); }
+
+Tensor sigmoid_binary_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  const Tensor log_p = log_sigmoid(logits);
+  const Tensor log_not_p = log_sigmoid(negate(logits));
+  const Tensor positive = labels * log_p;
+  const Tensor negative = (1.0 - labels) * log_not_p;
+  return negate(positive + negative);
 }
 
 Tensor softmax(const Tensor& x, int64_t axis) {

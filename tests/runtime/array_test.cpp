@@ -30,7 +30,7 @@ TEST(Shape, Helpers) {
   EXPECT_EQ(shape_to_string({2, 3}), "(2, 3)");
   EXPECT_EQ(shape_to_string({4}), "(4,)");
   EXPECT_EQ(shape_to_string({}), "()");
-  expect_error([] { check_shape_nonnegative({2, -1}, "test"); }, ErrorCode::kInvalidArgument,
+  expect_error([] { check_shape({2, -1}, "test"); }, ErrorCode::kInvalidArgument,
                {"(2, -1)", "-1", "dimension 1"});
 }
 
@@ -130,9 +130,24 @@ TEST(Allocator, TracksBytesInUseAndPeak) {
 
 TEST(Allocator, HugeRequestIsOutOfMemoryError) {
   Device dev(DeviceKind::kCpu, 0, std::make_unique<HostAllocator>());
-  expect_error([&] { Array::empty({int64_t{1} << 40, int64_t{1} << 20}, DType::kF32, &dev); },
+  expect_error([&] { Array::empty({int64_t{1} << 38, int64_t{1} << 20}, DType::kF64, &dev); },
                ErrorCode::kOutOfMemory, {"bytes"});
   EXPECT_EQ(dev.allocator().stats().bytes_in_use, 0);
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(Shape, HugeShapesAreRejectedWithoutOverflow) {
+  testing::expect_error([] { Array::empty({int64_t{1} << 31, int64_t{1} << 31}, DType::kF32); },
+                        ErrorCode::kInvalidArgument, {"more than 2^59 elements"});
+  testing::expect_error([] { check_shape({int64_t{1} << 62, 4}, "t"); },
+                        ErrorCode::kInvalidArgument, {"t:", "2^59"});
+  check_shape({int64_t{1} << 62, int64_t{1} << 62, 0}, "zero-size");  // 0 elements: fine
+  check_shape({int64_t{1} << 59}, "limit");
 }
 
 }  // namespace

@@ -27,8 +27,9 @@ class Array {
   static Array empty(const Shape& shape, DType dtype, Device* device = nullptr);
   /// Array filled with zeros (false for bool).
   static Array zeros(const Shape& shape, DType dtype, Device* device = nullptr);
-  /// Array filled with `value` converted to `dtype` (as convert would).
-  static Array full(const Shape& shape, DType dtype, double value, Device* device = nullptr);
+  /// Array filled with `value` converted to `dtype` (as convert would); argument order as
+  /// jnp.full(shape, fill_value, dtype).
+  static Array full(const Shape& shape, double value, DType dtype, Device* device = nullptr);
   /// Scalar (shape {}) of `dtype` holding `value` converted to `dtype`.
   static Array scalar(double value, DType dtype, Device* device = nullptr);
 

@@ -18,7 +18,11 @@ std::vector<int64_t> row_major_strides(const Shape& shape);
 std::string shape_to_string(const Shape& shape);
 /// Comma-separated list for IR text: "2,3" ("" for a scalar).
 std::string dims_to_string(const std::vector<int64_t>& dims);
-/// Throws ingot::Error(kInvalidArgument) naming `what` if any size is negative.
-void check_shape_nonnegative(const Shape& shape, const char* what);
+/// Largest element count a shape may have: 2^59, so that its size in bytes (at most 8 bytes per
+/// element) and 64-bit index arithmetic never overflow.
+inline constexpr int64_t kMaxElements = int64_t{1} << 59;
+/// Throws ingot::Error(kInvalidArgument) naming `what` and the shape if any size is negative or
+/// the element count exceeds kMaxElements (checked without overflow).
+void check_shape(const Shape& shape, const char* what);
 
 }  // namespace ingot

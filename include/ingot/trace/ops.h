@@ -186,12 +186,20 @@ std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape
                                          DType dtype = DType::kF32);
 
 // ---- composites (numerically stable) ----------------------------------------------------------
+/// max(x, 0), with relu'(0) = 0 (as jax.nn.relu) and relu(NaN) = NaN.
 Tensor relu(const Tensor& x);
 /// GELU; tanh approximation when `approximate` (as jax.nn.gelu's default), else exact erf form.
 Tensor gelu(const Tensor& x, bool approximate = true);
 Tensor silu(const Tensor& x);
-/// log(1 + exp(x)) computed as max(x, 0) + log1p(exp(-|x|)).
+/// log(1 + exp(x)) computed as logaddexp(x, 0) = max(x, 0) + log1p(exp(min(x, 0) - max(x, 0))):
+/// no overflow, gradient sigmoid(x) exact at 0 and finite for any magnitude.
 Tensor softplus(const Tensor& x);
+/// log(sigmoid(x)) = -softplus(-x), finite for large |x| (log(logistic(x)) underflows to -inf).
+Tensor log_sigmoid(const Tensor& x);
+/// Elementwise binary cross-entropy of `labels` (probabilities in [0, 1]) against sigmoid(logits):
+/// -labels * log_sigmoid(logits) - (1 - labels) * log_sigmoid(-logits) (optax's
+/// sigmoid_binary_cross_entropy); broadcasts; finite values and gradients for any logits.
+Tensor sigmoid_binary_cross_entropy(const Tensor& logits, const Tensor& labels);
 /// exp(x - max) / sum(exp(x - max)) along `axis`.
 Tensor softmax(const Tensor& x, int64_t axis = -1);
 /// x - max - log(sum(exp(x - max))) along `axis`.

@@ -190,7 +190,7 @@ TEST(ScatterInterp, StableHloSpecExample) {
       i32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
           {3, 4, 2});
   Array idx = Array::from_vector<int64_t>({0, 2, 1, 0, 2, 1, 0, 1, 1, 0, 2, 0}, {2, 3, 2});
-  Array upd = Array::full({2, 3, 2, 2}, DType::kI32, 1.0);
+  Array upd = Array::full({2, 3, 2, 2}, 1.0, DType::kI32);
   Array y = run_op("scatter", {operand, idx, upd}, scatter_attrs({2, 3}, {0}, {1, 0}, 2, "add"));
   EXPECT_EQ(y.to_vector<int32_t>(),
             (std::vector<int32_t>{1,  2,  5,  6,  8,  9,  8,  9,  10, 11, 12, 13,

@@ -212,7 +212,7 @@ TEST(ConvolutionInterp, Stride2) {
 TEST(ConvolutionInterp, SamePadding) {
   // 3x3 box filter with one cell of zero padding on every side: sums of in-bounds neighbours.
   Array x = f32({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3, 1});
-  Array k = Array::full({3, 3, 1, 1}, DType::kF32, 1.0);
+  Array k = Array::full({3, 3, 1, 1}, 1.0, DType::kF32);
   Array y = run_op("convolution", {x, k}, nhwc({{"padding", Ints{1, 1, 1, 1}}}));
   EXPECT_EQ(y.shape(), (Shape{1, 3, 3, 1}));
   expect_values(y, {12, 21, 16, 27, 45, 33, 24, 39, 28});
@@ -220,7 +220,7 @@ TEST(ConvolutionInterp, SamePadding) {
 
 TEST(ConvolutionInterp, SamePaddingInt32) {
   Array x = i32({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3, 1});
-  Array k = Array::full({3, 3, 1, 1}, DType::kI32, 1.0);
+  Array k = Array::full({3, 3, 1, 1}, 1.0, DType::kI32);
   Array y = run_op("convolution", {x, k}, nhwc({{"padding", Ints{1, 1, 1, 1}}}));
   EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{12, 21, 16, 27, 45, 33, 24, 39, 28}));
 }
@@ -318,7 +318,7 @@ TEST(ConvolutionInterp, NaNAndInfPropagateAndPaddingIsZero) {
 
 TEST(ConvolutionInterp, EmptyOutputAndEmptyFeatures) {
   Array x = f32({1, 2, 3, 4}, {1, 2, 2, 1});
-  Array k = Array::full({3, 3, 1, 1}, DType::kF32, 1.0);
+  Array k = Array::full({3, 3, 1, 1}, 1.0, DType::kF32);
   EXPECT_EQ(run_op("convolution", {x, k}, nhwc()).shape(), (Shape{1, 0, 0, 1}));
   Array x0 = Array::zeros({1, 2, 2, 0}, DType::kF32);
   Array k0 = Array::zeros({1, 1, 0, 2}, DType::kF32);
