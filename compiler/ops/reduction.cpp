@@ -559,9 +559,9 @@ Tensor sum_over(const Tensor& t, const std::vector<int64_t>& dims) {
 }
 
 /// reduce max/min, JAX's chooser rule (_reduce_chooser_jvp_rule): the cotangent is split evenly
-/// between the elements equal to the result (ties share it). Where no element equals the
-/// result, nothing flows: either init beat every element (init is a constant) or the result is
-/// NaN, where the 0 / 0 below gives NaN as in JAX.
+/// between the elements equal to the result (ties share it). No element equals the result in
+/// two cases: init beat every element (init is a constant, so the slice gets zeros; the
+/// denominator is made 1) or the result is NaN (the slice gets 0 / 0 = NaN, as in JAX).
 Tensor chooser_cotangent(const Tensor& x, const Tensor& ans, const Tensor& g,
                          const std::vector<int64_t>& dims) {
   const Shape shape = x.shape();

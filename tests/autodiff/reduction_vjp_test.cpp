@@ -317,6 +317,47 @@ TEST(ReduceWindowVjp, UnsupportedCasesAreNamedErrors) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// empty shapes and narrow dtypes
+
+TEST(ReductionVjp, EmptyOperandsAndWindowlessResults) {
+  // Reducing an empty dim: the result is init; the (empty) operand's cotangent keeps its shape.
+  for (const char* c : {"add", "mul", "max", "min"}) {
+    TraceFn f = unary([c](const Tensor& x) {
+      const double init = std::string(c) == "mul" ? 1.0 : 0.0;
+      return sum(reduce_op(x, scalar(init, DType::kF64), {0}, c));
+    });
+    EXPECT_EQ(grads_at(f, {f64({}, {0, 3})})[0].shape(), (Shape{0, 3})) << c;
+  }
+  // No window fits: every element gets zero.
+  for (const char* c : {"add", "max"}) {
+    TraceFn f = unary([c](const Tensor& x) {
+      return add(sum(window_op(x, scalar(0.0, DType::kF64), window({4}, {1}, {0, 0}), c)),
+                 sum(x));
+    });
+    expect_values(grads_at(f, {f64({1, 2, 3})})[0], {1, 1, 1});
+  }
+}
+
+TEST(ReductionVjp, F32RulesKeepTheDtype) {
+  auto f32v = [](std::vector<float> v, Shape shape) { return Array::from_vector<float>(v, shape); };
+  TraceFn p = unary([](const Tensor& x) { return prod(x); });
+  Array g = grads_at(p, {f32v({2, 0, 3, 4}, {4})})[0];
+  EXPECT_EQ(g.dtype(), DType::kF32);
+  expect_values(g, {0, 24, 0, 0});
+  TraceFn pool = unary([](const Tensor& x) { return sum(max_pool2d(x, {2, 2}, {2, 2})); });
+  g = grads_at(pool, {f32v({1, 1, 1, 1}, {1, 2, 2, 1})})[0];
+  EXPECT_EQ(g.dtype(), DType::kF32);
+  expect_values(g, {1, 0, 0, 0});
+  TraceFn avg = unary([](const Tensor& x) { return sum(avg_pool2d(x, {2, 2}, {1, 1})); });
+  // Windows of the 3x3 image: the centre lies in all 4, edges in 2, corners in 1; / 4.
+  g = grads_at(avg, {f32v({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 3, 3, 1})})[0];
+  expect_values(g, {0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25});
+  TraceFn m = unary([](const Tensor& x) { return sum(max(x, {1})); });
+  g = grads_at(m, {f32v({1, 4, 4, 2}, {1, 4})})[0];
+  expect_values(g, {0, 0.5, 0.5, 0});
+}
+
+// ---------------------------------------------------------------------------------------------
 // second order
 
 TEST(ReductionVjp, SecondOrderOfSumsOfSquares) {

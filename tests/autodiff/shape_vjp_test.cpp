@@ -170,6 +170,18 @@ TEST(ShapeVjp, PadValueCotangentExact) {
   expect_values(g[1], {0});
 }
 
+TEST(ShapeVjp, PadValueCotangentInF32) {
+  TraceFn f = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{sum(pad_with(a[0], a[1], {2}, {-1}, {1}))};  // [v v x0 v]
+  };
+  std::vector<Array> g = grads_at(
+      f, {Array::from_vector<float>({1, 2}, {2}), Array::scalar(0.5, DType::kF32)}, {0, 1});
+  EXPECT_EQ(g[0].dtype(), DType::kF32);
+  EXPECT_EQ(g[1].dtype(), DType::kF32);
+  expect_values(g[0], {1, 0});
+  expect_values(g[1], {3});
+}
+
 // ---------------------------------------------------------------------------------------------
 // concatenate
 

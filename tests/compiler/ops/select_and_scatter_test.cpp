@@ -1,6 +1,7 @@
 // Shape rule and verification errors of select_and_scatter (reduction family).
 #include <gtest/gtest.h>
 
+#include "ingot/ir/text.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -134,6 +135,17 @@ TEST(SelectAndScatterShape, WindowAttributeErrors) {
               {{"window_strides", Ints{2}}, {"select", std::string("GE")}});
       },
       ErrorCode::kNotFound, {"select_and_scatter", "window_dimensions"});
+}
+
+TEST(SelectAndScatterShape, TextRoundTrip) {
+  ir::Graph g = testing::one_op_graph(
+      "select_and_scatter",
+      {Array::from_vector<float>({1, 2, 3, 4}, {4}), Array::from_vector<float>({1, 2}, {2}),
+       Array::scalar(0.0, DType::kF32)},
+      sas_attrs({2}, {2}, {0, 0}, "LE"));
+  const std::string text = ir::print_graph(g);
+  EXPECT_NE(text.find("select = \"LE\""), std::string::npos) << text;
+  EXPECT_TRUE(ir::parse_graph(text) == g) << text;
 }
 
 }  // namespace
