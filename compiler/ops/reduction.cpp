@@ -344,15 +344,16 @@ struct Window {
   std::vector<int64_t> dims, strides, base_dilations, window_dilations, padding;
 };
 
-/// Reads and checks the window attributes for an operand of type `x`.
-Window parse_window(const TensorType& x, const Attributes& attrs) {
-  const std::string op = "reduce_window";
+/// Reads and checks the window attributes of `op` for an operand of type `x`. `dilations` says
+/// whether the op has base/window dilations (reduce_window) or not (select_and_scatter: ones).
+Window parse_window(const std::string& op, const TensorType& x, const Attributes& attrs,
+                    bool dilations) {
   const auto rank = static_cast<size_t>(x.rank());
   const std::vector<int64_t> ones(rank, 1);
   Window w{ints_attr(op, attrs, "window_dimensions"),
            ints_attr_or(op, attrs, "window_strides", ones),
-           ints_attr_or(op, attrs, "base_dilations", ones),
-           ints_attr_or(op, attrs, "window_dilations", ones),
+           dilations ? ints_attr_or(op, attrs, "base_dilations", ones) : ones,
+           dilations ? ints_attr_or(op, attrs, "window_dilations", ones) : ones,
            ints_attr_or(op, attrs, "padding", std::vector<int64_t>(2 * rank, 0))};
   check_length(op, "window_dimensions", w.dims, rank, x);
   check_length(op, "window_strides", w.strides, rank, x);
@@ -367,8 +368,7 @@ Window parse_window(const TensorType& x, const Attributes& attrs) {
 }
 
 /// Number of windows along dim `d` (StableHLO reduce_window constraint C15).
-int64_t num_windows(const TensorType& x, const Window& w, size_t d) {
-  const std::string op = "reduce_window";
+int64_t num_windows(const std::string& op, const TensorType& x, const Window& w, size_t d) {
   const int64_t n = x.shape[d];
   const int64_t lo = w.padding[2 * d];
   const int64_t hi = w.padding[2 * d + 1];
@@ -391,9 +391,9 @@ std::vector<TensorType> reduce_window_shape(std::span<const TensorType> in,
   const TensorType& x = in[0];
   const Computation c = parse_computation("reduce_window", attrs, /*logical=*/false);
   check_operand_and_init("reduce_window", x, in[1], c);
-  const Window w = parse_window(x, attrs);
+  const Window w = parse_window("reduce_window", x, attrs, /*dilations=*/true);
   Shape shape(x.shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) shape[d] = num_windows(x, w, d);
+  for (size_t d = 0; d < shape.size(); ++d) shape[d] = num_windows("reduce_window", x, w, d);
   return {TensorType{shape, x.dtype}};
 }
 
@@ -434,14 +434,113 @@ Array reduce_window_typed(const Array& x, const Array& init, const Window& w, Co
 std::vector<Array> reduce_window_kernel(std::span<const Array> in, const Attributes& attrs,
                                         std::span<const TensorType> types) {
   const Computation c = parse_computation("reduce_window", attrs, false);
-  const Window w = parse_window(TensorType{in[0].shape(), in[0].dtype()}, attrs);
+  const Window w =
+      parse_window("reduce_window", TensorType{in[0].shape(), in[0].dtype()}, attrs, true);
   return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
     return reduce_window_typed<typename decltype(tag)::type>(in[0], in[1], w, c, types[0]);
   })};
 }
 
 // ---------------------------------------------------------------------------------------------
-// VJP rules (reverse mode; conventions in docs/autodiff.md).
+// select_and_scatter
+
+/// Parses select_and_scatter's `select` attribute: true for "GE" (the first maximum of a window
+/// is selected), false for "LE" (the first minimum).
+bool parse_select(const Attributes& attrs) {
+  const std::string name = string_attr("select_and_scatter", attrs, "select");
+  if (name == "GE") return true;
+  if (name == "LE") return false;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("select_and_scatter: select = \"{}\" is not one of GE, LE", name),
+              "use select = \"GE\" (max pooling's gradient) or \"LE\" (min pooling's)");
+}
+
+std::vector<TensorType> select_and_scatter_shape(std::span<const TensorType> in,
+                                                 const Attributes& attrs) {
+  const std::string op = "select_and_scatter";
+  const TensorType& x = in[0];
+  const TensorType& source = in[1];
+  if (x.dtype == DType::kBool) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: the operand must be an integer or floating type, got {}", op,
+                            x.to_string()),
+                "convert the operand to a numeric dtype");
+  }
+  parse_select(attrs);
+  check_operand_and_init(op, x, in[2], Computation::kAdd);
+  if (source.dtype != x.dtype) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: source has type {} but the operand is {}", op,
+                            source.to_string(), x.to_string()),
+                "convert source to the operand's dtype");
+  }
+  const Window w = parse_window(op, x, attrs, /*dilations=*/false);
+  Shape windows(x.shape.size());
+  for (size_t d = 0; d < windows.size(); ++d) windows[d] = num_windows(op, x, w, d);
+  if (source.shape != windows) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: source has shape {} but the windows of the operand {} "
+                            "(window_dimensions = {}, window_strides = {}, padding = {}) give {}",
+                            op, shape_to_string(source.shape), x.to_string(), list_str(w.dims),
+                            list_str(w.strides), list_str(w.padding), shape_to_string(windows)),
+                "source holds one value per window: the shape reduce_window would give");
+  }
+  return {x};
+}
+
+/// For each window of the padded operand (padding cells are never selected), selects the first
+/// element e of the window, in row-major window order, that is not beaten: the selection moves
+/// to a later element e when !(selected >= e) for GE (XLA's select_and_scatter loop), and adds
+/// the window's source value there. The result is init plus the sums, accumulated in the
+/// compute type and rounded once.
+template <class T>
+Array select_and_scatter_typed(const Array& x, const Array& source, const Array& init,
+                               const Window& w, bool ge, const TensorType& type) {
+  using C = compute_type_t<T>;
+  std::vector<C> acc(static_cast<size_t>(x.size()), load<T>(init, 0));
+  const std::vector<int64_t> xstr = row_major_strides(x.shape());
+  if (source.size() > 0) {
+    for_each_index(source.shape(), [&](const std::vector<int64_t>& ridx, int64_t sflat) {
+      int64_t best = -1;
+      C best_v{};
+      for_each_index(w.dims, [&](const std::vector<int64_t>& widx, int64_t) {
+        const int64_t s = window_source(x, w, xstr, ridx, widx);
+        if (s < 0) return;  // padding
+        const C v = load<T>(x, s);
+        if (best < 0 || !(ge ? best_v >= v : best_v <= v)) {
+          best = s;
+          best_v = v;
+        }
+      });
+      if (best >= 0) {
+        const auto b = static_cast<size_t>(best);
+        acc[b] = combine<C>(Computation::kAdd, acc[b], load<T>(source, sflat));
+      }
+    });
+  }
+  Array out = make_result(type);
+  if (out.size() > 0) {
+    T* op = out.data<T>();
+    for (size_t i = 0; i < acc.size(); ++i) op[i] = static_cast<T>(acc[i]);
+  }
+  return out;
+}
+
+std::vector<Array> select_and_scatter_kernel(std::span<const Array> in, const Attributes& attrs,
+                                             std::span<const TensorType> types) {
+  const bool ge = parse_select(attrs);
+  const Window w = parse_window("select_and_scatter", TensorType{in[0].shape(), in[0].dtype()},
+                                attrs, false);
+  return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
+    return select_and_scatter_typed<typename decltype(tag)::type>(in[0], in[1], in[2], w, ge,
+                                                                  types[0]);
+  })};
+}
+
+// ---------------------------------------------------------------------------------------------
+// VJP rules (reverse mode; conventions in docs/autodiff.md). The init operand of every reduction
+// is treated as a constant (JAX's reductions take their init as a literal): it gets no
+// cotangent, whatever the computation.
 
 using Cts = std::vector<std::optional<Tensor>>;
 
@@ -454,15 +553,195 @@ Tensor unreduce(const Tensor& g, const Shape& operand_shape, const std::vector<i
   return broadcast_in_dim(g, operand_shape, kept);
 }
 
-/// reduce: add passes the cotangent to every element; the init operand is treated as a constant
-/// (JAX's reductions take their init as a literal), see docs/autodiff.md.
+/// Sum over `dims` (none: the tensor itself; ingot::sum would read "no axes" as all axes).
+Tensor sum_over(const Tensor& t, const std::vector<int64_t>& dims) {
+  return dims.empty() ? t : sum(t, dims);
+}
+
+/// reduce max/min, JAX's chooser rule (_reduce_chooser_jvp_rule): the cotangent is split evenly
+/// between the elements equal to the result (ties share it). No element equals the result in
+/// two cases: init beat every element (init is a constant, so the slice gets zeros; the
+/// denominator is made 1) or the result is NaN (the slice gets 0 / 0 = NaN, as in JAX).
+Tensor chooser_cotangent(const Tensor& x, const Tensor& ans, const Tensor& g,
+                         const std::vector<int64_t>& dims) {
+  const Shape shape = x.shape();
+  const Tensor location = convert(equal(x, unreduce(ans, shape, dims)), x.dtype());
+  const Tensor count = sum_over(location, dims);
+  const Tensor init_won = logical_and(equal(count, zeros_like(count)), equal(ans, ans));
+  const Tensor denominator = where(init_won, ones_like(count), count);
+  return multiply(location, unreduce(divide(g, denominator), shape, dims));
+}
+
+/// The permutation that undoes `perm`.
+std::vector<int64_t> inverse_permutation(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  }
+  return inverse;
+}
+
+/// Permutation that moves `dims` (any order) behind the other dims, each group keeping its order.
+std::vector<int64_t> reduced_dims_last(int64_t rank, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) perm.push_back(d);
+  }
+  std::vector<int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  perm.insert(perm.end(), sorted.begin(), sorted.end());
+  return perm;
+}
+
+/// g times the product of the other elements of each row of y (m, n), exact with zeros (no
+/// division): the rows' product is formed by a pairwise tree over n padded with ones to a power
+/// of two, and the tree is walked back from the root, each pair passing down its cotangent
+/// times the partner's subtree product (the transpose of JAX's _reduce_prod_jvp_rule tree).
+/// `g` has shape (m, 1).
+Tensor tree_product_of_others(const Tensor& y, Tensor g) {
+  const int64_t m = y.dim(0);
+  const int64_t n = y.dim(1);
+  int64_t width = 1;
+  while (width < n) width *= 2;
+  Tensor level = width > n ? pad(y, 1.0, {0, 0}, {0, width - n}) : y;
+  std::vector<std::pair<Tensor, Tensor>> pairs;  // (even, odd) halves of each level
+  for (int64_t w = width; w > 1; w /= 2) {
+    const Tensor r = reshape(level, {m, w / 2, 2});
+    const Tensor even = slice(r, {0, 0, 0}, {m, w / 2, 1});
+    const Tensor odd = slice(r, {0, 0, 1}, {m, w / 2, 2});
+    pairs.emplace_back(even, odd);
+    level = reshape(multiply(even, odd), {m, w / 2});
+  }
+  for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) {
+    const int64_t half = it->first.dim(1);
+    const Tensor ct = reshape(g, {m, half, 1});
+    g = reshape(concatenate({multiply(ct, it->second), multiply(ct, it->first)}, 2),
+                {m, 2 * half});
+  }
+  return width > n ? slice(g, {0, 0}, {m, n}) : g;
+}
+
+/// reduce mul: x[i]'s cotangent is g * init * (product of the other elements of its slice),
+/// computed exactly even with zeros (see tree_product_of_others) after moving the reduced dims
+/// last and flattening them.
+Tensor product_cotangent(const Tensor& x, const Tensor& init, const Tensor& g,
+                         const std::vector<int64_t>& dims) {
+  const Shape shape = x.shape();
+  const std::vector<int64_t> perm = reduced_dims_last(x.rank(), dims);
+  const bool identity = std::is_sorted(perm.begin(), perm.end());
+  const Tensor xt = identity ? x : transpose(x, perm);
+  const Shape moved = xt.shape();
+  const int64_t m = num_elements(g.shape());
+  const int64_t n = x.size() / m;
+  const Tensor g_init = multiply(g, broadcast_in_dim(init, g.shape(), {}));
+  const Tensor ct = reshape(tree_product_of_others(reshape(xt, {m, n}), reshape(g_init, {m, 1})),
+                            moved);
+  return identity ? ct : transpose(ct, inverse_permutation(perm));
+}
+
+/// reduce: add passes the cotangent to every element, max/min use the chooser rule, mul the
+/// product of the others; the init operand gets none. and/or only see integers and bools, which
+/// carry no cotangent.
 Cts reduce_vjp(const VjpArgs& a) {
   const std::string& computation = a.attrs.get_string("computation");
+  const Tensor& x = a.operands[0];
   const Tensor& g = *a.cotangents[0];
   const std::vector<int64_t>& dims = a.attrs.get_ints("dimensions");
-  if (computation == "add") return {unreduce(g, a.operands[0].shape(), dims), std::nullopt};
+  if (computation == "add") return {unreduce(g, x.shape(), dims), std::nullopt};
+  if (x.size() == 0) return {std::nullopt, std::nullopt};
+  if (computation == "max" || computation == "min") {
+    return {chooser_cotangent(x, a.results[0], g, dims), std::nullopt};
+  }
+  if (computation == "mul") return {product_cotangent(x, a.operands[1], g, dims), std::nullopt};
   throw Error(ErrorCode::kUnimplemented,
-              fmt::format("no VJP rule for 'reduce' with computation '{}'", computation));
+              fmt::format("no VJP rule for 'reduce' with computation '{}'", computation),
+              "only floating-point reductions (add, mul, max, min) carry gradients");
+}
+
+/// reduce_window add (JAX's _reduce_window_sum_transpose_rule): pad the cotangent by the
+/// transposed-convolution padding (_conv_general_vjp_lhs_padding) with stride - 1 interior
+/// zeros, then sum windows of the same size and dilation, striding by the forward base
+/// dilations. Cells that held init (padding, base-dilation holes) do not reach the operand.
+Tensor window_sum_cotangent(const Tensor& g, const Shape& in_shape, const Window& w) {
+  const size_t rank = in_shape.size();
+  std::vector<int64_t> lo(rank), hi(rank), interior(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t in_dilated = (in_shape[d] - 1) * w.base_dilations[d] + 1;
+    const int64_t window_dilated = (w.dims[d] - 1) * w.window_dilations[d] + 1;
+    const int64_t out_dilated = (g.dim(static_cast<int64_t>(d)) - 1) * w.strides[d] + 1;
+    lo[d] = window_dilated - w.padding[2 * d] - 1;
+    hi[d] = in_dilated + window_dilated - 1 - out_dilated - lo[d];
+    interior[d] = w.strides[d] - 1;
+  }
+  const Tensor padded = pad(g, 0.0, lo, hi, interior);
+  return emit("reduce_window", {padded, scalar(0.0, g.dtype())},
+              {{"window_dimensions", w.dims},
+               {"window_strides", w.base_dilations},
+               {"base_dilations", std::vector<int64_t>(rank, 1)},
+               {"window_dilations", w.window_dilations},
+               {"padding", std::vector<int64_t>(2 * rank, 0)},
+               {"computation", std::string("add")}})
+      .at(0);
+}
+
+/// reduce_window max/min (JAX's _reduce_window_chooser_jvp_rule transposed): each window's
+/// cotangent goes to the first maximal (minimal) element of the window via select_and_scatter
+/// with GE (LE); padding is never selected. Base dilation is handled as JAX does: the operand
+/// is dilated with -inf (+inf) holes, scattered into, and strided back. Windows whose result
+/// equals a finite init pass nothing: no element beat init, a constant folded first (it keeps
+/// ties). With the identity init -inf (+inf) every window passes, as in JAX (which has no init).
+Tensor window_chooser_cotangent(const VjpArgs& a, const Window& w, bool is_max) {
+  const Tensor& x = a.operands[0];
+  const Tensor& g = *a.cotangents[0];
+  const size_t rank = w.dims.size();
+  for (int64_t d : w.window_dilations) {
+    if (d != 1) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("no VJP rule for 'reduce_window' {} with window dilations "
+                              "(window_dilations = {})",
+                              is_max ? "max" : "min", list_str(w.window_dilations)),
+                  "use window_dilations of 1 (JAX has no such rule either)");
+    }
+  }
+  bool base_dilated = false;
+  for (int64_t d : w.base_dilations) base_dilated = base_dilated || d != 1;
+  std::vector<int64_t> holes(rank);
+  for (size_t d = 0; d < rank; ++d) holes[d] = w.base_dilations[d] - 1;
+  const double never = is_max ? -std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::infinity();
+  const std::vector<int64_t> zeros_r(rank, 0);
+  const Tensor operand = base_dilated ? pad(x, never, zeros_r, zeros_r, holes) : x;
+  const Tensor& ans = a.results[0];
+  const Tensor init_b = broadcast_in_dim(a.operands[1], ans.shape(), {});
+  const Tensor init_is_identity = equal(init_b, full_like(init_b, never));
+  const Tensor passes = logical_or(not_equal(ans, init_b), init_is_identity);
+  const Tensor source = where(passes, g, zeros_like(g));
+  const Tensor scattered =
+      emit("select_and_scatter", {operand, source, scalar(0.0, x.dtype())},
+           {{"window_dimensions", w.dims},
+            {"window_strides", w.strides},
+            {"padding", w.padding},
+            {"select", std::string(is_max ? "GE" : "LE")}})
+          .at(0);
+  if (!base_dilated) return scattered;
+  const Shape dilated_shape = scattered.shape();
+  return slice(scattered, zeros_r, dilated_shape, w.base_dilations);
+}
+
+/// reduce_window: add, max and min have rules (see above); init gets no cotangent.
+Cts reduce_window_vjp(const VjpArgs& a) {
+  const std::string& computation = a.attrs.get_string("computation");
+  const Tensor& x = a.operands[0];
+  const Tensor& g = *a.cotangents[0];
+  const Window w = parse_window("reduce_window", x.type(), a.attrs, true);
+  if (computation != "add" && computation != "max" && computation != "min") {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("no VJP rule for 'reduce_window' with computation '{}'", computation),
+                "reduce_window add, max and min have gradients");
+  }
+  if (x.size() == 0 || g.size() == 0) return {std::nullopt, std::nullopt};
+  if (computation == "add") return {window_sum_cotangent(g, x.shape(), w), std::nullopt};
+  return {window_chooser_cotangent(a, w, computation == "max"), std::nullopt};
 }
 
 }  // namespace
@@ -488,7 +767,11 @@ void register_reduction_ops(OpRegistry& r) {
               },
               "index of the first minimum along `dimension` (NaN counts as the minimum)"});
   r.add(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
-              "StableHLO reduce_window with `computation` (add mul max min); padding holds init"});
+              "StableHLO reduce_window with `computation` (add mul max min); padding holds init",
+              reduce_window_vjp});
+  r.add(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
+              "adds each window's source value at the window's first max (GE) / min (LE) "
+              "element, onto init"});
 }
 
 }  // namespace ingot::ir

@@ -487,6 +487,78 @@ Cts broadcast_vjp(const VjpArgs& a) {
   return {reshape(r, in_shape)};
 }
 
+/// transpose: the cotangent is transposed back by the inverse permutation.
+Cts transpose_vjp(const VjpArgs& a) {
+  const std::vector<int64_t>& perm = a.attrs.get_ints("permutation");
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  }
+  const Tensor& g = *a.cotangents[0];
+  return {perm.empty() ? g : transpose(g, inverse)};
+}
+
+/// reverse: reversing is its own inverse.
+Cts reverse_vjp(const VjpArgs& a) {
+  const std::vector<int64_t>& dims = a.attrs.get_ints("dimensions");
+  const Tensor& g = *a.cotangents[0];
+  return {dims.empty() ? g : reverse(g, dims)};
+}
+
+/// slice: the cotangent goes back to the positions it was taken from; the rest of the operand
+/// gets zeros. That is pad(g, 0) with low = start, interior = stride - 1 and high = whatever
+/// remains up to the operand's size (JAX's _slice_transpose_rule).
+Cts slice_vjp(const VjpArgs& a) {
+  const std::vector<int64_t>& start = a.attrs.get_ints("start_indices");
+  const std::vector<int64_t>& strides = a.attrs.get_ints("strides");
+  const Tensor& g = *a.cotangents[0];
+  const Shape in_shape = a.operands[0].shape();
+  const Shape out_shape = g.shape();
+  std::vector<int64_t> high(in_shape.size()), interior(in_shape.size());
+  for (size_t d = 0; d < in_shape.size(); ++d) {
+    interior[d] = strides[d] - 1;
+    const int64_t m = out_shape[d];
+    const int64_t covered = m == 0 ? 0 : m + (m - 1) * interior[d];
+    high[d] = in_shape[d] - start[d] - covered;
+  }
+  return {pad(g, 0.0, start, high, interior)};
+}
+
+/// pad (JAX's _pad_transpose): the operand's cotangent undoes the edge padding by padding g with
+/// the negated edges (a negative forward edge cropped elements; they get zeros back), then takes
+/// every (interior + 1)-th element. The padding value fills every other result element, so its
+/// cotangent is sum(g) - sum(operand's cotangent).
+Cts pad_vjp(const VjpArgs& a) {
+  const std::vector<int64_t>& low = a.attrs.get_ints("edge_padding_low");
+  const std::vector<int64_t>& high = a.attrs.get_ints("edge_padding_high");
+  const std::vector<int64_t>& interior = a.attrs.get_ints("interior_padding");
+  const Tensor& g = *a.cotangents[0];
+  std::vector<int64_t> neg_low(low.size()), neg_high(high.size()), step(interior.size());
+  for (size_t d = 0; d < low.size(); ++d) {
+    neg_low[d] = -low[d];
+    neg_high[d] = -high[d];
+    step[d] = interior[d] + 1;
+  }
+  const Tensor unpadded = pad(g, 0.0, neg_low, neg_high);
+  const Shape unpadded_shape = unpadded.shape();
+  const Tensor gx = slice(unpadded, std::vector<int64_t>(low.size(), 0), unpadded_shape, step);
+  return {gx, subtract(sum(g), sum(gx))};
+}
+
+/// concatenate: each operand gets its own slab of the cotangent along `dimension`.
+Cts concatenate_vjp(const VjpArgs& a) {
+  const int64_t dim = a.attrs.get_int("dimension");
+  const Tensor& g = *a.cotangents[0];
+  Cts cts;
+  int64_t offset = 0;
+  for (const Tensor& x : a.operands) {
+    const int64_t n = x.dim(dim);
+    cts.push_back(a.operands.size() == 1 ? g : slice_axis(g, dim, offset, offset + n));
+    offset += n;
+  }
+  return cts;
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
@@ -497,15 +569,20 @@ void register_shape_ops(OpRegistry& r) {
               "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`",
               broadcast_vjp});
   r.add(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel,
-              "result dim i = operand dim permutation[i]"});
+              "result dim i = operand dim permutation[i]",
+              transpose_vjp});
   r.add(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
-              "elements start_indices <= i < limit_indices stepping by strides"});
+              "elements start_indices <= i < limit_indices stepping by strides",
+              slice_vjp});
   r.add(OpDef{"pad", 2, 2, pad_shape, pad_kernel,
-              "edge (negative crops) and interior padding with a scalar padding_value"});
+              "edge (negative crops) and interior padding with a scalar padding_value",
+              pad_vjp});
   r.add(OpDef{"concatenate", 1, -1, concatenate_shape, concatenate_kernel,
-              "joins operands along `dimension` (other dims equal)"});
+              "joins operands along `dimension` (other dims equal)",
+              concatenate_vjp});
   r.add(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel,
-              "reverses the order of elements along `dimensions`"});
+              "reverses the order of elements along `dimensions`",
+              reverse_vjp});
 }
 
 }  // namespace ingot::ir
