@@ -493,8 +493,8 @@ int64_t conv_window_count(const ConvConfig& c, const TensorType& lhs, const Tens
   const int64_t k = dim(rhs, c.k_spatial[i]);
   const int64_t lo = c.padding[2 * i];
   const int64_t hi = c.padding[2 * i + 1];
-  const int64_t dilated_in = in == 0 ? 0 : (in - 1) * c.lhs_dilation[i] + 1;
-  const int64_t padded = lo + dilated_in + hi;
+  const int64_t dilated_in = in == 0 ? 0 : ops::checked_mul_add(kConv, in - 1, c.lhs_dilation[i], 1);
+  const int64_t padded = ops::checked_mul_add(kConv, 1, ops::checked_mul_add(kConv, 1, lo, dilated_in), hi);
   if (padded < 0) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: spatial dimension {} (lhs dim {}, size {}) with lhs_dilation {} "
@@ -502,7 +502,7 @@ int64_t conv_window_count(const ConvConfig& c, const TensorType& lhs, const Tens
                             kConv, i, c.in_spatial[i], in, c.lhs_dilation[i], lo, hi, padded),
                 "reduce the negative padding");
   }
-  const int64_t window = k == 0 ? 0 : (k - 1) * c.rhs_dilation[i] + 1;
+  const int64_t window = k == 0 ? 0 : ops::checked_mul_add(kConv, k - 1, c.rhs_dilation[i], 1);
   if (padded == 0 || window > padded) return 0;
   return (padded - window) / c.strides[i] + 1;
 }

@@ -79,6 +79,19 @@ void for_each_index(const Shape& shape, F&& f) {
   }
 }
 
+/// a * b + c in int64; throws ingot::Error(kInvalidArgument) naming the op and the operands if it
+/// overflows (shape rules use it for sizes computed from attributes: dilations, padding).
+inline int64_t checked_mul_add(const std::string& op, int64_t a, int64_t b, int64_t c) {
+  int64_t prod = 0;
+  int64_t sum = 0;
+  if (__builtin_mul_overflow(a, b, &prod) || __builtin_add_overflow(prod, c, &sum)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: size arithmetic overflows int64 ({} * {} + {})", op, a, b, c),
+                "use smaller dilations, strides or padding");
+  }
+  return sum;
+}
+
 /// A fresh (uninitialised) host array of `type`.
 inline Array make_result(const TensorType& type) { return Array::empty(type.shape, type.dtype); }
 

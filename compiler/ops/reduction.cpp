@@ -24,6 +24,8 @@ namespace ingot::ir {
 
 namespace {
 
+using ops::checked_mul_add;
+
 using ops::check_dims;
 using ops::for_each_index;
 using ops::make_result;
@@ -134,17 +136,6 @@ void check_positive(const std::string& op, const char* attr, const std::vector<i
                               list_str(list)));
     }
   }
-}
-
-/// a * b + c in int64, or kInvalidArgument naming the op if it overflows.
-int64_t checked_mul_add(const std::string& op, int64_t a, int64_t b, int64_t c) {
-  int64_t prod = 0;
-  int64_t sum = 0;
-  if (__builtin_mul_overflow(a, b, &prod) || __builtin_add_overflow(prod, c, &sum)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: size arithmetic overflows int64 ({} * {} + {})", op, a, b, c));
-  }
-  return sum;
 }
 
 /// Shape of `x` without the dimensions in `dims` (already checked).

@@ -403,3 +403,20 @@ TEST(ConvolutionErrors, RankAndDTypeMismatch) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(ConvolutionShape, HugeDilationOrPaddingIsAnOverflowErrorNotAWrongShape) {
+  const int64_t big = int64_t{6148914691236517206};
+  testing::expect_error(
+      [&] { conv1(f32t({1, 4, 4, 1}), f32t({1, 1, 1, 1}), nhwc({{"lhs_dilation", Ints{big, 1}}})); },
+      ErrorCode::kInvalidArgument, {"convolution", "overflows int64"});
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  testing::expect_error(
+      [&] { conv1(f32t({1, 4, 4, 1}), f32t({1, 1, 1, 1}), nhwc({{"padding", Ints{max, max, 0, 0}}})); },
+      ErrorCode::kInvalidArgument, {"overflows int64"});
+}
+
+}  // namespace
+}  // namespace ingot
