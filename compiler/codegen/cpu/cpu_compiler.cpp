@@ -1,0 +1,272 @@
+// The only translation unit of the CPU back end that includes MLIR/LLVM headers (they are heavy;
+// keeping them here keeps the rest of the build fast).
+#include "ingot/codegen/cpu_compiler.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+namespace ingot::codegen {
+
+std::vector<PipelineStage> default_cpu_pipeline() {
+  return {
+      {"canonicalize", "canonicalize,cse"},
+      {"fuse", "func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
+      // f16/bf16 arithmetic computed in f32 and rounded on store, as the interpreter does.
+      {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
+      {"bufferize",
+       "one-shot-bufferize{bufferize-function-boundaries "
+       "function-boundary-type-conversion=identity-layout-map},"
+       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+       "canonicalize"},
+      {"deallocate", "buffer-deallocation-pipeline"},
+      {"loops", "convert-linalg-to-affine-loops,canonicalize"},
+      {"vectorize", "func.func(affine-super-vectorize{virtual-vector-size=8}),canonicalize"},
+      {"lower-to-llvm",
+       "lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
+       "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
+       "convert-to-llvm,reconcile-unrealized-casts"},
+  };
+}
+
+namespace {
+
+/// Process-wide MLIR/LLVM initialisation: target registration and MLIR's global pass registry
+/// (both are global by MLIR's design); done once, thread-safely.
+void initialise_mlir_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    mlir::registerAllPasses();
+  });
+}
+
+mlir::DialectRegistry make_registry() {
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  return registry;
+}
+
+/// Collects MLIR diagnostics into a string for ingot::Error messages.
+class DiagnosticCollector {
+ public:
+  explicit DiagnosticCollector(mlir::MLIRContext& ctx)
+      : handler_(&ctx, [this](mlir::Diagnostic& d) {
+          text_ += d.str();
+          text_ += "\n";
+          return mlir::success();
+        }) {}
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+std::string module_text(mlir::ModuleOp module) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  module.print(os);
+  return s;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("cannot write dump file '{}'", path.string()),
+                "check that the dump directory is writable");
+  }
+  out << text;
+}
+
+[[noreturn]] void fail(const std::string& what, const std::string& diagnostics,
+                       const std::string& dump_dir) {
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("MLIR {} failed:\n{}{}", what, diagnostics,
+                          dump_dir.empty() ? "" : fmt::format("(dumps in {})", dump_dir)),
+              dump_dir.empty() ? "set a dump directory (INGOT_DUMP_DIR) to see the IR of each stage"
+                               : "look at the last dump file before the failing stage");
+}
+
+/// Parses `text` and runs the stages, dumping after each when `dump_dir` is set.
+mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
+                                                const std::vector<PipelineStage>& stages,
+                                                const std::string& dump_dir) {
+  DiagnosticCollector diags(ctx);
+  if (!dump_dir.empty()) {
+    std::filesystem::create_directories(dump_dir);
+    write_file(std::filesystem::path(dump_dir) / "00-input.mlir", text);
+  }
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
+  if (!module) fail("parsing", diags.text(), dump_dir);
+  int index = 1;
+  for (const PipelineStage& stage : stages) {
+    mlir::PassManager pm(&ctx);
+    std::string err;
+    llvm::raw_string_ostream err_stream(err);
+    if (mlir::failed(mlir::parsePassPipeline(stage.pipeline, pm,
+                                              err_stream))) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("bad pass pipeline for stage '{}': {}", stage.name, err),
+                  "use pass names as mlir-opt-22 --help lists them");
+    }
+    if (mlir::failed(pm.run(*module))) fail(fmt::format("stage '{}'", stage.name), diags.text(), dump_dir);
+    if (!dump_dir.empty()) {
+      write_file(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", index, stage.name),
+                 module_text(*module));
+    }
+    ++index;
+  }
+  return module;
+}
+
+/// A memref descriptor {allocated, aligned, offset, sizes[rank], strides[rank]} as int64 words.
+std::vector<int64_t> descriptor(const Array& a) {
+  const auto rank = static_cast<size_t>(a.rank());
+  std::vector<int64_t> d(3 + 2 * rank);
+  const auto ptr = reinterpret_cast<int64_t>(a.raw_data());
+  d[0] = ptr;
+  d[1] = ptr;
+  d[2] = 0;
+  const std::vector<int64_t> strides = row_major_strides(a.shape());
+  for (size_t i = 0; i < rank; ++i) {
+    d[3 + i] = a.shape()[i];
+    d[3 + rank + i] = strides[i];
+  }
+  return d;
+}
+
+void check_types(const char* what, std::span<const Array> arrays,
+                 const std::vector<std::pair<Shape, DType>>& types) {
+  if (arrays.size() != types.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CpuKernel::run: {} {} given, the kernel takes {}", arrays.size(), what,
+                            types.size()));
+  }
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (arrays[i].dtype() != types[i].second) {
+      throw Error(ErrorCode::kDTypeMismatch,
+                  fmt::format("CpuKernel::run: {} {} has dtype {}, the kernel takes {}", what, i,
+                              dtype_name(arrays[i].dtype()), dtype_name(types[i].second)));
+    }
+    if (arrays[i].shape() != types[i].first) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("CpuKernel::run: {} {} has shape {}, the kernel takes {}", what, i,
+                              shape_to_string(arrays[i].shape()),
+                              shape_to_string(types[i].first)));
+    }
+  }
+}
+
+class JitKernel final : public CpuKernel {
+ public:
+  JitKernel(std::unique_ptr<mlir::MLIRContext> ctx, std::unique_ptr<mlir::ExecutionEngine> engine,
+            void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
+            std::vector<std::pair<Shape, DType>> out)
+      : ctx_(std::move(ctx)), engine_(std::move(engine)), fn_(fn), in_(std::move(in)),
+        out_(std::move(out)) {}
+
+  void run(std::span<const Array> inputs, std::span<Array> outputs) const override {
+    check_types("input", inputs, in_);
+    check_types("output", std::span<const Array>(outputs.data(), outputs.size()), out_);
+    std::vector<std::vector<int64_t>> descs;
+    descs.reserve(inputs.size() + outputs.size());
+    for (const Array& a : inputs) descs.push_back(descriptor(a));
+    for (const Array& a : outputs) descs.push_back(descriptor(a));
+    // The packed interface takes a pointer to each argument; each argument of the C interface
+    // is a pointer to a descriptor.
+    std::vector<void*> desc_ptrs(descs.size());
+    std::vector<void*> args(descs.size());
+    for (size_t i = 0; i < descs.size(); ++i) {
+      desc_ptrs[i] = descs[i].data();
+      args[i] = &desc_ptrs[i];
+    }
+    fn_(args.data());
+  }
+  const std::vector<std::pair<Shape, DType>>& input_types() const override { return in_; }
+  const std::vector<std::pair<Shape, DType>>& output_types() const override { return out_; }
+
+ private:
+  std::unique_ptr<mlir::MLIRContext> ctx_;  // outlives the engine's module
+  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  void (*fn_)(void**);
+  std::vector<std::pair<Shape, DType>> in_, out_;
+};
+
+}  // namespace
+
+std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages) {
+  initialise_mlir_once();
+  mlir::MLIRContext ctx(make_registry());
+  return module_text(*parse_and_run(ctx, mlir_text, stages, ""));
+}
+
+std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::string& entry,
+                                       std::vector<std::pair<Shape, DType>> input_types,
+                                       std::vector<std::pair<Shape, DType>> output_types,
+                                       const CpuCompileOptions& options) {
+  initialise_mlir_once();
+  auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
+  const std::vector<PipelineStage> stages =
+      options.pipeline.empty() ? default_cpu_pipeline() : options.pipeline;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      parse_and_run(*ctx, mlir_text, stages, options.dump_dir);
+
+  DiagnosticCollector diags(*ctx);
+  auto tm_builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!tm_builder) fail("host detection", llvm::toString(tm_builder.takeError()), options.dump_dir);
+  auto tm = tm_builder->createTargetMachine();
+  if (!tm) fail("target machine creation", llvm::toString(tm.takeError()), options.dump_dir);
+  if (!options.dump_dir.empty()) {
+    llvm::LLVMContext llvm_ctx;
+    std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(*module, llvm_ctx);
+    if (!llvm_module) fail("translation to LLVM IR", diags.text(), options.dump_dir);
+    std::string ll;
+    llvm::raw_string_ostream os(ll);
+    llvm_module->print(os, nullptr);
+    write_file(std::filesystem::path(options.dump_dir) /
+                   fmt::format("{:02}-llvm.ll", static_cast<int>(stages.size()) + 1),
+               ll);
+  }
+  mlir::ExecutionEngineOptions engine_options;
+  engine_options.transformer =
+      mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm->get());
+  engine_options.jitCodeGenOptLevel = options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                                                             : llvm::CodeGenOptLevel::Default;
+  auto engine = mlir::ExecutionEngine::create(*module, engine_options);
+  if (!engine) fail("JIT compilation", llvm::toString(engine.takeError()) + diags.text(), options.dump_dir);
+  auto fn = (*engine)->lookupPacked("_mlir_ciface_" + entry);
+  if (!fn) {
+    fail(fmt::format("lookup of '{}'", entry), llvm::toString(fn.takeError()), options.dump_dir);
+  }
+  return std::make_unique<JitKernel>(std::move(ctx), std::move(*engine), *fn,
+                                     std::move(input_types), std::move(output_types));
+}
+
+}  // namespace ingot::codegen

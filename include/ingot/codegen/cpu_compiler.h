@@ -1,0 +1,64 @@
+// The CPU back end: an MLIR module (upstream dialects, tensor level) -> a named pass pipeline ->
+// LLVM -> JIT-compiled native code through mlir::ExecutionEngine at -O3 for the host CPU.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/array.h"
+
+namespace ingot::codegen {
+
+/// One named step of the CPU pipeline: an MLIR textual pass pipeline (what mlir-opt's
+/// --pass-pipeline takes, without the builtin.module(...) wrapper).
+struct PipelineStage {
+  std::string name;      ///< e.g. "fuse", "bufferize", "lower-to-llvm"; dump files use it
+  std::string pipeline;  ///< e.g. "func.func(linalg-fuse-elementwise-ops)"
+};
+
+/// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
+/// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
+/// results as caller-provided out-params, deallocation, loops, vectorisation, lowering to LLVM.
+std::vector<PipelineStage> default_cpu_pipeline();
+
+/// Options of compile_cpu().
+struct CpuCompileOptions {
+  /// Stages run in order; empty means default_cpu_pipeline().
+  std::vector<PipelineStage> pipeline;
+  /// If non-empty, the module is written to `<dump_dir>/<NN>-<stage>.mlir` after every stage
+  /// (00-input.mlir first) and the LLVM IR to `<dump_dir>/<NN>-llvm.ll`. Created if missing.
+  std::string dump_dir;
+  /// LLVM optimisation level (0-3) of the JIT.
+  int opt_level = 3;
+};
+
+/// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs
+/// and caller-allocated outputs as identity-layout row-major buffers.
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  /// Runs the function. `inputs` and `outputs` must have the shapes and dtypes the module was
+  /// compiled for (checked: ingot::Error kShapeMismatch / kDTypeMismatch naming the index).
+  virtual void run(std::span<const Array> inputs, std::span<Array> outputs) const = 0;
+  /// The input and output types the kernel was compiled for.
+  virtual const std::vector<std::pair<Shape, DType>>& input_types() const = 0;
+  virtual const std::vector<std::pair<Shape, DType>>& output_types() const = 0;
+};
+
+/// Parses `mlir_text` (a module whose function `entry` has tensor arguments and results and the
+/// attribute llvm.emit_c_interface), runs the pipeline and JIT-compiles it.
+/// `input_types`/`output_types` describe the function's arguments and results.
+/// Throws ingot::Error(kInvalidArgument) with MLIR's diagnostics (and the dump path, if any)
+/// when parsing, a pass or code generation fails.
+std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::string& entry,
+                                       std::vector<std::pair<Shape, DType>> input_types,
+                                       std::vector<std::pair<Shape, DType>> output_types,
+                                       const CpuCompileOptions& options = {});
+
+/// Runs `stages` on `mlir_text` and returns the resulting module text (for ingot-opt and tests).
+/// Throws like compile_cpu().
+std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages);
+
+}  // namespace ingot::codegen

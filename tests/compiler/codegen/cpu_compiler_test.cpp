@@ -1,0 +1,72 @@
+// The CPU back end on hand-written MLIR: pipeline, JIT, calling convention, dumps, errors.
+#include "ingot/codegen/cpu_compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "test_util.h"
+
+namespace ingot::codegen {
+namespace {
+
+const char* kAddBias = R"(
+#map = affine_map<(d0, d1) -> (d0, d1)>
+#bmap = affine_map<(d0, d1) -> (d1)>
+func.func @main(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>)
+    attributes {llvm.emit_c_interface} {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#map, #bmap, #map], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+    ^bb0(%x: f32, %y: f32, %o: f32):
+      %s = arith.addf %x, %y : f32
+      linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %r, %b : tensor<4x8xf32>, tensor<8xf32>
+}
+)";
+
+TEST(CpuCompiler, JitsAndRunsAFunctionWithOutParams) {
+  auto kernel = compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}},
+                            {{{4, 8}, DType::kF32}, {{8}, DType::kF32}});
+  std::vector<float> a(32), b(8);
+  for (int i = 0; i < 32; ++i) a[i] = static_cast<float>(i);
+  for (int i = 0; i < 8; ++i) b[i] = 100.0f * static_cast<float>(i);
+  std::vector<Array> in = {Array::from_vector<float>(a, {4, 8}), Array::from_vector<float>(b, {8})};
+  std::vector<Array> out = {Array::full({4, 8}, -1, DType::kF32), Array::full({8}, -1, DType::kF32)};
+  kernel->run(in, out);
+  std::vector<float> r = out[0].to_vector<float>();
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(r[i], a[i] + b[i % 8]);
+  EXPECT_EQ(out[1].to_vector<float>(), b);
+}
+
+TEST(CpuCompiler, DumpsEveryStage) {
+  const auto dir = std::filesystem::temp_directory_path() / "ingot_cpu_compiler_dump_test";
+  std::filesystem::remove_all(dir);
+  compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}},
+              {{{4, 8}, DType::kF32}, {{8}, DType::kF32}}, {.dump_dir = dir.string()});
+  EXPECT_TRUE(std::filesystem::exists(dir / "00-input.mlir"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "02-fuse.mlir"));
+  const size_t n = default_cpu_pipeline().size();
+  EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("{:02}-llvm.ll", n + 1)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CpuCompiler, ErrorsCarryMlirDiagnostics) {
+  testing::expect_error([] { compile_cpu("func.func @main( {", "main", {}, {}); },
+                        ErrorCode::kInvalidArgument, {"MLIR parsing failed"});
+  testing::expect_error(
+      [] { run_pipeline(kAddBias, {{"bogus", "no-such-pass"}}); }, ErrorCode::kInvalidArgument,
+      {"bad pass pipeline for stage 'bogus'"});
+  auto kernel = compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}},
+                            {{{4, 8}, DType::kF32}, {{8}, DType::kF32}});
+  std::vector<Array> in = {Array::zeros({4, 8}, DType::kF32), Array::zeros({9}, DType::kF32)};
+  std::vector<Array> out = {Array::zeros({4, 8}, DType::kF32), Array::zeros({8}, DType::kF32)};
+  testing::expect_error([&] { kernel->run(in, out); }, ErrorCode::kShapeMismatch,
+                        {"input 1", "(9,)", "(8,)"});
+}
+
+}  // namespace
+}  // namespace ingot::codegen
