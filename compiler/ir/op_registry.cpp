@@ -15,6 +15,10 @@ const OpRegistry& OpRegistry::builtin() {
     register_indexing_ops(r);
     register_random_ops(r);
     register_control_ops(r);
+    register_elementwise_lowerings(r);
+    register_structural_lowerings(r);
+    register_window_lowerings(r);
+    register_indexing_lowerings(r);
     return r;
   }();
   return registry;
@@ -38,6 +42,14 @@ const OpDef& OpRegistry::get(const std::string& name) const {
   if (const OpDef* def = find(name)) return *def;
   throw Error(ErrorCode::kNotFound, fmt::format("unknown op '{}'", name),
               "run `ingot ops` for the list of ops, or see docs/ir.md");
+}
+
+void OpRegistry::set_lowering(const std::string& name, LowerRule rule) {
+  auto it = ops_.find(name);
+  if (it == ops_.end()) {
+    throw Error(ErrorCode::kNotFound, fmt::format("set_lowering: unknown op '{}'", name));
+  }
+  it->second.lower = std::move(rule);
 }
 
 std::vector<std::string> OpRegistry::names() const {

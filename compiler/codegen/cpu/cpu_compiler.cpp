@@ -39,13 +39,13 @@ std::vector<PipelineStage> default_cpu_pipeline() {
       {"bufferize",
        "one-shot-bufferize{bufferize-function-boundaries "
        "function-boundary-type-conversion=identity-layout-map},"
-       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+       "buffer-results-to-out-params{modify-public-functions},"
        "canonicalize"},
       {"deallocate", "buffer-deallocation-pipeline"},
       {"loops", "convert-linalg-to-affine-loops,canonicalize"},
       {"vectorize", "func.func(affine-super-vectorize{virtual-vector-size=8}),canonicalize"},
       {"lower-to-llvm",
-       "lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
+       "convert-vector-to-scf,lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
        "convert-to-llvm,reconcile-unrealized-casts"},
   };
@@ -259,6 +259,8 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
       mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm->get());
   engine_options.jitCodeGenOptLevel = options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
                                                              : llvm::CodeGenOptLevel::Default;
+  std::vector<llvm::StringRef> libs(options.runtime_libraries.begin(), options.runtime_libraries.end());
+  engine_options.sharedLibPaths = libs;
   auto engine = mlir::ExecutionEngine::create(*module, engine_options);
   if (!engine) fail("JIT compilation", llvm::toString(engine.takeError()) + diags.text(), options.dump_dir);
   auto fn = (*engine)->lookupPacked("_mlir_ciface_" + entry);

@@ -32,6 +32,9 @@ struct CpuCompileOptions {
   std::string dump_dir;
   /// LLVM optimisation level (0-3) of the JIT.
   int opt_level = 3;
+  /// Shared libraries the JIT resolves runtime symbols from (MLIR's C runner utilities provide
+  /// `memrefCopy` for strided copies). Default: Debian's llvm-22 copy.
+  std::vector<std::string> runtime_libraries = {"/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"};
 };
 
 /// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs

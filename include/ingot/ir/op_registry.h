@@ -14,7 +14,15 @@
 #include "ingot/runtime/array.h"
 #include "ingot/trace/tensor.h"
 
+namespace ingot::lower {
+class LoweringContext;
+}
+
 namespace ingot::ir {
+
+/// Lowering rule: appends the MLIR for `node` to the context and binds its results' SSA names
+/// (compiler/lower; see include/ingot/lower/lowering.h).
+using LowerRule = std::function<void(lower::LoweringContext& ctx, const Node& node)>;
 
 /// Shape/dtype rule and verifier: given operand types and attributes, returns the result types,
 /// or throws ingot::Error naming the op, the offending attribute or operand, and the values
@@ -56,6 +64,9 @@ struct OpDef {
   /// this op with a floating-point cotangent is ingot::Error(kUnimplemented) "no VJP rule for
   /// 'op'". Ops whose gradient is zero (floor, sign, ...) register a rule returning nullopts.
   VjpRule vjp;
+  /// MLIR lowering (compiler/lower). Empty means "no lowering": compiling a graph with this op is
+  /// ingot::Error(kUnimplemented) "no lowering for op 'op'".
+  LowerRule lower;
 };
 
 /// A set of op definitions keyed by name.
@@ -71,6 +82,9 @@ class OpRegistry {
   const OpDef* find(const std::string& name) const;
   /// Names of all ops, sorted.
   std::vector<std::string> names() const;
+  /// Sets the lowering rule of op `name` (the lowering files of compiler/ops attach their rules
+  /// while the registry is being built). Throws ingot::Error(kNotFound) for an unknown op.
+  void set_lowering(const std::string& name, LowerRule rule);
 
  private:
   std::map<std::string, OpDef> ops_;
@@ -86,5 +100,11 @@ void register_linalg_ops(OpRegistry& registry);       // dot_general, convolutio
 void register_indexing_ops(OpRegistry& registry);     // gather, scatter
 void register_random_ops(OpRegistry& registry);       // rng_bit_generator
 void register_control_ops(OpRegistry& registry);      // optimization_barrier
+/// Lowering rules to MLIR, one file per family (compiler/ops/<family>_lower.cpp).
+void register_elementwise_lowerings(OpRegistry& registry);
+void register_structural_lowerings(OpRegistry& registry);  // shape, reduction, linalg, control
+void register_window_lowerings(OpRegistry& registry);  // pad, argmax/argmin, reduce_window,
+                                                       // select_and_scatter, convolution
+void register_indexing_lowerings(OpRegistry& registry);  // gather, scatter, rng_bit_generator
 
 }  // namespace ingot::ir

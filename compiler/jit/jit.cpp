@@ -1,0 +1,92 @@
+#include "ingot/jit/jit.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "ingot/lower/lowering.h"
+
+namespace ingot {
+
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
+                                                const codegen::CpuCompileOptions& options) {
+  const lower::LoweredModule lowered = lower::lower_graph(graph, "main");
+  std::vector<std::pair<Shape, DType>> params, results;
+  for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);
+  for (const ir::TensorType& t : lowered.results) results.emplace_back(t.shape, t.dtype);
+  std::shared_ptr<const codegen::CpuKernel> kernel =
+      codegen::compile_cpu(lowered.text, "main", params, results, options);
+
+  // Slots: inputs, then the kernel's results.
+  std::vector<std::pair<Shape, DType>> slots = params;
+  slots.insert(slots.end(), results.begin(), results.end());
+  Thunk thunk;
+  thunk.name = "jit:" + graph.name();
+  for (size_t i = 0; i < params.size(); ++i) thunk.input_slots.push_back(i);
+  for (size_t i = 0; i < results.size(); ++i) thunk.output_slots.push_back(params.size() + i);
+  thunk.run = [kernel](std::span<const Array> in, std::span<Array> out) { kernel->run(in, out); };
+  std::vector<size_t> outputs;
+  for (size_t r : lowered.result_of_output) outputs.push_back(params.size() + r);
+  return std::make_shared<const Executable>(std::move(slots), params.size(),
+                                            std::vector<Thunk>{std::move(thunk)}, std::move(outputs));
+}
+
+struct Jitted::State {
+  TraceFn fn;
+  JitOptions options;
+  mutable std::mutex mutex;
+  std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
+  double seconds = 0;
+};
+
+Jitted::Jitted(TraceFn fn, JitOptions options) : state_(std::make_shared<State>()) {
+  state_->fn = std::move(fn);
+  state_->options = std::move(options);
+}
+
+std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
+  std::vector<std::pair<Shape, DType>> signature;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("jit: argument {} is an invalid Array", i));
+    }
+    signature.emplace_back(args[i].shape(), args[i].dtype());
+  }
+  std::shared_ptr<const Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->cache.find(signature);
+    if (it != state_->cache.end()) {
+      exe = it->second;
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<ir::TensorType> types;
+      for (const auto& [shape, dtype] : signature) types.push_back({shape, dtype});
+      ir::Graph graph = trace(state_->fn, types, state_->options.name);
+      codegen::CpuCompileOptions copts = state_->options.compile;
+      if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
+        copts.dump_dir = fmt::format("{}/{}-{}", dir, state_->options.name, state_->cache.size());
+      }
+      exe = compile_graph(graph, copts);
+      state_->cache.emplace(signature, exe);
+      state_->seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  }
+  return exe->run(args);
+}
+
+int64_t Jitted::compile_count() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return static_cast<int64_t>(state_->cache.size());
+}
+
+double Jitted::compile_seconds() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->seconds;
+}
+
+Jitted jit(TraceFn fn, JitOptions options) { return Jitted(std::move(fn), std::move(options)); }
+
+}  // namespace ingot

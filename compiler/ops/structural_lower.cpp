@@ -1,0 +1,254 @@
+// MLIR lowering rules of the data-movement, reduction and contraction ops (semantics in
+// docs/ir.md). f16/bf16 reductions and contractions accumulate in f32 and round once at the end,
+// as the interpreter does.
+#include <fmt/format.h>
+
+#include <numeric>
+
+#include "ingot/ir/op_registry.h"
+#include "ingot/lower/lowering.h"
+
+namespace ingot::ir {
+
+namespace {
+
+using lower::BodyBuilder;
+using lower::GenericInput;
+using lower::LoweringContext;
+using Args = std::vector<std::string>;
+
+TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
+  return ctx.graph().type(node.outputs.at(i));
+}
+TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) {
+  return ctx.graph().type(node.inputs.at(i));
+}
+std::string ty(const TensorType& t) { return LoweringContext::type(t); }
+std::string el(DType d) { return LoweringContext::element(d); }
+bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
+
+std::string reshape_value(LoweringContext& ctx, const std::string& x, const TensorType& in,
+                          const Shape& to) {
+  const TensorType out{to, in.dtype};
+  if (in.shape == to) return x;
+  std::string v = x;
+  TensorType cur = in;
+  if (in.rank() > 1 || (in.rank() == 1 && to.empty())) {
+    std::vector<std::string> all;
+    for (int64_t i = 0; i < in.rank(); ++i) all.push_back(std::to_string(i));
+    cur = TensorType{to.empty() ? Shape{} : Shape{num_elements(in.shape)}, in.dtype};
+    v = ctx.let(fmt::format("tensor.collapse_shape {} [{}] : {} into {}", v,
+                            to.empty() ? "" : fmt::format("[{}]", fmt::join(all, ", ")), ty(in), ty(cur)),
+                "r");
+  }
+  if (cur.shape == to) return v;
+  std::vector<std::string> all;
+  for (size_t i = 0; i < to.size(); ++i) all.push_back(std::to_string(i));
+  return ctx.let(fmt::format("tensor.expand_shape {} [{}] output_shape [{}] : {} into {}", v,
+                             cur.rank() == 0 ? "" : fmt::format("[{}]", fmt::join(all, ", ")),
+                             fmt::join(to, ", "), ty(cur), ty(out)),
+                 "r");
+}
+
+/// Broadcasts a rank-0 tensor `scalar` to `t`.
+std::string splat(LoweringContext& ctx, const std::string& scalar, const TensorType& t,
+                  DType scalar_dtype) {
+  std::vector<std::string> iters(static_cast<size_t>(t.rank()), "parallel");
+  return ctx.generic(t.rank(), iters, {{scalar, {{}, scalar_dtype}, {}}}, t,
+                     LoweringContext::identity(t.rank()), "",
+                     [&](BodyBuilder& b, const Args& a) {
+                       if (scalar_dtype == t.dtype) return a[0];
+                       return b.let(fmt::format("arith.extf {} : {} to {}", a[0], el(scalar_dtype), el(t.dtype)));
+                     });
+}
+
+/// Rounds an f32 accumulator tensor to the half dtype `d`.
+std::string round_to(LoweringContext& ctx, const std::string& acc, const TensorType& out) {
+  const TensorType acc_t{out.shape, DType::kF32};
+  return ctx.map({acc}, {acc_t}, out, [&](BodyBuilder& b, const Args& a) {
+    return b.let(fmt::format("arith.truncf {} : f32 to {}", a[0], el(out.dtype)));
+  });
+}
+
+std::string combine(BodyBuilder& b, const std::string& computation, DType d, const std::string& x,
+                    const std::string& acc) {
+  const std::string t = el(d);
+  if (is_floating(d)) {
+    const char* op = computation == "add" ? "arith.addf" : computation == "mul" ? "arith.mulf"
+                     : computation == "max" ? "arith.maximumf" : "arith.minimumf";
+    return b.let(fmt::format("{} {}, {} : {}", op, x, acc, t));
+  }
+  if (is_bool(d)) {
+    const bool is_or = computation == "add" || computation == "max" || computation == "or";
+    return b.let(fmt::format("arith.{} {}, {} : i1", is_or ? "ori" : "andi", x, acc));
+  }
+  const bool s = is_signed_integer(d);
+  if (computation == "add") return b.let(fmt::format("arith.addi {}, {} : {}", x, acc, t));
+  if (computation == "mul") return b.let(fmt::format("arith.muli {}, {} : {}", x, acc, t));
+  if (computation == "max") return b.let(fmt::format("arith.max{}i {}, {} : {}", s ? "s" : "u", x, acc, t));
+  if (computation == "min") return b.let(fmt::format("arith.min{}i {}, {} : {}", s ? "s" : "u", x, acc, t));
+  if (computation == "and") return b.let(fmt::format("arith.andi {}, {} : {}", x, acc, t));
+  return b.let(fmt::format("arith.ori {}, {} : {}", x, acc, t));
+}
+
+void lower_reduce(LoweringContext& ctx, const Node& node) {
+  const TensorType x = in_type(ctx, node, 0);
+  const TensorType out = out_type(ctx, node);
+  const std::vector<int64_t>& dims = node.attrs.get_ints("dimensions");
+  const std::string computation = node.attrs.get_string("computation");
+  const DType acc_dtype = is_half(out.dtype) ? DType::kF32 : out.dtype;
+  const TensorType acc{out.shape, acc_dtype};
+  const std::string init = splat(ctx, ctx.operand(node, 1), acc, out.dtype);
+  std::vector<std::string> iters, out_map;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    iters.push_back(reduced ? "reduction" : "parallel");
+    if (!reduced) out_map.push_back(fmt::format("d{}", d));
+  }
+  std::string r = ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, LoweringContext::identity(x.rank())}},
+                              acc, out_map, init, [&](BodyBuilder& b, const Args& a) {
+                                std::string v = a[0];
+                                if (acc_dtype != x.dtype) v = b.let(fmt::format("arith.extf {} : {} to f32", v, el(x.dtype)));
+                                return combine(b, computation, acc_dtype, v, a[1]);
+                              });
+  if (acc_dtype != out.dtype) r = round_to(ctx, r, out);
+  ctx.bind(node.outputs[0], r);
+}
+
+void lower_dot_general(LoweringContext& ctx, const Node& node) {
+  const TensorType lhs = in_type(ctx, node, 0), rhs = in_type(ctx, node, 1);
+  const TensorType out = out_type(ctx, node);
+  const std::vector<int64_t> lb = node.attrs.get_ints_or("lhs_batching_dimensions", {});
+  const std::vector<int64_t> rb = node.attrs.get_ints_or("rhs_batching_dimensions", {});
+  const std::vector<int64_t> lc = node.attrs.get_ints_or("lhs_contracting_dimensions", {});
+  const std::vector<int64_t> rc = node.attrs.get_ints_or("rhs_contracting_dimensions", {});
+  auto free_dims = [](int64_t rank, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < rank; ++d) {
+      if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) f.push_back(d);
+    }
+    return f;
+  };
+  const std::vector<int64_t> lf = free_dims(lhs.rank(), lb, lc), rf = free_dims(rhs.rank(), rb, rc);
+  const int64_t nb = static_cast<int64_t>(lb.size()), nlf = static_cast<int64_t>(lf.size());
+  const int64_t nrf = static_cast<int64_t>(rf.size()), nc = static_cast<int64_t>(lc.size());
+  const int64_t loops = nb + nlf + nrf + nc;
+  std::vector<std::string> lmap(static_cast<size_t>(lhs.rank())), rmap(static_cast<size_t>(rhs.rank()));
+  for (int64_t i = 0; i < nb; ++i) {
+    lmap[lb[i]] = fmt::format("d{}", i);
+    rmap[rb[i]] = fmt::format("d{}", i);
+  }
+  for (int64_t i = 0; i < nlf; ++i) lmap[lf[i]] = fmt::format("d{}", nb + i);
+  for (int64_t i = 0; i < nrf; ++i) rmap[rf[i]] = fmt::format("d{}", nb + nlf + i);
+  for (int64_t i = 0; i < nc; ++i) {
+    lmap[lc[i]] = fmt::format("d{}", nb + nlf + nrf + i);
+    rmap[rc[i]] = fmt::format("d{}", nb + nlf + nrf + i);
+  }
+  std::vector<std::string> iters;
+  for (int64_t i = 0; i < loops; ++i) iters.push_back(i < nb + nlf + nrf ? "parallel" : "reduction");
+  const DType acc_dtype = is_half(out.dtype) ? DType::kF32 : out.dtype;
+  const TensorType acc{out.shape, acc_dtype};
+  const std::string init = ctx.fill(acc, 0);
+  std::string r = ctx.generic(
+      loops, iters, {{ctx.operand(node, 0), lhs, lmap}, {ctx.operand(node, 1), rhs, rmap}}, acc,
+      LoweringContext::identity(nb + nlf + nrf), init, [&](BodyBuilder& b, const Args& a) {
+        std::string x = a[0], y = a[1];
+        if (acc_dtype != lhs.dtype) {
+          x = b.let(fmt::format("arith.extf {} : {} to f32", x, el(lhs.dtype)));
+          y = b.let(fmt::format("arith.extf {} : {} to f32", y, el(rhs.dtype)));
+        }
+        const std::string t = el(acc_dtype);
+        if (is_floating(acc_dtype)) {
+          return b.let(fmt::format("arith.addf {}, {} : {}", a[2], b.let(fmt::format("arith.mulf {}, {} : {}", x, y, t)), t));
+        }
+        if (is_bool(acc_dtype)) {
+          return b.let(fmt::format("arith.ori {}, {} : i1", a[2], b.let(fmt::format("arith.andi {}, {} : i1", x, y))));
+        }
+        return b.let(fmt::format("arith.addi {}, {} : {}", a[2], b.let(fmt::format("arith.muli {}, {} : {}", x, y, t)), t));
+      });
+  if (acc_dtype != out.dtype) r = round_to(ctx, r, out);
+  ctx.bind(node.outputs[0], r);
+}
+
+void lower_broadcast(LoweringContext& ctx, const Node& node) {
+  const TensorType x = in_type(ctx, node, 0), out = out_type(ctx, node);
+  const std::vector<int64_t>& dims = node.attrs.get_ints("broadcast_dimensions");
+  std::vector<std::string> map;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    map.push_back(x.shape[i] == 1 && out.shape[dims[i]] != 1 ? "0" : fmt::format("d{}", dims[i]));
+  }
+  std::vector<std::string> iters(static_cast<size_t>(out.rank()), "parallel");
+  ctx.bind(node.outputs[0], ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out,
+                                        LoweringContext::identity(out.rank()), "",
+                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+}
+
+void lower_transpose(LoweringContext& ctx, const Node& node) {
+  const TensorType x = in_type(ctx, node, 0), out = out_type(ctx, node);
+  const std::vector<int64_t>& perm = node.attrs.get_ints("permutation");
+  std::vector<std::string> map(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) map[perm[i]] = fmt::format("d{}", i);
+  std::vector<std::string> iters(static_cast<size_t>(out.rank()), "parallel");
+  ctx.bind(node.outputs[0], ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out,
+                                        LoweringContext::identity(out.rank()), "",
+                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+}
+
+void lower_reverse(LoweringContext& ctx, const Node& node) {
+  const TensorType x = in_type(ctx, node, 0);
+  const std::vector<int64_t>& dims = node.attrs.get_ints("dimensions");
+  std::vector<std::string> map = LoweringContext::identity(x.rank());
+  for (int64_t d : dims) map[d] = fmt::format("-d{} + {}", d, x.shape[d] - 1);
+  std::vector<std::string> iters(static_cast<size_t>(x.rank()), "parallel");
+  ctx.bind(node.outputs[0], ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, map}}, x,
+                                        LoweringContext::identity(x.rank()), "",
+                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+}
+
+void lower_slice(LoweringContext& ctx, const Node& node) {
+  const TensorType x = in_type(ctx, node, 0), out = out_type(ctx, node);
+  if (x.rank() == 0) return ctx.bind(node.outputs[0], ctx.operand(node, 0));
+  ctx.bind(node.outputs[0],
+           ctx.let(fmt::format("tensor.extract_slice {}[{}] [{}] [{}] : {} to {}", ctx.operand(node, 0),
+                               fmt::join(node.attrs.get_ints("start_indices"), ", "), fmt::join(out.shape, ", "),
+                               fmt::join(node.attrs.get_ints("strides"), ", "), ty(x), ty(out)),
+                   "s"));
+}
+
+void lower_concatenate(LoweringContext& ctx, const Node& node) {
+  const TensorType out = out_type(ctx, node);
+  const int64_t dim = node.attrs.get_int("dimension");
+  std::string acc = ctx.empty(out);
+  int64_t offset = 0;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const TensorType t = in_type(ctx, node, i);
+    std::vector<int64_t> offsets(static_cast<size_t>(out.rank()), 0);
+    offsets[dim] = offset;
+    std::vector<int64_t> ones(static_cast<size_t>(out.rank()), 1);
+    acc = ctx.let(fmt::format("tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", ctx.operand(node, i), acc,
+                              fmt::join(offsets, ", "), fmt::join(t.shape, ", "), fmt::join(ones, ", "), ty(t), ty(out)),
+                  "cat");
+    offset += t.shape[dim];
+  }
+  ctx.bind(node.outputs[0], acc);
+}
+
+}  // namespace
+
+void register_structural_lowerings(OpRegistry& r) {
+  r.set_lowering("reshape", [](LoweringContext& ctx, const Node& node) {
+    ctx.bind(node.outputs[0], reshape_value(ctx, ctx.operand(node, 0), in_type(ctx, node, 0), out_type(ctx, node).shape));
+  });
+  r.set_lowering("broadcast_in_dim", lower_broadcast);
+  r.set_lowering("transpose", lower_transpose);
+  r.set_lowering("reverse", lower_reverse);
+  r.set_lowering("slice", lower_slice);
+  r.set_lowering("concatenate", lower_concatenate);
+  r.set_lowering("reduce", lower_reduce);
+  r.set_lowering("dot_general", lower_dot_general);
+  r.set_lowering("optimization_barrier", [](LoweringContext& ctx, const Node& node) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) ctx.bind(node.outputs[i], ctx.operand(node, i));
+  });
+}
+
+}  // namespace ingot::ir

@@ -1,0 +1,55 @@
+// jit: trace + lower + compile a function once per input signature and cache the executable
+// (jax.jit's contract on the CPU back end).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ingot/codegen/cpu_compiler.h"
+#include "ingot/ir/graph.h"
+#include "ingot/runtime/executable.h"
+#include "ingot/trace/tensor.h"
+
+namespace ingot {
+
+/// Compiles `graph` for the host CPU into an Executable with one JIT-compiled thunk
+/// ("jit:<graph name>"); repeated outputs share one buffer. Throws what lowering and the
+/// back end throw (kUnimplemented "no lowering for op 'X'", MLIR diagnostics as kInvalidArgument).
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
+                                                const codegen::CpuCompileOptions& options = {});
+
+/// Options of jit().
+struct JitOptions {
+  /// Name of the traced graph (appears in dumps and thunk names).
+  std::string name = "jit";
+  /// Back-end options. When `compile.dump_dir` is empty and the environment variable
+  /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<n> (the one documented debug
+  /// switch; see docs/compiler.md).
+  codegen::CpuCompileOptions compile;
+};
+
+/// The callable returned by jit(). Thread-safe.
+class Jitted {
+ public:
+  Jitted(TraceFn fn, JitOptions options);
+  /// Traces and compiles on the first call with a new signature (shapes and dtypes of `args`),
+  /// then runs the cached executable. Throws what tracing and compilation throw.
+  std::vector<Array> operator()(const std::vector<Array>& args) const;
+  /// Number of distinct signatures compiled so far.
+  int64_t compile_count() const;
+  /// Total seconds spent tracing and compiling.
+  double compile_seconds() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// jax.jit: returns a callable that traces `fn` and compiles it for the CPU once per input
+/// signature, caching the executables.
+Jitted jit(TraceFn fn, JitOptions options = {});
+
+}  // namespace ingot

@@ -1,0 +1,122 @@
+// Lowering of the graph IR to MLIR (func + linalg + tensor + arith + math), as text.
+//
+// Each op's registry entry has a LowerRule that appends MLIR for one node through a
+// LoweringContext. The module is emitted as text so that only the back end (codegen/cpu) needs the
+// heavy MLIR headers, and so that every stage can be dumped and replayed with mlir-opt-22.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ingot/ir/graph.h"
+
+namespace ingot::lower {
+
+/// Builds the region body of a linalg.generic: SSA names and lines of scalar code.
+class BodyBuilder {
+ public:
+  explicit BodyBuilder(int64_t* counter) : counter_(counter) {}
+  /// A fresh SSA name "%b<N>".
+  std::string fresh();
+  /// Appends one line (without indentation).
+  void emit(const std::string& line) { lines_.push_back(line); }
+  /// Emits `%n = <rhs>` with a fresh name and returns the name.
+  std::string let(const std::string& rhs);
+  /// A scalar constant of `dtype` ("arith.constant 1.0 : f32"; bools as i1).
+  std::string constant(double value, DType dtype);
+  /// The `linalg.index` of loop dimension `d`, as an index value.
+  std::string index(int64_t d);
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  int64_t* counter_;
+  std::vector<std::string> lines_;
+};
+
+/// One input of a linalg.generic: SSA name, tensor type and its affine-map results (one
+/// expression per operand dimension over the loop dims d0, d1, ...).
+struct GenericInput {
+  std::string value;
+  ir::TensorType type;
+  std::vector<std::string> map;
+};
+
+/// State of lowering one graph: SSA names of values and the function body being written.
+class LoweringContext {
+ public:
+  explicit LoweringContext(const ir::Graph& graph) : graph_(graph) {}
+  const ir::Graph& graph() const { return graph_; }
+
+  /// SSA name of value `v` (bound when its producer was lowered).
+  const std::string& value(ir::ValueId v) const;
+  /// SSA name of operand `i` of `node`.
+  const std::string& operand(const ir::Node& node, size_t i) const { return value(node.inputs.at(i)); }
+  void bind(ir::ValueId v, std::string ssa);
+  /// A fresh SSA name "%<hint><N>".
+  std::string fresh(const std::string& hint = "t");
+  /// Appends one line of the function body (indented by the context).
+  void emit(const std::string& line);
+  /// Emits `%n = <rhs>` with a fresh name and returns it.
+  std::string let(const std::string& rhs, const std::string& hint = "t");
+
+  /// "tensor<2x3xf32>", "tensor<f32>" for a scalar; bool tensors are tensor<...xi8> (one byte per
+  /// element, as ingot::Array stores them; i1 vectors would be bit-packed in memory).
+  static std::string type(const ir::TensorType& t);
+  /// Storage element type in tensors: element(d), except i8 for bool.
+  static std::string storage(DType d);
+  /// MLIR element type: f32, f64, f16, bf16, i1 (bool), i8/i32/i64 (signed and unsigned: MLIR
+  /// integers are signless; ops choose the signedness).
+  static std::string element(DType d);
+  /// "affine_map<(d0, d1) -> (d1)>" for `rank` loop dims and the result expressions.
+  static std::string affine_map(int64_t loop_rank, const std::vector<std::string>& exprs);
+  /// The identity expressions d0..d{rank-1}.
+  static std::vector<std::string> identity(int64_t rank);
+
+  /// `tensor.empty() : type`; returns its name.
+  std::string empty(const ir::TensorType& t);
+  /// A tensor of type `t` filled with the scalar SSA value `scalar` (linalg.fill).
+  std::string fill(const ir::TensorType& t, double value);
+  /// Emits a linalg.generic with `loop_rank` loops (block arguments of bool operands are i1,
+  /// converted from their i8 storage) of `iterators` ("parallel"/"reduction"),
+  /// inputs `ins`, and one output of type `out` (initialised from `init`, or tensor.empty when
+  /// `init` is empty) mapped by `out_map`. `body` receives the block arguments (inputs..., then
+  /// the output's current value) and returns the SSA name to yield. Returns the result name.
+  std::string generic(int64_t loop_rank, const std::vector<std::string>& iterators,
+                      const std::vector<GenericInput>& ins, const ir::TensorType& out,
+                      const std::vector<std::string>& out_map, const std::string& init,
+                      const std::function<std::string(BodyBuilder&, const std::vector<std::string>&)>& body);
+  /// An elementwise map over operands of identical shape (all parallel, identity maps).
+  std::string map(const std::vector<std::string>& operands, const std::vector<ir::TensorType>& types,
+                  const ir::TensorType& out,
+                  const std::function<std::string(BodyBuilder&, const std::vector<std::string>&)>& body);
+
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  const ir::Graph& graph_;
+  std::vector<std::string> names_ = std::vector<std::string>(static_cast<size_t>(graph_.num_values()));
+  std::vector<std::string> lines_;
+  int64_t counter_ = 0;
+};
+
+/// A graph lowered to MLIR text.
+struct LoweredModule {
+  std::string text;                   ///< the module
+  std::vector<ir::TensorType> params;  ///< the function's arguments (the graph's parameters)
+  /// The function's results: the graph's outputs with repeats removed (a value returned twice
+  /// would make two out-params alias one buffer).
+  std::vector<ir::TensorType> results;
+  /// For each graph output, the index of the function result holding it.
+  std::vector<size_t> result_of_output;
+};
+
+/// Lowers `graph` to an MLIR module holding `func.func @<entry>(parameters) -> (results)` over
+/// tensors, with llvm.emit_c_interface. Throws ingot::Error(kUnimplemented) "no lowering for op
+/// 'X'" naming the op when one has no lowering rule.
+LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry = "main");
+
+/// lower_graph(graph, entry).text.
+std::string lower_to_mlir(const ir::Graph& graph, const std::string& entry = "main");
+
+}  // namespace ingot::lower

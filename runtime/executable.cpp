@@ -1,0 +1,66 @@
+#include "ingot/runtime/executable.h"
+
+#include <fmt/format.h>
+
+namespace ingot {
+
+Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
+                       std::vector<Thunk> thunks, std::vector<size_t> outputs)
+    : slot_types_(std::move(slot_types)), num_inputs_(num_inputs), thunks_(std::move(thunks)),
+      outputs_(std::move(outputs)) {
+  auto check_slot = [&](size_t s, const std::string& what) {
+    if (s >= slot_types_.size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: {} uses slot {} but there are {} slots", what, s,
+                              slot_types_.size()));
+    }
+  };
+  for (const Thunk& t : thunks_) {
+    for (size_t s : t.input_slots) check_slot(s, "thunk '" + t.name + "'");
+    for (size_t s : t.output_slots) check_slot(s, "thunk '" + t.name + "'");
+  }
+  for (size_t s : outputs_) check_slot(s, "the output list");
+}
+
+std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device) const {
+  if (inputs.size() != num_inputs_) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Executable::run: {} arguments given, the executable takes {}",
+                            inputs.size(), num_inputs_));
+  }
+  std::vector<Array> slots(slot_types_.size());
+  for (size_t i = 0; i < num_inputs_; ++i) {
+    const auto& [shape, dtype] = slot_types_[i];
+    if (!inputs[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable::run: argument {} is an invalid Array", i));
+    }
+    if (inputs[i].dtype() != dtype) {
+      throw Error(ErrorCode::kDTypeMismatch,
+                  fmt::format("Executable::run: argument {} has dtype {}, expected {}", i,
+                              dtype_name(inputs[i].dtype()), dtype_name(dtype)),
+                  "convert the argument, or call with arguments of the compiled signature");
+    }
+    if (inputs[i].shape() != shape) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("Executable::run: argument {} has shape {}, expected {}", i,
+                              shape_to_string(inputs[i].shape()), shape_to_string(shape)),
+                  "call with arguments of the compiled signature (jit recompiles per signature)");
+    }
+    slots[i] = inputs[i];
+  }
+  for (const Thunk& t : thunks_) {
+    std::vector<Array> in, out;
+    for (size_t s : t.input_slots) in.push_back(slots[s]);
+    for (size_t s : t.output_slots) {
+      if (!slots[s].valid()) slots[s] = Array::empty(slot_types_[s].first, slot_types_[s].second, device);
+      out.push_back(slots[s]);
+    }
+    t.run(in, out);
+  }
+  std::vector<Array> result;
+  for (size_t s : outputs_) result.push_back(slots[s]);
+  return result;
+}
+
+}  // namespace ingot
