@@ -15,11 +15,44 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
                               slot_types_.size()));
     }
   };
-  for (const Thunk& t : thunks_) {
-    for (size_t s : t.input_slots) check_slot(s, "thunk '" + t.name + "'");
-    for (size_t s : t.output_slots) check_slot(s, "thunk '" + t.name + "'");
+  if (num_inputs_ > slot_types_.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Executable: {} inputs but only {} slots", num_inputs_, slot_types_.size()),
+                "the first num_inputs slots are the inputs; list their types in slot_types");
   }
-  for (size_t s : outputs_) check_slot(s, "the output list");
+  // Static dataflow check: a slot is defined once it is an input or a thunk has written it, so
+  // run() never hands a thunk (or the caller) an unallocated Array, and never writes the caller's
+  // input buffers (there is no donation).
+  std::vector<bool> defined(slot_types_.size(), false);
+  for (size_t i = 0; i < num_inputs_; ++i) defined[i] = true;
+  for (const Thunk& t : thunks_) {
+    for (size_t s : t.input_slots) {
+      check_slot(s, "thunk '" + t.name + "'");
+      if (!defined[s]) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("Executable: thunk '{}' reads slot {} before any thunk writes it",
+                                t.name, s),
+                    "order the thunks so that each slot is written before it is read");
+      }
+    }
+    for (size_t s : t.output_slots) {
+      check_slot(s, "thunk '" + t.name + "'");
+      if (s < num_inputs_) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("Executable: thunk '{}' writes input slot {}", t.name, s),
+                    "inputs are the caller's buffers and are read-only; write a new slot");
+      }
+    }
+    for (size_t s : t.output_slots) defined[s] = true;
+  }
+  for (size_t s : outputs_) {
+    check_slot(s, "the output list");
+    if (!defined[s]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: output slot {} is neither an input nor written by a thunk", s),
+                  "return only slots that a thunk writes or that are inputs");
+    }
+  }
 }
 
 std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device) const {
