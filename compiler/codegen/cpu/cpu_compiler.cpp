@@ -15,6 +15,12 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -22,18 +28,26 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace ingot::codegen {
 
 std::vector<PipelineStage> default_cpu_pipeline() {
   return {
       {"canonicalize", "canonicalize,cse"},
-      {"fuse", "func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
+      // Upstream elementwise fusion (single-use producers), then ingot's pass that also fuses cheap
+      // producers with several uses into each same-shaped elementwise consumer (bias-add +
+      // relu's compare + select become one generic), then upstream fusion again for the chains
+      // that opened up.
+      {"fuse",
+       "func.func(linalg-fuse-elementwise-ops),func.func(ingot-fuse-multi-use-elementwise),"
+       "canonicalize,cse,func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
       // f16/bf16 arithmetic computed in f32 and rounded on store, as the interpreter does.
       {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
       {"bufferize",
@@ -53,6 +67,72 @@ std::vector<PipelineStage> default_cpu_pipeline() {
 
 namespace {
 
+/// Largest body (operations, terminator excluded) that multi-use fusion may create: bounds the
+/// code duplicated into each consumer and guarantees the rewrite terminates.
+constexpr int64_t kMaxFusedBodyOps = 48;
+
+int64_t body_size(mlir::linalg::GenericOp op) {
+  return static_cast<int64_t>(op.getBody()->getOperations().size()) - 1;
+}
+
+/// True if `op`'s body is cheap to recompute: arith operations and linalg.index only (no math
+/// dialect transcendentals, which stay computed once).
+bool is_cheap_elementwise(mlir::linalg::GenericOp op) {
+  for (mlir::Operation& inner : op.getBody()->without_terminator()) {
+    if (!mlir::isa<mlir::arith::ArithDialect>(inner.getDialect()) &&
+        !mlir::isa<mlir::linalg::IndexOp>(inner)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Control of ingot's elementwise fusion. Upstream's linalg-fuse-elementwise-ops fuses a producer
+/// only when it has a single use; a dense layer's bias add feeds both the compare and the select
+/// of relu (and the compare's mask also feeds the backward pass), so nothing fused. This also
+/// accepts a producer with several uses when recomputing it is cheap and costs no extra
+/// iterations: the producer's body is cheap (is_cheap_elementwise), the consumer is all-parallel
+/// and reads the producer through a permutation (same iteration space), and the fused body stays
+/// within kMaxFusedBodyOps. The producer is cloned into the consumer and stays for its other
+/// users (MLIR's fuseElementwiseOps semantics); it disappears once every user has fused it.
+bool fuse_multi_use_control(mlir::OpOperand* operand) {
+  auto producer = operand->get().getDefiningOp<mlir::linalg::GenericOp>();
+  if (!producer) return false;
+  if (producer->hasOneUse()) return true;
+  auto consumer = mlir::dyn_cast<mlir::linalg::GenericOp>(operand->getOwner());
+  if (!consumer || consumer.getNumReductionLoops() != 0) return false;
+  if (!consumer.getMatchingIndexingMap(operand).isPermutation()) return false;
+  if (!is_cheap_elementwise(producer)) return false;
+  return body_size(producer) + body_size(consumer) <= kMaxFusedBodyOps;
+}
+
+/// `ingot-fuse-multi-use-elementwise`: MLIR's elementwise fusion patterns with
+/// fuse_multi_use_control (see there), plus linalg.generic canonicalisation (drops the results
+/// and operands that fusion left dead).
+class FuseMultiUseElementwisePass
+    : public mlir::PassWrapper<FuseMultiUseElementwisePass, mlir::OperationPass<mlir::func::FuncOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseMultiUseElementwisePass)
+  llvm::StringRef getArgument() const final { return "ingot-fuse-multi-use-elementwise"; }
+  llvm::StringRef getDescription() const final {
+    return "Fuse cheap elementwise linalg.generic producers with several uses into each "
+           "same-shaped elementwise consumer (ingot)";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+                    mlir::linalg::LinalgDialect, mlir::tensor::TensorDialect>();
+  }
+  void runOnOperation() override {
+    mlir::MLIRContext* ctx = &getContext();
+    mlir::RewritePatternSet patterns(ctx);
+    mlir::linalg::populateElementwiseOpsFusionPatterns(patterns, fuse_multi_use_control);
+    mlir::linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
+    // Not converging within the driver's iteration limit leaves valid IR; like upstream's
+    // fusion pass, that is not an error.
+    (void)mlir::applyPatternsGreedily(getOperation(), std::move(patterns));
+  }
+};
+
 /// Process-wide MLIR/LLVM initialisation: target registration and MLIR's global pass registry
 /// (both are global by MLIR's design); done once, thread-safely.
 void initialise_mlir_once() {
@@ -61,6 +141,7 @@ void initialise_mlir_once() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     mlir::registerAllPasses();
+    mlir::PassRegistration<FuseMultiUseElementwisePass>();
   });
 }
 
