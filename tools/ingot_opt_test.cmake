@@ -1,0 +1,85 @@
+# ctest script (cmake -P) for ingot-opt: runs the tool on testdata/dense_relu.ir and on MLIR it
+# produced, and checks exit codes, output and dump files.
+# Inputs: INGOT_OPT (the binary), INPUT (dense_relu.ir), WORK_DIR (scratch directory).
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# expect_run(NAME RC ARGS a b ... [HAS s ...] [LACKS s ...] [ERR s ...] [GENERICS n] [SAVE file])
+# Runs ingot-opt with ARGS and fails unless the exit code is RC, stdout contains every HAS string
+# and no LACKS string, stderr contains every ERR string, stdout has GENERICS linalg.generic ops.
+function(expect_run name rc)
+  cmake_parse_arguments(E "" "GENERICS;SAVE" "ARGS;HAS;LACKS;ERR" ${ARGN})
+  execute_process(COMMAND "${INGOT_OPT}" ${E_ARGS} RESULT_VARIABLE got OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  set(context "${name}: ingot-opt ${E_ARGS}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  if(NOT got EQUAL rc)
+    message(FATAL_ERROR "exit code ${got}, expected ${rc}. ${context}")
+  endif()
+  foreach(s IN LISTS E_HAS)
+    string(FIND "${out}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stdout lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_LACKS)
+    string(FIND "${out}" "${s}" pos)
+    if(NOT pos EQUAL -1)
+      message(FATAL_ERROR "stdout has '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_ERR)
+    string(FIND "${err}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stderr lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+  if(DEFINED E_GENERICS)
+    string(REGEX MATCHALL "linalg\\.generic" generics "${out}")
+    list(LENGTH generics n)
+    if(NOT n EQUAL E_GENERICS)
+      message(FATAL_ERROR "${n} linalg.generic, expected ${E_GENERICS}. ${context}")
+    endif()
+  endif()
+  if(DEFINED E_SAVE)
+    file(WRITE "${E_SAVE}" "${out}")
+  endif()
+endfunction()
+
+# Graph passes: cse merges the repeated bias add, dce drops the dead exponential.
+expect_run(graph_passes 0 ARGS "${INPUT}" --passes cse,dce
+           HAS "func @dense_relu" "select(%8, %7, %5)" "%9 = select" LACKS "exponential" "%10 =")
+# Lowering prints the tensor-level MLIR: without cse, both bias adds are there.
+expect_run(lower 0 ARGS "${INPUT}" --lower HAS "func.func @main" "tensor<4x2xf32>" "arith.cmpf ole"
+           SAVE "${WORK_DIR}/lowered.mlir")
+# Through `fuse`: the matmul, and one generic with the bias add, compare and select.
+expect_run(until_fuse 0 ARGS "${INPUT}" --passes cse,dce --until fuse
+           HAS "arith.addf" "arith.cmpf" "arith.select" GENERICS 2)
+# Named stages with dumps, numbered as the compiler numbers them.
+expect_run(pipeline_dumps 0 ARGS "${INPUT}" --pipeline canonicalize,fuse --dump-dir "${WORK_DIR}/dumps"
+           GENERICS 2)
+foreach(f 00-input.mlir 01-canonicalize.mlir 02-fuse.mlir)
+  if(NOT EXISTS "${WORK_DIR}/dumps/${f}")
+    message(FATAL_ERROR "pipeline_dumps: no ${WORK_DIR}/dumps/${f}")
+  endif()
+endforeach()
+# An arbitrary MLIR pipeline on an MLIR file (mlir-opt's builtin.module wrapper is accepted).
+expect_run(mlir_pipeline 0 ARGS "${WORK_DIR}/lowered.mlir"
+           --mlir-pipeline "builtin.module(func.func(linalg-fuse-elementwise-ops),canonicalize)"
+           HAS "func.func @main" LACKS "tensor.empty() : tensor<4x2xi8>")
+# The whole pipeline ends in the LLVM dialect.
+expect_run(until_llvm 0 ARGS "${INPUT}" --until lower-to-llvm HAS "llvm.func @main" LACKS "linalg.")
+
+# Errors: one line on stderr starting with `ingot-opt: error:`, exit code 1.
+expect_run(missing_file 1 ARGS "${WORK_DIR}/no_such.ir" ERR "ingot-opt: error:" "not a regular file")
+expect_run(unknown_stage 1 ARGS "${INPUT}" --until bogus
+           ERR "ingot-opt: error:" "unknown pipeline stage 'bogus'" "canonicalize, fuse")
+expect_run(bad_mlir_pipeline 1 ARGS "${INPUT}" --mlir-pipeline "no-such-pass"
+           ERR "ingot-opt: error:" "bad pass pipeline")
+expect_run(passes_on_mlir 1 ARGS "${WORK_DIR}/lowered.mlir" --passes cse
+           ERR "ingot-opt: error:" "--passes cse applies to graph IR")
+expect_run(exclusive_options 1 ARGS "${INPUT}" --pipeline fuse --until fuse ERR "ingot-opt: error:")
+file(WRITE "${WORK_DIR}/broken.ir" "func @f(%0: f32[2]) -> (f32[2]) {\n  return %7\n}\n")
+expect_run(parse_error 1 ARGS "${WORK_DIR}/broken.ir" ERR "ingot-opt: error:" "broken.ir" "line 2")
+file(WRITE "${WORK_DIR}/notes.txt" "hello\n")
+expect_run(unknown_extension 1 ARGS "${WORK_DIR}/notes.txt" ERR "unknown extension '.txt'")
