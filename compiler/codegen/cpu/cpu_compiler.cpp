@@ -58,8 +58,12 @@ std::vector<PipelineStage> default_cpu_pipeline() {
       {"deallocate", "buffer-deallocation-pipeline"},
       {"loops", "convert-linalg-to-affine-loops,canonicalize"},
       {"vectorize", "func.func(affine-super-vectorize{virtual-vector-size=8}),canonicalize"},
+      // full-unroll: without it, a transfer that vector-to-scf cannot map to one load (strided or
+      // possibly out of bounds) gets a memref.alloca at the top of its affine.for body (an
+      // allocation scope), which LLVM leaves in the loop: the stack grows every iteration and a
+      // 784-256-128-10 MLP step overflowed the 8 MiB main-thread stack.
       {"lower-to-llvm",
-       "convert-vector-to-scf,lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
+       "convert-vector-to-scf{full-unroll=true},lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
        "convert-to-llvm,reconcile-unrealized-casts"},
   };
