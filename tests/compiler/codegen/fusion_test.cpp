@@ -134,6 +134,9 @@ TEST(Fusion, MlpTrainStepFusesBiasAddAndReluIntoOneGenericPerLayer) {
   // small lowering changes; more means a fusion regressed.
   EXPECT_LE(static_cast<int64_t>(fused.size()), 42);
   EXPECT_LE(nests, 46);
+  // No stack allocation survives into LLVM: vector-to-scf's temporary buffers used to land as
+  // allocas inside loops (stack growth per iteration; a full-size MLP overflowed the stack).
+  EXPECT_EQ(read_text(stage_dump(dir, "lower-to-llvm")).find("llvm.alloca"), std::string::npos);
   if (env == nullptr) std::filesystem::remove_all(dir);
 }
 

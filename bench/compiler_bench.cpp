@@ -1,0 +1,263 @@
+// compiler_bench: the CPU compiler against the reference interpreter on the Fashion-MNIST MLP
+// train step (784-256-128-10, batch 128, f32, value_and_grad + SGD), plus compile time and the
+// host overhead of one tiny Executable call. Prints a Markdown report with ratios measured in
+// the same run (bench/README.md: ratios, never absolute thresholds).
+//
+//   compiler_bench [--quick]    (--quick: fewer repetitions, for a smoke run)
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ingot/autodiff/autodiff.h"
+#include "ingot/codegen/cpu_compiler.h"
+#include "ingot/interp/interpreter.h"
+#include "ingot/jit/jit.h"
+#include "ingot/lower/lowering.h"
+#include "ingot/trace/ops.h"
+
+namespace ingot::bench {
+namespace {
+
+constexpr int64_t kBatch = 128;
+const std::vector<int64_t> kWidths = {784, 256, 128, 10};
+constexpr double kLearningRate = 0.05;
+
+/// Repetition counts (median of `runs` after `warmup` untimed runs).
+struct Plan {
+  int interp_warmup = 1, interp_runs = 5;
+  int step_warmup = 5, step_runs = 50;
+  int compile_runs = 3;
+  int tiny_warmup = 1000, tiny_runs = 20000;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Median wall time of `runs` calls of `fn` after `warmup` untimed calls, in seconds.
+double median_seconds(int warmup, int runs, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t(static_cast<size_t>(runs));
+  for (double& s : t) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    s = seconds_since(start);
+  }
+  std::nth_element(t.begin(), t.begin() + runs / 2, t.end());
+  return t[static_cast<size_t>(runs / 2)];
+}
+
+/// Median seconds per call of `fn`, timed in blocks of `block` calls (tiny calls are shorter
+/// than the clock's resolution is useful for).
+double median_per_call(int warmup, int runs, int block, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  return median_seconds(0, runs / block, [&] {
+           for (int i = 0; i < block; ++i) fn();
+         }) /
+         block;
+}
+
+/// The MLP's cross-entropy loss: arguments w0, b0, w1, b1, w2, b2, x, labels.
+TraceFn mlp_loss() {
+  return [](const std::vector<Tensor>& a) {
+    const size_t layers = kWidths.size() - 1;
+    Tensor h = a[2 * layers];
+    for (size_t l = 0; l < layers; ++l) {
+      h = matmul(h, a[2 * l]) + a[2 * l + 1];
+      if (l + 1 < layers) h = relu(h);
+    }
+    Tensor onehot = one_hot(a[2 * layers + 1], kWidths.back(), DType::kF32);
+    return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(h), {1})))};
+  };
+}
+
+/// One SGD step: returns the updated parameters and the loss.
+TraceFn train_step() {
+  return [](const std::vector<Tensor>& a) {
+    const int64_t params = 2 * static_cast<int64_t>(kWidths.size() - 1);
+    std::vector<int64_t> argnums;
+    for (int64_t i = 0; i < params; ++i) argnums.push_back(i);
+    std::vector<Tensor> vg = value_and_grad(mlp_loss(), argnums)(a);
+    std::vector<Tensor> out;
+    for (int64_t i = 0; i < params; ++i) out.push_back(a[i] - kLearningRate * vg[1 + i]);
+    out.push_back(vg[0]);
+    return out;
+  };
+}
+
+std::vector<ir::TensorType> step_types() {
+  std::vector<ir::TensorType> t;
+  for (size_t l = 0; l + 1 < kWidths.size(); ++l) {
+    t.push_back({{kWidths[l], kWidths[l + 1]}, DType::kF32});
+    t.push_back({{kWidths[l + 1]}, DType::kF32});
+  }
+  t.push_back({{kBatch, kWidths[0]}, DType::kF32});
+  t.push_back({{kBatch}, DType::kI32});
+  return t;
+}
+
+/// Seeded arguments: Glorot-uniform weights, zero biases, pixels in [0, 1), labels in [0, 10).
+std::vector<Array> step_args() {
+  std::mt19937 rng(42);
+  const std::vector<ir::TensorType> types = step_types();
+  const size_t x_index = types.size() - 2;
+  std::vector<Array> args;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const ir::TensorType& t = types[i];
+    Array a = Array::zeros(t.shape, t.dtype);
+    if (t.dtype == DType::kI32) {
+      for (int64_t j = 0; j < a.size(); ++j) a.data<int32_t>()[j] = static_cast<int32_t>(rng() % 10);
+    } else if (t.shape.size() == 2) {
+      const float limit = i == x_index ? 1.0f
+                                       : static_cast<float>(std::sqrt(6.0 / static_cast<double>(t.shape[0] + t.shape[1])));
+      std::uniform_real_distribution<float> u(i == x_index ? 0.0f : -limit, limit);
+      for (int64_t j = 0; j < a.size(); ++j) a.data<float>()[j] = u(rng);
+    }
+    args.push_back(a);
+  }
+  return args;
+}
+
+/// The largest relative difference between two output lists.
+double max_rel_diff(const std::vector<Array>& a, const std::vector<Array>& b) {
+  double worst = 0;
+  for (size_t o = 0; o < a.size(); ++o) {
+    std::vector<double> x = a[o].to_doubles(), y = b[o].to_doubles();
+    for (size_t i = 0; i < x.size(); ++i) {
+      worst = std::max(worst, std::abs(x[i] - y[i]) / std::max({std::abs(x[i]), std::abs(y[i]), 1.0}));
+    }
+  }
+  return worst;
+}
+
+std::string ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
+std::string us(double s) { return fmt::format("{:.2f} us", s * 1e6); }
+
+void report_train_step(const Plan& plan) {
+  const std::vector<Array> args = step_args();
+  auto start = std::chrono::steady_clock::now();
+  const ir::Graph graph = trace(train_step(), step_types(), "mlp_step");
+  const double trace_s = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  const std::string mlir = lower::lower_to_mlir(graph);
+  const double lower_s = seconds_since(start);
+
+  std::shared_ptr<const Executable> exe;
+  const double compile_s = median_seconds(0, plan.compile_runs, [&] { exe = compile_graph(graph); });
+  Jitted jitted = jit(train_step(), {.name = "mlp_step"});
+  start = std::chrono::steady_clock::now();
+  jitted(args);
+  const double first_call_s = seconds_since(start);
+
+  std::vector<Array> compiled_out, interp_out;
+  const double step_s = median_seconds(plan.step_warmup, plan.step_runs, [&] {
+    compiled_out = exe->run(args);
+    benchmark::DoNotOptimize(compiled_out.data());
+  });
+  const double jit_step_s = median_seconds(plan.step_warmup, plan.step_runs, [&] {
+    compiled_out = jitted(args);
+    benchmark::DoNotOptimize(compiled_out.data());
+  });
+  const double interp_s = median_seconds(plan.interp_warmup, plan.interp_runs, [&] {
+    interp_out = interp::interpret(graph, args);
+    benchmark::DoNotOptimize(interp_out.data());
+  });
+  const double gap = max_rel_diff(interp_out, compiled_out);
+
+  fmt::print("## MLP train step ({}, batch {}, f32, value_and_grad + SGD)\n\n",
+             fmt::join(kWidths, "-"), kBatch);
+  fmt::print("Graph: {} nodes after tracing; MLIR module {} KiB.\n\n", graph.num_nodes(),
+             mlir.size() / 1024);
+  fmt::print("| measurement | time |\n|---|---|\n");
+  fmt::print("| trace (value_and_grad included) | {} |\n", ms(trace_s));
+  fmt::print("| lower to MLIR text | {} |\n", ms(lower_s));
+  fmt::print("| compile_graph (pipeline + LLVM -O3 JIT), median of {} | {} |\n", plan.compile_runs, ms(compile_s));
+  fmt::print("| first jit call (trace + compile + run) | {} |\n", ms(first_call_s));
+  fmt::print("| compiled step: Executable::run, median of {} after {} warm-up | {} |\n", plan.step_runs,
+             plan.step_warmup, ms(step_s));
+  fmt::print("| compiled step: jitted call (cache lookup + run) | {} |\n", ms(jit_step_s));
+  fmt::print("| interpreter step, median of {} after {} warm-up | {} |\n\n", plan.interp_runs,
+             plan.interp_warmup, ms(interp_s));
+  fmt::print("| ratio | value |\n|---|---|\n");
+  fmt::print("| interpreter step / compiled step (speed-up) | {:.1f}x |\n", interp_s / step_s);
+  fmt::print("| compile time / compiled step | {:.1f} steps |\n", compile_s / step_s);
+  fmt::print("| break-even: compile time / (interpreter step - compiled step) | {:.2f} steps |\n",
+             compile_s / (interp_s - step_s));
+  fmt::print("| jitted call / Executable::run | {:.3f} |\n", jit_step_s / step_s);
+  fmt::print("| max relative difference compiled vs interpreter (all outputs) | {:.2e} |\n\n", gap);
+}
+
+void report_tiny_call(const Plan& plan) {
+  TraceFn add_fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] + a[1]}; };
+  const std::vector<ir::TensorType> types = {{{1}, DType::kF32}, {{1}, DType::kF32}};
+  const ir::Graph graph = trace(add_fn, types, "tiny_add");
+  std::shared_ptr<const Executable> exe = compile_graph(graph);
+  Jitted jitted = jit(add_fn, {.name = "tiny_add"});
+  const std::vector<Array> args = {Array::full({1}, 1.5, DType::kF32), Array::full({1}, 2.0, DType::kF32)};
+  jitted(args);
+  // The same lowered module compiled straight to a CpuKernel: the call without the Executable.
+  const lower::LoweredModule lowered = lower::lower_graph(graph, "main");
+  auto kernel = codegen::compile_cpu(lowered.text, "main", {{{1}, DType::kF32}, {{1}, DType::kF32}},
+                                     {{{1}, DType::kF32}});
+  std::vector<Array> out = {Array::zeros({1}, DType::kF32)};
+
+  const int block = 100;
+  const double kernel_s = median_per_call(plan.tiny_warmup, plan.tiny_runs, block, [&] {
+    kernel->run(args, out);
+    benchmark::DoNotOptimize(out.data());
+  });
+  std::vector<Array> result;
+  const double exe_s = median_per_call(plan.tiny_warmup, plan.tiny_runs, block, [&] {
+    result = exe->run(args);
+    benchmark::DoNotOptimize(result.data());
+  });
+  const double jit_s = median_per_call(plan.tiny_warmup, plan.tiny_runs, block, [&] {
+    result = jitted(args);
+    benchmark::DoNotOptimize(result.data());
+  });
+  const double interp_s = median_per_call(plan.tiny_warmup, plan.tiny_runs, block, [&] {
+    result = interp::interpret(graph, args);
+    benchmark::DoNotOptimize(result.data());
+  });
+  if (result[0].to_vector<float>()[0] != 3.5f || out[0].to_vector<float>()[0] != 3.5f) {
+    fmt::print("ERROR: the tiny add computed {} / {}, not 3.5\n", result[0].to_string(), out[0].to_string());
+  }
+  fmt::print("## Host overhead of one call on tiny inputs (a (1,)-element f32 add)\n\n");
+  fmt::print("Median per call over {} calls (blocks of {}) after {} warm-up calls.\n\n", plan.tiny_runs,
+             block, plan.tiny_warmup);
+  fmt::print("| path | per call | vs raw kernel |\n|---|---|---|\n");
+  fmt::print("| CpuKernel::run (caller-allocated output; argument checks, descriptors) | {} | 1.00 |\n", us(kernel_s));
+  fmt::print("| Executable::run (allocates the output slot, one thunk) | {} | {:.2f} |\n", us(exe_s), exe_s / kernel_s);
+  fmt::print("| jitted call (signature + cache lookup under a mutex, then Executable::run) | {} | {:.2f} |\n",
+             us(jit_s), jit_s / kernel_s);
+  fmt::print("| interpreter (interp::interpret of the one-node graph) | {} | {:.2f} |\n\n", us(interp_s),
+             interp_s / kernel_s);
+}
+
+}  // namespace
+}  // namespace ingot::bench
+
+int main(int argc, char** argv) {
+  ingot::bench::Plan plan;
+  if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) {
+    plan = {.interp_warmup = 0, .interp_runs = 1, .step_warmup = 1, .step_runs = 3,
+            .compile_runs = 1, .tiny_warmup = 100, .tiny_runs = 1000};
+  }
+  try {
+    fmt::print("# ingot CPU compiler benchmark\n\n");
+    ingot::bench::report_train_step(plan);
+    ingot::bench::report_tiny_call(plan);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "compiler_bench: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
