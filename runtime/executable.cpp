@@ -5,9 +5,16 @@
 namespace ingot {
 
 Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
-                       std::vector<Thunk> thunks, std::vector<size_t> outputs)
+                       std::vector<Thunk> thunks, std::vector<size_t> outputs,
+                       std::vector<size_t> donated_inputs, std::string name)
     : slot_types_(std::move(slot_types)), num_inputs_(num_inputs), thunks_(std::move(thunks)),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)), donated_(std::move(donated_inputs)), name_(std::move(name)) {
+  for (size_t d : donated_) {
+    if (d >= num_inputs_) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: donated input {} is not an input (there are {})", d, num_inputs_));
+    }
+  }
   auto check_slot = [&](size_t s, const std::string& what) {
     if (s >= slot_types_.size()) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -49,6 +56,10 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
     }
     slots[i] = inputs[i];
   }
+  check_donation(inputs);
+  for (size_t d : donated_) {
+    slots[d] = Array::from_buffer(inputs[d].shape(), inputs[d].dtype(), inputs[d].buffer()->donate(name_));
+  }
   for (const Thunk& t : thunks_) {
     std::vector<Array> in, out;
     for (size_t s : t.input_slots) in.push_back(slots[s]);
@@ -61,6 +72,25 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
   std::vector<Array> result;
   for (size_t s : outputs_) result.push_back(slots[s]);
   return result;
+}
+
+void Executable::check_donation(const std::vector<Array>& inputs) const {
+  for (size_t d : donated_) {
+    if (inputs[d].donated()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: argument {} was already donated to '{}'", name_, d,
+                              inputs[d].buffer()->donated_to()),
+                  "pass the outputs of that call instead");
+    }
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j != d && inputs[j].buffer() == inputs[d].buffer()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: argument {} is donated but its buffer is also passed as argument {}",
+                                name_, d, j),
+                    "donate distinct arrays (clone() one of them), or do not donate this argument");
+      }
+    }
+  }
 }
 
 }  // namespace ingot

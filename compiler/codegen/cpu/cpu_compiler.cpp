@@ -37,7 +37,7 @@ std::vector<PipelineStage> default_cpu_pipeline() {
       // f16/bf16 arithmetic computed in f32 and rounded on store, as the interpreter does.
       {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
       {"bufferize",
-       "one-shot-bufferize{bufferize-function-boundaries "
+       "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
        "function-boundary-type-conversion=identity-layout-map},"
        "buffer-results-to-out-params{modify-public-functions},"
        "canonicalize"},
