@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdint>
 #include <limits>
@@ -153,76 +154,94 @@ void lower_gather(LoweringContext& ctx, const Node& node) {
 // ---------------------------------------------------------------------------------------------
 // scatter
 
+/// Scatter's attributes and the window size per operand dim (1 for inserted dims).
+struct Scatter {
+  std::vector<int64_t> window_dims, inserted, to_operand;
+  int64_t index_vector_dim = 0;
+  bool add = true;
+  Shape window;
+};
+
+Scatter read_scatter(const Attributes& attrs, const TensorType& operand, const TensorType& updates) {
+  Scatter s{attrs.get_ints("update_window_dims"), attrs.get_ints("inserted_window_dims"),
+            attrs.get_ints("scatter_dims_to_operand_dims"), attrs.get_int("index_vector_dim"),
+            attrs.get_string("computation") == "add", Shape(operand.shape.size(), 1)};
+  for (int64_t d = 0, w = 0; d < operand.rank(); ++d) {
+    if (!contains(s.inserted, d)) s.window[d] = updates.shape[static_cast<size_t>(s.window_dims[w++])];
+  }
+  return s;
+}
+
+/// Emits the operand position of update element `u` (its multi-index) and returns it with the
+/// i1 "the whole window fits" (start in [0, size - window] along every indexed dim).
+std::pair<std::vector<std::string>, std::string> scatter_position(BodyBuilder& b, const Scatter& s,
+                                                                  const std::string& indices, const TensorType& it,
+                                                                  const TensorType& operand,
+                                                                  const std::vector<std::string>& u) {
+  std::vector<std::string> batch, win;
+  for (size_t d = 0; d < u.size(); ++d) (contains(s.window_dims, static_cast<int64_t>(d)) ? win : batch).push_back(u[d]);
+  const std::vector<std::string> starts = read_start(b, indices, it, s.index_vector_dim, s.to_operand.size(), batch);
+  std::string fits = b.let("arith.constant true");
+  std::vector<std::string> pos;
+  size_t w = 0;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    const auto dd = static_cast<size_t>(d);
+    std::string p = contains(s.inserted, d) ? index_const(b, 0) : win[w++];
+    const auto k = std::find(s.to_operand.begin(), s.to_operand.end(), d);
+    if (k != s.to_operand.end()) {
+      const std::string start = starts[static_cast<size_t>(k - s.to_operand.begin())];
+      const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : i64", start, i64_const(b, 0)));
+      const std::string hi_ok =
+          b.let(fmt::format("arith.cmpi sle, {}, {} : i64", start, i64_const(b, operand.shape[dd] - s.window[dd])));
+      fits = b.let(fmt::format("arith.andi {}, {} : i1", fits, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
+      // Only used (inside the scf.if) when the window fits.
+      p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", start))));
+    }
+    pos.push_back(p);
+  }
+  return {pos, fits};
+}
+
+/// `cur + v` with the interpreter's scatter add: integers wrap, f16/bf16 add in f32 and round.
+std::string scatter_add(BodyBuilder& b, DType d, const std::string& cur, const std::string& v) {
+  if (d == DType::kF16 || d == DType::kBF16) {
+    const std::string x = b.let(fmt::format("arith.extf {} : {} to f32", cur, el(d)));
+    const std::string y = b.let(fmt::format("arith.extf {} : {} to f32", v, el(d)));
+    return b.let(fmt::format("arith.truncf {} : f32 to {}", b.let(fmt::format("arith.addf {}, {} : f32", x, y)), el(d)));
+  }
+  return b.let(fmt::format("arith.{} {}, {} : {}", is_floating(d) ? "addf" : "addi", cur, v, el(d)));
+}
+
 /// A copy of the operand (never the caller's buffer), then one scf.for over the update elements
 /// in row-major order: each computes its window's start, skips it unless the whole window lies
 /// inside the operand, and adds (or assigns) the element with tensor.extract/tensor.insert.
 void lower_scatter(LoweringContext& ctx, const Node& node) {
   const TensorType operand = in_type(ctx, node, 0), indices = in_type(ctx, node, 1), updates = in_type(ctx, node, 2);
-  const std::vector<int64_t> window_dims = node.attrs.get_ints("update_window_dims");
-  const std::vector<int64_t> inserted = node.attrs.get_ints("inserted_window_dims");
-  const std::vector<int64_t> to_operand = node.attrs.get_ints("scatter_dims_to_operand_dims");
-  const int64_t ivd = node.attrs.get_int("index_vector_dim");
-  const bool add = node.attrs.get_string("computation") == "add";
-  const int64_t rank = operand.rank();
-  // Window size per operand dim: 1 for inserted dims, else the matching update window dim.
-  Shape window(static_cast<size_t>(rank), 1);
-  for (int64_t d = 0, w = 0; d < rank; ++d) {
-    if (!contains(inserted, d)) window[d] = updates.shape[static_cast<size_t>(window_dims[w++])];
-  }
+  const Scatter s = read_scatter(node.attrs, operand, updates);
   bool any_fits = num_elements(updates.shape) > 0;
-  for (int64_t d = 0; d < rank; ++d) {
+  for (int64_t d = 0; d < operand.rank(); ++d) {
     // Dims without a start index start at 0: they fit iff the window does.
-    if (!contains(to_operand, d) && operand.shape[d] < window[d]) any_fits = false;
+    if (!contains(s.to_operand, d) && operand.shape[d] < s.window[d]) any_fits = false;
   }
   if (!any_fits) return ctx.bind(node.outputs[0], ctx.operand(node, 0));
-  const std::string copy = ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), ty(operand)), "cp");
+  const std::string t = ty(operand);
+  const std::string copy = ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), t), "cp");
   LocalCode code(ctx);
   BodyBuilder& b = code.b();
-  const std::string c0 = index_const(b, 0), c1 = index_const(b, 1);
   const std::string result = b.fresh(), u = b.fresh(), acc = b.fresh();
-  b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, u, c0,
-                     index_const(b, num_elements(updates.shape)), c1, acc, copy, ty(operand)));
+  b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, u, index_const(b, 0),
+                     index_const(b, num_elements(updates.shape)), index_const(b, 1), acc, copy, t));
   const std::vector<std::string> ui = unravel(b, u, updates.shape);
-  std::vector<std::string> scatter, win;
-  for (int64_t d = 0; d < updates.rank(); ++d) (contains(window_dims, d) ? win : scatter).push_back(ui[d]);
-  const std::vector<std::string> starts = read_start(b, ctx.operand(node, 1), indices, ivd, to_operand.size(), scatter);
-  std::string fits = b.let("arith.constant true");
-  std::vector<std::string> pos;
-  size_t w = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    const auto dd = static_cast<size_t>(d);
-    std::string p = contains(inserted, d) ? c0 : win[w++];
-    const auto k = std::find(to_operand.begin(), to_operand.end(), d);
-    if (k != to_operand.end()) {
-      const std::string s = starts[static_cast<size_t>(k - to_operand.begin())];
-      const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : i64", s, i64_const(b, 0)));
-      const std::string hi_ok = b.let(fmt::format("arith.cmpi sle, {}, {} : i64", s, i64_const(b, operand.shape[dd] - window[dd])));
-      fits = b.let(fmt::format("arith.andi {}, {} : i1", fits, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
-      // Only used (inside the scf.if) when the window fits.
-      p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", s))));
-    }
-    pos.push_back(p);
-  }
+  const auto [pos, fits] = scatter_position(b, s, ctx.operand(node, 1), indices, operand, ui);
   const std::string next = b.fresh();
-  b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, fits, ty(operand)));
+  b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, fits, t));
   std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 2), fmt::join(ui, ", "), ty(updates)));
-  if (add) {
-    const DType d = operand.dtype;
-    const std::string cur = b.let(fmt::format("tensor.extract {}[{}] : {}", acc, fmt::join(pos, ", "), ty(operand)));
-    if (d == DType::kF16 || d == DType::kBF16) {  // add in f32, round to the storage type
-      const std::string x = b.let(fmt::format("arith.extf {} : {} to f32", cur, el(d)));
-      const std::string y = b.let(fmt::format("arith.extf {} : {} to f32", v, el(d)));
-      v = b.let(fmt::format("arith.truncf {} : f32 to {}", b.let(fmt::format("arith.addf {}, {} : f32", x, y)), el(d)));
-    } else {
-      v = b.let(fmt::format("arith.{} {}, {} : {}", is_floating(d) ? "addf" : "addi", cur, v, el(d)));
-    }
-  }
-  const std::string inserted_t = b.let(fmt::format("tensor.insert {} into {}[{}] : {}", v, acc, fmt::join(pos, ", "), ty(operand)));
-  b.emit(fmt::format("scf.yield {} : {}", inserted_t, ty(operand)));
+  if (s.add) v = scatter_add(b, operand.dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc, fmt::join(pos, ", "), t)), v);
+  b.emit(fmt::format("scf.yield {} : {}", b.let(fmt::format("tensor.insert {} into {}[{}] : {}", v, acc, fmt::join(pos, ", "), t)), t));
   b.emit("} else {");
-  b.emit(fmt::format("scf.yield {} : {}", acc, ty(operand)));
+  b.emit(fmt::format("scf.yield {} : {}", acc, t));
   b.emit("}");
-  b.emit(fmt::format("scf.yield {} : {}", next, ty(operand)));
+  b.emit(fmt::format("scf.yield {} : {}", next, t));
   b.emit("}");
   code.flush();
   ctx.bind(node.outputs[0], code.name(result));
@@ -232,7 +251,8 @@ void lower_scatter(LoweringContext& ctx, const Node& node) {
 // rng_bit_generator
 
 /// Threefry-2x32, 20 rounds, on i32 values (wrapping adds; rotations by shifts).
-std::pair<std::string, std::string> threefry(BodyBuilder& b, const std::string ks[3], std::string x0, std::string x1) {
+std::pair<std::string, std::string> threefry(BodyBuilder& b, const std::array<std::string, 3>& ks, std::string x0,
+                                             std::string x1) {
   static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
   auto add = [&](const std::string& x, const std::string& y) { return b.let(fmt::format("arith.addi {}, {} : i32", x, y)); };
   auto c32 = [&](int64_t v) { return b.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(static_cast<uint32_t>(v)))); };
@@ -266,7 +286,7 @@ void lower_rng(LoweringContext& ctx, const Node& node) {
   const std::string key = ctx.let(fmt::format("tensor.extract {}[{}] : tensor<2xi64>", state, c0), "t");
   const std::string counter = ctx.let(fmt::format("tensor.extract {}[{}] : tensor<2xi64>", state, c1), "t");
   const std::string c32 = ctx.let("arith.constant 32 : i64", "c");
-  std::string ks[3];
+  std::array<std::string, 3> ks;
   ks[0] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", key), "t");
   ks[1] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", ctx.let(fmt::format("arith.shrui {}, {} : i64", key, c32), "t")), "t");
   const std::string parity = ctx.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(0x1BD11BDAu)), "c");

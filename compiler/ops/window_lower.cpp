@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <optional>
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
@@ -138,19 +139,23 @@ std::string insert_strided(LoweringContext& ctx, const std::string& x, const Ten
                  "pad");
 }
 
+/// The type of `t` padded as the pad op would (edge low/high, interior).
+TensorType padded_type(const TensorType& t, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+                       const std::vector<int64_t>& interior) {
+  TensorType p = t;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    p.shape[d] = low[d] + high[d] + t.shape[d] + std::max<int64_t>(t.shape[d] - 1, 0) * interior[d];
+  }
+  return p;
+}
+
 /// `x` edge-padded by low/high and interior-padded (the pad op's geometry) into a tensor that
 /// `make_fill(type)` creates; `x` itself when there is no padding at all.
 std::string padded(LoweringContext& ctx, const std::string& x, const TensorType& xt, const std::vector<int64_t>& low,
                    const std::vector<int64_t>& high, const std::vector<int64_t>& interior,
                    const std::function<std::string(const TensorType&)>& make_fill) {
-  TensorType pt{xt.shape, xt.dtype};
-  bool none = true;
-  for (size_t d = 0; d < xt.shape.size(); ++d) {
-    const int64_t n = xt.shape[d];
-    pt.shape[d] = low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d];
-    none = none && low[d] == 0 && high[d] == 0 && interior[d] == 0;
-  }
-  if (none) return x;
+  const TensorType pt = padded_type(xt, low, high, interior);
+  if (pt == xt && std::all_of(low.begin(), low.end(), [](int64_t v) { return v == 0; })) return x;
   if (num_elements(pt.shape) == 0) return ctx.empty(pt);
   return insert_strided(ctx, x, xt, make_fill(pt), pt, low, interior);
 }
@@ -317,11 +322,7 @@ void lower_reduce_window(LoweringContext& ctx, const Node& node) {
   const std::string init = ctx.operand(node, 1);
   const std::string p = padded(ctx, ctx.operand(node, 0), x, low, high, interior,
                                [&](const TensorType& t) { return splat(ctx, init, x.dtype, t); });
-  TensorType pt{{}, x.dtype};
-  for (int64_t d = 0; d < r; ++d) {
-    const int64_t n = x.shape[d];
-    pt.shape.push_back(low[d] + high[d] + n + std::max<int64_t>(n - 1, 0) * interior[d]);
-  }
+  const TensorType pt = padded_type(x, low, high, interior);
   const DType acc_dtype = compute_dtype(x.dtype);
   const TensorType acc{out.shape, acc_dtype};
   // Loops: the output dims, then the window dims of size > 1 (see with_unit_last_dim).
@@ -356,93 +357,98 @@ void lower_reduce_window(LoweringContext& ctx, const Node& node) {
 // ---------------------------------------------------------------------------------------------
 // select_and_scatter
 
-/// A loop over the windows in row-major order (as the interpreter): an inner loop over the
-/// window's cells selects the first cell that no later cell beats (`!(selected >= e)` moves the
-/// selection for GE, `!(selected <= e)` for LE; padding cells are skipped), then the window's
-/// source value is added to a flat accumulator at the selected cell.
+/// Emits `scf.yield` in the then-branch, `else_values` in an else-branch, and closes the scf.if.
+void close_if(BodyBuilder& b, const std::string& then_values, const std::string& else_values, const std::string& types) {
+  b.emit(fmt::format("scf.yield {} : {}", then_values, types));
+  b.emit("} else {");
+  b.emit(fmt::format("scf.yield {} : {}", else_values, types));
+  b.emit("}");
+}
+
+/// Emits the selection loop over one window's cells (window multi-index `o`): returns the flat
+/// operand index of the selected cell, or -1 when the window holds only padding. The selection
+/// starts at the first non-padding cell and moves to a later cell e when `!(selected >= e)`
+/// (GE) or `!(selected <= e)` (LE), as the interpreter; padding cells are never read.
+std::string select_in_window(BodyBuilder& b, const std::string& operand, const TensorType& x, const Window& w,
+                             bool ge, const std::vector<std::string>& o) {
+  const DType d = x.dtype;
+  const std::string c0 = index_const(b, 0), c1 = index_const(b, 1);
+  const std::string sel = b.fresh(), cell = b.fresh(), best = b.fresh(), best_v = b.fresh();
+  b.emit(fmt::format("{}:2 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}) -> (index, {}) {{", sel, cell, c0,
+                     index_const(b, num_elements(w.dims)), c1, best, index_const(b, -1), best_v, b.constant(0, d), st(d)));
+  const std::vector<std::string> k = unravel(b, cell, w.dims);
+  std::vector<std::string> pos;
+  std::string valid = b.let("arith.constant true"), flat = c0;
+  int64_t stride = num_elements(x.shape);
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    const std::string base = b.let(fmt::format("arith.muli {}, {} : index", o[i], index_const(b, w.strides[i])));
+    const std::string p = b.let(fmt::format("arith.subi {}, {} : index", b.let(fmt::format("arith.addi {}, {} : index", base, k[i])),
+                                            index_const(b, w.padding[2 * i])));
+    pos.push_back(p);
+    const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : index", p, c0));
+    const std::string hi_ok = b.let(fmt::format("arith.cmpi slt, {}, {} : index", p, index_const(b, x.shape[i])));
+    valid = b.let(fmt::format("arith.andi {}, {} : i1", valid, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
+    stride /= x.shape[i];
+    flat = b.let(fmt::format("arith.addi {}, {} : index", flat, b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
+  }
+  const std::string next = b.fresh();
+  b.emit(fmt::format("{}:2 = scf.if {} -> (index, {}) {{", next, valid, st(d)));
+  const std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", operand, fmt::join(pos, ", "), ty(x)));
+  const std::string none = b.let(fmt::format("arith.cmpi slt, {}, {} : index", best, c0));
+  const std::string keep = ge ? cmp(b, d, "oge", "ge", best_v, v) : cmp(b, d, "ole", "le", best_v, v);
+  const std::string beaten = b.let(fmt::format("arith.xori {}, {} : i1", keep, b.let("arith.constant true")));
+  const std::string move = b.let(fmt::format("arith.ori {}, {} : i1", none, beaten));
+  close_if(b, fmt::format("{}, {}", select(b, move, flat, best, "index"), select(b, move, v, best_v, st(d))),
+           fmt::format("{}, {}", best, best_v), fmt::format("index, {}", st(d)));
+  b.emit(fmt::format("scf.yield {}#0, {}#1 : index, {}", next, next, st(d)));
+  b.emit("}");
+  return sel + "#0";
+}
+
+/// The flat accumulator `acc` (type `t`, 1-D) reshaped to `shape`.
+std::string unflatten(LoweringContext& ctx, const std::string& acc, const TensorType& t, const Shape& shape) {
+  const TensorType shaped{shape, t.dtype};
+  if (shape.empty()) return ctx.let(fmt::format("tensor.collapse_shape {} [] : {} into {}", acc, ty(t), ty(shaped)), "r");
+  if (shape.size() == 1) return acc;
+  std::vector<std::string> all;
+  for (size_t i = 0; i < shape.size(); ++i) all.push_back(std::to_string(i));
+  return ctx.let(fmt::format("tensor.expand_shape {} [[{}]] output_shape [{}] : {} into {}", acc, fmt::join(all, ", "),
+                             fmt::join(shape, ", "), ty(t), ty(shaped)),
+                 "r");
+}
+
+/// A loop over the windows in row-major order (as the interpreter): each selects its cell
+/// (select_in_window) and adds its source value there, into a flat accumulator of the compute
+/// type that starts at init (f16/bf16 accumulate in f32 and round once at the end).
 void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
   const TensorType x = in_type(ctx, node, 0), source = in_type(ctx, node, 1), out = out_type(ctx, node);
   if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
-  const bool ge = node.attrs.get_string("select") == "GE";
-  const int64_t r = x.rank();
-  const Window w = read_window(node.attrs, r);
+  const Window w = read_window(node.attrs, x.rank());
   const DType d = x.dtype, acc_dtype = compute_dtype(d);
-  const int64_t n = num_elements(x.shape), windows = num_elements(source.shape);
-  const int64_t cells = num_elements(w.dims);
-  const TensorType flat_t{{n}, acc_dtype};
+  const TensorType flat_t{{num_elements(x.shape)}, acc_dtype};
   std::string acc = splat(ctx, ctx.operand(node, 2), d, flat_t);
-  if (windows > 0) {
+  if (num_elements(source.shape) > 0) {
     LocalCode code(ctx);
     BodyBuilder& b = code.b();
-    const std::string c0 = index_const(b, 0), c1 = index_const(b, 1), minus1 = index_const(b, -1);
-    const std::string zero = b.constant(0, d);
     const std::string result = b.fresh(), s = b.fresh(), acc_in = b.fresh();
-    b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, s, c0,
-                       index_const(b, windows), c1, acc_in, acc, ty(flat_t)));
+    b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, s, index_const(b, 0),
+                       index_const(b, num_elements(source.shape)), index_const(b, 1), acc_in, acc, ty(flat_t)));
     const std::vector<std::string> o = unravel(b, s, source.shape);
-    const std::string src_v = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1), fmt::join(o, ", "), ty(source)));
-    const std::string sel = b.fresh(), cell = b.fresh(), bi = b.fresh(), bv = b.fresh();
-    b.emit(fmt::format("{}:2 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}) -> (index, {}) {{", sel, cell,
-                       c0, index_const(b, cells), c1, bi, minus1, bv, zero, st(d)));
-    const std::vector<std::string> k = unravel(b, cell, w.dims);
-    std::vector<std::string> pos;
-    std::string valid = b.let("arith.constant true");
-    std::string flat = c0;
-    int64_t stride = n;
-    for (int64_t i = 0; i < r; ++i) {
-      const auto id = static_cast<size_t>(i);
-      const std::string base = b.let(fmt::format("arith.muli {}, {} : index", o[id], index_const(b, w.strides[id])));
-      const std::string p = b.let(fmt::format("arith.subi {}, {} : index", b.let(fmt::format("arith.addi {}, {} : index", base, k[id])),
-                                              index_const(b, w.padding[2 * id])));
-      pos.push_back(p);
-      const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : index", p, c0));
-      const std::string hi_ok = b.let(fmt::format("arith.cmpi slt, {}, {} : index", p, index_const(b, x.shape[id])));
-      valid = b.let(fmt::format("arith.andi {}, {} : i1", valid, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
-      stride /= x.shape[id];
-      flat = b.let(fmt::format("arith.addi {}, {} : index", flat, b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
-    }
-    const std::string upd = b.fresh();
-    b.emit(fmt::format("{}:2 = scf.if {} -> (index, {}) {{", upd, valid, st(d)));
-    const std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 0), fmt::join(pos, ", "), ty(x)));
-    const std::string none = b.let(fmt::format("arith.cmpi slt, {}, {} : index", bi, c0));
-    const std::string keep = ge ? cmp(b, d, "oge", "ge", bv, v) : cmp(b, d, "ole", "le", bv, v);
-    const std::string beaten = b.let(fmt::format("arith.xori {}, {} : i1", keep, b.let("arith.constant true")));
-    const std::string move = b.let(fmt::format("arith.ori {}, {} : i1", none, beaten));
-    b.emit(fmt::format("scf.yield {}, {} : index, {}", select(b, move, flat, bi, "index"), select(b, move, v, bv, st(d)), st(d)));
-    b.emit("} else {");
-    b.emit(fmt::format("scf.yield {}, {} : index, {}", bi, bv, st(d)));
-    b.emit("}");
-    b.emit(fmt::format("scf.yield {}#0, {}#1 : index, {}", upd, upd, st(d)));
-    b.emit("}");
-    const std::string found = b.let(fmt::format("arith.cmpi sge, {}#0, {} : index", sel, c0));
+    const std::string at =
+        select_in_window(b, ctx.operand(node, 0), x, w, node.attrs.get_string("select") == "GE", o);
     const std::string next = b.fresh();
-    b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, found, ty(flat_t)));
-    const std::string cur = b.let(fmt::format("tensor.extract {}[{}#0] : {}", acc_in, sel, ty(flat_t)));
-    std::string add = src_v;
-    if (acc_dtype != d) add = b.let(fmt::format("arith.extf {} : {} to f32", add, el(d)));
-    const std::string sum = combine(b, "add", acc_dtype, cur, add);
-    const std::string inserted = b.let(fmt::format("tensor.insert {} into {}[{}#0] : {}", sum, acc_in, sel, ty(flat_t)));
-    b.emit(fmt::format("scf.yield {} : {}", inserted, ty(flat_t)));
-    b.emit("} else {");
-    b.emit(fmt::format("scf.yield {} : {}", acc_in, ty(flat_t)));
-    b.emit("}");
+    b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, b.let(fmt::format("arith.cmpi sge, {}, {} : index", at, index_const(b, 0))),
+                       ty(flat_t)));
+    std::string value = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1), fmt::join(o, ", "), ty(source)));
+    if (acc_dtype != d) value = b.let(fmt::format("arith.extf {} : {} to f32", value, el(d)));
+    const std::string sum = combine(b, "add", acc_dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc_in, at, ty(flat_t))), value);
+    close_if(b, b.let(fmt::format("tensor.insert {} into {}[{}] : {}", sum, acc_in, at, ty(flat_t))), acc_in, ty(flat_t));
     b.emit(fmt::format("scf.yield {} : {}", next, ty(flat_t)));
     b.emit("}");
     code.flush();
     acc = code.name(result);
   }
-  // Back to the operand's shape, then round.
-  const TensorType shaped{out.shape, acc_dtype};
-  if (r == 0) {
-    acc = ctx.let(fmt::format("tensor.collapse_shape {} [] : {} into {}", acc, ty(flat_t), ty(shaped)), "r");
-  } else if (r > 1) {
-    std::vector<std::string> all;
-    for (int64_t i = 0; i < r; ++i) all.push_back(std::to_string(i));
-    acc = ctx.let(fmt::format("tensor.expand_shape {} [[{}]] output_shape [{}] : {} into {}", acc, fmt::join(all, ", "),
-                              fmt::join(out.shape, ", "), ty(flat_t), ty(shaped)),
-                  "r");
-  }
-  ctx.bind(node.outputs[0], round_to(ctx, acc, out));
+  ctx.bind(node.outputs[0], round_to(ctx, unflatten(ctx, acc, flat_t, out.shape), out));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -476,99 +482,119 @@ Conv read_conv(const Attributes& a, int64_t spatial) {
   return c;
 }
 
-/// One linalg.generic over (output dims..., kernel spatial dims..., input features per group),
-/// the interpreter's summation order (kernel dims of size 1 have no loop; see
-/// with_unit_last_dim). The lhs is first padded and lhs-dilated with zeros; a 0/1 mask of the
-/// same padded geometry makes padding cells skip their term (as the interpreter does: 0 * inf
-/// would otherwise add a NaN). Groups index the lhs through floordiv maps.
-void lower_convolution(LoweringContext& ctx, const Node& node) {
-  const TensorType lhs = in_type(ctx, node, 0), rhs = in_type(ctx, node, 1), out = out_type(ctx, node);
-  if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
-  const int64_t n = lhs.rank(), ns = n - 2;
-  const Conv c = read_conv(node.attrs, ns);
-  const DType acc_dtype = compute_dtype(out.dtype);
-  const TensorType acc{out.shape, acc_dtype};
-  auto size = [](const TensorType& t, int64_t d) { return t.shape[static_cast<size_t>(d)]; };
-  int64_t terms = size(rhs, c.k_in);
-  for (int64_t d : c.k_spatial) terms *= size(rhs, d);
-  if (terms == 0) return ctx.bind(node.outputs[0], round_to(ctx, ctx.fill(acc, 0), out));
-  // The lhs, zero-padded and lhs-dilated on its spatial dims.
-  std::vector<int64_t> low(static_cast<size_t>(n), 0), high = low, interior = low;
-  std::vector<int64_t> s_low, s_high, s_interior;
-  Shape spatial_in;
-  bool masked = false;
-  for (int64_t i = 0; i < ns; ++i) {
-    const auto d = static_cast<size_t>(c.in_spatial[static_cast<size_t>(i)]);
+/// The lhs of a convolution zero-padded and lhs-dilated on its spatial dims and, when that adds
+/// cells, a 0/1 mask (i8, spatial dims only) of the same geometry that marks the real cells.
+struct ConvInput {
+  GenericInput lhs;
+  std::optional<GenericInput> mask;
+};
+
+ConvInput conv_input(LoweringContext& ctx, const std::string& lhs, const TensorType& lt, const Conv& c) {
+  const size_t n = lt.shape.size();
+  std::vector<int64_t> low(n, 0), high(n, 0), interior(n, 0), s_low, s_high, s_interior;
+  Shape spatial;
+  for (size_t i = 0; i < c.in_spatial.size(); ++i) {
+    const auto d = static_cast<size_t>(c.in_spatial[i]);
     low[d] = c.padding[2 * i];
     high[d] = c.padding[2 * i + 1];
     interior[d] = c.lhs_dilation[i] - 1;
-    spatial_in.push_back(lhs.shape[d]);
     s_low.push_back(low[d]);
     s_high.push_back(high[d]);
     s_interior.push_back(interior[d]);
-    masked = masked || low[d] > 0 || high[d] > 0 || interior[d] > 0;
+    spatial.push_back(lt.shape[d]);
   }
-  const std::string p = padded(ctx, ctx.operand(node, 0), lhs, low, high, interior,
-                               [&](const TensorType& t) { return ctx.fill(t, 0); });
-  TensorType pt = lhs;
-  for (int64_t d = 0; d < n; ++d) {
-    pt.shape[d] = low[d] + high[d] + lhs.shape[d] + std::max<int64_t>(lhs.shape[d] - 1, 0) * interior[d];
+  auto zeros = [&](const TensorType& t) { return ctx.fill(t, 0); };
+  ConvInput in{{padded(ctx, lhs, lt, low, high, interior, zeros), padded_type(lt, low, high, interior), {}}, {}};
+  const bool adds_cells = std::any_of(s_low.begin(), s_low.end(), [](int64_t v) { return v > 0; }) ||
+                          std::any_of(s_high.begin(), s_high.end(), [](int64_t v) { return v > 0; }) ||
+                          std::any_of(s_interior.begin(), s_interior.end(), [](int64_t v) { return v > 0; });
+  if (adds_cells) {
+    const TensorType ones{spatial, DType::kI8};
+    in.mask = GenericInput{padded(ctx, ctx.fill(ones, 1), ones, s_low, s_high, s_interior, zeros),
+                           padded_type(ones, s_low, s_high, s_interior), {}};
   }
-  // Loops: the output dims, then the kernel spatial dims and the input features of size > 1.
-  std::vector<std::string> iters = repeat(static_cast<size_t>(n), "parallel");
+  return in;
+}
+
+/// Fills the affine maps of the lhs (`in.lhs`), rhs and mask over the loops (output dims...,
+/// kernel spatial dims..., input features), appending the reduction loops of extent > 1 to
+/// `iters`. Group g = output feature floordiv (output features per group) selects the lhs
+/// features (feature groups) or batch entries (batch groups), as the interpreter.
+std::vector<std::string> conv_maps(const Conv& c, const TensorType& lt, const TensorType& rt, ConvInput& in,
+                                   std::vector<std::string>& iters) {
+  auto size = [](const TensorType& t, int64_t d) { return t.shape[static_cast<size_t>(d)]; };
   auto reduction_loop = [&](int64_t extent) -> std::string {
     if (extent == 1) return "";
     iters.push_back("reduction");
     return fmt::format("d{}", iters.size() - 1);
   };
+  const size_t ns = c.in_spatial.size();
   std::vector<std::string> kdim;
-  for (int64_t i = 0; i < ns; ++i) kdim.push_back(reduction_loop(size(rhs, c.k_spatial[i])));
-  const std::string cdim_or_empty = reduction_loop(size(rhs, c.k_in));
-  const std::string cdim = cdim_or_empty.empty() ? "0" : cdim_or_empty;
-  const int64_t k_out = size(rhs, c.k_out);
-  const int64_t out_per_group = std::max<int64_t>(1, k_out / (c.feature_groups * c.batch_groups));
-  const int64_t in_per_group = size(lhs, c.in_feature) / c.feature_groups;
-  const int64_t batch_per_group = size(lhs, c.in_batch) / c.batch_groups;
+  for (size_t i = 0; i < ns; ++i) kdim.push_back(reduction_loop(size(rt, c.k_spatial[i])));
+  std::string cdim = reduction_loop(size(rt, c.k_in));
+  if (cdim.empty()) cdim = "0";
+  const int64_t out_per_group = std::max<int64_t>(1, size(rt, c.k_out) / (c.feature_groups * c.batch_groups));
   const std::string group = fmt::format("(d{} floordiv {})", c.out_feature, out_per_group);
-  std::vector<std::string> lmap(static_cast<size_t>(n)), rmap(static_cast<size_t>(n)), mmap;
-  lmap[c.in_batch] = c.batch_groups > 1 ? fmt::format("d{} + {} * {}", c.out_batch, group, batch_per_group)
-                                        : fmt::format("d{}", c.out_batch);
-  lmap[c.in_feature] = c.feature_groups > 1 ? fmt::format("{} * {} + {}", group, in_per_group, cdim) : cdim;
+  std::vector<std::string>& lmap = in.lhs.map;
+  std::vector<std::string> rmap(lt.shape.size());
+  lmap.assign(lt.shape.size(), "");
+  lmap[c.in_batch] = c.batch_groups > 1
+                         ? fmt::format("d{} + {} * {}", c.out_batch, group, size(lt, c.in_batch) / c.batch_groups)
+                         : fmt::format("d{}", c.out_batch);
+  lmap[c.in_feature] = c.feature_groups > 1
+                           ? fmt::format("{} * {} + {}", group, size(lt, c.in_feature) / c.feature_groups, cdim)
+                           : cdim;
   rmap[c.k_out] = fmt::format("d{}", c.out_feature);
   rmap[c.k_in] = cdim;
-  for (int64_t i = 0; i < ns; ++i) {
-    const auto id = static_cast<size_t>(i);
-    std::string e = fmt::format("d{} * {}", c.out_spatial[id], c.strides[id]);
-    if (!kdim[id].empty()) e += fmt::format(" + {} * {}", kdim[id], c.rhs_dilation[id]);
-    lmap[c.in_spatial[id]] = e;
-    mmap.push_back(e);
-    rmap[c.k_spatial[id]] = kdim[id].empty() ? "0" : kdim[id];
+  for (size_t i = 0; i < ns; ++i) {
+    std::string e = fmt::format("d{} * {}", c.out_spatial[i], c.strides[i]);
+    if (!kdim[i].empty()) e += fmt::format(" + {} * {}", kdim[i], c.rhs_dilation[i]);
+    lmap[c.in_spatial[i]] = e;
+    if (in.mask) in.mask->map.push_back(e);
+    rmap[c.k_spatial[i]] = kdim[i].empty() ? "0" : kdim[i];
   }
-  // Whether the lhs's last dim is read at a strided or grouped position (see with_unit_last_dim).
-  const int64_t last = n - 1;
-  bool strided_last = (last == c.in_feature && c.feature_groups > 1) || (last == c.in_batch && c.batch_groups > 1);
-  for (int64_t i = 0; i < ns; ++i) strided_last = strided_last || (last == c.in_spatial[i] && c.strides[i] != 1);
-  GenericInput lin{p, pt, lmap};
-  if (strided_last) lin = with_unit_last_dim(ctx, lin);
-  std::vector<GenericInput> ins = {lin, {ctx.operand(node, 1), rhs, rmap}};
-  if (masked) {
-    const TensorType ones_t{spatial_in, DType::kI8};
-    Shape padded_spatial;
-    for (int64_t i = 0; i < ns; ++i) padded_spatial.push_back(pt.shape[static_cast<size_t>(c.in_spatial[i])]);
-    const std::string mask = padded(ctx, ctx.fill(ones_t, 1), ones_t, s_low, s_high, s_interior,
-                                    [&](const TensorType& t) { return ctx.fill(t, 0); });
-    GenericInput min{mask, {padded_spatial, DType::kI8}, mmap};
-    if (c.strides[static_cast<size_t>(ns - 1)] != 1) min = with_unit_last_dim(ctx, min);
-    ins.push_back(min);
+  return rmap;
+}
+
+/// Whether the lhs's last dim is read at a strided or grouped position (see with_unit_last_dim).
+bool lhs_last_dim_strided(const Conv& c, int64_t rank) {
+  const int64_t last = rank - 1;
+  if ((last == c.in_feature && c.feature_groups > 1) || (last == c.in_batch && c.batch_groups > 1)) return true;
+  for (size_t i = 0; i < c.in_spatial.size(); ++i) {
+    if (last == c.in_spatial[i] && c.strides[i] != 1) return true;
   }
+  return false;
+}
+
+/// One linalg.generic over (output dims..., kernel spatial dims..., input features per group),
+/// the interpreter's summation order (kernel dims of size 1 have no loop; see
+/// with_unit_last_dim), reading the padded lhs (conv_input); where the mask marks padding, the
+/// term is skipped rather than added as 0 * w (which is NaN for an infinite weight).
+void lower_convolution(LoweringContext& ctx, const Node& node) {
+  const TensorType lt = in_type(ctx, node, 0), rt = in_type(ctx, node, 1), out = out_type(ctx, node);
+  if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
+  const int64_t n = lt.rank();
+  const Conv c = read_conv(node.attrs, n - 2);
+  const DType acc_dtype = compute_dtype(out.dtype);
+  const TensorType acc{out.shape, acc_dtype};
+  int64_t terms = rt.shape[static_cast<size_t>(c.k_in)];
+  for (int64_t d : c.k_spatial) terms *= rt.shape[static_cast<size_t>(d)];
+  if (terms == 0) return ctx.bind(node.outputs[0], round_to(ctx, ctx.fill(acc, 0), out));
+  ConvInput in = conv_input(ctx, ctx.operand(node, 0), lt, c);
+  std::vector<std::string> iters = repeat(static_cast<size_t>(n), "parallel");
+  const std::vector<std::string> rmap = conv_maps(c, lt, rt, in, iters);
+  std::vector<GenericInput> ins = {lhs_last_dim_strided(c, n) ? with_unit_last_dim(ctx, in.lhs) : in.lhs,
+                                   {ctx.operand(node, 1), rt, rmap}};
+  if (in.mask) ins.push_back(c.strides.back() != 1 ? with_unit_last_dim(ctx, *in.mask) : *in.mask);  // mask => spatial dims
+  const bool masked = in.mask.has_value();
   const std::string result = ctx.generic(
       static_cast<int64_t>(iters.size()), iters, ins, acc, LoweringContext::identity(n), ctx.fill(acc, 0),
       [&](BodyBuilder& b, const Args& a) {
         std::string x = a[0], y = a[1];
         const std::string t = el(acc_dtype);
-        if (acc_dtype != lhs.dtype) {
-          x = b.let(fmt::format("arith.extf {} : {} to f32", x, el(lhs.dtype)));
-          y = b.let(fmt::format("arith.extf {} : {} to f32", y, el(lhs.dtype)));
+        if (acc_dtype != lt.dtype) {
+          x = b.let(fmt::format("arith.extf {} : {} to f32", x, el(lt.dtype)));
+          y = b.let(fmt::format("arith.extf {} : {} to f32", y, el(lt.dtype)));
         }
         const bool f = is_floating(acc_dtype);
         const std::string prod = b.let(fmt::format("arith.{} {}, {} : {}", f ? "mulf" : "muli", x, y, t));

@@ -219,6 +219,9 @@ TEST(ParityWindow, ConvolutionLayoutsGroupsDilations) {
     // 1-D, size-1 dims, negative padding (crop), depthwise (3 groups of 1).
     b.node("convolution", {b.param(arr({1, 10, 3}, 46)), b.param(arr({3, 1, 3}, 47))},
            conv_attrs({0, 2, 1}, {2, 1, 0}, {0, 2, 1}, {1}, {-2, 1}, {1}, {1}, 3));
+    // No spatial dims at all (a matmul): lhs (batch, in), kernel (in, out).
+    b.node("convolution", {b.param(arr({3, 4}, 52)), b.param(arr({4, 5}, 53))},
+           conv_attrs({0, 1}, {1, 0}, {0, 1}, {}, {}, {}, {}));
     // Empty batch; and no input features (sums of nothing are 0).
     b.node("convolution", {b.param(arr({0, 4, 4, 2}, 48)), b.param(arr({2, 2, 2, 3}, 49))},
            conv_attrs(nhwc, hwio, nhwc, {1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}));
