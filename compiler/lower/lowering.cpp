@@ -45,7 +45,7 @@ std::string float_literal(double value, DType dtype) {
 
 std::string BodyBuilder::constant(double value, DType dtype) {
   const std::string ty = LoweringContext::element(dtype);
-  if (is_bool(dtype)) return let(fmt::format("arith.constant {} : i1", value != 0 ? "true" : "false"));
+  if (is_bool(dtype)) return let(fmt::format("arith.constant {}", value != 0 ? "true" : "false"));
   if (is_floating(dtype)) return let(fmt::format("arith.constant {} : {}", float_literal(value, dtype), ty));
   return let(fmt::format("arith.constant {} : {}", static_cast<int64_t>(value), ty));
 }

@@ -12,7 +12,6 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/TargetParser/Host.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
@@ -31,21 +30,7 @@
 
 namespace ingot::codegen {
 
-namespace {
-
-/// Elements per virtual vector for the affine vectoriser: one 512-bit register of f32 when the
-/// host has AVX-512, else one 256-bit (AVX2) register.
-int host_vector_elements() {
-  const llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  auto it = features.find("avx512f");
-  return it != features.end() && it->second ? 16 : 8;
-}
-
-}  // namespace
-
 std::vector<PipelineStage> default_cpu_pipeline() {
-  const std::string vectorize = fmt::format(
-      "func.func(affine-super-vectorize{{virtual-vector-size={}}}),canonicalize", host_vector_elements());
   return {
       {"canonicalize", "canonicalize,cse"},
       {"fuse", "func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
@@ -57,8 +42,10 @@ std::vector<PipelineStage> default_cpu_pipeline() {
        "buffer-results-to-out-params{modify-public-functions},"
        "canonicalize"},
       {"deallocate", "buffer-deallocation-pipeline"},
+      // Loops are vectorised by LLVM's loop vectoriser at -O3 for the host's features (AVX-512
+      // here): MLIR's affine-super-vectorize mis-handles strided innermost accesses and
+      // single-trip loops, so it is not used.
       {"loops", "convert-linalg-to-affine-loops,canonicalize"},
-      {"vectorize", vectorize},
       {"lower-to-llvm",
        "convert-vector-to-scf,lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"

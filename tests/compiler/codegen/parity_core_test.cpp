@@ -153,3 +153,24 @@ TEST(Lowering, EveryBuiltinOpHasALowering) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// Regressions of the removed affine vectoriser: a reversed innermost dim, a reduction over a
+// size-1 dim, and bool constants.
+TEST(ParityStructural, ReverseLastDimReduceSizeOneDimBoolConstants) {
+  ir::Graph g = trace(
+      [](const std::vector<Tensor>& a) {
+        Tensor flags = constant(Array::from_vector<bool>({true, false, true}, {3}));
+        return std::vector<Tensor>{reverse(a[0], {1}), sum(a[1], {1}),
+                                   where(broadcast_to(reshape(flags, {3, 1}), {3, 20}), a[0], a[0] * 2.0),
+                                   logical_not(flags)};
+      },
+      {{{3, 20}, DType::kF32}, {{3, 1}, DType::kF32}});
+  testing::expect_parity(g, {testing::random_array({3, 20}, DType::kF32, 1),
+                             testing::random_array({3, 1}, DType::kF32, 2)});
+}
+
+}  // namespace
+}  // namespace ingot
