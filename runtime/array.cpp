@@ -80,7 +80,27 @@ void* Array::raw_data() {
     throw Error(ErrorCode::kFailedPrecondition, "Array: the array is invalid (default-constructed)",
                 "create arrays with Array::empty/zeros/from_vector");
   }
+  if (!buffer_->donated_to().empty()) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("array of shape {} was donated to '{}' and cannot be used", 
+                            shape_to_string(shape_), buffer_->donated_to()),
+                "use the outputs of that call instead (donation reuses the buffer for them)");
+  }
   return buffer_->data();
+}
+
+Array Array::from_buffer(const Shape& shape, DType dtype, std::shared_ptr<Buffer> buffer) {
+  check_shape(shape, "Array::from_buffer");
+  if (!buffer || buffer->size_bytes() < num_elements(shape) * dtype_size(dtype)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Array::from_buffer: a buffer of {} bytes cannot hold {}[{}]",
+                            buffer ? buffer->size_bytes() : 0, dtype_name(dtype), dims_to_string(shape)));
+  }
+  Array a;
+  a.shape_ = shape;
+  a.dtype_ = dtype;
+  a.buffer_ = std::move(buffer);
+  return a;
 }
 
 const void* Array::raw_data() const { return const_cast<Array*>(this)->raw_data(); }

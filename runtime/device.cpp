@@ -66,6 +66,20 @@ std::shared_ptr<Buffer> Buffer::allocate(Device& device, int64_t bytes) {
   return std::shared_ptr<Buffer>(new Buffer(device, p, bytes));
 }
 
-Buffer::~Buffer() { device_->allocator().deallocate(data_, bytes_); }
+Buffer::~Buffer() {
+  if (donated_to_.empty()) device_->allocator().deallocate(data_, bytes_);
+}
+
+std::shared_ptr<Buffer> Buffer::donate(const std::string& to) {
+  if (!donated_to_.empty()) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("array was donated to '{}' and cannot be donated again", donated_to_),
+                "pass the outputs of that call instead");
+  }
+  std::shared_ptr<Buffer> taken(new Buffer(*device_, data_, bytes_));
+  donated_to_ = to.empty() ? "a computation" : to;
+  data_ = nullptr;
+  return taken;
+}
 
 }  // namespace ingot

@@ -2,12 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ingot {
 
 Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
-                       std::vector<Thunk> thunks, std::vector<size_t> outputs)
+                       std::vector<Thunk> thunks, std::vector<size_t> outputs,
+                       std::vector<size_t> donated_inputs, std::string name)
     : slot_types_(std::move(slot_types)), num_inputs_(num_inputs), thunks_(std::move(thunks)),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)), donated_(std::move(donated_inputs)), name_(std::move(name)) {
+  for (size_t d : donated_) {
+    if (d >= num_inputs_) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: donated input {} is not an input (there are {})", d, num_inputs_));
+    }
+  }
   auto check_slot = [&](size_t s, const std::string& what) {
     if (s >= slot_types_.size()) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -21,8 +30,8 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
                 "the first num_inputs slots are the inputs; list their types in slot_types");
   }
   // Static dataflow check: a slot is defined once it is an input or a thunk has written it, so
-  // run() never hands a thunk (or the caller) an unallocated Array, and never writes the caller's
-  // input buffers (there is no donation).
+  // run() never hands a thunk (or the caller) an unallocated Array, and thunks write no input
+  // slot the caller still owns (only donated ones).
   std::vector<bool> defined(slot_types_.size(), false);
   for (size_t i = 0; i < num_inputs_; ++i) defined[i] = true;
   for (const Thunk& t : thunks_) {
@@ -37,10 +46,12 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
     }
     for (size_t s : t.output_slots) {
       check_slot(s, "thunk '" + t.name + "'");
-      if (s < num_inputs_) {
+      if (s < num_inputs_ && std::find(donated_.begin(), donated_.end(), s) == donated_.end()) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("Executable: thunk '{}' writes input slot {}", t.name, s),
-                    "inputs are the caller's buffers and are read-only; write a new slot");
+                    fmt::format("Executable: thunk '{}' writes input slot {}, which is not donated",
+                                t.name, s),
+                    "inputs are the caller's buffers and read-only unless donated; write a new slot "
+                    "or list the input in donated_inputs");
       }
     }
     for (size_t s : t.output_slots) defined[s] = true;
@@ -82,6 +93,10 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
     }
     slots[i] = inputs[i];
   }
+  check_donation(inputs);
+  for (size_t d : donated_) {
+    slots[d] = Array::from_buffer(inputs[d].shape(), inputs[d].dtype(), inputs[d].buffer()->donate(name_));
+  }
   for (const Thunk& t : thunks_) {
     std::vector<Array> in, out;
     for (size_t s : t.input_slots) in.push_back(slots[s]);
@@ -94,6 +109,25 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
   std::vector<Array> result;
   for (size_t s : outputs_) result.push_back(slots[s]);
   return result;
+}
+
+void Executable::check_donation(const std::vector<Array>& inputs) const {
+  for (size_t d : donated_) {
+    if (inputs[d].donated()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: argument {} was already donated to '{}'", name_, d,
+                              inputs[d].buffer()->donated_to()),
+                  "pass the outputs of that call instead");
+    }
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j != d && inputs[j].buffer() == inputs[d].buffer()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: argument {} is donated but its buffer is also passed as argument {}",
+                                name_, d, j),
+                    "donate distinct arrays (clone() one of them), or do not donate this argument");
+      }
+    }
+  }
 }
 
 }  // namespace ingot

@@ -3,15 +3,52 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cstdlib>
 
 #include "ingot/lower/lowering.h"
 
 namespace ingot {
 
+namespace {
+
+/// Pairs each donated parameter with the first unpaired output of the same type.
+std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
+                                                      const std::vector<int64_t>& donate_argnums) {
+  const auto& params = graph.parameters();
+  const auto& outs = graph.outputs();
+  std::vector<std::pair<size_t, size_t>> pairs;
+  std::vector<bool> taken(outs.size(), false);
+  std::vector<bool> seen(params.size(), false);
+  for (int64_t a : donate_argnums) {
+    if (a < 0 || a >= static_cast<int64_t>(params.size())) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("donate_argnums: {} is out of range for {} arguments", a, params.size()));
+    }
+    if (seen[static_cast<size_t>(a)]) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("donate_argnums: {} is repeated", a));
+    }
+    seen[static_cast<size_t>(a)] = true;
+    const ir::ValueId p = params[static_cast<size_t>(a)];
+    if (std::find(outs.begin(), outs.end(), p) != outs.end()) continue;  // returned unchanged
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (!taken[j] && graph.type(outs[j]) == graph.type(p) && graph.value(outs[j]).producer >= 0) {
+        taken[j] = true;
+        pairs.emplace_back(static_cast<size_t>(a), j);
+        break;
+      }
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
-                                                const codegen::CpuCompileOptions& options) {
-  const lower::LoweredModule lowered = lower::lower_graph(graph, "main");
+                                                const codegen::CpuCompileOptions& options,
+                                                const std::vector<int64_t>& donate_argnums) {
+  const std::vector<std::pair<size_t, size_t>> pairs = donation_pairs(graph, donate_argnums);
+  const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs);
   std::vector<std::pair<Shape, DType>> params, results;
   for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : lowered.results) results.emplace_back(t.shape, t.dtype);
@@ -25,11 +62,17 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
   thunk.name = "jit:" + graph.name();
   for (size_t i = 0; i < params.size(); ++i) thunk.input_slots.push_back(i);
   for (size_t i = 0; i < results.size(); ++i) thunk.output_slots.push_back(params.size() + i);
+  // A donated output is written into the donated parameter's slot (its buffer).
+  for (const auto& [param, output] : pairs) thunk.output_slots[lowered.result_of_output[output]] = param;
   thunk.run = [kernel](std::span<const Array> in, std::span<Array> out) { kernel->run(in, out); };
   std::vector<size_t> outputs;
-  for (size_t r : lowered.result_of_output) outputs.push_back(params.size() + r);
+  for (size_t r : lowered.result_of_output) outputs.push_back(thunk.output_slots[r]);
+  std::vector<size_t> donated;
+  for (int64_t a : donate_argnums) donated.push_back(static_cast<size_t>(a));
+  const std::string name = thunk.name;
   return std::make_shared<const Executable>(std::move(slots), params.size(),
-                                            std::vector<Thunk>{std::move(thunk)}, std::move(outputs));
+                                            std::vector<Thunk>{std::move(thunk)}, std::move(outputs),
+                                            std::move(donated), name);
 }
 
 struct Jitted::State {
@@ -68,7 +111,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
         copts.dump_dir = fmt::format("{}/{}-{}", dir, state_->options.name, state_->cache.size());
       }
-      exe = compile_graph(graph, copts);
+      exe = compile_graph(graph, copts, state_->options.donate_argnums);
       state_->cache.emplace(signature, exe);
       state_->seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

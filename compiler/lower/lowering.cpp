@@ -45,7 +45,7 @@ std::string float_literal(double value, DType dtype) {
 
 std::string BodyBuilder::constant(double value, DType dtype) {
   const std::string ty = LoweringContext::element(dtype);
-  if (is_bool(dtype)) return let(fmt::format("arith.constant {} : i1", value != 0 ? "true" : "false"));
+  if (is_bool(dtype)) return let(fmt::format("arith.constant {}", value != 0 ? "true" : "false"));
   if (is_floating(dtype)) return let(fmt::format("arith.constant {} : {}", float_literal(value, dtype), ty));
   return let(fmt::format("arith.constant {} : {}", static_cast<int64_t>(value), ty));
 }
@@ -171,7 +171,8 @@ std::string LoweringContext::map(
   return generic(out.rank(), iters, ins, out, identity(out.rank()), "", body);
 }
 
-LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry) {
+LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
+                          const std::vector<std::pair<size_t, size_t>>& donated) {
   LoweringContext ctx(graph);
   LoweredModule lowered;
   std::vector<std::string> params;
@@ -196,7 +197,23 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry) {
   }
   std::vector<std::string> out_names, out_types;
   std::vector<ir::ValueId> unique;
-  for (ir::ValueId v : graph.outputs()) {
+  for (size_t j = 0; j < graph.outputs().size(); ++j) {
+    const ir::ValueId v = graph.outputs()[j];
+    auto pair = std::find_if(donated.begin(), donated.end(), [&](const auto& p) { return p.second == j; });
+    if (pair != donated.end()) {  // computed into the donated parameter's buffer
+      const ir::TensorType& t = graph.type(v);
+      const std::string type = LoweringContext::type(t);
+      const std::string into = ctx.let(
+          fmt::format("bufferization.materialize_in_destination {} in %p{} : ({}, {}) -> {}",
+                      ctx.value(v), pair->first, type, type, type),
+          "donated");
+      lowered.result_of_output.push_back(out_names.size());
+      unique.push_back(-1);  // never shared with another output
+      out_names.push_back(into);
+      out_types.push_back(type);
+      lowered.results.push_back(t);
+      continue;
+    }
     auto it = std::find(unique.begin(), unique.end(), v);
     if (it == unique.end()) {
       lowered.result_of_output.push_back(unique.size());

@@ -84,6 +84,35 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
   return select(b, by_zero, all_ones, r, d);
 }
 
+/// Integer power with the interpreter's semantics: square-and-multiply over every bit of the
+/// exponent (an scf.for of bit-width steps; extra steps with a zero exponent change nothing),
+/// products wrap; a negative exponent gives 0 unless the base is 1 (1) or -1 (+-1 by parity).
+std::string int_power(BodyBuilder& b, DType d, const std::string& x, const std::string& y) {
+  const std::string t = ty(d);
+  const std::string zero = b.constant(0, d), one = b.constant(1, d);
+  const std::string lb = b.let("arith.constant 0 : index");
+  const std::string ub = b.let(fmt::format("arith.constant {} : index", dtype_size(d) * 8));
+  const std::string step = b.let("arith.constant 1 : index");
+  const std::string loop = b.fresh(), i = b.fresh(), acc = b.fresh(), base = b.fresh(), e = b.fresh();
+  b.emit(fmt::format("{}:3 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}) -> ({}, {}, {}) {{", loop, i,
+                     lb, ub, step, acc, one, base, x, e, y, t, t, t));
+  const std::string odd = cmp(b, d, "NE", b.let(fmt::format("arith.andi {}, {} : {}", e, one, t)), zero);
+  const std::string product = b.let(fmt::format("arith.muli {}, {} : {}", acc, base, t));
+  const std::string next_acc = select(b, odd, product, acc, d);
+  const std::string square = b.let(fmt::format("arith.muli {}, {} : {}", base, base, t));
+  const std::string shifted = b.let(fmt::format("arith.shrui {}, {} : {}", e, one, t));
+  b.emit(fmt::format("scf.yield {}, {}, {} : {}, {}, {}", next_acc, square, shifted, t, t, t));
+  b.emit("}");
+  const std::string result = loop + "#0";
+  if (!is_signed_integer(d)) return result;
+  const std::string minus_one = b.constant(-1, d);
+  const std::string exp_odd = cmp(b, d, "NE", b.let(fmt::format("arith.andi {}, {} : {}", y, one, t)), zero);
+  const std::string of_minus_one = select(b, exp_odd, minus_one, one, d);
+  const std::string negative = select(b, cmp(b, d, "EQ", x, one), one,
+                                      select(b, cmp(b, d, "EQ", x, minus_one), of_minus_one, zero, d), d);
+  return select(b, cmp(b, d, "LT", y, zero), negative, result, d);
+}
+
 std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const std::string& x,
                           const std::string& y) {
   const std::string t = ty(d);
@@ -98,6 +127,7 @@ std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const 
   if (op == "add") return b.let(fmt::format("arith.addi {}, {} : {}", x, y, t));
   if (op == "subtract") return b.let(fmt::format("arith.subi {}, {} : {}", x, y, t));
   if (op == "multiply") return b.let(fmt::format("arith.muli {}, {} : {}", x, y, t));
+  if (op == "power") return int_power(b, d, x, y);
   if (op == "divide") return int_div_rem(b, d, x, y, false);
   if (op == "remainder") return int_div_rem(b, d, x, y, true);
   if (op == "maximum") return b.let(fmt::format("arith.max{} {}, {} : {}", s ? "si" : "ui", x, y, t));
@@ -116,7 +146,8 @@ std::string unary_scalar(BodyBuilder& b, const std::string& op, DType d, const s
     if (op == "negate") return b.let(fmt::format("arith.subi {}, {} : {}", b.constant(0, d), x, t));
     if (op == "abs") return b.let(fmt::format("math.absi {} : {}", x, t));
     if (op == "not") {
-      const std::string ones = is_bool(d) ? b.constant(1, d) : b.constant(-1, d);
+      // (BodyBuilder::constant spells a bool "arith.constant true : i1", which MLIR does not parse.)
+      const std::string ones = is_bool(d) ? b.let("arith.constant true") : b.constant(-1, d);
       return b.let(fmt::format("arith.xori {}, {} : {}", x, ones, t));
     }
     if (op == "sign") {
@@ -306,10 +337,6 @@ void register_elementwise_lowerings(OpRegistry& r) {
     const std::string name = op;
     r.set_lowering(name, [name](LoweringContext& ctx, const Node& node) {
       const DType d = in_type(ctx, node, 0).dtype;
-      if (name == "power" && !is_floating(d)) {
-        throw Error(ErrorCode::kUnimplemented, fmt::format("no lowering for op 'power' on {}", dtype_name(d)),
-                    "convert to a floating dtype, or run with the reference interpreter");
-      }
       bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return binary_scalar(b, name, d, a[0], a[1]); }));
     });
   }

@@ -1,5 +1,332 @@
-// PLACEHOLDER: replaced by the real indexing lowering rules.
+// MLIR lowering rules of gather, scatter and rng_bit_generator (semantics in docs/ir.md), each
+// reproducing its interpreter kernel (compiler/ops/{indexing,random}.cpp) bit for bit: gather
+// clamps start indices into the operand, scatter applies its updates one element at a time in
+// row-major order of the updates (skipping windows that do not fit; f16/bf16 adds round after
+// every update), and rng_bit_generator is Threefry-2x32 with 20 rounds in i32 arithmetic.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+
 #include "ingot/ir/op_registry.h"
+#include "ingot/lower/lowering.h"
+
 namespace ingot::ir {
-void register_indexing_lowerings(OpRegistry&) {}
+
+namespace {
+
+using lower::BodyBuilder;
+using lower::LoweringContext;
+using Args = std::vector<std::string>;
+
+TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
+  return ctx.graph().type(node.outputs.at(i));
+}
+TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) {
+  return ctx.graph().type(node.inputs.at(i));
+}
+std::string ty(const TensorType& t) { return LoweringContext::type(t); }
+std::string el(DType d) { return LoweringContext::element(d); }
+bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+/// Function-level code (loop nests) written with a BodyBuilder so that the scalar helpers serve
+/// it too. Its "%b<N>" names are renamed "%k<M>_<N>" (M fresh from the context) when flushed, so
+/// they cannot clash with the context's names or with the "%b<N>" names of generic bodies.
+class LocalCode {
+ public:
+  explicit LocalCode(LoweringContext& ctx) : ctx_(ctx), prefix_(ctx.fresh("k") + "_") {}
+  BodyBuilder& b() { return b_; }
+  /// The function-level name of local name `local`.
+  std::string name(const std::string& local) const { return rename(local); }
+  /// Appends the builder's lines to the function body.
+  void flush() const {
+    for (const std::string& l : b_.lines()) ctx_.emit(rename(l));
+  }
+
+ private:
+  std::string rename(const std::string& text) const {
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '%' && i + 2 < text.size() && text[i + 1] == 'b' &&
+          std::isdigit(static_cast<unsigned char>(text[i + 2])) != 0) {
+        out += prefix_;
+        ++i;  // skip "%b"
+        continue;
+      }
+      out += text[i];
+    }
+    return out;
+  }
+  LoweringContext& ctx_;
+  std::string prefix_;
+  int64_t counter_ = 0;
+  BodyBuilder b_{&counter_};
+};
+
+std::string index_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : index", v)); }
+std::string i64_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : i64", v)); }
+
+/// An index value of integer dtype `d` as i64, as the interpreter reads indices: sign- or
+/// zero-extended, u64 values above INT64_MAX saturating to INT64_MAX.
+std::string to_i64(BodyBuilder& b, DType d, const std::string& v) {
+  if (d == DType::kI64) return v;
+  if (d == DType::kU64) {
+    const std::string negative = b.let(fmt::format("arith.cmpi slt, {}, {} : i64", v, i64_const(b, 0)));
+    return b.let(fmt::format("arith.select {}, {}, {} : i64", negative,
+                             i64_const(b, std::numeric_limits<int64_t>::max()), v));
+  }
+  return b.let(fmt::format("arith.ext{}i {} : {} to i64", is_signed_integer(d) ? "s" : "u", v, el(d)));
+}
+
+/// Start index values read from the indices tensor `indices` (type `it`) for the batch position
+/// `batch` (index values, one per indices dim other than index_vector_dim): one i64 per component.
+std::vector<std::string> read_start(BodyBuilder& b, const std::string& indices, const TensorType& it,
+                                    int64_t index_vector_dim, size_t components,
+                                    const std::vector<std::string>& batch) {
+  std::vector<std::string> values;
+  for (size_t k = 0; k < components; ++k) {
+    std::vector<std::string> pos;
+    size_t bi = 0;
+    for (int64_t d = 0; d < it.rank(); ++d) {
+      pos.push_back(d == index_vector_dim ? index_const(b, static_cast<int64_t>(k)) : batch[bi++]);
+    }
+    const std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", indices, fmt::join(pos, ", "), ty(it)));
+    values.push_back(to_i64(b, it.dtype, v));
+  }
+  return values;
+}
+
+/// Multi-index of the row-major flat index `flat` (an index value) in `shape` (all sizes > 0).
+std::vector<std::string> unravel(BodyBuilder& b, const std::string& flat, const Shape& shape) {
+  std::vector<std::string> idx;
+  int64_t stride = num_elements(shape);
+  for (int64_t size : shape) {
+    stride /= size;
+    const std::string q = b.let(fmt::format("arith.divui {}, {} : index", flat, index_const(b, stride)));
+    idx.push_back(b.let(fmt::format("arith.remui {}, {} : index", q, index_const(b, size))));
+  }
+  return idx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// gather
+
+/// A parallel linalg.generic over the result: each element reads its start indices (clamped to
+/// [0, operand size - slice size], as the interpreter) and extracts the operand element.
+void lower_gather(LoweringContext& ctx, const Node& node) {
+  const TensorType operand = in_type(ctx, node, 0), indices = in_type(ctx, node, 1), out = out_type(ctx, node);
+  if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
+  const std::vector<int64_t> offset_dims = node.attrs.get_ints("offset_dims");
+  const std::vector<int64_t> collapsed = node.attrs.get_ints("collapsed_slice_dims");
+  const std::vector<int64_t> start_map = node.attrs.get_ints("start_index_map");
+  const std::vector<int64_t> slice_sizes = node.attrs.get_ints("slice_sizes");
+  const int64_t ivd = node.attrs.get_int("index_vector_dim");
+  const std::string src = ctx.operand(node, 0), idx = ctx.operand(node, 1);
+  const std::string result = ctx.generic(
+      out.rank(), std::vector<std::string>(static_cast<size_t>(out.rank()), "parallel"), {}, out,
+      LoweringContext::identity(out.rank()), "", [&](BodyBuilder& b, const Args&) {
+        std::vector<std::string> batch, offset;
+        for (int64_t d = 0; d < out.rank(); ++d) (contains(offset_dims, d) ? offset : batch).push_back(b.index(d));
+        const std::vector<std::string> starts = read_start(b, idx, indices, ivd, start_map.size(), batch);
+        std::vector<std::string> pos;
+        size_t o = 0;
+        for (int64_t d = 0; d < operand.rank(); ++d) {
+          const auto dd = static_cast<size_t>(d);
+          std::string p = contains(collapsed, d) ? index_const(b, 0) : offset[o++];
+          const auto k = std::find(start_map.begin(), start_map.end(), d);
+          if (k != start_map.end()) {
+            const std::string v = starts[static_cast<size_t>(k - start_map.begin())];
+            const std::string lo = b.let(fmt::format("arith.maxsi {}, {} : i64", v, i64_const(b, 0)));
+            const std::string s = b.let(fmt::format("arith.minsi {}, {} : i64", lo, i64_const(b, operand.shape[dd] - slice_sizes[dd])));
+            p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", s))));
+          }
+          pos.push_back(p);
+        }
+        const std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", src, fmt::join(pos, ", "), ty(operand)));
+        return is_bool(out.dtype) ? b.let(fmt::format("arith.trunci {} : i8 to i1", v)) : v;
+      });
+  ctx.bind(node.outputs[0], result);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scatter
+
+/// Scatter's attributes and the window size per operand dim (1 for inserted dims).
+struct Scatter {
+  std::vector<int64_t> window_dims, inserted, to_operand;
+  int64_t index_vector_dim = 0;
+  bool add = true;
+  Shape window;
+};
+
+Scatter read_scatter(const Attributes& attrs, const TensorType& operand, const TensorType& updates) {
+  Scatter s{attrs.get_ints("update_window_dims"), attrs.get_ints("inserted_window_dims"),
+            attrs.get_ints("scatter_dims_to_operand_dims"), attrs.get_int("index_vector_dim"),
+            attrs.get_string("computation") == "add", Shape(operand.shape.size(), 1)};
+  for (int64_t d = 0, w = 0; d < operand.rank(); ++d) {
+    if (!contains(s.inserted, d)) s.window[d] = updates.shape[static_cast<size_t>(s.window_dims[w++])];
+  }
+  return s;
+}
+
+/// Emits the operand position of update element `u` (its multi-index) and returns it with the
+/// i1 "the whole window fits" (start in [0, size - window] along every indexed dim).
+std::pair<std::vector<std::string>, std::string> scatter_position(BodyBuilder& b, const Scatter& s,
+                                                                  const std::string& indices, const TensorType& it,
+                                                                  const TensorType& operand,
+                                                                  const std::vector<std::string>& u) {
+  std::vector<std::string> batch, win;
+  for (size_t d = 0; d < u.size(); ++d) (contains(s.window_dims, static_cast<int64_t>(d)) ? win : batch).push_back(u[d]);
+  const std::vector<std::string> starts = read_start(b, indices, it, s.index_vector_dim, s.to_operand.size(), batch);
+  std::string fits = b.let("arith.constant true");
+  std::vector<std::string> pos;
+  size_t w = 0;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    const auto dd = static_cast<size_t>(d);
+    std::string p = contains(s.inserted, d) ? index_const(b, 0) : win[w++];
+    const auto k = std::find(s.to_operand.begin(), s.to_operand.end(), d);
+    if (k != s.to_operand.end()) {
+      const std::string start = starts[static_cast<size_t>(k - s.to_operand.begin())];
+      const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : i64", start, i64_const(b, 0)));
+      const std::string hi_ok =
+          b.let(fmt::format("arith.cmpi sle, {}, {} : i64", start, i64_const(b, operand.shape[dd] - s.window[dd])));
+      fits = b.let(fmt::format("arith.andi {}, {} : i1", fits, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
+      // Only used (inside the scf.if) when the window fits.
+      p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", start))));
+    }
+    pos.push_back(p);
+  }
+  return {pos, fits};
+}
+
+/// `cur + v` with the interpreter's scatter add: integers wrap, f16/bf16 add in f32 and round.
+std::string scatter_add(BodyBuilder& b, DType d, const std::string& cur, const std::string& v) {
+  if (d == DType::kF16 || d == DType::kBF16) {
+    const std::string x = b.let(fmt::format("arith.extf {} : {} to f32", cur, el(d)));
+    const std::string y = b.let(fmt::format("arith.extf {} : {} to f32", v, el(d)));
+    return b.let(fmt::format("arith.truncf {} : f32 to {}", b.let(fmt::format("arith.addf {}, {} : f32", x, y)), el(d)));
+  }
+  return b.let(fmt::format("arith.{} {}, {} : {}", is_floating(d) ? "addf" : "addi", cur, v, el(d)));
+}
+
+/// A copy of the operand (never the caller's buffer), then one scf.for over the update elements
+/// in row-major order: each computes its window's start, skips it unless the whole window lies
+/// inside the operand, and adds (or assigns) the element with tensor.extract/tensor.insert.
+void lower_scatter(LoweringContext& ctx, const Node& node) {
+  const TensorType operand = in_type(ctx, node, 0), indices = in_type(ctx, node, 1), updates = in_type(ctx, node, 2);
+  const Scatter s = read_scatter(node.attrs, operand, updates);
+  bool any_fits = num_elements(updates.shape) > 0;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    // Dims without a start index start at 0: they fit iff the window does.
+    if (!contains(s.to_operand, d) && operand.shape[d] < s.window[d]) any_fits = false;
+  }
+  if (!any_fits) return ctx.bind(node.outputs[0], ctx.operand(node, 0));
+  const std::string t = ty(operand);
+  const std::string copy = ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), t), "cp");
+  LocalCode code(ctx);
+  BodyBuilder& b = code.b();
+  const std::string result = b.fresh(), u = b.fresh(), acc = b.fresh();
+  b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, u, index_const(b, 0),
+                     index_const(b, num_elements(updates.shape)), index_const(b, 1), acc, copy, t));
+  const std::vector<std::string> ui = unravel(b, u, updates.shape);
+  const auto [pos, fits] = scatter_position(b, s, ctx.operand(node, 1), indices, operand, ui);
+  const std::string next = b.fresh();
+  b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, fits, t));
+  std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 2), fmt::join(ui, ", "), ty(updates)));
+  if (s.add) v = scatter_add(b, operand.dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc, fmt::join(pos, ", "), t)), v);
+  b.emit(fmt::format("scf.yield {} : {}", b.let(fmt::format("tensor.insert {} into {}[{}] : {}", v, acc, fmt::join(pos, ", "), t)), t));
+  b.emit("} else {");
+  b.emit(fmt::format("scf.yield {} : {}", acc, t));
+  b.emit("}");
+  b.emit(fmt::format("scf.yield {} : {}", next, t));
+  b.emit("}");
+  code.flush();
+  ctx.bind(node.outputs[0], code.name(result));
+}
+
+// ---------------------------------------------------------------------------------------------
+// rng_bit_generator
+
+/// Threefry-2x32, 20 rounds, on i32 values (wrapping adds; rotations by shifts).
+std::pair<std::string, std::string> threefry(BodyBuilder& b, const std::array<std::string, 3>& ks, std::string x0,
+                                             std::string x1) {
+  static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  auto add = [&](const std::string& x, const std::string& y) { return b.let(fmt::format("arith.addi {}, {} : i32", x, y)); };
+  auto c32 = [&](int64_t v) { return b.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(static_cast<uint32_t>(v)))); };
+  x0 = add(x0, ks[0]);
+  x1 = add(x1, ks[1]);
+  for (int round = 0; round < 20; ++round) {
+    const int rot = kRotations[round % 8];
+    x0 = add(x0, x1);
+    const std::string hi = b.let(fmt::format("arith.shli {}, {} : i32", x1, c32(rot)));
+    const std::string lo = b.let(fmt::format("arith.shrui {}, {} : i32", x1, c32(32 - rot)));
+    x1 = b.let(fmt::format("arith.xori {}, {} : i32", b.let(fmt::format("arith.ori {}, {} : i32", hi, lo)), x0));
+    if (round % 4 == 3) {
+      const int s = round / 4 + 1;
+      x0 = add(x0, ks[s % 3]);
+      x1 = add(x1, add(ks[(s + 1) % 3], c32(s)));
+    }
+  }
+  return {x0, x1};
+}
+
+/// The key schedule at the function level, then a parallel linalg.generic over the output whose
+/// element i encrypts counter state[1] + block(i) (block = i / 2 for u32 words, i for u64) and
+/// takes its word(s); the new state is [state[0], state[1] + blocks].
+void lower_rng(LoweringContext& ctx, const Node& node) {
+  const TensorType bits_t = out_type(ctx, node, 1);
+  const bool wide = bits_t.dtype == DType::kU64;
+  const int64_t count = num_elements(bits_t.shape);
+  const int64_t blocks = wide ? count : (count + 1) / 2;
+  const std::string state = ctx.operand(node, 0);
+  const std::string c0 = ctx.let("arith.constant 0 : index", "c"), c1 = ctx.let("arith.constant 1 : index", "c");
+  const std::string key = ctx.let(fmt::format("tensor.extract {}[{}] : tensor<2xi64>", state, c0), "t");
+  const std::string counter = ctx.let(fmt::format("tensor.extract {}[{}] : tensor<2xi64>", state, c1), "t");
+  const std::string c32 = ctx.let("arith.constant 32 : i64", "c");
+  std::array<std::string, 3> ks;
+  ks[0] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", key), "t");
+  ks[1] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", ctx.let(fmt::format("arith.shrui {}, {} : i64", key, c32), "t")), "t");
+  const std::string parity = ctx.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(0x1BD11BDAu)), "c");
+  ks[2] = ctx.let(fmt::format("arith.xori {}, {} : i32", parity, ctx.let(fmt::format("arith.xori {}, {} : i32", ks[0], ks[1]), "t")), "t");
+  const std::string advanced = ctx.let(fmt::format("arith.addi {}, {} : i64", counter, ctx.let(fmt::format("arith.constant {} : i64", blocks), "c")), "t");
+  ctx.bind(node.outputs[0], ctx.let(fmt::format("tensor.from_elements {}, {} : tensor<2xi64>", key, advanced), "st"));
+  if (count == 0) return ctx.bind(node.outputs[1], ctx.empty(bits_t));
+  const std::string bits = ctx.generic(
+      bits_t.rank(), std::vector<std::string>(static_cast<size_t>(bits_t.rank()), "parallel"), {}, bits_t,
+      LoweringContext::identity(bits_t.rank()), "", [&](BodyBuilder& b, const Args&) {
+        std::string flat = i64_const(b, 0);
+        int64_t stride = count;
+        for (int64_t d = 0; d < bits_t.rank(); ++d) {
+          stride /= bits_t.shape[d];
+          const std::string i = b.let(fmt::format("arith.index_cast {} : index to i64", b.index(d)));
+          flat = b.let(fmt::format("arith.addi {}, {} : i64", flat, b.let(fmt::format("arith.muli {}, {} : i64", i, i64_const(b, stride)))));
+        }
+        const std::string one = i64_const(b, 1);
+        const std::string block = wide ? flat : b.let(fmt::format("arith.shrui {}, {} : i64", flat, one));
+        const std::string ctr = b.let(fmt::format("arith.addi {}, {} : i64", counter, block));
+        const std::string lo = b.let(fmt::format("arith.trunci {} : i64 to i32", ctr));
+        const std::string hi = b.let(fmt::format("arith.trunci {} : i64 to i32", b.let(fmt::format("arith.shrui {}, {} : i64", ctr, i64_const(b, 32)))));
+        const auto [y0, y1] = threefry(b, ks, lo, hi);
+        if (!wide) {
+          const std::string odd = b.let(fmt::format("arith.trunci {} : i64 to i1", b.let(fmt::format("arith.andi {}, {} : i64", flat, one))));
+          return b.let(fmt::format("arith.select {}, {}, {} : i32", odd, y1, y0));
+        }
+        const std::string w0 = b.let(fmt::format("arith.extui {} : i32 to i64", y0));
+        const std::string w1 = b.let(fmt::format("arith.shli {}, {} : i64", b.let(fmt::format("arith.extui {} : i32 to i64", y1)), i64_const(b, 32)));
+        return b.let(fmt::format("arith.ori {}, {} : i64", w0, w1));
+      });
+  ctx.bind(node.outputs[1], bits);
+}
+
+}  // namespace
+
+void register_indexing_lowerings(OpRegistry& r) {
+  r.set_lowering("gather", lower_gather);
+  r.set_lowering("scatter", lower_scatter);
+  r.set_lowering("rng_bit_generator", lower_rng);
+}
+
 }  // namespace ingot::ir

@@ -133,25 +133,34 @@ void lower_dot_general(LoweringContext& ctx, const Node& node) {
   const int64_t nb = static_cast<int64_t>(lb.size()), nlf = static_cast<int64_t>(lf.size());
   const int64_t nrf = static_cast<int64_t>(rf.size()), nc = static_cast<int64_t>(lc.size());
   const int64_t loops = nb + nlf + nrf + nc;
+  // Loop order (batch, lhs free, contracting, rhs free): the innermost loop runs over the rhs's
+  // free (usually contiguous) dim with the accumulator indexed by it, so LLVM vectorises it
+  // without reassociating the sum; each output element still sums k in ascending order, as the
+  // interpreter does.
+  auto d = [](int64_t i) { return fmt::format("d{}", i); };
   std::vector<std::string> lmap(static_cast<size_t>(lhs.rank())), rmap(static_cast<size_t>(rhs.rank()));
   for (int64_t i = 0; i < nb; ++i) {
-    lmap[lb[i]] = fmt::format("d{}", i);
-    rmap[rb[i]] = fmt::format("d{}", i);
+    lmap[lb[i]] = d(i);
+    rmap[rb[i]] = d(i);
   }
-  for (int64_t i = 0; i < nlf; ++i) lmap[lf[i]] = fmt::format("d{}", nb + i);
-  for (int64_t i = 0; i < nrf; ++i) rmap[rf[i]] = fmt::format("d{}", nb + nlf + i);
+  for (int64_t i = 0; i < nlf; ++i) lmap[lf[i]] = d(nb + i);
   for (int64_t i = 0; i < nc; ++i) {
-    lmap[lc[i]] = fmt::format("d{}", nb + nlf + nrf + i);
-    rmap[rc[i]] = fmt::format("d{}", nb + nlf + nrf + i);
+    lmap[lc[i]] = d(nb + nlf + i);
+    rmap[rc[i]] = d(nb + nlf + i);
   }
-  std::vector<std::string> iters;
-  for (int64_t i = 0; i < loops; ++i) iters.push_back(i < nb + nlf + nrf ? "parallel" : "reduction");
+  for (int64_t i = 0; i < nrf; ++i) rmap[rf[i]] = d(nb + nlf + nc + i);
+  std::vector<std::string> iters, out_map;
+  for (int64_t i = 0; i < loops; ++i) {
+    const bool contracting = i >= nb + nlf && i < nb + nlf + nc;
+    iters.push_back(contracting ? "reduction" : "parallel");
+    if (!contracting) out_map.push_back(d(i));
+  }
   const DType acc_dtype = is_half(out.dtype) ? DType::kF32 : out.dtype;
   const TensorType acc{out.shape, acc_dtype};
   const std::string init = ctx.fill(acc, 0);
   std::string r = ctx.generic(
       loops, iters, {{ctx.operand(node, 0), lhs, lmap}, {ctx.operand(node, 1), rhs, rmap}}, acc,
-      LoweringContext::identity(nb + nlf + nrf), init, [&](BodyBuilder& b, const Args& a) {
+      out_map, init, [&](BodyBuilder& b, const Args& a) {
         std::string x = a[0], y = a[1];
         if (acc_dtype != lhs.dtype) {
           x = b.let(fmt::format("arith.extf {} : {} to f32", x, el(lhs.dtype)));

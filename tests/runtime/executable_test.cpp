@@ -131,6 +131,27 @@ TEST(Executable, AnOutputReturnedTwiceIsOneArray) {
   EXPECT_NE(out[1].raw_data(), out[0].raw_data());
 }
 
+TEST(Executable, ADonatedInputSlotIsUpdatedInPlace) {
+  // x <- 2x in the donated slot 0; slot 1 = x + 1 computed from the updated value.
+  std::vector<std::string> log;
+  std::vector<Thunk> thunks;
+  thunks.push_back(scale_thunk("double-in-place", 0, 0, 2, 0, &log));
+  thunks.push_back(scale_thunk("plus-one", 0, 1, 1, 1, &log));
+  Executable exe({{{2}, DType::kF32}, {{2}, DType::kF32}}, 1, std::move(thunks), {0, 1}, {0}, "inplace");
+  EXPECT_EQ(exe.donated_inputs(), std::vector<size_t>{0});
+  EXPECT_EQ(exe.name(), "inplace");
+  Array x = f32({1, -3});
+  const void* data = x.raw_data();
+  std::vector<Array> out = exe.run({x});
+  EXPECT_EQ(out[0].raw_data(), data);  // the caller's memory, now owned by the result
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, -6}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{3, -5}));
+  EXPECT_TRUE(x.donated());
+  expect_error([&] { x.to_vector<float>(); }, ErrorCode::kFailedPrecondition, {"donated to 'inplace'"});
+  expect_error([&] { Executable({{{2}, DType::kF32}}, 1, {}, {}, {1}); }, ErrorCode::kInvalidArgument,
+               {"donated input 1", "not an input"});
+}
+
 TEST(Executable, NoThunksReturnsInputs) {
   Executable exe({{{1}, DType::kI64}}, 1, {}, {0, 0});
   const Array x = Array::from_vector<int64_t>({-5}, {1});
@@ -196,7 +217,7 @@ TEST(Executable, ConstructionChecksTheSlotTable) {
   expect_error([&] { Executable(three, 1, backwards, {1}); }, ErrorCode::kInvalidArgument,
                {"thunk 'reader'", "reads slot 2", "before"});
   expect_error([&] { Executable(three, 1, {scale_thunk("clobber", 0, 0, 1, 0, &log)}, {0}); },
-               ErrorCode::kInvalidArgument, {"thunk 'clobber'", "writes input slot 0"});
+               ErrorCode::kInvalidArgument, {"thunk 'clobber'", "writes input slot 0", "not donated"});
   expect_error([&] { Executable(three, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {1, 2}); },
                ErrorCode::kInvalidArgument, {"output slot 2", "neither an input nor written"});
 }

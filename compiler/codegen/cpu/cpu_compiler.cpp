@@ -51,17 +51,21 @@ std::vector<PipelineStage> default_cpu_pipeline() {
       // f16/bf16 arithmetic computed in f32 and rounded on store, as the interpreter does.
       {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
       {"bufferize",
-       "one-shot-bufferize{bufferize-function-boundaries "
+       "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
        "function-boundary-type-conversion=identity-layout-map},"
        "buffer-results-to-out-params{modify-public-functions},"
        "canonicalize"},
       {"deallocate", "buffer-deallocation-pipeline"},
+      // Loops are vectorised by LLVM's loop vectoriser at -O3 for the host's features (AVX-512
+      // here): MLIR's affine-super-vectorize mis-handles strided innermost accesses and
+      // single-trip loops, so it is not used.
       {"loops", "convert-linalg-to-affine-loops,canonicalize"},
-      {"vectorize", "func.func(affine-super-vectorize{virtual-vector-size=8}),canonicalize"},
-      // full-unroll: without it, a transfer that vector-to-scf cannot map to one load (strided or
-      // possibly out of bounds) gets a memref.alloca at the top of its affine.for body (an
-      // allocation scope), which LLVM leaves in the loop: the stack grows every iteration and a
-      // 784-256-128-10 MLP step overflowed the 8 MiB main-thread stack.
+      // full-unroll: vector transfers that vector-to-scf cannot map to one load (strided or
+      // possibly out of bounds) otherwise get a memref.alloca at the top of their enclosing
+      // affine.for body (an allocation scope), which LLVM leaves in the loop: the stack grows every
+      // iteration (with affine-super-vectorize, a 784-256-128-10 MLP step overflowed the 8 MiB
+      // main-thread stack). The default stages emit no vector ops now; this keeps custom
+      // pipelines that vectorise safe.
       {"lower-to-llvm",
        "convert-vector-to-scf{full-unroll=true},lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"

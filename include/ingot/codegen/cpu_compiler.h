@@ -20,7 +20,8 @@ struct PipelineStage {
 
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
-/// results as caller-provided out-params, deallocation, loops, vectorisation, lowering to LLVM.
+/// results as caller-provided out-params, deallocation, loops, lowering to LLVM (the JIT's -O3
+/// pipeline then vectorises loops for the host CPU, AVX-512 where present).
 std::vector<PipelineStage> default_cpu_pipeline();
 
 /// Options of compile_cpu().

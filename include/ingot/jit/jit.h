@@ -18,13 +18,23 @@ namespace ingot {
 /// Compiles `graph` for the host CPU into an Executable with one JIT-compiled thunk
 /// ("jit:<graph name>"); repeated outputs share one buffer. Throws what lowering and the
 /// back end throw (kUnimplemented "no lowering for op 'X'", MLIR diagnostics as kInvalidArgument).
+///
+/// `donate_argnums` (JAX's name): parameters whose buffers are reused for outputs of the same
+/// shape and dtype (each donated parameter is paired with the first unpaired such output), so an
+/// in-place update allocates no second copy. A donated parameter that is also returned unchanged
+/// is not paired (its old value must survive); unpaired donated buffers are still consumed.
+/// A donate_argnum out of range or repeated is ingot::Error(kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
-                                                const codegen::CpuCompileOptions& options = {});
+                                                const codegen::CpuCompileOptions& options = {},
+                                                const std::vector<int64_t>& donate_argnums = {});
 
 /// Options of jit().
 struct JitOptions {
   /// Name of the traced graph (appears in dumps and thunk names).
   std::string name = "jit";
+  /// Arguments whose buffers are donated to the computation (see compile_graph): the caller's
+  /// Arrays become unusable ("array was donated to 'jit:<name>'").
+  std::vector<int64_t> donate_argnums;
   /// Back-end options. When `compile.dump_dir` is empty and the environment variable
   /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<n> (the one documented debug
   /// switch; see docs/compiler.md).

@@ -114,7 +114,13 @@ struct LoweredModule {
 /// Lowers `graph` to an MLIR module holding `func.func @<entry>(parameters) -> (results)` over
 /// tensors, with llvm.emit_c_interface. Throws ingot::Error(kUnimplemented) "no lowering for op
 /// 'X'" naming the op when one has no lowering rule.
-LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry = "main");
+///
+/// `donated` lists (parameter index, output index) pairs of equal type whose output is computed
+/// into the parameter's buffer (bufferization.materialize_in_destination; in place when the
+/// bufferization analysis finds it safe, else through a copy): the caller passes the donated
+/// buffer as that output's buffer too.
+LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry = "main",
+                          const std::vector<std::pair<size_t, size_t>>& donated = {});
 
 /// lower_graph(graph, entry).text.
 std::string lower_to_mlir(const ir::Graph& graph, const std::string& entry = "main");

@@ -86,6 +86,13 @@ class Array {
   double element_as_double(int64_t flat_index) const;
 
   bool valid() const { return buffer_ != nullptr; }
+  /// True if the array's buffer was donated (its data may no longer be used).
+  bool donated() const { return buffer_ != nullptr && !buffer_->donated_to().empty(); }
+  /// The buffer holding the data (shared by copies of this Array).
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  /// An Array of `shape` and `dtype` viewing `buffer` (which must hold at least
+  /// num_elements(shape) * dtype_size(dtype) bytes; ingot::Error(kInvalidArgument) otherwise).
+  static Array from_buffer(const Shape& shape, DType dtype, std::shared_ptr<Buffer> buffer);
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }

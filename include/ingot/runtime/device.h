@@ -85,11 +85,20 @@ class Buffer {
   int64_t size_bytes() const { return bytes_; }
   Device& device() const { return *device_; }
 
+  /// Donation (JAX's donate_argnums): moves the memory into a new Buffer that the callee owns
+  /// and marks this one as donated to `to` (e.g. "jit:train_step"). Every Array still holding
+  /// this buffer then throws ingot::Error(kFailedPrecondition) "array was donated to ...".
+  /// Throws that error itself if the buffer was already donated.
+  std::shared_ptr<Buffer> donate(const std::string& to);
+  /// Empty unless donate() was called: whom the memory was donated to.
+  const std::string& donated_to() const { return donated_to_; }
+
  private:
   Buffer(Device& device, void* data, int64_t bytes) : device_(&device), data_(data), bytes_(bytes) {}
   Device* device_;
   void* data_;
   int64_t bytes_;
+  std::string donated_to_;
 };
 
 }  // namespace ingot

@@ -27,23 +27,36 @@ class Executable {
  public:
   /// `slot_types[i]` is the (shape, dtype) of slot i; the first `num_inputs` slots are inputs.
   /// `outputs` lists the slots returned by run() (a slot may appear more than once).
+  /// `donated_inputs` are input slots whose buffers the executable takes over (JAX's
+  /// donate_argnums): thunks may write them in place and outputs may be them. `name` appears in
+  /// the "array was donated to ..." error of a donated argument used afterwards.
   Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
-             std::vector<Thunk> thunks, std::vector<size_t> outputs);
+             std::vector<Thunk> thunks, std::vector<size_t> outputs,
+             std::vector<size_t> donated_inputs = {}, std::string name = "executable");
 
   /// Checks `inputs` against the input types (ingot::Error kInvalidArgument / kShapeMismatch /
-  /// kDTypeMismatch naming the index), allocates the other slots on `device` (default cpu:0),
-  /// runs the thunks and returns the output slots. A slot returned twice is the same Array.
+  /// kDTypeMismatch naming the index), takes over the donated inputs' buffers (afterwards the
+  /// caller's Arrays throw "array was donated to '<name>'"; donating one buffer twice, or passing
+  /// a donated buffer in another argument too, is kInvalidArgument and nothing is donated),
+  /// allocates the other slots on `device` (default cpu:0), runs the thunks and returns the
+  /// output slots. A slot returned twice is the same Array.
   std::vector<Array> run(const std::vector<Array>& inputs, Device* device = nullptr) const;
 
   size_t num_inputs() const { return num_inputs_; }
   const std::vector<Thunk>& thunks() const { return thunks_; }
   const std::vector<std::pair<Shape, DType>>& slot_types() const { return slot_types_; }
+  const std::vector<size_t>& donated_inputs() const { return donated_; }
+  const std::string& name() const { return name_; }
 
  private:
+  void check_donation(const std::vector<Array>& inputs) const;
+
   std::vector<std::pair<Shape, DType>> slot_types_;
   size_t num_inputs_;
   std::vector<Thunk> thunks_;
   std::vector<size_t> outputs_;
+  std::vector<size_t> donated_;
+  std::string name_;
 };
 
 }  // namespace ingot
