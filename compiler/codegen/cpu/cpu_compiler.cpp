@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -343,9 +344,14 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
                    fmt::format("{:02}-llvm.ll", static_cast<int>(stages.size()) + 1),
                ll);
   }
-  mlir::ExecutionEngineOptions engine_options;
-  engine_options.transformer =
+  // ExecutionEngineOptions::transformer is an llvm::function_ref (non-owning): the callable must
+  // outlive ExecutionEngine::create. Assigning makeOptimizingTransformer's temporary directly
+  // left it dangling; in a release build LLVM's -O3 pipeline then silently did not run (no
+  // vectorisation, a 784-256-128-10 MLP step 5x slower).
+  const std::function<llvm::Error(llvm::Module*)> optimize =
       mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm->get());
+  mlir::ExecutionEngineOptions engine_options;
+  engine_options.transformer = optimize;
   engine_options.jitCodeGenOptLevel = options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
                                                              : llvm::CodeGenOptLevel::Default;
   std::vector<llvm::StringRef> libs(options.runtime_libraries.begin(), options.runtime_libraries.end());
