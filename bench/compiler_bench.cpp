@@ -166,6 +166,17 @@ void report_train_step(const Plan& plan) {
     compiled_out = jitted(args);
     benchmark::DoNotOptimize(compiled_out.data());
   });
+  // Donated weights: each step consumes its parameters, so the loop feeds the new ones back.
+  std::vector<int64_t> params;
+  for (int64_t i = 0; i < 2 * static_cast<int64_t>(kWidths.size() - 1); ++i) params.push_back(i);
+  Jitted donating = jit(train_step(), {.name = "mlp_step_donated", .donate_argnums = params});
+  std::vector<Array> state;
+  for (const Array& a : args) state.push_back(a.clone());
+  const double donated_step_s = median_seconds(plan.step_warmup, plan.step_runs, [&] {
+    std::vector<Array> out = donating(state);
+    for (size_t i = 0; i < params.size(); ++i) state[i] = out[i];
+    benchmark::DoNotOptimize(out.data());
+  });
   const double interp_s = median_seconds(plan.interp_warmup, plan.interp_runs, [&] {
     interp_out = interp::interpret(graph, args);
     benchmark::DoNotOptimize(interp_out.data());
@@ -184,6 +195,8 @@ void report_train_step(const Plan& plan) {
   fmt::print("| compiled step: Executable::run, median of {} after {} warm-up | {} |\n", plan.step_runs,
              plan.step_warmup, ms(step_s));
   fmt::print("| compiled step: jitted call (cache lookup + run) | {} |\n", ms(jit_step_s));
+  fmt::print("| compiled step with donated parameters (donate_argnums, new weights fed back) | {} |\n",
+             ms(donated_step_s));
   fmt::print("| interpreter step, median of {} after {} warm-up | {} |\n\n", plan.interp_runs,
              plan.interp_warmup, ms(interp_s));
   fmt::print("| ratio | value |\n|---|---|\n");
@@ -192,6 +205,7 @@ void report_train_step(const Plan& plan) {
   fmt::print("| break-even: compile time / (interpreter step - compiled step) | {:.2f} steps |\n",
              compile_s / (interp_s - step_s));
   fmt::print("| jitted call / Executable::run | {:.3f} |\n", jit_step_s / step_s);
+  fmt::print("| donated step / jitted step | {:.3f} |\n", donated_step_s / jit_step_s);
   fmt::print("| max relative difference compiled vs interpreter (all outputs) | {:.2e} |\n\n", gap);
 }
 
