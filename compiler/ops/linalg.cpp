@@ -19,35 +19,9 @@
 namespace ingot::ir {
 namespace {
 
-/// Guards a kernel called directly (without a verified graph): re-runs the shape rule on the
-/// operands' actual types and checks that `result_types` agree, so a bad call throws instead of
-/// reading or writing out of bounds.
-void check_kernel_call(const char* op, size_t operands,
-                       std::vector<TensorType> (*rule)(std::span<const TensorType>,
-                                                       const Attributes&),
-                       std::span<const Array> in, const Attributes& attrs,
-                       std::span<const TensorType> result_types) {
-  if (in.size() != operands) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op,
-                            in.size(), operands),
-                "verify the graph (Graph::verify) before interpreting it");
-  }
-  std::vector<TensorType> operand_types;
-  for (const Array& a : in) operand_types.push_back({a.shape(), a.dtype()});
-  const std::vector<TensorType> expected = rule(operand_types, attrs);
-  if (!std::equal(expected.begin(), expected.end(), result_types.begin(), result_types.end())) {
-    std::vector<std::string> got, want;
-    for (const TensorType& t : result_types) got.push_back(t.to_string());
-    for (const TensorType& t : expected) want.push_back(t.to_string());
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
-                    "give ({})",
-                    op, fmt::join(got, ", "), fmt::join(want, ", ")),
-        "verify the graph (Graph::verify) before interpreting it");
-  }
-}
+using ops::check_kernel_call;
+using ops::check_known_attrs;
+
 
 using ops::check_dims;
 using ops::for_each_index;
@@ -57,17 +31,6 @@ using ops::require_dtype;
 // ---------------------------------------------------------------------------------------------
 // Attribute helpers (names the op in every message; the Graph adds the node text).
 
-/// Throws kInvalidArgument for an attribute `op` does not define (catches typos in optional
-/// attributes, whose absence would otherwise silently select the default).
-void check_known_attrs(const std::string& op, const Attributes& attrs,
-                       const std::vector<std::string>& known) {
-  for (const auto& [name, value] : attrs.entries()) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", op, name),
-                  fmt::format("{} takes the attributes {}", op, fmt::join(known, ", ")));
-    }
-  }
-}
 
 /// Reads the required integer attribute `name`, throwing kNotFound/kInvalidArgument naming `op`.
 int64_t required_int(const std::string& op, const Attributes& attrs, const std::string& name) {
