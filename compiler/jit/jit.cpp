@@ -46,9 +46,10 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const codegen::CpuCompileOptions& options,
-                                                const std::vector<int64_t>& donate_argnums) {
+                                                const std::vector<int64_t>& donate_argnums,
+                                                const lower::LoweringOptions& lowering) {
   const std::vector<std::pair<size_t, size_t>> pairs = donation_pairs(graph, donate_argnums);
-  const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs);
+  const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs, lowering);
   std::vector<std::pair<Shape, DType>> params, results;
   for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : lowered.results) results.emplace_back(t.shape, t.dtype);
@@ -111,7 +112,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
         copts.dump_dir = fmt::format("{}/{}-{}", dir, state_->options.name, state_->cache.size());
       }
-      exe = compile_graph(graph, copts, state_->options.donate_argnums);
+      exe = compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

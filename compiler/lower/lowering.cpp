@@ -171,9 +171,16 @@ std::string LoweringContext::map(
   return generic(out.rank(), iters, ins, out, identity(out.rank()), "", body);
 }
 
+void LoweringContext::declare(const std::string& declaration) {
+  if (std::find(declarations_.begin(), declarations_.end(), declaration) == declarations_.end()) {
+    declarations_.push_back(declaration);
+  }
+}
+
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
-                          const std::vector<std::pair<size_t, size_t>>& donated) {
-  LoweringContext ctx(graph);
+                          const std::vector<std::pair<size_t, size_t>>& donated,
+                          const LoweringOptions& options) {
+  LoweringContext ctx(graph, options);
   LoweredModule lowered;
   std::vector<std::string> params;
   for (size_t i = 0; i < graph.parameters().size(); ++i) {
@@ -230,7 +237,9 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
   for (const std::string& l : ctx.lines()) text += l + "\n";
   text += fmt::format("    return {}{}{}\n  }}\n", fmt::join(out_names, ", "),
                       out_names.empty() ? "" : " : ", fmt::join(out_types, ", "));
-  lowered.text = "module {\n  " + text + "}\n";
+  std::string decls;
+  for (const std::string& d : ctx.declarations()) decls += "  " + d + "\n";
+  lowered.text = "module {\n" + decls + "  " + text + "}\n";
   return lowered;
 }
 

@@ -115,6 +115,39 @@ void lower_reduce(LoweringContext& ctx, const Node& node) {
   ctx.bind(node.outputs[0], r);
 }
 
+/// A plain matrix product (2-D f32/f64 operands, one contracting dim, no batch dims) as a call to
+/// the BLAS-backed kernel ingot_cpu_gemm_<dtype>(A, B, C, trans_a, trans_b) on memrefs.
+bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs,
+                       const TensorType& rhs, const TensorType& out, const std::vector<int64_t>& lc,
+                       const std::vector<int64_t>& rc, size_t num_batch) {
+  if (!ctx.options().blas_gemm || num_batch != 0 || lc.size() != 1 || lhs.rank() != 2 ||
+      rhs.rank() != 2 || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) {
+    return false;
+  }
+  const std::string e = el(out.dtype);
+  const std::string dyn = fmt::format("memref<?x?x{}>", e);
+  const std::string fn = fmt::format("ingot_cpu_gemm_{}", e);
+  ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}",
+                          fn, dyn, dyn, dyn));
+  auto memref = [&](const TensorType& t) { return fmt::format("memref<{}x{}x{}>", t.shape[0], t.shape[1], e); };
+  auto as_buffer = [&](const std::string& v, const TensorType& t) {
+    const std::string m = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v, ty(t), memref(t)), "m");
+    return ctx.let(fmt::format("memref.cast {} : {} to {}", m, memref(t), dyn), "m");
+  };
+  const std::string a = as_buffer(ctx.operand(node, 0), lhs);
+  const std::string b = as_buffer(ctx.operand(node, 1), rhs);
+  const std::string c = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", memref(out)), "m");
+  const std::string cd = ctx.let(fmt::format("memref.cast {} : {} to {}", c, memref(out), dyn), "m");
+  const std::string ta = ctx.let(fmt::format("arith.constant {} : i32", lc[0] == 0 ? 1 : 0), "c");
+  const std::string tb = ctx.let(fmt::format("arith.constant {} : i32", rc[0] == 1 ? 1 : 0), "c");
+  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, a, b, cd, ta,
+                       tb, dyn, dyn, dyn));
+  ctx.bind(node.outputs[0], ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c,
+                                                memref(out), ty(out)),
+                                    "t"));
+  return true;
+}
+
 void lower_dot_general(LoweringContext& ctx, const Node& node) {
   const TensorType lhs = in_type(ctx, node, 0), rhs = in_type(ctx, node, 1);
   const TensorType out = out_type(ctx, node);
@@ -129,6 +162,7 @@ void lower_dot_general(LoweringContext& ctx, const Node& node) {
     }
     return f;
   };
+  if (lower_dot_as_gemm(ctx, node, lhs, rhs, out, lc, rc, lb.size())) return;
   const std::vector<int64_t> lf = free_dims(lhs.rank(), lb, lc), rf = free_dims(rhs.rank(), rb, rc);
   const int64_t nb = static_cast<int64_t>(lb.size()), nlf = static_cast<int64_t>(lf.size());
   const int64_t nrf = static_cast<int64_t>(rf.size()), nc = static_cast<int64_t>(lc.size());

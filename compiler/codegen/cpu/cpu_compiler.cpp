@@ -9,7 +9,10 @@
 #include <functional>
 #include <mutex>
 
+#include "ingot/kernels/cpu_gemm.h"
+#include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/TargetSelect.h"
@@ -358,6 +361,14 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
   engine_options.sharedLibPaths = libs;
   auto engine = mlir::ExecutionEngine::create(*module, engine_options);
   if (!engine) fail("JIT compilation", llvm::toString(engine.takeError()) + diags.text(), options.dump_dir);
+  // Kernels that lowered code calls by name (BLAS GEMM, ...), resolved to this process's code.
+  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
+    llvm::orc::SymbolMap map;
+    for (const auto& [name, address] : kernels::cpu_kernel_symbols()) {
+      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
+    }
+    return map;
+  });
   auto fn = (*engine)->lookupPacked("_mlir_ciface_" + entry);
   if (!fn) {
     fail(fmt::format("lookup of '{}'", entry), llvm::toString(fn.takeError()), options.dump_dir);

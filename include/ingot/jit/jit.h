@@ -10,6 +10,7 @@
 
 #include "ingot/codegen/cpu_compiler.h"
 #include "ingot/ir/graph.h"
+#include "ingot/lower/lowering.h"
 #include "ingot/runtime/executable.h"
 #include "ingot/trace/tensor.h"
 
@@ -26,7 +27,8 @@ namespace ingot {
 /// A donate_argnum out of range or repeated is ingot::Error(kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const codegen::CpuCompileOptions& options = {},
-                                                const std::vector<int64_t>& donate_argnums = {});
+                                                const std::vector<int64_t>& donate_argnums = {},
+                                                const lower::LoweringOptions& lowering = {});
 
 /// Options of jit().
 struct JitOptions {
@@ -35,6 +37,8 @@ struct JitOptions {
   /// Arguments whose buffers are donated to the computation (see compile_graph): the caller's
   /// Arrays become unusable ("array was donated to 'jit:<name>'").
   std::vector<int64_t> donate_argnums;
+  /// Lowering choices (e.g. BLAS GEMM or generated loops for matrix products).
+  lower::LoweringOptions lowering;
   /// Back-end options. When `compile.dump_dir` is empty and the environment variable
   /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<n> (the one documented debug
   /// switch; see docs/compiler.md).

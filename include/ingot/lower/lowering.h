@@ -42,10 +42,23 @@ struct GenericInput {
   std::vector<std::string> map;
 };
 
+/// Choices of the lowering (what the compiler benchmarks decide between).
+struct LoweringOptions {
+  /// Plain 2-D f32/f64 dot_generals (matrix products, either operand possibly transposed) call a
+  /// BLAS GEMM (OpenBLAS; kernels/cpu/gemm.cpp) instead of a generated loop nest. The generated
+  /// code stays selectable for research: bench/ measures both.
+  bool blas_gemm = true;
+};
+
 /// State of lowering one graph: SSA names of values and the function body being written.
 class LoweringContext {
  public:
-  explicit LoweringContext(const ir::Graph& graph) : graph_(graph) {}
+  explicit LoweringContext(const ir::Graph& graph, LoweringOptions options = {})
+      : graph_(graph), options_(options) {}
+  const LoweringOptions& options() const { return options_; }
+  /// Adds a module-level declaration (e.g. `func.func private @f(...)`) once.
+  void declare(const std::string& declaration);
+  const std::vector<std::string>& declarations() const { return declarations_; }
   const ir::Graph& graph() const { return graph_; }
 
   /// SSA name of value `v` (bound when its producer was lowered).
@@ -95,6 +108,8 @@ class LoweringContext {
 
  private:
   const ir::Graph& graph_;
+  LoweringOptions options_;
+  std::vector<std::string> declarations_;
   std::vector<std::string> names_ = std::vector<std::string>(static_cast<size_t>(graph_.num_values()));
   std::vector<std::string> lines_;
   int64_t counter_ = 0;
@@ -120,7 +135,8 @@ struct LoweredModule {
 /// bufferization analysis finds it safe, else through a copy): the caller passes the donated
 /// buffer as that output's buffer too.
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry = "main",
-                          const std::vector<std::pair<size_t, size_t>>& donated = {});
+                          const std::vector<std::pair<size_t, size_t>>& donated = {},
+                          const LoweringOptions& options = {});
 
 /// lower_graph(graph, entry).text.
 std::string lower_to_mlir(const ir::Graph& graph, const std::string& entry = "main");

@@ -134,9 +134,16 @@ TEST(Fusion, MlpTrainStepFusesBiasAddAndReluIntoOneGenericPerLayer) {
   // small lowering changes; more means a fusion regressed.
   EXPECT_LE(static_cast<int64_t>(fused.size()), 42);
   EXPECT_LE(nests, 46);
-  // No stack allocation survives into LLVM: vector-to-scf's temporary buffers used to land as
+  // No stack allocation survives into LLVM except the three memref descriptors passed by pointer
+  // to each BLAS GEMM call (outside any loop): vector-to-scf's temporary buffers used to land as
   // allocas inside loops (stack growth per iteration; a full-size MLP overflowed the stack).
-  EXPECT_EQ(read_text(stage_dump(dir, "lower-to-llvm")).find("llvm.alloca"), std::string::npos);
+  const std::string llvm_dialect = read_text(stage_dump(dir, "lower-to-llvm"));
+  auto count = [&](const std::string& needle) {
+    int64_t n = 0;
+    for (size_t p = llvm_dialect.find(needle); p != std::string::npos; p = llvm_dialect.find(needle, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_LE(count("llvm.alloca"), 3 * count("llvm.call @_mlir_ciface_ingot_cpu_gemm"));
   if (env == nullptr) std::filesystem::remove_all(dir);
 }
 
