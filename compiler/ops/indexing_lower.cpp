@@ -13,60 +13,20 @@
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
+#include "ops/lower_util.h"
 
 namespace ingot::ir {
 
 namespace {
 
+using namespace lowering_util;
+
 using lower::BodyBuilder;
 using lower::LoweringContext;
 using Args = std::vector<std::string>;
 
-TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
-  return ctx.graph().type(node.outputs.at(i));
-}
-TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) {
-  return ctx.graph().type(node.inputs.at(i));
-}
-std::string ty(const TensorType& t) { return LoweringContext::type(t); }
-std::string el(DType d) { return LoweringContext::element(d); }
 bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-/// Function-level code (loop nests) written with a BodyBuilder so that the scalar helpers serve
-/// it too. Its "%b<N>" names are renamed "%k<M>_<N>" (M fresh from the context) when flushed, so
-/// they cannot clash with the context's names or with the "%b<N>" names of generic bodies.
-class LocalCode {
- public:
-  explicit LocalCode(LoweringContext& ctx) : ctx_(ctx), prefix_(ctx.fresh("k") + "_") {}
-  BodyBuilder& b() { return b_; }
-  /// The function-level name of local name `local`.
-  std::string name(const std::string& local) const { return rename(local); }
-  /// Appends the builder's lines to the function body.
-  void flush() const {
-    for (const std::string& l : b_.lines()) ctx_.emit(rename(l));
-  }
-
- private:
-  std::string rename(const std::string& text) const {
-    std::string out;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '%' && i + 2 < text.size() && text[i + 1] == 'b' &&
-          std::isdigit(static_cast<unsigned char>(text[i + 2])) != 0) {
-        out += prefix_;
-        ++i;  // skip "%b"
-        continue;
-      }
-      out += text[i];
-    }
-    return out;
-  }
-  LoweringContext& ctx_;
-  std::string prefix_;
-  int64_t counter_ = 0;
-  BodyBuilder b_{&counter_};
-};
-
-std::string index_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : index", v)); }
 std::string i64_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : i64", v)); }
 
 /// An index value of integer dtype `d` as i64, as the interpreter reads indices: sign- or

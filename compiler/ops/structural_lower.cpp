@@ -7,25 +7,19 @@
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
+#include "ops/lower_util.h"
 
 namespace ingot::ir {
 
 namespace {
+
+using namespace lowering_util;
 
 using lower::BodyBuilder;
 using lower::GenericInput;
 using lower::LoweringContext;
 using Args = std::vector<std::string>;
 
-TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
-  return ctx.graph().type(node.outputs.at(i));
-}
-TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) {
-  return ctx.graph().type(node.inputs.at(i));
-}
-std::string ty(const TensorType& t) { return LoweringContext::type(t); }
-std::string el(DType d) { return LoweringContext::element(d); }
-bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 
 std::string reshape_value(LoweringContext& ctx, const std::string& x, const TensorType& in,
                           const Shape& to) {

@@ -12,26 +12,20 @@
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
+#include "ops/lower_util.h"
 
 namespace ingot::ir {
 
 namespace {
+
+using namespace lowering_util;
 
 using lower::BodyBuilder;
 using lower::GenericInput;
 using lower::LoweringContext;
 using Args = std::vector<std::string>;
 
-TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
-  return ctx.graph().type(node.outputs.at(i));
-}
-TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) {
-  return ctx.graph().type(node.inputs.at(i));
-}
-std::string ty(const TensorType& t) { return LoweringContext::type(t); }
-std::string el(DType d) { return LoweringContext::element(d); }
 std::string st(DType d) { return LoweringContext::storage(d); }
-bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 /// The dtype kernels compute in: f32 for f16/bf16, else the dtype itself.
 DType compute_dtype(DType d) { return is_half(d) ? DType::kF32 : d; }
 std::vector<std::string> repeat(size_t n, const std::string& s) { return std::vector<std::string>(n, s); }
@@ -39,44 +33,6 @@ std::vector<std::string> repeat(size_t n, const std::string& s) { return std::ve
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-/// Function-level code (loop nests, multi-result generics) written with a BodyBuilder so that the
-/// scalar helpers serve it too. Its "%b<N>" names are renamed "%k<M>_<N>" (M fresh from the
-/// context) when flushed, so they cannot clash with the context's names or with the "%b<N>"
-/// names of generic bodies.
-class LocalCode {
- public:
-  explicit LocalCode(LoweringContext& ctx) : ctx_(ctx), prefix_(ctx.fresh("k") + "_") {}
-  BodyBuilder& b() { return b_; }
-  /// The function-level name of local name `local`.
-  std::string name(const std::string& local) const { return rename(local); }
-  /// Appends the builder's lines to the function body.
-  void flush() const {
-    for (const std::string& l : b_.lines()) ctx_.emit(rename(l));
-  }
-  /// Appends one line written with local names straight to the function body.
-  void emit(const std::string& line) const { ctx_.emit(rename(line)); }
-
- private:
-  std::string rename(const std::string& text) const {
-    std::string out;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '%' && i + 2 < text.size() && text[i + 1] == 'b' &&
-          std::isdigit(static_cast<unsigned char>(text[i + 2])) != 0) {
-        out += prefix_;
-        ++i;  // skip "%b"
-        continue;
-      }
-      out += text[i];
-    }
-    return out;
-  }
-  LoweringContext& ctx_;
-  std::string prefix_;
-  int64_t counter_ = 0;
-  BodyBuilder b_{&counter_};
-};
-
-std::string index_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : index", v)); }
 
 /// Multi-index of the row-major flat index `flat` (an index value) in `shape` (all sizes > 0).
 std::vector<std::string> unravel(BodyBuilder& b, const std::string& flat, const Shape& shape) {
