@@ -57,7 +57,8 @@ std::vector<PipelineStage> default_cpu_pipeline() {
       {"bufferize",
        "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
        "function-boundary-type-conversion=identity-layout-map},"
-       "buffer-results-to-out-params{modify-public-functions},"
+       "func.func(ingot-distinct-results),"
+       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
        "canonicalize"},
       {"deallocate", "buffer-deallocation-pipeline"},
       // Loops are vectorised by LLVM's loop vectoriser at -O3 for the host's features (AVX-512
@@ -145,6 +146,40 @@ class FuseMultiUseElementwisePass
   }
 };
 
+/// `ingot-distinct-results`: makes every memref a function returns a distinct, identity-layout
+/// memref.alloc of static shape (a fresh alloc + memref.copy for a repeated value, a function
+/// argument, a global or a view), so that buffer-results-to-out-params can hoist each result's
+/// allocation into the caller's out-param (no final copy) without two out-params sharing one
+/// buffer (which crashes the MLIR 22 hoisting).
+class DistinctResultsPass
+    : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DistinctResultsPass)
+  llvm::StringRef getArgument() const final { return "ingot-distinct-results"; }
+  llvm::StringRef getDescription() const final {
+    return "Make each returned memref a distinct static identity-layout allocation (ingot)";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::memref::MemRefDialect>();
+  }
+  void runOnOperation() override {
+    getOperation().walk([](mlir::func::ReturnOp ret) {
+      llvm::DenseSet<mlir::Value> seen;
+      mlir::OpBuilder b(ret);
+      for (mlir::OpOperand& operand : ret->getOpOperands()) {
+        const mlir::Value v = operand.get();
+        auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType());
+        if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) continue;
+        if (v.getDefiningOp<mlir::memref::AllocOp>() && seen.insert(v).second) continue;
+        auto alloc = mlir::memref::AllocOp::create(b, ret.getLoc(), type, b.getI64IntegerAttr(64));
+        mlir::memref::CopyOp::create(b, ret.getLoc(), v, alloc);
+        operand.set(alloc);
+        seen.insert(alloc);
+      }
+    });
+  }
+};
+
 /// Process-wide MLIR/LLVM initialisation: target registration and MLIR's global pass registry
 /// (both are global by MLIR's design); done once, thread-safely.
 void initialise_mlir_once() {
@@ -154,6 +189,7 @@ void initialise_mlir_once() {
     llvm::InitializeNativeTargetAsmPrinter();
     mlir::registerAllPasses();
     mlir::PassRegistration<FuseMultiUseElementwisePass>();
+    mlir::PassRegistration<DistinctResultsPass>();
   });
 }
 
