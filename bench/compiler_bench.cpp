@@ -1,6 +1,7 @@
 // compiler_bench: the CPU compiler against the reference interpreter on the Fashion-MNIST MLP
-// train step (784-256-128-10, batch 128, f32, value_and_grad + SGD), plus compile time and the
-// host overhead of one tiny Executable call. Prints a Markdown report with ratios measured in
+// train step (784-256-128-10, batch 128, f32, value_and_grad + SGD; BLAS GEMM and generated
+// loops), the CNN train step (32c3-pool-64c3-pool-128-10, batch 32), compile times and the host
+// overhead of one tiny Executable call. Prints a Markdown report with ratios measured in
 // the same run (bench/README.md: ratios, never absolute thresholds).
 //
 //   compiler_bench [--quick]    (--quick: fewer repetitions, for a smoke run)
@@ -268,6 +269,70 @@ void report_tiny_call(const Plan& plan) {
 }  // namespace
 }  // namespace ingot::bench
 
+namespace ingot::bench {
+namespace {
+
+/// The Fashion-MNIST CNN 32c3-pool-64c3-pool-128-10 (the design's peer model) train step:
+/// arguments k1 (3,3,1,32), c1 (32,), k2 (3,3,32,64), c2 (64,), w3 (1600,128), b3 (128,),
+/// w4 (128,10), b4 (10,), x (batch,28,28,1), labels (batch,) i32; SGD on all parameters.
+TraceFn cnn_train_step() {
+  TraceFn loss = [](const std::vector<Tensor>& a) {
+    Tensor h = max_pool2d(relu(conv2d(a[8], a[0]) + a[1]), {2, 2}, {2, 2});  // (b,13,13,32)
+    h = max_pool2d(relu(conv2d(h, a[2]) + a[3]), {2, 2}, {2, 2});           // (b,5,5,64)
+    h = relu(matmul(reshape(h, {h.dim(0), 1600}), a[4]) + a[5]);
+    Tensor logits = matmul(h, a[6]) + a[7];
+    Tensor onehot = one_hot(a[9], 10, DType::kF32);
+    return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(logits), {1})))};
+  };
+  return [loss](const std::vector<Tensor>& a) {
+    std::vector<Tensor> vg = value_and_grad(loss, {0, 1, 2, 3, 4, 5, 6, 7})(a);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < 8; ++i) out.push_back(a[i] - kLearningRate * vg[1 + i]);
+    out.push_back(vg[0]);
+    return out;
+  };
+}
+
+void report_cnn_step(const Plan& plan, int64_t batch) {
+  const std::vector<Shape> shapes = {{3, 3, 1, 32}, {32}, {3, 3, 32, 64}, {64}, {1600, 128},
+                                     {128}, {128, 10}, {10}, {batch, 28, 28, 1}};
+  std::mt19937 rng(7);
+  std::vector<ir::TensorType> types;
+  std::vector<Array> args;
+  for (const Shape& s : shapes) {
+    types.push_back({s, DType::kF32});
+    Array a = Array::zeros(s, DType::kF32);
+    std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+    for (int64_t j = 0; j < a.size(); ++j) a.data<float>()[j] = u(rng);
+    args.push_back(a);
+  }
+  types.push_back({{batch}, DType::kI32});
+  Array labels = Array::zeros({batch}, DType::kI32);
+  for (int64_t j = 0; j < batch; ++j) labels.data<int32_t>()[j] = static_cast<int32_t>(rng() % 10);
+  args.push_back(labels);
+
+  ir::Graph graph = trace(cnn_train_step(), types, "cnn_step");
+  std::shared_ptr<const Executable> exe;
+  const double compile_s = median_seconds(0, 1, [&] { exe = compile_graph(graph); });
+  std::vector<Array> compiled_out, interp_out;
+  const double step_s = median_seconds(1, std::max(3, plan.step_runs / 10), [&] { compiled_out = exe->run(args); });
+  const double interp_s = median_seconds(0, 1, [&] { interp_out = interp::interpret(graph, args); });
+  fmt::print("## CNN train step (32c3-pool-64c3-pool-128-10, batch {}, f32, value_and_grad + SGD)\n\n", batch);
+  fmt::print("Graph: {} nodes. Convolutions are generated loop nests (no library call yet).\n\n",
+             graph.num_nodes());
+  fmt::print("| measurement | time |\n|---|---|\n");
+  fmt::print("| compile_graph | {:.1f} ms |\n", compile_s * 1e3);
+  fmt::print("| compiled step (median) | {:.1f} ms |\n", step_s * 1e3);
+  fmt::print("| interpreter step (one run) | {:.1f} ms |\n\n", interp_s * 1e3);
+  fmt::print("| ratio | value |\n|---|---|\n");
+  fmt::print("| interpreter step / compiled step | {:.1f}x |\n", interp_s / step_s);
+  fmt::print("| max relative difference compiled vs interpreter | {:.2e} |\n\n",
+             max_rel_diff(interp_out, compiled_out));
+}
+
+}  // namespace
+}  // namespace ingot::bench
+
 int main(int argc, char** argv) {
   ingot::bench::Plan plan;
   if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) {
@@ -278,6 +343,7 @@ int main(int argc, char** argv) {
     fmt::print("# ingot CPU compiler benchmark\n\n");
     ingot::bench::report_train_step(plan);
     ingot::bench::report_tiny_call(plan);
+    ingot::bench::report_cnn_step(plan, 32);
   } catch (const std::exception& e) {
     fmt::print(stderr, "compiler_bench: error: {}\n", e.what());
     return 1;
