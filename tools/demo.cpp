@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -124,7 +125,11 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
              shape_to_string(probs.shape()), probs.to_string());
 
   // The same graph compiled: lowered to MLIR, fused, vectorised and JIT-compiled for this CPU.
-  std::shared_ptr<const Executable> exe = compile_graph(optimised);
+  codegen::CpuCompileOptions compile_options;
+  if (const char* dir = std::getenv("INGOT_DUMP_DIR"); dir != nullptr) {
+    compile_options.dump_dir = std::string(dir) + "/demo";  // the documented debug switch
+  }
+  std::shared_ptr<const Executable> exe = compile_graph(optimised, compile_options);
   const auto t2 = std::chrono::steady_clock::now();
   Array compiled = exe->run(args).at(0);
   const auto t3 = std::chrono::steady_clock::now();

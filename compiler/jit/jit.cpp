@@ -32,7 +32,11 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
     const ir::ValueId p = params[static_cast<size_t>(a)];
     if (std::find(outs.begin(), outs.end(), p) != outs.end()) continue;  // returned unchanged
     for (size_t j = 0; j < outs.size(); ++j) {
-      if (!taken[j] && graph.type(outs[j]) == graph.type(p) && graph.value(outs[j]).producer >= 0) {
+      // An output value returned more than once is not paired: one buffer cannot be both the
+      // donated parameter and another output.
+      const bool repeated = std::count(outs.begin(), outs.end(), outs[j]) > 1;
+      if (!taken[j] && !repeated && graph.type(outs[j]) == graph.type(p) &&
+          graph.value(outs[j]).producer >= 0) {
         taken[j] = true;
         pairs.emplace_back(static_cast<size_t>(a), j);
         break;
@@ -110,7 +114,10 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       ir::Graph graph = trace(state_->fn, types, state_->options.name);
       codegen::CpuCompileOptions copts = state_->options.compile;
       if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
-        copts.dump_dir = fmt::format("{}/{}-{}", dir, state_->options.name, state_->cache.size());
+        // Distinct per Jitted object (its address) and per signature, so two jitted functions
+        // with the same name do not overwrite each other's dumps.
+        copts.dump_dir = fmt::format("{}/{}-{}-{}", dir, state_->options.name,
+                                     fmt::ptr(state_.get()), state_->cache.size());
       }
       exe = compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);

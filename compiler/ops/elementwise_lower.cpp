@@ -269,6 +269,15 @@ std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::stri
 
 void bind1(LoweringContext& ctx, const Node& node, const std::string& v) { ctx.bind(node.outputs.at(0), v); }
 
+bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
+/// f16/bf16 scalar `x` as f32, and back (round to nearest even).
+std::string widen(BodyBuilder& b, DType d, const std::string& x) {
+  return b.let(fmt::format("arith.extf {} : {} to f32", x, ty(d)));
+}
+std::string narrow(BodyBuilder& b, DType d, const std::string& x) {
+  return b.let(fmt::format("arith.truncf {} : f32 to {}", x, ty(d)));
+}
+
 TensorType out_type(const LoweringContext& ctx, const Node& node) { return ctx.graph().type(node.outputs.at(0)); }
 TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) { return ctx.graph().type(node.inputs.at(i)); }
 
@@ -329,7 +338,13 @@ void register_elementwise_lowerings(OpRegistry& r) {
     const std::string name = op;
     r.set_lowering(name, [name](LoweringContext& ctx, const Node& node) {
       const DType d = in_type(ctx, node, 0).dtype;
-      bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return unary_scalar(b, name, d, a[0]); }));
+      bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) {
+        if (!is_half(d)) return unary_scalar(b, name, d, a[0]);
+        // f16/bf16: the whole op in f32, rounded once on store, as the interpreter (the
+        // emulate-floats stage widens arith ops only, not math ops or composite formulas).
+        const std::string wide = unary_scalar(b, name, DType::kF32, widen(b, d, a[0]));
+        return name == "is_finite" ? wide : narrow(b, d, wide);
+      }));
     });
   }
   for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
@@ -337,7 +352,10 @@ void register_elementwise_lowerings(OpRegistry& r) {
     const std::string name = op;
     r.set_lowering(name, [name](LoweringContext& ctx, const Node& node) {
       const DType d = in_type(ctx, node, 0).dtype;
-      bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return binary_scalar(b, name, d, a[0], a[1]); }));
+      bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) {
+        if (!is_half(d)) return binary_scalar(b, name, d, a[0], a[1]);
+        return narrow(b, d, binary_scalar(b, name, DType::kF32, widen(b, d, a[0]), widen(b, d, a[1])));
+      }));
     });
   }
   r.set_lowering("compare", [](LoweringContext& ctx, const Node& node) {

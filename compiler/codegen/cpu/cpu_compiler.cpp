@@ -239,7 +239,8 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("MLIR {} failed:\n{}{}", what, diagnostics,
                           dump_dir.empty() ? "" : fmt::format("(dumps in {})", dump_dir)),
-              dump_dir.empty() ? "set a dump directory (INGOT_DUMP_DIR) to see the IR of each stage"
+              dump_dir.empty() ? "set CpuCompileOptions::dump_dir (for jit(): the INGOT_DUMP_DIR variable; "
+                                 "for ingot-opt: --dump-dir) to see the IR after each stage"
                                : "look at the last dump file before the failing stage");
 }
 
@@ -249,7 +250,14 @@ mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const st
                                                 const std::string& dump_dir) {
   DiagnosticCollector diags(ctx);
   if (!dump_dir.empty()) {
-    std::filesystem::create_directories(dump_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dump_dir, ec);
+    if (ec || !std::filesystem::is_directory(dump_dir)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cannot create the dump directory '{}': {}", dump_dir,
+                              ec ? ec.message() : "a file of that name exists"),
+                  "choose a writable directory for the IR dumps");
+    }
     write_file(std::filesystem::path(dump_dir) / "00-input.mlir", text);
   }
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);

@@ -40,7 +40,7 @@ struct JitOptions {
   /// Lowering choices (e.g. BLAS GEMM or generated loops for matrix products).
   lower::LoweringOptions lowering;
   /// Back-end options. When `compile.dump_dir` is empty and the environment variable
-  /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<n> (the one documented debug
+  /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<id>-<n> (<id> tells jitted functions apart; the one documented debug
   /// switch; see docs/compiler.md).
   codegen::CpuCompileOptions compile;
 };

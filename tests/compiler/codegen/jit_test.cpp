@@ -150,14 +150,22 @@ TEST(Jit, DumpsGoToTheOptionsDirectoryOrToIngotDumpDir) {
   jit(twice, options)({testing::f32({1, 2})});
   EXPECT_TRUE(std::filesystem::exists(root / "explicit" / "00-input.mlir"));
   {
-    // INGOT_DUMP_DIR: one folder per compiled signature, <name>-<n>.
+    // INGOT_DUMP_DIR: one folder per jitted function and compiled signature,
+    // <name>-<function id>-<n>, so two functions of the same name do not overwrite each other.
     ScopedEnv env("INGOT_DUMP_DIR", (root / "env").string());
     Jitted f = jit(twice, {.name = "twice"});
+    Jitted g = jit(twice, {.name = "twice"});
     EXPECT_EQ(f({testing::f32({1, 2})})[0].to_vector<float>(), (std::vector<float>{2, 4}));
     EXPECT_EQ(f({testing::f32({1, 2, 3})})[0].to_vector<float>(), (std::vector<float>{2, 4, 6}));
-    EXPECT_TRUE(std::filesystem::exists(root / "env" / "twice-0" / "02-fuse.mlir"));
-    EXPECT_TRUE(std::filesystem::exists(root / "env" / "twice-1" / "02-fuse.mlir"));
-    EXPECT_FALSE(std::filesystem::exists(root / "env" / "twice-2"));
+    g({testing::f32({1, 2})});
+    int dumps = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(root / "env")) {
+      const std::string name = entry.path().filename().string();
+      EXPECT_EQ(name.rfind("twice-", 0), 0u) << name;
+      EXPECT_TRUE(std::filesystem::exists(entry.path() / "02-fuse.mlir")) << name;
+      ++dumps;
+    }
+    EXPECT_EQ(dumps, 3);  // f: two signatures; g: one
   }
   std::filesystem::remove_all(root);
 }

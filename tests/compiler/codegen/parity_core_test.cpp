@@ -214,3 +214,49 @@ TEST(ParityGemm, BlasAndGeneratedLoopsMatchTheInterpreter) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// f16/bf16 math ops are computed in f32 and rounded once, bitwise as the interpreter (found by a
+// review: emulate-floats widens arith ops only, so math ops and composite formulas rounded
+// every intermediate).
+TEST(ParityElementwise, HalfTypesComputeInF32AndRoundOnce) {
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    for (const char* op : {"logistic", "rsqrt", "log_plus_one", "exponential_minus_one", "exponential",
+                           "tanh", "sine", "erf", "sign", "is_finite"}) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)));
+      const bool positive = std::string(op) == "rsqrt";
+      expect_parity(unary_graph(op, {{64}, d}), {random_array({64}, d, 3, positive ? 0.1 : -3, 3)});
+    }
+    for (const char* op : {"power", "atan2", "remainder", "divide"}) {
+      SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)));
+      ir::Graph g(op);
+      ir::ValueId a = g.add_parameter({{33}, d}), b = g.add_parameter({{33}, d});
+      g.set_outputs(g.add_node(op, {a, b}));
+      expect_parity(g, {random_array({33}, d, 4, 0.5, 3), random_array({33}, d, 5, 0.5, 3)});
+    }
+  }
+}
+
+TEST(Donation, RepeatedOutputIsNotPairedWithADonatedArgument) {
+  Jitted f = jit([](const std::vector<Tensor>& a) {
+                   Tensor y = a[0] * a[0];
+                   return std::vector<Tensor>{y, y};
+                 },
+                 {.name = "repeat", .donate_argnums = {0}});
+  Array x = Array::from_vector<float>({1, 2, 3}, {3});
+  std::vector<Array> out = f({x});
+  EXPECT_TRUE(x.donated());
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, 4, 9}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, 4, 9}));
+}
+
+TEST(CpuCompilerErrors, UnwritableDumpDirectoryIsAClearError) {
+  ir::Graph g = unary_graph("negate", {{2}, DType::kF32});
+  testing::expect_error([&] { compile_graph(g, {.dump_dir = "/proc/ingot-no-such-dir"}); },
+                        ErrorCode::kInvalidArgument, {"cannot create the dump directory", "/proc/ingot-no-such-dir"});
+}
+
+}  // namespace
+}  // namespace ingot
