@@ -207,8 +207,11 @@ class DiagnosticCollector {
  public:
   explicit DiagnosticCollector(mlir::MLIRContext& ctx)
       : handler_(&ctx, [this](mlir::Diagnostic& d) {
-          text_ += d.str();
-          text_ += "\n";
+          // "file:line:col: message" (MLIR's location, e.g. loc("-":3:5) for parsed text).
+          std::string loc;
+          llvm::raw_string_ostream os(loc);
+          os << d.getLocation();
+          text_ += loc + ": " + d.str() + "\n";
           return mlir::success();
         }) {}
   const std::string& text() const { return text_; }
