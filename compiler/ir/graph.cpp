@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ingot/ir/op_registry.h"
 
 namespace ingot::ir {
@@ -58,6 +60,16 @@ std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<Va
               : fmt::format("{} to {}", def.min_operands, def.max_operands);
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{} takes {} operands but got {}", op, expected, n));
+    }
+    if (def.attribute_names) {
+      for (const auto& [name, value] : attrs.entries()) {
+        const auto& known = *def.attribute_names;
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", op, name),
+                      known.empty() ? fmt::format("{} takes no attributes", op)
+                                    : fmt::format("{} takes the attributes {}", op, fmt::join(known, ", ")));
+        }
+      }
     }
     std::vector<TensorType> operand_types;
     operand_types.reserve(inputs.size());

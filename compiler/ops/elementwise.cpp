@@ -980,6 +980,17 @@ void register_elementwise_ops(OpRegistry& r) {
               "pred ? on_true : on_false elementwise (pred scalar or same shape)", select_vjp});
   r.add(OpDef{"clamp", 3, 3, clamp_rule, clamp_kernel,
               "min(max(x, min), max); bounds scalar or x's shape", clamp_vjp});
+  r.set_attribute_names("constant", {"value"});
+  r.set_attribute_names("iota", {"shape", "dtype", "iota_dimension"});
+  r.set_attribute_names("convert", {"dtype"});
+  r.set_attribute_names("compare", {"comparison_direction"});
+  for (const char* op : {"negate", "abs", "sign", "exponential", "log", "log_plus_one",
+                         "exponential_minus_one", "tanh", "logistic", "sqrt", "rsqrt", "sine",
+                         "cosine", "floor", "ceil", "round_nearest_even", "erf", "not", "is_finite",
+                         "add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
+                         "minimum", "atan2", "and", "or", "xor", "select", "clamp"}) {
+    r.set_attribute_names(op, {});
+  }
 }
 
 }  // namespace ingot::ir

@@ -763,6 +763,12 @@ void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
               "adds each window's source value at the window's first max (GE) / min (LE) "
               "element, onto init"});
+  r.set_attribute_names("reduce", {"dimensions", "computation"});
+  r.set_attribute_names("argmax", {"dimension", "index_dtype"});
+  r.set_attribute_names("argmin", {"dimension", "index_dtype"});
+  r.set_attribute_names("reduce_window", {"window_dimensions", "window_strides", "base_dilations",
+                                          "window_dilations", "padding", "computation"});
+  r.set_attribute_names("select_and_scatter", {"window_dimensions", "window_strides", "padding", "select"});
 }
 
 }  // namespace ingot::ir

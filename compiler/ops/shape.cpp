@@ -583,6 +583,13 @@ void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel,
               "reverses the order of elements along `dimensions`",
               reverse_vjp});
+  r.set_attribute_names("reshape", {"shape"});
+  r.set_attribute_names("broadcast_in_dim", {"shape", "broadcast_dimensions"});
+  r.set_attribute_names("transpose", {"permutation"});
+  r.set_attribute_names("slice", {"start_indices", "limit_indices", "strides"});
+  r.set_attribute_names("pad", {"edge_padding_low", "edge_padding_high", "interior_padding"});
+  r.set_attribute_names("concatenate", {"dimension"});
+  r.set_attribute_names("reverse", {"dimensions"});
 }
 
 }  // namespace ingot::ir

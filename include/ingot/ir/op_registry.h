@@ -67,6 +67,10 @@ struct OpDef {
   /// MLIR lowering (compiler/lower). Empty means "no lowering": compiling a graph with this op is
   /// ingot::Error(kUnimplemented) "no lowering for op 'op'".
   LowerRule lower;
+  /// The attribute names the op accepts, when declared: Graph::add_node then rejects any other
+  /// name (a typo in an optional attribute would otherwise silently select its default).
+  /// Empty optional: the shape rule checks attributes itself.
+  std::optional<std::vector<std::string>> attribute_names;
 };
 
 /// A set of op definitions keyed by name.
@@ -85,6 +89,8 @@ class OpRegistry {
   /// Sets the lowering rule of op `name` (the lowering files of compiler/ops attach their rules
   /// while the registry is being built). Throws ingot::Error(kNotFound) for an unknown op.
   void set_lowering(const std::string& name, LowerRule rule);
+  /// Declares the attribute names op `name` accepts (see OpDef::attribute_names).
+  void set_attribute_names(const std::string& name, std::vector<std::string> names);
 
  private:
   std::map<std::string, OpDef> ops_;

@@ -222,3 +222,35 @@ TEST(GraphTest, EqualityComparesConstantsBitwise) {
 
 }  // namespace
 }  // namespace ingot::ir
+
+namespace ingot {
+namespace {
+
+TEST(GraphAttributes, UnknownAttributeNamesAreRejected) {
+  ir::Graph g("attrs");
+  ir::ValueId x = g.add_parameter({{2, 3}, DType::kF32});
+  testing::expect_error(
+      [&] { g.add_node("transpose", {x}, {{"permutation", std::vector<int64_t>{1, 0}}, {"bogus", int64_t{3}}}); },
+      ErrorCode::kInvalidArgument, {"transpose: unknown attribute 'bogus'", "permutation"});
+  testing::expect_error([&] { g.add_node("negate", {x}, {{"permutation", std::vector<int64_t>{1, 0}}}); },
+                        ErrorCode::kInvalidArgument, {"negate: unknown attribute 'permutation'", "takes no attributes"});
+  // A misspelt optional attribute is caught instead of silently defaulting.
+  ir::ValueId init = g.add_parameter({{}, DType::kF32});
+  testing::expect_error(
+      [&] {
+        g.add_node("reduce_window", {x, init},
+                   {{"window_dimensions", std::vector<int64_t>{1, 2}}, {"computation", std::string("add")},
+                    {"window_stride", std::vector<int64_t>{1, 2}}});
+      },
+      ErrorCode::kInvalidArgument, {"unknown attribute 'window_stride'", "window_strides"});
+  for (const std::string& name : ir::OpRegistry::builtin().names()) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(ir::OpRegistry::builtin().get(name).attribute_names.has_value() ||
+                name == "optimization_barrier" || name == "dot_general" || name == "convolution" ||
+                name == "gather" || name == "scatter" || name == "rng_bit_generator")
+        << "declare the attributes of '" << name << "' (or check them in its shape rule)";
+  }
+}
+
+}  // namespace
+}  // namespace ingot
