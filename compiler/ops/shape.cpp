@@ -80,25 +80,9 @@ int64_t checked_num_elements(const std::string& op, const char* attr, const Shap
   return n;
 }
 
-/// a + b, or kInvalidArgument naming the op if the size arithmetic overflows int64.
-int64_t checked_add(const std::string& op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: size arithmetic overflows int64 ({} + {})", op, a, b));
-  }
-  return r;
-}
-
-/// a * b, or kInvalidArgument naming the op if the size arithmetic overflows int64.
-int64_t checked_mul(const std::string& op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: size arithmetic overflows int64 ({} * {})", op, a, b));
-  }
-  return r;
-}
+/// a + b and a * b, or kInvalidArgument naming the op if the size arithmetic overflows int64.
+int64_t checked_add(const std::string& op, int64_t a, int64_t b) { return ops::checked_mul_add(op, 1, a, b); }
+int64_t checked_mul(const std::string& op, int64_t a, int64_t b) { return ops::checked_mul_add(op, a, b, 0); }
 
 /// Checks a single-dimension attribute (no negative counting): 0 <= value < rank.
 void check_dimension(const std::string& op, const char* attr, int64_t value, int64_t rank) {

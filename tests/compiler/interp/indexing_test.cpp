@@ -5,12 +5,15 @@
 #include <cstdint>
 #include <limits>
 
+#include "op_attrs.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
 using ir::Attributes;
+using testing::gather_attrs;
+using testing::scatter_attrs;
 using testing::expect_values;
 using testing::f32;
 using testing::i32;
@@ -20,14 +23,6 @@ using Ints = std::vector<int64_t>;
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Attributes gather_attrs(Ints offset_dims, Ints collapsed, Ints start_index_map,
-                        int64_t index_vector_dim, Ints slice_sizes) {
-  return {{"offset_dims", offset_dims},
-          {"collapsed_slice_dims", collapsed},
-          {"start_index_map", start_index_map},
-          {"index_vector_dim", index_vector_dim},
-          {"slice_sizes", slice_sizes}};
-}
 
 /// Rows of a (n, d) table at (k,) indices.
 Attributes embedding(int64_t d) { return gather_attrs({1}, {0}, {0}, 1, {1, d}); }
@@ -127,14 +122,6 @@ TEST(GatherInterp, EmptyIndicesGiveEmptyResult) {
 
 // ----- scatter -----
 
-Attributes scatter_attrs(Ints update_window_dims, Ints inserted, Ints to_operand,
-                         int64_t index_vector_dim, const std::string& computation) {
-  return {{"update_window_dims", update_window_dims},
-          {"inserted_window_dims", inserted},
-          {"scatter_dims_to_operand_dims", to_operand},
-          {"index_vector_dim", index_vector_dim},
-          {"computation", computation}};
-}
 
 /// Row updates of a (n, d) table at (k,) indices.
 Attributes rows(const std::string& computation) {

@@ -6,12 +6,15 @@
 #include <limits>
 #include <random>
 
+#include "op_attrs.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
 using ir::Attributes;
+using testing::dot_attrs;
+using testing::nhwc;
 using testing::expect_values;
 using testing::f32;
 using testing::i32;
@@ -21,12 +24,6 @@ using Ints = std::vector<int64_t>;
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Attributes dot_attrs(Ints lb, Ints rb, Ints lc, Ints rc) {
-  return {{"lhs_batching_dimensions", lb},
-          {"rhs_batching_dimensions", rb},
-          {"lhs_contracting_dimensions", lc},
-          {"rhs_contracting_dimensions", rc}};
-}
 
 Attributes matmul() { return dot_attrs({}, {}, {1}, {0}); }
 
@@ -177,20 +174,6 @@ TEST(DotGeneralInterp, NaNAndInfPropagate) {
 
 // ----- convolution -----
 
-/// NHWC input, HWIO kernel, NHWC output (the tracer's conv2d layout), plus `extra`.
-Attributes nhwc(Attributes extra = {}) {
-  Attributes a{{"input_batch_dimension", int64_t{0}},
-               {"input_feature_dimension", int64_t{3}},
-               {"input_spatial_dimensions", Ints{1, 2}},
-               {"kernel_input_feature_dimension", int64_t{2}},
-               {"kernel_output_feature_dimension", int64_t{3}},
-               {"kernel_spatial_dimensions", Ints{0, 1}},
-               {"output_batch_dimension", int64_t{0}},
-               {"output_feature_dimension", int64_t{3}},
-               {"output_spatial_dimensions", Ints{1, 2}}};
-  for (const auto& [k, v] : extra.entries()) a.set(k, v);
-  return a;
-}
 
 TEST(ConvolutionInterp, NoReversalValidPadding) {
   // 3x3 image, 2x2 kernel [[1, 0], [0, 1]] applied as is (cross-correlation).

@@ -1,12 +1,15 @@
 // Shape rules and verification errors of gather and scatter.
 #include <gtest/gtest.h>
 
+#include "op_attrs.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
 using ir::Attributes;
+using testing::gather_attrs;
+using testing::scatter_attrs;
 using ir::TensorType;
 using testing::expect_error;
 using testing::infer;
@@ -15,14 +18,6 @@ using Ints = std::vector<int64_t>;
 TensorType f32t(Shape s) { return {std::move(s), DType::kF32}; }
 TensorType i32t(Shape s) { return {std::move(s), DType::kI32}; }
 
-Attributes gather_attrs(Ints offset_dims, Ints collapsed, Ints start_index_map,
-                        int64_t index_vector_dim, Ints slice_sizes) {
-  return {{"offset_dims", offset_dims},
-          {"collapsed_slice_dims", collapsed},
-          {"start_index_map", start_index_map},
-          {"index_vector_dim", index_vector_dim},
-          {"slice_sizes", slice_sizes}};
-}
 
 /// Embedding lookup: rows of a (n, d) table at (k,) indices.
 Attributes embedding_attrs(int64_t d) { return gather_attrs({1}, {0}, {0}, 1, {1, d}); }
@@ -204,14 +199,6 @@ TEST(GatherErrors, MissingOrMistypedAttributes) {
 
 // ----- scatter -----
 
-Attributes scatter_attrs(Ints update_window_dims, Ints inserted, Ints to_operand,
-                         int64_t index_vector_dim, const std::string& computation) {
-  return {{"update_window_dims", update_window_dims},
-          {"inserted_window_dims", inserted},
-          {"scatter_dims_to_operand_dims", to_operand},
-          {"index_vector_dim", index_vector_dim},
-          {"computation", computation}};
-}
 
 /// Row updates of a (n, d) table at (k,) indices (the embedding gradient).
 Attributes row_scatter(const std::string& computation = "add") {

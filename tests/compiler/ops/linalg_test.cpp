@@ -1,12 +1,15 @@
 // Shape rules and verification errors of dot_general and convolution.
 #include <gtest/gtest.h>
 
+#include "op_attrs.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
 using ir::Attributes;
+using testing::dot_attrs;
+using testing::nhwc;
 using ir::TensorType;
 using testing::expect_error;
 using testing::infer;
@@ -14,12 +17,6 @@ using Ints = std::vector<int64_t>;
 
 TensorType f32t(Shape s) { return {std::move(s), DType::kF32}; }
 
-Attributes dot_attrs(Ints lb, Ints rb, Ints lc, Ints rc) {
-  return {{"lhs_batching_dimensions", lb},
-          {"rhs_batching_dimensions", rb},
-          {"lhs_contracting_dimensions", lc},
-          {"rhs_contracting_dimensions", rc}};
-}
 
 TensorType dot1(TensorType a, TensorType b, const Attributes& attrs) {
   auto out = infer("dot_general", {std::move(a), std::move(b)}, attrs);
@@ -171,20 +168,6 @@ TEST(DotGeneralErrors, OperandCount) {
 
 // ----- convolution -----
 
-/// NHWC input, HWIO kernel, NHWC output (the tracer's conv2d layout).
-Attributes nhwc(Attributes extra = {}) {
-  Attributes a{{"input_batch_dimension", int64_t{0}},
-               {"input_feature_dimension", int64_t{3}},
-               {"input_spatial_dimensions", Ints{1, 2}},
-               {"kernel_input_feature_dimension", int64_t{2}},
-               {"kernel_output_feature_dimension", int64_t{3}},
-               {"kernel_spatial_dimensions", Ints{0, 1}},
-               {"output_batch_dimension", int64_t{0}},
-               {"output_feature_dimension", int64_t{3}},
-               {"output_spatial_dimensions", Ints{1, 2}}};
-  for (const auto& [k, v] : extra.entries()) a.set(k, v);
-  return a;
-}
 
 TensorType conv1(TensorType lhs, TensorType rhs, const Attributes& attrs) {
   auto out = infer("convolution", {std::move(lhs), std::move(rhs)}, attrs);
