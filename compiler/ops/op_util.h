@@ -15,6 +15,46 @@
 
 namespace ingot::ir::ops {
 
+/// "[1, 2, 3]" for an attribute list.
+inline std::string list_str(const std::vector<int64_t>& v) {
+  return fmt::format("[{}]", fmt::join(v, ", "));
+}
+
+/// The integer-list attribute `name`; a missing or mistyped attribute names the op.
+inline std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
+                                      const std::string& name) {
+  try {
+    return attrs.get_ints(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
+/// The integer-list attribute `name`, or `fallback` when absent; mistyped names the op.
+inline std::vector<int64_t> ints_attr_or(const std::string& op, const Attributes& attrs,
+                                         const std::string& name, std::vector<int64_t> fallback) {
+  return attrs.has(name) ? ints_attr(op, attrs, name) : fallback;
+}
+
+/// The integer attribute `name`; a missing or mistyped attribute names the op.
+inline int64_t int_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
+  try {
+    return attrs.get_int(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
+/// The string attribute `name`; a missing or mistyped attribute names the op.
+inline std::string string_attr(const std::string& op, const Attributes& attrs,
+                               const std::string& name) {
+  try {
+    return attrs.get_string(name);
+  } catch (const Error& e) {
+    throw e.with_context(op);
+  }
+}
+
 /// Normalises `axis` (negative counts from the end) for a value of `rank`; throws
 /// ingot::Error(kOutOfRange) naming the op, the attribute, the axis and the rank.
 inline int64_t check_axis(const std::string& op, const char* attr, int64_t axis, int64_t rank) {

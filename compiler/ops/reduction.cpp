@@ -24,6 +24,12 @@ namespace ingot::ir {
 
 namespace {
 
+using ops::list_str;
+using ops::ints_attr;
+using ops::ints_attr_or;
+using ops::int_attr;
+using ops::string_attr;
+
 using ops::checked_mul_add;
 
 using ops::check_dims;
@@ -35,43 +41,6 @@ enum class Computation { kAdd, kMul, kMax, kMin, kAnd, kOr };
 
 // ---------------------------------------------------------------------------------------------
 // Verification helpers
-
-/// "[1, 2, 3]" for an attribute list.
-std::string list_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
-
-/// The integer-list attribute `name`; a missing or mistyped attribute names the op.
-std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
-                               const std::string& name) {
-  try {
-    return attrs.get_ints(name);
-  } catch (const Error& e) {
-    throw e.with_context(op);
-  }
-}
-
-/// The integer-list attribute `name`, or `fallback` when absent; mistyped names the op.
-std::vector<int64_t> ints_attr_or(const std::string& op, const Attributes& attrs,
-                                  const std::string& name, std::vector<int64_t> fallback) {
-  return attrs.has(name) ? ints_attr(op, attrs, name) : fallback;
-}
-
-/// The integer attribute `name`; a missing or mistyped attribute names the op.
-int64_t int_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
-  try {
-    return attrs.get_int(name);
-  } catch (const Error& e) {
-    throw e.with_context(op);
-  }
-}
-
-/// The string attribute `name`; a missing or mistyped attribute names the op.
-std::string string_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
-  try {
-    return attrs.get_string(name);
-  } catch (const Error& e) {
-    throw e.with_context(op);
-  }
-}
 
 /// Parses the `computation` attribute. `logical` admits `and`/`or` (reduce) or not
 /// (reduce_window); throws kInvalidArgument naming the op, the value and the choices.

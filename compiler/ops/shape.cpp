@@ -15,34 +15,16 @@ namespace ingot::ir {
 
 namespace {
 
+using ops::list_str;
+using ops::ints_attr;
+using ops::int_attr;
+
 using ops::check_dims;
 using ops::for_each_index;
 using ops::make_result;
 
 // ---------------------------------------------------------------------------------------------
 // Verification helpers
-
-/// "[1, 2, 3]" for an attribute list.
-std::string list_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
-
-/// The integer-list attribute `name`; a missing or mistyped attribute names the op.
-std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
-                               const std::string& name) {
-  try {
-    return attrs.get_ints(name);
-  } catch (const Error& e) {
-    throw e.with_context(op);
-  }
-}
-
-/// The integer attribute `name`; a missing or mistyped attribute names the op.
-int64_t int_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
-  try {
-    return attrs.get_int(name);
-  } catch (const Error& e) {
-    throw e.with_context(op);
-  }
-}
 
 /// Throws kInvalidArgument unless the list attribute `attr` has one entry per operand dim.
 void check_length(const std::string& op, const char* attr, const std::vector<int64_t>& list,
