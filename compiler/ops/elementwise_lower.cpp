@@ -10,11 +10,15 @@
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
+#include "ops/lower_util.h"
 
 namespace ingot::ir {
 
 namespace {
 
+using lowering_util::in_type;
+using lowering_util::is_half;
+using lowering_util::out_type;
 using lower::BodyBuilder;
 using lower::LoweringContext;
 using Args = std::vector<std::string>;
@@ -269,7 +273,6 @@ std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::stri
 
 void bind1(LoweringContext& ctx, const Node& node, const std::string& v) { ctx.bind(node.outputs.at(0), v); }
 
-bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 /// f16/bf16 scalar `x` as f32, and back (round to nearest even).
 std::string widen(BodyBuilder& b, DType d, const std::string& x) {
   return b.let(fmt::format("arith.extf {} : {} to f32", x, ty(d)));
@@ -278,8 +281,6 @@ std::string narrow(BodyBuilder& b, DType d, const std::string& x) {
   return b.let(fmt::format("arith.truncf {} : f32 to {}", x, ty(d)));
 }
 
-TensorType out_type(const LoweringContext& ctx, const Node& node) { return ctx.graph().type(node.outputs.at(0)); }
-TensorType in_type(const LoweringContext& ctx, const Node& node, size_t i) { return ctx.graph().type(node.inputs.at(i)); }
 
 /// Elementwise op over same-shaped operands; scalar operands (select's pred, clamp's bounds)
 /// are broadcast by a constant affine map.
