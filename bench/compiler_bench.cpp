@@ -8,13 +8,17 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ingot/autodiff/autodiff.h"
@@ -266,6 +270,117 @@ void report_tiny_call(const Plan& plan) {
              interp_s / kernel_s);
 }
 
+// ---------------------------------------------------------------------------------------------
+// GEMM throughput against the machine's measured peak, and thread scaling
+
+/// Independent FMA chains per thread: enough to cover the FMA latency (4 cycles) times the two
+/// FMA ports of current x86 cores.
+constexpr int kFmaChains = 12;
+
+/// Single-precision FLOPs of `iters` rounds of kFmaChains 16-lane FMAs (AVX-512).
+__attribute__((target("avx512f"))) double fma_rounds_avx512(int64_t iters) {
+  __m512 acc[kFmaChains];
+  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (__m512& x : acc) x = _mm512_fmadd_ps(x, a, b);
+  }
+  float sink = 0;
+  for (const __m512& x : acc) sink += _mm512_reduce_add_ps(x);
+  benchmark::DoNotOptimize(sink);
+  return static_cast<double>(iters) * kFmaChains * 16 * 2;
+}
+
+/// The same with 8-lane AVX2 FMAs.
+__attribute__((target("avx2,fma"))) double fma_rounds_avx2(int64_t iters) {
+  __m256 acc[kFmaChains];
+  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (__m256& x : acc) x = _mm256_fmadd_ps(x, a, b);
+  }
+  alignas(32) float lanes[8];
+  float sink = 0;
+  for (const __m256& x : acc) {
+    _mm256_store_ps(lanes, x);
+    for (float l : lanes) sink += l;
+  }
+  benchmark::DoNotOptimize(sink);
+  return static_cast<double>(iters) * kFmaChains * 8 * 2;
+}
+
+/// The machine's measured f32 peak in GFLOP/s: `threads` threads each run independent FMA chains
+/// of the widest vector unit present (AVX-512 or AVX2) for ~0.2 s; the sum of their rates.
+double measured_peak_gflops(int threads) {
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const int64_t iters = 20'000'000;
+  std::vector<double> rate(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const auto start = std::chrono::steady_clock::now();
+      const double flops = avx512 ? fma_rounds_avx512(iters) : fma_rounds_avx2(iters);
+      rate[static_cast<size_t>(t)] = flops / seconds_since(start) / 1e9;
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  double sum = 0;
+  for (double r : rate) sum += r;
+  return sum;
+}
+
+/// GFLOP/s of a compiled (m, k) @ (k, n) f32 matrix product, BLAS GEMM or generated loops.
+double gemm_gflops(const Plan& plan, int64_t m, int64_t k, int64_t n, bool blas) {
+  TraceFn fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; };
+  const ir::Graph graph = trace(fn, {{{m, k}, DType::kF32}, {{k, n}, DType::kF32}}, "gemm");
+  std::shared_ptr<const Executable> exe = compile_graph(graph, {}, {}, {.blas_gemm = blas});
+  const std::vector<Array> args = {Array::full({m, k}, 0.5, DType::kF32), Array::full({k, n}, 0.25, DType::kF32)};
+  const double s = median_seconds(plan.step_warmup, plan.step_runs, [&] {
+    std::vector<Array> out = exe->run(args);
+    benchmark::DoNotOptimize(out.data());
+  });
+  return 2.0 * static_cast<double>(m * k * n) / s / 1e9;
+}
+
+void report_gemm(const Plan& plan) {
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double peak = measured_peak_gflops(threads);
+  fmt::print("## GEMM throughput (f32) against the measured peak\n\n");
+  fmt::print("Measured peak: {:.1f} GFLOP/s on {} threads ({} FMA chains; `measured_peak_gflops`).\n\n", peak,
+             threads, __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2");
+  fmt::print("| (m, k) @ (k, n) | BLAS GEMM (chosen) | fraction of peak | generated loops | BLAS / loops |\n");
+  fmt::print("|---|---|---|---|---|\n");
+  const std::vector<std::array<int64_t, 3>> shapes = {{128, 784, 256}, {128, 256, 128}, {784, 128, 256},
+                                                      {1024, 1024, 1024}};
+  for (const auto& [m, k, n] : shapes) {
+    const double blas = gemm_gflops(plan, m, k, n, true), loops = gemm_gflops(plan, m, k, n, false);
+    fmt::print("| ({}, {}) @ ({}, {}) | {:.1f} GFLOP/s | {:.0f}% | {:.1f} GFLOP/s | {:.2f} |\n", m, k, k, n, blas,
+               100 * blas / peak, loops, blas / loops);
+  }
+  fmt::print("\n");
+}
+
+/// The MLP train step compiled for 1 thread against all hardware threads (parallel loop nests
+/// through OpenMP; CpuCompileOptions::num_threads).
+void report_threads(const Plan& plan) {
+  const std::vector<Array> args = step_args();
+  const ir::Graph graph = trace(train_step(), step_types(), "mlp_step");
+  auto step = [&](int num_threads) {
+    std::shared_ptr<const Executable> exe = compile_graph(graph, {.num_threads = num_threads});
+    return median_seconds(plan.step_warmup, plan.step_runs, [&] {
+      std::vector<Array> out = exe->run(args);
+      benchmark::DoNotOptimize(out.data());
+    });
+  };
+  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const double serial = step(1), parallel = step(0);
+  fmt::print("## Thread scaling of the MLP train step ({} hardware threads)\n\n", threads);
+  fmt::print("| loops | step |\n|---|---|\n");
+  fmt::print("| serial (num_threads = 1) | {} |\n", ms(serial));
+  fmt::print("| parallel outer loops (num_threads = 0: all {}) | {} |\n\n", threads, ms(parallel));
+  fmt::print("Serial / parallel: {:.2f}x.\n\n", serial / parallel);
+}
+
 }  // namespace
 }  // namespace ingot::bench
 
@@ -343,6 +458,8 @@ int main(int argc, char** argv) {
     fmt::print("# ingot CPU compiler benchmark\n\n");
     ingot::bench::report_train_step(plan);
     ingot::bench::report_tiny_call(plan);
+    ingot::bench::report_gemm(plan);
+    ingot::bench::report_threads(plan);
     ingot::bench::report_cnn_step(plan, 32);
   } catch (const std::exception& e) {
     fmt::print(stderr, "compiler_bench: error: {}\n", e.what());

@@ -27,6 +27,7 @@ struct OptOptions {
   std::string mlir_pipeline;          ///< an arbitrary MLIR pass pipeline
   std::string until;                  ///< run the default pipeline up to this stage
   std::string dump_dir;               ///< dump the MLIR after every stage here
+  int threads = 0;                    ///< num_threads of default_cpu_pipeline() (0: all)
 };
 
 enum class InputKind { kGraph, kMlir };
@@ -60,12 +61,12 @@ std::string read_input(const std::string& path) {
 
 std::string stage_names() {
   std::vector<std::string> names;
-  for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline()) names.push_back(s.name);
+  for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline(1)) names.push_back(s.name);
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-codegen::PipelineStage default_stage(const std::string& name) {
-  for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline()) {
+codegen::PipelineStage default_stage(const std::string& name, int threads) {
+  for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline(threads)) {
     if (s.name == name) return s;
   }
   throw Error(ErrorCode::kNotFound, fmt::format("unknown pipeline stage '{}'", name),
@@ -85,11 +86,11 @@ std::string unwrap_module(std::string text) {
 /// The stages the options ask for (at most one of --pipeline, --mlir-pipeline, --until).
 std::vector<codegen::PipelineStage> selected_stages(const OptOptions& o) {
   std::vector<codegen::PipelineStage> stages;
-  for (const std::string& name : o.pipeline) stages.push_back(default_stage(name));
+  for (const std::string& name : o.pipeline) stages.push_back(default_stage(name, o.threads));
   if (!o.mlir_pipeline.empty()) stages.push_back({"mlir-pipeline", unwrap_module(o.mlir_pipeline)});
   if (!o.until.empty()) {
-    default_stage(o.until);  // a clear error for an unknown name
-    for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline()) {
+    default_stage(o.until, o.threads);  // a clear error for an unknown name
+    for (const codegen::PipelineStage& s : codegen::default_cpu_pipeline(o.threads)) {
       stages.push_back(s);
       if (s.name == o.until) break;
     }
@@ -179,6 +180,9 @@ int main(int argc, char** argv) {
   pipeline->excludes(mlir_pipeline)->excludes(until);
   mlir_pipeline->excludes(until);
   app.add_option("--dump-dir", o.dump_dir, "write the MLIR before and after every stage to DIR");
+  app.add_option("--threads", o.threads,
+                 "threads of the default pipeline's parallel loops (0: all hardware threads, 1: serial)")
+      ->check(CLI::Range(0, 4096));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <thread>
 
+#include "codegen/cpu/passes.h"
 #include "ingot/kernels/cpu_gemm.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -19,12 +21,6 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/Dialect/Affine/IR/AffineOps.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -37,12 +33,23 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace ingot::codegen {
 
-std::vector<PipelineStage> default_cpu_pipeline() {
+int resolve_threads(int num_threads) {
+  if (num_threads < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CpuCompileOptions::num_threads is {}", num_threads),
+                "use 0 for all hardware threads, 1 for serial loops, or a positive thread count");
+  }
+  if (num_threads > 0) return num_threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
+  const int threads = resolve_threads(num_threads);
   return {
       {"canonicalize", "canonicalize,cse"},
       // Upstream elementwise fusion (single-use producers), then ingot's pass that also fuses cheap
@@ -61,124 +68,31 @@ std::vector<PipelineStage> default_cpu_pipeline() {
        "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
        "canonicalize"},
       {"deallocate", "buffer-deallocation-pipeline"},
-      // Loops are vectorised by LLVM's loop vectoriser at -O3 for the host's features (AVX-512
-      // here): MLIR's affine-super-vectorize mis-handles strided innermost accesses and
-      // single-trip loops, so it is not used.
-      {"loops", "convert-linalg-to-affine-loops,canonicalize"},
+      // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's
+      // iteration order); ingot-parallelize-outer-loops keeps the outer parallel dims of nests with
+      // enough work and makes everything else serial scf.for. Loops are vectorised by LLVM's loop
+      // vectoriser at -O3 for the host's features (AVX-512 here): MLIR's affine-super-vectorize
+      // mis-handles strided innermost accesses and single-trip loops, so it is not used.
+      {"loops", fmt::format("convert-linalg-to-parallel-loops,func.func(ingot-parallelize-outer-loops{{"
+                            "threads={} min-work={}}}),canonicalize",
+                            threads, kMinParallelWork)},
+      // The remaining scf.parallel loops become OpenMP worksharing loops (libomp runs them);
+      // canonicalize inlines the memref.alloca_scope the conversion wraps bodies in.
+      {"openmp", fmt::format("convert-scf-to-openmp{{num-threads={}}},canonicalize", threads)},
       // full-unroll: vector transfers that vector-to-scf cannot map to one load (strided or
       // possibly out of bounds) otherwise get a memref.alloca at the top of their enclosing
-      // affine.for body (an allocation scope), which LLVM leaves in the loop: the stack grows every
+      // loop body (an allocation scope), which LLVM leaves in the loop: the stack grows every
       // iteration (with affine-super-vectorize, a 784-256-128-10 MLP step overflowed the 8 MiB
       // main-thread stack). The default stages emit no vector ops now; this keeps custom
       // pipelines that vectorise safe.
       {"lower-to-llvm",
        "convert-vector-to-scf{full-unroll=true},lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
-       "convert-to-llvm,reconcile-unrealized-casts"},
+       "convert-openmp-to-llvm,convert-to-llvm,reconcile-unrealized-casts"},
   };
 }
 
 namespace {
-
-/// Largest body (operations, terminator excluded) that multi-use fusion may create: bounds the
-/// code duplicated into each consumer and guarantees the rewrite terminates.
-constexpr int64_t kMaxFusedBodyOps = 48;
-
-int64_t body_size(mlir::linalg::GenericOp op) {
-  return static_cast<int64_t>(op.getBody()->getOperations().size()) - 1;
-}
-
-/// True if `op`'s body is cheap to recompute: arith operations and linalg.index only (no math
-/// dialect transcendentals, which stay computed once).
-bool is_cheap_elementwise(mlir::linalg::GenericOp op) {
-  for (mlir::Operation& inner : op.getBody()->without_terminator()) {
-    if (!mlir::isa<mlir::arith::ArithDialect>(inner.getDialect()) &&
-        !mlir::isa<mlir::linalg::IndexOp>(inner)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// Control of ingot's elementwise fusion. Upstream's linalg-fuse-elementwise-ops fuses a producer
-/// only when it has a single use; a dense layer's bias add feeds both the compare and the select
-/// of relu (and the compare's mask also feeds the backward pass), so nothing fused. This also
-/// accepts a producer with several uses when recomputing it is cheap and costs no extra
-/// iterations: the producer's body is cheap (is_cheap_elementwise), the consumer is all-parallel
-/// and reads the producer through a permutation (same iteration space), and the fused body stays
-/// within kMaxFusedBodyOps. The producer is cloned into the consumer and stays for its other
-/// users (MLIR's fuseElementwiseOps semantics); it disappears once every user has fused it.
-bool fuse_multi_use_control(mlir::OpOperand* operand) {
-  auto producer = operand->get().getDefiningOp<mlir::linalg::GenericOp>();
-  if (!producer) return false;
-  if (producer->hasOneUse()) return true;
-  auto consumer = mlir::dyn_cast<mlir::linalg::GenericOp>(operand->getOwner());
-  if (!consumer || consumer.getNumReductionLoops() != 0) return false;
-  if (!consumer.getMatchingIndexingMap(operand).isPermutation()) return false;
-  if (!is_cheap_elementwise(producer)) return false;
-  return body_size(producer) + body_size(consumer) <= kMaxFusedBodyOps;
-}
-
-/// `ingot-fuse-multi-use-elementwise`: MLIR's elementwise fusion patterns with
-/// fuse_multi_use_control (see there), plus linalg.generic canonicalisation (drops the results
-/// and operands that fusion left dead).
-class FuseMultiUseElementwisePass
-    : public mlir::PassWrapper<FuseMultiUseElementwisePass, mlir::OperationPass<mlir::func::FuncOp>> {
- public:
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseMultiUseElementwisePass)
-  llvm::StringRef getArgument() const final { return "ingot-fuse-multi-use-elementwise"; }
-  llvm::StringRef getDescription() const final {
-    return "Fuse cheap elementwise linalg.generic producers with several uses into each "
-           "same-shaped elementwise consumer (ingot)";
-  }
-  void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
-                    mlir::linalg::LinalgDialect, mlir::tensor::TensorDialect>();
-  }
-  void runOnOperation() override {
-    mlir::MLIRContext* ctx = &getContext();
-    mlir::RewritePatternSet patterns(ctx);
-    mlir::linalg::populateElementwiseOpsFusionPatterns(patterns, fuse_multi_use_control);
-    mlir::linalg::GenericOp::getCanonicalizationPatterns(patterns, ctx);
-    // Not converging within the driver's iteration limit leaves valid IR; like upstream's
-    // fusion pass, that is not an error.
-    (void)mlir::applyPatternsGreedily(getOperation(), std::move(patterns));
-  }
-};
-
-/// `ingot-distinct-results`: makes every memref a function returns a distinct, identity-layout
-/// memref.alloc of static shape (a fresh alloc + memref.copy for a repeated value, a function
-/// argument, a global or a view), so that buffer-results-to-out-params can hoist each result's
-/// allocation into the caller's out-param (no final copy) without two out-params sharing one
-/// buffer (which crashes the MLIR 22 hoisting).
-class DistinctResultsPass
-    : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
- public:
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DistinctResultsPass)
-  llvm::StringRef getArgument() const final { return "ingot-distinct-results"; }
-  llvm::StringRef getDescription() const final {
-    return "Make each returned memref a distinct static identity-layout allocation (ingot)";
-  }
-  void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::memref::MemRefDialect>();
-  }
-  void runOnOperation() override {
-    getOperation().walk([](mlir::func::ReturnOp ret) {
-      llvm::DenseSet<mlir::Value> seen;
-      mlir::OpBuilder b(ret);
-      for (mlir::OpOperand& operand : ret->getOpOperands()) {
-        const mlir::Value v = operand.get();
-        auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType());
-        if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) continue;
-        if (v.getDefiningOp<mlir::memref::AllocOp>() && seen.insert(v).second) continue;
-        auto alloc = mlir::memref::AllocOp::create(b, ret.getLoc(), type, b.getI64IntegerAttr(64));
-        mlir::memref::CopyOp::create(b, ret.getLoc(), v, alloc);
-        operand.set(alloc);
-        seen.insert(alloc);
-      }
-    });
-  }
-};
 
 /// Process-wide MLIR/LLVM initialisation: target registration and MLIR's global pass registry
 /// (both are global by MLIR's design); done once, thread-safely.
@@ -188,8 +102,7 @@ void initialise_mlir_once() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     mlir::registerAllPasses();
-    mlir::PassRegistration<FuseMultiUseElementwisePass>();
-    mlir::PassRegistration<DistinctResultsPass>();
+    register_ingot_passes();
   });
 }
 
@@ -199,6 +112,7 @@ mlir::DialectRegistry make_registry() {
   mlir::registerAllExtensions(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerOpenMPDialectTranslation(registry);
   return registry;
 }
 
@@ -374,7 +288,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
   initialise_mlir_once();
   auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
   const std::vector<PipelineStage> stages =
-      options.pipeline.empty() ? default_cpu_pipeline() : options.pipeline;
+      options.pipeline.empty() ? default_cpu_pipeline(options.num_threads) : options.pipeline;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       parse_and_run(*ctx, mlir_text, stages, options.dump_dir);
 

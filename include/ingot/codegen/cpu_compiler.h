@@ -2,6 +2,7 @@
 // LLVM -> JIT-compiled native code through mlir::ExecutionEngine at -O3 for the host CPU.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,11 +19,18 @@ struct PipelineStage {
   std::string pipeline;  ///< e.g. "func.func(linalg-fuse-elementwise-ops)"
 };
 
+/// Estimated operations (ingot-parallelize-outer-loops' work estimate: scalar operations times
+/// iterations) below which a loop nest runs serially in the default pipeline: an OpenMP
+/// fork/join costs a few microseconds, about what this much work takes on one core.
+inline constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
-/// results as caller-provided out-params, deallocation, loops, lowering to LLVM (the JIT's -O3
-/// pipeline then vectorises loops for the host CPU, AVX-512 where present).
-std::vector<PipelineStage> default_cpu_pipeline();
+/// results as caller-provided out-params, deallocation, loops (outer parallel dims of big nests
+/// parallel), OpenMP, lowering to LLVM (the JIT's -O3 pipeline then vectorises loops for the host
+/// CPU, AVX-512 where present). `num_threads`: threads the parallel loops use, 0 for all hardware
+/// threads, 1 for serial code. Throws ingot::Error(kInvalidArgument) when negative.
+std::vector<PipelineStage> default_cpu_pipeline(int num_threads = 0);
 
 /// Options of compile_cpu().
 struct CpuCompileOptions {
@@ -31,11 +39,17 @@ struct CpuCompileOptions {
   /// If non-empty, the module is written to `<dump_dir>/<NN>-<stage>.mlir` after every stage
   /// (00-input.mlir first) and the LLVM IR to `<dump_dir>/<NN>-llvm.ll`. Created if missing.
   std::string dump_dir;
+  /// Threads the parallel loops of the default pipeline run on (OpenMP through libomp): 0 means
+  /// all hardware threads, 1 serial code (no OpenMP calls). Ignored when `pipeline` is given.
+  /// Negative: ingot::Error(kInvalidArgument).
+  int num_threads = 0;
   /// LLVM optimisation level (0-3) of the JIT.
   int opt_level = 3;
-  /// Shared libraries the JIT resolves runtime symbols from (MLIR's C runner utilities provide
-  /// `memrefCopy` for strided copies). Default: Debian's llvm-22 copy.
-  std::vector<std::string> runtime_libraries = {"/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so"};
+  /// Shared libraries the JIT resolves runtime symbols from: MLIR's C runner utilities provide
+  /// `memrefCopy` for strided copies, LLVM's OpenMP runtime the `__kmpc_*` calls of parallel
+  /// loops. Default: Debian's llvm-22 copies (packages libmlir-22-dev, libomp-22-dev).
+  std::vector<std::string> runtime_libraries = {"/usr/lib/llvm-22/lib/libmlir_c_runner_utils.so",
+                                                "/usr/lib/llvm-22/lib/libomp.so"};
 };
 
 /// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs

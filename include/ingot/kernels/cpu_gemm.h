@@ -1,4 +1,5 @@
-// CPU dense matrix products through a BLAS library (OpenBLAS from Debian), callable from
+// CPU dense matrix products through libraries (oneDNN's sgemm for f32, OpenBLAS's dgemm for f64;
+// both from Debian; kernels/cpu/gemm.cpp says why), callable from
 // JIT-compiled code: the MLIR lowering of dot_general emits `func.call @ingot_cpu_gemm_<dtype>`
 // on memrefs, and the JIT resolves the symbols listed by cpu_kernel_symbols().
 #pragma once
@@ -20,10 +21,22 @@ struct MemRef2D {
   int64_t strides[2];
 };
 
+/// C = op(A) @ op(B) on raw row-major matrices: op(A) is (m, k) (A stored (m, k) with leading
+/// dimension lda, or (k, m) when trans_a), op(B) is (k, n) (B stored (k, n) or (n, k) when
+/// trans_b), C (m, n) with leading dimension ldc (elements, not bytes). k = 0 gives C = 0.
+/// f32: oneDNN dnnl_sgemm (OpenBLAS if oneDNN refuses the arguments); f64: OpenBLAS cblas_dgemm.
+/// Never throws (these run under JIT-compiled frames); arguments are the caller's to check.
+/// Multi-threaded by the libraries (oneDNN: OpenMP; OpenBLAS: its own threads).
+void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a,
+                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
+
 /// C = op(A) @ op(B) with op = transpose when trans_a / trans_b is nonzero: A (m, k) or (k, m),
-/// B (k, n) or (n, k), C (m, n), all row-major with unit inner stride. Shapes are checked by the
-/// caller (the lowering); BLAS sgemm/dgemm does the work. The CPU reference is the interpreter's
-/// dot_general kernel, which the parity tests compare against.
+/// B (k, n) or (n, k), C (m, n), all row-major with unit inner stride, as MLIR memref descriptors.
+/// Shapes are checked by the caller (the lowering); sgemm_row_major / dgemm_row_major do the work.
+/// The CPU reference is the interpreter's dot_general kernel, which the parity tests compare
+/// against.
 void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c,
               int32_t trans_a, int32_t trans_b);
 void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c,
