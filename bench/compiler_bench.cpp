@@ -360,25 +360,43 @@ void report_gemm(const Plan& plan) {
   fmt::print("\n");
 }
 
+/// The default pipeline for all hardware threads with ingot-parallelize-outer-loops' `min-work`
+/// set to `min_work` (the default is codegen::kMinParallelWork).
+std::vector<codegen::PipelineStage> pipeline_with_min_work(int64_t min_work) {
+  std::vector<codegen::PipelineStage> stages = codegen::default_cpu_pipeline(0);
+  for (codegen::PipelineStage& s : stages) {
+    const std::string key = fmt::format("min-work={}", codegen::kMinParallelWork);
+    if (const size_t at = s.pipeline.find(key); at != std::string::npos) {
+      s.pipeline.replace(at, key.size(), fmt::format("min-work={}", min_work));
+    }
+  }
+  return stages;
+}
+
 /// The MLP train step compiled for 1 thread against all hardware threads (parallel loop nests
-/// through OpenMP; CpuCompileOptions::num_threads).
+/// through OpenMP; CpuCompileOptions::num_threads), for several parallelisation thresholds.
 void report_threads(const Plan& plan) {
   const std::vector<Array> args = step_args();
   const ir::Graph graph = trace(train_step(), step_types(), "mlp_step");
-  auto step = [&](int num_threads) {
-    std::shared_ptr<const Executable> exe = compile_graph(graph, {.num_threads = num_threads});
+  auto step = [&](const codegen::CpuCompileOptions& options) {
+    std::shared_ptr<const Executable> exe = compile_graph(graph, options);
     return median_seconds(plan.step_warmup, plan.step_runs, [&] {
       std::vector<Array> out = exe->run(args);
       benchmark::DoNotOptimize(out.data());
     });
   };
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const double serial = step(1), parallel = step(0);
+  const double serial = step({.num_threads = 1});
   fmt::print("## Thread scaling of the MLP train step ({} hardware threads)\n\n", threads);
-  fmt::print("| loops | step |\n|---|---|\n");
-  fmt::print("| serial (num_threads = 1) | {} |\n", ms(serial));
-  fmt::print("| parallel outer loops (num_threads = 0: all {}) | {} |\n\n", threads, ms(parallel));
-  fmt::print("Serial / parallel: {:.2f}x.\n\n", serial / parallel);
+  fmt::print("| loops | step | serial / this |\n|---|---|---|\n");
+  fmt::print("| serial (num_threads = 1) | {} | 1.00 |\n", ms(serial));
+  for (const int64_t min_work : {codegen::kMinParallelWork / 8, codegen::kMinParallelWork, codegen::kMinParallelWork * 8,
+                                 codegen::kMinParallelWork * 64}) {
+    const double t = step({.pipeline = pipeline_with_min_work(min_work)});
+    fmt::print("| parallel outer loops, all {} threads, min-work {}{} | {} | {:.2f} |\n", threads, min_work,
+               min_work == codegen::kMinParallelWork ? " (default)" : "", ms(t), serial / t);
+  }
+  fmt::print("\n");
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// Collectives between the ranks of a process group (one rank per device): the interface the
+// SPMD executor and the trainer call, implemented over Gloo (CPU devices, in one process or across
+// processes over TCP) and NCCL (CUDA devices). Semantics follow torch.distributed / NCCL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ingot/runtime/array.h"
+
+namespace ingot {
+
+/// Element-wise reduction of all_reduce / reduce_scatter. kMean is the sum divided by the group
+/// size (integers: truncating division, as torch's integer division of the sum).
+enum class ReduceOp { kSum, kMean, kMax, kMin };
+
+/// "sum", "mean", "max", "min".
+const char* reduce_op_name(ReduceOp op);
+
+/// One rank's end of a process group: every rank of the group calls the same collectives in the
+/// same order with arrays of the same shapes and dtypes (a mismatch is an ingot::Error where the
+/// implementation can detect it, never a hang it could detect). Calls block until this rank's
+/// part is done. A Communicator is used by one thread at a time (its rank's worker).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  /// This rank, in [0, size()).
+  virtual int rank() const = 0;
+  /// Number of ranks in the group.
+  virtual int size() const = 0;
+  /// "gloo", "nccl".
+  virtual std::string backend() const = 0;
+
+  /// In place: every rank's `inout` becomes the element-wise reduction over all ranks' `inout`.
+  /// Any shape; dtypes f32, f64, i32, i64 (others: ingot::Error kInvalidArgument naming the
+  /// dtype).
+  virtual void all_reduce(Array& inout, ReduceOp op) = 0;
+  /// `out` (size() * in.shape[0], in.shape[1:]...) receives every rank's `in` concatenated
+  /// along dim 0 in rank order. `in` has rank >= 1. Shape mismatch: ingot::Error
+  /// kShapeMismatch naming both shapes.
+  virtual void all_gather(const Array& in, Array& out) = 0;
+  /// The reduction over all ranks' `in` (size() * out.shape[0], out.shape[1:]...), split
+  /// along dim 0 into size() blocks: rank r receives block r in `out`.
+  virtual void reduce_scatter(const Array& in, Array& out, ReduceOp op) = 0;
+  /// Every rank's `inout` becomes rank `root`'s. root outside [0, size()): kInvalidArgument.
+  virtual void broadcast(Array& inout, int root) = 0;
+  /// Returns once every rank has called barrier().
+  virtual void barrier() = 0;
+};
+
+}  // namespace ingot
