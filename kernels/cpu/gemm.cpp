@@ -12,37 +12,40 @@
 
 namespace ingot::kernels {
 
-void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // C = 0 (an empty sum), without relying on the library's k = 0 handling
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = 0.0f;
-    }
-    return;
+namespace {
+
+/// C = beta * C for an empty sum (k = 0), without relying on the library's k = 0 handling;
+/// beta = 0 writes zeros (never 0 * NaN).
+template <class T>
+void scale_c(int64_t m, int64_t n, T* c, int64_t ldc, T beta) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
   }
+}
+
+}  // namespace
+
+void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_c(m, n, c, ldc, beta);
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda,
-                                          b, ldb, 0.0f, c, ldc);
+                                          b, ldb, beta, c, ldc);
   if (status == dnnl_success) return;
   // oneDNN rejects only invalid arguments, which the callers rule out; OpenBLAS computes the
   // same product if that ever changes (never an exception: this runs under JIT-compiled frames).
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
 void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a,
-                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = 0.0;
-    }
-    return;
-  }
+  if (k == 0) return scale_c(m, n, c, ldc, beta);
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
 void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c,

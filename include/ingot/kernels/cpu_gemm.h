@@ -21,16 +21,17 @@ struct MemRef2D {
   int64_t strides[2];
 };
 
-/// C = op(A) @ op(B) on raw row-major matrices: op(A) is (m, k) (A stored (m, k) with leading
-/// dimension lda, or (k, m) when trans_a), op(B) is (k, n) (B stored (k, n) or (n, k) when
-/// trans_b), C (m, n) with leading dimension ldc (elements, not bytes). k = 0 gives C = 0.
+/// C = op(A) @ op(B) + beta * C on raw row-major matrices: op(A) is (m, k) (A stored (m, k) with
+/// leading dimension lda, or (k, m) when trans_a), op(B) is (k, n) (B stored (k, n) or (n, k) when
+/// trans_b), C (m, n) with leading dimension ldc (elements, not bytes). beta = 0 (the default)
+/// overwrites C without reading it; k = 0 gives C = beta * C.
 /// f32: oneDNN dnnl_sgemm (OpenBLAS if oneDNN refuses the arguments); f64: OpenBLAS cblas_dgemm.
 /// Never throws (these run under JIT-compiled frames); arguments are the caller's to check.
 /// Multi-threaded by the libraries (oneDNN: OpenMP; OpenBLAS: its own threads).
 void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc);
+                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float beta = 0.0f);
 void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a,
-                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc);
+                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, double beta = 0.0);
 
 /// C = op(A) @ op(B) with op = transpose when trans_a / trans_b is nonzero: A (m, k) or (k, m),
 /// B (k, n) or (n, k), C (m, n), all row-major with unit inner stride, as MLIR memref descriptors.
