@@ -70,6 +70,7 @@ expect_run(mlir_pipeline 0 ARGS "${WORK_DIR}/lowered.mlir"
            HAS "func.func @main" LACKS "tensor.empty() : tensor<4x2xi8>")
 # The whole pipeline ends in the LLVM dialect.
 expect_run(until_llvm 0 ARGS "${INPUT}" --until lower-to-llvm HAS "llvm.func @main" LACKS "linalg.")
+expect_run(until_openmp_serial 0 ARGS "${INPUT}" --until openmp --threads 1 HAS "scf.for" LACKS "omp.")
 
 # Errors: one line on stderr starting with `ingot-opt: error:`, exit code 1.
 expect_run(missing_file 1 ARGS "${WORK_DIR}/no_such.ir" ERR "ingot-opt: error:" "not a regular file")
@@ -79,6 +80,9 @@ expect_run(bad_mlir_pipeline 1 ARGS "${INPUT}" --mlir-pipeline "no-such-pass"
            ERR "ingot-opt: error:" "bad pass pipeline")
 expect_run(passes_on_mlir 1 ARGS "${WORK_DIR}/lowered.mlir" --passes cse
            ERR "ingot-opt: error:" "--passes cse applies to graph IR")
+expect_run(llvm_stage_alone 1 ARGS "${INPUT}" --pipeline lower-to-llvm
+           ERR "ingot-opt: error:" "left '" "unconverted" "--until lower-to-llvm")
+expect_run(bad_threads 1 ARGS "${INPUT}" --threads -1 ERR "ingot-opt: error:" "--threads")
 expect_run(exclusive_options 1 ARGS "${INPUT}" --pipeline fuse --until fuse ERR "ingot-opt: error:")
 file(WRITE "${WORK_DIR}/broken.ir" "func @f(%0: f32[2]) -> (f32[2]) {\n  return %7\n}\n")
 expect_run(parse_error 1 ARGS "${WORK_DIR}/broken.ir" ERR "ingot-opt: error:" "broken.ir" "line 2")

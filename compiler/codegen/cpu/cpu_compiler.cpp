@@ -161,6 +161,22 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
                                : "look at the last dump file before the failing stage");
 }
 
+/// After the `lower-to-llvm` stage every op must be in the llvm dialect (or a builtin.module): a
+/// tensor-level module given to that stage alone converts only partly, and MLIR reports no error.
+void check_all_llvm(mlir::ModuleOp module, const std::string& dump_dir) {
+  std::string left;
+  module.walk([&](mlir::Operation* op) {
+    const llvm::StringRef ns = op->getName().getDialectNamespace();
+    if (left.empty() && ns != "llvm" && ns != "builtin") left = op->getName().getStringRef().str();
+  });
+  if (left.empty()) return;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("stage 'lower-to-llvm' left '{}' unconverted{}", left,
+                          dump_dir.empty() ? "" : fmt::format(" (dumps in {})", dump_dir)),
+              "lower-to-llvm expects the output of the earlier stages (loops over memrefs): run the "
+              "pipeline from the start (ingot-opt --until lower-to-llvm)");
+}
+
 /// Parses `text` and runs the stages, dumping after each when `dump_dir` is set.
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
                                                 const std::vector<PipelineStage>& stages,
@@ -191,6 +207,7 @@ mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const st
                   "use pass names as mlir-opt-22 --help lists them");
     }
     if (mlir::failed(pm.run(*module))) fail(fmt::format("stage '{}'", stage.name), diags.text(), dump_dir);
+    if (stage.name == "lower-to-llvm") check_all_llvm(*module, dump_dir);
     if (!dump_dir.empty()) {
       write_file(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", index, stage.name),
                  module_text(*module));
