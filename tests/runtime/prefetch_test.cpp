@@ -339,7 +339,7 @@ TEST(PrefetchQueue, StopWhileTheProducerIsInTheMiddleOfABatch) {
   EXPECT_EQ(q.next(), std::optional<int64_t>(0));
   ASSERT_TRUE(gate.wait_for_waiter());
   std::thread stopper([&] { q.stop(); });  // waits for the producer call to return
-  ASSERT_TRUE(wait_until([&] { return q.finished(); }));
+  EXPECT_TRUE(wait_until([&] { return q.finished(); }));  // EXPECT: the stopper must be joined
   EXPECT_FALSE(exited.load());  // the producer is still inside its call
   gate.open();
   stopper.join();
@@ -359,10 +359,11 @@ TEST(PrefetchQueue, StopFromAnotherThreadWakesABlockedNext) {
     gate.wait();
     return 7;
   });
+  ASSERT_TRUE(gate.wait_for_waiter());  // the producer is inside its first call
   std::optional<std::optional<int64_t>> got;
   std::thread consumer([&] { got = q.next(); });  // blocks: no batch is ready
   std::thread stopper([&] { q.stop(); });
-  ASSERT_TRUE(wait_until([&] { return q.finished(); }));
+  EXPECT_TRUE(wait_until([&] { return q.finished(); }));  // EXPECT: the threads must be joined
   gate.open();
   consumer.join();
   stopper.join();
