@@ -1,0 +1,46 @@
+// PrefetchQueue: argument checks, thread start and the one instantiation the trainer uses
+// (ArrayBatch); the protocol itself is the class template in include/ingot/runtime/prefetch.h.
+#include "ingot/runtime/prefetch.h"
+
+#include <fmt/format.h>
+
+#include <system_error>
+
+namespace ingot {
+namespace detail {
+
+void check_prefetch_arguments(bool has_producer, int64_t slots) {
+  if (!has_producer) {
+    throw Error(ErrorCode::kInvalidArgument, "PrefetchQueue: the producer function is empty",
+                "pass a callable returning std::optional<Batch> (std::nullopt at the end of the data)");
+  }
+  if (slots < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("PrefetchQueue: slots must be >= 1, got {}", slots),
+                "use 2 (the trainer contract's two-slot queue) unless measurements say otherwise");
+  }
+}
+
+std::thread start_prefetch_thread(std::function<void()> body) {
+  try {
+    return std::thread(std::move(body));
+  } catch (const std::system_error& e) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("PrefetchQueue: could not start the producer thread: {}", e.what()),
+                "the process may have reached its thread limit; stop or destroy unused queues");
+  }
+}
+
+void reject_producer_thread_call(const char* call) {
+  throw Error(ErrorCode::kFailedPrecondition,
+              fmt::format("PrefetchQueue::{}() called from the queue's own producer thread "
+                          "(inside the producer or distribute function)",
+                          call),
+              "return std::nullopt from the producer to end the data, or throw to report an error");
+}
+
+}  // namespace detail
+
+template class PrefetchQueue<ArrayBatch>;
+
+}  // namespace ingot
