@@ -115,6 +115,11 @@ TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds 
 TcpStore::~TcpStore() = default;
 
 void TcpStore::set(const std::string& key, const std::string& value) {
+  if (key.size() + value.size() > (uint64_t{1} << 30)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("TcpStore::set: key and value of {} bytes exceed the 1 GiB limit",
+                            key.size() + value.size()));
+  }
   sp::Message m;
   m.code = static_cast<uint8_t>(sp::Op::kSet);
   m.strings = {key, value};

@@ -25,8 +25,11 @@ struct GlooOptions {
   /// Before every collective, the ranks exchange a 128-byte description of their call (which
   /// collective, op, dtype, shape, root, whether its arguments passed the local checks) and
   /// every rank throws the same ingot::Error if they disagree, instead of exchanging mismatched
-  /// buffers. Costs one small all-gather per call. When false, a mismatch surfaces as a Gloo
-  /// error or a timeout.
+  /// buffers. Costs one small all-gather (one round of latency) per call. Must be the same on
+  /// every rank. When false the caller guarantees matching calls: a rank whose local checks
+  /// fail throws at once (its peers then time out), and mismatched sizes reach Gloo, whose TCP
+  /// transport terminates the process on them (an assertion in its event-loop thread that no
+  /// caller can catch).
   bool verify_calls = true;
   /// reduce_scatter reduces its input in pieces of at most this many bytes (over all ranks'
   /// blocks), bounding its scratch memory. >= 1; larger values are capped at 2^31 - 1 (Gloo's

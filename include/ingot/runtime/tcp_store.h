@@ -56,7 +56,8 @@ class TcpStore {
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
 
-  /// Sets `key` to `value` (overwriting), waking clients waiting for it.
+  /// Sets `key` to `value` (overwriting), waking clients waiting for it. Key and value together
+  /// at most 1 GiB (kInvalidArgument otherwise).
   void set(const std::string& key, const std::string& value);
   /// The value of `key`, waiting up to `timeout` (default: the constructor's) for it to be set.
   /// Errors: kFailedPrecondition naming the address, the key and the timeout when it is not set
