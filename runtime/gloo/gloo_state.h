@@ -62,8 +62,8 @@ enum class CallKind : int64_t {
 /// GlooOptions::verify_calls is set. Fields (int64 each): kind, reduce op (-1: none), dtype
 /// (-1: none), root (-1: none), rank of the array (-1: none or invalid), element count, extra
 /// (reduce_scatter's chunk bytes, else 0), status (0: arguments valid, 1: rejected), then the
-/// first 8 dimensions (when the array has more than 8, the 8th slot holds a hash of dimensions
-/// 8 and beyond' combined with the 8th).
+/// first 8 dimensions; for arrays of more than 8 dimensions the last slot also mixes in (by an
+/// FNV-1a style hash) every dimension past the 8th, so any shape difference shows.
 struct CallRecord {
   static constexpr int kFields = 16;
   std::array<int64_t, kFields> f{};
