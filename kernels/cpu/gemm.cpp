@@ -1,6 +1,8 @@
 // BLAS-backed GEMM kernels for JIT-compiled code (see include/ingot/kernels/cpu_gemm.h).
 #include "ingot/kernels/cpu_gemm.h"
 
+#include "ingot/kernels/cpu_conv.h"
+
 #include <cblas.h>
 
 namespace ingot::kernels {
@@ -56,7 +58,9 @@ namespace ingot::kernels {
 
 std::vector<std::pair<std::string, void*>> cpu_kernel_symbols() {
   return {{"_mlir_ciface_ingot_cpu_gemm_f32", reinterpret_cast<void*>(&ingot_cpu_gemm_f32_ciface)},
-          {"_mlir_ciface_ingot_cpu_gemm_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_f64_ciface)}};
+          {"_mlir_ciface_ingot_cpu_gemm_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_f64_ciface)},
+          {"_mlir_ciface_ingot_cpu_conv_f32", reinterpret_cast<void*>(&ingot_cpu_conv_f32_ciface)},
+          {"_mlir_ciface_ingot_cpu_conv_f64", reinterpret_cast<void*>(&ingot_cpu_conv_f64_ciface)}};
 }
 
 }  // namespace ingot::kernels
