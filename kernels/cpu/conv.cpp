@@ -120,12 +120,13 @@ std::vector<int64_t> result_shape(const ConvSpec& s) {
   return out;
 }
 
-/// A row-major multi-index over `sizes` (all > 0) starting at flat index `start`.
+/// A row-major multi-index over `sizes` (all > 0), starting at flat index `start`.
 struct Odometer {
-  Odometer(const std::vector<int64_t>& s, int64_t start) : sizes(s), idx(s.size()) {
-    for (size_t d = s.size(); d-- > 0;) {
-      idx[d] = start % s[d];
-      start /= s[d];
+  Odometer(const std::vector<int64_t>& s, int64_t start) : sizes(s), idx(s.size()) { reset(start); }
+  void reset(int64_t start) {
+    for (size_t d = sizes.size(); d-- > 0;) {
+      idx[d] = start % sizes[d];
+      start /= sizes[d];
     }
   }
   void next() {
@@ -143,22 +144,71 @@ int64_t spatial_index(const std::vector<int64_t>& dims, int64_t d) {
   return it == dims.end() ? -1 : static_cast<int64_t>(it - dims.begin());
 }
 
+/// One dim of the im2col matrix's rows (result positions) or columns (kernel taps). A linear dim
+/// (role -1: the rows' batch, the columns' input feature) moves the lhs offset by `stride` per
+/// index; a spatial dim (role i) moves input position i (in the padded, dilated input) by `step`
+/// per index, starting at `pos0`.
+struct Axis {
+  int64_t size = 0, role = -1, stride = 0, step = 0, pos0 = 0;
+};
+
 /// How one convolution maps onto GEMMs: C (rows x features of a group) = A (rows x cols, the
 /// im2col block) * B (cols x features of a group, the kernel).
 struct Plan {
   std::vector<int64_t> ls, rs, os;  // row-major strides of lhs, rhs, result
-  // Rows: the result dims but the feature dim, in layout order (role -1 = batch, i = spatial i).
-  std::vector<int64_t> row_sizes, row_role, row_strides;
-  // Columns: the kernel dims but the output-feature dim, in layout order (role -1 = input
-  // feature, i = spatial i); the last one is the innermost run of the gather.
-  std::vector<int64_t> col_sizes, col_role, outer_sizes;
-  std::vector<int64_t> in_sizes, in_strides;  // lhs spatial sizes and strides
+  // Rows: the result dims but the feature dim, in layout order; columns: the kernel dims but the
+  // output-feature dim, in layout order. `*_outer` are the sizes of all but the last.
+  std::vector<Axis> row_axes, col_axes;
+  std::vector<int64_t> row_sizes, row_outer, col_sizes, col_outer, row_out_strides;
+  std::vector<int64_t> in_sizes, in_strides, lhs_dilation;  // per lhs spatial dim
   int64_t rows = 0, cols = 0, features = 0, groups = 1, per_group = 0;
   int64_t in_per_group = 0, batch_per_group = 0;
   enum class Out { kFeatureLast, kFeatureFirst, kBlock } out = Out::kBlock;        // result as C, C^T or a block
   enum class Kernel { kOutLast, kOutFirst, kPacked } kernel = Kernel::kPacked;  // rhs as B, B^T or packed B
+  // The block is stored transposed (columns x rows) when the rows' last dim is longer than the
+  // columns' last dim: the gather's innermost runs are then the longer ones.
+  bool transposed = false;
   int64_t row_chunk = 1, col_chunk = 1;
 };
+
+std::vector<int64_t> sizes_of(const std::vector<Axis>& axes, size_t count) {
+  std::vector<int64_t> s;
+  for (size_t t = 0; t < count; ++t) s.push_back(axes[t].size);
+  return s;
+}
+
+/// Rows (result dims but the feature dim) and columns (kernel dims but the output features).
+void make_axes(const ConvSpec& s, Plan& p) {
+  const auto n = static_cast<int64_t>(s.lhs_shape.size());
+  for (int64_t d = 0; d < n; ++d) {
+    if (d == s.out_feature) continue;
+    Axis a{.size = s.out_shape[at(d)]};
+    if (d == s.out_batch) {
+      a.stride = p.ls[at(s.in_batch)];
+    } else {
+      a.role = spatial_index(s.out_spatial, d);
+      a.step = s.strides[at(a.role)];
+      a.pos0 = -s.padding[2 * at(a.role)];
+    }
+    p.row_axes.push_back(a);
+    p.row_out_strides.push_back(p.os[at(d)]);
+  }
+  for (int64_t d = 0; d < n; ++d) {
+    if (d == s.k_out_feature) continue;
+    Axis a{.size = s.rhs_shape[at(d)]};
+    if (d == s.k_in_feature) {
+      a.stride = p.ls[at(s.in_feature)];
+    } else {
+      a.role = spatial_index(s.k_spatial, d);
+      a.step = s.rhs_dilation[at(a.role)];
+    }
+    p.col_axes.push_back(a);
+  }
+  p.row_sizes = sizes_of(p.row_axes, p.row_axes.size());
+  p.row_outer = sizes_of(p.row_axes, p.row_axes.size() - 1);
+  p.col_sizes = sizes_of(p.col_axes, p.col_axes.size());
+  p.col_outer = sizes_of(p.col_axes, p.col_axes.size() - 1);
+}
 
 Plan make_plan(const ConvSpec& s, int64_t element_bytes) {
   Plan p;
@@ -166,22 +216,12 @@ Plan make_plan(const ConvSpec& s, int64_t element_bytes) {
   p.ls = row_major_strides(s.lhs_shape);
   p.rs = row_major_strides(s.rhs_shape);
   p.os = row_major_strides(s.out_shape);
-  for (int64_t d = 0; d < n; ++d) {
-    if (d == s.out_feature) continue;
-    p.row_sizes.push_back(s.out_shape[at(d)]);
-    p.row_role.push_back(d == s.out_batch ? -1 : spatial_index(s.out_spatial, d));
-    p.row_strides.push_back(p.os[at(d)]);
-  }
-  for (int64_t d = 0; d < n; ++d) {
-    if (d == s.k_out_feature) continue;
-    p.col_sizes.push_back(s.rhs_shape[at(d)]);
-    p.col_role.push_back(d == s.k_in_feature ? -1 : spatial_index(s.k_spatial, d));
-  }
-  p.outer_sizes.assign(p.col_sizes.begin(), p.col_sizes.end() - 1);
+  make_axes(s, p);
   for (int64_t d : s.in_spatial) {
     p.in_sizes.push_back(s.lhs_shape[at(d)]);
     p.in_strides.push_back(p.ls[at(d)]);
   }
+  p.lhs_dilation = s.lhs_dilation;
   p.rows = elements(p.row_sizes, "result");
   p.cols = elements(p.col_sizes, "kernel");
   p.features = s.out_shape[at(s.out_feature)];
@@ -193,6 +233,7 @@ Plan make_plan(const ConvSpec& s, int64_t element_bytes) {
   p.kernel = s.k_out_feature == n - 1 ? Plan::Kernel::kOutLast
              : s.k_out_feature == 0   ? Plan::Kernel::kOutFirst
                                       : Plan::Kernel::kPacked;
+  p.transposed = p.row_sizes.back() > p.col_sizes.back();
   // Chunks: the im2col block (row_chunk x col_chunk elements) stays <= kConvBlockBytes. Whole
   // windows per row when at least 64 rows fit, else 64 rows (or fewer) with the columns split.
   const int64_t budget = kConvBlockBytes / element_bytes;
@@ -224,8 +265,8 @@ bool has_holes(const ConvSpec& s) {
 
 /// Adds the lhs offset of input position `pos` (in the padded, dilated input) of spatial dim `i`
 /// to `off`; false when `pos` is padding or a dilation hole.
-bool tap(const ConvSpec& s, const Plan& p, size_t i, int64_t pos, int64_t& off) {
-  const int64_t d = s.lhs_dilation[i];
+bool tap(const Plan& p, size_t i, int64_t pos, int64_t& off) {
+  const int64_t d = p.lhs_dilation[i];
   if (pos < 0 || (d != 1 && pos % d != 0)) return false;
   const int64_t x = d == 1 ? pos : pos / d;
   if (x >= p.in_sizes[i]) return false;
@@ -233,62 +274,70 @@ bool tap(const ConvSpec& s, const Plan& p, size_t i, int64_t pos, int64_t& off) 
   return true;
 }
 
-/// Writes columns [k0, k0 + kc) of one im2col row to `dst`: `base` is the lhs offset of the row's
-/// batch entry and group, `q[i]` its first input position of spatial dim i (before the taps).
-template <class T>
-void gather_row(const ConvSpec& s, const Plan& p, const T* lhs, int64_t base, const std::vector<int64_t>& q,
-                int64_t k0, int64_t kc, T* dst) {
-  const size_t last = p.col_sizes.size() - 1;
-  const int64_t run = p.col_sizes[last], role = p.col_role[last];
-  const int64_t feature_stride = p.ls[at(s.in_feature)];
-  Odometer outer(p.outer_sizes, k0 / run);
-  for (int64_t k = k0, end = k0 + kc; k < end; outer.next()) {
-    const int64_t j0 = k % run, j1 = std::min(run, j0 + (end - k));
-    int64_t off = base;
-    bool valid = true;
-    for (size_t t = 0; t < last && valid; ++t) {
-      const int64_t v = outer.idx[t], r = p.col_role[t];
-      if (r < 0) {
-        off += v * feature_stride;
-      } else {
-        valid = tap(s, p, at(r), q[at(r)] + v * s.rhs_dilation[at(r)], off);
-      }
-    }
-    if (!valid) {
-      std::fill(dst, dst + (j1 - j0), T(0));
-    } else if (role < 0) {
-      for (int64_t j = j0; j < j1; ++j) dst[j - j0] = lhs[off + j * feature_stride];
+/// Adds what the first `count` dims of `axes` at multi-index `idx` contribute to the lhs offset
+/// and the input positions.
+void accumulate(const std::vector<Axis>& axes, const std::vector<int64_t>& idx, size_t count, int64_t& off,
+                std::vector<int64_t>& pos) {
+  for (size_t t = 0; t < count; ++t) {
+    const Axis& a = axes[t];
+    if (a.role < 0) {
+      off += idx[t] * a.stride;
     } else {
-      const auto i = at(role);
-      for (int64_t j = j0; j < j1; ++j) {
-        int64_t o = off;
-        dst[j - j0] = tap(s, p, i, q[i] + j * s.rhs_dilation[i], o) ? lhs[o] : T(0);
-      }
+      pos[at(a.role)] += a.pos0 + idx[t] * a.step;
     }
-    dst += j1 - j0;
-    k += j1 - j0;
   }
 }
 
-/// The im2col block of group `g`: rows [m0, m0 + mc), columns [k0, k0 + kc), row-major in `col`.
+/// One side of an im2col block: its axes, their sizes (all and all but the last) and the flat
+/// index range [first, first + count).
+struct Side {
+  const std::vector<Axis>& axes;
+  const std::vector<int64_t>& sizes;
+  const std::vector<int64_t>& outer;
+  int64_t first, count;
+};
+
+/// Writes the im2col block major x minor (the rows and columns in either order; each major
+/// index's minor range contiguous in `dst`): the lhs element every (row, column) pair reads, or
+/// 0 for padding and dilation holes. `base` is the group's lhs offset. The innermost loop copies
+/// a run along the minor side's last dim.
 template <class T>
-void gather(const ConvSpec& s, const Plan& p, const T* lhs, int64_t g, int64_t m0, int64_t mc, int64_t k0,
-            int64_t kc, T* col) {
-  const int64_t group_base = (s.batch_groups > 1 ? g * p.batch_per_group * p.ls[at(s.in_batch)] : 0) +
-                             (s.feature_groups > 1 ? g * p.in_per_group * p.ls[at(s.in_feature)] : 0);
-  std::vector<int64_t> q(s.in_spatial.size(), 0);
-  Odometer row(p.row_sizes, m0);
-  for (int64_t r = 0; r < mc; ++r, row.next()) {
-    int64_t batch = 0;
-    for (size_t t = 0; t < p.row_sizes.size(); ++t) {
-      const int64_t v = row.idx[t], role = p.row_role[t];
-      if (role < 0) {
-        batch = v;
-      } else {
-        q[at(role)] = v * s.strides[at(role)] - s.padding[2 * at(role)];
+void gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const Side& minor, T* dst) {
+  const size_t ns = p.in_sizes.size(), last = minor.axes.size() - 1;
+  const Axis& run = minor.axes[last];
+  std::vector<int64_t> major_pos(ns), pos(ns);
+  Odometer maj(major.sizes, major.first), outer(minor.outer, 0);
+  for (int64_t a = 0; a < major.count; ++a, maj.next()) {
+    int64_t major_off = base;
+    std::fill(major_pos.begin(), major_pos.end(), 0);
+    accumulate(major.axes, maj.idx, major.axes.size(), major_off, major_pos);
+    outer.reset(minor.first / run.size);
+    for (int64_t k = minor.first, end = minor.first + minor.count; k < end; outer.next()) {
+      const int64_t j0 = k % run.size, j1 = std::min(run.size, j0 + (end - k));
+      int64_t off = major_off;
+      pos = major_pos;
+      accumulate(minor.axes, outer.idx, last, off, pos);
+      bool valid = true;
+      for (size_t i = 0; i < ns && valid; ++i) {
+        if (static_cast<int64_t>(i) != run.role) valid = tap(p, i, pos[i], off);
       }
+      if (!valid) {
+        std::fill(dst, dst + (j1 - j0), T(0));
+      } else if (run.role < 0 && run.stride == 1) {
+        std::copy(lhs + off + j0, lhs + off + j1, dst);
+      } else if (run.role < 0) {
+        for (int64_t j = j0; j < j1; ++j) dst[j - j0] = lhs[off + j * run.stride];
+      } else {
+        const auto i = at(run.role);
+        const int64_t start = pos[i] + run.pos0;
+        for (int64_t j = j0; j < j1; ++j) {
+          int64_t o = off;
+          dst[j - j0] = tap(p, i, start + j * run.step, o) ? lhs[o] : T(0);
+        }
+      }
+      dst += j1 - j0;
+      k += j1 - j0;
     }
-    gather_row(s, p, lhs, group_base + batch * p.ls[at(s.in_batch)], q, k0, kc, col + r * kc);
   }
 }
 
@@ -332,23 +381,32 @@ void im2col_convolution(const ConvSpec& s, const Plan& p, const T* lhs, const T*
   std::vector<T> col(at(p.row_chunk * p.col_chunk));
   std::vector<T> block(p.out == Plan::Out::kBlock ? at(p.row_chunk * p.per_group) : 0);
   for (int64_t g = 0; g < p.groups; ++g) {
+    const int64_t base = (s.batch_groups > 1 ? g * p.batch_per_group * p.ls[at(s.in_batch)] : 0) +
+                         (s.feature_groups > 1 ? g * p.in_per_group * p.ls[at(s.in_feature)] : 0);
     for (int64_t m0 = 0; m0 < p.rows; m0 += p.row_chunk) {
       const int64_t mc = std::min(p.row_chunk, p.rows - m0);
       for (int64_t k0 = 0; k0 < p.cols; k0 += p.col_chunk) {
         const int64_t kc = std::min(p.col_chunk, p.cols - k0);
-        gather(s, p, lhs, g, m0, mc, k0, kc, col.data());
+        const Side rows{p.row_axes, p.row_sizes, p.row_outer, m0, mc}, cols{p.col_axes, p.col_sizes, p.col_outer, k0, kc};
+        if (p.transposed) {
+          gather(p, lhs, base, cols, rows, col.data());  // (kc x mc)
+        } else {
+          gather(p, lhs, base, rows, cols, col.data());  // (mc x kc)
+        }
+        const int64_t lda = p.transposed ? mc : kc;
         const T beta = k0 == 0 ? T(0) : T(1);
         const T* b = b_transposed ? kernel + g * p.per_group * p.cols + k0 : kernel + k0 * p.features + g * p.per_group;
+        const CBLAS_TRANSPOSE ta = p.transposed ? CblasTrans : CblasNoTrans;
         const CBLAS_TRANSPOSE tb = b_transposed ? CblasTrans : CblasNoTrans;
         if (p.out == Plan::Out::kFeatureFirst) {
           // The result is (features x rows): C^T = B^T A^T.
-          blas_gemm(b_transposed ? CblasNoTrans : CblasTrans, CblasTrans, p.per_group, mc, kc, b, ldb, col.data(), kc,
-                    beta, out + g * p.per_group * p.rows + m0, p.rows);
+          blas_gemm(b_transposed ? CblasNoTrans : CblasTrans, p.transposed ? CblasNoTrans : CblasTrans, p.per_group, mc,
+                    kc, b, ldb, col.data(), lda, beta, out + g * p.per_group * p.rows + m0, p.rows);
         } else if (p.out == Plan::Out::kFeatureLast) {
-          blas_gemm(CblasNoTrans, tb, mc, p.per_group, kc, col.data(), kc, b, ldb, beta,
-                    out + m0 * p.features + g * p.per_group, p.features);
+          blas_gemm(ta, tb, mc, p.per_group, kc, col.data(), lda, b, ldb, beta, out + m0 * p.features + g * p.per_group,
+                    p.features);
         } else {
-          blas_gemm(CblasNoTrans, tb, mc, p.per_group, kc, col.data(), kc, b, ldb, beta, block.data(), p.per_group);
+          blas_gemm(ta, tb, mc, p.per_group, kc, col.data(), lda, b, ldb, beta, block.data(), p.per_group);
         }
       }
       if (p.out != Plan::Out::kBlock) continue;
@@ -356,7 +414,7 @@ void im2col_convolution(const ConvSpec& s, const Plan& p, const T* lhs, const T*
       const int64_t feature_stride = p.os[at(s.out_feature)];
       for (int64_t r = 0; r < mc; ++r, row.next()) {
         int64_t off = g * p.per_group * feature_stride;
-        for (size_t t = 0; t < p.row_sizes.size(); ++t) off += row.idx[t] * p.row_strides[t];
+        for (size_t t = 0; t < p.row_sizes.size(); ++t) off += row.idx[t] * p.row_out_strides[t];
         for (int64_t j = 0; j < p.per_group; ++j) out[off + j * feature_stride] = block[at(r * p.per_group + j)];
       }
     }

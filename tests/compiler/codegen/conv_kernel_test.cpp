@@ -115,7 +115,8 @@ TEST(ConvKernel, LayoutModesGroupsAndDilations) {
 }
 
 TEST(ConvKernel, ChunkedRowsAndColumns) {
-  // 398 * 398 rows of 9 columns: more than one 4 MiB im2col block of f32 rows.
+  // 398 * 398 rows of 9 columns: more than one 4 MiB im2col block of f32 rows (gathered
+  // transposed: runs along the result's width).
   ConvSpec rows = make_spec({1, 400, 400, 1}, {3, 3, 1, 2}, kNhwc, kHwio, kNhwc, {1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1});
   expect_matches_interpreter<float>(rows, testing::random_array({1, 400, 400, 1}, DType::kF32, 20),
                                     testing::random_array({3, 3, 1, 2}, DType::kF32, 21));
@@ -130,6 +131,10 @@ TEST(ConvKernel, ChunkedRowsAndColumns) {
                                       small_ints({64, 17, 1000}, DType::kF32, 22), small_ints({17, 1000, 2}, DType::kF32, 23));
     expect_matches_interpreter<double>(make_spec({64, 9, 1000}, {9, 1000, 2}, nwc, wio, out, {1}, {0, 0}, {1}, {1}),
                                        small_ints({64, 9, 1000}, DType::kF64, 24), small_ints({9, 1000, 2}, DType::kF64, 25));
+    // Result width 81 > kernel width 20: the block is gathered transposed (runs along the
+    // result's width), in two row chunks and two column chunks.
+    expect_matches_interpreter<float>(make_spec({1, 1000, 100}, {2, 1000, 20}, ncw, {0, 1, 2}, out, {1}, {0, 0}, {1}, {1}),
+                                      small_ints({1, 1000, 100}, DType::kF32, 26), small_ints({2, 1000, 20}, DType::kF32, 27));
   }
 }
 

@@ -369,6 +369,25 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     // The default is the library (bench/compiler_bench's choice).
     EXPECT_EQ(lower::lower_to_mlir(g), library);
   }
+  // A convolution whose result reaches no output is not called (the loops would be dropped by
+  // MLIR's dead-code elimination; a call is opaque to it); the live one is.
+  {
+    ir::Graph g("dead_conv");
+    const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, DType::kF32}), k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
+    const Ints pad = {1, 1, 1, 1};
+    const ir::ValueId dead = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, pad, {1, 1}, {1, 1}))[0];
+    g.add_node("negate", {dead});
+    const ir::ValueId live = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
+    g.set_outputs({g.add_node("negate", {live})[0]});
+    const std::string text = lower::lower_to_mlir(g);
+    size_t calls = 0;
+    for (size_t at = text.find("func.call @ingot_cpu_conv_f32"); at != std::string::npos;
+         at = text.find("func.call @ingot_cpu_conv_f32", at + 1)) {
+      ++calls;
+    }
+    EXPECT_EQ(calls, 1u) << text;
+    expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2)}, 1e-5);
+  }
   // Size-0 results keep the early return (no call).
   ir::Graph g("conv0");
   const ir::ValueId x = g.add_parameter({{0, 6, 6, 3}, DType::kF32}), k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
