@@ -274,6 +274,35 @@ bool tap(const Plan& p, size_t i, int64_t pos, int64_t& off) {
   return true;
 }
 
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 && (a < 0) == (b < 0) ? 1 : 0); }
+
+/// Writes elements [j0, j1) of a run along spatial dim `i` whose element j reads input position
+/// start + j * step (0 for padding and holes); `off` holds the other dims' lhs offset. Without
+/// lhs dilation the real positions are one interval of j: zeros around a strided copy.
+template <class T>
+void spatial_run(const Plan& p, const T* lhs, int64_t off, size_t i, int64_t start, int64_t step, int64_t j0,
+                 int64_t j1, T* dst) {
+  if (p.lhs_dilation[i] != 1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      int64_t o = off;
+      dst[j - j0] = tap(p, i, start + j * step, o) ? lhs[o] : T(0);
+    }
+    return;
+  }
+  // 0 <= start + j * step < in_sizes[i]  <=>  lo <= j < hi (step >= 1).
+  const int64_t lo = std::clamp<int64_t>(ceil_div(-start, step), j0, j1);
+  const int64_t hi = std::clamp<int64_t>(ceil_div(p.in_sizes[i] - start, step), lo, j1);
+  std::fill(dst, dst + (lo - j0), T(0));
+  const T* src = lhs + off + start * p.in_strides[i];
+  const int64_t stride = step * p.in_strides[i];
+  if (stride == 1) {
+    std::copy(src + lo, src + hi, dst + (lo - j0));
+  } else {
+    for (int64_t j = lo; j < hi; ++j) dst[j - j0] = src[j * stride];
+  }
+  std::fill(dst + (hi - j0), dst + (j1 - j0), T(0));
+}
+
 /// Adds what the first `count` dims of `axes` at multi-index `idx` contribute to the lhs offset
 /// and the input positions.
 void accumulate(const std::vector<Axis>& axes, const std::vector<int64_t>& idx, size_t count, int64_t& off,
@@ -328,12 +357,7 @@ void gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const 
       } else if (run.role < 0) {
         for (int64_t j = j0; j < j1; ++j) dst[j - j0] = lhs[off + j * run.stride];
       } else {
-        const auto i = at(run.role);
-        const int64_t start = pos[i] + run.pos0;
-        for (int64_t j = j0; j < j1; ++j) {
-          int64_t o = off;
-          dst[j - j0] = tap(p, i, start + j * run.step, o) ? lhs[o] : T(0);
-        }
+        spatial_run(p, lhs, off, at(run.role), pos[at(run.role)] + run.pos0, run.step, j0, j1, dst);
       }
       dst += j1 - j0;
       k += j1 - j0;
