@@ -356,19 +356,28 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   fmt::print("\n");
 }
 
-/// Forward convolutions alone (NHWC / HWIO, f32) at the CNN's shapes: GFLOP/s (2 flops per
-/// multiply-add of the result's windows) of the library kernel and of the generated loops.
+/// Forward convolutions alone (NHWC / HWIO, f32, batch `batch`): GFLOP/s (2 flops per
+/// multiply-add of the result's windows) of the library kernel and of the generated loops, at the
+/// CNN's shapes and over a sweep of the reduction length K (kernel taps x input features), where
+/// the two cross over.
 void report_conv_gflops(const Plan& plan, int64_t batch) {
   struct Case {
-    const char* name;
+    std::string name;
     Shape x, k;
     std::string padding;
   };
-  const std::vector<Case> cases = {{"28x28x1 -> 3x3x32, valid", {batch, 28, 28, 1}, {3, 3, 1, 32}, "valid"},
-                                   {"13x13x32 -> 3x3x64, valid", {batch, 13, 13, 32}, {3, 3, 32, 64}, "valid"},
-                                   {"14x14x32 -> 3x3x64, same", {batch, 14, 14, 32}, {3, 3, 32, 64}, "same"}};
+  std::vector<Case> cases = {{"CNN layer 1: 28x28x1 -> 3x3x32, valid", {batch, 28, 28, 1}, {3, 3, 1, 32}, "valid"},
+                             {"CNN layer 2: 13x13x32 -> 3x3x64, valid", {batch, 13, 13, 32}, {3, 3, 32, 64}, "valid"},
+                             {"14x14x32 -> 3x3x64, same", {batch, 14, 14, 32}, {3, 3, 32, 64}, "same"}};
+  for (int64_t c : {2, 4, 5, 6, 8}) {
+    cases.push_back({fmt::format("28x28x{} -> 3x3x32, valid", c), {batch, 28, 28, c}, {3, 3, c, 32}, "valid"});
+  }
+  for (int64_t c : {32, 48, 64}) {
+    cases.push_back({fmt::format("14x14x{} -> 1x1x32", c), {batch, 14, 14, c}, {1, 1, c, 32}, "valid"});
+  }
   fmt::print("## Forward convolution throughput (batch {}, NHWC / HWIO, f32)\n\n", batch);
-  fmt::print("| convolution | library | generated loops | library / loops |\n|---|---|---|---|\n");
+  fmt::print("K = kernel taps x input features (multiply-adds per result element).\n\n");
+  fmt::print("| convolution | K | library | generated loops | library / loops |\n|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     Conv2DOptions options;
     options.padding = c.padding;
@@ -383,17 +392,19 @@ void report_conv_gflops(const Plan& plan, int64_t batch) {
       args.push_back(a);
     }
     const Shape out = graph.type(graph.outputs()[0]).shape;
-    const double flops = 2.0 * static_cast<double>(num_elements(out)) * static_cast<double>(c.k[0] * c.k[1] * c.k[2]);
+    const int64_t k = c.k[0] * c.k[1] * c.k[2];
+    const double flops = 2.0 * static_cast<double>(num_elements(out)) * static_cast<double>(k);
     double gflops[2];
     for (bool library : {true, false}) {
       std::shared_ptr<const Executable> exe = compile_graph(graph, {}, {}, {.library_conv = library});
-      const double s = median_seconds(2, std::max(5, plan.step_runs / 2), [&] {
+      const double s = median_seconds(2, std::max(5, plan.step_runs / 5), [&] {
         std::vector<Array> r = exe->run(args);
         benchmark::DoNotOptimize(r.data());
       });
       gflops[library ? 0 : 1] = flops / s * 1e-9;
     }
-    fmt::print("| {} | {:.1f} GFLOP/s | {:.1f} GFLOP/s | {:.1f}x |\n", c.name, gflops[0], gflops[1], gflops[0] / gflops[1]);
+    fmt::print("| {} | {} | {:.1f} GFLOP/s | {:.1f} GFLOP/s | {:.2f}x |\n", c.name, k, gflops[0], gflops[1],
+               gflops[0] / gflops[1]);
   }
   fmt::print("\n");
 }
