@@ -1,10 +1,13 @@
 // compiler_bench: the CPU compiler against the reference interpreter on the Fashion-MNIST MLP
 // train step (784-256-128-10, batch 128, f32, value_and_grad + SGD; BLAS GEMM and generated
 // loops), the CNN train step (32c3-pool-64c3-pool-128-10, batch 32), compile times and the host
-// overhead of one tiny Executable call. Prints a Markdown report with ratios measured in
-// the same run (bench/README.md: ratios, never absolute thresholds).
+// overhead of one tiny Executable call, and forward convolution throughput; convolutions and
+// matrix products each through their library call and as generated loops. Prints a Markdown
+// report with ratios measured in the same run (bench/README.md: ratios, never absolute
+// thresholds).
 //
-//   compiler_bench [--quick]    (--quick: fewer repetitions, for a smoke run)
+//   compiler_bench [--quick] [mlp|tiny|cnn|cnn128|conv ...]
+//     --quick: fewer repetitions, for a smoke run; sections: only those (default all)
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -426,12 +429,11 @@ TraceFn cnn_train_step() {
   };
 }
 
-void report_cnn_step(const Plan& plan, int64_t batch) {
+/// Seeded CNN step arguments (uniform in [-0.1, 0.1), labels in [0, 10)) and their types.
+void cnn_args(int64_t batch, std::vector<ir::TensorType>& types, std::vector<Array>& args) {
   const std::vector<Shape> shapes = {{3, 3, 1, 32}, {32}, {3, 3, 32, 64}, {64}, {1600, 128},
                                      {128}, {128, 10}, {10}, {batch, 28, 28, 1}};
   std::mt19937 rng(7);
-  std::vector<ir::TensorType> types;
-  std::vector<Array> args;
   for (const Shape& s : shapes) {
     types.push_back({s, DType::kF32});
     Array a = Array::zeros(s, DType::kF32);
@@ -443,42 +445,136 @@ void report_cnn_step(const Plan& plan, int64_t batch) {
   Array labels = Array::zeros({batch}, DType::kI32);
   for (int64_t j = 0; j < batch; ++j) labels.data<int32_t>()[j] = static_cast<int32_t>(rng() % 10);
   args.push_back(labels);
+}
 
+/// The CNN train step with convolutions through the im2col + BLAS kernel (the default) and as
+/// generated loop nests (LoweringOptions::library_conv = false); the interpreter when asked.
+void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
+  std::vector<ir::TensorType> types;
+  std::vector<Array> args;
+  cnn_args(batch, types, args);
   ir::Graph graph = trace(cnn_train_step(), types, "cnn_step");
-  std::shared_ptr<const Executable> exe;
+  std::shared_ptr<const Executable> exe, loops_exe;
   const double compile_s = median_seconds(0, 1, [&] { exe = compile_graph(graph); });
-  std::vector<Array> compiled_out, interp_out;
-  const double step_s = median_seconds(1, std::max(3, plan.step_runs / 10), [&] { compiled_out = exe->run(args); });
-  const double interp_s = median_seconds(0, 1, [&] { interp_out = interp::interpret(graph, args); });
+  const double loops_compile_s =
+      median_seconds(0, 1, [&] { loops_exe = compile_graph(graph, {}, {}, {.library_conv = false}); });
+  std::vector<Array> compiled_out, loops_out, interp_out;
+  const int runs = std::max(3, plan.step_runs / 5);
+  const double step_s = median_seconds(2, runs, [&] { compiled_out = exe->run(args); });
+  const double loops_step_s = median_seconds(1, std::max(3, runs / 4), [&] { loops_out = loops_exe->run(args); });
   fmt::print("## CNN train step (32c3-pool-64c3-pool-128-10, batch {}, f32, value_and_grad + SGD)\n\n", batch);
-  fmt::print("Graph: {} nodes. Convolutions are generated loop nests (no library call yet).\n\n",
-             graph.num_nodes());
+  const auto convs = std::count_if(graph.nodes().begin(), graph.nodes().end(),
+                                   [](const ir::Node& n) { return n.op == "convolution"; });
+  fmt::print("Graph: {} nodes, {} of them convolutions (forward, input and kernel cotangents).\n\n",
+             graph.num_nodes(), convs);
   fmt::print("| measurement | time |\n|---|---|\n");
-  fmt::print("| compile_graph | {:.1f} ms |\n", compile_s * 1e3);
-  fmt::print("| compiled step (median) | {:.1f} ms |\n", step_s * 1e3);
-  fmt::print("| interpreter step (one run) | {:.1f} ms |\n\n", interp_s * 1e3);
-  fmt::print("| ratio | value |\n|---|---|\n");
-  fmt::print("| interpreter step / compiled step | {:.1f}x |\n", interp_s / step_s);
-  fmt::print("| max relative difference compiled vs interpreter | {:.2e} |\n\n",
-             max_rel_diff(interp_out, compiled_out));
+  fmt::print("| compile_graph, library convolutions (default) | {:.1f} ms |\n", compile_s * 1e3);
+  fmt::print("| compile_graph, generated-loop convolutions | {:.1f} ms |\n", loops_compile_s * 1e3);
+  fmt::print("| compiled step, library convolutions (im2col + BLAS), median of {} | {:.1f} ms |\n", runs, step_s * 1e3);
+  fmt::print("| compiled step, generated-loop convolutions (LoweringOptions::library_conv = false) | {:.1f} ms |\n",
+             loops_step_s * 1e3);
+  double interp_s = 0;
+  if (with_interpreter) {
+    interp_s = median_seconds(0, 1, [&] { interp_out = interp::interpret(graph, args); });
+    fmt::print("| interpreter step (one run) | {:.1f} ms |\n", interp_s * 1e3);
+  }
+  fmt::print("\n| ratio | value |\n|---|---|\n");
+  fmt::print("| generated-loop step / library step (speed-up of the library path) | {:.2f}x |\n", loops_step_s / step_s);
+  fmt::print("| max relative difference library vs loops | {:.2e} |\n", max_rel_diff(loops_out, compiled_out));
+  if (with_interpreter) {
+    fmt::print("| interpreter step / library step | {:.1f}x |\n", interp_s / step_s);
+    fmt::print("| max relative difference library vs interpreter | {:.2e} |\n", max_rel_diff(interp_out, compiled_out));
+    fmt::print("| max relative difference loops vs interpreter | {:.2e} |\n", max_rel_diff(interp_out, loops_out));
+  }
+  fmt::print("\n");
+}
+
+/// Forward convolutions alone (NHWC / HWIO, f32, batch `batch`): GFLOP/s (2 flops per
+/// multiply-add of the result's windows) of the library kernel and of the generated loops, at the
+/// CNN's shapes and over a sweep of the reduction length K (kernel taps x input features), where
+/// the two cross over.
+void report_conv_gflops(const Plan& plan, int64_t batch) {
+  struct Case {
+    std::string name;
+    Shape x, k;
+    std::string padding;
+  };
+  std::vector<Case> cases = {{"CNN layer 1: 28x28x1 -> 3x3x32, valid", {batch, 28, 28, 1}, {3, 3, 1, 32}, "valid"},
+                             {"CNN layer 2: 13x13x32 -> 3x3x64, valid", {batch, 13, 13, 32}, {3, 3, 32, 64}, "valid"},
+                             {"14x14x32 -> 3x3x64, same", {batch, 14, 14, 32}, {3, 3, 32, 64}, "same"}};
+  for (int64_t c : {2, 4, 5, 6, 8}) {
+    cases.push_back({fmt::format("28x28x{} -> 3x3x32, valid", c), {batch, 28, 28, c}, {3, 3, c, 32}, "valid"});
+  }
+  for (int64_t c : {32, 48, 64}) {
+    cases.push_back({fmt::format("14x14x{} -> 1x1x32", c), {batch, 14, 14, c}, {1, 1, c, 32}, "valid"});
+  }
+  fmt::print("## Forward convolution throughput (batch {}, NHWC / HWIO, f32)\n\n", batch);
+  fmt::print("K = kernel taps x input features (multiply-adds per result element).\n\n");
+  fmt::print("| convolution | K | library | generated loops | library / loops |\n|---|---|---|---|---|\n");
+  for (const Case& c : cases) {
+    Conv2DOptions options;
+    options.padding = c.padding;
+    TraceFn fn = [options](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1], options)}; };
+    const ir::Graph graph = trace(fn, {{c.x, DType::kF32}, {c.k, DType::kF32}}, "conv");
+    std::mt19937 rng(3);
+    std::vector<Array> args;
+    for (const Shape& s : {c.x, c.k}) {
+      Array a = Array::zeros(s, DType::kF32);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (int64_t j = 0; j < a.size(); ++j) a.data<float>()[j] = u(rng);
+      args.push_back(a);
+    }
+    const Shape out = graph.type(graph.outputs()[0]).shape;
+    const int64_t k = c.k[0] * c.k[1] * c.k[2];
+    const double flops = 2.0 * static_cast<double>(num_elements(out)) * static_cast<double>(k);
+    double gflops[2];
+    for (bool library : {true, false}) {
+      std::shared_ptr<const Executable> exe = compile_graph(graph, {}, {}, {.library_conv = library});
+      const double s = median_seconds(2, std::max(5, plan.step_runs / 5), [&] {
+        std::vector<Array> r = exe->run(args);
+        benchmark::DoNotOptimize(r.data());
+      });
+      gflops[library ? 0 : 1] = flops / s * 1e-9;
+    }
+    fmt::print("| {} | {} | {:.1f} GFLOP/s | {:.1f} GFLOP/s | {:.2f}x |\n", c.name, k, gflops[0], gflops[1],
+               gflops[0] / gflops[1]);
+  }
+  fmt::print("\n");
 }
 
 }  // namespace
 }  // namespace ingot::bench
 
+/// compiler_bench [--quick] [section...]: sections mlp, tiny, gemm (GFLOP/s against the measured
+/// peak), threads (1 vs all threads), cnn (batch 32 with the interpreter), cnn128 (batch 128, library vs loops), conv (forward GFLOP/s); default all.
 int main(int argc, char** argv) {
   ingot::bench::Plan plan;
-  if (argc > 1 && std::strcmp(argv[1], "--quick") == 0) {
-    plan = {.interp_warmup = 0, .interp_runs = 1, .step_warmup = 1, .step_runs = 3,
-            .compile_runs = 1, .tiny_warmup = 100, .tiny_runs = 1000};
+  std::vector<std::string> sections;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      plan = {.interp_warmup = 0, .interp_runs = 1, .step_warmup = 1, .step_runs = 3,
+              .compile_runs = 1, .tiny_warmup = 100, .tiny_runs = 1000};
+    } else {
+      sections.emplace_back(argv[i]);
+    }
   }
+  const std::vector<std::string> known = {"mlp", "tiny", "gemm", "threads", "cnn", "cnn128", "conv"};
+  for (const std::string& s : sections) {
+    if (std::find(known.begin(), known.end(), s) == known.end()) {
+      fmt::print(stderr, "compiler_bench: unknown section '{}' (known: {})\n", s, fmt::join(known, ", "));
+      return 2;
+    }
+  }
+  auto wanted = [&](const char* s) { return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end(); };
   try {
     fmt::print("# ingot CPU compiler benchmark\n\n");
-    ingot::bench::report_train_step(plan);
-    ingot::bench::report_tiny_call(plan);
-    ingot::bench::report_gemm(plan);
-    ingot::bench::report_threads(plan);
-    ingot::bench::report_cnn_step(plan, 32);
+    if (wanted("mlp")) ingot::bench::report_train_step(plan);
+    if (wanted("tiny")) ingot::bench::report_tiny_call(plan);
+    if (wanted("gemm")) ingot::bench::report_gemm(plan);
+    if (wanted("threads")) ingot::bench::report_threads(plan);
+    if (wanted("cnn")) ingot::bench::report_cnn_step(plan, 32, true);
+    if (wanted("cnn128")) ingot::bench::report_cnn_step(plan, 128, false);
+    if (wanted("conv")) ingot::bench::report_conv_gflops(plan, 32);
   } catch (const std::exception& e) {
     fmt::print(stderr, "compiler_bench: error: {}\n", e.what());
     return 1;

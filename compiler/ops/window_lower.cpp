@@ -2,7 +2,10 @@
 // and convolution (semantics in docs/ir.md). Each rule reproduces its interpreter kernel
 // (compiler/ops/{shape,reduction,linalg}.cpp) exactly: the same combination order, the same
 // NaN/tie/signed-zero rules, padding cells that are skipped rather than multiplied, and f16/bf16
-// accumulation in f32 with one rounding at the end.
+// accumulation in f32 with one rounding at the end. The one exception is the library path of
+// f32/f64 convolutions (LoweringOptions::library_conv): a call to the im2col + BLAS kernel of
+// kernels/cpu/conv.cpp, which sums in BLAS's order (equal up to rounding; padding is skipped
+// there too, see docs/compiler.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <optional>
 
 #include "ingot/ir/op_registry.h"
+#include "ingot/kernels/cpu_conv.h"
 #include "ingot/lower/lowering.h"
 #include "ops/lower_util.h"
 
@@ -522,6 +526,101 @@ bool lhs_last_dim_strided(const Conv& c, int64_t rank) {
   return false;
 }
 
+/// `v` (a tensor of type `t`, rank >= 1) as a 1-D memref<?x...> of its elements, row-major
+/// (tensor.collapse_shape, then bufferization.to_buffer: no copy for an identity layout).
+std::string flat_buffer(LoweringContext& ctx, const std::string& v, const TensorType& t) {
+  const TensorType flat{{num_elements(t.shape)}, t.dtype};
+  std::vector<std::string> all;
+  for (int64_t d = 0; d < t.rank(); ++d) all.push_back(std::to_string(d));
+  const std::string c = t.rank() == 1 ? v
+                                      : ctx.let(fmt::format("tensor.collapse_shape {} [[{}]] : {} into {}", v,
+                                                            fmt::join(all, ", "), ty(t), ty(flat)),
+                                                "r");
+  const std::string memref = fmt::format("memref<{}x{}>", flat.shape[0], st(t.dtype));
+  const std::string m = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", c, ty(flat), memref), "m");
+  return ctx.let(fmt::format("memref.cast {} : {} to memref<?x{}>", m, memref, st(t.dtype)), "m");
+}
+
+/// The kernel library's description of the convolution `c` of `lt` with `rt` into `out`.
+kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorType& rt, const TensorType& out) {
+  kernels::ConvSpec s;
+  s.lhs_shape = lt.shape;
+  s.rhs_shape = rt.shape;
+  s.out_shape = out.shape;
+  s.in_batch = c.in_batch;
+  s.in_feature = c.in_feature;
+  s.in_spatial = c.in_spatial;
+  s.k_in_feature = c.k_in;
+  s.k_out_feature = c.k_out;
+  s.k_spatial = c.k_spatial;
+  s.out_batch = c.out_batch;
+  s.out_feature = c.out_feature;
+  s.out_spatial = c.out_spatial;
+  s.strides = c.strides;
+  s.padding = c.padding;
+  s.lhs_dilation = c.lhs_dilation;
+  s.rhs_dilation = c.rhs_dilation;
+  s.feature_groups = c.feature_groups;
+  s.batch_groups = c.batch_groups;
+  return s;
+}
+
+/// Whether value `v` reaches an output of `g` through any chain of nodes (nodes are in
+/// topological order).
+bool reaches_output(const Graph& g, ValueId v) {
+  std::vector<bool> live(static_cast<size_t>(g.num_values()), false);
+  live[static_cast<size_t>(v)] = true;
+  for (const Node& n : g.nodes()) {
+    if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId i) { return live[static_cast<size_t>(i)]; })) {
+      for (ValueId o : n.outputs) live[static_cast<size_t>(o)] = true;
+    }
+  }
+  return std::any_of(g.outputs().begin(), g.outputs().end(), [&](ValueId o) { return live[static_cast<size_t>(o)]; });
+}
+
+/// A convolution with f32/f64 operands (when LoweringOptions::library_conv) as a call to the
+/// im2col + BLAS GEMM kernel ingot_cpu_conv_<dtype>(lhs, rhs, result, config)
+/// (kernels/cpu/conv.cpp): both operands and the result as 1-D memrefs in their row-major
+/// layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns false
+/// when the generated loops are to be used instead.
+bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const Conv& c, const TensorType& lt,
+                                  const TensorType& rt, const TensorType& out) {
+  if (!ctx.options().library_conv || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+  // A call is opaque to MLIR's dead-code elimination (which drops unused loop nests), so a
+  // convolution whose result reaches no output (e.g. an input cotangent nobody asked for, left in
+  // a traced train step) is not called; its dead users see an uninitialised tensor.
+  if (!reaches_output(ctx.graph(), node.outputs[0])) {
+    ctx.bind(node.outputs[0], ctx.empty(out));
+    return true;
+  }
+  const std::string e = el(out.dtype);
+  const std::string dyn = fmt::format("memref<?x{}>", e);
+  const std::string fn = fmt::format("ingot_cpu_conv_{}", e);
+  ctx.declare(fmt::format("func.func private @{}({}, {}, {}, memref<?xi64>) attributes {{llvm.emit_c_interface}}", fn,
+                          dyn, dyn, dyn));
+  const std::string lhs = flat_buffer(ctx, ctx.operand(node, 0), lt);
+  const std::string rhs = flat_buffer(ctx, ctx.operand(node, 1), rt);
+  const std::vector<int64_t> config = kernels::encode_conv_spec(conv_spec(c, lt, rt, out));
+  const TensorType config_t{{static_cast<int64_t>(config.size())}, DType::kI64};
+  const std::string cv =
+      ctx.let(fmt::format("arith.constant dense<[{}]> : {}", fmt::join(config, ", "), ty(config_t)), "c");
+  const std::string cm = flat_buffer(ctx, cv, config_t);
+  const TensorType flat{{num_elements(out.shape)}, out.dtype};
+  const std::string memref = fmt::format("memref<{}x{}>", flat.shape[0], e);
+  const std::string r = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", memref), "m");
+  const std::string rd = ctx.let(fmt::format("memref.cast {} : {} to {}", r, memref, dyn), "m");
+  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}) : ({}, {}, {}, memref<?xi64>) -> ()", fn, lhs, rhs, rd, cm, dyn,
+                       dyn, dyn));
+  const std::string t =
+      ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", r, memref, ty(flat)), "t");
+  std::vector<std::string> all;
+  for (int64_t d = 0; d < out.rank(); ++d) all.push_back(std::to_string(d));
+  ctx.bind(node.outputs[0], ctx.let(fmt::format("tensor.expand_shape {} [[{}]] output_shape [{}] : {} into {}", t,
+                                                fmt::join(all, ", "), fmt::join(out.shape, ", "), ty(flat), ty(out)),
+                                    "r"));
+  return true;
+}
+
 /// One linalg.generic over (output dims..., kernel spatial dims..., input features per group),
 /// the interpreter's summation order (kernel dims of size 1 have no loop; see
 /// with_unit_last_dim), reading the padded lhs (conv_input); where the mask marks padding, the
@@ -536,6 +635,7 @@ void lower_convolution(LoweringContext& ctx, const Node& node) {
   int64_t terms = rt.shape[static_cast<size_t>(c.k_in)];
   for (int64_t d : c.k_spatial) terms *= rt.shape[static_cast<size_t>(d)];
   if (terms == 0) return ctx.bind(node.outputs[0], round_to(ctx, ctx.fill(acc, 0), out));
+  if (lower_convolution_as_library(ctx, node, c, lt, rt, out)) return;
   ConvInput in = conv_input(ctx, ctx.operand(node, 0), lt, c);
   std::vector<std::string> iters = repeat(static_cast<size_t>(n), "parallel");
   const std::vector<std::string> rmap = conv_maps(c, lt, rt, in, iters);

@@ -7,6 +7,8 @@
 // CPUID feature bits (AVX-512 here; ~310 GFLOP/s on the same shapes). oneDNN has no f64 GEMM.
 #include "ingot/kernels/cpu_gemm.h"
 
+#include "ingot/kernels/cpu_conv.h"
+
 #include <cblas.h>
 #include <dnnl.h>
 
@@ -80,7 +82,9 @@ namespace ingot::kernels {
 
 std::vector<std::pair<std::string, void*>> cpu_kernel_symbols() {
   return {{"_mlir_ciface_ingot_cpu_gemm_f32", reinterpret_cast<void*>(&ingot_cpu_gemm_f32_ciface)},
-          {"_mlir_ciface_ingot_cpu_gemm_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_f64_ciface)}};
+          {"_mlir_ciface_ingot_cpu_gemm_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_f64_ciface)},
+          {"_mlir_ciface_ingot_cpu_conv_f32", reinterpret_cast<void*>(&ingot_cpu_conv_f32_ciface)},
+          {"_mlir_ciface_ingot_cpu_conv_f64", reinterpret_cast<void*>(&ingot_cpu_conv_f64_ciface)}};
 }
 
 }  // namespace ingot::kernels

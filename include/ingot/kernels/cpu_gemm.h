@@ -43,8 +43,9 @@ void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float
 void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c,
               int32_t trans_a, int32_t trans_b);
 
-/// (symbol name, address) of every kernel JIT-compiled code may call, e.g.
-/// "_mlir_ciface_ingot_cpu_gemm_f32".
+/// (symbol name, address) of every kernel JIT-compiled code may call: the GEMMs above and the
+/// convolutions of cpu_conv.h, e.g. "_mlir_ciface_ingot_cpu_gemm_f32",
+/// "_mlir_ciface_ingot_cpu_conv_f64".
 std::vector<std::pair<std::string, void*>> cpu_kernel_symbols();
 
 }  // namespace ingot::kernels

@@ -48,6 +48,10 @@ struct LoweringOptions {
   /// BLAS GEMM (OpenBLAS; kernels/cpu/gemm.cpp) instead of a generated loop nest. The generated
   /// code stays selectable for research: bench/ measures both.
   bool blas_gemm = true;
+  /// Convolutions with f32/f64 operands call the im2col + BLAS GEMM kernel (OpenBLAS;
+  /// kernels/cpu/conv.cpp) instead of a generated loop nest; other dtypes always get the loops.
+  /// The loops stay selectable: bench/compiler_bench measures both (docs/compiler.md).
+  bool library_conv = true;
 };
 
 /// State of lowering one graph: SSA names of values and the function body being written.

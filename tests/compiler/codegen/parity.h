@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <random>
 
 #include "ingot/codegen/cpu_compiler.h"
@@ -18,24 +19,32 @@ namespace ingot::testing {
 
 /// Compiles `graph` for the CPU (compile_graph) and runs it on `args`. INGOT_DUMP_DIR, when set,
 /// receives the dumps of every stage (the documented debug switch).
+/// `lowering` selects library calls or generated loops (LoweringOptions).
 inline std::vector<Array> run_compiled(const ir::Graph& graph, const std::vector<Array>& args,
-                                       const codegen::CpuCompileOptions& options = {}) {
+                                       const codegen::CpuCompileOptions& options = {},
+                                       const lower::LoweringOptions& lowering = {}) {
   codegen::CpuCompileOptions opts = options;
   if (const char* dir = std::getenv("INGOT_DUMP_DIR"); dir != nullptr && opts.dump_dir.empty()) {
     opts.dump_dir = dir;
   }
-  return compile_graph(graph, opts)->run(args);
+  return compile_graph(graph, opts, {}, lowering)->run(args);
 }
 
-/// Expects compiled == interpreted for every output: bitwise when `rtol` is 0 (NaNs compare
-/// equal whatever their payload), else |a - b| <= rtol * max(|a|, |b|, 1).
-inline void expect_parity(const ir::Graph& graph, const std::vector<Array>& args, double rtol = 0) {
+/// The relative tolerance of an output of each dtype (see expect_parity).
+using RtolFn = std::function<double(DType)>;
+
+/// Expects compiled (with `lowering`) == interpreted for every output: bitwise where
+/// `rtol(dtype)` is 0 (NaNs compare equal whatever their payload), else
+/// |a - b| <= rtol * max(|a|, |b|, 1).
+inline void expect_parity(const ir::Graph& graph, const std::vector<Array>& args, const RtolFn& rtol_of,
+                          const lower::LoweringOptions& lowering) {
   std::vector<Array> want = interp::interpret(graph, args);
-  std::vector<Array> got = run_compiled(graph, args);
+  std::vector<Array> got = run_compiled(graph, args, {}, lowering);
   ASSERT_EQ(want.size(), got.size());
   for (size_t o = 0; o < want.size(); ++o) {
     ASSERT_EQ(want[o].shape(), got[o].shape());
     ASSERT_EQ(want[o].dtype(), got[o].dtype());
+    const double rtol = rtol_of(want[o].dtype());
     std::vector<double> w = want[o].to_doubles(), g = got[o].to_doubles();
     int reported = 0;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -49,6 +58,12 @@ inline void expect_parity(const ir::Graph& graph, const std::vector<Array>& args
       }
     }
   }
+}
+
+/// expect_parity with one tolerance for every output (0: bitwise).
+inline void expect_parity(const ir::Graph& graph, const std::vector<Array>& args, double rtol = 0,
+                          const lower::LoweringOptions& lowering = {}) {
+  expect_parity(graph, args, [rtol](DType) { return rtol; }, lowering);
 }
 
 /// Random array of `shape`/`dtype`: floats uniform in [lo, hi), integers in [lo, hi], bools 50/50.

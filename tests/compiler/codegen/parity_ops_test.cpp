@@ -7,9 +7,13 @@
 // interpreter's order (windows and kernel taps row-major, input features innermost) and round
 // f16/bf16 once at the end as it does, and no pass reassociates floating-point reductions. Only
 // the whole-graph tests use rtol 1e-5, because they include dot_general and the transcendental
-// functions of the loss (libm vs MLIR's math lowering differ in the last ulp).
+// functions of the loss (libm vs MLIR's math lowering differ in the last ulp), and the
+// convolution tests run twice (ParityConv): on the generated loops (bitwise) and on the im2col +
+// BLAS library path, whose f32/f64 results sum in BLAS's order (rtol 1e-5 / 1e-12).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -45,6 +49,10 @@ struct Builder {
   void check(double rtol = 0) {
     g.set_outputs(outs);
     expect_parity(g, args, rtol);
+  }
+  void check(const testing::RtolFn& rtol, const lower::LoweringOptions& lowering) {
+    g.set_outputs(outs);
+    expect_parity(g, args, rtol, lowering);
   }
 };
 
@@ -201,7 +209,29 @@ ir::Attributes conv_attrs(Ints in, Ints kernel, Ints out, Ints strides, Ints pad
           {"batch_group_count", batch_groups}};
 }
 
-TEST(ParityWindow, ConvolutionLayoutsGroupsDilations) {
+/// The two lowerings of convolution, each test run on both: the generated loop nest (compared
+/// bitwise: it sums in the interpreter's order) and the im2col + BLAS kernel (f32/f64 only; other
+/// dtypes keep the loops). BLAS sums in another order, so f32/f64 outputs get rtol 1e-5 / 1e-12
+/// there; everything else stays bitwise.
+class ParityConv : public ::testing::TestWithParam<bool> {
+ protected:
+  bool library() const { return GetParam(); }
+  lower::LoweringOptions lowering() const { return {.library_conv = library()}; }
+  testing::RtolFn rtol() const {
+    const bool lib = library();
+    return [lib](DType d) { return !lib ? 0.0 : d == DType::kF32 ? 1e-5 : d == DType::kF64 ? 1e-12 : 0.0; };
+  }
+  /// Like rtol(), but at least `floor` (whole graphs: dot_general and libm differ too).
+  testing::RtolFn rtol_at_least(double floor) const {
+    const testing::RtolFn r = rtol();
+    return [r, floor](DType d) { return std::max(r(d), floor); };
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Paths, ParityConv, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Library" : "Loops"; });
+
+TEST_P(ParityConv, LayoutsGroupsDilations) {
   Builder b;
   const Ints nhwc = {0, 3, 1, 2}, hwio = {3, 2, 0, 1}, nchw = {0, 1, 2, 3}, oihw = {0, 1, 2, 3};
   for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kF16, DType::kBF16}) {
@@ -228,10 +258,10 @@ TEST(ParityWindow, ConvolutionLayoutsGroupsDilations) {
     b.node("convolution", {b.param(arr({1, 4, 4, 0}, 50)), b.param(arr({2, 2, 0, 3}, 51))},
            conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 0, 0, 0}, {1, 1}, {1, 1}));
   }
-  b.check();
+  b.check(rtol(), lowering());
 }
 
-TEST(ParityWindow, StridedLastDimsAfterElementwiseProducers) {
+TEST_P(ParityConv, StridedLastDimsAfterElementwiseProducers) {
   // Strides, groups and reversed windows on the last (fastest) dim, fed by elementwise ops that the
   // fuse stage merges into the window ops: the vectorize stage must not treat them as contiguous.
   Builder b;
@@ -246,17 +276,19 @@ TEST(ParityWindow, StridedLastDimsAfterElementwiseProducers) {
          conv_attrs({0, 1, 2}, {0, 1, 2}, {0, 1, 2}, {3}, {1, 0}, {1}, {1}));
   b.node("convolution", {b.g.add_node("negate", {b.param(random_array({3, 17, 4}, DType::kF32, 98))})[0], k},
          conv_attrs({0, 2, 1}, {0, 1, 2}, {0, 2, 1}, {1}, {0, 0}, {1}, {2}, 2));
-  b.check();
+  b.check(rtol(), lowering());
 }
 
-TEST(ParityWindow, ConvolutionPaddingSkipsInfiniteWeights) {
-  // The interpreter skips padding cells, so an infinite weight over padding adds no NaN.
+TEST_P(ParityConv, PaddingSkipsInfiniteWeights) {
+  // The interpreter skips padding cells, so an infinite weight over padding adds no NaN. The
+  // library kernel's im2col would multiply it by a zero (NaN, as XLA); it sees the non-finite
+  // kernel and computes this convolution with its reference loops instead.
   Builder b;
   const ir::ValueId x = b.param(Array::from_vector<float>({1, 2, 3}, {1, 3, 1}));
   const ir::ValueId k = b.param(Array::from_vector<float>({INFINITY, 1, -INFINITY}, {3, 1, 1}));
   b.node("convolution", {x, k}, conv_attrs({0, 2, 1}, {2, 1, 0}, {0, 2, 1}, {1}, {1, 1}, {2}, {1}));
   b.g.set_outputs(b.outs);
-  const std::vector<Array> got = run_compiled(b.g, b.args);
+  const std::vector<Array> got = run_compiled(b.g, b.args, {}, lowering());
   // Dilated padded input [0 | 1 _ 2 _ 3 | 0]: window 0 = [pad, 1, hole] -> 1; window 1 = [1, hole, 2]
   // -> inf - inf = NaN; window 2 = [hole, 2, hole] -> 2; window 3 = [2, hole, 3] -> NaN;
   // window 4 = [hole, 3, pad] -> 3.
@@ -267,7 +299,100 @@ TEST(ParityWindow, ConvolutionPaddingSkipsInfiniteWeights) {
   EXPECT_EQ(v[2], 2.0f);
   EXPECT_TRUE(std::isnan(v[3]));
   EXPECT_EQ(v[4], 3.0f);
-  b.check();
+  b.check(rtol(), lowering());
+}
+
+TEST_P(ParityConv, MoreLayoutsAndSpatialRanks) {
+  Builder b;
+  for (DType d : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(d));
+    // 3 spatial dims (NDHWC / DHWIO), mixed strides, padding and both dilations.
+    b.node("convolution", {b.param(random_array({2, 5, 4, 6, 3}, d, 60)), b.param(random_array({2, 3, 2, 3, 4}, d, 61))},
+           conv_attrs({0, 4, 1, 2, 3}, {4, 3, 0, 1, 2}, {0, 4, 1, 2, 3}, {1, 2, 1}, {1, 0, 0, 1, 1, 1}, {1, 1, 2},
+                      {2, 1, 1}));
+    // Result features first (layout C, N, W), kernel O, I, W; 2 feature groups.
+    b.node("convolution", {b.param(random_array({3, 9, 4}, d, 62)), b.param(random_array({6, 2, 3}, d, 63))},
+           conv_attrs({0, 2, 1}, {0, 1, 2}, {1, 0, 2}, {2}, {1, 1}, {1}, {1}, 2));
+    // Kernel output features in the middle (W, O, I), result N, C, W; 2 batch groups.
+    b.node("convolution", {b.param(random_array({4, 3, 8}, d, 64)), b.param(random_array({3, 4, 3}, d, 65))},
+           conv_attrs({0, 1, 2}, {1, 2, 0}, {0, 1, 2}, {1}, {0, 2}, {1}, {2}, 1, 2));
+    // A strided slice as lhs (a view, not an identity layout) with negative padding.
+    const ir::ValueId x = b.param(random_array({3, 12, 11, 2}, d, 66));
+    const ir::ValueId sliced = b.g.add_node("slice", {x}, {{"start_indices", Ints{0, 1, 0, 0}},
+                                                           {"limit_indices", Ints{3, 12, 11, 2}},
+                                                           {"strides", Ints{2, 2, 3, 1}}})[0];  // (2, 6, 4, 2)
+    b.node("convolution", {sliced, b.param(random_array({2, 2, 2, 5}, d, 67))},
+           conv_attrs({0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2}, {1, 1}, {-1, 0, 1, -1}, {1, 1}, {1, 1}));
+  }
+  b.check(rtol(), lowering());
+}
+
+TEST_P(ParityConv, CnnShapesForwardAndBackward) {
+  // The Fashion-MNIST CNN's convolutions at batch 4: 28x28x1 -> 3x3x32 and 14x14x32 -> 3x3x64,
+  // both SAME, and value_and_grad, whose backward convolutions (the input's and the kernels'
+  // cotangents: lhs dilation, batch/feature roles swapped, big windows) take both paths too.
+  TraceFn loss = [](const std::vector<Tensor>& a) {
+    Conv2DOptions same;
+    same.padding = "same";
+    Tensor h = max_pool2d(relu(conv2d(a[0], a[1], same) + a[2]), {2, 2}, {2, 2});  // (4, 14, 14, 32)
+    h = relu(conv2d(h, a[3], same) + a[4]);                                           // (4, 14, 14, 64)
+    return std::vector<Tensor>{mean(h * h)};
+  };
+  const std::vector<ir::TensorType> types = {{{4, 28, 28, 1}, DType::kF32}, {{3, 3, 1, 32}, DType::kF32},
+                                             {{32}, DType::kF32},           {{3, 3, 32, 64}, DType::kF32},
+                                             {{64}, DType::kF32}};
+  const std::vector<Array> args = {random_array({4, 28, 28, 1}, DType::kF32, 70, 0, 1),
+                                   random_array({3, 3, 1, 32}, DType::kF32, 71, -0.5, 0.5),
+                                   random_array({32}, DType::kF32, 72, -0.1, 0.1),
+                                   random_array({3, 3, 32, 64}, DType::kF32, 73, -0.1, 0.1),
+                                   random_array({64}, DType::kF32, 74, -0.1, 0.1)};
+  const ir::Graph forward = trace(loss, types, "cnn_shapes");
+  expect_parity(forward, args, rtol_at_least(1e-5), lowering());
+  expect_parity(value_and_grad_graph(forward, {0, 1, 2, 3, 4}), args, rtol_at_least(1e-5), lowering());
+}
+
+TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
+  const Ints nhwc = {0, 3, 1, 2}, hwio = {3, 2, 0, 1};
+  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32}) {
+    SCOPED_TRACE(dtype_name(d));
+    ir::Graph g("conv");
+    const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, d}), k = g.add_parameter({{3, 3, 3, 4}, d});
+    g.set_outputs(g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
+    const std::string library = lower::lower_graph(g, "main", {}, {.library_conv = true}).text;
+    const std::string loops = lower::lower_graph(g, "main", {}, {.library_conv = false}).text;
+    const bool blas_type = d == DType::kF32 || d == DType::kF64;
+    const std::string call = fmt::format("func.call @ingot_cpu_conv_{}(", d == DType::kF32 ? "f32" : "f64");
+    EXPECT_EQ(library.find(call) != std::string::npos, blas_type) << library;
+    EXPECT_EQ(library.find("linalg.generic") != std::string::npos, !blas_type) << library;
+    EXPECT_EQ(loops.find("ingot_cpu_conv"), std::string::npos) << loops;
+    EXPECT_NE(loops.find("linalg.generic"), std::string::npos) << loops;
+    // The default is the library (bench/compiler_bench's choice).
+    EXPECT_EQ(lower::lower_to_mlir(g), library);
+  }
+  // A convolution whose result reaches no output is not called (the loops would be dropped by
+  // MLIR's dead-code elimination; a call is opaque to it); the live one is.
+  {
+    ir::Graph g("dead_conv");
+    const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, DType::kF32}), k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
+    const Ints pad = {1, 1, 1, 1};
+    const ir::ValueId dead = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, pad, {1, 1}, {1, 1}))[0];
+    g.add_node("negate", {dead});
+    const ir::ValueId live = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
+    g.set_outputs({g.add_node("negate", {live})[0]});
+    const std::string text = lower::lower_to_mlir(g);
+    size_t calls = 0;
+    for (size_t at = text.find("func.call @ingot_cpu_conv_f32"); at != std::string::npos;
+         at = text.find("func.call @ingot_cpu_conv_f32", at + 1)) {
+      ++calls;
+    }
+    EXPECT_EQ(calls, 1u) << text;
+    expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2)}, 1e-5);
+  }
+  // Size-0 results keep the early return (no call).
+  ir::Graph g("conv0");
+  const ir::ValueId x = g.add_parameter({{0, 6, 6, 3}, DType::kF32}), k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
+  g.set_outputs(g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1})));
+  EXPECT_EQ(lower::lower_to_mlir(g).find("ingot_cpu_conv"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -404,7 +529,7 @@ TEST(ParityElementwise, IntegerPowerAndLogicalNot) {
 // ---------------------------------------------------------------------------------------------
 // whole graphs
 
-TEST(ParityGraphs, ConvNetForwardAndValueAndGrad) {
+TEST_P(ParityConv, ConvNetForwardAndValueAndGrad) {
   TraceFn loss = [](const std::vector<Tensor>& a) {
     Conv2DOptions same;
     same.padding = "same";
@@ -421,8 +546,8 @@ TEST(ParityGraphs, ConvNetForwardAndValueAndGrad) {
                                    random_array({5}, DType::kF32, 82, -0.1, 0.1), random_array({45, 3}, DType::kF32, 83, -0.3, 0.3),
                                    random_array({3}, DType::kF32, 84), random_array({4}, DType::kI32, 85, 0, 2)};
   const ir::Graph forward = trace(loss, types, "convnet_loss");
-  expect_parity(forward, args, 1e-5);
-  expect_parity(value_and_grad_graph(forward, {0, 1, 2, 3, 4}), args, 1e-5);
+  expect_parity(forward, args, rtol_at_least(1e-5), lowering());
+  expect_parity(value_and_grad_graph(forward, {0, 1, 2, 3, 4}), args, rtol_at_least(1e-5), lowering());
 }
 
 }  // namespace

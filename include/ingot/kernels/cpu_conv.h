@@ -1,0 +1,119 @@
+// CPU convolutions as im2col + GEMM (the GEMM libraries of cpu_gemm.h: oneDNN for f32, OpenBLAS for f64), callable from JIT-compiled code:
+// the MLIR lowering of `convolution` (compiler/ops/window_lower.cpp) collapses both operands and
+// the result to 1-D memrefs and emits `func.call @ingot_cpu_conv_<dtype>(lhs, rhs, out, config)`,
+// where `config` is an i64 memref holding the encoded ConvSpec (encode_conv_spec); the JIT
+// resolves the symbols listed by cpu_kernel_symbols() (include/ingot/kernels/cpu_gemm.h).
+//
+// Semantics: StableHLO `convolution` as docs/ir.md defines it (no window reversal), any number
+// of spatial dims, any dimension numbers, strides, padding (negative = crop), lhs/rhs dilation,
+// feature and batch groups. The CPU reference is convolution_reference() below, which computes
+// what the interpreter's convolution kernel (compiler/ops/linalg.cpp) computes, in its order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ingot::kernels {
+
+/// An MLIR 1-D memref descriptor (allocated, aligned, offset, sizes[1], strides[1]) of T.
+template <class T>
+struct MemRef1D {
+  T* allocated;
+  T* aligned;
+  int64_t offset;
+  int64_t sizes[1];
+  int64_t strides[1];
+};
+
+/// One convolution: the row-major shapes of lhs, rhs (kernel) and result (all of rank n >= 2),
+/// StableHLO's dimension numbers (the spatial vectors have n - 2 entries, `padding` has
+/// [low, high] per spatial dim) and group counts. Field names follow the op's attributes.
+struct ConvSpec {
+  std::vector<int64_t> lhs_shape, rhs_shape, out_shape;
+  int64_t in_batch = 0, in_feature = 0;
+  std::vector<int64_t> in_spatial;
+  int64_t k_in_feature = 0, k_out_feature = 0;
+  std::vector<int64_t> k_spatial;
+  int64_t out_batch = 0, out_feature = 0;
+  std::vector<int64_t> out_spatial;
+  std::vector<int64_t> strides, padding, lhs_dilation, rhs_dilation;
+  int64_t feature_groups = 1, batch_groups = 1;
+};
+
+/// The i64 encoding of `s` that the lowering passes to the kernel (as a dense constant):
+/// [n, feature_groups, batch_groups, in_batch, in_feature, k_in_feature, k_out_feature,
+///  out_batch, out_feature, lhs_shape (n), rhs_shape (n), out_shape (n),
+///  then per spatial dim i: in_spatial, k_spatial, out_spatial, stride, padding low,
+///  padding high, lhs_dilation, rhs_dilation]; 9 + 3n + 8(n - 2) entries. Does not validate
+/// (decode_conv_spec does). Header-only so that the lowering needs no link to this library.
+inline std::vector<int64_t> encode_conv_spec(const ConvSpec& s) {
+  const auto n = static_cast<int64_t>(s.lhs_shape.size());
+  std::vector<int64_t> c = {n,           s.feature_groups, s.batch_groups,  s.in_batch,   s.in_feature,
+                            s.k_in_feature, s.k_out_feature, s.out_batch, s.out_feature};
+  for (const std::vector<int64_t>* shape : {&s.lhs_shape, &s.rhs_shape, &s.out_shape}) {
+    c.insert(c.end(), shape->begin(), shape->end());
+  }
+  for (size_t i = 0; i < s.in_spatial.size(); ++i) {
+    c.insert(c.end(), {s.in_spatial[i], s.k_spatial[i], s.out_spatial[i], s.strides[i], s.padding[2 * i],
+                       s.padding[2 * i + 1], s.lhs_dilation[i], s.rhs_dilation[i]});
+  }
+  return c;
+}
+
+/// Decodes encode_conv_spec's layout and validates it (check_conv_spec). Throws ingot::Error
+/// (kInvalidArgument) when `config` has the wrong length for its rank.
+ConvSpec decode_conv_spec(std::span<const int64_t> config);
+
+/// Checks that `s` describes a valid convolution: equal ranks >= 2, distinct in-range dimension
+/// numbers, strides and dilations >= 1, group counts >= 1 (not both > 1) that divide the batch /
+/// features, and an out_shape equal to StableHLO's result shape (docs/ir.md). Throws
+/// ingot::Error (kInvalidArgument, kOutOfRange or kShapeMismatch) naming the field and values.
+void check_conv_spec(const ConvSpec& s);
+
+/// The convolution `s` of `lhs` with `rhs` into `out` (row-major buffers of the spec's shapes;
+/// sizes checked, ingot::Error kShapeMismatch). Algorithm: per group, the padded/dilated input
+/// windows are gathered into an im2col block (rows: the result positions, in the result's
+/// layout order; columns: the kernel taps and input features, in the kernel's layout order) and
+/// multiplied with the kernel matrix by sgemm_row_major/dgemm_row_major (cpu_gemm.h), straight into the result where its
+/// feature dim is first or last (else through a temporary block). The im2col block is at most
+/// kConvBlockBytes (rows and, for very long windows, columns are chunked; column chunks
+/// accumulate with beta = 1). Summation order differs from the reference (BLAS blocking).
+/// Padding and dilation holes are multiplied as zeros, so where the kernel holds an infinity or
+/// NaN the result would be NaN where the reference skips those cells: in that case (and for
+/// sizes beyond BLAS's 32-bit indices) it computes convolution_reference() instead.
+void convolution(const ConvSpec& s, std::span<const float> lhs, std::span<const float> rhs, std::span<float> out);
+void convolution(const ConvSpec& s, std::span<const double> lhs, std::span<const double> rhs,
+                 std::span<double> out);
+
+/// The CPU reference: each result element sums lhs * rhs over its window, kernel taps row-major
+/// over the spatial dims with input features innermost, skipping padding and dilation holes,
+/// in the element type (the interpreter's convolution kernel). Checks like convolution().
+void convolution_reference(const ConvSpec& s, std::span<const float> lhs, std::span<const float> rhs,
+                           std::span<float> out);
+void convolution_reference(const ConvSpec& s, std::span<const double> lhs, std::span<const double> rhs,
+                           std::span<double> out);
+
+/// Upper bound of the im2col block convolution() allocates, in bytes (4 MiB).
+inline constexpr int64_t kConvBlockBytes = int64_t{4} << 20;
+
+/// The JIT entry points (`_mlir_ciface_ingot_cpu_conv_f32/f64`): decode `config`, check the
+/// descriptors (unit stride, sizes matching the shapes) and run convolution(). JIT-compiled code
+/// cannot propagate C++ exceptions, so a bad call (only possible from hand-written MLIR; the
+/// lowering emits configs of verified nodes) prints the ingot::Error to stderr and fills `out`
+/// with NaN instead of throwing.
+void conv_f32(const MemRef1D<float>& lhs, const MemRef1D<float>& rhs, MemRef1D<float>& out,
+              const MemRef1D<int64_t>& config);
+void conv_f64(const MemRef1D<double>& lhs, const MemRef1D<double>& rhs, MemRef1D<double>& out,
+              const MemRef1D<int64_t>& config);
+
+}  // namespace ingot::kernels
+
+// The C interface that MLIR's llvm.emit_c_interface generates calls to (descriptors by pointer);
+// cpu_kernel_symbols() maps `_mlir_ciface_ingot_cpu_conv_<dtype>` to these.
+extern "C" {
+void ingot_cpu_conv_f32_ciface(ingot::kernels::MemRef1D<float>* lhs, ingot::kernels::MemRef1D<float>* rhs,
+                               ingot::kernels::MemRef1D<float>* out, ingot::kernels::MemRef1D<int64_t>* config);
+void ingot_cpu_conv_f64_ciface(ingot::kernels::MemRef1D<double>* lhs, ingot::kernels::MemRef1D<double>* rhs,
+                               ingot::kernels::MemRef1D<double>* out, ingot::kernels::MemRef1D<int64_t>* config);
+}
