@@ -64,18 +64,6 @@ DeviceMemoryInfo HostMemoryBackend::memory_info() const {
 // ---------------------------------------------------------------------------------------------
 // CachingAllocator
 
-/// One block of a segment: live (handed out) or free (in a pool). Blocks of one segment form a
-/// doubly linked list in address order.
-struct CachingAllocator::Block {
-  char* ptr = nullptr;
-  int64_t size = 0;       ///< rounded size (multiple of kMinBlockSize)
-  int64_t requested = 0;  ///< bytes the caller asked for (live blocks)
-  bool live = false;
-  bool small = false;  ///< belongs to the small pool
-  Block* prev = nullptr;
-  Block* next = nullptr;
-};
-
 bool CachingAllocator::BlockOrder::operator()(const Block* a, const Block* b) const {
   if (a->size != b->size) return a->size < b->size;
   return a->ptr < b->ptr;
@@ -126,6 +114,46 @@ CachingAllocator::Pool& CachingAllocator::pool_of(const Block& b) {
   return b.small ? small_pool_ : large_pool_;
 }
 
+// Blocks and pool entries are created and dropped on almost every allocate/deallocate. Their
+// container nodes are recycled (node handles, C++17) so that the steady state allocates no host
+// memory at all; at most kMaxSpareNodes of each kind are kept.
+
+CachingAllocator::Block* CachingAllocator::add_block(char* ptr, int64_t size, bool small) {
+  Block fresh;
+  fresh.ptr = ptr;
+  fresh.size = size;
+  fresh.small = small;
+  if (spare_block_nodes_.empty()) return &blocks_.emplace(ptr, fresh).first->second;
+  BlockMap::node_type node = std::move(spare_block_nodes_.back());
+  spare_block_nodes_.pop_back();
+  node.key() = ptr;
+  node.mapped() = fresh;
+  return &blocks_.insert(std::move(node)).position->second;
+}
+
+void CachingAllocator::remove_block(char* ptr) {
+  BlockMap::node_type node = blocks_.extract(ptr);
+  if (spare_block_nodes_.size() < kMaxSpareNodes) spare_block_nodes_.push_back(std::move(node));
+}
+
+void CachingAllocator::pool_insert(Block* b) {
+  Pool& pool = pool_of(*b);
+  if (spare_pool_nodes_.empty()) {
+    pool.insert(b);
+    return;
+  }
+  Pool::node_type node = std::move(spare_pool_nodes_.back());
+  spare_pool_nodes_.pop_back();
+  node.value() = b;
+  pool.insert(std::move(node));
+}
+
+void CachingAllocator::pool_erase(Block* b) { keep_pool_node(pool_of(*b).extract(b)); }
+
+void CachingAllocator::keep_pool_node(Pool::node_type node) {
+  if (spare_pool_nodes_.size() < kMaxSpareNodes) spare_pool_nodes_.push_back(std::move(node));
+}
+
 CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, int64_t rounded) {
   Block key;
   key.size = rounded;
@@ -133,7 +161,7 @@ CachingAllocator::Block* CachingAllocator::find_free_block(Pool& pool, int64_t r
   auto it = pool.lower_bound(&key);
   if (it == pool.end()) return nullptr;
   Block* b = *it;
-  pool.erase(it);
+  keep_pool_node(pool.extract(it));
   return b;
 }
 
@@ -146,12 +174,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(int64_t rounded) {
     raw = backend_->allocate_raw(size);
     if (raw == nullptr) return nullptr;
   }
-  auto block = std::make_unique<Block>();
-  block->ptr = static_cast<char*>(raw);
-  block->size = size;
-  block->small = rounded <= kSmallSize;
-  Block* b = block.get();
-  blocks_.emplace(b->ptr, std::move(block));
+  Block* b = add_block(static_cast<char*>(raw), size, rounded <= kSmallSize);
   segments_.emplace(b->ptr, size);
   stats_.reserved_bytes += size;
   ++stats_.num_segments;
@@ -187,17 +210,13 @@ void CachingAllocator::split(Block* block, int64_t rounded) {
   const int64_t remaining = block->size - rounded;
   const bool worth_it = block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (!worth_it) return;
-  auto rest = std::make_unique<Block>();
-  rest->ptr = block->ptr + rounded;
-  rest->size = remaining;
-  rest->small = block->small;
+  Block* rest = add_block(block->ptr + rounded, remaining, block->small);
   rest->prev = block;
   rest->next = block->next;
-  if (block->next != nullptr) block->next->prev = rest.get();
-  block->next = rest.get();
+  if (block->next != nullptr) block->next->prev = rest;
+  block->next = rest;
   block->size = rounded;
-  pool_of(*rest).insert(rest.get());
-  blocks_.emplace(rest->ptr, std::move(rest));
+  pool_insert(rest);
 }
 
 void* CachingAllocator::allocate(int64_t bytes, int64_t alignment) {
@@ -239,9 +258,9 @@ void CachingAllocator::update_peaks() {
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
 }
 
-CachingAllocator::Block* CachingAllocator::block_at(void* ptr) const {
+CachingAllocator::Block* CachingAllocator::block_at(void* ptr) {
   auto it = blocks_.find(static_cast<char*>(ptr));
-  return it == blocks_.end() ? nullptr : it->second.get();
+  return it == blocks_.end() ? nullptr : &it->second;
 }
 
 void CachingAllocator::check_free_arguments(void* ptr, int64_t bytes, const Block* block) const {
@@ -285,7 +304,7 @@ void CachingAllocator::deallocate(void* ptr, int64_t bytes) {
   ++stats_.num_frees;
   b->requested = 0;
   b = merge_free_neighbours(b);
-  pool_of(*b).insert(b);
+  pool_insert(b);
 }
 
 void CachingAllocator::absorb(Block* into, Block* from) {
@@ -293,18 +312,17 @@ void CachingAllocator::absorb(Block* into, Block* from) {
   into->size += from->size;
   into->next = from->next;
   if (from->next != nullptr) from->next->prev = into;
-  char* const key = from->ptr;  // erase() destroys `from`; keep the key outside it
-  blocks_.erase(key);
+  remove_block(from->ptr);
 }
 
 CachingAllocator::Block* CachingAllocator::merge_free_neighbours(Block* block) {
   if (block->next != nullptr && !block->next->live) {
-    pool_of(*block->next).erase(block->next);
+    pool_erase(block->next);
     absorb(block, block->next);
   }
   if (block->prev != nullptr && !block->prev->live) {
     Block* prev = block->prev;
-    pool_of(*prev).erase(prev);
+    pool_erase(prev);
     absorb(prev, block);
     block = prev;
   }
@@ -322,8 +340,8 @@ int64_t CachingAllocator::release_free_segments() {
       char* const start = b->ptr;
       const int64_t size = b->size;
       backend_->free_raw(start, size);
-      pool->erase(b);
-      blocks_.erase(start);
+      pool_erase(b);
+      remove_block(start);
       segments_.erase(start);
       stats_.reserved_bytes -= size;
       --stats_.num_segments;

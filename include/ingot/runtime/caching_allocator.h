@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "ingot/runtime/device.h"
 
@@ -155,11 +156,31 @@ class CachingAllocator final : public Allocator {
   const RawMemoryBackend& backend() const { return *backend_; }
 
  private:
-  struct Block;
+  /// One block of a segment: live (handed out) or free (in a pool). Blocks of one segment form
+  /// a doubly linked list in address order.
+  struct Block {
+    char* ptr = nullptr;
+    int64_t size = 0;       ///< rounded size (multiple of kMinBlockSize)
+    int64_t requested = 0;  ///< bytes the caller asked for (live blocks)
+    bool live = false;
+    bool small = false;  ///< belongs to the small pool
+    Block* prev = nullptr;
+    Block* next = nullptr;
+  };
+  /// Orders free blocks by (size, address): lower_bound is the best fit.
   struct BlockOrder {
     bool operator()(const Block* a, const Block* b) const;
   };
   using Pool = std::set<Block*, BlockOrder>;
+  /// Every block (free or live) by its start address; owns the blocks (nodes never move).
+  using BlockMap = std::unordered_map<char*, Block>;
+  static constexpr size_t kMaxSpareNodes = 4096;
+
+  Block* add_block(char* ptr, int64_t size, bool small);
+  void remove_block(char* ptr);
+  void pool_insert(Block* b);
+  void pool_erase(Block* b);
+  void keep_pool_node(Pool::node_type node);
 
   Pool& pool_for(int64_t rounded) { return rounded <= kSmallSize ? small_pool_ : large_pool_; }
   Pool& pool_of(const Block& b);
@@ -171,7 +192,7 @@ class CachingAllocator final : public Allocator {
   void absorb(Block* into, Block* from);
   int64_t release_free_segments();
   void check_free_arguments(void* ptr, int64_t bytes, const Block* block) const;
-  Block* block_at(void* ptr) const;
+  Block* block_at(void* ptr);
   [[noreturn]] void throw_out_of_memory(int64_t requested, int64_t rounded, int64_t segment);
   void update_peaks();
 
@@ -179,8 +200,9 @@ class CachingAllocator final : public Allocator {
   mutable std::mutex mu_;
   Pool small_pool_;
   Pool large_pool_;
-  /// Every block (free or live) by its start address; owns the blocks.
-  std::unordered_map<char*, std::unique_ptr<Block>> blocks_;
+  BlockMap blocks_;
+  std::vector<BlockMap::node_type> spare_block_nodes_;
+  std::vector<Pool::node_type> spare_pool_nodes_;
   /// Segment start -> segment size, to tell interior and foreign pointers apart.
   std::map<char*, int64_t> segments_;
   CachingAllocatorStats stats_;
