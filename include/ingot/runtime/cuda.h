@@ -121,7 +121,7 @@ class CudaStream {
 
 /// A CUDA event (timing disabled) recorded on a stream, as an ingot::Event: ready() polls
 /// cuEventQuery, wait() blocks in cuEventSynchronize and throws the ingot::Error of a failed
-/// stream (every time it is called). Thread-safe.
+/// stream (every time it is called). Thread-safe. Drop events before their CudaDevice.
 class CudaEvent final : public Event {
  public:
   ~CudaEvent() override;
