@@ -1,0 +1,115 @@
+// Collectives between CUDA devices over NCCL (libnccl.so.2 loaded with dlopen at run time; ingot
+// never links it): the ingot::Communicator interface on each device's compute stream.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/communicator.h"
+#include "ingot/runtime/cuda.h"
+
+// Opaque NCCL communicator, as declared by nccl.h (ncclComm_t is ncclComm*).
+struct ncclComm;
+
+namespace ingot {
+
+namespace nccl_detail {
+struct NcclApi;
+}
+
+/// The 128 opaque bytes of an ncclUniqueId: rank 0 creates it, every rank passes it to
+/// NcclCommunicator::create (sending it between processes is the caller's job).
+using NcclUniqueId = std::array<char, 128>;
+
+/// libnccl.so.2 loaded with dlopen. Loading never throws: available() is false and
+/// unavailable_reason() says why. Thread-safe (read-only after construction).
+class NcclLibrary {
+ public:
+  /// dlopen(`library`) and resolves the entry points with dlsym.
+  static std::shared_ptr<NcclLibrary> load(const std::string& library = "libnccl.so.2");
+  ~NcclLibrary();
+  NcclLibrary(const NcclLibrary&) = delete;
+  NcclLibrary& operator=(const NcclLibrary&) = delete;
+
+  bool available() const { return available_; }
+  /// Why available() is false (empty when available).
+  const std::string& unavailable_reason() const { return reason_; }
+  /// NCCL's version code (ncclGetVersion: 22809 for 2.28.9); 0 when unavailable.
+  int version() const { return version_; }
+  /// "2.28.9" ("" when unavailable).
+  std::string version_string() const;
+  /// A fresh unique id (ncclGetUniqueId) for a group created with NcclCommunicator::create.
+  /// Unavailable library or NCCL failure: ingot::Error.
+  NcclUniqueId unique_id() const;
+  /// Throws ingot::Error(kNotFound) with the reason and a hint unless available().
+  void check_available(const std::string& what) const;
+
+  /// The resolved entry points (for runtime/cuda code).
+  const nccl_detail::NcclApi& api() const { return *api_; }
+
+ private:
+  NcclLibrary();
+  std::unique_ptr<nccl_detail::NcclApi> api_;
+  void* library_ = nullptr;
+  bool available_ = false;
+  std::string reason_;
+  int version_ = 0;
+};
+
+/// One rank of an NCCL group, bound to one CudaDevice (torch.distributed's NCCL backend).
+/// Collectives run on the device's compute stream and the call returns once the stream has
+/// finished them (Communicator: calls block until this rank's part is done). Arrays passed in
+/// live on device().device() (else kInvalidArgument naming both devices); work that produced
+/// them must be on the compute stream or waited for (e.g. compute_stream().wait(*copy_event)).
+/// Dtypes f32, f64, i32, i64. kMean: ncclAvg for floats (each contribution scaled by 1/size
+/// and summed, so equal to sum/size up to rounding); for integers the sum divided by size()
+/// with truncation on the host (two extra copies, as the interface's integer mean must match
+/// torch's truncating division exactly). Used by one thread at a time.
+class NcclCommunicator final : public Communicator {
+ public:
+  /// One communicator per device of this process (ncclCommInitAll): element r is rank r, on
+  /// devices[r]. Devices must be distinct (NCCL allows one rank per GPU); empty or repeated
+  /// devices: kInvalidArgument.
+  static std::vector<std::unique_ptr<NcclCommunicator>> create_all(
+      std::shared_ptr<NcclLibrary> nccl, const std::vector<CudaDevice*>& devices);
+  /// Rank `rank` of `size` ranks that may live in several processes (ncclCommInitRank): every
+  /// rank calls this with the same `id` (from rank 0's NcclLibrary::unique_id()); it blocks
+  /// until all have joined. rank outside [0, size) or size < 1: kInvalidArgument.
+  static std::unique_ptr<NcclCommunicator> create(std::shared_ptr<NcclLibrary> nccl,
+                                                  CudaDevice& device, const NcclUniqueId& id,
+                                                  int rank, int size);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+  CudaDevice& device() const { return *device_; }
+
+  void all_reduce(Array& inout, ReduceOp op) override;
+  void all_gather(const Array& in, Array& out) override;
+  void reduce_scatter(const Array& in, Array& out, ReduceOp op) override;
+  void broadcast(Array& inout, int root) override;
+  /// An all_reduce of one int32 on the device, then a stream synchronisation.
+  void barrier() override;
+
+ private:
+  NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank,
+                   int size);
+  void check_array(const Array& a, const char* call, const char* arg) const;
+  /// Blocks until the compute stream (and so the collective) is done.
+  void finish();
+  void divide_on_host(Array& a);
+
+  std::shared_ptr<NcclLibrary> nccl_;
+  CudaDevice* device_;
+  ncclComm* comm_;
+  int rank_;
+  int size_;
+  Array scratch_;  // one int32 on the device, for barrier()
+};
+
+}  // namespace ingot

@@ -1,0 +1,365 @@
+// A fake CUDA driver in host memory for the CUDA runtime tests on machines without a GPU.
+//
+// It implements the driver entry points CudaDriver resolves, with the ABI of cuda.h (plain C
+// types stand in for the typedefs: CUresult is an int, CUdevice an int, CUdeviceptr an unsigned
+// long long), and models what the runtime code depends on:
+//   - "device memory" is host memory with a capacity; cuMemAlloc fails with
+//     CUDA_ERROR_OUT_OF_MEMORY past it and cuMemGetInfo reports what is left;
+//   - streams are deferred queues: copies, host functions and event records run only when
+//     something synchronises (cuStreamSynchronize, cuEventSynchronize, or a stream waiting for
+//     an event that needs them), so code that refills a staging buffer before its copy ran, or
+//     that skips a stream dependency, reads or writes the wrong data;
+//   - cuStreamWaitEvent is a real dependency between the queues;
+//   - calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT unless cuCtxSetCurrent set
+//     one on the calling thread;
+//   - a copy can be made to fail, which makes the context's error sticky as on a real GPU;
+//   - live streams, events, pinned buffers, allocations and context references are counted so
+//     tests can check nothing leaks.
+// The entry points are C functions, so the fake's state is one object reached through a
+// file-scope pointer, installed and removed by FakeCudaScope (tests only; one at a time).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/cuda.h"
+
+// The handle types, defined here for the fake (cuda.h only declares them).
+struct CUstream_st {
+  std::deque<std::function<void()>> pending;
+};
+struct CUevent_st {
+  CUstream_st* stream = nullptr;         // the stream of the last record
+  std::shared_ptr<bool> done;            // set when that record ran
+};
+struct CUctx_st {
+  int device = 0;
+  int references = 0;
+};
+
+namespace ingot::testing {
+
+// CUresult values from cuda.h.
+constexpr int kCudaSuccess = 0;
+constexpr int kCudaErrorInvalidValue = 1;
+constexpr int kCudaErrorOutOfMemory = 2;
+constexpr int kCudaErrorNoDevice = 100;
+constexpr int kCudaErrorInvalidDevice = 101;
+constexpr int kCudaErrorInvalidContext = 201;
+constexpr int kCudaErrorNotReady = 600;
+constexpr int kCudaErrorIllegalAddress = 700;
+
+struct FakeCuda {
+  int init_result = kCudaSuccess;
+  int device_count = 2;
+  int64_t capacity = int64_t{64} << 20;  // per fake device (all share one pool here)
+  bool fail_next_copy = false;           // the next copy that runs sets the sticky error
+  int sticky_error = kCudaSuccess;
+
+  std::recursive_mutex mu;
+  std::vector<std::unique_ptr<CUctx_st>> contexts;
+  std::map<uintptr_t, int64_t> allocations;
+  int64_t used = 0;
+  int64_t pinned = 0;
+  int live_streams = 0;
+  int live_events = 0;
+  int64_t host_functions_run = 0;
+  std::vector<std::string> calls_without_context;
+};
+
+inline FakeCuda* g_fake_cuda = nullptr;
+inline thread_local CUctx_st* t_fake_current = nullptr;
+
+namespace fake_cuda {
+
+inline std::unique_lock<std::recursive_mutex> lock() {
+  return std::unique_lock<std::recursive_mutex>(g_fake_cuda->mu);
+}
+
+/// Records a call made without a current context and returns the error.
+inline int no_context(const char* call) {
+  g_fake_cuda->calls_without_context.push_back(call);
+  return kCudaErrorInvalidContext;
+}
+
+/// Runs queued work of `s` until `until` returns true or the queue is empty.
+inline void drain(CUstream_st* s, const std::function<bool()>& until) {
+  while (!until() && !s->pending.empty()) {
+    std::function<void()> op = std::move(s->pending.front());
+    s->pending.pop_front();
+    op();
+  }
+}
+
+inline void run_copy(void* dst, const void* src, size_t n) {
+  if (g_fake_cuda->sticky_error != kCudaSuccess) return;
+  if (g_fake_cuda->fail_next_copy) {
+    g_fake_cuda->fail_next_copy = false;
+    g_fake_cuda->sticky_error = kCudaErrorIllegalAddress;
+    return;
+  }
+  std::memcpy(dst, src, n);
+}
+
+inline int cuInit(unsigned) { return g_fake_cuda->init_result; }
+inline int cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return kCudaSuccess;
+}
+inline int cuGetErrorName(int r, const char** s) {
+  switch (r) {
+    case kCudaSuccess: *s = "CUDA_SUCCESS"; return kCudaSuccess;
+    case kCudaErrorInvalidValue: *s = "CUDA_ERROR_INVALID_VALUE"; return kCudaSuccess;
+    case kCudaErrorOutOfMemory: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return kCudaSuccess;
+    case kCudaErrorNoDevice: *s = "CUDA_ERROR_NO_DEVICE"; return kCudaSuccess;
+    case kCudaErrorInvalidDevice: *s = "CUDA_ERROR_INVALID_DEVICE"; return kCudaSuccess;
+    case kCudaErrorInvalidContext: *s = "CUDA_ERROR_INVALID_CONTEXT"; return kCudaSuccess;
+    case kCudaErrorNotReady: *s = "CUDA_ERROR_NOT_READY"; return kCudaSuccess;
+    case kCudaErrorIllegalAddress: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kCudaSuccess;
+    default: *s = nullptr; return kCudaErrorInvalidValue;
+  }
+}
+inline int cuGetErrorString(int r, const char** s) {
+  switch (r) {
+    case kCudaErrorNoDevice: *s = "no CUDA-capable device is detected"; return kCudaSuccess;
+    case kCudaErrorIllegalAddress: *s = "an illegal memory access was encountered"; return kCudaSuccess;
+    case kCudaErrorOutOfMemory: *s = "out of memory"; return kCudaSuccess;
+    case kCudaErrorInvalidContext: *s = "invalid device context"; return kCudaSuccess;
+    default: *s = "fake error"; return kCudaSuccess;
+  }
+}
+inline int cuDeviceGetCount(int* n) {
+  *n = g_fake_cuda->device_count;
+  return kCudaSuccess;
+}
+inline int cuDeviceGet(int* dev, int ordinal) {
+  if (ordinal < 0 || ordinal >= g_fake_cuda->device_count) return kCudaErrorInvalidDevice;
+  *dev = ordinal;
+  return kCudaSuccess;
+}
+inline int cuDeviceGetName(char* name, int len, int dev) {
+  std::snprintf(name, static_cast<size_t>(len), "Fake GPU %d", dev);
+  return kCudaSuccess;
+}
+inline int cuDeviceTotalMem_v2(size_t* bytes, int) {
+  *bytes = static_cast<size_t>(g_fake_cuda->capacity);
+  return kCudaSuccess;
+}
+inline int cuDevicePrimaryCtxRetain(CUctx_st** ctx, int dev) {
+  auto l = lock();
+  for (auto& c : g_fake_cuda->contexts) {
+    if (c->device == dev) {
+      ++c->references;
+      *ctx = c.get();
+      return kCudaSuccess;
+    }
+  }
+  g_fake_cuda->contexts.push_back(std::make_unique<CUctx_st>(CUctx_st{dev, 1}));
+  *ctx = g_fake_cuda->contexts.back().get();
+  return kCudaSuccess;
+}
+inline int cuDevicePrimaryCtxRelease_v2(int dev) {
+  auto l = lock();
+  for (auto& c : g_fake_cuda->contexts) {
+    if (c->device == dev && c->references > 0) {
+      --c->references;
+      return kCudaSuccess;
+    }
+  }
+  return kCudaErrorInvalidContext;
+}
+inline int cuCtxSetCurrent(CUctx_st* ctx) {
+  t_fake_current = ctx;
+  return kCudaSuccess;
+}
+inline int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  if (t_fake_current == nullptr) return no_context("cuMemGetInfo");
+  *free_bytes = static_cast<size_t>(g_fake_cuda->capacity - g_fake_cuda->used);
+  *total = static_cast<size_t>(g_fake_cuda->capacity);
+  return kCudaSuccess;
+}
+inline int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuMemAlloc");
+  const auto n = static_cast<int64_t>(bytes);
+  if (n > g_fake_cuda->capacity - g_fake_cuda->used) return kCudaErrorOutOfMemory;
+  void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  g_fake_cuda->allocations[reinterpret_cast<uintptr_t>(mem)] = n;
+  g_fake_cuda->used += n;
+  *p = reinterpret_cast<uintptr_t>(mem);
+  return kCudaSuccess;
+}
+inline int cuMemFree_v2(unsigned long long p) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuMemFree");
+  auto it = g_fake_cuda->allocations.find(static_cast<uintptr_t>(p));
+  if (it == g_fake_cuda->allocations.end()) return kCudaErrorInvalidValue;
+  g_fake_cuda->used -= it->second;
+  std::free(reinterpret_cast<void*>(static_cast<uintptr_t>(p)));
+  g_fake_cuda->allocations.erase(it);
+  return kCudaSuccess;
+}
+inline int cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  if (t_fake_current == nullptr) return no_context("cuMemHostAlloc");
+  *p = std::malloc(bytes);
+  ++g_fake_cuda->pinned;
+  return kCudaSuccess;
+}
+inline int cuMemFreeHost(void* p) {
+  std::free(p);
+  --g_fake_cuda->pinned;
+  return kCudaSuccess;
+}
+inline int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuMemcpyHtoDAsync");
+  void* d = reinterpret_cast<void*>(static_cast<uintptr_t>(dst));
+  s->pending.push_back([d, src, n] { run_copy(d, src, n); });
+  return kCudaSuccess;
+}
+inline int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuMemcpyDtoHAsync");
+  const void* from = reinterpret_cast<const void*>(static_cast<uintptr_t>(src));
+  s->pending.push_back([dst, from, n] { run_copy(dst, from, n); });
+  return kCudaSuccess;
+}
+inline int cuStreamCreate(CUstream_st** s, unsigned) {
+  if (t_fake_current == nullptr) return no_context("cuStreamCreate");
+  *s = new CUstream_st();
+  ++g_fake_cuda->live_streams;
+  return kCudaSuccess;
+}
+inline int cuStreamDestroy_v2(CUstream_st* s) {
+  auto l = lock();
+  drain(s, [] { return false; });  // the driver finishes queued work of a destroyed stream
+  delete s;
+  --g_fake_cuda->live_streams;
+  return kCudaSuccess;
+}
+inline int cuStreamSynchronize(CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuStreamSynchronize");
+  drain(s, [] { return false; });
+  return g_fake_cuda->sticky_error;
+}
+inline int cuStreamWaitEvent(CUstream_st* s, CUevent_st* e, unsigned) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuStreamWaitEvent");
+  if (e->stream == nullptr) return kCudaSuccess;  // never recorded: nothing to wait for
+  CUstream_st* other = e->stream;
+  std::shared_ptr<bool> done = e->done;
+  s->pending.push_back([other, done] { drain(other, [done] { return *done; }); });
+  return kCudaSuccess;
+}
+inline int cuLaunchHostFunc(CUstream_st* s, void (*fn)(void*), void* user) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuLaunchHostFunc");
+  s->pending.push_back([fn, user] {
+    if (g_fake_cuda->sticky_error != kCudaSuccess) return;  // a failed context skips them
+    ++g_fake_cuda->host_functions_run;
+    fn(user);
+  });
+  return kCudaSuccess;
+}
+inline int cuEventCreate(CUevent_st** e, unsigned) {
+  if (t_fake_current == nullptr) return no_context("cuEventCreate");
+  *e = new CUevent_st();
+  ++g_fake_cuda->live_events;
+  return kCudaSuccess;
+}
+inline int cuEventRecord(CUevent_st* e, CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuEventRecord");
+  e->stream = s;
+  e->done = std::make_shared<bool>(false);
+  std::shared_ptr<bool> done = e->done;
+  s->pending.push_back([done] { *done = true; });
+  return kCudaSuccess;
+}
+inline int cuEventQuery(CUevent_st* e) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuEventQuery");
+  if (e->done != nullptr && !*e->done) return kCudaErrorNotReady;
+  return g_fake_cuda->sticky_error;
+}
+inline int cuEventSynchronize(CUevent_st* e) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuEventSynchronize");
+  if (e->stream != nullptr) {
+    std::shared_ptr<bool> done = e->done;
+    drain(e->stream, [done] { return *done; });
+  }
+  return g_fake_cuda->sticky_error;
+}
+inline int cuEventDestroy_v2(CUevent_st* e) {
+  delete e;
+  --g_fake_cuda->live_events;
+  return kCudaSuccess;
+}
+
+/// Resolver for CudaDriver::from_resolver; `omit` names one symbol to leave out.
+inline CudaSymbolResolver resolver(std::string omit = "") {
+  return [omit](const char* name) -> void* {
+    static const std::map<std::string, void*> table = {
+#define INGOT_FAKE_ENTRY(fn) {#fn, reinterpret_cast<void*>(&fn)},
+        INGOT_FAKE_ENTRY(cuInit) INGOT_FAKE_ENTRY(cuDriverGetVersion)
+        INGOT_FAKE_ENTRY(cuGetErrorString) INGOT_FAKE_ENTRY(cuGetErrorName)
+        INGOT_FAKE_ENTRY(cuDeviceGetCount) INGOT_FAKE_ENTRY(cuDeviceGet)
+        INGOT_FAKE_ENTRY(cuDeviceGetName) INGOT_FAKE_ENTRY(cuDeviceTotalMem_v2)
+        INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRetain) INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2)
+        INGOT_FAKE_ENTRY(cuCtxSetCurrent) INGOT_FAKE_ENTRY(cuMemGetInfo_v2)
+        INGOT_FAKE_ENTRY(cuMemAlloc_v2) INGOT_FAKE_ENTRY(cuMemFree_v2)
+        INGOT_FAKE_ENTRY(cuMemHostAlloc) INGOT_FAKE_ENTRY(cuMemFreeHost)
+        INGOT_FAKE_ENTRY(cuMemcpyHtoDAsync_v2) INGOT_FAKE_ENTRY(cuMemcpyDtoHAsync_v2)
+        INGOT_FAKE_ENTRY(cuStreamCreate) INGOT_FAKE_ENTRY(cuStreamDestroy_v2)
+        INGOT_FAKE_ENTRY(cuStreamSynchronize) INGOT_FAKE_ENTRY(cuStreamWaitEvent)
+        INGOT_FAKE_ENTRY(cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate)
+        INGOT_FAKE_ENTRY(cuEventRecord) INGOT_FAKE_ENTRY(cuEventQuery)
+        INGOT_FAKE_ENTRY(cuEventSynchronize) INGOT_FAKE_ENTRY(cuEventDestroy_v2)
+#undef INGOT_FAKE_ENTRY
+    };
+    if (omit == name) return nullptr;
+    auto it = table.find(name);
+    return it == table.end() ? nullptr : it->second;
+  };
+}
+
+}  // namespace fake_cuda
+
+/// Installs a fresh FakeCuda for the lifetime of the scope (one at a time).
+class FakeCudaScope {
+ public:
+  FakeCudaScope() { g_fake_cuda = &state_; }
+  ~FakeCudaScope() {
+    g_fake_cuda = nullptr;
+    t_fake_current = nullptr;
+  }
+  FakeCudaScope(const FakeCudaScope&) = delete;
+  FakeCudaScope& operator=(const FakeCudaScope&) = delete;
+  FakeCuda& state() { return state_; }
+  /// A CudaDriver over the fake.
+  std::shared_ptr<CudaDriver> driver(std::string omit = "") {
+    return CudaDriver::from_resolver("fake libcuda", fake_cuda::resolver(std::move(omit)));
+  }
+  /// Context references still held, summed over the fake devices.
+  int context_references() const {
+    int n = 0;
+    for (const auto& c : state_.contexts) n += c->references;
+    return n;
+  }
+
+ private:
+  FakeCuda state_;
+};
+
+}  // namespace ingot::testing
