@@ -177,6 +177,25 @@ void LoweringContext::declare(const std::string& declaration) {
   }
 }
 
+namespace {
+
+/// For each node of `graph` (topological order), whether one of its outputs reaches a graph
+/// output.
+std::vector<bool> live_nodes(const ir::Graph& graph) {
+  std::vector<bool> live_value(static_cast<size_t>(graph.num_values()), false);
+  for (ir::ValueId o : graph.outputs()) live_value[static_cast<size_t>(o)] = true;
+  std::vector<bool> live(graph.nodes().size(), false);
+  for (size_t n = graph.nodes().size(); n-- > 0;) {
+    const ir::Node& node = graph.nodes()[n];
+    for (ir::ValueId o : node.outputs) live[n] = live[n] || live_value[static_cast<size_t>(o)];
+    if (!live[n]) continue;
+    for (ir::ValueId i : node.inputs) live_value[static_cast<size_t>(i)] = true;
+  }
+  return live;
+}
+
+}  // namespace
+
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
                           const std::vector<std::pair<size_t, size_t>>& donated,
                           const LoweringOptions& options) {
@@ -190,7 +209,13 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
     params.push_back(fmt::format("{}: {}", name, LoweringContext::type(graph.type(p))));
     lowered.params.push_back(graph.type(p));
   }
-  for (const ir::Node& node : graph.nodes()) {
+  const std::vector<bool> live = live_nodes(graph);
+  for (size_t n = 0; n < graph.nodes().size(); ++n) {
+    // Dead nodes (no output reaches a graph output, e.g. an input cotangent nobody asked for in a
+    // traced train step) are not lowered: MLIR drops unused loop nests, but a library call
+    // (GEMM, convolution) is opaque to its dead-code elimination and would still run.
+    if (!live[n]) continue;
+    const ir::Node& node = graph.nodes()[n];
     const ir::OpDef& def = graph.registry().get(node.op);
     if (!def.lower) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("no lowering for op '{}'", node.op),

@@ -565,19 +565,6 @@ kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorTyp
   return s;
 }
 
-/// Whether value `v` reaches an output of `g` through any chain of nodes (nodes are in
-/// topological order).
-bool reaches_output(const Graph& g, ValueId v) {
-  std::vector<bool> live(static_cast<size_t>(g.num_values()), false);
-  live[static_cast<size_t>(v)] = true;
-  for (const Node& n : g.nodes()) {
-    if (std::any_of(n.inputs.begin(), n.inputs.end(), [&](ValueId i) { return live[static_cast<size_t>(i)]; })) {
-      for (ValueId o : n.outputs) live[static_cast<size_t>(o)] = true;
-    }
-  }
-  return std::any_of(g.outputs().begin(), g.outputs().end(), [&](ValueId o) { return live[static_cast<size_t>(o)]; });
-}
-
 /// A convolution with f32/f64 operands (when LoweringOptions::library_conv) as a call to the
 /// im2col + BLAS GEMM kernel ingot_cpu_conv_<dtype>(lhs, rhs, result, config)
 /// (kernels/cpu/conv.cpp): both operands and the result as 1-D memrefs in their row-major
@@ -586,13 +573,6 @@ bool reaches_output(const Graph& g, ValueId v) {
 bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const Conv& c, const TensorType& lt,
                                   const TensorType& rt, const TensorType& out) {
   if (!ctx.options().library_conv || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
-  // A call is opaque to MLIR's dead-code elimination (which drops unused loop nests), so a
-  // convolution whose result reaches no output (e.g. an input cotangent nobody asked for, left in
-  // a traced train step) is not called; its dead users see an uninitialised tensor.
-  if (!reaches_output(ctx.graph(), node.outputs[0])) {
-    ctx.bind(node.outputs[0], ctx.empty(out));
-    return true;
-  }
   const std::string e = el(out.dtype);
   const std::string dyn = fmt::format("memref<?x{}>", e);
   const std::string fn = fmt::format("ingot_cpu_conv_{}", e);

@@ -377,6 +377,9 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     const Ints pad = {1, 1, 1, 1};
     const ir::ValueId dead = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, pad, {1, 1}, {1, 1}))[0];
     g.add_node("negate", {dead});
+    const ir::ValueId w = g.add_parameter({{3, 5}, DType::kF32});
+    g.add_node("dot_general", {g.add_node("reshape", {x}, {{"shape", Ints{72, 3}}})[0], w},
+               {{"lhs_contracting_dimensions", Ints{1}}, {"rhs_contracting_dimensions", Ints{0}}});  // dead GEMM
     const ir::ValueId live = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
     g.set_outputs({g.add_node("negate", {live})[0]});
     const std::string text = lower::lower_to_mlir(g);
@@ -386,7 +389,9 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
       ++calls;
     }
     EXPECT_EQ(calls, 1u) << text;
-    expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2)}, 1e-5);
+    EXPECT_EQ(text.find("ingot_cpu_gemm"), std::string::npos) << text;
+    expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2),
+                      random_array({3, 5}, DType::kF32, 3)}, 1e-5);
   }
   // Size-0 results keep the early return (no call).
   ir::Graph g("conv0");
