@@ -565,7 +565,8 @@ kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorTyp
   return s;
 }
 
-/// A convolution with f32/f64 operands (when LoweringOptions::library_conv) as a call to the
+/// A convolution with f32/f64 operands (when LoweringOptions::library_conv and its K reaches
+/// library_conv_min_k) as a call to the
 /// im2col + BLAS GEMM kernel ingot_cpu_conv_<dtype>(lhs, rhs, result, config)
 /// (kernels/cpu/conv.cpp): both operands and the result as 1-D memrefs in their row-major
 /// layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns false
@@ -573,6 +574,9 @@ kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorTyp
 bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const Conv& c, const TensorType& lt,
                                   const TensorType& rt, const TensorType& out) {
   if (!ctx.options().library_conv || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+  int64_t k = rt.shape[static_cast<size_t>(c.k_in)];
+  for (int64_t d : c.k_spatial) k *= rt.shape[static_cast<size_t>(d)];
+  if (k < ctx.options().library_conv_min_k) return false;
   const std::string e = el(out.dtype);
   const std::string dyn = fmt::format("memref<?x{}>", e);
   const std::string fn = fmt::format("ingot_cpu_conv_{}", e);

@@ -45,13 +45,19 @@ struct GenericInput {
 /// Choices of the lowering (what the compiler benchmarks decide between).
 struct LoweringOptions {
   /// Plain 2-D f32/f64 dot_generals (matrix products, either operand possibly transposed) call a
-  /// BLAS GEMM (OpenBLAS; kernels/cpu/gemm.cpp) instead of a generated loop nest. The generated
-  /// code stays selectable for research: bench/ measures both.
+  /// GEMM library (oneDNN for f32, OpenBLAS for f64; kernels/cpu/gemm.cpp) instead of a generated
+  /// loop nest. The generated code stays selectable for research: bench/ measures both.
   bool blas_gemm = true;
-  /// Convolutions with f32/f64 operands call the im2col + BLAS GEMM kernel (OpenBLAS;
-  /// kernels/cpu/conv.cpp) instead of a generated loop nest; other dtypes always get the loops.
+  /// Convolutions with f32/f64 operands and a reduction length K (kernel taps x input features
+  /// per group) of at least `library_conv_min_k` call the im2col + GEMM kernel
+  /// (kernels/cpu/conv.cpp) instead of a generated loop nest; other dtypes always get the loops.
   /// The loops stay selectable: bench/compiler_bench measures both (docs/compiler.md).
   bool library_conv = true;
+  /// Below this K the generated loops are faster (LLVM unrolls and vectorises the short sum):
+  /// bench/compiler_bench's `conv` section measured loops 1.7-2.2x faster for K <= 45 and the
+  /// library 4-26x faster from K = 48 (f32, 2 cores). 0: every f32/f64 convolution calls the
+  /// library.
+  int64_t library_conv_min_k = 48;
 };
 
 /// State of lowering one graph: SSA names of values and the function body being written.

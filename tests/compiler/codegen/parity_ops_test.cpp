@@ -216,7 +216,7 @@ ir::Attributes conv_attrs(Ints in, Ints kernel, Ints out, Ints strides, Ints pad
 class ParityConv : public ::testing::TestWithParam<bool> {
  protected:
   bool library() const { return GetParam(); }
-  lower::LoweringOptions lowering() const { return {.library_conv = library()}; }
+  lower::LoweringOptions lowering() const { return {.library_conv = library(), .library_conv_min_k = 0}; }
   testing::RtolFn rtol() const {
     const bool lib = library();
     return [lib](DType d) { return !lib ? 0.0 : d == DType::kF32 ? 1e-5 : d == DType::kF64 ? 1e-12 : 0.0; };
@@ -358,7 +358,7 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     ir::Graph g("conv");
     const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, d}), k = g.add_parameter({{3, 3, 3, 4}, d});
     g.set_outputs(g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
-    const std::string library = lower::lower_graph(g, "main", {}, {.library_conv = true}).text;
+    const std::string library = lower::lower_graph(g, "main", {}, {.library_conv = true, .library_conv_min_k = 0}).text;
     const std::string loops = lower::lower_graph(g, "main", {}, {.library_conv = false}).text;
     const bool blas_type = d == DType::kF32 || d == DType::kF64;
     const std::string call = fmt::format("func.call @ingot_cpu_conv_{}(", d == DType::kF32 ? "f32" : "f64");
@@ -366,8 +366,14 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     EXPECT_EQ(library.find("linalg.generic") != std::string::npos, !blas_type) << library;
     EXPECT_EQ(loops.find("ingot_cpu_conv"), std::string::npos) << loops;
     EXPECT_NE(loops.find("linalg.generic"), std::string::npos) << loops;
-    // The default is the library (bench/compiler_bench's choice).
-    EXPECT_EQ(lower::lower_to_mlir(g), library);
+    // By default a short reduction (K = 3x3x3 = 27 < library_conv_min_k) keeps the loops
+    // (bench/compiler_bench's crossover) ...
+    EXPECT_EQ(lower::lower_to_mlir(g), loops);
+    // ... and a long one (K = 3x3x6 = 54) calls the library.
+    ir::Graph wide("conv_wide");
+    const ir::ValueId wx = wide.add_parameter({{2, 6, 6, 6}, d}), wk = wide.add_parameter({{3, 3, 6, 4}, d});
+    wide.set_outputs(wide.add_node("convolution", {wx, wk}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
+    EXPECT_EQ(lower::lower_to_mlir(wide).find(call) != std::string::npos, blas_type);
   }
   // A convolution whose result reaches no output is not called (the loops would be dropped by
   // MLIR's dead-code elimination; a call is opaque to it); the live one is.
@@ -382,7 +388,8 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
                {{"lhs_contracting_dimensions", Ints{1}}, {"rhs_contracting_dimensions", Ints{0}}});  // dead GEMM
     const ir::ValueId live = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
     g.set_outputs({g.add_node("negate", {live})[0]});
-    const std::string text = lower::lower_to_mlir(g);
+    const lower::LoweringOptions always_library{.library_conv_min_k = 0};
+    const std::string text = lower::lower_graph(g, "main", {}, always_library).text;
     size_t calls = 0;
     for (size_t at = text.find("func.call @ingot_cpu_conv_f32"); at != std::string::npos;
          at = text.find("func.call @ingot_cpu_conv_f32", at + 1)) {
@@ -391,7 +398,7 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     EXPECT_EQ(calls, 1u) << text;
     EXPECT_EQ(text.find("ingot_cpu_gemm"), std::string::npos) << text;
     expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2),
-                      random_array({3, 5}, DType::kF32, 3)}, 1e-5);
+                      random_array({3, 5}, DType::kF32, 3)}, 1e-5, always_library);
   }
   // Size-0 results keep the early return (no call).
   ir::Graph g("conv0");
