@@ -6,6 +6,7 @@
 #include <new>
 
 #include "ingot/runtime/error.h"
+#include "ingot/runtime/worker.h"
 
 namespace ingot {
 
@@ -51,6 +52,45 @@ void HostAllocator::reset_peak() { peak_.store(in_use_.load()); }
 
 Device::Device(DeviceKind kind, int id, std::unique_ptr<Allocator> allocator)
     : kind_(kind), id_(id), allocator_(std::move(allocator)) {}
+
+Device::~Device() { shutdown_worker(); }
+
+std::shared_ptr<Event> Device::enqueue(std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(worker_mu_);
+  if (worker_shut_down_) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("Device::enqueue: the worker of {} was shut down", name()),
+                "enqueue work only while the device's Runtime is alive");
+  }
+  if (!worker_) worker_ = std::make_unique<Worker>(name());
+  return worker_->enqueue(std::move(work));
+}
+
+void Device::synchronize() {
+  std::shared_ptr<Event> marker;
+  {
+    std::lock_guard<std::mutex> lock(worker_mu_);
+    if (!worker_) return;  // nothing was ever queued, or the worker already drained
+    marker = worker_->enqueue([] {});
+  }
+  marker->wait();
+}
+
+void Device::shutdown_worker() {
+  std::unique_ptr<Worker> worker;
+  {
+    std::lock_guard<std::mutex> lock(worker_mu_);
+    worker_shut_down_ = true;
+    worker = std::move(worker_);
+  }
+  // Destroyed outside the lock: work still queued may call enqueue() (and get an error).
+  worker.reset();
+}
+
+bool Device::has_worker() const {
+  std::lock_guard<std::mutex> lock(worker_mu_);
+  return worker_ != nullptr;
+}
 
 std::string Device::name() const {
   return fmt::format("{}:{}", kind_ == DeviceKind::kCpu ? "cpu" : "cuda", id_);

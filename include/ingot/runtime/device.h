@@ -3,8 +3,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+
+#include "ingot/runtime/event.h"
 
 namespace ingot {
 
@@ -47,10 +51,21 @@ class HostAllocator final : public Allocator {
 
 enum class DeviceKind { kCpu, kCuda };
 
-/// A device that owns memory through its allocator. Devices outlive every Buffer on them.
+class Worker;
+
+/// A device that owns memory through its allocator, and a worker thread that runs work queued on
+/// it in order (copies, programs).
+///
+/// Lifetime: a Device must outlive every Buffer on it (and so every Array with data on it) and
+/// every piece of work queued on it; Buffers keep a plain pointer to their device. Devices have a
+/// fixed address (not copyable or movable). A Runtime owns its devices (runtime.h).
 class Device {
  public:
   Device(DeviceKind kind, int id, std::unique_ptr<Allocator> allocator);
+  /// Runs the work still queued, joins the worker thread (shutdown_worker()), frees the allocator.
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
   DeviceKind kind() const { return kind_; }
   /// Index of the device among devices of its kind.
   int id() const { return id_; }
@@ -59,14 +74,39 @@ class Device {
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
 
+  /// Queues `work` on this device's worker thread (started on the first call), behind all work
+  /// enqueued on this device before (FIFO per device; different devices run concurrently). The
+  /// Event completes once `work` ran and its captures were destroyed; an exception thrown by
+  /// `work` is rethrown by Event::wait() (every call). Thread-safe. Throws
+  /// ingot::Error(kInvalidArgument) for an empty function, kFailedPrecondition after
+  /// shutdown_worker(). Waiting, inside work on this device, for work queued later on this same
+  /// device throws kFailedPrecondition instead of deadlocking.
+  std::shared_ptr<Event> enqueue(std::function<void()> work);
+  /// Blocks until every piece of work enqueued on this device so far has run. Rethrows nothing
+  /// (errors belong to each work's Event). Must not be called from this device's own worker
+  /// (ingot::Error kFailedPrecondition).
+  void synchronize();
+  /// Runs the work still queued, then joins the worker thread. Afterwards enqueue() throws
+  /// ingot::Error(kFailedPrecondition) (work enqueued from running work during the shutdown
+  /// fails too). Idempotent; called by the destructor.
+  void shutdown_worker();
+  /// True if the worker thread was started and not yet shut down.
+  bool has_worker() const;
+
  private:
   DeviceKind kind_;
   int id_;
   std::unique_ptr<Allocator> allocator_;
+  // Declared after the allocator: the worker is joined before the allocator goes away.
+  mutable std::mutex worker_mu_;
+  std::unique_ptr<Worker> worker_;
+  bool worker_shut_down_ = false;
 };
 
 /// The process's default host device "cpu:0" (created on first use, lives until exit).
-/// This is the one process-wide device object; everything else is passed explicitly.
+/// This is the one process-wide device object; everything else is passed explicitly. It is not
+/// one of a Runtime's devices (those are separate objects, also named "cpu:0".."cpu:N-1"); its
+/// worker thread starts only if work is enqueued on it, and is joined at exit.
 Device& default_cpu_device();
 
 /// Memory for array data on one device. Owned through std::shared_ptr; freed on destruction.
