@@ -35,6 +35,11 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   std::vector<bool> defined(slot_types_.size(), false);
   for (size_t i = 0; i < num_inputs_; ++i) defined[i] = true;
   for (const Thunk& t : thunks_) {
+    if (static_cast<bool>(t.run) == static_cast<bool>(t.collective)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: thunk '{}' has {}", t.name, t.run ? "both run and collective" : "no work"),
+                  "set exactly one of Thunk::run and Thunk::collective");
+    }
     for (size_t s : t.input_slots) {
       check_slot(s, "thunk '" + t.name + "'");
       if (!defined[s]) {
@@ -66,7 +71,8 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   }
 }
 
-std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device) const {
+std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device,
+                                   Communicator* communicator) const {
   if (inputs.size() != num_inputs_) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Executable::run: {} arguments given, the executable takes {}",
@@ -104,7 +110,16 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
       if (!slots[s].valid()) slots[s] = Array::empty(slot_types_[s].first, slot_types_[s].second, device);
       out.push_back(slots[s]);
     }
-    t.run(in, out);
+    if (!t.collective) {
+      t.run(in, out);
+      continue;
+    }
+    if (communicator == nullptr) {
+      throw Error(ErrorCode::kFailedPrecondition,
+                  fmt::format("{}: thunk '{}' is a collective and no communicator was given", name_, t.name),
+                  "run the executable on every device of a mesh with run_spmd and one communicator per device");
+    }
+    t.collective(*communicator, in, out);
   }
   std::vector<Array> result;
   for (size_t s : outputs_) result.push_back(slots[s]);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ingot/runtime/array.h"
+#include "ingot/runtime/communicator.h"
 
 namespace ingot {
 
@@ -19,6 +20,11 @@ struct Thunk {
   std::vector<size_t> output_slots;  ///< slots written (allocated before the thunk runs)
   /// The work: inputs and outputs in the order of the slot lists. Must not keep references.
   std::function<void(std::span<const Array> inputs, std::span<Array> outputs)> run;
+  /// Instead of `run`, for a collective (include/ingot/runtime/spmd.h builds them): the work gets
+  /// the communicator the Executable runs with (one per device under run_spmd). Exactly one of
+  /// `run` and `collective` is set.
+  std::function<void(Communicator& communicator, std::span<const Array> inputs, std::span<Array> outputs)>
+      collective;
 };
 
 /// A program over Arrays: input types, the slot table, thunks run in order, and which slots are
@@ -39,13 +45,18 @@ class Executable {
   /// caller's Arrays throw "array was donated to '<name>'"; donating one buffer twice, or passing
   /// a donated buffer in another argument too, is kInvalidArgument and nothing is donated),
   /// allocates the other slots on `device` (default cpu:0), runs the thunks and returns the
-  /// output slots. A slot returned twice is the same Array.
-  std::vector<Array> run(const std::vector<Array>& inputs, Device* device = nullptr) const;
+  /// output slots. A slot returned twice is the same Array. `communicator` is handed to the
+  /// collective thunks; a collective thunk without one is ingot::Error(kFailedPrecondition)
+  /// naming the thunk (run such executables with run_spmd, include/ingot/runtime/spmd.h).
+  std::vector<Array> run(const std::vector<Array>& inputs, Device* device = nullptr,
+                         Communicator* communicator = nullptr) const;
 
   size_t num_inputs() const { return num_inputs_; }
   const std::vector<Thunk>& thunks() const { return thunks_; }
   const std::vector<std::pair<Shape, DType>>& slot_types() const { return slot_types_; }
   const std::vector<size_t>& donated_inputs() const { return donated_; }
+  /// The slots run() returns, in order.
+  const std::vector<size_t>& outputs() const { return outputs_; }
   const std::string& name() const { return name_; }
 
  private:

@@ -1,0 +1,150 @@
+// SPMD execution over a mesh and the collective thunks (include/ingot/runtime/spmd.h).
+#include "ingot/runtime/spmd.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <exception>
+
+namespace ingot {
+
+namespace {
+
+/// Copies `from` into `to` (same shape and dtype, host memory).
+void copy_into(const Array& from, Array& to) {
+  if (from.nbytes() > 0) std::memcpy(to.raw_data(), from.raw_data(), static_cast<size_t>(from.nbytes()));
+}
+
+Thunk collective_thunk(std::string name, size_t in, size_t out,
+                       std::function<void(Communicator&, const Array&, Array&)> work) {
+  Thunk t;
+  t.name = std::move(name);
+  t.input_slots = {in};
+  t.output_slots = {out};
+  t.collective = [work = std::move(work)](Communicator& c, std::span<const Array> ins, std::span<Array> outs) {
+    work(c, ins[0], outs[0]);
+  };
+  return t;
+}
+
+/// The mesh every argument is sharded over (checked to be the same for all).
+Mesh common_mesh(const std::vector<Array>& args) {
+  if (args.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "run_spmd: no arguments, so no mesh to run on",
+                "pass at least one argument sharded over the mesh (device_put)");
+  }
+  const Mesh mesh = args[0].sharding().mesh();
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!(args[i].sharding().mesh() == mesh)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("run_spmd: argument {} is sharded over mesh {}, argument 0 over {}", i,
+                              args[i].sharding().mesh().to_string(), mesh.to_string()),
+                  "device_put or reshard every argument onto the same mesh");
+    }
+  }
+  return mesh;
+}
+
+void check_communicators(const std::vector<Communicator*>& communicators, const Mesh& mesh) {
+  if (communicators.empty()) return;
+  if (static_cast<int64_t>(communicators.size()) != mesh.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("run_spmd: {} communicators for a mesh of {} devices", communicators.size(),
+                            mesh.size()),
+                "pass one communicator per mesh device, in mesh order (or none)");
+  }
+  for (size_t p = 0; p < communicators.size(); ++p) {
+    if (communicators[p] == nullptr || communicators[p]->rank() != static_cast<int>(p) ||
+        communicators[p]->size() != static_cast<int>(mesh.size())) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("run_spmd: communicator {} is {}", p,
+                              communicators[p] == nullptr
+                                  ? std::string("null")
+                                  : fmt::format("rank {} of {}", communicators[p]->rank(), communicators[p]->size())),
+                  fmt::format("communicator p must be rank p of a group of {} (mesh order)", mesh.size()));
+    }
+  }
+}
+
+}  // namespace
+
+Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op) {
+  return collective_thunk(fmt::format("all_reduce({})", reduce_op_name(op)), in, out,
+                          [op](Communicator& c, const Array& x, Array& y) {
+                            copy_into(x, y);
+                            c.all_reduce(y, op);
+                          });
+}
+
+Thunk all_gather_thunk(size_t in, size_t out) {
+  return collective_thunk("all_gather", in, out, [](Communicator& c, const Array& x, Array& y) { c.all_gather(x, y); });
+}
+
+Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op) {
+  return collective_thunk(fmt::format("reduce_scatter({})", reduce_op_name(op)), in, out,
+                          [op](Communicator& c, const Array& x, Array& y) { c.reduce_scatter(x, y, op); });
+}
+
+Thunk broadcast_thunk(size_t in, size_t out, int root) {
+  return collective_thunk(fmt::format("broadcast(root {})", root), in, out, [root](Communicator& c, const Array& x, Array& y) {
+    copy_into(x, y);
+    c.broadcast(y, root);
+  });
+}
+
+std::vector<Array> run_spmd(const Executable& executable, const std::vector<Array>& args,
+                            const std::vector<NamedSharding>& out_shardings,
+                            const std::vector<Communicator*>& communicators) {
+  const Mesh mesh = common_mesh(args);
+  check_communicators(communicators, mesh);
+  if (out_shardings.size() != executable.outputs().size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("run_spmd: {} out_shardings for an executable with {} outputs", out_shardings.size(),
+                            executable.outputs().size()),
+                "give one NamedSharding per output");
+  }
+  for (size_t j = 0; j < out_shardings.size(); ++j) {
+    if (!(out_shardings[j].mesh() == mesh)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("run_spmd: out_shardings[{}] is over mesh {}, the arguments over {}", j,
+                              out_shardings[j].mesh().to_string(), mesh.to_string()),
+                  "give every output a sharding over the arguments' mesh");
+    }
+  }
+  const auto devices = static_cast<size_t>(mesh.size());
+  std::vector<std::vector<Array>> local_args(devices);
+  for (const Array& a : args) {
+    std::vector<Array> shards = a.shards();
+    for (size_t p = 0; p < devices; ++p) local_args[p].push_back(shards[p]);
+  }
+  std::vector<std::vector<Array>> local_out(devices);
+  std::vector<std::shared_ptr<Event>> done;
+  for (size_t p = 0; p < devices; ++p) {
+    Device* device = mesh.devices()[p];
+    Communicator* comm = communicators.empty() ? nullptr : communicators[p];
+    done.push_back(device->enqueue([&executable, &local_args, &local_out, device, comm, p] {
+      local_out[p] = executable.run(local_args[p], device, comm);
+    }));
+  }
+  std::exception_ptr first;
+  for (const auto& e : done) {  // wait for every device before reporting (they use local_out)
+    try {
+      e->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  const size_t outputs = executable.outputs().size();
+  std::vector<Array> result;
+  for (size_t j = 0; j < outputs; ++j) {
+    Shape global = local_out[0][j].shape();
+    for (size_t d = 0; d < global.size(); ++d) global[d] *= out_shardings[j].num_parts(static_cast<int64_t>(d));
+    std::vector<Array> shards;
+    for (size_t p = 0; p < devices; ++p) shards.push_back(local_out[p][j]);
+    result.push_back(Array::from_shards(global, local_out[0][j].dtype(), out_shardings[j], std::move(shards)));
+  }
+  return result;
+}
+
+}  // namespace ingot
