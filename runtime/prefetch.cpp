@@ -43,4 +43,17 @@ void reject_producer_thread_call(const char* call) {
 
 template class PrefetchQueue<ArrayBatch>;
 
+PrefetchQueue<ArrayBatch>::Distribute distribute_to(std::vector<NamedSharding> shardings) {
+  return [shardings = std::move(shardings)](ArrayBatch batch) {
+    if (batch.size() != shardings.size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("distribute_to: the batch has {} arrays, {} shardings were given", batch.size(),
+                              shardings.size()),
+                  "give one NamedSharding per array of a batch");
+    }
+    for (size_t i = 0; i < batch.size(); ++i) batch[i] = device_put_async(batch[i], shardings[i]);
+    return batch;
+  };
+}
+
 }  // namespace ingot

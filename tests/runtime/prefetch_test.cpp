@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "ingot/runtime/runtime.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -514,6 +515,37 @@ TEST(PrefetchQueue, StressWithRandomDelays) {
       EXPECT_EQ(s.produced, s.delivered + s.discarded) << "round " << round;
     }
   }
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(PrefetchDistribute, PutsEachBatchOntoItsShardingAndReportsBadBatches) {
+  Runtime runtime(RuntimeOptions{.num_cpu_devices = 2});
+  const Mesh mesh({{"batch", 2}}, runtime.devices());
+  const NamedSharding split(mesh, PartitionSpec{"batch"}), replicated(mesh, PartitionSpec{});
+  int64_t n = 0;
+  ArrayPrefetchQueue queue(
+      [&]() -> std::optional<ArrayBatch> {
+        ++n;
+        if (n == 3) return ArrayBatch{Array::zeros({3, 2}, DType::kF32), Array::scalar(0, DType::kI32)};  // odd rows
+        if (n > 3) return std::nullopt;
+        return ArrayBatch{Array::full({4, 2}, static_cast<double>(n), DType::kF32), Array::scalar(static_cast<double>(n), DType::kI32)};
+      },
+      distribute_to({split, replicated}));
+  for (int64_t step = 1; step <= 2; ++step) {
+    std::optional<ArrayBatch> b = queue.next();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ((*b)[0].sharding(), split);
+    EXPECT_EQ((*b)[1].sharding(), replicated);
+    ASSERT_EQ((*b)[0].shards().size(), 2u);
+    EXPECT_EQ((*b)[0].shards()[1].shape(), (Shape{2, 2}));
+    EXPECT_EQ(to_host((*b)[0]).to_vector<float>(), std::vector<float>(8, static_cast<float>(step)));
+  }
+  testing::expect_error([&] { queue.next(); }, ErrorCode::kShapeMismatch, {"size 3", "'batch'"});
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 
 #include "ingot/runtime/array.h"
 #include "ingot/runtime/error.h"
+#include "ingot/runtime/sharding.h"
 
 namespace ingot {
 
@@ -276,5 +277,12 @@ using ArrayBatch = std::vector<Array>;
 /// The queue the trainer uses; instantiated in the runtime library.
 using ArrayPrefetchQueue = PrefetchQueue<ArrayBatch>;
 extern template class PrefetchQueue<ArrayBatch>;
+
+/// The `distribute` function that puts array i of each batch onto `shardings[i]` (device_put on
+/// the producer thread, so the copies overlap the consumer's step; the returned arrays wait for
+/// their copies when read). A batch with another number of arrays than `shardings`, or an array
+/// that does not split evenly, is an ingot::Error (kInvalidArgument / kShapeMismatch) that
+/// surfaces from next() at that batch, as any distribute error.
+PrefetchQueue<ArrayBatch>::Distribute distribute_to(std::vector<NamedSharding> shardings);
 
 }  // namespace ingot
