@@ -457,6 +457,7 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   std::shared_ptr<const Executable> exe, loops_exe;
   const double compile_s = median_seconds(0, 1, [&] { exe = compile_graph(graph); });
   std::shared_ptr<const Executable> all_library_exe = compile_graph(graph, {}, {}, {.library_conv_min_k = 0});
+  std::shared_ptr<const Executable> serial_exe = compile_graph(graph, {.num_threads = 1});
   const double loops_compile_s =
       median_seconds(0, 1, [&] { loops_exe = compile_graph(graph, {}, {}, {.library_conv = false}); });
   std::vector<Array> compiled_out, loops_out, interp_out;
@@ -464,6 +465,10 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   const double step_s = median_seconds(2, runs, [&] { compiled_out = exe->run(args); });
   const double all_library_s = median_seconds(2, runs, [&] {
     std::vector<Array> out = all_library_exe->run(args);
+    benchmark::DoNotOptimize(out.data());
+  });
+  const double serial_s = median_seconds(2, runs, [&] {
+    std::vector<Array> out = serial_exe->run(args);
     benchmark::DoNotOptimize(out.data());
   });
   const double loops_step_s = median_seconds(1, std::max(3, runs / 4), [&] { loops_out = loops_exe->run(args); });
@@ -479,6 +484,8 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   fmt::print("| compiled step, default, median of {} | {:.1f} ms |\n", runs, step_s * 1e3);
   fmt::print("| compiled step, every convolution through the library (library_conv_min_k = 0) | {:.1f} ms |\n",
              all_library_s * 1e3);
+  fmt::print("| compiled step, default but serial loop nests (num_threads = 1; libraries still threaded) | {:.1f} ms |\n",
+             serial_s * 1e3);
   fmt::print("| compiled step, generated-loop convolutions (LoweringOptions::library_conv = false) | {:.1f} ms |\n",
              loops_step_s * 1e3);
   double interp_s = 0;
@@ -489,6 +496,7 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   fmt::print("\n| ratio | value |\n|---|---|\n");
   fmt::print("| generated-loop step / default step | {:.2f}x |\n", loops_step_s / step_s);
   fmt::print("| all-library step / default step | {:.2f}x |\n", all_library_s / step_s);
+  fmt::print("| serial-loops step / default step (parallel loop nests' speed-up) | {:.2f}x |\n", serial_s / step_s);
   fmt::print("| max relative difference library vs loops | {:.2e} |\n", max_rel_diff(loops_out, compiled_out));
   if (with_interpreter) {
     fmt::print("| interpreter step / default step | {:.1f}x |\n", interp_s / step_s);
