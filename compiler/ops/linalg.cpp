@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ingot/trace/ops.h"
+#include "ops/conv_config.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -287,17 +288,7 @@ std::vector<Array> dot_general_interpret(std::span<const Array> in, const Attrib
 
 const char* const kConv = "convolution";
 
-/// Validated convolution configuration (StableHLO names; spatial vectors have N-2 entries).
-struct ConvConfig {
-  std::vector<int64_t> strides, padding, lhs_dilation, rhs_dilation;
-  int64_t feature_groups = 1, batch_groups = 1;
-  int64_t in_batch = 0, in_feature = 0;
-  std::vector<int64_t> in_spatial;
-  int64_t k_in_feature = 0, k_out_feature = 0;
-  std::vector<int64_t> k_spatial;
-  int64_t out_batch = 0, out_feature = 0;
-  std::vector<int64_t> out_spatial;
-};
+using ops::ConvConfig;
 
 /// Checks one operand's dimension numbers: `spatial` has rank-2 entries and the `rank` dims
 /// named by `singles` and `spatial` are distinct and in range.
@@ -397,7 +388,7 @@ void read_dimension_numbers(const Attributes& attrs, int64_t n, ConvConfig& c) {
       "output_spatial_dimensions", c.out_spatial);
 }
 
-ConvConfig conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
+ConvConfig read_conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
   check_known_attrs(
       kConv, attrs,
       {"window_strides", "padding", "lhs_dilation", "rhs_dilation", "feature_group_count",
@@ -483,7 +474,7 @@ TensorType conv_result(const ConvConfig& c, const TensorType& lhs, const TensorT
 
 std::vector<TensorType> convolution_rule(std::span<const TensorType> in, const Attributes& attrs) {
   check_numeric_pair(kConv, in[0], in[1]);
-  const ConvConfig c = conv_config(in[0], in[1], attrs);
+  const ConvConfig c = read_conv_config(in[0], in[1], attrs);
   return {conv_result(c, in[0], in[1])};
 }
 
@@ -557,7 +548,7 @@ std::vector<Array> convolution_interpret(std::span<const Array> in, const Attrib
                                          std::span<const TensorType> result_types) {
   check_kernel_call(kConv, 2, convolution_rule, in, attrs, result_types);
   const ConvConfig c =
-      conv_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
+      read_conv_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);
   dispatch_dtype(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -850,13 +841,17 @@ Cts convolution_vjp(const VjpArgs& a) {
   // With no elements on either side the output is constant (zeros) or empty: zero cotangents,
   // and no degenerate transposed convolutions (JAX likewise returns zero for an empty g).
   if (lhs.size() == 0 || rhs.size() == 0 || g.size() == 0) return {std::nullopt, std::nullopt};
-  const ConvConfig c = conv_config(lhs.type(), rhs.type(), a.attrs);
+  const ConvConfig c = read_conv_config(lhs.type(), rhs.type(), a.attrs);
   const ConvSizes s = conv_sizes(c, lhs.shape(), rhs.shape(), g.shape());
   // The rhs cotangent: JAX's _conv_general_dilated_transpose_rhs.
   return {conv_lhs_cotangent(g, rhs, c, s), emit_convolution(lhs, g, rhs_cotangent_config(c, s))};
 }
 
 }  // namespace
+
+ConvConfig ops::conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
+  return read_conv_config(lhs, rhs, attrs);
+}
 
 void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{kDot, 2, 2, dot_general_rule, dot_general_interpret,

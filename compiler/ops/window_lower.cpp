@@ -16,6 +16,7 @@
 #include "ingot/ir/op_registry.h"
 #include "ingot/kernels/cpu_conv.h"
 #include "ingot/lower/lowering.h"
+#include "ops/conv_config.h"
 #include "ops/lower_util.h"
 
 namespace ingot::ir {
@@ -414,33 +415,7 @@ void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
 // ---------------------------------------------------------------------------------------------
 // convolution
 
-struct Conv {
-  std::vector<int64_t> strides, padding, lhs_dilation, rhs_dilation;
-  int64_t feature_groups = 1, batch_groups = 1;
-  int64_t in_batch, in_feature, k_in, k_out, out_batch, out_feature;
-  std::vector<int64_t> in_spatial, k_spatial, out_spatial;
-};
-
-Conv read_conv(const Attributes& a, int64_t spatial) {
-  const std::vector<int64_t> ones(static_cast<size_t>(spatial), 1);
-  Conv c;
-  c.strides = a.get_ints_or("window_strides", ones);
-  c.padding = a.get_ints_or("padding", std::vector<int64_t>(static_cast<size_t>(2 * spatial), 0));
-  c.lhs_dilation = a.get_ints_or("lhs_dilation", ones);
-  c.rhs_dilation = a.get_ints_or("rhs_dilation", ones);
-  c.feature_groups = a.get_int_or("feature_group_count", 1);
-  c.batch_groups = a.get_int_or("batch_group_count", 1);
-  c.in_batch = a.get_int("input_batch_dimension");
-  c.in_feature = a.get_int("input_feature_dimension");
-  c.in_spatial = a.get_ints("input_spatial_dimensions");
-  c.k_in = a.get_int("kernel_input_feature_dimension");
-  c.k_out = a.get_int("kernel_output_feature_dimension");
-  c.k_spatial = a.get_ints("kernel_spatial_dimensions");
-  c.out_batch = a.get_int("output_batch_dimension");
-  c.out_feature = a.get_int("output_feature_dimension");
-  c.out_spatial = a.get_ints("output_spatial_dimensions");
-  return c;
-}
+using ops::ConvConfig;
 
 /// The lhs of a convolution zero-padded and lhs-dilated on its spatial dims and, when that adds
 /// cells, a 0/1 mask (i8, spatial dims only) of the same geometry that marks the real cells.
@@ -449,7 +424,7 @@ struct ConvInput {
   std::optional<GenericInput> mask;
 };
 
-ConvInput conv_input(LoweringContext& ctx, const std::string& lhs, const TensorType& lt, const Conv& c) {
+ConvInput conv_input(LoweringContext& ctx, const std::string& lhs, const TensorType& lt, const ConvConfig& c) {
   const size_t n = lt.shape.size();
   std::vector<int64_t> low(n, 0), high(n, 0), interior(n, 0), s_low, s_high, s_interior;
   Shape spatial;
@@ -480,7 +455,7 @@ ConvInput conv_input(LoweringContext& ctx, const std::string& lhs, const TensorT
 /// kernel spatial dims..., input features), appending the reduction loops of extent > 1 to
 /// `iters`. Group g = output feature floordiv (output features per group) selects the lhs
 /// features (feature groups) or batch entries (batch groups), as the interpreter.
-std::vector<std::string> conv_maps(const Conv& c, const TensorType& lt, const TensorType& rt, ConvInput& in,
+std::vector<std::string> conv_maps(const ConvConfig& c, const TensorType& lt, const TensorType& rt, ConvInput& in,
                                    std::vector<std::string>& iters) {
   auto size = [](const TensorType& t, int64_t d) { return t.shape[static_cast<size_t>(d)]; };
   auto reduction_loop = [&](int64_t extent) -> std::string {
@@ -491,9 +466,9 @@ std::vector<std::string> conv_maps(const Conv& c, const TensorType& lt, const Te
   const size_t ns = c.in_spatial.size();
   std::vector<std::string> kdim;
   for (size_t i = 0; i < ns; ++i) kdim.push_back(reduction_loop(size(rt, c.k_spatial[i])));
-  std::string cdim = reduction_loop(size(rt, c.k_in));
+  std::string cdim = reduction_loop(size(rt, c.k_in_feature));
   if (cdim.empty()) cdim = "0";
-  const int64_t out_per_group = std::max<int64_t>(1, size(rt, c.k_out) / (c.feature_groups * c.batch_groups));
+  const int64_t out_per_group = std::max<int64_t>(1, size(rt, c.k_out_feature) / (c.feature_groups * c.batch_groups));
   const std::string group = fmt::format("(d{} floordiv {})", c.out_feature, out_per_group);
   std::vector<std::string>& lmap = in.lhs.map;
   std::vector<std::string> rmap(lt.shape.size());
@@ -504,8 +479,8 @@ std::vector<std::string> conv_maps(const Conv& c, const TensorType& lt, const Te
   lmap[c.in_feature] = c.feature_groups > 1
                            ? fmt::format("{} * {} + {}", group, size(lt, c.in_feature) / c.feature_groups, cdim)
                            : cdim;
-  rmap[c.k_out] = fmt::format("d{}", c.out_feature);
-  rmap[c.k_in] = cdim;
+  rmap[c.k_out_feature] = fmt::format("d{}", c.out_feature);
+  rmap[c.k_in_feature] = cdim;
   for (size_t i = 0; i < ns; ++i) {
     std::string e = fmt::format("d{} * {}", c.out_spatial[i], c.strides[i]);
     if (!kdim[i].empty()) e += fmt::format(" + {} * {}", kdim[i], c.rhs_dilation[i]);
@@ -517,7 +492,7 @@ std::vector<std::string> conv_maps(const Conv& c, const TensorType& lt, const Te
 }
 
 /// Whether the lhs's last dim is read at a strided or grouped position (see with_unit_last_dim).
-bool lhs_last_dim_strided(const Conv& c, int64_t rank) {
+bool lhs_last_dim_strided(const ConvConfig& c, int64_t rank) {
   const int64_t last = rank - 1;
   if ((last == c.in_feature && c.feature_groups > 1) || (last == c.in_batch && c.batch_groups > 1)) return true;
   for (size_t i = 0; i < c.in_spatial.size(); ++i) {
@@ -542,7 +517,7 @@ std::string flat_buffer(LoweringContext& ctx, const std::string& v, const Tensor
 }
 
 /// The kernel library's description of the convolution `c` of `lt` with `rt` into `out`.
-kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorType& rt, const TensorType& out) {
+kernels::ConvSpec conv_spec(const ConvConfig& c, const TensorType& lt, const TensorType& rt, const TensorType& out) {
   kernels::ConvSpec s;
   s.lhs_shape = lt.shape;
   s.rhs_shape = rt.shape;
@@ -550,8 +525,8 @@ kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorTyp
   s.in_batch = c.in_batch;
   s.in_feature = c.in_feature;
   s.in_spatial = c.in_spatial;
-  s.k_in_feature = c.k_in;
-  s.k_out_feature = c.k_out;
+  s.k_in_feature = c.k_in_feature;
+  s.k_out_feature = c.k_out_feature;
   s.k_spatial = c.k_spatial;
   s.out_batch = c.out_batch;
   s.out_feature = c.out_feature;
@@ -571,10 +546,10 @@ kernels::ConvSpec conv_spec(const Conv& c, const TensorType& lt, const TensorTyp
 /// (kernels/cpu/conv.cpp): both operands and the result as 1-D memrefs in their row-major
 /// layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns false
 /// when the generated loops are to be used instead.
-bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const Conv& c, const TensorType& lt,
+bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const ConvConfig& c, const TensorType& lt,
                                   const TensorType& rt, const TensorType& out) {
   if (!ctx.options().library_conv || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
-  int64_t k = rt.shape[static_cast<size_t>(c.k_in)];
+  int64_t k = rt.shape[static_cast<size_t>(c.k_in_feature)];
   for (int64_t d : c.k_spatial) k *= rt.shape[static_cast<size_t>(d)];
   if (k < ctx.options().library_conv_min_k) return false;
   const std::string e = el(out.dtype);
@@ -613,10 +588,10 @@ void lower_convolution(LoweringContext& ctx, const Node& node) {
   const TensorType lt = in_type(ctx, node, 0), rt = in_type(ctx, node, 1), out = out_type(ctx, node);
   if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
   const int64_t n = lt.rank();
-  const Conv c = read_conv(node.attrs, n - 2);
+  const ConvConfig c = ops::conv_config(lt, rt, node.attrs);
   const DType acc_dtype = compute_dtype(out.dtype);
   const TensorType acc{out.shape, acc_dtype};
-  int64_t terms = rt.shape[static_cast<size_t>(c.k_in)];
+  int64_t terms = rt.shape[static_cast<size_t>(c.k_in_feature)];
   for (int64_t d : c.k_spatial) terms *= rt.shape[static_cast<size_t>(d)];
   if (terms == 0) return ctx.bind(node.outputs[0], round_to(ctx, ctx.fill(acc, 0), out));
   if (lower_convolution_as_library(ctx, node, c, lt, rt, out)) return;
