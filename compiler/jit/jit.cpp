@@ -99,6 +99,19 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
     if (!args[i].valid()) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("jit: argument {} is an invalid Array", i));
     }
+    if (args[i].num_shards() > 1) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("jit '{}': argument {} is sharded over {} devices ({})", state_->options.name, i,
+                              args[i].num_shards(), args[i].sharding().to_string()),
+                  "jit runs on one device: to_host() the argument, or run a per-device program on every "
+                  "shard with run_spmd (include/ingot/runtime/spmd.h)");
+    }
+    if (&args[i].device() != &args[0].device()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("jit '{}': argument {} is on {} but argument 0 on {} (different device objects)",
+                              state_->options.name, i, args[i].device().name(), args[0].device().name()),
+                  "device_put the arguments onto one device first (as jax.jit requires for committed arrays)");
+    }
     signature.emplace_back(args[i].shape(), args[i].dtype());
   }
   std::shared_ptr<const Executable> exe;
@@ -125,7 +138,8 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }
-  return exe->run(args);
+  // Outputs live where the arguments do (cpu:0 of the process when there are none).
+  return exe->run(args, args.empty() ? nullptr : &args[0].device());
 }
 
 int64_t Jitted::compile_count() const {

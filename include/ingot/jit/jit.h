@@ -50,7 +50,10 @@ class Jitted {
  public:
   Jitted(TraceFn fn, JitOptions options);
   /// Traces and compiles on the first call with a new signature (shapes and dtypes of `args`),
-  /// then runs the cached executable. Throws what tracing and compilation throw.
+  /// then runs the cached executable on the arguments' device (outputs are allocated there).
+  /// Throws what tracing and compilation throw; ingot::Error kUnimplemented for an argument
+  /// sharded over several devices (use run_spmd), kInvalidArgument for arguments on different
+  /// devices.
   std::vector<Array> operator()(const std::vector<Array>& args) const;
   /// Number of distinct signatures compiled so far.
   int64_t compile_count() const;

@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "ingot/runtime/runtime.h"
+#include "ingot/runtime/sharding.h"
 #include "mlp_step.h"
 #include "test_util.h"
 
@@ -220,6 +222,23 @@ TEST(Jit, BadArgumentsAreErrorsAndCompileNothing) {
   // The callable still works afterwards.
   EXPECT_EQ(step(good).size(), 5u);
   EXPECT_EQ(step.compile_count(), 1);
+}
+
+TEST(Jit, RunsOnTheArgumentsDeviceAndRejectsShardedOrMixedArguments) {
+  Runtime runtime(RuntimeOptions{.num_cpu_devices = 2});
+  Device& d1 = *runtime.devices()[1];
+  Jitted add = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] + a[1]}; }, {.name = "add"});
+  const Array x = Array::full({4, 2}, 1.5, DType::kF32), y = Array::full({4, 2}, 2.0, DType::kF32);
+  const NamedSharding on_d1 = NamedSharding::single_device(d1);
+  const std::vector<Array> out = add({device_put(x, on_d1), device_put(y, on_d1)});
+  EXPECT_EQ(&out[0].device(), &d1);  // outputs live where the arguments do
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(8, 3.5f));
+  const NamedSharding split(Mesh({{"batch", 2}}, runtime.devices()), PartitionSpec{"batch"});
+  expect_error([&] { add({device_put(x, split), device_put(y, split)}); }, ErrorCode::kUnimplemented,
+               {"jit 'add'", "argument 0", "sharded over 2 devices", "run_spmd"});
+  expect_error([&] { add({device_put(x, on_d1), y}); }, ErrorCode::kInvalidArgument,
+               {"argument 1", "different device"});
+  EXPECT_EQ(add.compile_count(), 1);
 }
 
 }  // namespace
