@@ -51,7 +51,13 @@ PrefetchQueue<ArrayBatch>::Distribute distribute_to(std::vector<NamedSharding> s
                               shardings.size()),
                   "give one NamedSharding per array of a batch");
     }
-    for (size_t i = 0; i < batch.size(); ++i) batch[i] = device_put_async(batch[i], shardings[i]);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      try {
+        batch[i] = device_put_async(batch[i], shardings[i]);
+      } catch (const Error& e) {
+        throw e.with_context(fmt::format("distribute_to: array {} of the batch", i));
+      }
+    }
     return batch;
   };
 }

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <exception>
+#include <mutex>
 
 namespace ingot {
 
@@ -118,27 +120,48 @@ std::vector<Array> run_spmd(const Executable& executable, const std::vector<Arra
     for (size_t p = 0; p < devices; ++p) local_args[p].push_back(shards[p]);
   }
   std::vector<std::vector<Array>> local_out(devices);
+  // The device that failed first: the others usually fail after it, waiting for it in a
+  // collective (a timeout that says nothing about the cause).
+  std::mutex failure_mu;
+  std::exception_ptr first;
+  size_t first_device = 0, failures = 0;
   std::vector<std::shared_ptr<Event>> done;
   for (size_t p = 0; p < devices; ++p) {
     Device* device = mesh.devices()[p];
     Communicator* comm = communicators.empty() ? nullptr : communicators[p];
-    done.push_back(device->enqueue([&executable, &local_args, &local_out, device, comm, p] {
-      local_out[p] = executable.run(local_args[p], device, comm);
+    done.push_back(device->enqueue([&, device, comm, p] {
+      try {
+        local_out[p] = executable.run(local_args[p], device, comm);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mu);
+        if (failures++ == 0) {
+          first = std::current_exception();
+          first_device = p;
+        }
+      }
     }));
   }
-  std::exception_ptr first;
-  for (const auto& e : done) {  // wait for every device before reporting (they use local_out)
+  for (const auto& e : done) e->wait();  // every device has stopped (they use local_out)
+  if (first) {
     try {
-      e->wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
+      std::rethrow_exception(first);
+    } catch (const Error& e) {
+      throw e.with_context(fmt::format("run_spmd: device {} ({}) failed first{}", first_device,
+                                       mesh.devices()[first_device]->name(),
+                                       failures > 1 ? fmt::format("; {} more devices failed after it", failures - 1)
+                                                    : std::string()));
     }
   }
-  if (first) std::rethrow_exception(first);
   const size_t outputs = executable.outputs().size();
   std::vector<Array> result;
   for (size_t j = 0; j < outputs; ++j) {
     Shape global = local_out[0][j].shape();
+    if (out_shardings[j].spec().size() > static_cast<int64_t>(global.size())) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("run_spmd: out_shardings[{}] ({}) names {} dims but output {} has rank {}", j,
+                              out_shardings[j].to_string(), out_shardings[j].spec().size(), j, global.size()),
+                  "give each output a PartitionSpec no longer than its rank");
+    }
     for (size_t d = 0; d < global.size(); ++d) global[d] *= out_shardings[j].num_parts(static_cast<int64_t>(d));
     std::vector<Array> shards;
     for (size_t p = 0; p < devices; ++p) shards.push_back(local_out[p][j]);

@@ -111,7 +111,14 @@ void write_dump(const std::filesystem::path& path, const std::string& text) {
 std::string run_stages(const std::string& mlir, const std::vector<codegen::PipelineStage>& stages,
                        const std::string& dump_dir) {
   if (dump_dir.empty()) return codegen::run_pipeline(mlir, stages);
-  std::filesystem::create_directories(dump_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dump_dir, ec);
+  if (ec || !std::filesystem::is_directory(dump_dir)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("cannot create the --dump-dir directory '{}': {}", dump_dir,
+                            ec ? ec.message() : "a file of that name exists"),
+                "choose a writable directory for the dumps");
+  }
   write_dump(std::filesystem::path(dump_dir) / "00-input.mlir", mlir);
   std::string text = mlir;
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -182,7 +189,7 @@ int main(int argc, char** argv) {
   app.add_option("--dump-dir", o.dump_dir, "write the MLIR before and after every stage to DIR");
   app.add_option("--threads", o.threads,
                  "threads of the default pipeline's parallel loops (0: all hardware threads, 1: serial)")
-      ->check(CLI::Range(0, 4096));
+      ->check(CLI::Range(0, ingot::codegen::kMaxThreads));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

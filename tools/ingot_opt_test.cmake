@@ -82,6 +82,8 @@ expect_run(passes_on_mlir 1 ARGS "${WORK_DIR}/lowered.mlir" --passes cse
            ERR "ingot-opt: error:" "--passes cse applies to graph IR")
 expect_run(llvm_stage_alone 1 ARGS "${INPUT}" --pipeline lower-to-llvm
            ERR "ingot-opt: error:" "left '" "unconverted" "--until lower-to-llvm")
+expect_run(bad_dump_dir 1 ARGS "${INPUT}" --until fuse --dump-dir /proc/no_such_dir
+           ERR "ingot-opt: error:" "cannot create the --dump-dir directory")
 expect_run(bad_threads 1 ARGS "${INPUT}" --threads -1 ERR "ingot-opt: error:" "--threads")
 expect_run(exclusive_options 1 ARGS "${INPUT}" --pipeline fuse --until fuse ERR "ingot-opt: error:")
 file(WRITE "${WORK_DIR}/broken.ir" "func @f(%0: f32[2]) -> (f32[2]) {\n  return %7\n}\n")

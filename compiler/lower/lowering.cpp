@@ -199,6 +199,11 @@ std::vector<bool> live_nodes(const ir::Graph& graph) {
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
                           const std::vector<std::pair<size_t, size_t>>& donated,
                           const LoweringOptions& options) {
+  if (options.library_conv_min_k < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("LoweringOptions::library_conv_min_k is {}", options.library_conv_min_k),
+                "use 0 to send every f32/f64 convolution to the library, or a positive reduction length");
+  }
   LoweringContext ctx(graph, options);
   LoweredModule lowered;
   std::vector<std::string> params;

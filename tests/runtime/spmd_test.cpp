@@ -106,6 +106,28 @@ TEST(Spmd, AllGatherReduceScatterAndBroadcastThunks) {
   }
 }
 
+TEST(Spmd, TheDeviceThatFailedFirstIsReported) {
+  // Device 2 fails before the all_reduce; the other three then time out waiting for it. The
+  // caller must see device 2's error, not a timeout.
+  Runtime runtime(RuntimeOptions{.num_cpu_devices = 4});
+  const Mesh mesh({{"batch", 4}}, runtime.devices());
+  const NamedSharding split(mesh, PartitionSpec{"batch"});
+  auto group = make_local_gloo_group(4, /*timeout=*/1.0);
+  std::vector<Communicator*> comms;
+  for (const auto& g : group) comms.push_back(g.get());
+  Thunk breaks;
+  breaks.name = "breaks_on_device_2";
+  breaks.input_slots = {0};
+  breaks.output_slots = {1};
+  breaks.collective = [](Communicator& c, std::span<const Array>, std::span<Array>) {
+    if (c.rank() == 2) throw Error(ErrorCode::kInternal, "device 2 broke");
+  };
+  const Executable e({{{2, 3}, DType::kI32}, {{2, 3}, DType::kI32}, {{2, 3}, DType::kI32}}, 1,
+                     {breaks, all_reduce_thunk(0, 2, ReduceOp::kSum)}, {2}, {}, "breaks");
+  testing::expect_error([&] { run_spmd(e, {device_put(iota_i32({8, 3}), split)}, {split}, comms); },
+                        ErrorCode::kInternal, {"device 2 broke", "device 2 (cpu:2) failed first", "3 more devices"});
+}
+
 TEST(Spmd, ErrorsNameTheProblem) {
   FourDevices d;
   const Array sharded = device_put(iota_i32({8, 3}), d.split());
@@ -127,6 +149,9 @@ TEST(Spmd, ErrorsNameTheProblem) {
   const NamedSharding elsewhere(Mesh({{"batch", 2}}, other.devices()), PartitionSpec{"batch"});
   testing::expect_error([&] { run_spmd(gather, {sharded}, {elsewhere}, d.comms()); }, ErrorCode::kInvalidArgument,
                         {"out_shardings[0]"});
+  const NamedSharding too_long(d.mesh, PartitionSpec{"batch", {}, {}});
+  testing::expect_error([&] { run_spmd(gather, {sharded}, {too_long}, d.comms()); }, ErrorCode::kShapeMismatch,
+                        {"out_shardings[0]", "rank 2"});
   Thunk both = all_gather_thunk(0, 1);
   both.run = [](std::span<const Array>, std::span<Array>) {};
   testing::expect_error([&] { one_collective({2, 3}, {8, 3}, both); }, ErrorCode::kInvalidArgument,

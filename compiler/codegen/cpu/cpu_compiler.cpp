@@ -39,10 +39,11 @@
 namespace ingot::codegen {
 
 int resolve_threads(int num_threads) {
-  if (num_threads < 0) {
+  if (num_threads < 0 || num_threads > kMaxThreads) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("CpuCompileOptions::num_threads is {}", num_threads),
-                "use 0 for all hardware threads, 1 for serial loops, or a positive thread count");
+                fmt::format("use 0 for all hardware threads, 1 for serial loops, or a thread count up to {}",
+                            kMaxThreads));
   }
   if (num_threads > 0) return num_threads;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

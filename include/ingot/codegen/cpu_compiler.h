@@ -26,12 +26,15 @@ struct PipelineStage {
 /// fastest of 2^12, 2^15, 2^18, 2^21 on 2 cores).
 inline constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
+/// Largest CpuCompileOptions::num_threads accepted (libomp caps teams far lower anyway).
+inline constexpr int kMaxThreads = 1024;
+
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
 /// results as caller-provided out-params, deallocation, loops (outer parallel dims of big nests
 /// parallel), OpenMP, lowering to LLVM (the JIT's -O3 pipeline then vectorises loops for the host
 /// CPU, AVX-512 where present). `num_threads`: threads the parallel loops use, 0 for all hardware
-/// threads, 1 for serial code. Throws ingot::Error(kInvalidArgument) when negative.
+/// threads, 1 for serial code. Throws ingot::Error(kInvalidArgument) outside [0, kMaxThreads].
 std::vector<PipelineStage> default_cpu_pipeline(int num_threads = 0);
 
 /// Options of compile_cpu().
@@ -42,8 +45,9 @@ struct CpuCompileOptions {
   /// (00-input.mlir first) and the LLVM IR to `<dump_dir>/<NN>-llvm.ll`. Created if missing.
   std::string dump_dir;
   /// Threads the parallel loops of the default pipeline run on (OpenMP through libomp): 0 means
-  /// all hardware threads, 1 serial code (no OpenMP calls). Ignored when `pipeline` is given.
-  /// Negative: ingot::Error(kInvalidArgument).
+  /// all hardware threads, 1 serial loop nests (no OpenMP calls). Ignored when `pipeline` is
+  /// given. Library kernels the code calls (oneDNN GEMM, convolutions) use all cores regardless.
+  /// Outside [0, kMaxThreads]: ingot::Error(kInvalidArgument).
   int num_threads = 0;
   /// LLVM optimisation level (0-3) of the JIT.
   int opt_level = 3;

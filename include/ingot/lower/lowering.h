@@ -54,9 +54,9 @@ struct LoweringOptions {
   /// The loops stay selectable: bench/compiler_bench measures both (docs/compiler.md).
   bool library_conv = true;
   /// Below this K the generated loops are faster (LLVM unrolls and vectorises the short sum):
-  /// bench/compiler_bench's `conv` section measured loops 1.7-2.2x faster for K <= 45 and the
-  /// library 4-26x faster from K = 48 (f32, 2 cores). 0: every f32/f64 convolution calls the
-  /// library.
+  /// bench/compiler_bench's `conv` section measured loops 1.6-2.6x faster for K <= 45 and the
+  /// library 4-36x faster from K = 48 (f32, 2 cores). 0: every f32/f64 convolution calls the
+  /// library. Negative: lower_graph throws ingot::Error(kInvalidArgument).
   int64_t library_conv_min_k = 48;
 };
 

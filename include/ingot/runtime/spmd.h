@@ -30,8 +30,9 @@ Thunk broadcast_thunk(size_t in, size_t out, int root);
 /// the per-device shape times the number of parts of each dim; replicated dims must hold equal
 /// copies (not checked, as jax.shard_map's out_specs).
 ///
-/// Blocks until every device finished; rethrows the first device's error (after all devices
-/// stopped). Errors (ingot::Error): arguments sharded over different meshes, or an out_sharding
+/// Blocks until every device finished; then rethrows the error of the device that failed first
+/// (the others typically fail after it, timing out in a collective), with the context
+/// "run_spmd: device p (<name>) failed first; k more devices failed after it". Errors (ingot::Error): arguments sharded over different meshes, or an out_sharding
 /// over another mesh (kInvalidArgument naming the index); no arguments (kInvalidArgument);
 /// `communicators` neither empty nor one per device with communicators[p]->rank() == p
 /// (kInvalidArgument); out_shardings.size() != the executable's outputs (kInvalidArgument).

@@ -263,7 +263,7 @@ TEST_P(ParityConv, LayoutsGroupsDilations) {
 
 TEST_P(ParityConv, StridedLastDimsAfterElementwiseProducers) {
   // Strides, groups and reversed windows on the last (fastest) dim, fed by elementwise ops that the
-  // fuse stage merges into the window ops: the vectorize stage must not treat them as contiguous.
+  // fuse stage merges into the window ops: the generated loops must not treat them as contiguous.
   Builder b;
   const ir::ValueId x = b.g.add_node("negate", {b.param(random_array({2, 41}, DType::kF32, 95))})[0];
   const ir::ValueId zero = b.param(Array::scalar(0, DType::kF32));
