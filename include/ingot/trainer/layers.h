@@ -1,0 +1,211 @@
+// Layers (keras.layers): Layer base with build/call, the LayerContext that binds variables to
+// traced tensors, and the core layers Dense, Conv2D, MaxPooling2D, Flatten, Reshape, Activation.
+//
+// A layer's forward pass is a function of ingot::Tensor (traced into the graph IR, then
+// interpreted or compiled); its variables are read through the LayerContext, which maps each
+// Variable to the Tensor the step function received for it (Keras 3's stateless call).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ingot/trace/ops.h"
+#include "ingot/trace/tensor.h"
+#include "ingot/trainer/initializers.h"
+#include "ingot/trainer/variable.h"
+
+namespace ingot {
+
+/// What a layer's call sees besides its input: the traced value of every variable, the training
+/// flag, and where to report losses (regularizers) and new values of non-trainable variables.
+class LayerContext {
+ public:
+  /// `training`: forward pass of train_step (true) or test/predict (false). `build_mode`:
+  /// variables that are not bound read as constants of their current value (used while
+  /// inferring shapes; such a graph is never run for training).
+  explicit LayerContext(bool training, bool build_mode = false) : training_(training), build_mode_(build_mode) {}
+  /// Binds `variable` to `value` (its tensor in the step being traced).
+  void bind(const Variable& variable, Tensor value);
+  /// The traced value of `variable`. Throws ingot::Error(kNotFound) naming the variable when it
+  /// is not bound (a variable created outside the model's layers).
+  Tensor value(const Variable& variable) const;
+  bool training() const { return training_; }
+  /// True while a model infers shapes (Model::build_model).
+  bool build_mode() const { return build_mode_; }
+  /// Adds a loss term (e.g. a regularizer) to the step's loss.
+  void add_loss(Tensor loss) { losses_.push_back(std::move(loss)); }
+  const std::vector<Tensor>& losses() const { return losses_; }
+  /// A new value for a non-trainable variable (e.g. a moving average), returned as state.
+  void set_value(const Variable& variable, Tensor value);
+  std::optional<Tensor> new_value(const Variable& variable) const;
+
+ private:
+  bool training_;
+  bool build_mode_;
+  std::map<const Variable*, Tensor> values_;
+  std::map<const Variable*, Tensor> updates_;
+  std::vector<Tensor> losses_;
+};
+
+/// Base of every layer (keras.layers.Layer): variables created in build(input_shape), the forward
+/// pass in call(ctx, x). Input shapes include the batch dim.
+class Layer {
+ public:
+  explicit Layer(std::string name = "");
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  /// Sets the name (models name unnamed layers "dense", "dense_1", ... as Keras).
+  void set_name(std::string name) { name_ = std::move(name); }
+  /// Keras class name, e.g. "Dense" (summary() prints it).
+  virtual std::string class_name() const = 0;
+
+  /// Creates the variables for inputs of `input_shape`. Default: none.
+  virtual void build(const Shape& input_shape) { (void)input_shape; }
+  /// The forward pass: x (batch, ...) -> output. Called with traced tensors.
+  virtual Tensor call(LayerContext& ctx, const Tensor& x) = 0;
+  /// Builds on the first call (with x's shape), then calls call().
+  Tensor operator()(LayerContext& ctx, const Tensor& x);
+  bool built() const { return built_; }
+
+  /// Every variable of this layer and its sublayers, in creation order.
+  std::vector<Variable*> variables();
+  std::vector<Variable*> trainable_variables();
+  std::vector<Variable*> non_trainable_variables();
+  /// Total number of elements of the variables (summary's "Param #").
+  int64_t count_params();
+
+  /// The seed variables are initialised from (a model assigns one to unseeded layers).
+  std::optional<uint64_t> seed() const { return seed_; }
+  void set_seed(uint64_t seed) { seed_ = seed; }
+
+ protected:
+  /// Creates a variable "<layer name>/<name>" initialised by `initializer` with seed
+  /// (layer seed, weight index). Call from build().
+  Variable& add_weight(const std::string& name, const Shape& shape, const Initializer& initializer,
+                       bool trainable = true, DType dtype = DType::kF32);
+  /// Tracks `layer` as a sublayer (its variables are this layer's too); returns it.
+  template <class L>
+  std::shared_ptr<L> track(std::shared_ptr<L> layer) {
+    sublayers_.push_back(layer);
+    return layer;
+  }
+  const std::vector<std::shared_ptr<Layer>>& sublayers() const { return sublayers_; }
+  void mark_built() { built_ = true; }
+
+ private:
+  std::string name_;
+  bool built_ = false;
+  std::optional<uint64_t> seed_;
+  std::vector<std::unique_ptr<Variable>> variables_;
+  std::vector<std::shared_ptr<Layer>> sublayers_;
+};
+
+/// Activation functions by Keras name: "linear" (identity), "relu", "sigmoid", "tanh", "softmax"
+/// (last axis). Unknown: ingot::Error(kNotFound) listing the names.
+Tensor apply_activation(const std::string& name, const Tensor& x);
+/// Throws what apply_activation throws for an unknown name; nothing otherwise.
+void check_activation(const std::string& name);
+
+/// keras.layers.Dense: y = activation(x @ kernel + bias); x (batch, ..., in) -> (batch, ..., units).
+/// Variables: kernel (in, units), bias (units,).
+struct DenseOptions {
+  int64_t units = 0;                  ///< > 0
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = initializers::glorot_uniform();
+  Initializer bias_initializer = initializers::zeros();
+  std::string name;
+};
+class Dense final : public Layer {
+ public:
+  explicit Dense(DenseOptions options);
+  std::string class_name() const override { return "Dense"; }
+  void build(const Shape& input_shape) override;
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  DenseOptions o_;
+  Variable* kernel_ = nullptr;
+  Variable* bias_ = nullptr;
+};
+
+/// keras.layers.Conv2D (channels_last): x (batch, h, w, in) -> (batch, oh, ow, filters).
+/// Variables: kernel (kh, kw, in, filters), bias (filters,).
+struct Conv2DLayerOptions {
+  int64_t filters = 0;                           ///< > 0
+  std::vector<int64_t> kernel_size = {3, 3};
+  std::vector<int64_t> strides = {1, 1};
+  std::string padding = "valid";                 ///< "valid" or "same"
+  std::string activation = "linear";
+  bool use_bias = true;
+  Initializer kernel_initializer = initializers::glorot_uniform();
+  Initializer bias_initializer = initializers::zeros();
+  std::string name;
+};
+class Conv2D final : public Layer {
+ public:
+  explicit Conv2D(Conv2DLayerOptions options);
+  std::string class_name() const override { return "Conv2D"; }
+  void build(const Shape& input_shape) override;
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  Conv2DLayerOptions o_;
+  Variable* kernel_ = nullptr;
+  Variable* bias_ = nullptr;
+};
+
+/// keras.layers.MaxPooling2D (channels_last); strides default to the pool size.
+struct MaxPooling2DOptions {
+  std::vector<int64_t> pool_size = {2, 2};
+  std::vector<int64_t> strides;  ///< empty: pool_size
+  std::string padding = "valid";
+  std::string name;
+};
+class MaxPooling2D final : public Layer {
+ public:
+  explicit MaxPooling2D(MaxPooling2DOptions options = {});
+  std::string class_name() const override { return "MaxPooling2D"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  MaxPooling2DOptions o_;
+};
+
+/// keras.layers.Flatten: (batch, d1, d2, ...) -> (batch, d1 * d2 * ...).
+class Flatten final : public Layer {
+ public:
+  explicit Flatten(std::string name = "") : Layer(std::move(name)) {}
+  std::string class_name() const override { return "Flatten"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+};
+
+/// keras.layers.Reshape: (batch, ...) -> (batch, target_shape...); one entry may be -1.
+class Reshape final : public Layer {
+ public:
+  explicit Reshape(Shape target_shape, std::string name = "");
+  std::string class_name() const override { return "Reshape"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  Shape target_;
+};
+
+/// keras.layers.Activation by name (apply_activation).
+class Activation final : public Layer {
+ public:
+  explicit Activation(std::string activation, std::string name = "");
+  std::string class_name() const override { return "Activation"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  std::string activation_;
+};
+
+}  // namespace ingot

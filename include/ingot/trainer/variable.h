@@ -1,0 +1,58 @@
+// Variable: a named, mutable model state array (Keras's keras.Variable): kernels, biases,
+// moving statistics. The trainer purges a variable's own copy while a compiled step holds the
+// live value (donated state) and syncs it back (TRAINER_SEMANTICS.md, "State is explicit").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ingot/runtime/array.h"
+#include "ingot/ir/graph.h"
+#include "ingot/runtime/sharding.h"
+
+namespace ingot {
+
+/// A model variable: name (e.g. "dense/kernel"), shape, dtype, whether gradients update it, and
+/// its value. Not thread-safe (one trainer uses it at a time).
+class Variable {
+ public:
+  /// A variable holding `value` (its shape and dtype are the variable's for its lifetime).
+  /// Throws ingot::Error(kInvalidArgument) for an empty name or an invalid Array.
+  Variable(std::string name, Array value, bool trainable = true);
+
+  const std::string& name() const { return name_; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  ir::TensorType type() const { return {shape_, dtype_}; }
+  bool trainable() const { return trainable_; }
+
+  /// The current value. Throws ingot::Error(kFailedPrecondition) while purged (a fit holds the
+  /// live value; callbacks get synced values through the trainer).
+  const Array& value() const;
+  /// Replaces the value (copied into a new buffer, so the caller's array stays independent).
+  /// Throws ingot::Error(kShapeMismatch / kDTypeMismatch) naming the variable and both types;
+  /// nothing changes then.
+  void assign(const Array& value);
+
+  /// Trainer internals: drop the own copy (the compiled step's donated state is the live value)
+  /// and take a value back without copying. `sync` checks shape and dtype like assign.
+  void purge();
+  bool purged() const { return !value_.valid(); }
+  void sync(Array value);
+
+  /// The sharding recorded for the variable's state (single device when unset).
+  const std::optional<NamedSharding>& sharding() const { return sharding_; }
+  void set_sharding(std::optional<NamedSharding> sharding) { sharding_ = std::move(sharding); }
+
+ private:
+  void check(const Array& value, const char* what) const;
+
+  std::string name_;
+  Shape shape_;
+  DType dtype_;
+  bool trainable_;
+  Array value_;
+  std::optional<NamedSharding> sharding_;
+};
+
+}  // namespace ingot

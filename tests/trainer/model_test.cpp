@@ -1,0 +1,144 @@
+// Variables, initializers, layers and Sequential models: building by shape inference, names,
+// summary, compiled prediction against a hand computation and the interpreter, weights get/set.
+#include "ingot/trainer/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ingot/interp/interpreter.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+using testing::expect_error;
+
+TEST(Initializers, FansAndRanges) {
+  EXPECT_EQ(initializers::compute_fans({784, 128}), (std::pair<double, double>{784, 128}));
+  EXPECT_EQ(initializers::compute_fans({3, 3, 32, 64}), (std::pair<double, double>{288, 576}));
+  const Array g = initializers::glorot_uniform()({100, 50}, DType::kF32, 7);
+  const double limit = std::sqrt(6.0 / 150.0);
+  double lo = 1, hi = -1;
+  for (float v : g.to_vector<float>()) {
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+  }
+  EXPECT_GE(lo, -limit);
+  EXPECT_LE(hi, limit);
+  EXPECT_LT(lo, -0.9 * limit);  // 5000 draws reach near both ends
+  EXPECT_GT(hi, 0.9 * limit);
+  EXPECT_EQ(g.to_vector<float>(), initializers::glorot_uniform()({100, 50}, DType::kF32, 7).to_vector<float>());
+  EXPECT_NE(g.to_vector<float>(), initializers::glorot_uniform()({100, 50}, DType::kF32, 8).to_vector<float>());
+  // he_normal: variance 2 / fan_in (Keras rescales the truncated normal), values within 2 sigma'.
+  const Array h = initializers::he_normal()({400, 100}, DType::kF32, 3);
+  double sum2 = 0;
+  for (float v : h.to_vector<float>()) sum2 += double(v) * v;
+  EXPECT_NEAR(sum2 / 40000.0, 2.0 / 400.0, 0.15 * 2.0 / 400.0);
+  expect_error([] { initializers::get("orthogonal"); }, ErrorCode::kNotFound, {"orthogonal", "glorot_uniform"});
+  expect_error([] { initializers::he_normal()({2}, DType::kI32, 0); }, ErrorCode::kInvalidArgument, {"he_normal", "i32"});
+}
+
+TEST(Variable, AssignChecksAndPurge) {
+  Variable v("w", Array::zeros({2, 3}, DType::kF32));
+  Array source = Array::full({2, 3}, 1.5, DType::kF32);
+  v.assign(source);
+  source.data<float>()[0] = 9;  // the variable holds its own copy
+  EXPECT_EQ(v.value().to_vector<float>(), std::vector<float>(6, 1.5f));
+  expect_error([&] { v.assign(Array::zeros({3, 2}, DType::kF32)); }, ErrorCode::kShapeMismatch, {"'w'", "(2, 3)", "(3, 2)"});
+  expect_error([&] { v.assign(Array::zeros({2, 3}, DType::kF64)); }, ErrorCode::kDTypeMismatch, {"'w'", "f64"});
+  EXPECT_EQ(v.value().to_vector<float>(), std::vector<float>(6, 1.5f));  // unchanged
+  v.purge();
+  expect_error([&] { v.value(); }, ErrorCode::kFailedPrecondition, {"'w'", "purged"});
+  v.sync(Array::full({2, 3}, 2.0, DType::kF32));
+  EXPECT_EQ(v.value().to_vector<float>(), std::vector<float>(6, 2.0f));
+}
+
+TEST(Sequential, BuildsByShapeNamesLayersAndSummarises) {
+  Sequential model({std::make_shared<Flatten>(), std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
+                    std::make_shared<Dense>(DenseOptions{.units = 10, .activation = "softmax"})});
+  EXPECT_FALSE(model.input_type().has_value());
+  model.build_model({1, 28, 28});
+  std::vector<std::string> names;
+  for (Variable* v : model.variables()) names.push_back(v->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"}));
+  EXPECT_EQ(model.variables()[0]->shape(), (Shape{784, 16}));
+  EXPECT_EQ(model.count_params(), 784 * 16 + 16 + 16 * 10 + 10);
+  const std::string s = model.summary();
+  for (const char* want : {"Model: \"sequential\"", "flatten (Flatten)", "(None, 784)", "dense_1 (Dense)", "(None, 10)",
+                           "12730", "Total params: 12730", "Trainable params: 12730", "Non-trainable params: 0"}) {
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+  }
+  // Same seed, same weights; another model seed, other weights.
+  Sequential again({std::make_shared<Flatten>(), std::make_shared<Dense>(DenseOptions{.units = 16})});
+  again.build_model({1, 28, 28});
+  EXPECT_EQ(again.get_weights()[0].to_vector<float>(), model.get_weights()[0].to_vector<float>());
+  Sequential other({std::make_shared<Flatten>(), std::make_shared<Dense>(DenseOptions{.units = 16})}, {.seed = 1});
+  other.build_model({1, 28, 28});
+  EXPECT_NE(other.get_weights()[0].to_vector<float>(), model.get_weights()[0].to_vector<float>());
+}
+
+TEST(Sequential, PredictOnBatchMatchesAHandComputation) {
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 2, .activation = "relu"})});
+  model.build_model({1, 3});
+  model.set_weights({testing::f32({1, -1, 0.5f, 2, 0, -3}, {3, 2}), testing::f32({0.25f, -1}, {2})});
+  // W = [[1, -1], [0.5, 2], [0, -3]], b = [0.25, -1].
+  const Array x = testing::f32({2, 1, 0, 0, 1, 1}, {2, 3});
+  // x @ W = [[2 + 0.5 + 0, -2 + 0 + 0], [0 + 0.5 + 0, 0 + 0 - 3]] = [[2.5, -2], [0.5, -3]]
+  // + b = [[2.75, -3], [0.75, -4]]; relu = [[2.75, 0], [0.75, 0]]
+  EXPECT_EQ(model.predict_on_batch(x).to_vector<float>(), (std::vector<float>{2.75f, 0, 0.75f, 0}));
+  // Another batch size reuses the model (and compiles one more signature).
+  EXPECT_EQ(model.predict_on_batch(testing::f32({2, 1, 0}, {1, 3})).to_vector<float>(), (std::vector<float>{2.75f, 0}));
+  expect_error([&] { model.predict_on_batch(testing::f32({1, 2, 3, 4}, {1, 4})); }, ErrorCode::kShapeMismatch,
+               {"sequential", "(1, 4)"});
+}
+
+TEST(Sequential, CnnForwardCompiledMatchesTheInterpreter) {
+  Sequential model({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4, .activation = "relu"}),
+                    std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(),
+                    std::make_shared<Dense>(DenseOptions{.units = 10, .activation = "softmax"})});
+  Array x = Array::zeros({2, 10, 10, 1}, DType::kF32);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+  const Array y = model.predict_on_batch(x);
+  ASSERT_EQ(y.shape(), (Shape{2, 10}));
+  EXPECT_NE(model.summary().find("(None, 4, 4, 4)"), std::string::npos) << model.summary();
+  std::vector<ir::TensorType> types;
+  std::vector<Array> args;
+  for (Variable* v : model.variables()) {
+    types.push_back(v->type());
+    args.push_back(v->value());
+  }
+  types.push_back({x.shape(), x.dtype()});
+  args.push_back(x);
+  const Array want = interp::interpret(trace(model.forward_fn(false), types, "cnn"), args).at(0);
+  const std::vector<float> a = y.to_vector<float>(), b = want.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+  for (int r = 0; r < 2; ++r) {
+    double s = 0;
+    for (int c = 0; c < 10; ++c) s += a[static_cast<size_t>(r * 10 + c)];
+    EXPECT_NEAR(s, 1.0, 1e-5);
+  }
+}
+
+TEST(Sequential, BadLayersAndWeightsAreErrorsThatChangeNothing) {
+  expect_error([] { Dense(DenseOptions{.units = 0}); }, ErrorCode::kInvalidArgument, {"Dense", "units", "0"});
+  expect_error([] { Dense(DenseOptions{.units = 3, .activation = "gelu"}); }, ErrorCode::kNotFound, {"gelu", "relu"});
+  expect_error([] { Conv2D(Conv2DLayerOptions{.filters = 2, .padding = "full"}); }, ErrorCode::kInvalidArgument,
+               {"Conv2D", "full"});
+  expect_error([] { Reshape({-1, -1}); }, ErrorCode::kInvalidArgument, {"Reshape", "-1"});
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 2})});
+  model.build_model({4, 3});
+  const std::vector<Array> before = model.get_weights();
+  expect_error([&] { model.set_weights({Array::zeros({3, 2}, DType::kF32), Array::zeros({3}, DType::kF32)}); },
+               ErrorCode::kShapeMismatch, {"dense/bias", "(2,)", "(3,)"});
+  EXPECT_EQ(model.get_weights()[0].to_vector<float>(), before[0].to_vector<float>());
+  expect_error([&] { model.set_weights({}); }, ErrorCode::kInvalidArgument, {"0 arrays", "2 variables"});
+  expect_error([&] { model.add(std::make_shared<Flatten>()); }, ErrorCode::kFailedPrecondition, {"already built"});
+  expect_error([&] { model.build_model({4, 5}); }, ErrorCode::kShapeMismatch, {"(4, 3)", "(4, 5)"});
+  expect_error([] { Sequential().build_model({1, 2}); }, ErrorCode::kFailedPrecondition, {"no layers"});
+  Sequential conv({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2})});
+  expect_error([&] { conv.build_model({2, 5}); }, ErrorCode::kShapeMismatch, {"Conv2D", "rank 4", "(2, 5)"});
+}
+
+}  // namespace
+}  // namespace ingot

@@ -1,0 +1,236 @@
+// Layers (include/ingot/trainer/layers.h).
+#include "ingot/trainer/layers.h"
+
+#include <fmt/format.h>
+
+namespace ingot {
+
+// ---- LayerContext ---------------------------------------------------------------------------
+
+void LayerContext::bind(const Variable& variable, Tensor value) { values_.insert_or_assign(&variable, std::move(value)); }
+
+Tensor LayerContext::value(const Variable& variable) const {
+  if (auto it = values_.find(&variable); it != values_.end()) return it->second;
+  if (build_mode_) return constant(variable.value());
+  throw Error(ErrorCode::kNotFound,
+              fmt::format("variable '{}' is not part of the state of the step being traced", variable.name()),
+              "create variables with add_weight in a layer that the model tracks (Sequential::add or track())");
+}
+
+void LayerContext::set_value(const Variable& variable, Tensor value) {
+  updates_.insert_or_assign(&variable, std::move(value));
+}
+
+std::optional<Tensor> LayerContext::new_value(const Variable& variable) const {
+  if (auto it = updates_.find(&variable); it != updates_.end()) return it->second;
+  return std::nullopt;
+}
+
+// ---- Layer ----------------------------------------------------------------------------------
+
+Layer::Layer(std::string name) : name_(std::move(name)) {}
+
+Tensor Layer::operator()(LayerContext& ctx, const Tensor& x) {
+  if (!built_) {
+    build(x.shape());
+    built_ = true;
+  }
+  try {
+    return call(ctx, x);
+  } catch (const Error& e) {
+    throw e.with_context(fmt::format("layer '{}' ({}) on input {}", name_, class_name(), shape_to_string(x.shape())));
+  }
+}
+
+Variable& Layer::add_weight(const std::string& name, const Shape& shape, const Initializer& initializer,
+                            bool trainable, DType dtype) {
+  const uint64_t seed = seed_.value_or(0) * 1000003u + variables_.size();
+  variables_.push_back(std::make_unique<Variable>(name_ + "/" + name, initializer(shape, dtype, seed), trainable));
+  return *variables_.back();
+}
+
+std::vector<Variable*> Layer::variables() {
+  std::vector<Variable*> out;
+  for (const auto& v : variables_) out.push_back(v.get());
+  for (const auto& l : sublayers_) {
+    for (Variable* v : l->variables()) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<Variable*> Layer::trainable_variables() {
+  std::vector<Variable*> out;
+  for (Variable* v : variables()) {
+    if (v->trainable()) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<Variable*> Layer::non_trainable_variables() {
+  std::vector<Variable*> out;
+  for (Variable* v : variables()) {
+    if (!v->trainable()) out.push_back(v);
+  }
+  return out;
+}
+
+int64_t Layer::count_params() {
+  int64_t n = 0;
+  for (Variable* v : variables()) n += num_elements(v->shape());
+  return n;
+}
+
+// ---- activations ----------------------------------------------------------------------------
+
+void check_activation(const std::string& name) {
+  for (const char* known : {"", "linear", "relu", "sigmoid", "tanh", "softmax"}) {
+    if (name == known) return;
+  }
+  throw Error(ErrorCode::kNotFound, fmt::format("unknown activation '{}'", name),
+              "known: linear, relu, sigmoid, tanh, softmax");
+}
+
+Tensor apply_activation(const std::string& name, const Tensor& x) {
+  check_activation(name);
+  if (name == "linear" || name.empty()) return x;
+  if (name == "relu") return relu(x);
+  if (name == "sigmoid") return sigmoid(x);
+  if (name == "tanh") return tanh(x);
+  return softmax(x, -1);
+}
+
+namespace {
+
+void require_positive(int64_t value, const char* layer, const char* option) {
+  if (value <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} must be > 0, got {}", layer, option, value));
+  }
+}
+
+void require_pair(const std::vector<int64_t>& v, const char* layer, const char* option) {
+  if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} must be two positive sizes, got ({})", layer, option, fmt::join(v, ", ")));
+  }
+}
+
+void require_padding(const std::string& padding, const char* layer) {
+  if (padding != "valid" && padding != "same") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: padding must be \"valid\" or \"same\", got \"{}\"", layer, padding));
+  }
+}
+
+void require_rank(const Shape& shape, size_t rank, const char* layer, const char* what) {
+  if (shape.size() != rank) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{} expects inputs of rank {} ({}), got shape {}", layer, rank, what, shape_to_string(shape)),
+                "check the model's input shape");
+  }
+}
+
+}  // namespace
+
+// ---- Dense ----------------------------------------------------------------------------------
+
+Dense::Dense(DenseOptions options) : Layer(options.name), o_(std::move(options)) {
+  require_positive(o_.units, "Dense", "units");
+  check_activation(o_.activation);
+}
+
+void Dense::build(const Shape& input_shape) {
+  if (input_shape.size() < 2) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Dense '{}' expects inputs (batch, ..., features), got shape {}", name(),
+                            shape_to_string(input_shape)));
+  }
+  kernel_ = &add_weight("kernel", {input_shape.back(), o_.units}, o_.kernel_initializer);
+  if (o_.use_bias) bias_ = &add_weight("bias", {o_.units}, o_.bias_initializer);
+}
+
+Tensor Dense::call(LayerContext& ctx, const Tensor& x) {
+  if (x.dim(-1) != kernel_->shape()[0]) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Dense '{}' was built for {} input features, got input shape {}", name(),
+                            kernel_->shape()[0], shape_to_string(x.shape())),
+                "feed inputs of the shape the model was built for");
+  }
+  Tensor y = matmul(x, ctx.value(*kernel_));
+  if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  return apply_activation(o_.activation, y);
+}
+
+// ---- Conv2D ---------------------------------------------------------------------------------
+
+Conv2D::Conv2D(Conv2DLayerOptions options) : Layer(options.name), o_(std::move(options)) {
+  require_positive(o_.filters, "Conv2D", "filters");
+  require_pair(o_.kernel_size, "Conv2D", "kernel_size");
+  require_pair(o_.strides, "Conv2D", "strides");
+  require_padding(o_.padding, "Conv2D");
+  check_activation(o_.activation);
+}
+
+void Conv2D::build(const Shape& input_shape) {
+  require_rank(input_shape, 4, "Conv2D", "batch, height, width, channels");
+  kernel_ = &add_weight("kernel", {o_.kernel_size[0], o_.kernel_size[1], input_shape[3], o_.filters},
+                        o_.kernel_initializer);
+  if (o_.use_bias) bias_ = &add_weight("bias", {o_.filters}, o_.bias_initializer);
+}
+
+Tensor Conv2D::call(LayerContext& ctx, const Tensor& x) {
+  require_rank(x.shape(), 4, "Conv2D", "batch, height, width, channels");
+  Tensor y = conv2d(x, ctx.value(*kernel_), {.strides = o_.strides, .padding = o_.padding});
+  if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  return apply_activation(o_.activation, y);
+}
+
+// ---- MaxPooling2D, Flatten, Reshape, Activation -----------------------------------------------
+
+MaxPooling2D::MaxPooling2D(MaxPooling2DOptions options) : Layer(options.name), o_(std::move(options)) {
+  require_pair(o_.pool_size, "MaxPooling2D", "pool_size");
+  if (o_.strides.empty()) o_.strides = o_.pool_size;
+  require_pair(o_.strides, "MaxPooling2D", "strides");
+  require_padding(o_.padding, "MaxPooling2D");
+}
+
+Tensor MaxPooling2D::call(LayerContext&, const Tensor& x) {
+  require_rank(x.shape(), 4, "MaxPooling2D", "batch, height, width, channels");
+  return max_pool2d(x, o_.pool_size, o_.strides, o_.padding);
+}
+
+Tensor Flatten::call(LayerContext&, const Tensor& x) {
+  if (x.rank() < 1) throw Error(ErrorCode::kShapeMismatch, "Flatten expects inputs with a batch dim, got a scalar");
+  int64_t features = 1;
+  for (int64_t d = 1; d < x.rank(); ++d) features *= x.dim(d);
+  return reshape(x, {x.dim(0), features});
+}
+
+Reshape::Reshape(Shape target_shape, std::string name) : Layer(std::move(name)), target_(std::move(target_shape)) {
+  if (std::count(target_.begin(), target_.end(), -1) > 1 ||
+      std::any_of(target_.begin(), target_.end(), [](int64_t d) { return d < -1; })) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Reshape: target_shape {} may hold sizes >= 0 and at most one -1", shape_to_string(target_)));
+  }
+}
+
+Tensor Reshape::call(LayerContext&, const Tensor& x) {
+  int64_t known = 1, per_sample = 1;
+  for (int64_t d : target_) known *= d == -1 ? 1 : d;
+  for (int64_t d = 1; d < x.rank(); ++d) per_sample *= x.dim(d);
+  Shape shape = {x.dim(0)};
+  for (int64_t d : target_) shape.push_back(d == -1 && known > 0 ? per_sample / known : d);
+  if (num_elements(shape) != x.size()) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Reshape: cannot reshape {} to (batch,) + {}", shape_to_string(x.shape()), shape_to_string(target_)),
+                "the target shape must hold as many elements per sample as the input");
+  }
+  return reshape(x, shape);
+}
+
+Activation::Activation(std::string activation, std::string name)
+    : Layer(std::move(name)), activation_(std::move(activation)) {
+  check_activation(activation_);
+}
+
+Tensor Activation::call(LayerContext&, const Tensor& x) { return apply_activation(activation_, x); }
+
+}  // namespace ingot

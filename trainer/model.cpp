@@ -1,0 +1,180 @@
+// Model and Sequential (include/ingot/trainer/model.h).
+#include "ingot/trainer/model.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <map>
+#include <sstream>
+
+namespace ingot {
+
+namespace {
+
+/// "MaxPooling2D" -> "max_pooling2d" (Keras's auto names).
+std::string snake_case(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (std::isupper(static_cast<unsigned char>(c)) != 0) {
+      if (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1])) == 0) out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s.end()); }
+
+}  // namespace
+
+Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {}
+
+void Model::name_and_seed(Layer& layer) {
+  if (layer.name().empty()) {
+    const std::string base = snake_case(layer.class_name());
+    std::string name = base;
+    for (int i = 1; std::any_of(sublayers().begin(), sublayers().end(),
+                                [&](const auto& l) { return l.get() != &layer && l->name() == name; });
+         ++i) {
+      name = fmt::format("{}_{}", base, i);
+    }
+    layer.set_name(name);
+  }
+  if (!layer.seed()) layer.set_seed(options_.seed + static_cast<uint64_t>(layer_count_));
+  ++layer_count_;
+}
+
+void Model::build_model(const Shape& input_shape, DType dtype) {
+  if (input_type_) {
+    if (per_sample(input_type_->shape) != per_sample(input_shape) || input_type_->dtype != dtype) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("model '{}' was built for inputs {} {}, now asked for {} {}", name(),
+                              dtype_name(input_type_->dtype), shape_to_string(input_type_->shape),
+                              dtype_name(dtype), shape_to_string(input_shape)),
+                  "feed inputs of the shape the model was built for (only the batch size may differ)");
+    }
+    return;
+  }
+  output_shapes_.clear();
+  TraceFn fn = [this](const std::vector<Tensor>& a) {
+    LayerContext ctx(/*training=*/false, /*build_mode=*/true);
+    return std::vector<Tensor>{(*this)(ctx, a[0])};
+  };
+  trace(fn, {{input_shape, dtype}}, name() + "_build");
+  input_type_ = ir::TensorType{input_shape, dtype};
+}
+
+TraceFn Model::forward_fn(bool training) {
+  return [this, training](const std::vector<Tensor>& a) {
+    std::vector<Variable*> vars = variables();
+    LayerContext ctx(training);
+    for (size_t i = 0; i < vars.size(); ++i) ctx.bind(*vars[i], a[i]);
+    return std::vector<Tensor>{(*this)(ctx, a.back())};
+  };
+}
+
+void Model::check_input(const Array& x) const {
+  if (per_sample(x.shape()) != per_sample(input_type_->shape) || x.dtype() != input_type_->dtype) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("model '{}' expects inputs {} (batch, {}), got {} {}", name(),
+                            dtype_name(input_type_->dtype), fmt::join(per_sample(input_type_->shape), ", "),
+                            dtype_name(x.dtype()), shape_to_string(x.shape())),
+                "feed inputs of the shape the model was built for (only the batch size may differ)");
+  }
+}
+
+Array Model::predict_on_batch(const Array& x) {
+  if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, "predict_on_batch: x is an invalid Array");
+  if (!input_type_) build_model(x.shape(), x.dtype());
+  check_input(x);
+  if (!predict_) predict_.emplace(jit(forward_fn(false), {.name = name() + "_predict"}));
+  std::vector<Array> args;
+  for (Variable* v : variables()) args.push_back(v->value());
+  args.push_back(to_host(x));
+  return (*predict_)(args).at(0);
+}
+
+std::vector<Array> Model::get_weights() {
+  std::vector<Array> out;
+  for (Variable* v : variables()) out.push_back(v->value().clone());
+  return out;
+}
+
+void Model::set_weights(const std::vector<Array>& weights) {
+  std::vector<Variable*> vars = variables();
+  if (weights.size() != vars.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("set_weights: {} arrays for model '{}' with {} variables", weights.size(), name(), vars.size()),
+                "pass one array per variable, in get_weights() order");
+  }
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (!weights[i].valid() || weights[i].shape() != vars[i]->shape() || weights[i].dtype() != vars[i]->dtype()) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("set_weights: variable '{}' is {} {}, the array is {}", vars[i]->name(),
+                              dtype_name(vars[i]->dtype()), shape_to_string(vars[i]->shape()),
+                              weights[i].valid() ? fmt::format("{} {}", dtype_name(weights[i].dtype()),
+                                                               shape_to_string(weights[i].shape()))
+                                                 : std::string("invalid")),
+                  "nothing was changed; pass arrays of the variables' shapes and dtypes");
+    }
+  }
+  for (size_t i = 0; i < vars.size(); ++i) vars[i]->assign(weights[i]);
+}
+
+std::string Model::summary() {
+  std::ostringstream out;
+  out << fmt::format("Model: \"{}\"\n", name());
+  const std::string rule(72, '-');
+  out << rule << "\n" << fmt::format("{:<34}{:<26}{:>12}\n", "Layer (type)", "Output Shape", "Param #") << rule << "\n";
+  for (const auto& layer : sublayers()) {
+    std::string shape = "?";
+    for (const auto& [l, s] : output_shapes_) {
+      if (l == layer.get()) shape = "(None, " + fmt::format("{}", fmt::join(per_sample(s), ", ")) + ")";
+    }
+    out << fmt::format("{:<34}{:<26}{:>12}\n", fmt::format("{} ({})", layer->name(), layer->class_name()), shape,
+                       layer->count_params());
+  }
+  int64_t trainable = 0, total = count_params();
+  for (Variable* v : trainable_variables()) trainable += num_elements(v->shape());
+  out << rule << "\n"
+      << fmt::format("Total params: {}\nTrainable params: {}\nNon-trainable params: {}\n", total, trainable,
+                     total - trainable);
+  return out.str();
+}
+
+Sequential::Sequential(ModelOptions options)
+    : Model(ModelOptions{options.name.empty() ? "sequential" : options.name, options.seed}) {}
+
+Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, ModelOptions options) : Sequential(std::move(options)) {
+  for (auto& l : layers) add(std::move(l));
+}
+
+void Sequential::add(std::shared_ptr<Layer> layer) {
+  if (!layer) throw Error(ErrorCode::kInvalidArgument, fmt::format("Sequential '{}': add() got a null layer", name()));
+  if (input_type()) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("Sequential '{}' is already built; cannot add layer '{}'", name(), layer->name()),
+                "add every layer before building, fitting or predicting");
+  }
+  track(layer);
+  name_and_seed(*layer);
+  layers_.push_back(std::move(layer));
+}
+
+Tensor Sequential::call(LayerContext& ctx, const Tensor& x) {
+  if (layers_.empty()) {
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("Sequential '{}' has no layers", name()),
+                "add layers before building or calling the model");
+  }
+  Tensor h = x;
+  for (const auto& layer : layers_) {
+    h = (*layer)(ctx, h);
+    if (ctx.build_mode()) record_output(*layer, h.shape());
+  }
+  return h;
+}
+
+}  // namespace ingot
