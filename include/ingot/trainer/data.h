@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ingot/ir/graph.h"
 #include "ingot/runtime/prefetch.h"
 
 namespace ingot {

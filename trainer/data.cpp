@@ -1,0 +1,184 @@
+// Data adapters and the epoch iterator (include/ingot/trainer/data.h).
+#include "ingot/trainer/data.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace ingot {
+
+namespace {
+
+/// Rows `rows` of `a` (n, ...) as a new host array (rows.size(), ...); invalid stays invalid.
+Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
+  if (!a.valid()) return a;
+  Shape shape = a.shape();
+  const int64_t n = shape[0];
+  shape[0] = static_cast<int64_t>(rows.size());
+  Array out = Array::empty(shape, a.dtype());
+  const int64_t row_bytes = n == 0 ? 0 : a.nbytes() / n;
+  const auto* src = static_cast<const char*>(a.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(dst + static_cast<int64_t>(i) * row_bytes, src + rows[i] * row_bytes, static_cast<size_t>(row_bytes));
+  }
+  return out;
+}
+
+std::vector<int64_t> iota(int64_t begin, int64_t end) {
+  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
+  std::iota(v.begin(), v.end(), begin);
+  return v;
+}
+
+void check_samples(const Array& a, int64_t n, const char* what) {
+  if (a.valid() && (a.rank() == 0 || a.shape()[0] != n)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} has shape {} but x has {} samples", what, shape_to_string(a.shape()), n),
+                "give every array the same number of samples (first dimension)");
+  }
+}
+
+}  // namespace
+
+ArrayDataAdapter::ArrayDataAdapter(Array x, Array y, Array sample_weight, int64_t batch_size, bool shuffle, uint64_t seed)
+    : x_(std::move(x)), y_(std::move(y)), sw_(std::move(sample_weight)), batch_size_(batch_size), shuffle_(shuffle),
+      seed_(seed) {
+  if (!x_.valid() || x_.rank() == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "x must be an array of shape (samples, ...)",
+                "pass the inputs with the sample dimension first");
+  }
+  if (batch_size_ <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("batch_size must be > 0, got {}", batch_size_));
+  }
+  const int64_t n = x_.shape()[0];
+  check_samples(y_, n, "y");
+  check_samples(sw_, n, "sample_weight");
+  if (sw_.valid() && sw_.rank() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("sample_weight must be 1-D (samples,), got shape {}", shape_to_string(sw_.shape())));
+  }
+  x_ = to_host(x_);
+  if (y_.valid()) y_ = to_host(y_);
+  if (sw_.valid()) sw_ = to_host(sw_);
+}
+
+std::optional<int64_t> ArrayDataAdapter::num_batches() const {
+  return (num_samples() + batch_size_ - 1) / batch_size_;
+}
+
+ir::TensorType ArrayDataAdapter::x_type() const {
+  Shape s = x_.shape();
+  s[0] = std::min(batch_size_, s[0]);
+  return {s, x_.dtype()};
+}
+
+std::function<std::optional<Batch>()> ArrayDataAdapter::epoch(int64_t epoch) {
+  std::vector<int64_t> order = iota(0, num_samples());
+  if (shuffle_) {
+    std::mt19937_64 rng(seed_ + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  auto next = std::make_shared<int64_t>(0);
+  return [this, order = std::move(order), next]() -> std::optional<Batch> {
+    const int64_t n = num_samples();
+    if (*next >= n) return std::nullopt;
+    const int64_t end = std::min(n, *next + batch_size_);
+    std::vector<int64_t> rows(order.begin() + *next, order.begin() + end);
+    *next = end;
+    return Batch{take_rows(x_, rows), take_rows(y_, rows), take_rows(sw_, rows)};
+  };
+}
+
+GeneratorDataAdapter::GeneratorDataAdapter(std::function<std::function<std::optional<Batch>()>()> make_epoch,
+                                           ir::TensorType x_type, std::optional<int64_t> num_batches)
+    : make_epoch_(std::move(make_epoch)), x_type_(std::move(x_type)), num_batches_(num_batches) {
+  if (!make_epoch_) {
+    throw Error(ErrorCode::kInvalidArgument, "GeneratorDataAdapter: make_epoch is empty",
+                "pass a function returning the epoch's batch generator");
+  }
+}
+
+std::pair<Batch, Batch> split_validation(const Batch& data, double split) {
+  if (!(split >= 0.0 && split < 1.0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("validation_split must be in [0, 1), got {}", split));
+  }
+  const int64_t n = data.size();
+  const auto train = static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - split)));
+  if (split > 0 && (train == 0 || train == n)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("validation_split {} of {} samples leaves {} for training and {} for validation", split,
+                            n, train, n - train),
+                "choose a split that leaves samples on both sides, or pass validation_data");
+  }
+  const std::vector<int64_t> a = iota(0, train), b = iota(train, n);
+  return {Batch{take_rows(data.x, a), take_rows(data.y, a), take_rows(data.sample_weight, a)},
+          Batch{take_rows(data.x, b), take_rows(data.y, b), take_rows(data.sample_weight, b)}};
+}
+
+Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pair<int64_t, double>>& class_weight) {
+  if (!y.valid() || y.rank() == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "class_weight needs labels y of shape (samples, ...)");
+  }
+  const Array host = to_host(y);
+  const int64_t n = host.shape()[0];
+  const int64_t width = n == 0 ? 1 : host.size() / n;
+  const std::vector<double> v = host.to_doubles();
+  std::vector<double> w(static_cast<size_t>(n), 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t label = 0;
+    if (width == 1) {
+      label = static_cast<int64_t>(v[static_cast<size_t>(i)]);
+    } else {  // one-hot: argmax
+      for (int64_t c = 1; c < width; ++c) {
+        if (v[static_cast<size_t>(i * width + c)] > v[static_cast<size_t>(i * width + label)]) label = c;
+      }
+    }
+    for (const auto& [cls, weight] : class_weight) {
+      if (cls == label) w[static_cast<size_t>(i)] = weight;
+    }
+  }
+  return Array::from_doubles(w, {n}, DType::kF32);
+}
+
+EpochIterator::EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch,
+                             PrefetchQueue<Batch>::Distribute distribute)
+    : adapter_(std::move(adapter)), steps_(steps_per_epoch), distribute_(std::move(distribute)) {
+  if (!adapter_) throw Error(ErrorCode::kInvalidArgument, "EpochIterator: no data adapter");
+  if (steps_ && *steps_ <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("steps_per_epoch must be > 0, got {}", *steps_));
+  }
+  if (steps_ && adapter_->num_batches() && *steps_ > *adapter_->num_batches()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("steps_per_epoch {} exceeds the {} batches of the data", *steps_, *adapter_->num_batches()),
+                "use at most as many steps as the data has batches (or omit steps_per_epoch)");
+  }
+}
+
+std::optional<int64_t> EpochIterator::num_steps() const { return steps_ ? steps_ : adapter_->num_batches(); }
+
+void EpochIterator::begin_epoch(int64_t epoch) {
+  stop();
+  taken_ = 0;
+  queue_ = std::make_unique<PrefetchQueue<Batch>>(adapter_->epoch(epoch), distribute_);
+}
+
+std::optional<Batch> EpochIterator::next() {
+  if (!queue_) throw Error(ErrorCode::kFailedPrecondition, "EpochIterator::next before begin_epoch");
+  if (steps_ && taken_ >= *steps_) {
+    stop();
+    return std::nullopt;
+  }
+  std::optional<Batch> b = queue_->next();
+  if (b) ++taken_;
+  return b;
+}
+
+void EpochIterator::stop() {
+  if (queue_) queue_->stop();
+}
+
+}  // namespace ingot
