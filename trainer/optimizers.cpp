@@ -147,53 +147,65 @@ Tensor ExponentialDecay::operator()(const Tensor& step) const {
 
 // ---- Optimizer ---------------------------------------------------------------------------------
 
-Optimizer::Optimizer(std::string class_name, std::string default_name, OptimizerConfig config)
-    : class_name_(std::move(class_name)), config_(std::move(config)) {
-  if (config_.name.empty()) config_.name = std::move(default_name);
-  const std::string& owner = class_name_;
-  const LearningRate& lr = config_.learning_rate;
-  if (lr.is_schedule()) {
-    if (!lr.schedule()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: learning_rate is an empty schedule function", owner),
-                  "pass a float or a callable Tensor(const Tensor& iterations)");
-    }
-  } else {
+namespace {
+
+void check_learning_rate(const std::string& owner, const LearningRate& lr) {
+  if (!lr.is_schedule()) {
     check_at_least(owner, "learning_rate", lr.value(), 0.0, false,
                    "pass a learning rate such as 0.001, or a schedule");
+  } else if (!lr.schedule()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: learning_rate is an empty schedule function", owner),
+                "pass a float or a callable Tensor(const Tensor& iterations)");
   }
-  if (config_.weight_decay) check_at_least(owner, "weight_decay", *config_.weight_decay, 0, false);
-  int clip_options = 0;
+}
+
+/// Each clipping option set must be > 0, and at most one may be set (Keras's rule).
+void check_clipping(const std::string& owner, const OptimizerConfig& c) {
+  int set = 0;
   const std::pair<const char*, std::optional<double>> clips[] = {
-      {"clipnorm", config_.clipnorm},
-      {"clipvalue", config_.clipvalue},
-      {"global_clipnorm", config_.global_clipnorm}};
+      {"clipnorm", c.clipnorm}, {"clipvalue", c.clipvalue}, {"global_clipnorm", c.global_clipnorm}};
   for (const auto& [option, value] : clips) {
     if (!value) continue;
-    ++clip_options;
+    ++set;
     check_at_least(owner, option, *value, 0.0, true, "leave it unset for no clipping");
   }
-  if (clip_options > 1) {
+  if (set > 1) {
     auto show = [](const std::optional<double>& v) {
       return v ? fmt::format("{}", *v) : std::string("unset");
     };
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: only one of clipnorm, clipvalue and global_clipnorm can be set; "
                             "got clipnorm = {}, clipvalue = {}, global_clipnorm = {}",
-                            owner, show(config_.clipnorm), show(config_.clipvalue),
-                            show(config_.global_clipnorm)));
+                            owner, show(c.clipnorm), show(c.clipvalue), show(c.global_clipnorm)));
   }
-  if (config_.use_ema) {
-    check_in_range(owner, "ema_momentum", config_.ema_momentum, 0.0, 1.0, false);
-    if (config_.ema_overwrite_frequency && *config_.ema_overwrite_frequency < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: ema_overwrite_frequency = {} is invalid: it must be >= 1",
-                              owner, *config_.ema_overwrite_frequency),
-                  "leave it unset to overwrite only at the end of training");
-    }
+}
+
+/// EMA options are checked only when EMA is on, as Keras does.
+void check_ema(const std::string& owner, const OptimizerConfig& c) {
+  if (!c.use_ema) return;
+  check_in_range(owner, "ema_momentum", c.ema_momentum, 0.0, 1.0, false);
+  if (c.ema_overwrite_frequency && *c.ema_overwrite_frequency < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: ema_overwrite_frequency = {} is invalid: it must be >= 1", owner,
+                            *c.ema_overwrite_frequency),
+                "leave it unset to overwrite only at the end of training");
   }
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string class_name, std::string default_name, OptimizerConfig config)
+    : class_name_(std::move(class_name)), config_(std::move(config)) {
+  if (config_.name.empty()) config_.name = std::move(default_name);
+  check_learning_rate(class_name_, config_.learning_rate);
+  if (config_.weight_decay) {
+    check_at_least(class_name_, "weight_decay", *config_.weight_decay, 0.0, false);
+  }
+  check_clipping(class_name_, config_);
+  check_ema(class_name_, config_);
   if (config_.loss_scale_factor) {
-    check_at_least(owner, "loss_scale_factor", *config_.loss_scale_factor, 0.0, true);
+    check_at_least(class_name_, "loss_scale_factor", *config_.loss_scale_factor, 0.0, true);
   }
 }
 
