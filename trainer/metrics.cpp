@@ -101,21 +101,24 @@ Samplewise reduce_to_samplewise(const std::string& metric, const Tensor& values,
   return {v, w};
 }
 
-/// Traces `result` over state Arrays of their own types and runs it with the interpreter.
+/// Traces `result` over state Arrays of their own types and runs it with the interpreter on
+/// host copies of them.
 double evaluate_result(const std::function<Tensor(const std::vector<Tensor>&)>& result,
                        const std::vector<Array>& state, const std::string& metric) {
   std::vector<ir::TensorType> types;
+  std::vector<Array> host;
   for (size_t i = 0; i < state.size(); ++i) {
     if (!state[i].valid()) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("metric '{}': state Array {} is invalid (empty)", metric, i));
     }
     types.push_back({state[i].shape(), state[i].dtype()});
+    host.push_back(to_host(state[i]));
   }
   const ir::Graph graph = trace(
       [&](const std::vector<Tensor>& s) { return std::vector<Tensor>{result(s)}; }, types,
       "metric_result");
-  return interp::interpret(graph, state).at(0).element_as_double(0);
+  return interp::interpret(graph, host).at(0).element_as_double(0);
 }
 
 /// The f32 0/1 of a bool tensor.

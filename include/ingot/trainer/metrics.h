@@ -59,7 +59,9 @@ class Mean {
                                 int64_t batch_size) const;
   /// total / count (f32 scalar), 0 when count is 0.
   Tensor result(const std::vector<Tensor>& state) const;
-  /// result() evaluated on host state Arrays (traced and run by the interpreter).
+  /// result() of state Arrays (on any device; copied to the host, traced and run by the
+  /// interpreter). Throws ingot::Error(kInvalidArgument) for an invalid Array, and what result()
+  /// throws for a malformed state.
   double result_value(const std::vector<Array>& state) const;
 
  private:
@@ -74,11 +76,14 @@ class Sum {
   /// Throws ingot::Error(kInvalidArgument) for an empty name.
   explicit Sum(std::string name = "sum");
   const std::string& name() const { return name_; }
+  /// {total}: one f32 zero.
   std::vector<Array> initial_state() const;
-  /// Errors as Mean::update_state.
+  /// The state after adding the weighted `values`. Errors as Mean::update_state.
   std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& values,
                                    std::optional<Tensor> sample_weight = {}) const;
+  /// The total (f32 scalar).
   Tensor result(const std::vector<Tensor>& state) const;
+  /// As Mean::result_value.
   double result_value(const std::vector<Array>& state) const;
 
  private:
@@ -106,7 +111,9 @@ class Metric {
                                            std::optional<Tensor> sample_weight = {}) const = 0;
   /// The metric's value (f32 scalar) for `state`.
   virtual Tensor result(const std::vector<Tensor>& state) const = 0;
-  /// result() evaluated on host state Arrays (traced and run by the interpreter).
+  /// result() of state Arrays (on any device; copied to the host, traced and run by the
+  /// interpreter). Throws ingot::Error(kInvalidArgument) for an invalid Array, and what result()
+  /// throws for a malformed state.
   double result_value(const std::vector<Array>& state) const;
 
  private:
