@@ -1,0 +1,258 @@
+// Metrics with Keras 3 semantics (keras/src/metrics/), with explicit state so that a traced,
+// compiled step can carry them: initial_state() gives the starting Arrays (Keras's metric
+// variables), update_state() is a pure function from the old state Tensors to the new ones, and
+// result() computes the metric's value from a state. Everything taking Tensors must run inside
+// trace() (interpreted or jit-compiled alike).
+//
+// State convention: every state element is an f32 scalar (shape ()), the totals and counts that
+// Keras keeps in its metric variables, in the order initial_state() returns them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ingot/runtime/array.h"
+#include "ingot/runtime/shape.h"
+#include "ingot/trace/tensor.h"
+
+namespace ingot::losses {
+class Loss;
+}
+
+namespace ingot::metrics {
+
+/// Mean of values with Keras's sample weighting (keras.metrics.Mean). Not a Metric: it reduces
+/// values, not (y_true, y_pred). State: {total, count}, both f32 scalars starting at 0.
+///
+/// update_state follows Keras's reduce_to_samplewise_values: values (converted to f32) of shape
+/// (batch, ...) are averaged over their non-batch axes, so each sample counts once; with a
+/// sample weight (aligned by losses::squeeze_or_expand_to_same_rank, values first averaged down
+/// to the weight's rank, the weight broadcast to the values' shape) total += sum(values * weight)
+/// and count += sum(weight) (the weight averaged over its non-batch axes first); without one,
+/// total += sum(values) and count += batch size (1 for a scalar value).
+/// result() = total / count, and 0 (never NaN) while count is 0.
+///
+/// The trainer's loss tracker is a Mean named "loss" fed with add_batch(): each step's mean loss
+/// weighted by its batch size, so an epoch's result is the mean over all samples even when the
+/// last batch is smaller (batches of 2 and 1 with losses 10 and 9 give 29 / 3).
+class Mean {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) for an empty name.
+  explicit Mean(std::string name = "mean");
+  const std::string& name() const { return name_; }
+  /// {total, count}: two f32 zeros.
+  std::vector<Array> initial_state() const;
+  /// The state after accumulating `values` (any shape and real dtype) weighted by
+  /// `sample_weight`. Throws ingot::Error(kInvalidArgument) for a state of the wrong size,
+  /// kShapeMismatch/kDTypeMismatch for a state element that is not an f32 scalar, kShapeMismatch
+  /// naming both shapes when the weight does not broadcast to the values.
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& values,
+                                   std::optional<Tensor> sample_weight = {}) const;
+  /// Loss-tracker update: `batch_loss` (a scalar, the batch's reduced loss) weighted by
+  /// `batch_size` (Keras: update_state(loss, sample_weight=batch_size)). Throws
+  /// ingot::Error(kInvalidArgument) for batch_size < 1 or a non-scalar batch_loss.
+  std::vector<Tensor> add_batch(const std::vector<Tensor>& state, const Tensor& batch_loss,
+                                int64_t batch_size) const;
+  /// total / count (f32 scalar), 0 when count is 0.
+  Tensor result(const std::vector<Tensor>& state) const;
+  /// result() of state Arrays (on any device; copied to the host, traced and run by the
+  /// interpreter). Throws ingot::Error(kInvalidArgument) for an invalid Array, and what result()
+  /// throws for a malformed state.
+  double result_value(const std::vector<Array>& state) const;
+
+ private:
+  std::string name_;
+};
+
+/// Sum of weighted values (keras.metrics.Sum). State: {total}, an f32 scalar starting at 0.
+/// update_state adds sum(values * sample_weight) with the weight aligned as in Mean (values are
+/// summed over the axes the weight lacks); result() is the total.
+class Sum {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) for an empty name.
+  explicit Sum(std::string name = "sum");
+  const std::string& name() const { return name_; }
+  /// {total}: one f32 zero.
+  std::vector<Array> initial_state() const;
+  /// The state after adding the weighted `values`. Errors as Mean::update_state.
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& values,
+                                   std::optional<Tensor> sample_weight = {}) const;
+  /// The total (f32 scalar).
+  Tensor result(const std::vector<Tensor>& state) const;
+  /// As Mean::result_value.
+  double result_value(const std::vector<Array>& state) const;
+
+ private:
+  std::string name_;
+};
+
+/// Base of the metrics compile() takes (Keras's Metric with update_state(y_true, y_pred,
+/// sample_weight)). Implementations are stateless objects; the state lives in Tensors.
+class Metric {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) for an empty name.
+  explicit Metric(std::string name);
+  virtual ~Metric() = default;
+  Metric(const Metric&) = default;
+  Metric& operator=(const Metric&) = default;
+
+  /// The metric's name, the key of its value in the logs.
+  const std::string& name() const { return name_; }
+  /// The state before any update (f32 scalars).
+  virtual std::vector<Array> initial_state() const = 0;
+  /// Pure update: the new state after one batch. `sample_weight` has shape (batch,) or
+  /// (batch, 1) (or a scalar). Throws ingot::Error for a malformed state or inputs.
+  virtual std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                           const Tensor& y_pred,
+                                           std::optional<Tensor> sample_weight = {}) const = 0;
+  /// The metric's value (f32 scalar) for `state`.
+  virtual Tensor result(const std::vector<Tensor>& state) const = 0;
+  /// result() of state Arrays (on any device; copied to the host, traced and run by the
+  /// interpreter). Throws ingot::Error(kInvalidArgument) for an invalid Array, and what result()
+  /// throws for a malformed state.
+  double result_value(const std::vector<Array>& state) const;
+
+ private:
+  std::string name_;
+};
+
+/// A per-sample metric function (y_true, y_pred) -> values of shape (batch, ...).
+using MetricFn = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
+
+/// Keras's MeanMetricWrapper: the sample-weighted Mean of `fn(y_true, y_pred)` (values averaged
+/// per sample over their non-batch axes, see Mean). State: {total, count}. An empty `fn` is
+/// ingot::Error(kInvalidArgument).
+class MeanMetricWrapper : public Metric {
+ public:
+  MeanMetricWrapper(std::string name, MetricFn fn);
+  std::vector<Array> initial_state() const override;
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                   const Tensor& y_pred,
+                                   std::optional<Tensor> sample_weight = {}) const override;
+  Tensor result(const std::vector<Tensor>& state) const override;
+
+ private:
+  MetricFn fn_;
+  Mean mean_;
+};
+
+// ---- per-sample functions (keras.metrics.*) ----------------------------------------------------
+// Each returns f32 matches (1 where right, 0 where wrong).
+
+/// Elementwise y_true == y_pred (y_true converted to y_pred's dtype) after
+/// squeeze_or_expand_to_same_rank; shapes must broadcast (kShapeMismatch otherwise).
+Tensor accuracy(const Tensor& y_true, const Tensor& y_pred);
+/// Elementwise y_true == (y_pred > threshold), in y_pred's dtype, shapes as accuracy().
+Tensor binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold = 0.5);
+/// argmax(y_true, -1) == argmax(y_pred, -1): one-hot labels (..., C1) against scores (..., C2);
+/// shape y_pred.shape[:-1]. The leading shapes must agree (kShapeMismatch), ranks >= 1.
+Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
+/// y_true == argmax(y_pred, -1) for class labels of shape y_pred.shape[:-1] or that with a
+/// trailing 1 (kShapeMismatch otherwise); shape y_pred.shape[:-1]. Integer labels are compared
+/// exactly as integers; floating labels are compared in their own dtype (so 1.5 never matches).
+Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
+
+// ---- metric classes ------------------------------------------------------------------------------
+
+/// Options of the metrics without parameters: only the name.
+struct AccuracyOptions {
+  std::string name = "accuracy";
+};
+/// keras.metrics.Accuracy: how often y_pred equals y_true exactly (not argmax; see
+/// CategoricalAccuracy and SparseCategoricalAccuracy for class scores).
+class Accuracy final : public MeanMetricWrapper {
+ public:
+  explicit Accuracy(const AccuracyOptions& options = {});
+};
+
+/// Options of BinaryAccuracy.
+struct BinaryAccuracyOptions {
+  /// A prediction above `threshold` (strictly) counts as 1.
+  double threshold = 0.5;
+  std::string name = "binary_accuracy";
+};
+/// keras.metrics.BinaryAccuracy: binary_accuracy averaged per sample. A NaN threshold is
+/// ingot::Error(kInvalidArgument).
+class BinaryAccuracy final : public MeanMetricWrapper {
+ public:
+  explicit BinaryAccuracy(const BinaryAccuracyOptions& options = {});
+};
+
+struct CategoricalAccuracyOptions {
+  std::string name = "categorical_accuracy";
+};
+/// keras.metrics.CategoricalAccuracy: categorical_accuracy (one-hot labels).
+class CategoricalAccuracy final : public MeanMetricWrapper {
+ public:
+  explicit CategoricalAccuracy(const CategoricalAccuracyOptions& options = {});
+};
+
+struct SparseCategoricalAccuracyOptions {
+  std::string name = "sparse_categorical_accuracy";
+};
+/// keras.metrics.SparseCategoricalAccuracy: sparse_categorical_accuracy (integer labels).
+class SparseCategoricalAccuracy final : public MeanMetricWrapper {
+ public:
+  explicit SparseCategoricalAccuracy(const SparseCategoricalAccuracyOptions& options = {});
+};
+
+struct MeanSquaredErrorOptions {
+  std::string name = "mean_squared_error";
+};
+/// keras.metrics.MeanSquaredError: the mean over samples of losses::mean_squared_error (mean of
+/// squares over the last axis per sample).
+class MeanSquaredError final : public MeanMetricWrapper {
+ public:
+  explicit MeanSquaredError(const MeanSquaredErrorOptions& options = {});
+};
+
+struct MeanAbsoluteErrorOptions {
+  std::string name = "mean_absolute_error";
+};
+/// keras.metrics.MeanAbsoluteError: the mean over samples of losses::mean_absolute_error.
+class MeanAbsoluteError final : public MeanMetricWrapper {
+ public:
+  explicit MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
+};
+
+// ---- factory ---------------------------------------------------------------------------------------
+
+/// The metric `identifier` names, as keras.metrics.get, named by its default name:
+/// "accuracy"/"Accuracy" (exact equality), "binary_accuracy", "categorical_accuracy",
+/// "sparse_categorical_accuracy", "mean_squared_error"/"mse"/"MSE", "mean_absolute_error"/
+/// "mae"/"MAE", the class names ("BinaryAccuracy", ...), and the crossentropies
+/// "binary_crossentropy"/"bce"/"BCE", "categorical_crossentropy",
+/// "sparse_categorical_crossentropy" (MeanMetricWrappers of the loss functions on
+/// probabilities). Throws ingot::Error(kInvalidArgument) naming the identifier and listing
+/// known_names().
+std::unique_ptr<Metric> get(std::string_view identifier);
+/// Every identifier get() accepts, in a fixed order.
+std::vector<std::string> known_names();
+
+/// What compile() knows when it resolves a metric name (see get_for_compile).
+struct CompileContext {
+  /// Shapes of one batch's targets and predictions (known once the model is built).
+  std::optional<Shape> y_true_shape;
+  std::optional<Shape> y_pred_shape;
+  /// The compiled loss, if any.
+  const losses::Loss* loss = nullptr;
+};
+
+/// Keras 3's compile-time metric resolution (trainers/compile_utils.get_metric): the metric is
+/// named by `identifier` as written (e.g. "mse" stays "mse" in the logs), and "accuracy" or
+/// "acc" becomes the accuracy that fits the problem:
+///   - with both shapes: Keras 3's rule: BinaryAccuracy when y_pred's last dim is 1, else
+///     SparseCategoricalAccuracy when y_true has lower rank than y_pred or ends in a size-1 dim,
+///     else CategoricalAccuracy;
+///   - otherwise by the loss (the rule of older Keras): BinaryCrossentropy -> BinaryAccuracy,
+///     CategoricalCrossentropy -> CategoricalAccuracy, SparseCategoricalCrossentropy ->
+///     SparseCategoricalAccuracy (for the built-in classes and their get() names).
+/// Shapes win when both are given. Throws ingot::Error(kInvalidArgument) for "accuracy" when
+/// neither decides (no shapes, no crossentropy loss), and what get() throws for other names.
+std::unique_ptr<Metric> get_for_compile(std::string_view identifier, const CompileContext& context);
+
+}  // namespace ingot::metrics
