@@ -9,7 +9,13 @@
 #include <vector>
 
 #include "ingot/jit/jit.h"
+#include "ingot/trainer/callbacks.h"
+#include "ingot/trainer/data.h"
 #include "ingot/trainer/layers.h"
+#include "ingot/trainer/logs.h"
+#include "ingot/trainer/losses.h"
+#include "ingot/trainer/metrics.h"
+#include "ingot/trainer/optimizers.h"
 
 namespace ingot {
 
@@ -17,6 +23,65 @@ namespace ingot {
 struct ModelOptions {
   std::string name;        ///< default "sequential" / "model"
   uint64_t seed = 1337;    ///< unseeded layers get seed + their index (reproducible weights)
+};
+
+/// Model::compile's arguments (keras.Model.compile).
+struct CompileOptions {
+  std::shared_ptr<optimizers::Optimizer> optimizer;      ///< required for fit / train_on_batch
+  std::shared_ptr<losses::Loss> loss;                    ///< required
+  std::vector<std::shared_ptr<metrics::Metric>> metrics;  ///< logged in this order after "loss"
+  /// Steps run per call of the train function; batch hooks fire once per call with the index
+  /// of its first step. >= 1.
+  int64_t steps_per_execution = 1;
+  /// Compile the steps (jit, donated state). false runs them with the reference interpreter, as
+  /// run_eagerly does (Keras's jit_compile / run_eagerly).
+  bool jit_compile = true;
+  bool run_eagerly = false;
+};
+
+/// Model::fit's arguments (keras.Model.fit). Data: arrays x/y/sample_weight, or `data` (an
+/// adapter, e.g. a GeneratorDataAdapter).
+struct FitOptions {
+  Array x, y, sample_weight;
+  std::shared_ptr<DataAdapter> data;
+  int64_t batch_size = 32;
+  int64_t epochs = 1;
+  int verbose = 1;  ///< 0 silent, 1 progress bar, 2 one line per epoch
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
+  double validation_split = 0;        ///< last fraction of x/y (before shuffling)
+  std::optional<Batch> validation_data;
+  bool shuffle = true;                ///< per-epoch seeded shuffle of array data
+  uint64_t seed = 0;                  ///< shuffle seed
+  std::vector<std::pair<int64_t, double>> class_weight;  ///< class -> weight (not with sample_weight)
+  int64_t initial_epoch = 0;
+  std::optional<int64_t> steps_per_epoch;
+  std::optional<int64_t> validation_steps;
+  std::optional<int64_t> validation_batch_size;  ///< default: batch_size
+  int64_t validation_freq = 1;                   ///< validate every n epochs ...
+  std::vector<int64_t> validation_epochs;        ///< ... or at these 1-based epochs when given
+  callbacks::ProgbarLoggerOptions progbar;       ///< output stream etc. of the progress bar
+};
+
+/// Model::evaluate's arguments.
+struct EvaluateOptions {
+  Array x, y, sample_weight;
+  std::shared_ptr<DataAdapter> data;
+  int64_t batch_size = 32;
+  int verbose = 1;
+  std::optional<int64_t> steps;
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
+  callbacks::ProgbarLoggerOptions progbar;
+};
+
+/// Model::predict's arguments.
+struct PredictOptions {
+  Array x;
+  std::shared_ptr<DataAdapter> data;
+  int64_t batch_size = 32;
+  int verbose = 0;
+  std::optional<int64_t> steps;
+  std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
+  callbacks::ProgbarLoggerOptions progbar;
 };
 
 /// keras.Model: subclass it and override call() (and build() for own variables), tracking
@@ -52,6 +117,33 @@ class Model : public Layer {
   /// Keras-style table: layer name (type), output shape, parameter count; totals.
   std::string summary();
 
+  // ---- training (trainer/trainer.cpp; TRAINER_SEMANTICS.md) ----------------------------------
+  /// Configures training. Errors (ingot::Error kInvalidArgument): no loss, steps_per_execution < 1.
+  void compile(CompileOptions options);
+  /// Trains; returns the History (per-epoch logs incl. "val_" entries). Errors before any step
+  /// (nothing changed): not compiled or no optimizer; x/y/sample_weight sample counts differ;
+  /// sample_weight with class_weight; batch_size <= 0; validation_split outside [0, 1) or
+  /// leaving a side empty; inputs not matching the built model. If anything escapes (a callback's
+  /// or the data's exception), the live state is written back to the variables first.
+  std::shared_ptr<callbacks::History> fit(FitOptions options);
+  /// Loss and metrics over the data (metric state reset first), in compile order.
+  Logs evaluate(EvaluateOptions options);
+  /// Outputs for every sample, batches concatenated in order.
+  Array predict(PredictOptions options);
+  /// One training step on one batch; returns the logs (loss and metrics of this batch alone,
+  /// as Keras with reset_metrics).
+  Logs train_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
+  /// One test step on one batch.
+  Logs test_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
+  /// Number of input signatures the train step was traced and compiled for (the contract: at
+  /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
+  int64_t train_step_compile_count() const;
+  /// Saves every variable to a safetensors file under its name (docs/trainer-weights-io.md).
+  void save_weights(const std::string& path);
+  /// Loads every variable from a safetensors file; a missing name or another shape is an
+  /// ingot::Error naming the variable and both shapes, and nothing changes.
+  void load_weights(const std::string& path);
+
  protected:
   /// Output shape of each sublayer recorded while building (for summary()).
   void record_output(const Layer& layer, const Shape& shape) { output_shapes_.emplace_back(&layer, shape); }
@@ -66,6 +158,12 @@ class Model : public Layer {
   std::vector<std::pair<const Layer*, Shape>> output_shapes_;
   std::optional<Jitted> predict_;
   int64_t layer_count_ = 0;
+
+ public:
+  struct Trainer;  // compiled step functions and live state (trainer/trainer.cpp)
+
+ private:
+  std::shared_ptr<Trainer> trainer_;
 };
 
 /// keras.Sequential: layers applied in order.

@@ -1,0 +1,218 @@
+// compile / fit / evaluate / predict / *_on_batch against the trainer contract
+// (TRAINER_SEMANTICS.md) with exact values, plus weights I/O through the model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "ingot/trainer/model.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+using testing::expect_error;
+
+/// y = w x + b: one Dense unit on one feature, weights set by hand.
+std::shared_ptr<Sequential> linear(float w, float b) {
+  auto model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 1})});
+  model->build_model({1, 1});
+  model->set_weights({testing::f32({w}, {1, 1}), testing::f32({b}, {1})});
+  return model;
+}
+
+CompileOptions sgd_mse(double lr, int64_t steps_per_execution = 1) {
+  return {.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = lr}),
+          .loss = std::make_shared<losses::MeanSquaredError>(),
+          .steps_per_execution = steps_per_execution};
+}
+
+TEST(Fit, LinearRegressionWithSgdFollowsTheHandComputedTrajectory) {
+  // x = [1, 2], y = [3, 5]; w = 0, b = 0; lr = 0.1; one batch of 2 per step.
+  auto model = linear(0, 0);
+  model->compile(sgd_mse(0.1));
+  const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({3, 5}, {2, 1});
+  auto history = model->fit({.x = x, .y = y, .batch_size = 2, .epochs = 2, .verbose = 0, .shuffle = false});
+  // Step 1: pred [0, 0]; loss = (9 + 25) / 2 = 17; dL/dw = mean(2 (p - y) x) = (-6 - 20) / 2 = -13,
+  // dL/db = mean(2 (p - y)) = (-6 - 10) / 2 = -8; w = 1.3, b = 0.8.
+  // Step 2: pred [2.1, 3.4]; loss = (0.81 + 2.56) / 2 = 1.685; dL/dw = (-1.8 - 6.4) / 2 = -4.1,
+  // dL/db = (-1.8 - 3.2) / 2 = -2.5; w = 1.71, b = 1.05.
+  const std::vector<double>& loss = history->values("loss");
+  ASSERT_EQ(loss.size(), 2u);
+  EXPECT_NEAR(loss[0], 17.0, 1e-5);
+  EXPECT_NEAR(loss[1], 1.685, 1e-5);
+  const std::vector<Array> w = model->get_weights();
+  EXPECT_NEAR(w[0].to_vector<float>()[0], 1.71, 1e-5);
+  EXPECT_NEAR(w[1].to_vector<float>()[0], 1.05, 1e-5);
+}
+
+TEST(Fit, EpochLossIsWeightedByBatchSize) {
+  // Predictions stay 0 (lr 0): MAE batches of 2 and 1 samples have losses 10 and 9 -> 29 / 3.
+  auto model = linear(0, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
+                  .loss = std::make_shared<losses::MeanAbsoluteError>()});
+  auto history = model->fit({.x = testing::f32({1, 1, 1}, {3, 1}), .y = testing::f32({10, 10, 9}, {3, 1}),
+                             .batch_size = 2, .verbose = 0, .shuffle = false});
+  EXPECT_NEAR(history->values("loss")[0], 29.0 / 3.0, 1e-5);
+}
+
+TEST(Fit, StepsPerExecutionFiresHooksPerCallAndEqualsSingleSteps) {
+  Array x = Array::zeros({100, 1}, DType::kF32), y = Array::zeros({100, 1}, DType::kF32);
+  for (int64_t i = 0; i < 100; ++i) {
+    x.data<float>()[i] = 0.01f * static_cast<float>(i);
+    y.data<float>()[i] = 2.0f * x.data<float>()[i] + 1.0f;
+  }
+  auto run = [&](int64_t k, std::vector<int64_t>* hooks) {
+    auto model = linear(0.5f, 0);
+    model->compile(sgd_mse(0.05, k));
+    auto record = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+        .on_train_batch_begin = [hooks](int64_t batch, const Logs&) { hooks->push_back(batch); }});
+    auto h = model->fit({.x = x, .y = y, .batch_size = 16, .verbose = 0, .callbacks = {record}, .shuffle = false});
+    return std::make_pair(model->get_weights(), h->values("loss"));
+  };
+  std::vector<int64_t> hooks1, hooks3;
+  const auto [w1, l1] = run(1, &hooks1);
+  const auto [w3, l3] = run(3, &hooks3);
+  EXPECT_EQ(hooks1, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));  // 7 batches, the last of 4
+  EXPECT_EQ(hooks3, (std::vector<int64_t>{0, 3, 6}));
+  EXPECT_EQ(w1[0].to_vector<float>(), w3[0].to_vector<float>());
+  EXPECT_EQ(w1[1].to_vector<float>(), w3[1].to_vector<float>());
+  EXPECT_EQ(l1, l3);
+}
+
+TEST(Fit, CompilesAtMostTwicePerSignatureAndBuildsWithoutConsumingABatch) {
+  int64_t pulled = 0;
+  const Array x = testing::f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 1}), y = x;
+  auto data = std::make_shared<GeneratorDataAdapter>(
+      [&]() {
+        auto next = std::make_shared<int64_t>(0);
+        return [&, next]() -> std::optional<Batch> {
+          if (*next >= 10) return std::nullopt;
+          ++pulled;
+          std::vector<float> xs = {static_cast<float>(*next + 1), static_cast<float>(*next + 2),
+                                   static_cast<float>(*next + 3), static_cast<float>(*next + 4),
+                                   static_cast<float>(*next + 5)};
+          *next += 5;
+          return Batch{testing::f32(xs, {5, 1}), testing::f32(xs, {5, 1}), Array()};
+        };
+      },
+      ir::TensorType{{5, 1}, DType::kF32}, 2);
+  auto model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 1})});
+  model->compile(sgd_mse(0.001));
+  model->fit({.data = data, .verbose = 0, .steps_per_epoch = 2});
+  EXPECT_EQ(pulled, 2);  // the build pass used the adapter's x_type, not a batch
+  // 10 samples in batches of 4: 4, 4, 2 -> two signatures over three epochs.
+  auto fresh = linear(0, 0);
+  fresh->compile(sgd_mse(0.001));
+  fresh->fit({.x = x, .y = y, .batch_size = 4, .epochs = 3, .verbose = 0});
+  EXPECT_EQ(fresh->train_step_compile_count(), 2);
+}
+
+TEST(Fit, ACallbackAssigningWeightsChangesTheNextStep) {
+  auto model = linear(1, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
+                  .loss = std::make_shared<losses::MeanSquaredError>()});
+  std::vector<double> batch_losses;
+  bool purged_during_fit = false;
+  auto cb = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](int64_t batch, const Logs& logs) { batch_losses.push_back(*logs.get("loss")); }});
+  struct Zeroing : callbacks::Callback {
+    bool* purged;
+    explicit Zeroing(bool* p) : purged(p) {}
+    void on_train_batch_end(int64_t batch, const Logs&) override {
+      if (batch != 0) return;
+      // The variables hold no copy while fit runs (the donated state is the live value) ...
+      *purged = static_cast<bool>(weights_access()) && ([&] {
+        try {
+          static_cast<Model*>(model())->variables()[0]->value();
+          return false;
+        } catch (const Error&) {
+          return true;
+        }
+      })();
+      // ... and the weights a callback sets are what the next step uses.
+      weights_access()->set_weights({testing::f32({0}, {1, 1}), testing::f32({0}, {1})});
+    }
+  };
+  // One sample per batch, y = 2 for both: with w = 1 the first loss is (1 * 1 - 2)^2 = 1; with
+  // the zeroed weights the second is (0 - 2)^2 = 4. (Loss logs are running means: (1 + 4) / 2.)
+  model->fit({.x = testing::f32({1, 1}, {2, 1}), .y = testing::f32({2, 2}, {2, 1}), .batch_size = 1, .verbose = 0,
+              .callbacks = {std::make_shared<Zeroing>(&purged_during_fit), cb}, .shuffle = false});
+  ASSERT_EQ(batch_losses.size(), 2u);
+  EXPECT_NEAR(batch_losses[0], 1.0, 1e-6);
+  EXPECT_NEAR(batch_losses[1], 2.5, 1e-6);
+  EXPECT_TRUE(purged_during_fit);
+  EXPECT_EQ(model->get_weights()[0].to_vector<float>(), std::vector<float>{0});  // synced at the end
+}
+
+TEST(Fit, ValidationEvaluatePredictAndOnBatch) {
+  auto model = linear(2, 1);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
+                  .loss = std::make_shared<losses::MeanSquaredError>(),
+                  .metrics = {std::shared_ptr<metrics::Metric>(metrics::get("mean_absolute_error"))}});
+  // validation_split 0.25 of 4 samples: the last one, x = 4 (pred 9, y 10: MSE 1, MAE 1).
+  const Array x = testing::f32({1, 2, 3, 4}, {4, 1}), y = testing::f32({3, 5, 7, 10}, {4, 1});
+  auto h = model->fit({.x = x, .y = y, .batch_size = 4, .verbose = 0, .validation_split = 0.25});
+  EXPECT_NEAR(h->values("loss")[0], 0.0, 1e-6);
+  EXPECT_NEAR(h->values("val_loss")[0], 1.0, 1e-6);
+  EXPECT_NEAR(h->values("val_mean_absolute_error")[0], 1.0, 1e-6);
+  const Logs e = model->evaluate({.x = x, .y = y, .batch_size = 3, .verbose = 0});
+  EXPECT_NEAR(*e.get("loss"), 0.25, 1e-6);  // (0 + 0 + 0 + 1) / 4, batches of 3 and 1
+  // predict: a ragged last batch, rows in order.
+  const Array p = model->predict({.x = testing::f32({0, 1, 2, 3, 4, 5, 6}, {7, 1}), .batch_size = 3});
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9, 11, 13}));
+  EXPECT_NEAR(*model->test_on_batch(x, y).get("loss"), 0.25, 1e-6);
+  model->compile(sgd_mse(0.1));
+  const Logs t = model->train_on_batch(testing::f32({1}, {1, 1}), testing::f32({4}, {1, 1}));
+  EXPECT_NEAR(*t.get("loss"), 1.0, 1e-6);  // pred 3 before the update
+  EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 2.2, 1e-6);  // w += 0.1 * 2 * 1
+}
+
+TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
+  auto model = linear(1, 0);
+  const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({1, 2}, {2, 1});
+  expect_error([&] { model->fit({.x = x, .y = y}); }, ErrorCode::kFailedPrecondition, {"fit before compile"});
+  model->compile(sgd_mse(0.1));
+  expect_error([&] { model->fit({.x = x, .y = testing::f32({1, 2, 3}, {3, 1}), .verbose = 0}); },
+               ErrorCode::kInvalidArgument, {"2 samples", "(3, 1)"});
+  expect_error([&] {
+    model->fit({.x = x, .y = y, .sample_weight = testing::f32({1, 1}, {2}), .verbose = 0, .class_weight = {{0, 1.0}}});
+  }, ErrorCode::kInvalidArgument, {"sample_weight and class_weight"});
+  expect_error([&] { model->fit({.x = x, .y = y, .batch_size = 0, .verbose = 0}); }, ErrorCode::kInvalidArgument,
+               {"batch_size", "0"});
+  expect_error([&] { model->fit({.x = x, .y = y, .verbose = 0, .validation_split = 1.5}); },
+               ErrorCode::kInvalidArgument, {"validation_split", "1.5"});
+  expect_error([&] { model->fit({.x = testing::f32({1, 2, 3, 4}, {2, 2}), .y = y, .verbose = 0}); },
+               ErrorCode::kShapeMismatch, {"(1, 1)", "(2, 2)"});
+  EXPECT_EQ(model->get_weights()[0].to_vector<float>(), std::vector<float>{1});
+  expect_error([&] { model->compile({.loss = nullptr}); }, ErrorCode::kInvalidArgument, {"no loss"});
+}
+
+TEST(Fit, SavedWeightsReloadToIdenticalPredictions) {
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
+                    std::make_shared<Dense>(DenseOptions{.units = 3, .activation = "softmax"})});
+  model.build_model({1, 5});
+  Array x = Array::zeros({6, 5}, DType::kF32);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::sin(0.7f * static_cast<float>(i));
+  const Array before = model.predict({.x = x});
+  const auto path = std::filesystem::temp_directory_path() / "ingot_fit_test.safetensors";
+  model.save_weights(path.string());
+  Sequential other({std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
+                    std::make_shared<Dense>(DenseOptions{.units = 3, .activation = "softmax"})},
+                   {.seed = 99});
+  other.build_model({1, 5});
+  EXPECT_NE(other.predict({.x = x}).to_vector<float>(), before.to_vector<float>());
+  other.load_weights(path.string());
+  EXPECT_EQ(other.predict({.x = x}).to_vector<float>(), before.to_vector<float>());
+  Sequential wrong({std::make_shared<Dense>(DenseOptions{.units = 4})});
+  wrong.build_model({1, 5});
+  const std::vector<Array> kept = wrong.get_weights();
+  expect_error([&] { wrong.load_weights(path.string()); }, ErrorCode::kShapeMismatch, {"dense/kernel", "(5, 4)", "(5, 8)"});
+  EXPECT_EQ(wrong.get_weights()[0].to_vector<float>(), kept[0].to_vector<float>());
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace ingot

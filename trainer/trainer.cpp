@@ -1,0 +1,596 @@
+// The trainer: Model::compile / fit / evaluate / predict / *_on_batch with explicit, donated
+// state (TRAINER_SEMANTICS.md; behaviour of the Keras 3 JAX trainer in shared/reference/).
+//
+// State lists: T (trainable variables), NT (non-trainable), O (optimizer variables), M (metric
+// variables: the loss tracker's, then each metric's). Step functions are traced once per input
+// signature and run compiled (jit, state donated) or by the interpreter (run_eagerly):
+//   train_step  (T, NT, O, M, x, y, sw) -> (T', NT', O', M', loss, metric results...)
+//   test_step   (T, NT, M, x, y, sw)    -> (M', loss, metric results...)
+//   predict_step(T, NT, x)              -> (y_pred)
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+
+#include "ingot/autodiff/autodiff.h"
+#include "ingot/interp/interpreter.h"
+#include "ingot/trainer/model.h"
+#include "ingot/trainer/safetensors.h"
+
+namespace ingot {
+
+namespace {
+
+/// A step function run compiled (jit with donation) or by the reference interpreter.
+class StepFunction {
+ public:
+  StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled)
+      : fn_(std::move(fn)), name_(std::move(name)) {
+    if (compiled) jit_.emplace(jit(fn_, {.name = name_, .donate_argnums = std::move(donate)}));
+  }
+  std::vector<Array> operator()(const std::vector<Array>& args) {
+    if (jit_) return (*jit_)(args);
+    std::string key;
+    std::vector<ir::TensorType> types;
+    for (const Array& a : args) {
+      types.push_back({a.shape(), a.dtype()});
+      key += types.back().to_string() + ";";
+    }
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) it = graphs_.emplace(key, trace(fn_, types, name_)).first;
+    return interp::interpret(it->second, args);
+  }
+  int64_t compile_count() const { return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size()); }
+
+ private:
+  TraceFn fn_;
+  std::string name_;
+  std::optional<Jitted> jit_;
+  std::map<std::string, ir::Graph> graphs_;
+};
+
+std::vector<Array> slice(const std::vector<Array>& v, size_t begin, size_t count) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(begin + count)};
+}
+
+std::vector<Tensor> slice(const std::vector<Tensor>& v, size_t begin, size_t count) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(begin + count)};
+}
+
+std::vector<Array> values_of(const std::vector<Variable*>& vars) {
+  std::vector<Array> out;
+  for (Variable* v : vars) out.push_back(v->value());
+  return out;
+}
+
+double scalar(const Array& a) { return to_host(a).to_doubles().at(0); }
+
+/// Ones (batch,) when a batch has no sample weights (weights of 1 give Keras's unweighted values).
+Array weights_or_ones(const Batch& b) {
+  return b.sample_weight.valid() ? b.sample_weight : Array::full({b.size()}, 1.0, DType::kF32);
+}
+
+/// Concatenates host arrays along dim 0.
+Array concat_rows(const std::vector<Array>& parts) {
+  if (parts.empty()) return Array();
+  Shape shape = parts[0].shape();
+  shape[0] = 0;
+  for (const Array& p : parts) shape[0] += p.shape()[0];
+  Array out = Array::empty(shape, parts[0].dtype());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (const Array& p : parts) {
+    const Array h = to_host(p);
+    std::memcpy(dst, h.raw_data(), static_cast<size_t>(h.nbytes()));
+    dst += h.nbytes();
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Model::Trainer : callbacks::WeightsAccess {
+  Model* model = nullptr;
+  bool compiled_by_user = false;  // false: made by predict() on an uncompiled model
+  CompileOptions options;
+  metrics::Mean loss_tracker{"loss"};
+  std::vector<Variable*> trainable, non_trainable;
+  std::vector<Array> T, NT, O, M;  // live state while a loop runs
+  bool live = false;                // T/NT hold the state (variables purged)
+  std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
+
+  size_t metric_state_size() const {
+    size_t n = 2;
+    for (const auto& m : options.metrics) n += m->initial_state().size();
+    return n;
+  }
+  std::vector<Array> initial_metric_state() const {
+    std::vector<Array> s = loss_tracker.initial_state();
+    for (const auto& m : options.metrics) {
+      for (Array& a : m->initial_state()) s.push_back(a);
+    }
+    return s;
+  }
+
+  /// New metric state (2 + per metric) after one batch, followed by the results.
+  std::vector<Tensor> update_metrics(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
+                                     const Tensor& y_pred, const Tensor& sw) const {
+    std::vector<Tensor> out = loss_tracker.add_batch(slice(m, 0, 2), loss, y_pred.dim(0));
+    std::vector<Tensor> results = {loss_tracker.result(out)};
+    size_t at = 2;
+    for (const auto& metric : options.metrics) {
+      const size_t n = metric->initial_state().size();
+      std::vector<Tensor> s = metric->update_state(slice(m, at, n), y, y_pred, sw);
+      results.push_back(metric->result(s));
+      out.insert(out.end(), s.begin(), s.end());
+      at += n;
+    }
+    out.insert(out.end(), results.begin(), results.end());
+    return out;
+  }
+
+  /// The forward pass and the loss over (T, NT, x, y, sw): [loss, y_pred, NT'...].
+  TraceFn loss_fn(bool training) const {
+    return [this, training](const std::vector<Tensor>& b) {
+      const size_t nt = trainable.size(), nn = non_trainable.size();
+      LayerContext ctx(training);
+      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], b[i]);
+      for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], b[nt + i]);
+      const Tensor& x = b[nt + nn];
+      Tensor y_pred = (*model)(ctx, x);
+      Tensor loss = (*options.loss)(b[nt + nn + 1], y_pred, b[nt + nn + 2]);
+      for (const Tensor& extra : ctx.losses()) loss = loss + extra;
+      std::vector<Tensor> out = {loss, y_pred};
+      for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(b[nt + i]));
+      return out;
+    };
+  }
+
+  TraceFn train_step() const {
+    return [this](const std::vector<Tensor>& a) {
+      const size_t nt = trainable.size(), nn = non_trainable.size(), no = O.size(), nm = metric_state_size();
+      const size_t xi = nt + nn + no + nm;
+      std::vector<Tensor> b = slice(a, 0, nt + nn);
+      b.insert(b.end(), {a[xi], a[xi + 1], a[xi + 2]});
+      std::vector<int64_t> argnums;
+      for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
+      std::vector<Tensor> vg = value_and_grad(loss_fn(true), argnums, /*has_aux=*/true)(b);
+      // vg = [loss, y_pred, NT'..., grads...]
+      const Tensor loss = vg[0], y_pred = vg[1];
+      auto [new_t, new_o] = options.optimizer->apply(slice(a, nt + nn, no), slice(a, 0, nt), slice(vg, 2 + nn, nt));
+      std::vector<Tensor> out = new_t;
+      for (size_t i = 0; i < nn; ++i) out.push_back(vg[2 + i]);
+      out.insert(out.end(), new_o.begin(), new_o.end());
+      std::vector<Tensor> m = update_metrics(slice(a, nt + nn + no, nm), loss, a[xi + 1], y_pred, a[xi + 2]);
+      out.insert(out.end(), m.begin(), m.end());
+      return out;
+    };
+  }
+
+  TraceFn test_step() const {
+    return [this](const std::vector<Tensor>& a) {
+      const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
+      const size_t xi = nt + nn + nm;
+      std::vector<Tensor> b = slice(a, 0, nt + nn);
+      b.insert(b.end(), {a[xi], a[xi + 1], a[xi + 2]});
+      std::vector<Tensor> r = loss_fn(false)(b);
+      return update_metrics(slice(a, nt + nn, nm), r[0], a[xi + 1], r[1], a[xi + 2]);
+    };
+  }
+
+  TraceFn predict_step() const {
+    return [this](const std::vector<Tensor>& a) {
+      const size_t nt = trainable.size(), nn = non_trainable.size();
+      LayerContext ctx(false);
+      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], a[i]);
+      for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
+      return std::vector<Tensor>{(*model)(ctx, a[nt + nn])};
+    };
+  }
+
+  bool compiled() const { return options.jit_compile && !options.run_eagerly; }
+
+  /// Creates the step functions once the model is built (variable lists known).
+  void prepare() {
+    if (train_fn) return;
+    trainable = model->trainable_variables();
+    non_trainable = model->non_trainable_variables();
+    if (options.optimizer) {
+      std::vector<ir::TensorType> types;
+      for (Variable* v : trainable) types.push_back(v->type());
+      O = options.optimizer->build(types);
+    }
+    const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
+    std::vector<int64_t> donate_train, donate_test;
+    for (size_t i = 0; i < nt + nn + O.size() + nm; ++i) donate_train.push_back(static_cast<int64_t>(i));
+    for (size_t i = 0; i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
+    train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled());
+    test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled());
+    predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
+                                                compiled());
+  }
+
+  /// Takes the state out of the variables (they are purged while the loop runs).
+  void begin_loop() {
+    if (live) return;
+    T = values_of(trainable);
+    NT = values_of(non_trainable);
+    for (Variable* v : trainable) v->purge();
+    for (Variable* v : non_trainable) v->purge();
+    live = true;
+  }
+  /// Writes the live state back; `keep_live` copies it (the loop goes on donating the state).
+  void sync(bool keep_live) {
+    if (!live) return;
+    for (size_t i = 0; i < trainable.size(); ++i) trainable[i]->sync(keep_live ? T[i].clone() : T[i]);
+    for (size_t i = 0; i < non_trainable.size(); ++i) non_trainable[i]->sync(keep_live ? NT[i].clone() : NT[i]);
+    live = keep_live;
+  }
+
+  /// One training step on `batch`; returns the logs (loss, then the metrics).
+  Logs train_batch(const Batch& batch) {
+    std::vector<Array> args = T;
+    args.insert(args.end(), NT.begin(), NT.end());
+    args.insert(args.end(), O.begin(), O.end());
+    args.insert(args.end(), M.begin(), M.end());
+    args.insert(args.end(), {batch.x, batch.y, weights_or_ones(batch)});
+    std::vector<Array> out = (*train_fn)(args);
+    size_t at = 0;
+    T = slice(out, at, T.size());
+    at += T.size();
+    NT = slice(out, at, NT.size());
+    at += NT.size();
+    O = slice(out, at, O.size());
+    at += O.size();
+    M = slice(out, at, M.size());
+    at += M.size();
+    return logs_from(out, at);
+  }
+
+  Logs test_batch(const Batch& batch) {
+    std::vector<Array> args = T;
+    args.insert(args.end(), NT.begin(), NT.end());
+    args.insert(args.end(), M.begin(), M.end());
+    args.insert(args.end(), {batch.x, batch.y, weights_or_ones(batch)});
+    std::vector<Array> out = (*test_fn)(args);
+    M = slice(out, 0, M.size());
+    return logs_from(out, M.size());
+  }
+
+  Logs logs_from(const std::vector<Array>& out, size_t at) const {
+    Logs logs;
+    logs.set("loss", scalar(out[at]));
+    for (size_t i = 0; i < options.metrics.size(); ++i) logs.set(options.metrics[i]->name(), scalar(out[at + 1 + i]));
+    return logs;
+  }
+
+  // WeightsAccess for callbacks: the live state during a loop, the variables otherwise.
+  std::vector<Array> get_weights() override {
+    if (!live) return model->get_weights();
+    std::vector<Array> out;
+    for (Variable* v : model->variables()) out.push_back(state_of(v).clone());
+    return out;
+  }
+  void set_weights(const std::vector<Array>& weights) override {
+    if (!live) return model->set_weights(weights);
+    std::vector<Variable*> vars = model->variables();
+    if (weights.size() != vars.size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("set_weights: {} arrays for {} variables", weights.size(), vars.size()));
+    }
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (weights[i].shape() != vars[i]->shape() || weights[i].dtype() != vars[i]->dtype()) {
+        throw Error(ErrorCode::kShapeMismatch,
+                    fmt::format("set_weights: variable '{}' is {}, the array is {}", vars[i]->name(),
+                                shape_to_string(vars[i]->shape()), shape_to_string(weights[i].shape())));
+      }
+    }
+    for (size_t i = 0; i < vars.size(); ++i) state_of(vars[i]) = to_host(weights[i]).clone();
+  }
+  Array& state_of(Variable* v) {
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      if (trainable[i] == v) return T[i];
+    }
+    for (size_t i = 0; i < non_trainable.size(); ++i) {
+      if (non_trainable[i] == v) return NT[i];
+    }
+    throw Error(ErrorCode::kNotFound, fmt::format("variable '{}' is not in the model's state", v->name()));
+  }
+};
+
+// ---- compile ---------------------------------------------------------------------------------
+
+void Model::compile(CompileOptions options) {
+  if (!options.loss) {
+    throw Error(ErrorCode::kInvalidArgument, "compile: no loss",
+                "pass .loss = losses::get(\"sparse_categorical_crossentropy\") or a Loss object");
+  }
+  if (options.steps_per_execution < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("compile: steps_per_execution must be >= 1, got {}", options.steps_per_execution));
+  }
+  for (size_t i = 0; i < options.metrics.size(); ++i) {
+    if (!options.metrics[i]) throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: metric {} is null", i));
+  }
+  if (trainer_ && trainer_->live) trainer_->sync(false);
+  trainer_ = std::make_shared<Trainer>();
+  trainer_->model = this;
+  trainer_->compiled_by_user = true;
+  trainer_->options = std::move(options);
+}
+
+namespace {
+
+/// The adapter of array data or the given one; checks the arguments first.
+std::shared_ptr<DataAdapter> make_adapter(const Array& x, const Array& y, const Array& sw,
+                                          const std::shared_ptr<DataAdapter>& data, int64_t batch_size, bool shuffle,
+                                          uint64_t seed, const char* who) {
+  if (data) return data;
+  if (!x.valid()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no data (x is empty and no data adapter)", who),
+                "pass x (and y), or .data");
+  }
+  return std::make_shared<ArrayDataAdapter>(x, y, sw, batch_size, shuffle, seed);
+}
+
+}  // namespace
+
+// ---- fit -------------------------------------------------------------------------------------
+
+std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "fit before compile", "call model.compile(...) first");
+  }
+  Trainer& t = *trainer_;
+  if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "fit: compile() was given no optimizer");
+  if (o.batch_size <= 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
+  if (o.epochs < 0 || o.initial_epoch < 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: epochs {} / initial_epoch {} must be >= 0", o.epochs, o.initial_epoch));
+  }
+  if (o.sample_weight.valid() && !o.class_weight.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "fit: sample_weight and class_weight were both given",
+                "pass one of them (class_weight becomes per-sample weights)");
+  }
+  if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: no targets y", "pass .y with the labels");
+  // Validation data: validation_data, or the last fraction of the arrays (before shuffling).
+  std::optional<Batch> val = o.validation_data;
+  Array x = o.x, y = o.y, sw = o.sample_weight;
+  if (!o.data && x.valid() && y.valid() && x.rank() > 0 && (y.rank() == 0 || y.shape()[0] != x.shape()[0])) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("fit: x has {} samples but y has shape {}", x.shape()[0], shape_to_string(y.shape())),
+                "give x and y the same number of samples");
+  }
+  if (o.validation_split != 0) {
+    if (o.data) throw Error(ErrorCode::kInvalidArgument, "fit: validation_split needs array data (x, y)");
+    auto [train, v] = split_validation(Batch{x, y, sw}, o.validation_split);
+    x = train.x;
+    y = train.y;
+    sw = train.sample_weight;
+    if (!val) val = v;
+  }
+  if (!o.class_weight.empty()) sw = class_weights_to_sample_weights(y, o.class_weight);
+  std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
+  EpochIterator it(adapter, o.steps_per_epoch);
+  std::optional<EpochIterator> val_it;
+  if (val) {
+    val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
+                                                      o.validation_batch_size.value_or(o.batch_size), false),
+                   o.validation_steps);
+  }
+  // The build pass: shapes only, no batch consumed.
+  const ir::TensorType xt = adapter->x_type();
+  build_model(xt.shape, xt.dtype);
+  t.prepare();
+
+  callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
+                                            .add_progbar = true,
+                                            .params = {.epochs = o.epochs, .steps = it.num_steps(), .verbose = o.verbose},
+                                            .model = this,
+                                            .weights = &t,
+                                            .progbar = o.progbar});
+  t.begin_loop();
+  Logs logs;
+  try {
+    cbs.on_train_begin({});
+    for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !cbs.control().stop_training; ++epoch) {
+      t.M = t.initial_metric_state();
+      cbs.on_epoch_begin(epoch, {});
+      it.begin_epoch(epoch);
+      int64_t step = 0;
+      // The next batch is taken before the batch hooks fire, so no hook fires for a call
+      // that finds the data exhausted.
+      std::optional<Batch> b = it.next();
+      while (b && !cbs.control().stop_training) {
+        const int64_t first = step;
+        cbs.on_train_batch_begin(first, {});
+        for (int64_t k = 0; k < t.options.steps_per_execution && b; ++k) {
+          logs = t.train_batch(*b);
+          ++step;
+          b = it.next();
+        }
+        cbs.on_train_batch_end(first, logs);
+      }
+      it.stop();
+      Logs epoch_logs = logs;
+      const bool validate = val_it && (o.validation_epochs.empty()
+                                           ? (o.validation_freq > 0 && (epoch + 1) % o.validation_freq == 0)
+                                           : std::find(o.validation_epochs.begin(), o.validation_epochs.end(),
+                                                       epoch + 1) != o.validation_epochs.end());
+      if (validate) {
+        const std::vector<Array> train_m = t.M;
+        t.M = t.initial_metric_state();
+        val_it->begin_epoch(0);
+        Logs vl;
+        while (std::optional<Batch> b = val_it->next()) vl = t.test_batch(*b);
+        val_it->stop();
+        for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
+        t.M = train_m;
+      }
+      t.sync(/*keep_live=*/true);  // callbacks and the user see this epoch's weights
+      cbs.on_epoch_end(epoch, epoch_logs);
+      logs = epoch_logs;
+    }
+  } catch (...) {
+    it.stop();
+    t.sync(false);  // nothing trained is lost
+    throw;
+  }
+  t.sync(false);
+  cbs.on_train_end(logs);
+  return cbs.history();
+}
+
+// ---- evaluate / predict / *_on_batch -----------------------------------------------------------
+
+Logs Model::evaluate(EvaluateOptions o) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "evaluate before compile", "call model.compile(...) first");
+  }
+  Trainer& t = *trainer_;
+  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
+  EpochIterator it(adapter, o.steps);
+  const ir::TensorType xt = adapter->x_type();
+  build_model(xt.shape, xt.dtype);
+  t.prepare();
+  callbacks::CallbackList cbs(o.callbacks, {.add_history = false,
+                                            .add_progbar = true,
+                                            .params = {.epochs = 1, .steps = it.num_steps(), .verbose = o.verbose},
+                                            .model = this,
+                                            .weights = &t,
+                                            .progbar = o.progbar});
+  t.begin_loop();
+  Logs logs;
+  try {
+    t.M = t.initial_metric_state();
+    cbs.on_test_begin({});
+    it.begin_epoch(0);
+    int64_t step = 0;
+    while (!cbs.control().stop_evaluating) {
+      std::optional<Batch> b = it.next();
+      if (!b) break;
+      cbs.on_test_batch_begin(step, {});
+      logs = t.test_batch(*b);
+      cbs.on_test_batch_end(step++, logs);
+    }
+    it.stop();
+  } catch (...) {
+    it.stop();
+    t.sync(false);
+    throw;
+  }
+  t.sync(false);
+  cbs.on_test_end(logs);
+  return logs;
+}
+
+Array Model::predict(PredictOptions o) {
+  if (!trainer_) {  // predict needs no compile (Keras): a trainer without loss, optimizer or metrics
+    trainer_ = std::make_shared<Trainer>();
+    trainer_->model = this;
+  }
+  Trainer& t = *trainer_;
+  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Array(), Array(), o.data, o.batch_size, false, 0, "predict");
+  EpochIterator it(adapter, o.steps);
+  const ir::TensorType xt = adapter->x_type();
+  build_model(xt.shape, xt.dtype);
+  t.prepare();
+  callbacks::CallbackList cbs(o.callbacks, {.add_history = false,
+                                            .add_progbar = true,
+                                            .params = {.epochs = 1, .steps = it.num_steps(), .verbose = o.verbose},
+                                            .model = this,
+                                            .weights = &t,
+                                            .progbar = o.progbar});
+  std::vector<Array> parts;
+  t.begin_loop();
+  try {
+    cbs.on_predict_begin({});
+    it.begin_epoch(0);
+    int64_t step = 0;
+    while (!cbs.control().stop_predicting) {
+      std::optional<Batch> b = it.next();
+      if (!b) break;
+      cbs.on_predict_batch_begin(step, {});
+      std::vector<Array> args = t.T;
+      args.insert(args.end(), t.NT.begin(), t.NT.end());
+      args.push_back(b->x);
+      parts.push_back((*t.predict_fn)(args).at(0));
+      cbs.on_predict_batch_end(step++, {});
+    }
+    it.stop();
+  } catch (...) {
+    it.stop();
+    t.sync(false);
+    throw;
+  }
+  t.sync(false);
+  cbs.on_predict_end({});
+  return concat_rows(parts);
+}
+
+Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "train_on_batch before compile", "call model.compile(...) first");
+  }
+  Trainer& t = *trainer_;
+  if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "train_on_batch: compile() was given no optimizer");
+  ArrayDataAdapter check(x, y, sample_weight, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
+  build_model(x.shape(), x.dtype());
+  t.prepare();
+  t.begin_loop();
+  Logs logs;
+  try {
+    t.M = t.initial_metric_state();
+    logs = t.train_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
+  } catch (...) {
+    t.sync(false);
+    throw;
+  }
+  t.sync(false);
+  return logs;
+}
+
+Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "test_on_batch before compile", "call model.compile(...) first");
+  }
+  Trainer& t = *trainer_;
+  ArrayDataAdapter check(x, y, sample_weight, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
+  build_model(x.shape(), x.dtype());
+  t.prepare();
+  t.begin_loop();
+  Logs logs;
+  try {
+    t.M = t.initial_metric_state();
+    logs = t.test_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
+  } catch (...) {
+    t.sync(false);
+    throw;
+  }
+  t.sync(false);
+  return logs;
+}
+
+int64_t Model::train_step_compile_count() const {
+  return trainer_ && trainer_->train_fn ? trainer_->train_fn->compile_count() : 0;
+}
+
+// ---- weights I/O -------------------------------------------------------------------------------
+
+void Model::save_weights(const std::string& path) {
+  std::vector<std::pair<std::string, Array>> tensors;
+  for (Variable* v : variables()) tensors.emplace_back(v->name(), v->value());
+  save_safetensors(path, tensors, {{"format", "ingot"}, {"model", name()}});
+}
+
+void Model::load_weights(const std::string& path) {
+  const SafetensorsFile file = load_safetensors(path);
+  std::vector<Array> values;
+  std::vector<std::pair<std::string, Array*>> targets;
+  std::vector<Variable*> vars = variables();
+  values.reserve(vars.size());
+  for (Variable* v : vars) values.push_back(v->value());
+  for (size_t i = 0; i < vars.size(); ++i) targets.emplace_back(vars[i]->name(), &values[i]);
+  load_into(file, targets);  // checks every name, shape and dtype first; throws before changing anything
+  for (size_t i = 0; i < vars.size(); ++i) vars[i]->assign(values[i]);
+}
+
+}  // namespace ingot
