@@ -31,7 +31,7 @@ void require_floating(const char* fn, const char* arg, const Tensor& t) {
   }
 }
 
-/// The broadcast shape of y_true and y_pred for the regression losses; at least rank 1.
+/// Checks that y_true and y_pred broadcast, to a shape of rank >= 1 (regression losses).
 void check_regression_shapes(const char* fn, const Tensor& y_true, const Tensor& y_pred) {
   const std::optional<Shape> both = broadcast_shape(y_true.shape(), y_pred.shape());
   if (!both) {
@@ -69,7 +69,7 @@ void check_label_smoothing(const char* fn, double label_smoothing) {
 
 /// The (y_true, y_pred) of a loss function: y_pred floating, y_true converted to its dtype.
 std::pair<Tensor, Tensor> prepare_inputs(const char* fn, const Tensor& y_true,
-                                                const Tensor& y_pred) {
+                                         const Tensor& y_pred) {
   require_valid(fn, "y_true", y_true);
   require_valid(fn, "y_pred", y_pred);
   require_floating(fn, "y_pred", y_pred);
@@ -82,6 +82,18 @@ Tensor log_probabilities(const Tensor& y_pred, bool from_logits, int64_t axis) {
   if (from_logits) return log_softmax(y_pred, axis);
   const Tensor p = y_pred / sum(y_pred, {axis}, true);
   return log(clamp(p, kEpsilon, 1.0 - kEpsilon));
+}
+
+/// A class axis of size 1 makes the categorical losses constant (Keras warns); an error here.
+void check_several_classes(const char* fn, const Tensor& y_pred, int64_t axis) {
+  if (y_pred.dim(axis) == 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: y_pred of shape {} has a single class along axis {}, so the loss "
+                            "is constant and trains nothing",
+                            fn, shape_to_string(y_pred.shape()), axis),
+                "use binary_crossentropy for one output unit, or give the output layer one unit "
+                "per class");
+  }
 }
 
 /// Keras's loss aliases and names: identifier -> factory.
@@ -120,14 +132,19 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
 
 std::string_view reduction_name(Reduction reduction) {
   switch (reduction) {
-    case Reduction::kSumOverBatchSize: return "sum_over_batch_size";
-    case Reduction::kSum: return "sum";
-    case Reduction::kMean: return "mean";
-    case Reduction::kMeanWithSampleWeight: return "mean_with_sample_weight";
-    case Reduction::kNone: return "none";
+    case Reduction::kSumOverBatchSize:
+      return "sum_over_batch_size";
+    case Reduction::kSum:
+      return "sum";
+    case Reduction::kMean:
+      return "mean";
+    case Reduction::kMeanWithSampleWeight:
+      return "mean_with_sample_weight";
+    case Reduction::kNone:
+      return "none";
   }
-  throw Error(ErrorCode::kInternal,
-              fmt::format("reduction_name: unknown Reduction value {}", static_cast<int>(reduction)));
+  throw Error(ErrorCode::kInternal, fmt::format("reduction_name: unknown Reduction value {}",
+                                                static_cast<int>(reduction)));
 }
 
 Reduction reduction_from_name(std::string_view name) {
@@ -174,11 +191,12 @@ std::pair<Tensor, Tensor> align_weight(const Tensor& values, const Tensor& sampl
     w = reshape(w, padded);
   }
   if (!broadcast_shape(v.shape(), w.shape())) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("sample_weight of shape {} does not broadcast against per-sample "
-                            "losses of shape {}",
-                            shape_to_string(sample_weight.shape()), shape_to_string(values.shape())),
-                "pass one weight per sample: shape (batch,) or (batch, 1)");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("sample_weight of shape {} does not broadcast against per-sample "
+                    "losses of shape {}",
+                    shape_to_string(sample_weight.shape()), shape_to_string(values.shape())),
+        "pass one weight per sample: shape (batch,) or (batch, 1)");
   }
   return {v, w};
 }
@@ -204,7 +222,7 @@ Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>&
   return count == 0 ? total : total / static_cast<double>(count);
 }
 
-// ---- per-sample functions ----------------------------------------------------------------------
+// ---- per-sample functions -----------------------------------------------------------------------
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
   auto [t, p] = prepare_inputs("mean_squared_error", y_true, y_pred);
@@ -266,6 +284,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
                 "pass (batch, classes) tensors");
   }
   const int64_t a = normalize_axis("categorical_crossentropy", axis, p.rank());
+  check_several_classes("categorical_crossentropy", p, a);
   if (label_smoothing > 0.0) {
     const double classes = static_cast<double>(t.dim(a));
     t = t * (1.0 - label_smoothing) + label_smoothing / classes;
@@ -297,6 +316,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
                 "pass integer labels of shape (batch,) or (batch, 1); use "
                 "categorical_crossentropy for one-hot labels");
   }
+  check_several_classes(fn, y_pred, y_pred.rank() - 1);
   if (!is_integer(labels.dtype())) labels = convert(labels, DType::kI32);
   const Tensor one_hot_labels = one_hot(labels, y_pred.dim(-1), y_pred.dtype());
   return -sum(one_hot_labels * log_probabilities(y_pred, from_logits, y_pred.rank() - 1), {-1});
@@ -325,7 +345,7 @@ void validate_sparse_labels(const Array& labels, int64_t num_classes) {
   }
 }
 
-// ---- loss objects ------------------------------------------------------------------------------
+// ---- loss objects -------------------------------------------------------------------------------
 
 Loss::Loss(std::string name, Reduction reduction, DType dtype)
     : name_(std::move(name)), reduction_(reduction), dtype_(dtype) {

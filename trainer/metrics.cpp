@@ -35,17 +35,17 @@ void require_name(const std::string& name, const char* what) {
 /// Checks that `state` has `count` valid f32 scalars; names the metric.
 void check_state(const std::string& metric, const std::vector<Tensor>& state, size_t count) {
   if (state.size() != count) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("metric '{}': state has {} elements, expected {}", metric,
-                            state.size(), count),
-                "pass the state that initial_state() / update_state() of this metric returned");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("metric '{}': state has {} elements, expected {}", metric, state.size(), count),
+        "pass the state that initial_state() / update_state() of this metric returned");
   }
   for (size_t i = 0; i < state.size(); ++i) {
     require_valid(metric.c_str(), "a state element", state[i]);
     if (state[i].dtype() != DType::kF32) {
       throw Error(ErrorCode::kDTypeMismatch,
-                  fmt::format("metric '{}': state element {} has dtype {}, expected f32", metric,
-                              i, dtype_name(state[i].dtype())));
+                  fmt::format("metric '{}': state element {} has dtype {}, expected f32", metric, i,
+                              dtype_name(state[i].dtype())));
     }
     if (state[i].rank() != 0) {
       throw Error(ErrorCode::kShapeMismatch,
@@ -115,9 +115,9 @@ double evaluate_result(const std::function<Tensor(const std::vector<Tensor>&)>& 
     types.push_back({state[i].shape(), state[i].dtype()});
     host.push_back(to_host(state[i]));
   }
-  const ir::Graph graph = trace(
-      [&](const std::vector<Tensor>& s) { return std::vector<Tensor>{result(s)}; }, types,
-      "metric_result");
+  const ir::Graph graph =
+      trace([&](const std::vector<Tensor>& s) { return std::vector<Tensor>{result(s)}; }, types,
+            "metric_result");
   return interp::interpret(graph, host).at(0).element_as_double(0);
 }
 
@@ -126,7 +126,7 @@ Tensor as_f32(const Tensor& matches) { return convert(matches, DType::kF32); }
 
 }  // namespace
 
-// ---- Mean and Sum --------------------------------------------------------------------------------
+// ---- Mean and Sum -------------------------------------------------------------------------------
 
 Mean::Mean(std::string name) : name_(std::move(name)) { require_name(name_, "Mean"); }
 
@@ -195,13 +195,12 @@ double Sum::result_value(const std::vector<Array>& state) const {
   return evaluate_result([this](const std::vector<Tensor>& s) { return result(s); }, state, name_);
 }
 
-// ---- Metric and MeanMetricWrapper -----------------------------------------------------------------
+// ---- Metric and MeanMetricWrapper ---------------------------------------------------------------
 
 Metric::Metric(std::string name) : name_(std::move(name)) { require_name(name_, "Metric"); }
 
 double Metric::result_value(const std::vector<Array>& state) const {
-  return evaluate_result([this](const std::vector<Tensor>& s) { return result(s); }, state,
-                         name_);
+  return evaluate_result([this](const std::vector<Tensor>& s) { return result(s); }, state, name_);
 }
 
 MeanMetricWrapper::MeanMetricWrapper(std::string name, MetricFn fn)
@@ -228,7 +227,7 @@ Tensor MeanMetricWrapper::result(const std::vector<Tensor>& state) const {
   return mean_.result(state);
 }
 
-// ---- per-sample functions ------------------------------------------------------------------------
+// ---- per-sample functions -----------------------------------------------------------------------
 
 Tensor accuracy(const Tensor& y_true, const Tensor& y_pred) {
   require_valid("accuracy", "y_true", y_true);
@@ -304,10 +303,10 @@ Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
 Accuracy::Accuracy(const AccuracyOptions& options) : MeanMetricWrapper(options.name, &accuracy) {}
 
 BinaryAccuracy::BinaryAccuracy(const BinaryAccuracyOptions& options)
-    : MeanMetricWrapper(options.name, [threshold = options.threshold](const Tensor& t,
-                                                                      const Tensor& p) {
-        return binary_accuracy(t, p, threshold);
-      }) {
+    : MeanMetricWrapper(options.name,
+                        [threshold = options.threshold](const Tensor& t, const Tensor& p) {
+                          return binary_accuracy(t, p, threshold);
+                        }) {
   if (std::isnan(options.threshold)) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("BinaryAccuracy '{}': threshold is NaN", options.name),
@@ -328,7 +327,7 @@ MeanSquaredError::MeanSquaredError(const MeanSquaredErrorOptions& options)
 MeanAbsoluteError::MeanAbsoluteError(const MeanAbsoluteErrorOptions& options)
     : MeanMetricWrapper(options.name, &losses::mean_absolute_error) {}
 
-// ---- factory -------------------------------------------------------------------------------------
+// ---- factory ------------------------------------------------------------------------------------
 
 namespace {
 
@@ -348,8 +347,9 @@ std::unique_ptr<Metric> make_named(std::string name) {
 }
 
 std::unique_ptr<Metric> make_bce(std::string name) {
-  return std::make_unique<MeanMetricWrapper>(
-      std::move(name), [](const Tensor& t, const Tensor& p) { return losses::binary_crossentropy(t, p); });
+  return std::make_unique<MeanMetricWrapper>(std::move(name), [](const Tensor& t, const Tensor& p) {
+    return losses::binary_crossentropy(t, p);
+  });
 }
 std::unique_ptr<Metric> make_cce(std::string name) {
   return std::make_unique<MeanMetricWrapper>(std::move(name), [](const Tensor& t, const Tensor& p) {
@@ -406,13 +406,14 @@ const Entry& find_entry(std::string_view identifier) {
               fmt::format("use one of: {}", fmt::join(known_names(), ", ")));
 }
 
-/// The accuracy class Keras 3 picks from the shapes (compile_utils.is_binary_or_sparse_categorical).
+/// The accuracy class Keras 3 picks from the shapes
+/// (compile_utils.is_binary_or_sparse_categorical).
 std::unique_ptr<Metric> accuracy_from_shapes(const Shape& y_true, const Shape& y_pred,
                                              std::string name) {
   if (y_pred.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("metric '{}': y_pred is a scalar (shape ()); accuracy needs rank >= 1",
-                            name));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("metric '{}': y_pred is a scalar (shape ()); accuracy needs rank >= 1", name));
   }
   const int64_t y_pred_last = y_pred.back();
   if (y_pred_last == 1) return make_named<BinaryAccuracy, BinaryAccuracyOptions>(std::move(name));

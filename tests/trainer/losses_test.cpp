@@ -79,7 +79,7 @@ void in_trace(const std::vector<Array>& args,
 
 double softplus_d(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }
 
-// ---- the trainer contract and reductions -----------------------------------------------------
+// ---- the trainer contract and reductions --------------------------------------------------------
 
 TEST(LossReduction, ContractMaeWithSampleWeightIsHalf) {
   // TRAINER_SEMANTICS.md: MAE with y_true [[1],[2]], y_pred [[2],[3]], sample_weight [[0],[1]]
@@ -134,8 +134,8 @@ TEST(LossReduction, NoneReturnsWeightedPerSampleLosses) {
 TEST(LossReduction, ZeroWeightsGiveZeroNotNan) {
   const Array t = f32({1, 2}, {2, 1}), p = f32({2, 3}, {2, 1});
   const Array zero = f32({0, 0}, {2});
-  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t, p,
-                     zero),
+  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t,
+                     p, zero),
             0.0);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError(), t, p, zero), 0.0);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSum}), t, p, zero), 0.0);
@@ -172,8 +172,9 @@ TEST(LossReduction, NamesRoundTripAndUnknownNamesAreErrors) {
 TEST(LossReduction, MismatchedWeightShapeIsAClearError) {
   expect_error(
       [] {
-        in_trace({f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({1, 1, 1}, {3})},
-                 [](const std::vector<Tensor>& a) { losses::MeanAbsoluteError()(a[0], a[1], a[2]); });
+        in_trace(
+            {f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({1, 1, 1}, {3})},
+            [](const std::vector<Tensor>& a) { losses::MeanAbsoluteError()(a[0], a[1], a[2]); });
       },
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2,)"});
 }
@@ -219,7 +220,7 @@ TEST(MeanAbsoluteErrorLoss, KerasExample) {
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSum}), t, p), 1.0);
 }
 
-// ---- binary crossentropy -----------------------------------------------------------------------
+// ---- binary crossentropy ------------------------------------------------------------------------
 
 TEST(BinaryCrossentropyLoss, KerasProbabilityExample) {
   // y_true [[0, 1], [0, 0]], y_pred [[0.6, 0.4], [0.4, 0.6]] (Keras docs: 0.815):
@@ -241,8 +242,9 @@ TEST(BinaryCrossentropyLoss, KerasLogitExample) {
   want /= 4;
   EXPECT_NEAR(want, 0.865, 5e-4);
   const Array p = f32({-18.6f, 0.51f, 2.94f, -12.8f}, {4});
-  expect_close(value_of(losses::BinaryCrossentropy({.from_logits = true}), f32({0, 1, 0, 0}, {4}), p),
-               want, 1e-5);
+  expect_close(
+      value_of(losses::BinaryCrossentropy({.from_logits = true}), f32({0, 1, 0, 0}, {4}), p), want,
+      1e-5);
 }
 
 TEST(BinaryCrossentropyLoss, LargeLogitsStayFinite) {
@@ -305,9 +307,10 @@ TEST(BinaryCrossentropyLoss, BadInputsAreClearErrors) {
       ErrorCode::kShapeMismatch, {"binary_crossentropy", "(3, 1)", "(2, 1)"});
   expect_error(
       [] {
-        in_trace({f32({1, 0}, {2, 1}), f32({0.5f, 0.5f}, {2, 1})}, [](const std::vector<Tensor>& a) {
-          losses::binary_crossentropy(a[0], a[1], false, 0.0, 2);
-        });
+        in_trace({f32({1, 0}, {2, 1}), f32({0.5f, 0.5f}, {2, 1})},
+                 [](const std::vector<Tensor>& a) {
+                   losses::binary_crossentropy(a[0], a[1], false, 0.0, 2);
+                 });
       },
       ErrorCode::kOutOfRange, {"axis 2", "rank 2"});
   expect_error(
@@ -318,7 +321,7 @@ TEST(BinaryCrossentropyLoss, BadInputsAreClearErrors) {
       ErrorCode::kDTypeMismatch, {"y_pred", "i32"});
 }
 
-// ---- categorical crossentropy --------------------------------------------------------------------
+// ---- categorical crossentropy -------------------------------------------------------------------
 
 TEST(CategoricalCrossentropyLoss, KerasExample) {
   // Keras docs: y_true [[0, 1, 0], [0, 0, 1]], y_pred [[0.05, 0.95, 0], [0.1, 0.8, 0.1]]
@@ -366,15 +369,25 @@ TEST(CategoricalCrossentropyLoss, ClassAxisZero) {
 TEST(CategoricalCrossentropyLoss, BadInputsAreClearErrors) {
   expect_error(
       [] {
-        in_trace({f32({0, 1, 0, 1, 0, 0}, {2, 3}), f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})},
-                 [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
+        in_trace(
+            {f32({0, 1, 0, 1, 0, 0}, {2, 3}), f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})},
+            [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
       },
       ErrorCode::kShapeMismatch, {"categorical_crossentropy", "(2, 3)", "(2, 2)", "sparse"});
   expect_error([] { losses::CategoricalCrossentropy({.label_smoothing = -0.1}); },
                ErrorCode::kInvalidArgument, {"label_smoothing", "-0.1"});
+  // One class: softmax over a single unit makes the loss constant.
+  expect_error(
+      [] {
+        in_trace(
+            {f32({1, 1}, {2, 1}), f32({0.3f, 0.9f}, {2, 1})},
+            [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
+      },
+      ErrorCode::kInvalidArgument,
+      {"categorical_crossentropy", "(2, 1)", "single class", "binary"});
 }
 
-// ---- sparse categorical crossentropy --------------------------------------------------------------
+// ---- sparse categorical crossentropy ------------------------------------------------------------
 
 TEST(SparseCategoricalCrossentropyLoss, KerasExampleWithEveryLabelForm) {
   // Keras docs: labels [1, 2], y_pred [[0.05, 0.95, 0], [0.1, 0.8, 0.1]] -> 1.177.
@@ -427,8 +440,11 @@ TEST(SparseCategoricalCrossentropyLoss, OutOfRangeLabelsSelectNothingAndHostChec
   testing::expect_values(loss_of(scce, i32({0, 3}, {2}), p), {-std::log(0.5), 0}, 1e-6);
   losses::validate_sparse_labels(i32({0, 2, 1}, {3}), 3);
   losses::validate_sparse_labels(f32({0, 2.5f}, {2, 1}), 3);  // floats truncate as in the loss
-  expect_error([] { losses::validate_sparse_labels(i32({0, 3}, {2}), 3); }, ErrorCode::kOutOfRange,
-               {"label 3", "flat index 1", "[0, 3)"});
+  expect_error(
+      [] {
+        losses::validate_sparse_labels(i32({0, 3}, {2}), 3);
+      },
+      ErrorCode::kOutOfRange, {"label 3", "flat index 1", "[0, 3)"});
   expect_error([] { losses::validate_sparse_labels(i32({-1}, {1}), 3); }, ErrorCode::kOutOfRange,
                {"label -1", "[0, 3)"});
   expect_error([] { losses::validate_sparse_labels(i32({0}, {1}), 0); },
@@ -452,23 +468,30 @@ TEST(SparseCategoricalCrossentropyLoss, BadShapesAreClearErrors) {
                  });
       },
       ErrorCode::kShapeMismatch, {"(3,)", "(2, 2)"});
+  expect_error(
+      [] {
+        in_trace({i32({0, 0}, {2}), f32({2, -1}, {2, 1})}, [](const std::vector<Tensor>& a) {
+          losses::SparseCategoricalCrossentropy({.from_logits = true})(a[0], a[1]);
+        });
+      },
+      ErrorCode::kInvalidArgument, {"sparse_categorical_crossentropy", "single class"});
 }
 
-// ---- factory and custom losses -------------------------------------------------------------------
+// ---- factory and custom losses ------------------------------------------------------------------
 
 TEST(LossFactory, KerasNamesAndAliases) {
   struct Case {
     const char* identifier;
     const char* name;
   };
-  for (const Case& c : {Case{"mean_squared_error", "mean_squared_error"},
-                        Case{"mse", "mean_squared_error"}, Case{"MSE", "mean_squared_error"},
-                        Case{"MeanSquaredError", "mean_squared_error"},
-                        Case{"mae", "mean_absolute_error"}, Case{"bce", "binary_crossentropy"},
-                        Case{"binary_crossentropy", "binary_crossentropy"},
-                        Case{"categorical_crossentropy", "categorical_crossentropy"},
-                        Case{"sparse_categorical_crossentropy", "sparse_categorical_crossentropy"},
-                        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"}}) {
+  for (const Case& c :
+       {Case{"mean_squared_error", "mean_squared_error"}, Case{"mse", "mean_squared_error"},
+        Case{"MSE", "mean_squared_error"}, Case{"MeanSquaredError", "mean_squared_error"},
+        Case{"mae", "mean_absolute_error"}, Case{"bce", "binary_crossentropy"},
+        Case{"binary_crossentropy", "binary_crossentropy"},
+        Case{"categorical_crossentropy", "categorical_crossentropy"},
+        Case{"sparse_categorical_crossentropy", "sparse_categorical_crossentropy"},
+        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"}}) {
     std::unique_ptr<losses::Loss> loss = losses::get(c.identifier);
     ASSERT_NE(loss, nullptr) << c.identifier;
     EXPECT_EQ(loss->name(), c.name) << c.identifier;
@@ -480,9 +503,9 @@ TEST(LossFactory, KerasNamesAndAliases) {
   std::unique_ptr<losses::Loss> scce = losses::get("sparse_categorical_crossentropy");
   expect_close(value_of(*scce, i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})),
                (-std::log(0.95) - std::log(0.1)) / 2);
-  EXPECT_EQ(value_of(*losses::get("mae"), f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}),
-                     f32({0, 1}, {2, 1})),
-            0.5);
+  EXPECT_EQ(
+      value_of(*losses::get("mae"), f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({0, 1}, {2, 1})),
+      0.5);
 }
 
 TEST(LossFactory, UnknownNameListsTheKnownOnes) {
@@ -527,23 +550,20 @@ TEST(CustomLoss, LossFunctionWrapperWrapsAPerSampleFunction) {
 TEST(LossErrors, InvalidTensorsAndScalarsAreClearErrors) {
   expect_error(
       [] {
-        in_trace({f32({1}, {1})}, [](const std::vector<Tensor>& a) {
-          losses::MeanSquaredError()(a[0], Tensor());
-        });
+        in_trace({f32({1}, {1})},
+                 [](const std::vector<Tensor>& a) { losses::MeanSquaredError()(a[0], Tensor()); });
       },
       ErrorCode::kTraceError, {"y_pred", "invalid"});
   expect_error(
       [] {
-        in_trace({Array::scalar(1.0, DType::kF32)}, [](const std::vector<Tensor>& a) {
-          losses::mean_squared_error(a[0], a[0]);
-        });
+        in_trace({Array::scalar(1.0, DType::kF32)},
+                 [](const std::vector<Tensor>& a) { losses::mean_squared_error(a[0], a[0]); });
       },
       ErrorCode::kInvalidArgument, {"scalars", "rank >= 1"});
   expect_error(
       [] {
-        in_trace({f32({1, 2, 3}, {3, 1}), f32({1, 2}, {2, 1})}, [](const std::vector<Tensor>& a) {
-          losses::mean_squared_error(a[0], a[1]);
-        });
+        in_trace({f32({1, 2, 3}, {3, 1}), f32({1, 2}, {2, 1})},
+                 [](const std::vector<Tensor>& a) { losses::mean_squared_error(a[0], a[1]); });
       },
       ErrorCode::kShapeMismatch, {"mean_squared_error", "(3, 1)", "(2, 1)", "broadcast"});
 }
@@ -600,7 +620,8 @@ TEST(LossGradients, EveryLossIsDifferentiableWithFiniteGradients) {
       {std::make_shared<losses::MeanSquaredError>(), f32({1, 2}, {2, 1}), f32({0, 5}, {2, 1})},
       {std::make_shared<losses::MeanAbsoluteError>(), f32({1, 2}, {2, 1}), f32({0, 5}, {2, 1})},
       {std::make_shared<losses::BinaryCrossentropy>(), f32({1, 0}, {2, 1}), f32({0, 1}, {2, 1})},
-      {std::make_shared<losses::BinaryCrossentropy>(losses::BinaryCrossentropyOptions{.from_logits = true}),
+      {std::make_shared<losses::BinaryCrossentropy>(
+           losses::BinaryCrossentropyOptions{.from_logits = true}),
        f32({1, 0}, {2, 1}), f32({-1e4f, 1e4f}, {2, 1})},
       {std::make_shared<losses::CategoricalCrossentropy>(), f32({1, 0, 0, 1}, {2, 2}),
        f32({0, 1, 0.5f, 0.5f}, {2, 2})},

@@ -31,13 +31,12 @@ struct Batch {
 /// Runs `update` (state..., inputs...) -> new state, then `result`, once per batch of `inputs`,
 /// interpreted and jit-compiled (which must agree), carrying the state between the calls in
 /// Arrays. Returns the last result; the final state goes to `final_state` when given.
-double run_updates(const std::vector<Array>& initial,
-                   const std::function<std::vector<Tensor>(const std::vector<Tensor>& state,
-                                                           const std::vector<Tensor>& inputs)>&
-                       update,
-                   const std::function<Tensor(const std::vector<Tensor>&)>& result,
-                   const std::vector<std::vector<Array>>& inputs,
-                   std::vector<Array>* final_state = nullptr) {
+double run_updates(
+    const std::vector<Array>& initial,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>& state,
+                                            const std::vector<Tensor>& inputs)>& update,
+    const std::function<Tensor(const std::vector<Tensor>&)>& result,
+    const std::vector<std::vector<Array>>& inputs, std::vector<Array>* final_state = nullptr) {
   std::vector<Array> state = initial;
   const size_t n = state.size();
   double value = 0;
@@ -109,7 +108,7 @@ void in_trace(const std::vector<Array>& args,
 
 Array f32_scalar(double v) { return Array::scalar(v, DType::kF32); }
 
-// ---- Mean, Sum and the loss tracker ----------------------------------------------------------------
+// ---- Mean, Sum and the loss tracker -------------------------------------------------------------
 
 TEST(MeanMetric, StartsAtZeroAndAveragesSamples) {
   metrics::Mean mean;
@@ -217,7 +216,7 @@ TEST(SumMetric, AddsWeightedValues) {
   EXPECT_EQ(total.result_value(state), 11.0);  // 1 + 6 + 4
 }
 
-// ---- accuracies ------------------------------------------------------------------------------------
+// ---- accuracies ---------------------------------------------------------------------------------
 
 TEST(AccuracyMetric, ExactEqualityKerasExample) {
   // Keras docs: [[1], [2], [3], [4]] vs [[0], [2], [3], [4]] -> 0.75; weights [1, 1, 0, 0] -> 0.5.
@@ -266,13 +265,13 @@ TEST(SparseCategoricalAccuracyMetric, KerasExampleWithEveryLabelForm) {
   EXPECT_EQ(run_metric(acc, {{f32({2, 1}, {2, 1}), p}}), 0.5);
   EXPECT_EQ(run_metric(acc, {{i32({2, 1}, {2}), p}}), 0.5);
   EXPECT_EQ(run_metric(acc, {{Array::from_vector<int64_t>({2, 1}, {2, 1}), p}}), 0.5);
-  EXPECT_EQ(run_metric(acc, {{i32({2, 1}, {2}), p, f32({0.7f, 0.3f})}}),
-            static_cast<double>(0.3f));
+  EXPECT_EQ(run_metric(acc, {{i32({2, 1}, {2}), p, f32({0.7f, 0.3f})}}), static_cast<double>(0.3f));
   // A non-integral float label never matches.
   EXPECT_EQ(run_metric(acc, {{f32({1.5f, 1}, {2}), p}}), 0.5);
   // Accumulation: 1 of 2, then 2 of 2 -> 3 / 4.
-  EXPECT_EQ(run_metric(acc, {{i32({2, 1}, {2}), p}, {i32({0, 1}, {2}), f32({3, 1, 2, 0, 4, 1}, {2, 3})}}),
-            0.75);
+  EXPECT_EQ(
+      run_metric(acc, {{i32({2, 1}, {2}), p}, {i32({0, 1}, {2}), f32({3, 1, 2, 0, 4, 1}, {2, 3})}}),
+      0.75);
 }
 
 TEST(AccuracyMetrics, BadShapesAreClearErrors) {
@@ -297,7 +296,7 @@ TEST(AccuracyMetrics, BadShapesAreClearErrors) {
       ErrorCode::kShapeMismatch, {"sparse_categorical_accuracy", "(3, 2)", "(2,)"});
 }
 
-// ---- regression metrics and MeanMetricWrapper ------------------------------------------------------
+// ---- regression metrics and MeanMetricWrapper ---------------------------------------------------
 
 TEST(MeanSquaredErrorMetric, KerasExample) {
   // Keras docs: [[0, 1], [0, 0]] vs [[1, 1], [0, 0]] -> per-sample [0.5, 0] -> 0.25; weights
@@ -324,9 +323,9 @@ TEST(MeanMetricWrapperMetric, WrapsAPerSampleFunction) {
       "max_error", [](const Tensor& t, const Tensor& p) { return max(abs(t - p), {-1}); });
   EXPECT_EQ(max_error.name(), "max_error");
   EXPECT_EQ(run_metric(max_error, {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2})}}), 3.0);
-  EXPECT_EQ(run_metric(max_error,
-                       {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2}), f32({3, 1})}}),
-            2.5);  // (6 + 4) / 4
+  EXPECT_EQ(
+      run_metric(max_error, {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2}), f32({3, 1})}}),
+      2.5);  // (6 + 4) / 4
   expect_error([] { metrics::MeanMetricWrapper("m", nullptr); }, ErrorCode::kInvalidArgument,
                {"metric function is empty"});
   expect_error([] { metrics::Mean(""); }, ErrorCode::kInvalidArgument, {"name is empty"});
@@ -336,11 +335,12 @@ TEST(CrossentropyMetrics, AreMeansOfTheLossFunctions) {
   // "sparse_categorical_crossentropy" as a metric: the mean of the per-sample losses, i.e. the
   // Keras example's 1.177 over the two samples.
   std::unique_ptr<metrics::Metric> m = metrics::get("sparse_categorical_crossentropy");
-  const double v = run_metric(*m, {{i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})}});
+  const double v =
+      run_metric(*m, {{i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})}});
   EXPECT_NEAR(v, (-std::log(0.95) - std::log(0.1)) / 2, 2e-6);
 }
 
-// ---- state checks ----------------------------------------------------------------------------------
+// ---- state checks -------------------------------------------------------------------------------
 
 TEST(MetricState, MalformedStateAndWeightsAreClearErrors) {
   metrics::SparseCategoricalAccuracy acc;
@@ -354,13 +354,16 @@ TEST(MetricState, MalformedStateAndWeightsAreClearErrors) {
   expect_error(
       [&] {
         in_trace({f32_scalar(0), Array::scalar(0, DType::kF64), t, p},
-                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0], a[1]}, a[2], a[3]); });
+                 [&](const std::vector<Tensor>& a) {
+                   acc.update_state({a[0], a[1]}, a[2], a[3]);
+                 });
       },
       ErrorCode::kDTypeMismatch, {"state element 1", "f64", "f32"});
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), f32({0, 0}), t, p},
-                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0], a[1]}, a[2], a[3]); });
+        in_trace({f32_scalar(0), f32({0, 0}), t, p}, [&](const std::vector<Tensor>& a) {
+          acc.update_state({a[0], a[1]}, a[2], a[3]);
+        });
       },
       ErrorCode::kShapeMismatch, {"state element 1", "(2,)"});
   expect_error(
@@ -373,11 +376,14 @@ TEST(MetricState, MalformedStateAndWeightsAreClearErrors) {
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2,)"});
   expect_error([&] { acc.result_value({f32_scalar(0)}); }, ErrorCode::kInvalidArgument,
                {"state has 1 elements"});
-  expect_error([&] { acc.result_value({f32_scalar(0), Array()}); }, ErrorCode::kInvalidArgument,
-               {"state Array 1 is invalid"});
+  expect_error(
+      [&] {
+        acc.result_value({f32_scalar(0), Array()});
+      },
+      ErrorCode::kInvalidArgument, {"state Array 1 is invalid"});
 }
 
-// ---- factories ---------------------------------------------------------------------------------------
+// ---- factories ----------------------------------------------------------------------------------
 
 TEST(MetricFactory, KerasNamesAndAliases) {
   struct Case {
@@ -429,8 +435,9 @@ TEST(MetricFactory, CompileResolvesAccuracyByShapesAsKeras3) {
   EXPECT_EQ(mse->name(), "mse");
   EXPECT_NE(dynamic_cast<metrics::MeanSquaredError*>(mse.get()), nullptr);
   // The resolved metric works: sparse accuracy of the Keras example.
-  EXPECT_EQ(run_metric(*acc, {{i32({2, 1}, {2}), f32({0.1f, 0.6f, 0.3f, 0.05f, 0.95f, 0}, {2, 3})}}),
-            0.5);
+  EXPECT_EQ(
+      run_metric(*acc, {{i32({2, 1}, {2}), f32({0.1f, 0.6f, 0.3f, 0.05f, 0.95f, 0}, {2, 3})}}),
+      0.5);
 }
 
 TEST(MetricFactory, CompileResolvesAccuracyByTheLossWithoutShapes) {
@@ -444,18 +451,20 @@ TEST(MetricFactory, CompileResolvesAccuracyByTheLossWithoutShapes) {
   std::unique_ptr<losses::Loss> by_name = losses::get("sparse_categorical_crossentropy");
   EXPECT_EQ(kind_of(*metrics::get_for_compile("accuracy", {.loss = by_name.get()})), "sparse");
   // Shapes win over the loss when both are known (Keras 3).
-  EXPECT_EQ(kind_of(*metrics::get_for_compile(
-                "accuracy", {.y_true_shape = Shape{8, 1}, .y_pred_shape = Shape{8, 5}, .loss = &bce})),
-            "sparse");
+  EXPECT_EQ(
+      kind_of(*metrics::get_for_compile(
+          "accuracy", {.y_true_shape = Shape{8, 1}, .y_pred_shape = Shape{8, 5}, .loss = &bce})),
+      "sparse");
   expect_error([&] { metrics::get_for_compile("accuracy", {.loss = &mse}); },
-               ErrorCode::kInvalidArgument, {"'accuracy'", "shapes", "sparse_categorical_accuracy"});
+               ErrorCode::kInvalidArgument,
+               {"'accuracy'", "shapes", "sparse_categorical_accuracy"});
   expect_error([] { metrics::get_for_compile("accuracy", {}); }, ErrorCode::kInvalidArgument,
                {"cannot tell"});
   expect_error([] { metrics::get_for_compile("precision", {}); }, ErrorCode::kInvalidArgument,
                {"unknown metric 'precision'"});
 }
 
-// ---- one step with everything, as a compiled train step carries it ----------------------------------
+// ---- one step with everything, as a compiled train step carries it ------------------------------
 
 TEST(MetricsInAStep, AllMetricsAndTheTrackerInOneTracedFunctionAgreeWithJit) {
   // One function updates the loss tracker and three metrics from a sparse-CE loss on logits,
@@ -508,7 +517,8 @@ TEST(MetricsInAStep, AllMetricsAndTheTrackerInOneTracedFunctionAgreeWithJit) {
     }
   }
   EXPECT_NEAR(tracker.result_value({state[0], state[1]}), host_loss_total / 5, 2e-6);
-  EXPECT_EQ(acc.result_value({state[2], state[3]}), static_cast<double>(static_cast<float>(correct) / 5.0f));
+  EXPECT_EQ(acc.result_value({state[2], state[3]}),
+            static_cast<double>(static_cast<float>(correct) / 5.0f));
   EXPECT_EQ(correct, 3);
 }
 

@@ -73,7 +73,7 @@ std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const 
 Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>& sample_weight,
                               Reduction reduction);
 
-// ---- per-sample loss functions (Keras's keras.losses.* functions) ----------------------------
+// ---- per-sample loss functions (Keras's keras.losses.* functions) -------------------------------
 // Each computes in y_pred's dtype (which must be floating point; ingot::Error(kDTypeMismatch)
 // otherwise), converts y_true to that dtype, and returns one loss per sample: the input shape
 // without its last axis, e.g. (batch,) for (batch, d) inputs.
@@ -98,7 +98,8 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from
 /// y_true * (1 - label_smoothing) + label_smoothing / C with C = y_true.dim(axis).
 /// With `from_logits`, -sum(y_true * log_softmax(y_pred)); otherwise y_pred is normalised to
 /// sum 1 along `axis`, clipped to [kEpsilon, 1 - kEpsilon] and -sum(y_true * log(p)).
-/// The result drops `axis`.
+/// The result drops `axis`. A class axis of size 1 (the loss would be constant; Keras only
+/// warns) is kInvalidArgument.
 Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
                                 bool from_logits = false, double label_smoothing = 0.0,
                                 int64_t axis = -1);
@@ -108,7 +109,8 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
 /// logit). Labels of a floating dtype are truncated to integers (as Keras's cast to int32).
 /// A label outside [0, C) selects no class and contributes loss 0 (JAX's one_hot); check host
 /// data beforehand with validate_sparse_labels(). kShapeMismatch naming both shapes for other
-/// label shapes; kInvalidArgument for a scalar y_pred.
+/// label shapes; kInvalidArgument for a scalar y_pred or a single class (C = 1: the loss would
+/// be constant).
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
                                        bool from_logits = false);
 
@@ -118,7 +120,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
 /// kInvalidArgument for num_classes < 1, kDTypeMismatch for bool labels.
 void validate_sparse_labels(const Array& labels, int64_t num_classes);
 
-// ---- loss objects ------------------------------------------------------------------------------
+// ---- loss objects -------------------------------------------------------------------------------
 
 /// Base of every loss object (Keras's keras.losses.Loss): a name, a reduction and the dtype it
 /// computes in. Subclasses implement call(), the per-sample loss; operator() weights and

@@ -140,7 +140,7 @@ class MeanMetricWrapper : public Metric {
   Mean mean_;
 };
 
-// ---- per-sample functions (keras.metrics.*) ----------------------------------------------------
+// ---- per-sample functions (keras.metrics.*) -----------------------------------------------------
 // Each returns f32 matches (1 where right, 0 where wrong).
 
 /// Elementwise y_true == y_pred (y_true converted to y_pred's dtype) after
@@ -156,7 +156,7 @@ Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
 /// exactly as integers; floating labels are compared in their own dtype (so 1.5 never matches).
 Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
 
-// ---- metric classes ------------------------------------------------------------------------------
+// ---- metric classes -----------------------------------------------------------------------------
 
 /// Options of the metrics without parameters: only the name.
 struct AccuracyOptions {
@@ -219,7 +219,7 @@ class MeanAbsoluteError final : public MeanMetricWrapper {
   explicit MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
 };
 
-// ---- factory ---------------------------------------------------------------------------------------
+// ---- factory ------------------------------------------------------------------------------------
 
 /// The metric `identifier` names, as keras.metrics.get, named by its default name:
 /// "accuracy"/"Accuracy" (exact equality), "binary_accuracy", "categorical_accuracy",
