@@ -63,8 +63,9 @@ void Model::build_model(const Shape& input_shape, DType dtype) {
     LayerContext ctx(/*training=*/false, /*build_mode=*/true);
     return std::vector<Tensor>{(*this)(ctx, a[0])};
   };
-  trace(fn, {{input_shape, dtype}}, name() + "_build");
+  const ir::Graph g = trace(fn, {{input_shape, dtype}}, name() + "_build");
   input_type_ = ir::TensorType{input_shape, dtype};
+  output_type_ = g.type(g.outputs().at(0));
 }
 
 TraceFn Model::forward_fn(bool training) {

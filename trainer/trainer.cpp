@@ -189,6 +189,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   bool compiled() const { return options.jit_compile && !options.run_eagerly; }
 
+  /// Sparse losses: integer labels must lie in [0, classes) (checked on the host before any
+  /// step; inside a step a bad label would silently give loss 0).
+  void check_labels(const Array& y) const {
+    if (!y.valid() || !options.loss || !options.loss->labels_are_indices() || !model->output_type()) return;
+    losses::validate_sparse_labels(y, model->output_type()->shape.back());
+  }
+
   /// Creates the step functions once the model is built (variable lists known).
   void prepare() {
     if (train_fn) return;
@@ -379,6 +386,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   // The build pass: shapes only, no batch consumed.
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
+  t.check_labels(y);
+  if (val) t.check_labels(val->y);
   t.prepare();
 
   callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
@@ -450,6 +459,7 @@ Logs Model::evaluate(EvaluateOptions o) {
   EpochIterator it(adapter, o.steps);
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
+  t.check_labels(o.y);
   t.prepare();
   callbacks::CallbackList cbs(o.callbacks, {.add_history = false,
                                             .add_progbar = true,
@@ -534,6 +544,7 @@ Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_w
   if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "train_on_batch: compile() was given no optimizer");
   ArrayDataAdapter check(x, y, sample_weight, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
   build_model(x.shape(), x.dtype());
+  t.check_labels(y);
   t.prepare();
   t.begin_loop();
   Logs logs;

@@ -188,6 +188,13 @@ TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
                ErrorCode::kShapeMismatch, {"(1, 1)", "(2, 2)"});
   EXPECT_EQ(model->get_weights()[0].to_vector<float>(), std::vector<float>{1});
   expect_error([&] { model->compile({.loss = nullptr}); }, ErrorCode::kInvalidArgument, {"no loss"});
+  // Sparse labels outside [0, classes).
+  Sequential classifier({std::make_shared<Dense>(DenseOptions{.units = 3})});
+  classifier.compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                      .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                          losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+  expect_error([&] { classifier.fit({.x = x, .y = testing::i32({0, 3}, {2}), .verbose = 0}); },
+               ErrorCode::kOutOfRange, {"label 3", "[0, 3)"});
 }
 
 TEST(Fit, SavedWeightsReloadToIdenticalPredictions) {

@@ -207,6 +207,10 @@ TEST(MeanSquaredErrorLoss, ComputesInItsDtype) {
   Array r = loss_of(mse64, f32({0}, {1, 1}), f32({0.1f}, {1, 1}));
   EXPECT_EQ(r.dtype(), DType::kF64);
   EXPECT_EQ(r.element_as_double(0), static_cast<double>(0.1f) * static_cast<double>(0.1f));
+  Array bf16 = Array::from_doubles({0.5, -1.5}, {2, 1}, DType::kBF16);
+  Array r32 = loss_of(losses::MeanSquaredError(), f32({0, 0}, {2, 1}), bf16);
+  EXPECT_EQ(r32.dtype(), DType::kF32);
+  EXPECT_EQ(r32.element_as_double(0), 1.25);  // (0.25 + 2.25) / 2
   // Integer predictions are converted to the loss dtype by the Loss object.
   EXPECT_EQ(value_of(losses::MeanSquaredError(), i32({1, 2}, {2, 1}), i32({3, 2}, {2, 1})), 2.0);
 }

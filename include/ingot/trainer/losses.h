@@ -148,13 +148,14 @@ class Loss {
   /// reduction() (see reduce_weighted_values). A scalar of dtype() unless the reduction is kNone.
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred,
                     std::optional<Tensor> sample_weight = {}) const;
+  /// True for losses whose y_true are class indices, passed to call() in their own dtype (a
+  /// float conversion could round large labels in a low-precision loss dtype); the trainer then
+  /// checks labels with validate_sparse_labels before training.
+  virtual bool labels_are_indices() const { return false; }
 
  protected:
   /// The per-sample loss of converted inputs (Keras's `call`).
   virtual Tensor call(const Tensor& y_true, const Tensor& y_pred) const = 0;
-  /// True for losses whose y_true are class indices, passed to call() in their own dtype (a
-  /// float conversion could round large labels in a low-precision loss dtype).
-  virtual bool labels_are_indices() const { return false; }
 
  private:
   std::string name_;
@@ -257,12 +258,12 @@ struct SparseCategoricalCrossentropyOptions {
 /// labels of shape (batch,) or (batch, 1), kept in their own dtype).
 class SparseCategoricalCrossentropy final : public Loss {
  public:
+  bool labels_are_indices() const override { return true; }
   explicit SparseCategoricalCrossentropy(const SparseCategoricalCrossentropyOptions& options = {});
   const SparseCategoricalCrossentropyOptions& options() const { return options_; }
 
  protected:
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
-  bool labels_are_indices() const override { return true; }
 
  private:
   SparseCategoricalCrossentropyOptions options_;

@@ -98,6 +98,8 @@ class Model : public Layer {
   void build_model(const Shape& input_shape, DType dtype = DType::kF32);
   /// The input type the model was built for (batch size of the build call).
   const std::optional<ir::TensorType>& input_type() const { return input_type_; }
+  /// The output type for that input (recorded by build_model).
+  const std::optional<ir::TensorType>& output_type() const { return output_type_; }
 
   /// The pure forward pass for tracing: arguments (every variable in variables() order, then x),
   /// results {y}. `training` is passed to the layers.
@@ -154,7 +156,7 @@ class Model : public Layer {
   void check_input(const Array& x) const;
 
   ModelOptions options_;
-  std::optional<ir::TensorType> input_type_;
+  std::optional<ir::TensorType> input_type_, output_type_;
   std::vector<std::pair<const Layer*, Shape>> output_shapes_;
   std::optional<Jitted> predict_;
   int64_t layer_count_ = 0;
