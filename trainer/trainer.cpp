@@ -443,6 +443,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     t.sync(false);  // nothing trained is lost
     throw;
   }
+  t.T = t.options.optimizer->finalize_variable_values(t.O, t.T);  // EMA weights (use_ema), else as is
   t.sync(false);
   cbs.on_train_end(logs);
   return cbs.history();

@@ -170,6 +170,25 @@ TEST(Fit, ValidationEvaluatePredictAndOnBatch) {
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 2.2, 1e-6);  // w += 0.1 * 2 * 1
 }
 
+TEST(Fit, RunEagerlyMatchesCompiledSteps) {
+  // The interpreter path (run_eagerly) and the compiled one give the same trajectory.
+  auto run = [](bool eager) {
+    auto model = linear(0.5f, -0.25f);
+    CompileOptions c = sgd_mse(0.05);
+    c.run_eagerly = eager;
+    model->compile(c);
+    auto h = model->fit({.x = testing::f32({1, 2, 3, 4, 5}, {5, 1}), .y = testing::f32({2, 4, 6, 8, 10}, {5, 1}),
+                         .batch_size = 2, .epochs = 3, .verbose = 0, .shuffle = false});
+    return std::make_pair(model->get_weights()[0].to_vector<float>()[0], h->values("loss"));
+  };
+  const auto [w_eager, l_eager] = run(true);
+  const auto [w_jit, l_jit] = run(false);
+  EXPECT_NEAR(w_eager, w_jit, 1e-6);
+  ASSERT_EQ(l_eager.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(l_eager[i], l_jit[i], 1e-5);
+  EXPECT_LT(l_jit[2], l_jit[0]);
+}
+
 TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
   auto model = linear(1, 0);
   const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({1, 2}, {2, 1});
