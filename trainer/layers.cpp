@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 namespace ingot {
 
 // ---- LayerContext ---------------------------------------------------------------------------
@@ -40,6 +42,68 @@ Tensor Layer::operator()(LayerContext& ctx, const Tensor& x) {
   } catch (const Error& e) {
     throw e.with_context(fmt::format("layer '{}' ({}) on input {}", name_, class_name(), shape_to_string(x.shape())));
   }
+}
+
+std::string auto_name_base(const std::string& class_name) {
+  std::string out;
+  for (size_t i = 0; i < class_name.size(); ++i) {
+    const char c = class_name[i];
+    if (std::isupper(static_cast<unsigned char>(c)) != 0) {
+      if (i > 0 && std::isdigit(static_cast<unsigned char>(class_name[i - 1])) == 0) out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+KerasTensor Layer::operator()(const KerasTensor& x) {
+  if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on an empty KerasTensor", name_));
+  std::shared_ptr<Layer> self = weak_from_this().lock();
+  if (!self) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("layer '{}' ({}) is not owned by a std::shared_ptr", name_, class_name()),
+                "create layers for the functional API with std::make_shared<...>(...)");
+  }
+  // Name and seed unnamed / unseeded layers now, before build() creates their variables: names
+  // are unique along the chain of layers that made x (Keras's "dense", "dense_1", ...), seeds
+  // ModelOptions{}.seed + the layer's position.
+  int64_t position = 0, same_base = 0;
+  const std::string base = auto_name_base(class_name());
+  for (auto n = x.node(); n && n->layer; n = n->input) {
+    ++position;
+    const std::string& other = n->layer->name();
+    if (other == base || other.rfind(base + "_", 0) == 0) ++same_base;
+  }
+  if (name_.empty()) name_ = same_base == 0 ? base : fmt::format("{}_{}", base, same_base);
+  if (!seed_) seed_ = 1337 + static_cast<uint64_t>(position);
+  Shape batched = {1};
+  batched.insert(batched.end(), x.shape().begin(), x.shape().end());
+  TraceFn fn = [this](const std::vector<Tensor>& a) {
+    LayerContext ctx(/*training=*/false, /*build_mode=*/true);
+    return std::vector<Tensor>{(*this)(ctx, a[0])};
+  };
+  const ir::Graph g = trace(fn, {{batched, x.dtype()}}, name_.empty() ? "layer" : name_);
+  const ir::TensorType out = g.type(g.outputs().at(0));
+  auto node = std::make_shared<KerasTensor::Node>();
+  node->layer = std::move(self);
+  node->input = x.node();
+  node->shape = Shape(out.shape.begin() + 1, out.shape.end());
+  node->dtype = out.dtype;
+  return KerasTensor(std::move(node));
+}
+
+KerasTensor Input(const Shape& shape, DType dtype, std::string name) {
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Input: shape {} has a negative size", shape_to_string(shape)),
+                "give the per-sample shape without the batch dim, e.g. {28, 28, 1}");
+  }
+  auto node = std::make_shared<KerasTensor::Node>();
+  node->shape = shape;
+  node->dtype = dtype;
+  node->name = std::move(name);
+  return KerasTensor(std::move(node));
 }
 
 Variable& Layer::add_weight(const std::string& name, const Shape& shape, const Initializer& initializer,

@@ -3,28 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <map>
 #include <sstream>
 
 namespace ingot {
 
 namespace {
-
-/// "MaxPooling2D" -> "max_pooling2d" (Keras's auto names).
-std::string snake_case(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    if (std::isupper(static_cast<unsigned char>(c)) != 0) {
-      if (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1])) == 0) out += '_';
-      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s.end()); }
 
@@ -34,7 +18,7 @@ Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : opti
 
 void Model::name_and_seed(Layer& layer) {
   if (layer.name().empty()) {
-    const std::string base = snake_case(layer.class_name());
+    const std::string base = auto_name_base(layer.class_name());
     std::string name = base;
     for (int i = 1; std::any_of(sublayers().begin(), sublayers().end(),
                                 [&](const auto& l) { return l.get() != &layer && l->name() == name; });
@@ -174,6 +158,38 @@ Tensor Sequential::call(LayerContext& ctx, const Tensor& x) {
   for (const auto& layer : layers_) {
     h = (*layer)(ctx, h);
     if (ctx.build_mode()) record_output(*layer, h.shape());
+  }
+  return h;
+}
+
+Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options)
+    : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed}),
+      inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+  if (!inputs_.valid() || !outputs_.valid()) {
+    throw Error(ErrorCode::kInvalidArgument, "Functional: inputs and outputs must be KerasTensors from Input() and layer calls");
+  }
+  for (auto n = outputs_.node(); n != inputs_.node(); n = n->input) {
+    if (!n->layer) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Functional: the outputs come from the input '{}', not from the given inputs", n->name),
+                  "build the outputs by calling layers on the KerasTensor passed as inputs");
+    }
+    order_.insert(order_.begin(), n);
+  }
+  for (const auto& n : order_) {
+    const bool seen = std::any_of(sublayers().begin(), sublayers().end(), [&](const auto& l) { return l == n->layer; });
+    if (!seen) {
+      track(n->layer);
+      name_and_seed(*n->layer);
+    }
+  }
+}
+
+Tensor Functional::call(LayerContext& ctx, const Tensor& x) {
+  Tensor h = x;
+  for (const auto& n : order_) {
+    h = (*n->layer)(ctx, h);
+    if (ctx.build_mode()) record_output(*n->layer, h.shape());
   }
   return h;
 }

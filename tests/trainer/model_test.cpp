@@ -142,3 +142,59 @@ TEST(Sequential, BadLayersAndWeightsAreErrorsThatChangeNothing) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(Functional, InputAndLayerCallsMakeAModel) {
+  KerasTensor in = Input({28, 28, 1});
+  KerasTensor h = std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4, .activation = "relu"})->operator()(in);
+  EXPECT_EQ(h.shape(), (Shape{26, 26, 4}));
+  h = std::make_shared<MaxPooling2D>()->operator()(h);
+  h = std::make_shared<Flatten>()->operator()(h);
+  KerasTensor out = std::make_shared<Dense>(DenseOptions{.units = 10, .activation = "softmax"})->operator()(h);
+  EXPECT_EQ(out.shape(), (Shape{10}));
+  Functional model(in, out);
+  std::vector<std::string> names;
+  for (Variable* v : model.variables()) names.push_back(v->name());
+  EXPECT_EQ(names, (std::vector<std::string>{"conv2d/kernel", "conv2d/bias", "dense/kernel", "dense/bias"}));
+  EXPECT_NE(model.summary().find("max_pooling2d (MaxPooling2D)"), std::string::npos) << model.summary();
+  Array x = Array::zeros({3, 28, 28, 1}, DType::kF32);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::cos(0.11f * static_cast<float>(i));
+  const Array y = model.predict_on_batch(x);
+  ASSERT_EQ(y.shape(), (Shape{3, 10}));
+  // The same layers as a Sequential with the same weights give the same outputs.
+  Sequential seq({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4, .activation = "relu"}),
+                  std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(),
+                  std::make_shared<Dense>(DenseOptions{.units = 10, .activation = "softmax"})});
+  seq.build_model({1, 28, 28, 1});
+  seq.set_weights(model.get_weights());
+  EXPECT_EQ(seq.predict_on_batch(x).to_vector<float>(), y.to_vector<float>());
+}
+
+TEST(Functional, TwoDenseLayersGetDistinctNamesAndSeedsAndTrain) {
+  KerasTensor in = Input({4});
+  KerasTensor h = std::make_shared<Dense>(DenseOptions{.units = 4})->operator()(in);
+  KerasTensor out = std::make_shared<Dense>(DenseOptions{.units = 4})->operator()(h);
+  Functional model(in, out);
+  EXPECT_EQ(model.variables()[2]->name(), "dense_1/kernel");
+  EXPECT_NE(model.get_weights()[0].to_vector<float>(), model.get_weights()[2].to_vector<float>());
+  model.compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.05}),
+                 .loss = std::make_shared<losses::MeanSquaredError>()});
+  Array x = Array::zeros({32, 4}, DType::kF32);
+  for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::sin(0.3f * static_cast<float>(i));
+  auto history = model.fit({.x = x, .y = x, .batch_size = 8, .epochs = 20, .verbose = 0});
+  EXPECT_LT(history->values("loss").back(), 0.5 * history->values("loss").front());
+}
+
+TEST(Functional, MisuseIsAClearError) {
+  Dense on_stack(DenseOptions{.units = 2});
+  expect_error([&] { on_stack(Input({3})); }, ErrorCode::kFailedPrecondition, {"std::shared_ptr"});
+  KerasTensor a = Input({3}, DType::kF32, "a"), b = Input({3}, DType::kF32, "b");
+  KerasTensor out = std::make_shared<Dense>(DenseOptions{.units = 2})->operator()(b);
+  expect_error([&] { Functional(a, out); }, ErrorCode::kInvalidArgument, {"input 'b'"});
+  expect_error([] { Input({-1, 3}); }, ErrorCode::kInvalidArgument, {"negative"});
+}
+
+}  // namespace
+}  // namespace ingot

@@ -50,9 +50,42 @@ class LayerContext {
   std::vector<Tensor> losses_;
 };
 
+class Layer;
+
+/// A symbolic tensor of the functional API (Keras's KerasTensor): what Input() returns and
+/// calling a layer on a KerasTensor returns. Holds the per-sample shape (batch dim excluded),
+/// the dtype and how it was made (the layer and its input), so a Functional model can replay it.
+class KerasTensor {
+ public:
+  struct Node {
+    std::shared_ptr<Layer> layer;         ///< null for an Input
+    std::shared_ptr<const Node> input;    ///< the layer's input (null for an Input)
+    Shape shape;                          ///< per sample
+    DType dtype = DType::kF32;
+    std::string name;
+  };
+  KerasTensor() = default;
+  explicit KerasTensor(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
+  /// Per-sample shape (Keras prints (None, ...)).
+  const Shape& shape() const { return node_->shape; }
+  DType dtype() const { return node_->dtype; }
+  const std::shared_ptr<const Node>& node() const { return node_; }
+  bool valid() const { return node_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Node> node_;
+};
+
+/// Keras's automatic layer name stem: "MaxPooling2D" -> "max_pooling2d", "Dense" -> "dense".
+std::string auto_name_base(const std::string& class_name);
+
+/// keras.Input: a symbolic input of per-sample `shape` (e.g. {28, 28, 1}) and `dtype`.
+/// Negative sizes: ingot::Error(kInvalidArgument).
+KerasTensor Input(const Shape& shape, DType dtype = DType::kF32, std::string name = "input");
+
 /// Base of every layer (keras.layers.Layer): variables created in build(input_shape), the forward
 /// pass in call(ctx, x). Input shapes include the batch dim.
-class Layer {
+class Layer : public std::enable_shared_from_this<Layer> {
  public:
   explicit Layer(std::string name = "");
   virtual ~Layer() = default;
@@ -71,6 +104,12 @@ class Layer {
   virtual Tensor call(LayerContext& ctx, const Tensor& x) = 0;
   /// Builds on the first call (with x's shape), then calls call().
   Tensor operator()(LayerContext& ctx, const Tensor& x);
+  /// The functional API: a symbolic call. Builds the layer for x's shape (batch size 1) and
+  /// infers the output's shape by tracing call() once. An unnamed layer gets a Keras name unique
+  /// along the chain ("dense", "dense_1", ...), an unseeded one the seed 1337 + its position. The
+  /// layer must be owned by a std::shared_ptr (std::make_shared<Dense>(...)); otherwise
+  /// ingot::Error(kFailedPrecondition).
+  KerasTensor operator()(const KerasTensor& x);
   bool built() const { return built_; }
 
   /// Every variable of this layer and its sublayers, in creation order.

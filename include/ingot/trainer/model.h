@@ -185,4 +185,20 @@ class Sequential final : public Model {
   std::vector<std::shared_ptr<Layer>> layers_;
 };
 
+/// keras.Model(inputs, outputs): the functional API. `outputs` must be made from `inputs` by
+/// layer calls (one input, one output; layers with one input each). Layers are tracked in call
+/// order; unnamed ones get Keras names.
+class Functional final : public Model {
+ public:
+  /// Errors (ingot::Error kInvalidArgument): an empty tensor, or `outputs` not reachable from
+  /// `inputs` (naming the input it reaches instead).
+  Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options = {});
+  std::string class_name() const override { return "Functional"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  KerasTensor inputs_, outputs_;
+  std::vector<std::shared_ptr<const KerasTensor::Node>> order_;  ///< layer nodes, inputs first
+};
+
 }  // namespace ingot
