@@ -225,12 +225,16 @@ struct Model::Trainer : callbacks::WeightsAccess {
     for (Variable* v : non_trainable) v->purge();
     live = true;
   }
-  /// Writes the live state back; `keep_live` copies it (the loop goes on donating the state).
-  void sync(bool keep_live) {
+  /// Writes the live state back into the variables (sharing the buffers: no copy). The loop
+  /// takes it again with begin_loop() before its next step (the variables may have been assigned
+  /// meanwhile), so no second copy of the state ever exists.
+  void sync() {
     if (!live) return;
-    for (size_t i = 0; i < trainable.size(); ++i) trainable[i]->sync(keep_live ? T[i].clone() : T[i]);
-    for (size_t i = 0; i < non_trainable.size(); ++i) non_trainable[i]->sync(keep_live ? NT[i].clone() : NT[i]);
-    live = keep_live;
+    for (size_t i = 0; i < trainable.size(); ++i) trainable[i]->sync(T[i]);
+    for (size_t i = 0; i < non_trainable.size(); ++i) non_trainable[i]->sync(NT[i]);
+    T.clear();
+    NT.clear();
+    live = false;
   }
 
   /// One training step on `batch`; returns the logs (loss, then the metrics).
@@ -318,7 +322,7 @@ void Model::compile(CompileOptions options) {
   for (size_t i = 0; i < options.metrics.size(); ++i) {
     if (!options.metrics[i]) throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: metric {} is null", i));
   }
-  if (trainer_ && trainer_->live) trainer_->sync(false);
+  if (trainer_ && trainer_->live) trainer_->sync();
   trainer_ = std::make_shared<Trainer>();
   trainer_->model = this;
   trainer_->compiled_by_user = true;
@@ -401,6 +405,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   try {
     cbs.on_train_begin({});
     for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !cbs.control().stop_training; ++epoch) {
+      t.begin_loop();  // takes the state back from the variables (synced at the last epoch's end)
       t.M = t.initial_metric_state();
       cbs.on_epoch_begin(epoch, {});
       it.begin_epoch(epoch);
@@ -434,17 +439,18 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
         for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
         t.M = train_m;
       }
-      t.sync(/*keep_live=*/true);  // callbacks and the user see this epoch's weights
+      t.sync();  // callbacks and the user see (and may assign) this epoch's weights
       cbs.on_epoch_end(epoch, epoch_logs);
       logs = epoch_logs;
     }
   } catch (...) {
     it.stop();
-    t.sync(false);  // nothing trained is lost
+    t.sync();  // nothing trained is lost
     throw;
   }
+  t.begin_loop();
   t.T = t.options.optimizer->finalize_variable_values(t.O, t.T);  // EMA weights (use_ema), else as is
-  t.sync(false);
+  t.sync();
   cbs.on_train_end(logs);
   return cbs.history();
 }
@@ -485,10 +491,10 @@ Logs Model::evaluate(EvaluateOptions o) {
     it.stop();
   } catch (...) {
     it.stop();
-    t.sync(false);
+    t.sync();
     throw;
   }
-  t.sync(false);
+  t.sync();
   cbs.on_test_end(logs);
   return logs;
 }
@@ -529,10 +535,10 @@ Array Model::predict(PredictOptions o) {
     it.stop();
   } catch (...) {
     it.stop();
-    t.sync(false);
+    t.sync();
     throw;
   }
-  t.sync(false);
+  t.sync();
   cbs.on_predict_end({});
   return concat_rows(parts);
 }
@@ -553,10 +559,10 @@ Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_w
     t.M = t.initial_metric_state();
     logs = t.train_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
   } catch (...) {
-    t.sync(false);
+    t.sync();
     throw;
   }
-  t.sync(false);
+  t.sync();
   return logs;
 }
 
@@ -574,10 +580,10 @@ Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_we
     t.M = t.initial_metric_state();
     logs = t.test_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
   } catch (...) {
-    t.sync(false);
+    t.sync();
     throw;
   }
-  t.sync(false);
+  t.sync();
   return logs;
 }
 

@@ -170,6 +170,39 @@ TEST(Fit, ValidationEvaluatePredictAndOnBatch) {
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 2.2, 1e-6);  // w += 0.1 * 2 * 1
 }
 
+TEST(Fit, DuringFitTheVariablesHoldNoSecondCopyOfTheState) {
+  // A 1000 x 1000 kernel (4 MB) trained with plain SGD: the state is the weights alone. While fit
+  // runs (measured in a callback), host memory in use holds one copy of them, not two.
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 1000, .use_bias = false})});
+  model.build_model({1, 1000});
+  model.compile(sgd_mse(0.001));
+  const int64_t weight_bytes = 1000 * 1000 * 4;
+  Array x = Array::full({4, 1000}, 0.01, DType::kF32), y = Array::zeros({4, 1000}, DType::kF32);
+  const int64_t before = default_cpu_device().allocator().stats().bytes_in_use;  // weights + data
+  int64_t during = 0;
+  auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](int64_t, const Logs&) {
+        during = std::max(during, default_cpu_device().allocator().stats().bytes_in_use);
+      }});
+  model.fit({.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {probe}});
+  EXPECT_GT(during, 0);
+  EXPECT_LT(during - before, weight_bytes / 2) << "before " << before << ", during " << during;
+}
+
+TEST(Fit, AVariableAssignedAtEpochEndIsWhatTheNextEpochTrains) {
+  auto model = linear(1, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
+                  .loss = std::make_shared<losses::MeanSquaredError>()});
+  Model* m = model.get();
+  auto reset = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_epoch_end = [m](int64_t, const Logs&) { m->variables()[0]->assign(testing::f32({3}, {1, 1})); }});
+  // x = 1, y = 3: epoch 1 trains w = 1, the callback assigns w = 3 for epoch 2.
+  auto h = model->fit({.x = testing::f32({1}, {1, 1}), .y = testing::f32({3}, {1, 1}), .batch_size = 1, .epochs = 2,
+                       .verbose = 0, .callbacks = {reset}});
+  EXPECT_NEAR(h->values("loss")[0], 4.0, 1e-6);  // (1 - 3)^2
+  EXPECT_NEAR(h->values("loss")[1], 0.0, 1e-6);  // (3 - 3)^2 after the assignment
+}
+
 TEST(Fit, RunEagerlyMatchesCompiledSteps) {
   // The interpreter path (run_eagerly) and the compiled one give the same trajectory.
   auto run = [](bool eager) {
