@@ -128,9 +128,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return out;
   }
 
-  /// The forward pass and the loss over (T, NT, x, y, sw): [loss, y_pred, NT'...].
-  TraceFn loss_fn(bool training) const {
-    return [this, training](const std::vector<Tensor>& b) {
+  /// The forward pass and the loss over (T, NT, x, y, sw): [loss, y_pred, NT'...]; with
+  /// `scaled` (the train step), [optimizer's scaled loss, y_pred, NT'..., unscaled loss] so the
+  /// gradient is taken of the scaled loss while logs and metrics see the unscaled one.
+  TraceFn loss_fn(bool training, bool scaled = false) const {
+    return [this, training, scaled](const std::vector<Tensor>& b) {
       const size_t nt = trainable.size(), nn = non_trainable.size();
       LayerContext ctx(training);
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], b[i]);
@@ -139,8 +141,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
       Tensor y_pred = (*model)(ctx, x);
       Tensor loss = (*options.loss)(b[nt + nn + 1], y_pred, b[nt + nn + 2]);
       for (const Tensor& extra : ctx.losses()) loss = loss + extra;
-      std::vector<Tensor> out = {loss, y_pred};
+      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(loss) : loss, y_pred};
       for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(b[nt + i]));
+      if (scaled) out.push_back(loss);
       return out;
     };
   }
@@ -153,10 +156,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
       b.insert(b.end(), {a[xi], a[xi + 1], a[xi + 2]});
       std::vector<int64_t> argnums;
       for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
-      std::vector<Tensor> vg = value_and_grad(loss_fn(true), argnums, /*has_aux=*/true)(b);
-      // vg = [loss, y_pred, NT'..., grads...]
-      const Tensor loss = vg[0], y_pred = vg[1];
-      auto [new_t, new_o] = options.optimizer->apply(slice(a, nt + nn, no), slice(a, 0, nt), slice(vg, 2 + nn, nt));
+      std::vector<Tensor> vg = value_and_grad(loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
+      // vg = [scaled loss, y_pred, NT'..., loss, grads...]; apply() unscales the gradients.
+      const Tensor loss = vg[2 + nn], y_pred = vg[1];
+      auto [new_t, new_o] = options.optimizer->apply(slice(a, nt + nn, no), slice(a, 0, nt), slice(vg, 3 + nn, nt));
       std::vector<Tensor> out = new_t;
       for (size_t i = 0; i < nn; ++i) out.push_back(vg[2 + i]);
       out.insert(out.end(), new_o.begin(), new_o.end());

@@ -47,6 +47,20 @@ TEST(Fit, LinearRegressionWithSgdFollowsTheHandComputedTrajectory) {
   EXPECT_NEAR(w[1].to_vector<float>()[0], 1.05, 1e-5);
 }
 
+TEST(Fit, LossScalingChangesNeitherTheUpdatesNorTheLoggedLoss) {
+  // With loss_scale_factor 1024 the gradient is taken of 1024 * loss and divided back: the same
+  // trajectory and the same logged (unscaled) loss as without scaling (the first test's values).
+  auto model = linear(0, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(
+                      optimizers::SGDOptions{.learning_rate = 0.1, .loss_scale_factor = 1024.0}),
+                  .loss = std::make_shared<losses::MeanSquaredError>()});
+  auto h = model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}), .batch_size = 2,
+                       .epochs = 2, .verbose = 0, .shuffle = false});
+  EXPECT_NEAR(h->values("loss")[0], 17.0, 1e-4);
+  EXPECT_NEAR(h->values("loss")[1], 1.685, 1e-4);
+  EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 1.71, 1e-5);
+}
+
 TEST(Fit, EpochLossIsWeightedByBatchSize) {
   // Predictions stay 0 (lr 0): MAE batches of 2 and 1 samples have losses 10 and 9 -> 29 / 3.
   auto model = linear(0, 0);
