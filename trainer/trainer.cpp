@@ -204,6 +204,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
     if (train_fn) return;
     trainable = model->trainable_variables();
     non_trainable = model->non_trainable_variables();
+    // Shardings are recorded before the first step and enforced on every step's outputs
+    // (one device today; the multi-device trainer builds on this).
+    for (Variable* v : model->variables()) {
+      if (!v->sharding()) v->set_sharding(v->value().sharding());
+    }
     if (options.optimizer) {
       std::vector<ir::TensorType> types;
       for (Variable* v : trainable) types.push_back(v->type());
@@ -257,7 +262,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
     at += O.size();
     M = slice(out, at, M.size());
     at += M.size();
+    enforce_shardings();
     return logs_from(out, at);
+  }
+
+  /// Moves any state array whose sharding differs from its variable's recorded one back to it.
+  void enforce_shardings() {
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      if (!(T[i].sharding() == *trainable[i]->sharding())) T[i] = reshard(T[i], *trainable[i]->sharding());
+    }
+    for (size_t i = 0; i < non_trainable.size(); ++i) {
+      if (!(NT[i].sharding() == *non_trainable[i]->sharding())) NT[i] = reshard(NT[i], *non_trainable[i]->sharding());
+    }
   }
 
   Logs test_batch(const Batch& batch) {

@@ -44,6 +44,11 @@ TEST(Fit, LinearRegressionWithSgdFollowsTheHandComputedTrajectory) {
   EXPECT_NEAR(loss[1], 1.685, 1e-5);
   const std::vector<Array> w = model->get_weights();
   EXPECT_NEAR(w[0].to_vector<float>()[0], 1.71, 1e-5);
+  // The variables' shardings were recorded before the first step (one device here).
+  for (Variable* v : model->variables()) {
+    ASSERT_TRUE(v->sharding().has_value());
+    EXPECT_EQ(*v->sharding(), NamedSharding::single_device(default_cpu_device()));
+  }
   EXPECT_NEAR(w[1].to_vector<float>()[0], 1.05, 1e-5);
 }
 
