@@ -111,19 +111,37 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return s;
   }
 
-  /// New metric state (2 + per metric) after one batch, followed by the results.
-  std::vector<Tensor> update_metrics(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
-                                     const Tensor& y_pred, const Tensor& sw) const {
+  /// New metric state (2 + per metric) after one batch.
+  std::vector<Tensor> update_metric_state(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
+                                          const Tensor& y_pred, const Tensor& sw) const {
     std::vector<Tensor> out = loss_tracker.add_batch(slice(m, 0, 2), loss, y_pred.dim(0));
-    std::vector<Tensor> results = {loss_tracker.result(out)};
     size_t at = 2;
     for (const auto& metric : options.metrics) {
       const size_t n = metric->initial_state().size();
       std::vector<Tensor> s = metric->update_state(slice(m, at, n), y, y_pred, sw);
-      results.push_back(metric->result(s));
       out.insert(out.end(), s.begin(), s.end());
       at += n;
     }
+    return out;
+  }
+
+  /// The logged values of a metric state: the loss tracker's result, then each metric's.
+  std::vector<Tensor> metric_results(const std::vector<Tensor>& m) const {
+    std::vector<Tensor> results = {loss_tracker.result(slice(m, 0, 2))};
+    size_t at = 2;
+    for (const auto& metric : options.metrics) {
+      const size_t n = metric->initial_state().size();
+      results.push_back(metric->result(slice(m, at, n)));
+      at += n;
+    }
+    return results;
+  }
+
+  /// update_metric_state followed by the results.
+  std::vector<Tensor> update_metrics(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
+                                     const Tensor& y_pred, const Tensor& sw) const {
+    std::vector<Tensor> out = update_metric_state(m, loss, y, y_pred, sw);
+    std::vector<Tensor> results = metric_results(out);
     out.insert(out.end(), results.begin(), results.end());
     return out;
   }
@@ -152,21 +170,29 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return [this](const std::vector<Tensor>& a) {
       const size_t nt = trainable.size(), nn = non_trainable.size(), no = O.size(), nm = metric_state_size();
       const size_t xi = nt + nn + no + nm;
-      std::vector<Tensor> b = slice(a, 0, nt + nn);
-      b.insert(b.end(), {a[xi], a[xi + 1], a[xi + 2]});
-      std::vector<int64_t> argnums;
-      for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
-      std::vector<Tensor> vg = value_and_grad(loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
-      // vg = [scaled loss, y_pred, NT'..., loss, grads...]; apply() unscales the gradients.
-      const Tensor loss = vg[2 + nn], y_pred = vg[1];
-      auto [new_t, new_o] = options.optimizer->apply(slice(a, nt + nn, no), slice(a, 0, nt), slice(vg, 3 + nn, nt));
-      std::vector<Tensor> out = new_t;
-      for (size_t i = 0; i < nn; ++i) out.push_back(vg[2 + i]);
-      out.insert(out.end(), new_o.begin(), new_o.end());
-      std::vector<Tensor> m = update_metrics(slice(a, nt + nn + no, nm), loss, a[xi + 1], y_pred, a[xi + 2]);
-      out.insert(out.end(), m.begin(), m.end());
+      TrainStepState s{slice(a, 0, nt), slice(a, nt, nn), slice(a, nt + nn, no), slice(a, nt + nn + no, nm),
+                       a[xi], a[xi + 1], a[xi + 2]};
+      model->train_step(s);
+      check_state(s.trainable, nt, "trainable");
+      check_state(s.non_trainable, nn, "non_trainable");
+      check_state(s.optimizer, no, "optimizer");
+      check_state(s.metrics, nm, "metrics");
+      std::vector<Tensor> out = s.trainable;
+      out.insert(out.end(), s.non_trainable.begin(), s.non_trainable.end());
+      out.insert(out.end(), s.optimizer.begin(), s.optimizer.end());
+      out.insert(out.end(), s.metrics.begin(), s.metrics.end());
+      std::vector<Tensor> results = metric_results(s.metrics);
+      out.insert(out.end(), results.begin(), results.end());
       return out;
     };
+  }
+
+  static void check_state(const std::vector<Tensor>& v, size_t want, const char* what) {
+    if (v.size() != want) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("train_step left {} {} state tensors, the model has {}", v.size(), what, want),
+                  "a custom train_step must keep every state list's length (replace values, do not add or drop)");
+    }
   }
 
   TraceFn test_step() const {
@@ -326,6 +352,52 @@ struct Model::Trainer : callbacks::WeightsAccess {
     throw Error(ErrorCode::kNotFound, fmt::format("variable '{}' is not in the model's state", v->name()));
   }
 };
+
+// ---- the train step's parts (Model::train_step and its helpers) --------------------------------
+
+namespace {
+
+Model::Trainer& compiled_trainer(const std::shared_ptr<Model::Trainer>& t, const char* who) {
+  if (!t || !t->options.optimizer) {
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("{} needs a model compiled with an optimizer", who),
+                "call model.compile(...) first");
+  }
+  return *t;
+}
+
+}  // namespace
+
+void Model::train_step(TrainStepState& state) {
+  StepGradients g = compute_gradients(state);
+  state.non_trainable = g.non_trainable;
+  apply_gradients(state, g.gradients);
+  update_metrics(state, g.loss, g.y_pred);
+}
+
+StepGradients Model::compute_gradients(const TrainStepState& s) {
+  Trainer& t = compiled_trainer(trainer_, "compute_gradients");
+  const size_t nt = s.trainable.size(), nn = s.non_trainable.size();
+  std::vector<Tensor> b = s.trainable;
+  b.insert(b.end(), s.non_trainable.begin(), s.non_trainable.end());
+  b.insert(b.end(), {s.x, s.y, s.sample_weight});
+  std::vector<int64_t> argnums;
+  for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
+  // [scaled loss, y_pred, NT'..., loss, grads...]; apply() unscales the gradients.
+  std::vector<Tensor> vg = value_and_grad(t.loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
+  return {vg[2 + nn], vg[1], slice(vg, 3 + nn, nt), slice(vg, 2, nn)};
+}
+
+void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradients) {
+  Trainer& t = compiled_trainer(trainer_, "apply_gradients");
+  auto [new_t, new_o] = t.options.optimizer->apply(s.optimizer, s.trainable, gradients);
+  s.trainable = std::move(new_t);
+  s.optimizer = std::move(new_o);
+}
+
+void Model::update_metrics(TrainStepState& s, const Tensor& loss, const Tensor& y_pred) {
+  Trainer& t = compiled_trainer(trainer_, "update_metrics");
+  s.metrics = t.update_metric_state(s.metrics, loss, s.y, y_pred, s.sample_weight);
+}
 
 // ---- compile ---------------------------------------------------------------------------------
 

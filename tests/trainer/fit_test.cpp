@@ -66,6 +66,37 @@ TEST(Fit, LossScalingChangesNeitherTheUpdatesNorTheLoggedLoss) {
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 1.71, 1e-5);
 }
 
+/// A custom train_step (Keras: override train_step): gradients halved before the update.
+class HalfStepModel final : public Sequential {
+ public:
+  using Sequential::Sequential;
+  void train_step(TrainStepState& s) override {
+    StepGradients g = compute_gradients(s);
+    for (Tensor& t : g.gradients) t = t * 0.5;
+    apply_gradients(s, g.gradients);
+    update_metrics(s, g.loss, g.y_pred);
+  }
+};
+
+TEST(Fit, ACustomTrainStepReplacesTheDefaultOne) {
+  auto make = [](bool custom) -> std::shared_ptr<Sequential> {
+    std::vector<std::shared_ptr<Layer>> layers = {std::make_shared<Dense>(DenseOptions{.units = 1})};
+    auto m = custom ? std::make_shared<HalfStepModel>(layers) : std::make_shared<Sequential>(layers);
+    m->build_model({1, 1});
+    m->set_weights({testing::f32({0}, {1, 1}), testing::f32({0}, {1})});
+    return m;
+  };
+  auto custom = make(true), plain = make(false);
+  custom->compile(sgd_mse(0.1));
+  plain->compile(sgd_mse(0.05));  // half the gradient at lr 0.1 == the whole gradient at lr 0.05
+  const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({3, 5}, {2, 1});
+  auto hc = custom->fit({.x = x, .y = y, .batch_size = 2, .epochs = 3, .verbose = 0, .shuffle = false});
+  auto hp = plain->fit({.x = x, .y = y, .batch_size = 2, .epochs = 3, .verbose = 0, .shuffle = false});
+  EXPECT_NEAR(custom->get_weights()[0].to_vector<float>()[0], plain->get_weights()[0].to_vector<float>()[0], 1e-6);
+  EXPECT_NEAR(hc->values("loss")[2], hp->values("loss")[2], 1e-5);
+  EXPECT_NEAR(hc->values("loss")[0], 17.0, 1e-5);
+}
+
 TEST(Fit, EpochLossIsWeightedByBatchSize) {
   // Predictions stay 0 (lr 0): MAE batches of 2 and 1 samples have losses 10 and 9 -> 29 / 3.
   auto model = linear(0, 0);

@@ -84,6 +84,25 @@ struct PredictOptions {
   callbacks::ProgbarLoggerOptions progbar;
 };
 
+/// The traced tensors of one train step, for a custom Model::train_step (Keras 3's stateless
+/// train_step(state, data)): the state lists come in holding the current values and must hold
+/// the new ones when train_step returns.
+struct TrainStepState {
+  std::vector<Tensor> trainable;      ///< trainable variables (Model::trainable_variables order)
+  std::vector<Tensor> non_trainable;  ///< non-trainable variables
+  std::vector<Tensor> optimizer;      ///< optimizer variables (Optimizer::build layout)
+  std::vector<Tensor> metrics;        ///< metric variables: the loss tracker's, then each metric's
+  Tensor x, y, sample_weight;         ///< the batch; sample_weight is ones when none was given
+};
+
+/// What Model::compute_gradients returns.
+struct StepGradients {
+  Tensor loss;                        ///< the batch loss (unscaled)
+  Tensor y_pred;                      ///< the forward pass's output (training = true)
+  std::vector<Tensor> gradients;      ///< d loss / d trainable (of the optimizer's scaled loss)
+  std::vector<Tensor> non_trainable;  ///< the non-trainable variables' new values
+};
+
 /// keras.Model: subclass it and override call() (and build() for own variables), tracking
 /// sublayers with track(); or use Sequential.
 class Model : public Layer {
@@ -137,6 +156,19 @@ class Model : public Layer {
   Logs train_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
   /// One test step on one batch.
   Logs test_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
+  /// One training step, traced (Keras: override train_step to customise training). The default
+  /// is compute_gradients, apply_gradients, update_metrics; an override may change the
+  /// gradients (e.g. clip them), add terms, or update state differently. Called while tracing
+  /// (once per input signature), never per step.
+  virtual void train_step(TrainStepState& state);
+  /// The forward pass (training = true) and the compiled loss (plus layer losses) of `state`'s
+  /// batch and their gradients with respect to the trainable variables.
+  StepGradients compute_gradients(const TrainStepState& state);
+  /// The optimizer's update: state.trainable and state.optimizer get their new values.
+  void apply_gradients(TrainStepState& state, const std::vector<Tensor>& gradients);
+  /// The loss tracker (weighted by batch size) and the compiled metrics: state.metrics updated.
+  void update_metrics(TrainStepState& state, const Tensor& loss, const Tensor& y_pred);
+
   /// Number of input signatures the train step was traced and compiled for (the contract: at
   /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
   int64_t train_step_compile_count() const;
@@ -169,7 +201,7 @@ class Model : public Layer {
 };
 
 /// keras.Sequential: layers applied in order.
-class Sequential final : public Model {
+class Sequential : public Model {
  public:
   explicit Sequential(ModelOptions options = {});
   /// Sequential with these layers (std::make_shared<Dense>(DenseOptions{...}), ...).
