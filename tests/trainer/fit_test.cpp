@@ -126,7 +126,7 @@ TEST(Fit, StepsPerExecutionFiresHooksPerCallAndEqualsSingleSteps) {
   const auto [w3, l3] = run(3, &hooks3);
   EXPECT_EQ(hooks1, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));  // 7 batches, the last of 4
   EXPECT_EQ(hooks3, (std::vector<int64_t>{0, 3, 6}));
-  EXPECT_EQ(w1[0].to_vector<float>(), w3[0].to_vector<float>());
+  EXPECT_EQ(w1[0].to_vector<float>(), w3[0].to_vector<float>());  // so predictions are equal too
   EXPECT_EQ(w1[1].to_vector<float>(), w3[1].to_vector<float>());
   EXPECT_EQ(l1, l3);
 }
@@ -210,6 +210,8 @@ TEST(Fit, ValidationEvaluatePredictAndOnBatch) {
   EXPECT_NEAR(h->values("val_mean_absolute_error")[0], 1.0, 1e-6);
   const Logs e = model->evaluate({.x = x, .y = y, .batch_size = 3, .verbose = 0});
   EXPECT_NEAR(*e.get("loss"), 0.25, 1e-6);  // (0 + 0 + 0 + 1) / 4, batches of 3 and 1
+  ASSERT_EQ(e.values().size(), 2u);         // the flat list: loss, then the metrics in order
+  EXPECT_NEAR(e.values()[1], 0.25, 1e-6);   // MAE
   // predict: a ragged last batch, rows in order.
   const Array p = model->predict({.x = testing::f32({0, 1, 2, 3, 4, 5, 6}, {7, 1}), .batch_size = 3});
   EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9, 11, 13}));

@@ -40,6 +40,12 @@ class Logs {
   bool empty() const { return entries_.empty(); }
   void clear() { entries_.clear(); }
   const std::vector<std::pair<std::string, double>>& entries() const { return entries_; }
+  /// The values in order (Keras's evaluate() flat list without return_dict).
+  std::vector<double> values() const {
+    std::vector<double> v;
+    for (const auto& e : entries_) v.push_back(e.second);
+    return v;
+  }
   auto begin() const { return entries_.begin(); }
   auto end() const { return entries_.end(); }
   bool operator==(const Logs&) const = default;
