@@ -292,12 +292,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
   return -sum(t * log_probabilities(p, from_logits, a), {a});
 }
 
-Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                       bool from_logits) {
-  const char* fn = "sparse_categorical_crossentropy";
-  require_valid(fn, "y_true", y_true);
-  require_valid(fn, "y_pred", y_pred);
-  require_floating(fn, "y_pred", y_pred);
+Tensor sparse_labels(const char* fn, const Tensor& y_true, const Tensor& y_pred) {
   if (y_pred.rank() == 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: y_pred is a scalar; it needs a class axis", fn),
@@ -313,9 +308,19 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
                             "class axis, {}",
                             fn, shape_to_string(y_true.shape()), shape_to_string(y_pred.shape()),
                             shape_to_string(expected)),
-                "pass integer labels of shape (batch,) or (batch, 1); use "
-                "categorical_crossentropy for one-hot labels");
+                "pass integer labels of shape (batch,) or (batch, 1) (one-hot labels take the "
+                "categorical loss or metric)");
   }
+  return labels;
+}
+
+Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                                       bool from_logits) {
+  const char* fn = "sparse_categorical_crossentropy";
+  require_valid(fn, "y_true", y_true);
+  require_valid(fn, "y_pred", y_pred);
+  require_floating(fn, "y_pred", y_pred);
+  Tensor labels = sparse_labels(fn, y_true, y_pred);
   check_several_classes(fn, y_pred, y_pred.rank() - 1);
   if (!is_integer(labels.dtype())) labels = convert(labels, DType::kI32);
   const Tensor one_hot_labels = one_hot(labels, y_pred.dim(-1), y_pred.dtype());

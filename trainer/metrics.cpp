@@ -275,23 +275,7 @@ Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
 Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
   require_valid("sparse_categorical_accuracy", "y_true", y_true);
   require_valid("sparse_categorical_accuracy", "y_pred", y_pred);
-  if (y_pred.rank() == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "sparse_categorical_accuracy: y_pred is a scalar; it needs a class axis",
-                "pass y_pred of shape (batch, classes)");
-  }
-  Tensor labels = y_true;
-  if (labels.rank() == y_pred.rank() && labels.dim(-1) == 1) labels = squeeze(labels, {-1});
-  const Shape pred_shape = y_pred.shape();  // by value: one copy for both iterators
-  const Shape expected(pred_shape.begin(), pred_shape.end() - 1);
-  if (labels.shape() != expected) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("sparse_categorical_accuracy: y_true shape {} does not match y_pred "
-                            "shape {} without its class axis, {}",
-                            shape_to_string(y_true.shape()), shape_to_string(y_pred.shape()),
-                            shape_to_string(expected)),
-                "pass integer labels of shape (batch,) or (batch, 1)");
-  }
+  Tensor labels = losses::sparse_labels("sparse_categorical_accuracy", y_true, y_pred);
   if (is_bool(labels.dtype())) labels = convert(labels, DType::kI32);
   const DType compare = is_integer(labels.dtype()) ? DType::kI64 : labels.dtype();
   const Tensor predicted = convert(argmax(y_pred, -1, DType::kI64), compare);

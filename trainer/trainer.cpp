@@ -634,21 +634,21 @@ Array Model::predict(PredictOptions o) {
   return concat_rows(parts);
 }
 
-Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
-  if (!trainer_ || !trainer_->compiled_by_user) {
-    throw Error(ErrorCode::kFailedPrecondition, "train_on_batch before compile", "call model.compile(...) first");
-  }
-  Trainer& t = *trainer_;
-  if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "train_on_batch: compile() was given no optimizer");
-  ArrayDataAdapter check(x, y, sample_weight, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
-  build_model(x.shape(), x.dtype());
+namespace {
+
+/// train_on_batch / test_on_batch: one step on one batch with fresh metric state, then sync.
+Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Array& x, const Array& y, const Array& sw) {
+  // The array adapter's checks (sample counts, sample_weight rank) on this one batch.
+  ArrayDataAdapter check(x, y, sw, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
+  model.build_model(x.shape(), x.dtype());
   t.check_labels(y);
   t.prepare();
   t.begin_loop();
   Logs logs;
   try {
     t.M = t.initial_metric_state();
-    logs = t.train_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
+    const Batch batch{to_host(x), to_host(y), sw.valid() ? to_host(sw) : Array()};
+    logs = train ? t.train_batch(batch) : t.test_batch(batch);
   } catch (...) {
     t.sync();
     throw;
@@ -657,25 +657,23 @@ Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_w
   return logs;
 }
 
+}  // namespace
+
+Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "train_on_batch before compile", "call model.compile(...) first");
+  }
+  if (!trainer_->options.optimizer) {
+    throw Error(ErrorCode::kFailedPrecondition, "train_on_batch: compile() was given no optimizer");
+  }
+  return run_on_batch(*this, *trainer_, true, x, y, sample_weight);
+}
+
 Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
   if (!trainer_ || !trainer_->compiled_by_user) {
     throw Error(ErrorCode::kFailedPrecondition, "test_on_batch before compile", "call model.compile(...) first");
   }
-  Trainer& t = *trainer_;
-  ArrayDataAdapter check(x, y, sample_weight, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
-  build_model(x.shape(), x.dtype());
-  t.prepare();
-  t.begin_loop();
-  Logs logs;
-  try {
-    t.M = t.initial_metric_state();
-    logs = t.test_batch(Batch{to_host(x), to_host(y), sample_weight.valid() ? to_host(sample_weight) : Array()});
-  } catch (...) {
-    t.sync();
-    throw;
-  }
-  t.sync();
-  return logs;
+  return run_on_batch(*this, *trainer_, false, x, y, sample_weight);
 }
 
 int64_t Model::train_step_compile_count() const {

@@ -78,6 +78,11 @@ Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>&
 // otherwise), converts y_true to that dtype, and returns one loss per sample: the input shape
 // without its last axis, e.g. (batch,) for (batch, d) inputs.
 
+/// The class-index labels of `y_true` for predictions `y_pred` (batch..., classes): labels of
+/// y_pred's shape without its class axis, or with a trailing size-1 axis (squeezed). Errors name
+/// `fn`: kInvalidArgument for a scalar y_pred, kShapeMismatch naming both shapes otherwise.
+Tensor sparse_labels(const char* fn, const Tensor& y_true, const Tensor& y_pred);
+
 /// mean((y_true - y_pred)^2, axis=-1) after squeeze_or_expand_to_same_rank; y_true and y_pred
 /// broadcast against each other (kShapeMismatch naming both shapes if they do not, kInvalidArgument
 /// if the broadcast shape is a scalar).
