@@ -55,6 +55,10 @@ ArrayDataAdapter::ArrayDataAdapter(Array x, Array y, Array sample_weight, int64_
     throw Error(ErrorCode::kInvalidArgument, fmt::format("batch_size must be > 0, got {}", batch_size_));
   }
   const int64_t n = x_.shape()[0];
+  if (n == 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("x has no samples (shape {})", shape_to_string(x_.shape())),
+                "pass at least one sample");
+  }
   check_samples(y_, n, "y");
   check_samples(sw_, n, "sample_weight");
   if (sw_.valid() && sw_.rank() != 1) {
@@ -145,16 +149,16 @@ Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pai
 }
 
 EpochIterator::EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch,
-                             PrefetchQueue<Batch>::Distribute distribute)
+                             PrefetchQueue<Batch>::Distribute distribute, std::string steps_name)
     : adapter_(std::move(adapter)), steps_(steps_per_epoch), distribute_(std::move(distribute)) {
   if (!adapter_) throw Error(ErrorCode::kInvalidArgument, "EpochIterator: no data adapter");
   if (steps_ && *steps_ <= 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("steps_per_epoch must be > 0, got {}", *steps_));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} must be > 0, got {}", steps_name, *steps_));
   }
   if (steps_ && adapter_->num_batches() && *steps_ > *adapter_->num_batches()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("steps_per_epoch {} exceeds the {} batches of the data", *steps_, *adapter_->num_batches()),
-                "use at most as many steps as the data has batches (or omit steps_per_epoch)");
+                fmt::format("{} {} exceeds the {} batches of the data", steps_name, *steps_, *adapter_->num_batches()),
+                fmt::format("use at most as many steps as the data has batches (or omit {})", steps_name));
   }
 }
 

@@ -83,12 +83,14 @@ Array Model::predict_on_batch(const Array& x) {
 }
 
 std::vector<Array> Model::get_weights() {
+  if (trainer_live()) return trainer_weights().get_weights();  // from a callback: the live state
   std::vector<Array> out;
   for (Variable* v : variables()) out.push_back(v->value().clone());
   return out;
 }
 
 void Model::set_weights(const std::vector<Array>& weights) {
+  if (trainer_live()) return trainer_weights().set_weights(weights);  // changes the next step's state
   std::vector<Variable*> vars = variables();
   if (weights.size() != vars.size()) {
     throw Error(ErrorCode::kInvalidArgument,

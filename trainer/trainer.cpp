@@ -96,6 +96,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   std::vector<Variable*> trainable, non_trainable;
   std::vector<Array> T, NT, O, M;  // live state while a loop runs
   bool live = false;                // T/NT hold the state (variables purged)
+  bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
 
   size_t metric_state_size() const {
@@ -218,6 +219,15 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   bool compiled() const { return options.jit_compile && !options.run_eagerly; }
 
+  /// Every batch (arrays or a generator's): targets present, sparse labels in range.
+  void check_batch(const Batch& b) const {
+    if (!b.y.valid()) {
+      throw Error(ErrorCode::kInvalidArgument, "a batch has no targets y",
+                  "pass y (or validation_data.y / a generator yielding Batch{x, y, ...})");
+    }
+    check_labels(b.y);
+  }
+
   /// Sparse losses: integer labels must lie in [0, classes) (checked on the host before any
   /// step; inside a step a bad label would silently give loss 0).
   void check_labels(const Array& y) const {
@@ -273,6 +283,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   /// One training step on `batch`; returns the logs (loss, then the metrics).
   Logs train_batch(const Batch& batch) {
+    check_batch(batch);
     std::vector<Array> args = T;
     args.insert(args.end(), NT.begin(), NT.end());
     args.insert(args.end(), O.begin(), O.end());
@@ -303,6 +314,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   }
 
   Logs test_batch(const Batch& batch) {
+    check_batch(batch);
     std::vector<Array> args = T;
     args.insert(args.end(), NT.begin(), NT.end());
     args.insert(args.end(), M.begin(), M.end());
@@ -356,6 +368,31 @@ struct Model::Trainer : callbacks::WeightsAccess {
 // ---- the train step's parts (Model::train_step and its helpers) --------------------------------
 
 namespace {
+
+/// The state of one loop (evaluate, predict, *_on_batch; fit manages its own): takes the state
+/// out of the variables when no loop holds it and gives it back at the end. Nested in a running
+/// fit (called from a callback) it works on the live state and restores the metric state, so the
+/// outer loop goes on unaffected.
+class LoopScope {
+ public:
+  explicit LoopScope(Model::Trainer& t) : t_(t), owner_(!t.live), saved_m_(t.M) {
+    if (owner_) t_.begin_loop();
+  }
+  ~LoopScope() {
+    if (owner_) {
+      t_.sync();
+    } else {
+      t_.M = saved_m_;
+    }
+  }
+  LoopScope(const LoopScope&) = delete;
+  LoopScope& operator=(const LoopScope&) = delete;
+
+ private:
+  Model::Trainer& t_;
+  bool owner_;
+  std::vector<Array> saved_m_;
+};
 
 Model::Trainer& compiled_trainer(const std::shared_ptr<Model::Trainer>& t, const char* who) {
   if (!t || !t->options.optimizer) {
@@ -413,7 +450,10 @@ void Model::compile(CompileOptions options) {
   for (size_t i = 0; i < options.metrics.size(); ++i) {
     if (!options.metrics[i]) throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: metric {} is null", i));
   }
-  if (trainer_ && trainer_->live) trainer_->sync();
+  if (trainer_ && (trainer_->fitting || trainer_->live)) {
+    throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
+                "compile before or after the loop");
+  }
   trainer_ = std::make_shared<Trainer>();
   trainer_->model = this;
   trainer_->compiled_by_user = true;
@@ -438,12 +478,9 @@ std::shared_ptr<DataAdapter> make_adapter(const Array& x, const Array& y, const 
 
 // ---- fit -------------------------------------------------------------------------------------
 
-std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
-  if (!trainer_ || !trainer_->compiled_by_user) {
-    throw Error(ErrorCode::kFailedPrecondition, "fit before compile", "call model.compile(...) first");
-  }
-  Trainer& t = *trainer_;
-  if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "fit: compile() was given no optimizer");
+namespace {
+
+void check_fit_options(const FitOptions& o) {
   if (o.batch_size <= 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
   if (o.epochs < 0 || o.initial_epoch < 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: epochs {} / initial_epoch {} must be >= 0", o.epochs, o.initial_epoch));
@@ -453,6 +490,54 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
                 "pass one of them (class_weight becomes per-sample weights)");
   }
   if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: no targets y", "pass .y with the labels");
+  if (o.validation_batch_size && *o.validation_batch_size <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_batch_size must be > 0, got {}", *o.validation_batch_size));
+  }
+  if (o.validation_freq < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_freq must be >= 1, got {}", o.validation_freq),
+                "validate every n epochs (n >= 1), or list 1-based epochs in validation_epochs");
+  }
+  for (int64_t e : o.validation_epochs) {
+    if (e < 1) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_epochs holds {}; epochs are 1-based", e));
+    }
+  }
+  for (size_t i = 0; i < o.class_weight.size(); ++i) {
+    const auto& [cls, w] = o.class_weight[i];
+    if (!std::isfinite(w) || w < 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight of class {} is {}", cls, w),
+                  "class weights must be finite and >= 0");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (o.class_weight[j].first == cls) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight lists class {} twice", cls));
+      }
+    }
+  }
+}
+
+/// Clears the trainer's fitting flag however fit ends.
+struct FittingFlag {
+  explicit FittingFlag(bool& flag) : flag_(flag) { flag_ = true; }
+  ~FittingFlag() { flag_ = false; }
+  FittingFlag(const FittingFlag&) = delete;
+  FittingFlag& operator=(const FittingFlag&) = delete;
+  bool& flag_;
+};
+
+}  // namespace
+
+std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
+  if (!trainer_ || !trainer_->compiled_by_user) {
+    throw Error(ErrorCode::kFailedPrecondition, "fit before compile", "call model.compile(...) first");
+  }
+  Trainer& t = *trainer_;
+  if (t.fitting) {
+    throw Error(ErrorCode::kFailedPrecondition, "fit called while this model's fit is running (from a callback?)",
+                "evaluate, predict and test_on_batch may run from callbacks; fit may not");
+  }
+  if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "fit: compile() was given no optimizer");
+  check_fit_options(o);
   // Validation data: validation_data, or the last fraction of the arrays (before shuffling).
   std::optional<Batch> val = o.validation_data;
   Array x = o.x, y = o.y, sw = o.sample_weight;
@@ -471,18 +556,31 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   }
   if (!o.class_weight.empty()) sw = class_weights_to_sample_weights(y, o.class_weight);
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
-  EpochIterator it(adapter, o.steps_per_epoch);
+  EpochIterator it(adapter, o.steps_per_epoch, {}, "steps_per_epoch");
   std::optional<EpochIterator> val_it;
   if (val) {
-    val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
-                                                      o.validation_batch_size.value_or(o.batch_size), false),
-                   o.validation_steps);
+    if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
+    try {
+      val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
+                                                        o.validation_batch_size.value_or(o.batch_size), false),
+                     o.validation_steps, PrefetchQueue<Batch>::Distribute{}, "validation_steps");
+    } catch (const Error& e) {
+      throw e.with_context("fit: validation_data");
+    }
   }
-  // The build pass: shapes only, no batch consumed.
+  // The build pass: shapes only, no batch consumed. Validation inputs and labels are checked
+  // now too, so no error surfaces after an epoch has trained.
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
   t.check_labels(y);
-  if (val) t.check_labels(val->y);
+  if (val) {
+    try {
+      build_model(val->x.shape(), val->x.dtype());
+      t.check_labels(val->y);
+    } catch (const Error& e) {
+      throw e.with_context("fit: validation_data");
+    }
+  }
   t.prepare();
 
   callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
@@ -491,9 +589,10 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
                                             .model = this,
                                             .weights = &t,
                                             .progbar = o.progbar});
-  t.begin_loop();
+  FittingFlag fitting(t.fitting);
   Logs logs;
   try {
+    t.begin_loop();
     cbs.on_train_begin({});
     for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !cbs.control().stop_training; ++epoch) {
       t.begin_loop();  // takes the state back from the variables (synced at the last epoch's end)
@@ -517,16 +616,28 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       it.stop();
       Logs epoch_logs = logs;
       const bool validate = val_it && (o.validation_epochs.empty()
-                                           ? (o.validation_freq > 0 && (epoch + 1) % o.validation_freq == 0)
+                                           ? (epoch + 1) % o.validation_freq == 0
                                            : std::find(o.validation_epochs.begin(), o.validation_epochs.end(),
                                                        epoch + 1) != o.validation_epochs.end());
       if (validate) {
+        // Keras's fit -> evaluate with the same callbacks: the test hooks fire (the progress bar
+        // stays quiet inside fit) and stop_evaluating ends the pass early.
         const std::vector<Array> train_m = t.M;
         t.M = t.initial_metric_state();
+        cbs.control().stop_evaluating = false;
+        cbs.on_test_begin({});
         val_it->begin_epoch(0);
         Logs vl;
-        while (std::optional<Batch> b = val_it->next()) vl = t.test_batch(*b);
+        int64_t vstep = 0;
+        while (!cbs.control().stop_evaluating) {
+          std::optional<Batch> vb = val_it->next();
+          if (!vb) break;
+          cbs.on_test_batch_begin(vstep, {});
+          vl = t.test_batch(*vb);
+          cbs.on_test_batch_end(vstep++, vl);
+        }
         val_it->stop();
+        cbs.on_test_end(vl);
         for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
         t.M = train_m;
       }
@@ -536,6 +647,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     }
   } catch (...) {
     it.stop();
+    if (val_it) val_it->stop();
     t.sync();  // nothing trained is lost
     throw;
   }
@@ -553,8 +665,9 @@ Logs Model::evaluate(EvaluateOptions o) {
     throw Error(ErrorCode::kFailedPrecondition, "evaluate before compile", "call model.compile(...) first");
   }
   Trainer& t = *trainer_;
+  if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
-  EpochIterator it(adapter, o.steps);
+  EpochIterator it(adapter, o.steps, {}, "steps");
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
   t.check_labels(o.y);
@@ -565,7 +678,7 @@ Logs Model::evaluate(EvaluateOptions o) {
                                             .model = this,
                                             .weights = &t,
                                             .progbar = o.progbar});
-  t.begin_loop();
+  LoopScope scope(t);
   Logs logs;
   try {
     t.M = t.initial_metric_state();
@@ -582,10 +695,8 @@ Logs Model::evaluate(EvaluateOptions o) {
     it.stop();
   } catch (...) {
     it.stop();
-    t.sync();
     throw;
   }
-  t.sync();
   cbs.on_test_end(logs);
   return logs;
 }
@@ -597,7 +708,7 @@ Array Model::predict(PredictOptions o) {
   }
   Trainer& t = *trainer_;
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Array(), Array(), o.data, o.batch_size, false, 0, "predict");
-  EpochIterator it(adapter, o.steps);
+  EpochIterator it(adapter, o.steps, {}, "steps");
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
   t.prepare();
@@ -608,7 +719,7 @@ Array Model::predict(PredictOptions o) {
                                             .weights = &t,
                                             .progbar = o.progbar});
   std::vector<Array> parts;
-  t.begin_loop();
+  LoopScope scope(t);
   try {
     cbs.on_predict_begin({});
     it.begin_epoch(0);
@@ -626,35 +737,27 @@ Array Model::predict(PredictOptions o) {
     it.stop();
   } catch (...) {
     it.stop();
-    t.sync();
     throw;
   }
-  t.sync();
   cbs.on_predict_end({});
   return concat_rows(parts);
 }
 
 namespace {
 
-/// train_on_batch / test_on_batch: one step on one batch with fresh metric state, then sync.
+/// train_on_batch / test_on_batch: one step on one batch with fresh metric state.
 Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Array& x, const Array& y, const Array& sw) {
-  // The array adapter's checks (sample counts, sample_weight rank) on this one batch.
+  const char* who = train ? "train_on_batch" : "test_on_batch";
+  if (!y.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no targets y", who), "pass y with the labels");
+  // The array adapter's checks (samples, sample_weight rank) on this one batch.
   ArrayDataAdapter check(x, y, sw, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
   model.build_model(x.shape(), x.dtype());
   t.check_labels(y);
   t.prepare();
-  t.begin_loop();
-  Logs logs;
-  try {
-    t.M = t.initial_metric_state();
-    const Batch batch{to_host(x), to_host(y), sw.valid() ? to_host(sw) : Array()};
-    logs = train ? t.train_batch(batch) : t.test_batch(batch);
-  } catch (...) {
-    t.sync();
-    throw;
-  }
-  t.sync();
-  return logs;
+  LoopScope scope(t);
+  t.M = t.initial_metric_state();
+  const Batch batch{to_host(x), to_host(y), sw.valid() ? to_host(sw) : Array()};
+  return train ? t.train_batch(batch) : t.test_batch(batch);
 }
 
 }  // namespace
@@ -676,6 +779,9 @@ Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_we
   return run_on_batch(*this, *trainer_, false, x, y, sample_weight);
 }
 
+bool Model::trainer_live() const { return trainer_ && trainer_->live; }
+callbacks::WeightsAccess& Model::trainer_weights() { return *trainer_; }
+
 int64_t Model::train_step_compile_count() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->compile_count() : 0;
 }
@@ -683,12 +789,26 @@ int64_t Model::train_step_compile_count() const {
 // ---- weights I/O -------------------------------------------------------------------------------
 
 void Model::save_weights(const std::string& path) {
+  if (!input_type()) {
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("save_weights: model '{}' is not built", name()),
+                "build it first (build_model, fit or predict)");
+  }
   std::vector<std::pair<std::string, Array>> tensors;
-  for (Variable* v : variables()) tensors.emplace_back(v->name(), v->value());
+  std::vector<Array> values = get_weights();  // the live state when called from a callback
+  std::vector<Variable*> vars = variables();
+  for (size_t i = 0; i < vars.size(); ++i) tensors.emplace_back(vars[i]->name(), values[i]);
   save_safetensors(path, tensors, {{"format", "ingot"}, {"model", name()}});
 }
 
 void Model::load_weights(const std::string& path) {
+  if (!input_type()) {
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("load_weights: model '{}' is not built", name()),
+                "build it first with the input shape the weights were trained for (build_model)");
+  }
+  if (trainer_ && trainer_->live) {
+    throw Error(ErrorCode::kFailedPrecondition, "load_weights while fit/evaluate/predict is running",
+                "load weights before or after the loop (or set_weights from a callback)");
+  }
   const SafetensorsFile file = load_safetensors(path);
   std::vector<Array> values;
   std::vector<std::pair<std::string, Array*>> targets;

@@ -22,7 +22,8 @@ const Array& Variable::value() const {
   if (!value_.valid()) {
     throw Error(ErrorCode::kFailedPrecondition,
                 fmt::format("Variable '{}' is purged: a running fit/evaluate/predict holds its live value", name_),
-                "read weights from a callback through the model (the trainer syncs them first), or after fit returns");
+                "in a callback use model.get_weights()/set_weights() (or weights_access()), which see the live state; "
+                "variables hold their values again when the loop ends");
   }
   return value_;
 }

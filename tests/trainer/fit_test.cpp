@@ -327,3 +327,130 @@ TEST(Fit, SavedWeightsReloadToIdenticalPredictions) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+/// Model 4 -> 3 logits with sparse labels, 20 samples: the reviewer's cases.
+struct Classifier {
+  std::shared_ptr<Sequential> m = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})});
+  Array x = Array::full({20, 4}, 0.5, DType::kF32);
+  Array y = Array::from_vector<int32_t>(std::vector<int32_t>(20, 1), {20});
+  Classifier() {
+    m->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                    losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+  }
+};
+
+TEST(FitNested, PredictAndEvaluateFromABatchCallbackLeaveTheFitIntact) {
+  Classifier a, b;
+  std::vector<double> nested_losses;
+  Sequential* am = a.m.get();
+  const Array ax = a.x, ay = a.y;
+  auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+        if (batch != 1) return;
+        EXPECT_EQ(am->predict({.x = ax}).shape(), (Shape{20, 3}));
+        nested_losses.push_back(*am->evaluate({.x = ax, .y = ay, .verbose = 0}).get("loss"));
+        nested_losses.push_back(*am->test_on_batch(ax, ay).get("loss"));
+      }});
+  auto ha = a.m->fit({.x = a.x, .y = a.y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {probe}});
+  auto hb = b.m->fit({.x = b.x, .y = b.y, .batch_size = 4, .epochs = 2, .verbose = 0});
+  ASSERT_EQ(nested_losses.size(), 4u);
+  EXPECT_NEAR(nested_losses[0], nested_losses[1], 1e-6);
+  // The nested calls changed neither the training trajectory nor its logged metrics.
+  EXPECT_EQ(ha->values("loss"), hb->values("loss"));
+  EXPECT_EQ(a.m->get_weights()[0].to_vector<float>(), b.m->get_weights()[0].to_vector<float>());
+}
+
+TEST(FitNested, ModelSetWeightsFromACallbackTakesEffectAndFitOrCompileAreRefused) {
+  Classifier c;
+  Sequential* m = c.m.get();
+  std::string fit_error, compile_error;
+  auto cb = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+        if (batch != 0) return;
+        std::vector<Array> w = m->get_weights();  // the live state, from a callback
+        for (Array& a : w) a = Array::zeros(a.shape(), a.dtype());
+        m->set_weights(w);
+        try {
+          m->fit({.x = c.x, .y = c.y, .verbose = 0});
+        } catch (const Error& e) {
+          fit_error = e.what();
+        }
+        try {
+          m->compile({.loss = std::make_shared<losses::MeanSquaredError>()});
+        } catch (const Error& e) {
+          compile_error = e.what();
+        }
+      }});
+  c.m->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
+                .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                    losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+  c.m->fit({.x = c.x, .y = c.y, .batch_size = 4, .verbose = 0, .callbacks = {cb}});
+  EXPECT_EQ(c.m->get_weights()[0].to_vector<float>(), std::vector<float>(12, 0.0f));  // lr 0: only the reset
+  EXPECT_NE(fit_error.find("fit called while"), std::string::npos) << fit_error;
+  EXPECT_NE(compile_error.find("compile called while"), std::string::npos) << compile_error;
+}
+
+TEST(FitChecks, EverythingIsCheckedBeforeTheFirstStep) {
+  Classifier c;
+  // validation_data with the wrong features / without y / with out-of-range labels.
+  expect_error([&] {
+    c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_data = Batch{Array::zeros({2, 7}, DType::kF32), testing::i32({0, 1}, {2}), Array()}});
+  }, ErrorCode::kShapeMismatch, {"validation_data", "(2, 7)"});
+  const std::vector<Array> w0 = c.m->get_weights();
+  expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_data = Batch{c.x, Array(), Array()}}); },
+               ErrorCode::kInvalidArgument, {"validation_data has no y"});
+  expect_error([&] {
+    c.m->fit({.x = c.x, .y = c.y, .verbose = 0,
+              .validation_data = Batch{c.x, Array::from_vector<int32_t>(std::vector<int32_t>(20, 5), {20}), Array()}});
+  }, ErrorCode::kOutOfRange, {"validation_data", "label 5"});
+  EXPECT_EQ(c.m->get_weights()[0].to_vector<float>(), w0[0].to_vector<float>());  // nothing trained
+  expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_freq = 0}); }, ErrorCode::kInvalidArgument,
+               {"validation_freq", "0"});
+  expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_epochs = {0}}); },
+               ErrorCode::kInvalidArgument, {"validation_epochs", "1-based"});
+  expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_split = 0.5, .validation_steps = 100}); },
+               ErrorCode::kInvalidArgument, {"validation_steps 100"});
+  expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .class_weight = {{0, -1.0}}}); },
+               ErrorCode::kInvalidArgument, {"class_weight", "-1"});
+  expect_error([&] { c.m->fit({.x = Array::zeros({0, 4}, DType::kF32), .y = Array::zeros({0}, DType::kI32), .verbose = 0}); },
+               ErrorCode::kInvalidArgument, {"no samples"});
+  expect_error([&] { c.m->evaluate({.x = c.x, .verbose = 0}); }, ErrorCode::kInvalidArgument, {"evaluate: no targets y"});
+  expect_error([&] { c.m->train_on_batch(c.x, Array()); }, ErrorCode::kInvalidArgument, {"train_on_batch: no targets y"});
+  // A generator's labels are checked batch by batch.
+  auto gen = std::make_shared<GeneratorDataAdapter>(
+      [&]() {
+        auto done = std::make_shared<bool>(false);
+        return [&, done]() -> std::optional<Batch> {
+          if (*done) return std::nullopt;
+          *done = true;
+          return Batch{Array::full({4, 4}, 0.5, DType::kF32), Array::from_vector<int32_t>({7, 9, -3, 100}, {4}), Array()};
+        };
+      },
+      ir::TensorType{{4, 4}, DType::kF32});
+  expect_error([&] { c.m->fit({.data = gen, .verbose = 0}); }, ErrorCode::kOutOfRange, {"label"});
+  // Weights I/O needs a built model.
+  Sequential unbuilt({std::make_shared<Dense>(DenseOptions{.units = 2})});
+  expect_error([&] { unbuilt.save_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition, {"not built"});
+  expect_error([&] { unbuilt.load_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition, {"not built"});
+}
+
+TEST(FitChecks, ValidationFiresTheTestHooks) {
+  Classifier c;
+  int test_begin = 0, test_batches = 0, test_end = 0;
+  auto cb = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_test_begin = [&](const Logs&) { ++test_begin; },
+      .on_test_end = [&](const Logs&) { ++test_end; },
+      .on_test_batch_end = [&](int64_t, const Logs&) { ++test_batches; }});
+  c.m->fit({.x = c.x, .y = c.y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {cb}, .validation_split = 0.5});
+  EXPECT_EQ(test_begin, 2);
+  EXPECT_EQ(test_end, 2);
+  EXPECT_EQ(test_batches, 6);  // 10 validation samples in batches of 4: 3 per epoch
+}
+
+}  // namespace
+}  // namespace ingot

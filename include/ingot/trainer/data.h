@@ -38,8 +38,8 @@ class DataAdapter {
 /// In-memory arrays: x (n, ...), optional y (n, ...) and sample_weight (n,), cut into batches of
 /// `batch_size` in order (the last may be smaller), or in a per-epoch shuffled order (seeded:
 /// permutation of epoch e uses seed + e, so runs repeat). Rows are copied into new host arrays.
-/// Errors (ingot::Error kInvalidArgument naming the values): batch_size <= 0; x invalid or a
-/// scalar; y or sample_weight with another number of samples than x; sample_weight not 1-D.
+/// Errors (ingot::Error kInvalidArgument naming the values): batch_size <= 0; x invalid, a scalar
+/// or without samples; y or sample_weight with another number of samples than x; sample_weight not 1-D.
 class ArrayDataAdapter final : public DataAdapter {
  public:
   ArrayDataAdapter(Array x, Array y, Array sample_weight, int64_t batch_size, bool shuffle, uint64_t seed = 0);
@@ -89,8 +89,9 @@ Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pai
 /// (kInvalidArgument naming both).
 class EpochIterator {
  public:
+  /// `steps_name` names the limit in errors ("steps_per_epoch", "validation_steps", "steps").
   EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch = {},
-                PrefetchQueue<Batch>::Distribute distribute = {});
+                PrefetchQueue<Batch>::Distribute distribute = {}, std::string steps_name = "steps_per_epoch");
   /// Steps per epoch when known (steps_per_epoch, else the adapter's batches).
   std::optional<int64_t> num_steps() const;
   /// Starts epoch `epoch` (a new queue; a running one is stopped first).

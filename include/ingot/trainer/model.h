@@ -129,10 +129,12 @@ class Model : public Layer {
   /// kDTypeMismatch naming both).
   Array predict_on_batch(const Array& x);
 
-  /// The values of every variable (variables() order), as host arrays.
+  /// Copies of the values of every variable (variables() order), as host arrays; from a callback
+  /// while fit/evaluate/predict runs, of the live state.
   std::vector<Array> get_weights();
-  /// Assigns every variable; checks all shapes and dtypes first (nothing changes on error:
-  /// kInvalidArgument for a wrong count, kShapeMismatch naming the variable and both shapes).
+  /// Assigns every variable (from a callback during a loop: the state the next step uses);
+  /// checks all shapes and dtypes first (nothing changes on error: kInvalidArgument for a wrong
+  /// count, kShapeMismatch naming the variable and both shapes).
   void set_weights(const std::vector<Array>& weights);
 
   /// Keras-style table: layer name (type), output shape, parameter count; totals.
@@ -186,6 +188,8 @@ class Model : public Layer {
 
  private:
   void check_input(const Array& x) const;
+  bool trainer_live() const;                    // a loop holds the state (trainer/trainer.cpp)
+  callbacks::WeightsAccess& trainer_weights();  // the running loop's weight access
 
   ModelOptions options_;
   std::optional<ir::TensorType> input_type_, output_type_;
