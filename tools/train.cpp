@@ -349,8 +349,59 @@ struct Timings {
   std::vector<double> epoch_seconds;
 };
 
+/// The training and validation images of a run (--limit, --validation-split applied).
+struct TrainData {
+  Batch train;
+  std::optional<Batch> validation;  ///< none with --validation-split 0
+  int64_t validation_size() const { return validation ? validation->size() : 0; }
+};
+
+TrainData training_data(const TrainCommand& c, const datasets::FashionMnist& data) {
+  const int64_t available = data.x_train.shape()[0];
+  if (c.limit && *c.limit > available) {
+    throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, available));
+  }
+  const int64_t n = c.limit.value_or(available);
+  const Shape& sample = sample_shape(c.model);
+  auto [train, validation] = split_validation(
+      Batch{examples::pixels(data.x_train, n, sample), examples::first_labels(data.y_train, n), Array()},
+      c.validation_split);
+  TrainData d{.train = std::move(train)};
+  if (c.validation_split > 0) d.validation = std::move(validation);
+  return d;
+}
+
+Array test_pixels(const datasets::FashionMnist& data, const std::string& model) {
+  return examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(model));
+}
+
+void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d) {
+  out << model.summary();
+  out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
+                     c.model, d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
+                     c.optimizer, c.seed, c.device);
+  out.flush();
+}
+
+/// The timings of a fit that took `train_seconds` and stepped through `samples` samples.
+Timings timings(const EpochTimer& timer, double train_seconds, int64_t samples) {
+  Timings t{.train_seconds = train_seconds, .compile_seconds = timer.compile_seconds(),
+            .epoch_seconds = timer.epoch_seconds()};
+  const double steady = t.train_seconds - t.compile_seconds;
+  t.samples_per_second = steady > 0 ? static_cast<double>(samples) / steady : 0;
+  return t;
+}
+
+void print_timings(std::ostream& out, const Timings& t) {
+  out << fmt::format("train {:.2f} s ({:.2f} s compiling", t.train_seconds, t.compile_seconds);
+  if (t.epoch_seconds.size() > 1) {
+    out << fmt::format(", {:.3f} s per epoch after the first", median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
+  }
+  out << fmt::format("), {:.0f} samples/s\n", t.samples_per_second);
+}
+
 Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
-                  int64_t train_samples, int64_t validation_samples) {
+                  const TrainData& d) {
   Json h = Json::object();
   for (const auto& [name, values] : history.history()) h[name] = values;
   return Json{{"history", h},
@@ -370,8 +421,8 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
                 {"validation_split", c.validation_split},
                 {"steps_per_execution", c.steps_per_execution},
                 {"seed", c.seed},
-                {"train_samples", train_samples},
-                {"validation_samples", validation_samples}}}};
+                {"train_samples", d.train.size()},
+                {"validation_samples", d.validation_size()}}}};
 }
 
 }  // namespace
@@ -382,54 +433,26 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   check_train_options(c);
   check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}});
   const datasets::FashionMnist data = load_data(c.data_dir);
-  const int64_t available = data.x_train.shape()[0];
-  if (c.limit && *c.limit > available) {
-    throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, available));
-  }
-  const int64_t n = c.limit.value_or(available);
-  const Shape& sample = sample_shape(c.model);
-  auto [train, validation] = split_validation(
-      Batch{examples::pixels(data.x_train, n, sample), examples::first_labels(data.y_train, n), Array()},
-      c.validation_split);
+  const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   examples::compile_classifier(*model, make_optimizer(c.optimizer, c.learning_rate), c.steps_per_execution);
-  const int64_t n_val = c.validation_split > 0 ? validation.size() : 0;
-  if (!c.quiet) {
-    out << model->summary();
-    out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
-                       c.model, train.size(), n_val, c.epochs, c.epochs == 1 ? "" : "s", c.batch_size, c.optimizer,
-                       c.seed, c.device);
-    out.flush();
-  }
+  if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
   auto csv = std::make_shared<CsvLogger>();
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
-      {.x = train.x, .y = train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,
+      {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,
        .callbacks = {timer, csv},
-       .validation_data = n_val > 0 ? std::optional<Batch>(validation) : std::nullopt,
+       .validation_data = d.validation,
        .seed = c.seed,
        .progbar = {.stream = &out}});
-  Timings t{.train_seconds = now_seconds() - start, .compile_seconds = timer->compile_seconds()};
-  t.epoch_seconds = timer->epoch_seconds();
-  const double steady = t.train_seconds - t.compile_seconds;
-  t.samples_per_second = steady > 0 ? static_cast<double>(train.size() * c.epochs) / steady : 0;
-  const Logs test = model->evaluate({.x = examples::pixels(data.x_test, data.x_test.shape()[0], sample),
-                                     .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Timings t = timings(*timer, now_seconds() - start, d.train.size() * c.epochs);
+  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
-  if (!c.quiet) {
-    out << fmt::format("train {:.2f} s ({:.2f} s compiling", t.train_seconds, t.compile_seconds);
-    if (t.epoch_seconds.size() > 1) {
-      out << fmt::format(", {:.3f} s per epoch after the first",
-                         median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
-    }
-    out << fmt::format("), {:.0f} samples/s\n", t.samples_per_second);
-  }
+  if (!c.quiet) print_timings(out, t);
   if (!c.save_weights.empty()) model->save_weights(c.save_weights);
   if (!c.csv.empty()) write_file(c.csv, csv->text());
-  if (!c.metrics_json.empty()) {
-    write_file(c.metrics_json, metrics_json(c, *history, test, t, train.size(), n_val).dump(2) + "\n");
-  }
+  if (!c.metrics_json.empty()) write_file(c.metrics_json, metrics_json(c, *history, test, t, d).dump(2) + "\n");
   if (!c.quiet) {
     const std::vector<std::pair<std::string, std::string>> written = {
         {"weights", c.save_weights}, {"per-epoch logs", c.csv}, {"metrics", c.metrics_json}};
@@ -448,8 +471,7 @@ int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
   std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir);
   examples::compile_classifier(*model);
-  const Logs test = model->evaluate({.x = examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(c.model)),
-                                     .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
   if (!c.metrics_json.empty()) write_file(c.metrics_json, Json{{"test", test_json(test)}, {"device", c.device}}.dump(2) + "\n");
   return 0;
