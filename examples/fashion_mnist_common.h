@@ -1,27 +1,102 @@
-// What the Fashion-MNIST examples share: load and scale the data, compile, fit (with validation
-// and progress output), evaluate, predict, save and reload the weights.
+// What the Fashion-MNIST programs share (the examples fashion_mnist_mlp / fashion_mnist_cnn and
+// `ingot train` / `evaluate` / `predict`, tools/train.cpp): the two models, the data
+// preparation, the compile step; and the examples' driver (fit with validation and progress
+// output, evaluate, predict, save and reload the weights).
 #pragma once
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "ingot/trainer/datasets.h"
 #include "ingot/trainer/model.h"
 
 namespace examples {
 
-/// The first `count` images of `u8` (n, 28, 28) as f32 in [0, 1] with shape (count, sample...).
-inline ingot::Array pixels(const ingot::Array& u8, int64_t count, const ingot::Shape& sample) {
-  std::vector<double> v = u8.to_doubles();
-  v.resize(static_cast<size_t>(count * 784));
-  for (double& p : v) p /= 255.0;
-  ingot::Shape shape = {count};
-  shape.insert(shape.end(), sample.begin(), sample.end());
-  return ingot::Array::from_doubles(v, shape, ingot::DType::kF32);
+/// Per-sample input shape of the MLP: a 28x28 image (the model flattens it).
+inline const ingot::Shape kMlpSample = {28, 28};
+/// Per-sample input shape of the CNN: a 28x28 image with one channel (channels_last).
+inline const ingot::Shape kCnnSample = {28, 28, 1};
+
+/// The MLP of the Keras Fashion-MNIST tutorial: Flatten, Dense 256 relu, Dense 128 relu, Dense 10
+/// (logits). `options.seed` seeds the weights (layer i gets seed + i).
+inline std::shared_ptr<ingot::Sequential> mlp(ingot::ModelOptions options = {}) {
+  using namespace ingot;
+  return std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Flatten>(),
+                                          std::make_shared<Dense>(DenseOptions{.units = 256, .activation = "relu"}),
+                                          std::make_shared<Dense>(DenseOptions{.units = 128, .activation = "relu"}),
+                                          std::make_shared<Dense>(DenseOptions{.units = 10})},
+      std::move(options));
 }
 
-/// Trains `model` on inputs of per-sample shape `sample` ({784} or {28, 28, 1}).
+/// The CNN: Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu, MaxPool 2, Flatten, Dense 128 relu,
+/// Dense 10 (logits); "valid" padding, inputs (batch, 28, 28, 1).
+inline std::shared_ptr<ingot::Sequential> cnn(ingot::ModelOptions options = {}) {
+  using namespace ingot;
+  return std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{
+          std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 32, .activation = "relu"}),
+          std::make_shared<MaxPooling2D>(),
+          std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 64, .activation = "relu"}),
+          std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(),
+          std::make_shared<Dense>(DenseOptions{.units = 128, .activation = "relu"}),
+          std::make_shared<Dense>(DenseOptions{.units = 10})},
+      std::move(options));
+}
+
+/// The first `count` images of `u8` (n, 28, 28) as f32 in [0, 1] (pixel / 255) with shape
+/// (count, sample...); `sample` must hold 784 elements. Throws ingot::Error(kInvalidArgument)
+/// for a count outside [0, n] and kShapeMismatch for images that are not 28x28 u8.
+inline ingot::Array pixels(const ingot::Array& u8, int64_t count, const ingot::Shape& sample) {
+  using namespace ingot;
+  if (u8.dtype() != DType::kU8 || u8.rank() != 3 || u8.shape()[1] != 28 || u8.shape()[2] != 28) {
+    throw Error(ErrorCode::kShapeMismatch, "Fashion-MNIST images must be (n, 28, 28) u8, got " +
+                                               shape_to_string(u8.shape()) + " " + std::string(dtype_name(u8.dtype())));
+  }
+  if (count < 0 || count > u8.shape()[0]) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "asked for " + std::to_string(count) + " images of " + std::to_string(u8.shape()[0]));
+  }
+  const uint8_t* src = u8.data<uint8_t>();
+  std::vector<float> v(static_cast<size_t>(count * 784));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(src[i]) / 255.0f;
+  Shape shape = {count};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  return Array::from_vector<float>(v, shape);
+}
+
+/// The first `count` labels of `y` (n,) i32. Throws ingot::Error(kInvalidArgument) for a count
+/// outside [0, n].
+inline ingot::Array first_labels(const ingot::Array& y, int64_t count) {
+  using namespace ingot;
+  if (count < 0 || count > y.shape().at(0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "asked for " + std::to_string(count) + " labels of " + std::to_string(y.shape().at(0)));
+  }
+  const int32_t* src = y.data<int32_t>();
+  return Array::from_vector<int32_t>(std::vector<int32_t>(src, src + count), {count});
+}
+
+/// Compiles `model` for 10-class training on integer labels: sparse categorical crossentropy
+/// from logits, and the metric named "accuracy" (resolved by the loss to a
+/// SparseCategoricalAccuracy, as Keras's compile(metrics=["accuracy"]) does), with `optimizer`
+/// (null: Adam with Keras's defaults, learning rate 1e-3).
+inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optimizers::Optimizer> optimizer = nullptr,
+                               int64_t steps_per_execution = 1) {
+  using namespace ingot;
+  auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+      losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
+  std::shared_ptr<metrics::Metric> accuracy = metrics::get_for_compile("accuracy", {.loss = loss.get()});
+  model.compile({.optimizer = optimizer ? std::move(optimizer) : std::make_shared<optimizers::Adam>(),
+                 .loss = std::move(loss),
+                 .metrics = {std::move(accuracy)},
+                 .steps_per_execution = steps_per_execution});
+}
+
+/// Trains `model` on inputs of per-sample shape `sample` (kMlpSample or kCnnSample).
 /// Arguments: [epochs (default 2)] [training samples (default 60000)].
 inline int run(const std::string& name, ingot::Model& model, const ingot::Shape& sample, int argc, char** argv) try {
   using namespace ingot;
@@ -29,16 +104,12 @@ inline int run(const std::string& name, ingot::Model& model, const ingot::Shape&
   const int64_t n = std::min<int64_t>(argc > 2 ? std::atoll(argv[2]) : 60000, 60000);
   datasets::FashionMnist data = datasets::load_fashion_mnist();
   const Array x_train = pixels(data.x_train, n, sample), x_test = pixels(data.x_test, 10000, sample);
-  const Array y_train = Array::from_vector<int32_t>(
-      std::vector<int32_t>(data.y_train.data<int32_t>(), data.y_train.data<int32_t>() + n), {n});
-  model.compile({.optimizer = std::make_shared<optimizers::Adam>(),
-                 .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                     losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-                 .metrics = {std::shared_ptr<metrics::Metric>(metrics::get("sparse_categorical_accuracy"))}});
+  const Array y_train = first_labels(data.y_train, n);
+  compile_classifier(model);
   model.fit({.x = x_train, .y = y_train, .batch_size = 128, .epochs = epochs, .validation_split = 0.1});
   std::cout << model.summary();
   const Logs test = model.evaluate({.x = x_test, .y = data.y_test, .batch_size = 512});
-  std::cout << "test loss " << *test.get("loss") << ", accuracy " << *test.get("sparse_categorical_accuracy") << "\n";
+  std::cout << "test loss " << *test.get("loss") << ", accuracy " << *test.get("accuracy") << "\n";
   const std::string path = "/tmp/" + name + ".safetensors";
   model.save_weights(path);
   const Array before = model.predict({.x = x_test});

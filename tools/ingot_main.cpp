@@ -1,4 +1,5 @@
-// `ingot`: the command-line entry point. Subcommands: demo, ops, run.
+// `ingot`: the command-line entry point. Subcommands: train, evaluate, predict (docs/train.md),
+// demo, ops, run.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -7,10 +8,68 @@
 
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
+#include "train.h"
+
+namespace {
+
+/// The options of `ingot train` (fields of `c`).
+CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
+  CLI::App* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST (Keras-style fit), then test it");
+  cmd->add_option("--dataset", c.dataset, "dataset: fashion-mnist")->capture_default_str();
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files (package dataset-fashion-mnist)")
+      ->capture_default_str();
+  cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
+  cmd->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
+  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004) or sgd")->capture_default_str();
+  cmd->add_option("--learning-rate", c.learning_rate, "learning rate (default: 1e-3 for adam/adamw, 1e-2 for sgd)");
+  cmd->add_option("--validation-split", c.validation_split, "last fraction of the training images held out")
+      ->capture_default_str();
+  cmd->add_option("--steps-per-execution", c.steps_per_execution, "train steps per call")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu (cuda: not built yet)")->capture_default_str();
+  cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
+  cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
+  cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");
+  cmd->add_option("--limit", c.limit, "train on the first N training images (before the validation split)");
+  cmd->add_flag("--quiet", c.quiet, "print only the test result");
+  return cmd;
+}
+
+CLI::App* add_evaluate(CLI::App& app, ingot::cli::EvaluateCommand& c) {
+  CLI::App* cmd = app.add_subcommand("evaluate", "test loss and accuracy of saved weights on the Fashion-MNIST test set");
+  cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
+  cmd->add_option("--model", c.model, "mlp or cnn (the model the weights belong to)")->capture_default_str();
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step (training's gives its exact figures)")
+      ->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu")->capture_default_str();
+  cmd->add_option("--metrics-json", c.metrics_json, "write the test loss and accuracy as JSON");
+  return cmd;
+}
+
+CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
+  CLI::App* cmd = app.add_subcommand("predict", "class and class probabilities of one Fashion-MNIST test image");
+  cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
+  cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
+  cmd->add_option("--index", c.index, "test image index")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu")->capture_default_str();
+  return cmd;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ingot: tensor compiler, runtime and trainer"};
   app.require_subcommand(1);
+
+  ingot::cli::TrainCommand train;
+  ingot::cli::EvaluateCommand evaluate;
+  ingot::cli::PredictCommand predict;
+  CLI::App* train_cmd = add_train(app, train);
+  CLI::App* evaluate_cmd = add_evaluate(app, evaluate);
+  CLI::App* predict_cmd = add_predict(app, predict);
 
   ingot::cli::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(
@@ -34,8 +93,18 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--seed", seed, "seed of the random arguments")->capture_default_str();
   run_cmd->add_flag("--print-only", print_only, "print the IR without interpreting it");
 
-  CLI11_PARSE(app, argc, argv);
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // Usage errors: one line in the same form as the other errors, exit code 2.
+    fmt::print(stderr, "ingot: error: {} (run 'ingot --help' or 'ingot <command> --help' for usage)\n", e.what());
+    return 2;
+  }
+  try {
+    if (*train_cmd) return ingot::cli::run_train(train, std::cout);
+    if (*evaluate_cmd) return ingot::cli::run_evaluate(evaluate, std::cout);
+    if (*predict_cmd) return ingot::cli::run_predict(predict, std::cout);
     if (*demo_cmd) return ingot::cli::run_demo(demo, std::cout);
     if (*ops_cmd) {
       const auto& reg = ingot::ir::OpRegistry::builtin();
@@ -46,12 +115,15 @@ int main(int argc, char** argv) {
     }
     if (*run_cmd) return ingot::cli::run_ir_file(ir_path, passes, seed, !print_only, std::cout);
   } catch (const ingot::Error& e) {
+    std::cout.flush();
     fmt::print(stderr, "ingot: error: {}\n", e.what());
     return 1;
   } catch (const std::bad_alloc&) {
+    std::cout.flush();
     fmt::print(stderr, "ingot: error: out of host memory (hint: use smaller shapes)\n");
     return 1;
   } catch (const std::exception& e) {
+    std::cout.flush();
     fmt::print(stderr, "ingot: error: {}\n", e.what());
     return 1;
   }

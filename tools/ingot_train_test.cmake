@@ -1,0 +1,311 @@
+# ctest script (cmake -P) for `ingot train` / `evaluate` / `predict` on Fashion-MNIST
+# (docs/train.md). Inputs: INGOT (the binary), DATA_DIR (the IDX files), WORK_DIR (scratch),
+# PART: "train" (short runs: accuracy floor, JSON and CSV outputs, same seed => same history,
+# weights round trip through evaluate and predict in fresh processes) or "errors" (every bad input
+# gives `ingot: error: ...`, a non-zero exit code and writes nothing; uses the weights PART=train
+# saved in TRAIN_DIR).
+
+if(PART STREQUAL "train")
+  file(REMOVE_RECURSE "${WORK_DIR}")
+endif()
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# expect_run(NAME RC ARGS a b ... [HAS s ...] [LACKS s ...] [ERR s ...] [OUT var])
+# Runs ingot with ARGS and fails unless the exit code is RC, stdout contains every HAS string and
+# no LACKS string, and stderr contains every ERR string. OUT receives stdout.
+function(expect_run name rc)
+  cmake_parse_arguments(E "" "OUT" "ARGS;HAS;LACKS;ERR" ${ARGN})
+  execute_process(COMMAND "${INGOT}" ${E_ARGS} RESULT_VARIABLE got OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  WORKING_DIRECTORY "${WORK_DIR}")
+  set(context "${name}: ingot ${E_ARGS}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  if(NOT got EQUAL rc)
+    message(FATAL_ERROR "exit code ${got}, expected ${rc}. ${context}")
+  endif()
+  foreach(s IN LISTS E_HAS)
+    string(FIND "${out}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stdout lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_LACKS)
+    string(FIND "${out}" "${s}" pos)
+    if(NOT pos EQUAL -1)
+      message(FATAL_ERROR "stdout has '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_ERR)
+    string(FIND "${err}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stderr lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+  if(NOT rc EQUAL 0)
+    string(REGEX MATCHALL "ingot: error:" lines "${err}")
+    list(LENGTH lines n)
+    if(NOT n EQUAL 1)
+      message(FATAL_ERROR "expected one 'ingot: error:' line. ${context}")
+    endif()
+  endif()
+  if(DEFINED E_OUT)
+    set(${E_OUT} "${out}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# json_get(VAR FILE key...): the value at the key path of the JSON file (fails on invalid JSON).
+function(json_get var file)
+  file(READ "${file}" text)
+  string(JSON value ERROR_VARIABLE error GET "${text}" ${ARGN})
+  if(error)
+    message(FATAL_ERROR "${file}: ${error}\n${text}")
+  endif()
+  set(${var} "${value}" PARENT_SCOPE)
+endfunction()
+
+function(expect_at_least what value floor)
+  if(NOT value GREATER_EQUAL floor)
+    message(FATAL_ERROR "${what} is ${value}, expected >= ${floor}")
+  endif()
+endfunction()
+
+# expect_crlf_lines(FILE N): FILE has N line breaks, each "\r\n".
+function(expect_crlf_lines file n)
+  file(READ "${file}" hex HEX)
+  string(REGEX MATCHALL "0d0a" crlf "${hex}")
+  string(REGEX MATCHALL "0a" lf "${hex}")
+  list(LENGTH crlf n_crlf)
+  list(LENGTH lf n_lf)
+  if(NOT n_crlf EQUAL n OR NOT n_lf EQUAL n)
+    message(FATAL_ERROR "${file}: ${n_crlf} CRLF and ${n_lf} LF line ends, expected ${n} CRLF")
+  endif()
+endfunction()
+
+function(expect_missing)
+  foreach(f IN LISTS ARGN)
+    if(EXISTS "${f}")
+      message(FATAL_ERROR "${f} was written although the command failed")
+    endif()
+  endforeach()
+endfunction()
+
+if(PART STREQUAL "train")
+  # --- MLP, 1 epoch on 6000 images (5400 train, 600 validation): files, accuracy floor. --------
+  set(common train --data-dir "${DATA_DIR}" --model mlp --epochs 1 --limit 6000)
+  expect_run(mlp_train 0 ARGS ${common} --seed 7 --save-weights mlp.safetensors --csv a.csv
+             --metrics-json a.json
+             HAS "Model: \"mlp\"" "dense_2 (Dense)" "5400 Fashion-MNIST images (600 for validation)"
+                 "43/43 - " "val_accuracy:" "test loss " "wrote weights to mlp.safetensors"
+             OUT train_out)
+  json_get(accuracy "${WORK_DIR}/a.json" test accuracy)
+  expect_at_least("test accuracy after 1 epoch on 6000 images" "${accuracy}" 0.7)
+  json_get(val_accuracy "${WORK_DIR}/a.json" history val_accuracy 0)
+  expect_at_least("val_accuracy" "${val_accuracy}" 0.7)
+  json_get(device "${WORK_DIR}/a.json" device)
+  if(NOT device STREQUAL "cpu")
+    message(FATAL_ERROR "device is '${device}'")
+  endif()
+  foreach(key loss accuracy val_loss val_accuracy)
+    json_get(series "${WORK_DIR}/a.json" history ${key})
+    string(JSON n LENGTH "${series}")
+    if(NOT n EQUAL 1)
+      message(FATAL_ERROR "history.${key} has ${n} values, expected 1: ${series}")
+    endif()
+  endforeach()
+  foreach(key train_seconds samples_per_second)
+    json_get(v "${WORK_DIR}/a.json" ${key})
+    if(NOT v GREATER 0)
+      message(FATAL_ERROR "${key} is ${v}")
+    endif()
+  endforeach()
+  json_get(compile "${WORK_DIR}/a.json" compile_seconds)
+  json_get(train "${WORK_DIR}/a.json" train_seconds)
+  if(compile LESS 0 OR compile GREATER train)
+    message(FATAL_ERROR "compile_seconds ${compile} outside [0, train_seconds ${train}]")
+  endif()
+  # CSV: Keras CSVLogger's header (sorted names) and one row for epoch 0, lines ending in \r\n
+  # (file(READ) drops the \r, so they are counted in hex).
+  expect_crlf_lines("${WORK_DIR}/a.csv" 2)
+  file(READ "${WORK_DIR}/a.csv" csv)
+  if(NOT csv MATCHES "^epoch,accuracy,loss,val_accuracy,val_loss\n0,0\\.[0-9]+,[0-9.]+,0\\.[0-9]+,[0-9.]+\n$")
+    message(FATAL_ERROR "a.csv is not a CSVLogger file with one epoch:\n${csv}")
+  endif()
+  # The CSV row holds the history's values.
+  json_get(loss0 "${WORK_DIR}/a.json" history loss 0)
+  string(REGEX MATCH "\n0,[^,]+,([^,]+)," row "${csv}")
+  if(NOT CMAKE_MATCH_1 EQUAL loss0)
+    message(FATAL_ERROR "CSV loss ${CMAKE_MATCH_1} differs from the JSON history's ${loss0}")
+  endif()
+
+  # --- The same seed gives the same history and test results; another seed does not. --------
+  expect_run(mlp_same_seed 0 ARGS ${common} --seed 7 --metrics-json b.json --quiet
+             HAS "test loss " LACKS "Model:" "43/43" "wrote")
+  json_get(history_a "${WORK_DIR}/a.json" history)
+  json_get(history_b "${WORK_DIR}/b.json" history)
+  json_get(test_a "${WORK_DIR}/a.json" test)
+  json_get(test_b "${WORK_DIR}/b.json" test)
+  if(NOT history_a STREQUAL history_b OR NOT test_a STREQUAL test_b)
+    message(FATAL_ERROR "seed 7 twice: different results\n${history_a}\n${history_b}\n${test_a}\n${test_b}")
+  endif()
+  expect_run(mlp_other_seed 0 ARGS ${common} --seed 8 --metrics-json c.json --quiet)
+  json_get(history_c "${WORK_DIR}/c.json" history)
+  if(history_a STREQUAL history_c)
+    message(FATAL_ERROR "seeds 7 and 8 gave the same history ${history_a}")
+  endif()
+
+  # --- The saved weights in fresh processes: the same test loss and accuracy, to every digit. --
+  string(REGEX MATCH "test loss [0-9.]+, accuracy [0-9.]+" train_line "${train_out}")
+  expect_run(evaluate 0 ARGS evaluate --weights mlp.safetensors --data-dir "${DATA_DIR}" --metrics-json e.json
+             HAS "${train_line}")
+  json_get(test_e "${WORK_DIR}/e.json" test)
+  if(NOT test_a STREQUAL test_e)
+    message(FATAL_ERROR "evaluate of the saved weights: ${test_e}, training printed ${test_a}")
+  endif()
+  # Test image 2 is a trouser (the easiest class); the probabilities sum to 1 and the printed
+  # class is the most probable one.
+  expect_run(predict 0 ARGS predict --weights mlp.safetensors --data-dir "${DATA_DIR}" --index 2
+             HAS "test image 2: Trouser (class 1); label: Trouser (class 1)" "  9 Ankle boot   0." OUT p1)
+  string(REGEX MATCHALL "  [0-9] [^\n]* [01]\\.[0-9]+\n" rows "${p1}")
+  list(LENGTH rows n)
+  if(NOT n EQUAL 10)
+    message(FATAL_ERROR "predict printed ${n} probabilities:\n${p1}")
+  endif()
+  set(sum 0)
+  set(best -1)
+  set(best_row "")
+  foreach(row IN LISTS rows)
+    string(REGEX MATCH " ([01])\\.([0-9][0-9][0-9][0-9][0-9][0-9])\n" _ "${row}")
+    math(EXPR micro "1${CMAKE_MATCH_1}${CMAKE_MATCH_2} - 10000000")  # the 1 keeps leading zeros decimal
+    math(EXPR sum "${sum} + ${micro}")
+    if(micro GREATER best)
+      set(best ${micro})
+      set(best_row "${row}")
+    endif()
+  endforeach()
+  if(sum LESS 999990 OR sum GREATER 1000010)
+    message(FATAL_ERROR "the probabilities sum to ${sum} millionths:\n${p1}")
+  endif()
+  if(NOT best_row MATCHES "  1 Trouser ")
+    message(FATAL_ERROR "the most probable class is '${best_row}', predict said Trouser:\n${p1}")
+  endif()
+  expect_run(predict_again 0 ARGS predict --weights mlp.safetensors --data-dir "${DATA_DIR}" --index 2 OUT p2)
+  if(NOT p1 STREQUAL p2)
+    message(FATAL_ERROR "two predict runs differ:\n${p1}\n${p2}")
+  endif()
+
+  # --- CNN, AdamW, 2 steps per execution, no validation: Keras adds NA val_ columns. ---------
+  expect_run(cnn_train 0 ARGS train --data-dir "${DATA_DIR}" --model cnn --epochs 1 --limit 512
+             --validation-split 0 --optimizer adamw --steps-per-execution 2 --csv cnn.csv
+             --save-weights cnn.safetensors
+             HAS "Model: \"cnn\"" "conv2d_1 (Conv2D)" "(None, 11, 11, 64)" "adamw" "test loss " OUT cnn_out)
+  expect_crlf_lines("${WORK_DIR}/cnn.csv" 2)
+  file(READ "${WORK_DIR}/cnn.csv" csv)
+  if(NOT csv MATCHES "^epoch,accuracy,loss,val_accuracy,val_loss\n0,[0-9.]+,[0-9.]+,NA,NA\n$")
+    message(FATAL_ERROR "cnn.csv:\n${csv}")
+  endif()
+  string(REGEX MATCH "test loss [0-9.]+, accuracy [0-9.]+" cnn_line "${cnn_out}")
+  expect_run(cnn_evaluate 0 ARGS evaluate --model cnn --weights cnn.safetensors --data-dir "${DATA_DIR}"
+             HAS "${cnn_line}")
+  # SGD runs and is recorded with its default learning rate.
+  expect_run(sgd_train 0 ARGS train --data-dir "${DATA_DIR}" --optimizer sgd --epochs 2 --limit 1000
+             --metrics-json sgd.json --quiet)
+  json_get(lr "${WORK_DIR}/sgd.json" config learning_rate)
+  json_get(epochs "${WORK_DIR}/sgd.json" epoch_seconds)
+  string(JSON n LENGTH "${epochs}")
+  if(NOT lr EQUAL 0.01 OR NOT n EQUAL 2)
+    message(FATAL_ERROR "sgd.json: learning_rate ${lr}, ${n} epoch times")
+  endif()
+  return()
+endif()
+
+# ---- PART errors ------------------------------------------------------------------------------
+set(out_files "${WORK_DIR}/w.safetensors" "${WORK_DIR}/h.csv" "${WORK_DIR}/m.json")
+set(outputs --save-weights w.safetensors --csv h.csv --metrics-json m.json)
+set(train train --data-dir "${DATA_DIR}" --epochs 1 --limit 256)
+
+# Data: a missing directory, a wrong magic number, truncated files, an image/label count mismatch.
+set(fm "${DATA_DIR}")
+foreach(case magic truncated truncated_gz counts)
+  file(MAKE_DIRECTORY "${WORK_DIR}/${case}")
+  file(COPY "${fm}/t10k-images-idx3-ubyte.gz" "${fm}/t10k-labels-idx1-ubyte.gz" "${fm}/train-labels-idx1-ubyte.gz"
+       DESTINATION "${WORK_DIR}/${case}")
+endforeach()
+file(COPY_FILE "${fm}/train-labels-idx1-ubyte.gz" "${WORK_DIR}/magic/train-images-idx3-ubyte.gz")
+execute_process(COMMAND gzip -dc "${fm}/train-images-idx3-ubyte.gz" COMMAND head -c 100000
+                OUTPUT_FILE "${WORK_DIR}/truncated/train-images-idx3-ubyte")
+execute_process(COMMAND head -c 100000 "${fm}/train-images-idx3-ubyte.gz"
+                OUTPUT_FILE "${WORK_DIR}/truncated_gz/train-images-idx3-ubyte.gz")
+file(COPY_FILE "${fm}/t10k-images-idx3-ubyte.gz" "${WORK_DIR}/counts/train-images-idx3-ubyte.gz")
+
+expect_run(missing_data_dir 1 ARGS train --data-dir "${WORK_DIR}/no_such_dir" ${outputs}
+           ERR "ingot: error:" "no_such_dir' does not exist" "install the Debian package dataset-fashion-mnist"
+               "--data-dir DIR")
+expect_run(missing_files 1 ARGS train --data-dir "${WORK_DIR}" ${outputs}
+           ERR "train-images-idx3-ubyte(.gz)' not found" "dataset-fashion-mnist")
+expect_run(wrong_magic 1 ARGS train --data-dir "${WORK_DIR}/magic" ${outputs}
+           ERR "[ParseError]" "magic" "not an IDX image file (magic 0x803)" "train-images-idx3-ubyte")
+expect_run(truncated 1 ARGS train --data-dir "${WORK_DIR}/truncated" ${outputs}
+           ERR "[ParseError]" "100000 bytes for 60000 images of 28x28")
+expect_run(truncated_gz 1 ARGS train --data-dir "${WORK_DIR}/truncated_gz" ${outputs}
+           ERR "[ParseError]" "bytes for 60000 images of 28x28")
+expect_run(count_mismatch 1 ARGS train --data-dir "${WORK_DIR}/counts" ${outputs}
+           ERR "[ParseError]" "image and label counts differ")
+expect_missing(${out_files})
+
+# Options.
+expect_run(unknown_model 1 ARGS ${train} --model resnet ${outputs} ERR "unknown --model 'resnet'" "mlp or cnn")
+expect_run(unknown_optimizer 1 ARGS ${train} --optimizer rmsprop ${outputs}
+           ERR "unknown --optimizer 'rmsprop'" "adam, adamw or sgd")
+expect_run(unknown_dataset 1 ARGS ${train} --dataset mnist ERR "unknown --dataset 'mnist'")
+expect_run(zero_epochs 1 ARGS train --data-dir "${DATA_DIR}" --epochs 0 ${outputs} ERR "--epochs must be > 0, got 0")
+expect_run(negative_batch 1 ARGS ${train} --batch-size -4 ${outputs} ERR "--batch-size must be > 0, got -4")
+expect_run(zero_batch 1 ARGS ${train} --batch-size 0 ERR "--batch-size must be > 0, got 0")
+expect_run(zero_steps 1 ARGS ${train} --steps-per-execution 0 ERR "--steps-per-execution must be > 0")
+expect_run(zero_limit 1 ARGS train --data-dir "${DATA_DIR}" --limit 0 ERR "--limit must be > 0, got 0")
+expect_run(big_limit 1 ARGS train --data-dir "${DATA_DIR}" --limit 60001 ${outputs}
+           ERR "--limit 60001 is more than the 60000 training images")
+expect_run(bad_split 1 ARGS ${train} --validation-split 1.5 ERR "--validation-split must be in [0, 1), got 1.5")
+expect_run(empty_split 1 ARGS train --data-dir "${DATA_DIR}" --limit 1 --validation-split 0.5 ${outputs}
+           ERR "leaves 0 for training")
+expect_run(bad_learning_rate 1 ARGS ${train} --learning-rate -0.1 ERR "--learning-rate must be a finite number > 0")
+expect_run(cuda 1 ARGS ${train} --device cuda ${outputs} ERR "[Unimplemented]" "CUDA back end is not built yet" "--device cpu")
+expect_run(unknown_device 1 ARGS ${train} --device tpu ERR "unknown --device 'tpu'")
+expect_run(not_a_number 2 ARGS ${train} --epochs two ERR "ingot: error:" "--epochs")
+expect_run(unknown_option 2 ARGS ${train} --epoch 3 ERR "ingot: error:" "--epoch")
+expect_missing(${out_files})
+
+# Output paths are checked before anything is read or trained; none of the files appears.
+file(WRITE "${WORK_DIR}/a_file" "x")
+expect_run(weights_dir_missing 1 ARGS ${train} --save-weights no_dir/w.safetensors --csv h.csv
+           ERR "--save-weights 'no_dir/w.safetensors': 'no_dir' does not exist")
+expect_run(csv_parent_is_file 1 ARGS ${train} --csv a_file/h.csv --metrics-json m.json
+           ERR "--csv 'a_file/h.csv': 'a_file' is not a directory")
+expect_run(csv_unwritable 1 ARGS ${train} --csv /proc/ingot_h.csv --save-weights w.safetensors
+           ERR "--csv '/proc/ingot_h.csv': cannot create a file in '/proc'")
+expect_run(json_is_dir 1 ARGS ${train} --metrics-json "${WORK_DIR}" --csv h.csv ERR "--metrics-json '${WORK_DIR}' is a directory")
+expect_run(same_file_twice 1 ARGS ${train} --csv out.txt --metrics-json ./out.txt
+           ERR "--csv and --metrics-json both name './out.txt'")
+expect_missing(${out_files} "${WORK_DIR}/out.txt")
+file(GLOB probes "${WORK_DIR}/.ingot-write-probe-*")
+if(probes)
+  message(FATAL_ERROR "probe files left behind: ${probes}")
+endif()
+
+# evaluate / predict: weights missing, corrupt, of the other model; index out of range.
+set(weights "${TRAIN_DIR}/mlp.safetensors")
+file(WRITE "${WORK_DIR}/corrupt.safetensors" "this is not a safetensors file")
+expect_run(evaluate_no_weights_option 2 ARGS evaluate --data-dir "${DATA_DIR}" ERR "--weights is required")
+expect_run(evaluate_missing_weights 1 ARGS evaluate --weights nope.safetensors --data-dir "${DATA_DIR}"
+           ERR "[NotFound]" "nope.safetensors")
+expect_run(evaluate_corrupt_weights 1 ARGS evaluate --weights corrupt.safetensors --data-dir "${DATA_DIR}"
+           ERR "[ParseError]" "corrupt.safetensors")
+expect_run(evaluate_other_model 1 ARGS evaluate --weights "${weights}" --model cnn --data-dir "${DATA_DIR}"
+           ERR "holds weights of the mlp model, not of --model cnn" "pass --model mlp")
+expect_run(evaluate_unwritable_json 1 ARGS evaluate --weights "${weights}" --data-dir "${DATA_DIR}"
+           --metrics-json no_dir/e.json ERR "--metrics-json 'no_dir/e.json'")
+expect_run(evaluate_missing_data 1 ARGS evaluate --weights "${weights}" --data-dir no_such_dir
+           ERR "does not exist" "dataset-fashion-mnist")
+expect_run(predict_index_too_big 1 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index 10000
+           ERR "[OutOfRange]" "--index 10000 is outside the 10000 test images")
+expect_run(predict_negative_index 1 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index -1
+           ERR "--index -1 is outside")
+expect_run(predict_unknown_model 1 ARGS predict --weights "${weights}" --model vgg --data-dir "${DATA_DIR}"
+           ERR "unknown --model 'vgg'")

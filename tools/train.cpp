@@ -1,0 +1,514 @@
+// `ingot train` / `evaluate` / `predict` (tools/train.h; guide: docs/train.md).
+#include "train.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "fashion_mnist_common.h"
+#include "ingot/trainer/safetensors.h"
+
+namespace ingot::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+/// The Fashion-MNIST class names, by label (Xiao, Rasul and Vollgraf, 2017).
+constexpr std::array<const char*, 10> kClassNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                     "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+// ---- checking the options ------------------------------------------------------------------------
+
+Error bad_option(const std::string& message, const std::string& hint = {}) {
+  return Error(ErrorCode::kInvalidArgument, message, hint);
+}
+
+void check_positive(int64_t value, const char* option) {
+  if (value < 1) throw bad_option(fmt::format("{} must be > 0, got {}", option, value));
+}
+
+void check_model_name(const std::string& model) {
+  if (model != "mlp" && model != "cnn") throw bad_option(fmt::format("unknown --model '{}'", model), "use mlp or cnn");
+}
+
+/// --device: only the CPU back end exists (runtime/cuda has memory and copies, no code generator).
+void check_device(const std::string& device) {
+  if (device == "cpu") return;
+  if (device == "cuda") {
+    throw Error(ErrorCode::kUnimplemented, "--device cuda: the CUDA back end is not built yet (ingot compiles for the CPU only)",
+                "use --device cpu");
+  }
+  throw bad_option(fmt::format("unknown --device '{}'", device), "use cpu");
+}
+
+void check_train_options(const TrainCommand& c) {
+  if (c.dataset != "fashion-mnist") {
+    throw bad_option(fmt::format("unknown --dataset '{}'", c.dataset), "the dataset known is fashion-mnist");
+  }
+  check_model_name(c.model);
+  if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd") {
+    throw bad_option(fmt::format("unknown --optimizer '{}'", c.optimizer), "use adam, adamw or sgd");
+  }
+  check_positive(c.epochs, "--epochs");
+  check_positive(c.batch_size, "--batch-size");
+  check_positive(c.steps_per_execution, "--steps-per-execution");
+  if (c.limit) check_positive(*c.limit, "--limit");
+  if (c.learning_rate && !(std::isfinite(*c.learning_rate) && *c.learning_rate > 0)) {
+    throw bad_option(fmt::format("--learning-rate must be a finite number > 0, got {}", *c.learning_rate));
+  }
+  if (!(c.validation_split >= 0 && c.validation_split < 1)) {
+    throw bad_option(fmt::format("--validation-split must be in [0, 1), got {}", c.validation_split));
+  }
+  check_device(c.device);
+}
+
+/// Throws unless a file can be created at `path` (named by `option`): the path is not a
+/// directory, its directory exists, a file can be made there (a probe file is created and
+/// removed) and an existing file at `path` is writable. Nothing is left behind.
+void check_output_path(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) throw bad_option(fmt::format("{} '{}' is a directory", option, path), "name a file");
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(dir, ec)) {
+    throw bad_option(fmt::format("{} '{}': '{}' {}", option, path, dir.string(),
+                                 fs::exists(dir, ec) ? "is not a directory" : "does not exist"),
+                     "create the directory first or choose another path");
+  }
+  std::string probe = (dir / ".ingot-write-probe-XXXXXX").string();
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) {
+    throw bad_option(fmt::format("{} '{}': cannot create a file in '{}': {}", option, path, dir.string(),
+                                 std::strerror(errno)));
+  }
+  close(fd);
+  fs::remove(probe, ec);
+  if (fs::exists(p, ec) && access(path.c_str(), W_OK) != 0) {
+    throw bad_option(fmt::format("{} '{}' is not writable: {}", option, path, std::strerror(errno)));
+  }
+}
+
+/// check_output_path for each (option, path), and no two options naming the same file.
+void check_output_paths(const std::vector<std::pair<const char*, std::string>>& outputs) {
+  std::vector<std::pair<fs::path, const char*>> seen;
+  for (const auto& [option, path] : outputs) {
+    if (path.empty()) continue;
+    check_output_path(path, option);
+    const fs::path normal = fs::absolute(path).lexically_normal();
+    for (const auto& [other, other_option] : seen) {
+      if (other == normal) throw bad_option(fmt::format("{} and {} both name '{}'", other_option, option, path));
+    }
+    seen.emplace_back(normal, option);
+  }
+}
+
+// ---- data, model, optimizer ----------------------------------------------------------------------
+
+datasets::FashionMnist load_data(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw Error(ErrorCode::kNotFound, fmt::format("the Fashion-MNIST directory '{}' does not exist", dir),
+                "install the Debian package dataset-fashion-mnist (scripts/install-deps.sh) or pass --data-dir DIR");
+  }
+  datasets::FashionMnist data;
+  try {
+    data = datasets::load_fashion_mnist(dir);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kParseError) throw;
+    throw e.with_context(fmt::format("--data-dir '{}'", dir));  // the loader names the file only
+  }
+  for (const Array* images : {&data.x_train, &data.x_test}) {
+    const Shape& s = images->shape();
+    if (s[1] != 28 || s[2] != 28) {
+      throw Error(ErrorCode::kParseError,
+                  fmt::format("the images in '{}' are {}x{}; Fashion-MNIST's are 28x28", dir, s[1], s[2]));
+    }
+  }
+  return data;
+}
+
+const Shape& sample_shape(const std::string& model) {
+  return model == "cnn" ? examples::kCnnSample : examples::kMlpSample;
+}
+
+/// The named model (checked by check_model_name), named after itself (the name is saved with
+/// the weights), weights seeded by `seed`, built for batches of its sample shape.
+std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed) {
+  check_model_name(name);
+  const ModelOptions options{.name = name, .seed = seed};
+  std::shared_ptr<Sequential> model = name == "cnn" ? examples::cnn(options) : examples::mlp(options);
+  Shape input = {1};
+  for (int64_t d : sample_shape(name)) input.push_back(d);
+  model->build_model(input);
+  return model;
+}
+
+/// adam / adamw / sgd with Keras's defaults; adamw is keras.optimizers.AdamW's default decoupled
+/// weight decay of 0.004 on Adam (the same update: Keras's AdamW only changes that default).
+std::shared_ptr<optimizers::Optimizer> make_optimizer(const std::string& name, std::optional<double> learning_rate) {
+  using namespace optimizers;
+  if (name == "sgd") return std::make_shared<SGD>(SGDOptions{.learning_rate = learning_rate.value_or(0.01)});
+  if (name == "adamw") {
+    return std::make_shared<Adam>(
+        AdamOptions{.learning_rate = learning_rate.value_or(1e-3), .weight_decay = 0.004, .name = "adamw"});
+  }
+  return std::make_shared<Adam>(AdamOptions{.learning_rate = learning_rate.value_or(1e-3)});
+}
+
+/// A model of `model` kind with the weights of the safetensors file `path`. A file whose metadata
+/// names another model (ingot train writes the model's name) is kInvalidArgument naming both.
+std::shared_ptr<Sequential> load_model(const std::string& model, const std::string& path) {
+  check_model_name(model);
+  if (path.empty()) throw bad_option("--weights is required", "pass the file ingot train --save-weights wrote");
+  const SafetensorsFile file = load_safetensors(path);
+  const auto saved = file.metadata.find("model");
+  if (saved != file.metadata.end() && (saved->second == "mlp" || saved->second == "cnn") && saved->second != model) {
+    throw bad_option(fmt::format("'{}' holds weights of the {} model, not of --model {}", path, saved->second, model),
+                     fmt::format("pass --model {}", saved->second));
+  }
+  std::shared_ptr<Sequential> m = make_model(model, 0);
+  m->load_weights(path);
+  return m;
+}
+
+// ---- logs, timing and output files ---------------------------------------------------------------
+
+/// `v` as Python's repr(float) writes it (what Keras's CSVLogger writes through the csv module):
+/// the shortest digits that round-trip, fixed notation for decimal exponents in [-4, 16) with at
+/// least one fractional digit ("1.0"), otherwise "d.ddde-05"; "nan", "inf", "-inf".
+std::string python_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::array<char, 64> buf{};
+  const auto end = std::to_chars(buf.data(), buf.data() + buf.size(), v, std::chars_format::scientific).ptr;
+  std::string s(buf.data(), end);  // "[-]d[.ddd]e[+-]XX"
+  std::string sign;
+  if (s[0] == '-') {
+    sign = "-";
+    s.erase(0, 1);
+  }
+  const size_t e = s.find('e');
+  const int exp = std::stoi(s.substr(e + 1));
+  std::string digits = s.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  if (exp < -4 || exp >= 16) {
+    const std::string mantissa = digits.size() > 1 ? digits.substr(0, 1) + "." + digits.substr(1) : digits;
+    return sign + fmt::format("{}e{}{:02d}", mantissa, exp < 0 ? '-' : '+', std::abs(exp));
+  }
+  if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  const auto whole = static_cast<size_t>(exp + 1);
+  if (digits.size() <= whole) return sign + digits + std::string(whole - digits.size(), '0') + ".0";
+  return sign + digits.substr(0, whole) + "." + digits.substr(whole);
+}
+
+/// A CSV field as Python's csv module (excel dialect) writes it: quoted when it holds a
+/// comma, a quote or a line break, with quotes doubled.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+/// keras.callbacks.CSVLogger's rows, kept in memory (written once training has finished): the
+/// header "epoch" and the first epoch's log names sorted (plus "val_" + each name when none
+/// starts with "val_", as Keras adds them), then one row per epoch: the 0-based epoch and each
+/// value (python_float), "NA" for a name the epoch lacks; lines end in "\r\n" (excel dialect).
+class CsvLogger final : public callbacks::Callback {
+ public:
+  void on_train_begin(const Logs&) override {
+    keys_.clear();
+    text_.clear();
+  }
+  void on_epoch_end(int64_t epoch, const Logs& logs) override {
+    if (text_.empty()) start(logs);
+    std::string row = std::to_string(epoch);
+    for (const std::string& key : keys_) {
+      const std::optional<double> v = logs.get(key);
+      row += "," + (v ? python_float(*v) : std::string("NA"));
+    }
+    text_ += row + "\r\n";
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  void start(const Logs& logs) {
+    for (const auto& [name, value] : logs) keys_.push_back(name);
+    std::sort(keys_.begin(), keys_.end());
+    const bool has_val = std::any_of(keys_.begin(), keys_.end(), [](const std::string& k) { return k.rfind("val_", 0) == 0; });
+    if (!has_val) {
+      const size_t n = keys_.size();
+      for (size_t i = 0; i < n; ++i) keys_.push_back("val_" + keys_[i]);
+    }
+    text_ = "epoch";
+    for (const std::string& key : keys_) text_ += "," + csv_field(key);
+    text_ += "\r\n";
+  }
+
+  std::vector<std::string> keys_;
+  std::string text_;
+};
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+/// Wall-clock seconds of every epoch, and of every train call of the first epoch (the epoch in
+/// which the steps are traced and compiled).
+class EpochTimer final : public callbacks::Callback {
+ public:
+  void on_epoch_begin(int64_t, const Logs&) override { epoch_start_ = now_seconds(); }
+  void on_epoch_end(int64_t, const Logs&) override { epochs_.push_back(now_seconds() - epoch_start_); }
+  void on_train_batch_begin(int64_t, const Logs&) override { call_start_ = now_seconds(); }
+  void on_train_batch_end(int64_t, const Logs&) override {
+    if (epochs_.empty()) first_epoch_calls_.push_back(now_seconds() - call_start_);
+  }
+  const std::vector<double>& epoch_seconds() const { return epochs_; }
+
+  /// The first epoch's time over the median of the others' (tracing and compiling the train and
+  /// test steps, which happens in the first epoch only). With one epoch, an approximation: each
+  /// train call's time over a typical call's (the median of the calls between the first and the
+  /// last, which compile the full and the ragged batch; the fastest call when there are fewer
+  /// than 3), summed; the validation step's compilation is then not separated.
+  double compile_seconds() const {
+    if (epochs_.size() >= 2) {
+      return std::max(0.0, epochs_[0] - median(std::vector<double>(epochs_.begin() + 1, epochs_.end())));
+    }
+    const std::vector<double>& calls = first_epoch_calls_;
+    if (calls.empty()) return 0;
+    const double typical = calls.size() >= 3 ? median(std::vector<double>(calls.begin() + 1, calls.end() - 1))
+                                             : *std::min_element(calls.begin(), calls.end());
+    double extra = 0;
+    for (double d : calls) extra += std::max(0.0, d - typical);
+    return extra;
+  }
+
+ private:
+  double epoch_start_ = 0, call_start_ = 0;
+  std::vector<double> epochs_, first_epoch_calls_;
+};
+
+/// Writes `text` to a temporary file next to `path` and renames it over `path` (no partial file
+/// on failure: kInvalidArgument naming the path and the system's reason).
+void write_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".ingot-tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw bad_option(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw bad_option(fmt::format("cannot write '{}': {}", path, ec.message()));
+  }
+}
+
+Json test_json(const Logs& test) {
+  return Json{{"loss", test.get("loss").value_or(NAN)}, {"accuracy", test.get("accuracy").value_or(NAN)}};
+}
+
+void print_test(std::ostream& out, const Logs& test) {
+  out << fmt::format("test loss {:.6f}, accuracy {:.4f}\n", test.get("loss").value_or(NAN),
+                     test.get("accuracy").value_or(NAN));
+}
+
+/// What run_train measured.
+struct Timings {
+  double train_seconds = 0, compile_seconds = 0, samples_per_second = 0;
+  std::vector<double> epoch_seconds;
+};
+
+/// The training and validation images of a run (--limit, --validation-split applied).
+struct TrainData {
+  Batch train;
+  std::optional<Batch> validation;  ///< none with --validation-split 0
+  int64_t validation_size() const { return validation ? validation->size() : 0; }
+};
+
+TrainData training_data(const TrainCommand& c, const datasets::FashionMnist& data) {
+  const int64_t available = data.x_train.shape()[0];
+  if (c.limit && *c.limit > available) {
+    throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, available));
+  }
+  const int64_t n = c.limit.value_or(available);
+  const Shape& sample = sample_shape(c.model);
+  auto [train, validation] = split_validation(
+      Batch{examples::pixels(data.x_train, n, sample), examples::first_labels(data.y_train, n), Array()},
+      c.validation_split);
+  TrainData d{.train = std::move(train)};
+  if (c.validation_split > 0) d.validation = std::move(validation);
+  return d;
+}
+
+Array test_pixels(const datasets::FashionMnist& data, const std::string& model) {
+  return examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(model));
+}
+
+void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d) {
+  out << model.summary();
+  out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
+                     c.model, d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
+                     c.optimizer, c.seed, c.device);
+  out.flush();
+}
+
+/// The timings of a fit that took `train_seconds` and stepped through `samples` samples.
+Timings timings(const EpochTimer& timer, double train_seconds, int64_t samples) {
+  Timings t{.train_seconds = train_seconds, .compile_seconds = timer.compile_seconds(),
+            .epoch_seconds = timer.epoch_seconds()};
+  const double steady = t.train_seconds - t.compile_seconds;
+  t.samples_per_second = steady > 0 ? static_cast<double>(samples) / steady : 0;
+  return t;
+}
+
+void print_timings(std::ostream& out, const Timings& t) {
+  out << fmt::format("train {:.2f} s ({:.2f} s compiling", t.train_seconds, t.compile_seconds);
+  if (t.epoch_seconds.size() > 1) {
+    out << fmt::format(", {:.3f} s per epoch after the first", median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
+  }
+  out << fmt::format("), {:.0f} samples/s\n", t.samples_per_second);
+}
+
+Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
+                  const TrainData& d) {
+  Json h = Json::object();
+  for (const auto& [name, values] : history.history()) h[name] = values;
+  return Json{{"history", h},
+              {"test", test_json(test)},
+              {"train_seconds", t.train_seconds},
+              {"compile_seconds", t.compile_seconds},
+              {"samples_per_second", t.samples_per_second},
+              {"epoch_seconds", t.epoch_seconds},
+              {"device", c.device},
+              {"config",
+               {{"dataset", c.dataset},
+                {"model", c.model},
+                {"epochs", c.epochs},
+                {"batch_size", c.batch_size},
+                {"optimizer", c.optimizer},
+                {"learning_rate", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)},
+                {"validation_split", c.validation_split},
+                {"steps_per_execution", c.steps_per_execution},
+                {"seed", c.seed},
+                {"train_samples", d.train.size()},
+                {"validation_samples", d.validation_size()}}}};
+}
+
+}  // namespace
+
+// ---- the commands --------------------------------------------------------------------------------
+
+int run_train(const TrainCommand& c, std::ostream& out) {
+  check_train_options(c);
+  check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}});
+  const datasets::FashionMnist data = load_data(c.data_dir);
+  const TrainData d = training_data(c, data);
+  std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
+  examples::compile_classifier(*model, make_optimizer(c.optimizer, c.learning_rate), c.steps_per_execution);
+  if (!c.quiet) print_header(out, c, *model, d);
+  auto timer = std::make_shared<EpochTimer>();
+  auto csv = std::make_shared<CsvLogger>();
+  const double start = now_seconds();
+  std::shared_ptr<callbacks::History> history = model->fit(
+      {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,
+       .callbacks = {timer, csv},
+       .validation_data = d.validation,
+       .seed = c.seed,
+       .progbar = {.stream = &out}});
+  const Timings t = timings(*timer, now_seconds() - start, d.train.size() * c.epochs);
+  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  print_test(out, test);
+  if (!c.quiet) print_timings(out, t);
+  if (!c.save_weights.empty()) model->save_weights(c.save_weights);
+  if (!c.csv.empty()) write_file(c.csv, csv->text());
+  if (!c.metrics_json.empty()) write_file(c.metrics_json, metrics_json(c, *history, test, t, d).dump(2) + "\n");
+  if (!c.quiet) {
+    const std::vector<std::pair<std::string, std::string>> written = {
+        {"weights", c.save_weights}, {"per-epoch logs", c.csv}, {"metrics", c.metrics_json}};
+    for (const auto& [what, path] : written) {
+      if (!path.empty()) out << fmt::format("wrote {} to {}\n", what, path);
+    }
+  }
+  return 0;
+}
+
+int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
+  check_model_name(c.model);
+  check_positive(c.batch_size, "--batch-size");
+  check_device(c.device);
+  check_output_paths({{"--metrics-json", c.metrics_json}});
+  std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
+  const datasets::FashionMnist data = load_data(c.data_dir);
+  examples::compile_classifier(*model);
+  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  print_test(out, test);
+  if (!c.metrics_json.empty()) write_file(c.metrics_json, Json{{"test", test_json(test)}, {"device", c.device}}.dump(2) + "\n");
+  return 0;
+}
+
+int run_predict(const PredictCommand& c, std::ostream& out) {
+  check_model_name(c.model);
+  check_device(c.device);
+  std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
+  const datasets::FashionMnist data = load_data(c.data_dir);
+  const int64_t n = data.x_test.shape()[0];
+  if (c.index < 0 || c.index >= n) {
+    throw Error(ErrorCode::kOutOfRange, fmt::format("--index {} is outside the {} test images [0, {})", c.index, n, n));
+  }
+  const auto label = static_cast<size_t>(data.y_test.data<int32_t>()[c.index]);
+  if (label >= kClassNames.size()) {
+    throw Error(ErrorCode::kParseError, fmt::format("test label {} of image {} is not a class in [0, 10)", label, c.index));
+  }
+  // The one image as a batch of one (f32 pixel / 255, as training saw it).
+  const uint8_t* image = data.x_test.data<uint8_t>() + c.index * 784;
+  std::vector<float> pixels(784);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(image[i]) / 255.0f;
+  Shape one = {1};
+  for (int64_t d : sample_shape(c.model)) one.push_back(d);
+  const Array x = Array::from_vector<float>(pixels, one);
+  const std::vector<float> logits = model->predict_on_batch(x).to_vector<float>();
+  // Softmax in double, shifted by the largest logit.
+  const double top = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p(logits.size());
+  double sum = 0;
+  for (size_t i = 0; i < p.size(); ++i) sum += p[i] = std::exp(static_cast<double>(logits[i]) - top);
+  for (double& v : p) v /= sum;
+  const auto best = static_cast<size_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  out << fmt::format("test image {}: {} (class {}); label: {} (class {})\n", c.index, kClassNames.at(best), best,
+                     kClassNames.at(label), label);
+  for (size_t i = 0; i < p.size(); ++i) out << fmt::format("  {} {:<12} {:.6f}\n", i, kClassNames.at(i), p[i]);
+  return 0;
+}
+
+}  // namespace ingot::cli
