@@ -660,6 +660,21 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
 
 // ---- evaluate / predict / *_on_batch -----------------------------------------------------------
 
+namespace {
+
+/// The callbacks of one evaluate or predict pass (Keras: no History; a progress bar unless quiet).
+template <class Options>
+callbacks::CallbackList one_pass_callbacks(const Options& o, const EpochIterator& it, Model& model, Model::Trainer& t) {
+  return callbacks::CallbackList(o.callbacks, {.add_history = false,
+                                               .add_progbar = true,
+                                               .params = {.epochs = 1, .steps = it.num_steps(), .verbose = o.verbose},
+                                               .model = &model,
+                                               .weights = &t,
+                                               .progbar = o.progbar});
+}
+
+}  // namespace
+
 Logs Model::evaluate(EvaluateOptions o) {
   if (!trainer_ || !trainer_->compiled_by_user) {
     throw Error(ErrorCode::kFailedPrecondition, "evaluate before compile", "call model.compile(...) first");
@@ -672,12 +687,7 @@ Logs Model::evaluate(EvaluateOptions o) {
   build_model(xt.shape, xt.dtype);
   t.check_labels(o.y);
   t.prepare();
-  callbacks::CallbackList cbs(o.callbacks, {.add_history = false,
-                                            .add_progbar = true,
-                                            .params = {.epochs = 1, .steps = it.num_steps(), .verbose = o.verbose},
-                                            .model = this,
-                                            .weights = &t,
-                                            .progbar = o.progbar});
+  callbacks::CallbackList cbs = one_pass_callbacks(o, it, *this, t);
   LoopScope scope(t);
   Logs logs;
   try {
@@ -712,12 +722,7 @@ Array Model::predict(PredictOptions o) {
   const ir::TensorType xt = adapter->x_type();
   build_model(xt.shape, xt.dtype);
   t.prepare();
-  callbacks::CallbackList cbs(o.callbacks, {.add_history = false,
-                                            .add_progbar = true,
-                                            .params = {.epochs = 1, .steps = it.num_steps(), .verbose = o.verbose},
-                                            .model = this,
-                                            .weights = &t,
-                                            .progbar = o.progbar});
+  callbacks::CallbackList cbs = one_pass_callbacks(o, it, *this, t);
   std::vector<Array> parts;
   LoopScope scope(t);
   try {

@@ -1,0 +1,27 @@
+# Checks shared by the CLI test scripts (ingot_opt_test.cmake, ingot_train_test.cmake).
+# cli_check(context rc got out err) fails unless the exit code `got` equals `rc`, stdout `out`
+# contains every string of the caller's E_HAS and none of E_LACKS, and stderr `err` contains every
+# string of E_ERR (the caller's cmake_parse_arguments results; functions see caller variables).
+function(cli_check context rc got out err)
+  if(NOT got EQUAL rc)
+    message(FATAL_ERROR "exit code ${got}, expected ${rc}. ${context}")
+  endif()
+  foreach(s IN LISTS E_HAS)
+    string(FIND "${out}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stdout lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_LACKS)
+    string(FIND "${out}" "${s}" pos)
+    if(NOT pos EQUAL -1)
+      message(FATAL_ERROR "stdout has '${s}'. ${context}")
+    endif()
+  endforeach()
+  foreach(s IN LISTS E_ERR)
+    string(FIND "${err}" "${s}" pos)
+    if(pos EQUAL -1)
+      message(FATAL_ERROR "stderr lacks '${s}'. ${context}")
+    endif()
+  endforeach()
+endfunction()
