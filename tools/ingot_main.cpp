@@ -1,6 +1,7 @@
 // `ingot`: the command-line entry point. Subcommands: train, evaluate, predict (docs/train.md),
 // demo, ops, run.
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 #include <fmt/format.h>
 
 #include <iostream>
@@ -60,7 +61,18 @@ CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
 
 }  // namespace
 
+/// Keeps large freed blocks in the process heap instead of returning them to the OS. A training
+/// step allocates and frees the same large temporaries (activations, im2col blocks) every step;
+/// with glibc's defaults they are mmap'ed and trimmed each time, so every step page-faults them
+/// in again. Measured on the CNN (ingot train --model cnn, 2 cores): 68 -> 54 ms per step. An
+/// application's choice (the library leaves the process's malloc settings alone).
+void keep_large_blocks_in_the_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum: blocks up to 32 MiB come from the heap
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back to the OS only beyond 1 GiB free at the top
+}
+
 int main(int argc, char** argv) {
+  keep_large_blocks_in_the_heap();
   CLI::App app{"ingot: tensor compiler, runtime and trainer"};
   app.require_subcommand(1);
 
