@@ -24,9 +24,13 @@ namespace {
 /// A step function run compiled (jit with donation) or by the reference interpreter.
 class StepFunction {
  public:
-  StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled)
+  StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled,
+               const CompileOptions& options)
       : fn_(std::move(fn)), name_(std::move(name)) {
-    if (compiled) jit_.emplace(jit(fn_, {.name = name_, .donate_argnums = std::move(donate)}));
+    if (compiled) {
+      jit_.emplace(jit(fn_, {.name = name_, .donate_argnums = std::move(donate), .lowering = options.lowering,
+                             .compile = options.compiler}));
+    }
   }
   std::vector<Array> operator()(const std::vector<Array>& args) {
     if (jit_) return (*jit_)(args);
@@ -254,10 +258,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
     std::vector<int64_t> donate_train, donate_test;
     for (size_t i = 0; i < nt + nn + O.size() + nm; ++i) donate_train.push_back(static_cast<int64_t>(i));
     for (size_t i = 0; i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
-    train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled());
-    test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled());
+    train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
+                                              options);
+    test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options);
     predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
-                                                compiled());
+                                                compiled(), options);
   }
 
   /// Takes the state out of the variables (they are purged while the loop runs).

@@ -97,6 +97,23 @@ TEST(Fit, ACustomTrainStepReplacesTheDefaultOne) {
   EXPECT_NEAR(hc->values("loss")[0], 17.0, 1e-5);
 }
 
+TEST(Fit, CompilerAndLoweringOptionsReachTheSteps) {
+  // Serial generated loops instead of library GEMMs: the same trajectory as the first test.
+  auto model = linear(0, 0);
+  CompileOptions c = sgd_mse(0.1);
+  c.compiler.num_threads = 1;
+  c.lowering.blas_gemm = false;
+  const auto dir = std::filesystem::temp_directory_path() / "ingot_fit_compiler_options";
+  std::filesystem::remove_all(dir);
+  c.compiler.dump_dir = dir.string();
+  model->compile(c);
+  model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}), .batch_size = 2, .epochs = 2,
+              .verbose = 0, .shuffle = false});
+  EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 1.71, 1e-5);
+  EXPECT_TRUE(std::filesystem::exists(dir / "00-input.mlir"));  // the dump option reached the jit
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Fit, EpochLossIsWeightedByBatchSize) {
   // Predictions stay 0 (lr 0): MAE batches of 2 and 1 samples have losses 10 and 9 -> 29 / 3.
   auto model = linear(0, 0);

@@ -37,6 +37,10 @@ struct CompileOptions {
   /// run_eagerly does (Keras's jit_compile / run_eagerly).
   bool jit_compile = true;
   bool run_eagerly = false;
+  /// Compiler options of the compiled steps (threads of the loop nests, IR dumps; docs/compiler.md).
+  codegen::CpuCompileOptions compiler;
+  /// Lowering choices of the compiled steps (library GEMM / convolutions or generated loops).
+  lower::LoweringOptions lowering;
 };
 
 /// Model::fit's arguments (keras.Model.fit). Data: arrays x/y/sample_weight, or `data` (an
