@@ -381,10 +381,71 @@ std::string unflatten(LoweringContext& ctx, const std::string& acc, const Tensor
 /// A loop over the windows in row-major order (as the interpreter): each selects its cell
 /// (select_in_window) and adds its source value there, into a flat accumulator of the compute
 /// type that starts at init (f16/bf16 accumulate in f32 and round once at the end).
+/// True when every operand cell lies in at most one window and every window lies inside the
+/// operand: strides equal to the window, no padding or dilation, `source` one cell per window
+/// (max pooling's usual 2x2 / stride 2 gradient).
+bool windows_tile_the_operand(const Window& w, const TensorType& x, const TensorType& source) {
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (w.strides[i] != w.dims[i] || w.base_dilations[i] != 1 || w.window_dilations[i] != 1 ||
+        w.padding[2 * i] != 0 || w.padding[2 * i + 1] != 0 || source.shape[i] != x.shape[i] / w.dims[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// select_and_scatter when windows tile the operand: one parallel linalg.generic over the
+/// operand. Cell p belongs to window o = p / stride; it receives init + source[o] when it is the
+/// window's selected cell, else init. Each cell gets at most one term, so the result is bitwise
+/// the serial scatter's (init + value), without the serial loop over the windows.
+std::string select_and_scatter_tiled(LoweringContext& ctx, const Node& node, const TensorType& x,
+                                     const TensorType& source, const Window& w, DType acc_dtype) {
+  const DType d = x.dtype;
+  const int64_t n = x.rank();
+  const TensorType acc{x.shape, acc_dtype};
+  const bool ge = node.attrs.get_string("select") == "GE";
+  return ctx.generic(n, repeat(static_cast<size_t>(n), "parallel"), {}, acc, LoweringContext::identity(n), "",
+                     [&](BodyBuilder& b, const Args&) {
+                       std::vector<std::string> o;
+                       std::string inside = b.let("arith.constant true"), flat = index_const(b, 0);
+                       int64_t stride = num_elements(x.shape);
+                       for (int64_t i = 0; i < n; ++i) {
+                         const auto u = static_cast<size_t>(i);
+                         const std::string p = b.index(i);
+                         const std::string oi = b.let(fmt::format("arith.divui {}, {} : index", p, index_const(b, w.strides[u])));
+                         const std::string last = index_const(b, std::max<int64_t>(source.shape[u] - 1, 0));
+                         inside = b.let(fmt::format("arith.andi {}, {} : i1", inside,
+                                                    b.let(fmt::format("arith.cmpi ult, {}, {} : index", oi,
+                                                                      index_const(b, source.shape[u])))));
+                         o.push_back(b.let(fmt::format("arith.minui {}, {} : index", oi, last)));
+                         stride /= x.shape[u];
+                         flat = b.let(fmt::format("arith.addi {}, {} : index", flat,
+                                                  b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
+                       }
+                       const std::string at = select_in_window(b, ctx.operand(node, 0), x, w, ge, o);
+                       const std::string hit = b.let(fmt::format(
+                           "arith.andi {}, {} : i1", inside, b.let(fmt::format("arith.cmpi eq, {}, {} : index", at, flat))));
+                       std::string init = b.let(fmt::format("tensor.extract {}[] : {}", ctx.operand(node, 2),
+                                                            ty(TensorType{{}, d})));
+                       std::string value = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1),
+                                                             fmt::join(o, ", "), ty(source)));
+                       if (acc_dtype != d) {
+                         init = b.let(fmt::format("arith.extf {} : {} to f32", init, el(d)));
+                         value = b.let(fmt::format("arith.extf {} : {} to f32", value, el(d)));
+                       }
+                       return select(b, hit, combine(b, "add", acc_dtype, init, value), init, el(acc_dtype));
+                     });
+}
+
 void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
   const TensorType x = in_type(ctx, node, 0), source = in_type(ctx, node, 1), out = out_type(ctx, node);
   if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
   const Window w = read_window(node.attrs, x.rank());
+  if (!is_bool(x.dtype) && num_elements(source.shape) > 0 && windows_tile_the_operand(w, x, source)) {
+    const DType acc_dtype = compute_dtype(x.dtype);
+    return ctx.bind(node.outputs[0],
+                    round_to(ctx, select_and_scatter_tiled(ctx, node, x, source, w, acc_dtype), out));
+  }
   const DType d = x.dtype, acc_dtype = compute_dtype(d);
   const TensorType flat_t{{num_elements(x.shape)}, acc_dtype};
   std::string acc = splat(ctx, ctx.operand(node, 2), d, flat_t);
