@@ -247,6 +247,29 @@ Tensor Conv2D::call(LayerContext& ctx, const Tensor& x) {
   return apply_activation(o_.activation, y);
 }
 
+// ---- Dropout -----------------------------------------------------------------------------------
+
+Dropout::Dropout(DropoutOptions options) : Layer(options.name), o_(std::move(options)) {
+  if (!(o_.rate >= 0.0 && o_.rate < 1.0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Dropout: rate must be in [0, 1), got {}", o_.rate));
+  }
+}
+
+void Dropout::build(const Shape&) {
+  const uint64_t seed = o_.seed.value_or(this->seed().value_or(0));
+  state_ = &add_weight("seed_generator_state", {2},
+                       [seed](const Shape&, DType, uint64_t) { return Array::from_vector<uint64_t>({seed, 0}, {2}); },
+                       /*trainable=*/false, DType::kU64);
+}
+
+Tensor Dropout::call(LayerContext& ctx, const Tensor& x) {
+  if (!ctx.training() || o_.rate == 0.0) return x;
+  auto [state, u] = random_uniform(ctx.value(*state_), x.shape(), x.dtype());
+  ctx.set_value(*state_, state);
+  const Tensor keep = greater_equal(u, constant(Array::scalar(o_.rate, x.dtype())));
+  return where(keep, x * (1.0 / (1.0 - o_.rate)), constant(Array::scalar(0.0, x.dtype())));
+}
+
 // ---- MaxPooling2D, Flatten, Reshape, Activation -----------------------------------------------
 
 MaxPooling2D::MaxPooling2D(MaxPooling2DOptions options) : Layer(options.name), o_(std::move(options)) {

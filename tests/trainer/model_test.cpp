@@ -198,3 +198,56 @@ TEST(Functional, MisuseIsAClearError) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(DropoutLayer, DropsAndScalesInTrainingOnlyAndAdvancesItsState) {
+  Sequential model({std::make_shared<Dropout>(DropoutOptions{.rate = 0.25, .seed = 7})});
+  model.build_model({1, 1000});
+  ASSERT_EQ(model.non_trainable_variables().size(), 1u);
+  EXPECT_EQ(model.non_trainable_variables()[0]->name(), "dropout/seed_generator_state");
+  const Array x = Array::full({4, 1000}, 2.0, DType::kF32);
+  EXPECT_EQ(model.predict({.x = x}).to_vector<float>(), x.to_vector<float>());  // not training: identity
+  // Training: a step through the trainer (MSE against 0 with lr 0 only reads the output).
+  std::vector<Tensor> seen;
+  TraceFn step = [&](const std::vector<Tensor>& a) {
+    LayerContext ctx(/*training=*/true);
+    ctx.bind(*model.non_trainable_variables()[0], a[0]);
+    Tensor y = model(ctx, a[1]);
+    return std::vector<Tensor>{y, *ctx.new_value(*model.non_trainable_variables()[0])};
+  };
+  Jitted f = jit(step);
+  const std::vector<Array> out = f({model.non_trainable_variables()[0]->value(), x});
+  int64_t zeros = 0, scaled = 0;
+  for (float v : out[0].to_vector<float>()) {
+    zeros += v == 0.0f ? 1 : 0;
+    scaled += std::abs(v - 2.0f / 0.75f) < 1e-6 ? 1 : 0;
+  }
+  EXPECT_EQ(zeros + scaled, 4000);
+  EXPECT_NEAR(static_cast<double>(zeros) / 4000.0, 0.25, 0.03);  // about `rate` of the elements
+  EXPECT_NE(out[1].to_vector<uint64_t>(), model.non_trainable_variables()[0]->value().to_vector<uint64_t>());
+  expect_error([] { Dropout(DropoutOptions{.rate = 1.0}); }, ErrorCode::kInvalidArgument, {"Dropout", "rate", "1"});
+}
+
+TEST(DropoutLayer, TrainsInFitWithRepeatableResults) {
+  auto run = [] {
+    Sequential m({std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
+                  std::make_shared<Dropout>(DropoutOptions{.rate = 0.5}), std::make_shared<Dense>(DenseOptions{.units = 1})});
+    m.compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.05}),
+               .loss = std::make_shared<losses::MeanSquaredError>()});
+    Array x = Array::zeros({16, 3}, DType::kF32), y = Array::zeros({16, 1}, DType::kF32);
+    for (int64_t i = 0; i < 48; ++i) x.data<float>()[i] = std::sin(0.5f * static_cast<float>(i));
+    for (int64_t i = 0; i < 16; ++i) y.data<float>()[i] = x.data<float>()[3 * i] - x.data<float>()[3 * i + 2];
+    const double before = *m.evaluate({.x = x, .y = y, .verbose = 0}).get("loss");
+    auto h = m.fit({.x = x, .y = y, .batch_size = 4, .epochs = 40, .verbose = 0});
+    const double after = *m.evaluate({.x = x, .y = y, .verbose = 0}).get("loss");  // no dropout
+    return std::make_tuple(h->values("loss"), before, after);
+  };
+  const auto [a, before, after] = run();
+  EXPECT_EQ(a, std::get<0>(run()));  // the dropout state is seeded: the same run gives the same history
+  EXPECT_LT(after, before);
+}
+
+}  // namespace
+}  // namespace ingot

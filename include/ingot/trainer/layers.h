@@ -217,6 +217,27 @@ class MaxPooling2D final : public Layer {
   MaxPooling2DOptions o_;
 };
 
+/// keras.layers.Dropout: in training, each element is zeroed with probability `rate` and the
+/// others scaled by 1 / (1 - rate) (Srivastava et al., 2014, inverted dropout as Keras); identity
+/// when not training. The random state is a non-trainable u64[2] variable "seed_generator_state"
+/// (initialised from `seed`, else the layer's seed) advanced every training step, so runs repeat.
+struct DropoutOptions {
+  double rate = 0.5;  ///< in [0, 1)
+  std::optional<uint64_t> seed;
+  std::string name;
+};
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(DropoutOptions options = {});
+  std::string class_name() const override { return "Dropout"; }
+  void build(const Shape& input_shape) override;
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  DropoutOptions o_;
+  Variable* state_ = nullptr;
+};
+
 /// keras.layers.Flatten: (batch, d1, d2, ...) -> (batch, d1 * d2 * ...).
 class Flatten final : public Layer {
  public:
