@@ -21,9 +21,6 @@ namespace {
 
 using namespace lowering_util;
 
-using lower::BodyBuilder;
-using lower::LoweringContext;
-using Args = std::vector<std::string>;
 
 bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -57,18 +54,6 @@ std::vector<std::string> read_start(BodyBuilder& b, const std::string& indices, 
     values.push_back(to_i64(b, it.dtype, v));
   }
   return values;
-}
-
-/// Multi-index of the row-major flat index `flat` (an index value) in `shape` (all sizes > 0).
-std::vector<std::string> unravel(BodyBuilder& b, const std::string& flat, const Shape& shape) {
-  std::vector<std::string> idx;
-  int64_t stride = num_elements(shape);
-  for (int64_t size : shape) {
-    stride /= size;
-    const std::string q = b.let(fmt::format("arith.divui {}, {} : index", flat, index_const(b, stride)));
-    idx.push_back(b.let(fmt::format("arith.remui {}, {} : index", q, index_const(b, size))));
-  }
-  return idx;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
@@ -12,7 +13,10 @@
 namespace ingot::ir::lowering_util {
 
 using lower::BodyBuilder;
+using lower::GenericInput;
 using lower::LoweringContext;
+/// Block arguments / SSA names handed to generic-body callbacks.
+using Args = std::vector<std::string>;
 
 /// Type of result `i` / operand `i` of `node`.
 inline TensorType out_type(const LoweringContext& ctx, const Node& node, size_t i = 0) {
@@ -28,6 +32,18 @@ inline bool is_half(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 /// An `index` constant.
 inline std::string index_const(BodyBuilder& b, int64_t v) {
   return b.let(fmt::format("arith.constant {} : index", v));
+}
+
+/// Multi-index of the row-major flat index `flat` (an index value) in `shape` (all sizes > 0).
+inline std::vector<std::string> unravel(BodyBuilder& b, const std::string& flat, const Shape& shape) {
+  std::vector<std::string> idx;
+  int64_t stride = num_elements(shape);
+  for (int64_t size : shape) {
+    stride /= size;
+    const std::string q = b.let(fmt::format("arith.divui {}, {} : index", flat, index_const(b, stride)));
+    idx.push_back(b.let(fmt::format("arith.remui {}, {} : index", q, index_const(b, size))));
+  }
+  return idx;
 }
 
 /// Function-level code (loop nests, multi-result generics) written with a BodyBuilder so that the

@@ -15,11 +15,6 @@ namespace {
 
 using namespace lowering_util;
 
-using lower::BodyBuilder;
-using lower::GenericInput;
-using lower::LoweringContext;
-using Args = std::vector<std::string>;
-
 
 std::string reshape_value(LoweringContext& ctx, const std::string& x, const TensorType& in,
                           const Shape& to) {

@@ -25,11 +25,6 @@ namespace {
 
 using namespace lowering_util;
 
-using lower::BodyBuilder;
-using lower::GenericInput;
-using lower::LoweringContext;
-using Args = std::vector<std::string>;
-
 std::string st(DType d) { return LoweringContext::storage(d); }
 /// The dtype kernels compute in: f32 for f16/bf16, else the dtype itself.
 DType compute_dtype(DType d) { return is_half(d) ? DType::kF32 : d; }
@@ -38,18 +33,6 @@ std::vector<std::string> repeat(size_t n, const std::string& s) { return std::ve
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-
-/// Multi-index of the row-major flat index `flat` (an index value) in `shape` (all sizes > 0).
-std::vector<std::string> unravel(BodyBuilder& b, const std::string& flat, const Shape& shape) {
-  std::vector<std::string> idx;
-  int64_t stride = num_elements(shape);
-  for (int64_t size : shape) {
-    stride /= size;
-    const std::string q = b.let(fmt::format("arith.divui {}, {} : index", flat, index_const(b, stride)));
-    idx.push_back(b.let(fmt::format("arith.remui {}, {} : index", q, index_const(b, size))));
-  }
-  return idx;
-}
 
 /// `rank-0 tensor scalar` broadcast to `t` (extended to t's float type when they differ).
 std::string splat(LoweringContext& ctx, const std::string& scalar, DType scalar_dtype, const TensorType& t) {
