@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "ingot/interp/interpreter.h"
@@ -55,6 +56,17 @@ inline std::vector<Array> run_both(const TraceFn& fn, const std::vector<Array>& 
 /// f64 array from values.
 inline Array f64(const std::vector<double>& v, const Shape& shape) {
   return Array::from_vector<double>(v, shape);
+}
+
+inline /// Runs `body` inside a trace over `args` (for error tests).
+void in_trace(const std::vector<Array>& args,
+              const std::function<void(const std::vector<Tensor>&)>& body) {
+  interpret_fn(
+      [&](const std::vector<Tensor>& a) {
+        body(a);
+        return std::vector<Tensor>{a[0]};
+      },
+      args);
 }
 
 }  // namespace ingot::testing

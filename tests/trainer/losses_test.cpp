@@ -23,6 +23,7 @@ using testing::expect_error;
 using testing::f32;
 using testing::f64;
 using testing::i32;
+using testing::in_trace;
 using testing::interpret_fn;
 using testing::run_both;
 
@@ -64,17 +65,6 @@ Array per_sample_of(const losses::Loss& loss, const Array& y_true, const Array& 
              },
              {y_true, y_pred})
       .at(0);
-}
-
-/// Runs `body` inside a trace over `args` (for error tests).
-void in_trace(const std::vector<Array>& args,
-              const std::function<void(const std::vector<Tensor>&)>& body) {
-  interpret_fn(
-      [&](const std::vector<Tensor>& a) {
-        body(a);
-        return std::vector<Tensor>{a[0]};
-      },
-      args);
 }
 
 double softplus_d(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::abs(x))); }

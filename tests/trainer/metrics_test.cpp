@@ -20,6 +20,7 @@ namespace {
 using testing::expect_error;
 using testing::f32;
 using testing::i32;
+using testing::in_trace;
 using testing::interpret_fn;
 using testing::run_both;
 
@@ -93,17 +94,6 @@ double run_mean(const metrics::Mean& mean, const std::vector<std::vector<Array>>
         return mean.update_state(s, x[0], w);
       },
       [&mean](const std::vector<Tensor>& s) { return mean.result(s); }, batches, final_state);
-}
-
-/// Runs `body` inside a trace over `args` (for error tests).
-void in_trace(const std::vector<Array>& args,
-              const std::function<void(const std::vector<Tensor>&)>& body) {
-  interpret_fn(
-      [&](const std::vector<Tensor>& a) {
-        body(a);
-        return std::vector<Tensor>{a[0]};
-      },
-      args);
 }
 
 Array f32_scalar(double v) { return Array::scalar(v, DType::kF32); }
