@@ -100,8 +100,15 @@ if(PART STREQUAL "train")
   endforeach()
   json_get(compile "${WORK_DIR}/a.json" compile_seconds)
   json_get(train "${WORK_DIR}/a.json" train_seconds)
-  if(compile LESS 0 OR compile GREATER train)
-    message(FATAL_ERROR "compile_seconds ${compile} outside [0, train_seconds ${train}]")
+  if(NOT compile GREATER 0 OR compile GREATER train)
+    message(FATAL_ERROR "compile_seconds ${compile} outside (0, train_seconds ${train}]")
+  endif()
+  # timing: every train step counted (ceil(5400 / 128) = 43), time in and around the step.
+  json_get(steps "${WORK_DIR}/a.json" timing train_steps)
+  json_get(step_ms "${WORK_DIR}/a.json" timing step_ms)
+  json_get(overhead_ms "${WORK_DIR}/a.json" timing overhead_ms)
+  if(NOT steps EQUAL 43 OR NOT step_ms GREATER 0 OR overhead_ms LESS 0)
+    message(FATAL_ERROR "timing: ${steps} steps, ${step_ms} ms in the step, ${overhead_ms} ms around it")
   endif()
   # CSV: Keras CSVLogger's header (sorted names) and one row for epoch 0, lines ending in \r\n
   # (file(READ) drops the \r, so they are counted in hex).

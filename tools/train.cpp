@@ -277,39 +277,16 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
-/// Wall-clock seconds of every epoch, and of every train call of the first epoch (the epoch in
-/// which the steps are traced and compiled).
+/// Wall-clock seconds of every epoch (epoch begin to epoch end hook, validation included).
 class EpochTimer final : public callbacks::Callback {
  public:
   void on_epoch_begin(int64_t, const Logs&) override { epoch_start_ = now_seconds(); }
   void on_epoch_end(int64_t, const Logs&) override { epochs_.push_back(now_seconds() - epoch_start_); }
-  void on_train_batch_begin(int64_t, const Logs&) override { call_start_ = now_seconds(); }
-  void on_train_batch_end(int64_t, const Logs&) override {
-    if (epochs_.empty()) first_epoch_calls_.push_back(now_seconds() - call_start_);
-  }
   const std::vector<double>& epoch_seconds() const { return epochs_; }
 
-  /// The first epoch's time over the median of the others' (tracing and compiling the train and
-  /// test steps, which happens in the first epoch only). With one epoch, an approximation: each
-  /// train call's time over a typical call's (the median of the calls between the first and the
-  /// last, which compile the full and the ragged batch; the fastest call when there are fewer
-  /// than 3), summed; the validation step's compilation is then not separated.
-  double compile_seconds() const {
-    if (epochs_.size() >= 2) {
-      return std::max(0.0, epochs_[0] - median(std::vector<double>(epochs_.begin() + 1, epochs_.end())));
-    }
-    const std::vector<double>& calls = first_epoch_calls_;
-    if (calls.empty()) return 0;
-    const double typical = calls.size() >= 3 ? median(std::vector<double>(calls.begin() + 1, calls.end() - 1))
-                                             : *std::min_element(calls.begin(), calls.end());
-    double extra = 0;
-    for (double d : calls) extra += std::max(0.0, d - typical);
-    return extra;
-  }
-
  private:
-  double epoch_start_ = 0, call_start_ = 0;
-  std::vector<double> epochs_, first_epoch_calls_;
+  double epoch_start_ = 0;
+  std::vector<double> epochs_;
 };
 
 /// Writes `text` to a temporary file next to `path` and renames it over `path` (no partial file
@@ -343,10 +320,13 @@ void print_test(std::ostream& out, const Logs& test) {
                      test.get("accuracy").value_or(NAN));
 }
 
-/// What run_train measured.
+/// What run_train measured (seconds; per-step figures in milliseconds).
 struct Timings {
   double train_seconds = 0, compile_seconds = 0, samples_per_second = 0;
   std::vector<double> epoch_seconds;
+  int64_t train_steps = 0;
+  double step_ms = 0;      ///< mean time inside the compiled train step
+  double overhead_ms = 0;  ///< mean time per train step outside it (FitTiming::overhead_per_step)
 };
 
 /// The training and validation images of a run (--limit, --validation-split applied).
@@ -384,9 +364,13 @@ void print_header(std::ostream& out, const TrainCommand& c, Model& model, const 
 }
 
 /// The timings of a fit that took `train_seconds` and stepped through `samples` samples.
-Timings timings(const EpochTimer& timer, double train_seconds, int64_t samples) {
-  Timings t{.train_seconds = train_seconds, .compile_seconds = timer.compile_seconds(),
-            .epoch_seconds = timer.epoch_seconds()};
+Timings timings(const EpochTimer& timer, const FitTiming& fit, double train_seconds, int64_t samples) {
+  Timings t{.train_seconds = train_seconds,
+            .compile_seconds = fit.compile_seconds + fit.validation_compile_seconds,
+            .epoch_seconds = timer.epoch_seconds(),
+            .train_steps = fit.train_steps,
+            .step_ms = fit.train_steps > 0 ? 1e3 * fit.step_seconds / static_cast<double>(fit.train_steps) : 0,
+            .overhead_ms = 1e3 * fit.overhead_per_step()};
   const double steady = t.train_seconds - t.compile_seconds;
   t.samples_per_second = steady > 0 ? static_cast<double>(samples) / steady : 0;
   return t;
@@ -397,7 +381,8 @@ void print_timings(std::ostream& out, const Timings& t) {
   if (t.epoch_seconds.size() > 1) {
     out << fmt::format(", {:.3f} s per epoch after the first", median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
   }
-  out << fmt::format("), {:.0f} samples/s\n", t.samples_per_second);
+  out << fmt::format("), {:.0f} samples/s; per step {:.3f} ms in the compiled step, {:.3f} ms around it\n",
+                     t.samples_per_second, t.step_ms, t.overhead_ms);
 }
 
 Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
@@ -410,6 +395,7 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
               {"compile_seconds", t.compile_seconds},
               {"samples_per_second", t.samples_per_second},
               {"epoch_seconds", t.epoch_seconds},
+              {"timing", {{"train_steps", t.train_steps}, {"step_ms", t.step_ms}, {"overhead_ms", t.overhead_ms}}},
               {"device", c.device},
               {"config",
                {{"dataset", c.dataset},
@@ -446,7 +432,7 @@ int run_train(const TrainCommand& c, std::ostream& out) {
        .validation_data = d.validation,
        .seed = c.seed,
        .progbar = {.stream = &out}});
-  const Timings t = timings(*timer, now_seconds() - start, d.train.size() * c.epochs);
+  const Timings t = timings(*timer, model->last_fit_timing(), now_seconds() - start, d.train.size() * c.epochs);
   const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
   if (!c.quiet) print_timings(out, t);

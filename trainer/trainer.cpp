@@ -9,6 +9,7 @@
 //   predict_step(T, NT, x)              -> (y_pred)
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -32,7 +33,24 @@ class StepFunction {
                              .compile = options.compiler}));
     }
   }
+  /// Runs the step; adds its wall time to `run_seconds` (compilation excluded) and the time
+  /// spent tracing/compiling a new signature to `compile_seconds`.
   std::vector<Array> operator()(const std::vector<Array>& args) {
+    const auto start = std::chrono::steady_clock::now();
+    const double compiled_before = jit_ ? jit_->compile_seconds() : 0;
+    std::vector<Array> out = call(args);
+    const double compile = jit_ ? jit_->compile_seconds() - compiled_before : 0;
+    compile_seconds += compile;
+    run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - compile;
+    return out;
+  }
+  int64_t compile_count() const { return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size()); }
+
+  double run_seconds = 0;      ///< wall time inside the step, compilation excluded
+  double compile_seconds = 0;  ///< wall time tracing and compiling (jit only)
+
+ private:
+  std::vector<Array> call(const std::vector<Array>& args) {
     if (jit_) return (*jit_)(args);
     std::string key;
     std::vector<ir::TensorType> types;
@@ -44,9 +62,7 @@ class StepFunction {
     if (it == graphs_.end()) it = graphs_.emplace(key, trace(fn_, types, name_)).first;
     return interp::interpret(it->second, args);
   }
-  int64_t compile_count() const { return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size()); }
 
- private:
   TraceFn fn_;
   std::string name_;
   std::optional<Jitted> jit_;
@@ -596,6 +612,12 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
                                             .progbar = o.progbar});
   FittingFlag fitting(t.fitting);
   Logs logs;
+  fit_timing_ = {};
+  const double run0 = t.train_fn->run_seconds, compile0 = t.train_fn->compile_seconds;
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
   try {
     t.begin_loop();
     cbs.on_train_begin({});
@@ -604,6 +626,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       t.M = t.initial_metric_state();
       cbs.on_epoch_begin(epoch, {});
       it.begin_epoch(epoch);
+      const auto loop_start = Clock::now();
       int64_t step = 0;
       // The next batch is taken before the batch hooks fire, so no hook fires for a call
       // that finds the data exhausted.
@@ -618,6 +641,10 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
         }
         cbs.on_train_batch_end(first, logs);
       }
+      fit_timing_.train_seconds += seconds_since(loop_start);
+      fit_timing_.train_steps += step;
+      fit_timing_.step_seconds = t.train_fn->run_seconds - run0;
+      fit_timing_.compile_seconds = t.train_fn->compile_seconds - compile0;
       it.stop();
       Logs epoch_logs = logs;
       const bool validate = val_it && (o.validation_epochs.empty()
@@ -627,6 +654,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       if (validate) {
         // Keras's fit -> evaluate with the same callbacks: the test hooks fire (the progress bar
         // stays quiet inside fit) and stop_evaluating ends the pass early.
+        const auto validation_start = Clock::now();
+        const double test_compile0 = t.test_fn->compile_seconds;
         const std::vector<Array> train_m = t.M;
         t.M = t.initial_metric_state();
         cbs.control().stop_evaluating = false;
@@ -645,6 +674,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
         cbs.on_test_end(vl);
         for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
         t.M = train_m;
+        fit_timing_.validation_seconds += seconds_since(validation_start);
+        fit_timing_.validation_compile_seconds += t.test_fn->compile_seconds - test_compile0;
       }
       t.sync();  // callbacks and the user see (and may assign) this epoch's weights
       cbs.on_epoch_end(epoch, epoch_logs);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "ingot/trainer/model.h"
 #include "test_util.h"
@@ -146,6 +148,33 @@ TEST(Fit, StepsPerExecutionFiresHooksPerCallAndEqualsSingleSteps) {
   EXPECT_EQ(w1[0].to_vector<float>(), w3[0].to_vector<float>());  // so predictions are equal too
   EXPECT_EQ(w1[1].to_vector<float>(), w3[1].to_vector<float>());
   EXPECT_EQ(l1, l3);
+}
+
+TEST(Fit, TimingSeparatesTheStepItsCompilationAndTheLoopAround) {
+  Array x = Array::zeros({40, 1}, DType::kF32), y = Array::zeros({40, 1}, DType::kF32);
+  auto model = linear(0.5f, 0);
+  model->compile(sgd_mse(0.05));
+  EXPECT_EQ(model->last_fit_timing().train_steps, 0);
+  EXPECT_EQ(model->last_fit_timing().overhead_per_step(), 0);
+  // A batch hook that sleeps 20 ms is time outside the step: it must land in the overhead.
+  auto slow = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [](int64_t, const Logs&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }});
+  model->fit({.x = x, .y = y, .batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {slow},
+              .validation_split = 0.2, .shuffle = false});
+  const FitTiming first = model->last_fit_timing();
+  EXPECT_EQ(first.train_steps, 4);  // 32 training samples: 2 batches of 16, two epochs
+  EXPECT_GT(first.step_seconds, 0);
+  EXPECT_GT(first.compile_seconds, 0);  // the first call compiled the step
+  EXPECT_GT(first.validation_compile_seconds, 0);
+  EXPECT_GE(first.validation_seconds, first.validation_compile_seconds);
+  EXPECT_GE(first.train_seconds, first.step_seconds + first.compile_seconds + 4 * 0.020);
+  EXPECT_GE(first.overhead_per_step(), 0.020);
+  // A second fit starts from zero and compiles nothing new (same batch shape).
+  model->fit({.x = x, .y = y, .batch_size = 16, .verbose = 0, .shuffle = false});
+  const FitTiming second = model->last_fit_timing();
+  EXPECT_EQ(second.train_steps, 3);  // 40 samples: 16, 16, 8 (the ragged batch compiles once)
+  EXPECT_EQ(second.validation_seconds, 0);
+  EXPECT_EQ(second.validation_compile_seconds, 0);
 }
 
 TEST(Fit, CompilesAtMostTwicePerSignatureAndBuildsWithoutConsumingABatch) {

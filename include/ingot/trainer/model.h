@@ -107,6 +107,24 @@ struct StepGradients {
   std::vector<Tensor> non_trainable;  ///< the non-trainable variables' new values
 };
 
+/// Where the wall time of the last Model::fit went (seconds, summed over its epochs; steady
+/// clock). Not in Keras: ingot's measure of the per-step overhead outside the compiled step
+/// (data slicing, the sample-weight array, logs to host, callbacks), reported by `ingot train
+/// --metrics-json` and compared with PyTorch's in bench/fashion_mnist_peers.sh.
+struct FitTiming {
+  int64_t train_steps = 0;        ///< train steps run (all epochs)
+  double train_seconds = 0;       ///< the training-batch loops: from each epoch's first batch to its last hook
+  double step_seconds = 0;        ///< inside the train step function, compilation excluded
+  double compile_seconds = 0;     ///< tracing and compiling train steps (first call of each batch shape)
+  double validation_seconds = 0;  ///< the validation passes (test steps, their compilation, hooks)
+  double validation_compile_seconds = 0;  ///< the part of validation_seconds compiling test steps
+  /// Mean seconds per train step spent outside the step function and its compilation:
+  /// (train_seconds - step_seconds - compile_seconds) / train_steps; 0 before any step.
+  double overhead_per_step() const {
+    return train_steps > 0 ? (train_seconds - step_seconds - compile_seconds) / static_cast<double>(train_steps) : 0;
+  }
+};
+
 /// keras.Model: subclass it and override call() (and build() for own variables), tracking
 /// sublayers with track(); or use Sequential.
 class Model : public Layer {
@@ -178,6 +196,8 @@ class Model : public Layer {
   /// Number of input signatures the train step was traced and compiled for (the contract: at
   /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
   int64_t train_step_compile_count() const;
+  /// The timing of the last fit (zeros before the first; a fit that threw keeps what it ran).
+  const FitTiming& last_fit_timing() const { return fit_timing_; }
   /// Saves every variable to a safetensors file under its name (docs/trainer-weights-io.md).
   void save_weights(const std::string& path);
   /// Loads every variable from a safetensors file; a missing name or another shape is an
@@ -200,6 +220,7 @@ class Model : public Layer {
   std::vector<std::pair<const Layer*, Shape>> output_shapes_;
   std::optional<Jitted> predict_;
   int64_t layer_count_ = 0;
+  FitTiming fit_timing_;
 
  public:
   struct Trainer;  // compiled step functions and live state (trainer/trainer.cpp)
