@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cmath>
 
 namespace ingot {
 
@@ -311,6 +312,20 @@ Tensor Reshape::call(LayerContext&, const Tensor& x) {
                 "the target shape must hold as many elements per sample as the input");
   }
   return reshape(x, shape);
+}
+
+Rescaling::Rescaling(double scale, double offset, std::string name)
+    : Layer(std::move(name)), scale_(scale), offset_(offset) {
+  if (!std::isfinite(scale) || !std::isfinite(offset)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Rescaling: scale {} and offset {} must be finite", scale, offset),
+                "e.g. Rescaling(1.0 / 255) for u8 pixels");
+  }
+}
+
+Tensor Rescaling::call(LayerContext&, const Tensor& x) {
+  const Tensor f = x.dtype() == DType::kF32 ? x : convert(x, DType::kF32);
+  Tensor y = f * scalar(scale_, DType::kF32);
+  return offset_ == 0 ? y : y + scalar(offset_, DType::kF32);
 }
 
 Activation::Activation(std::string activation, std::string name)

@@ -143,6 +143,51 @@ Tensor ExponentialDecay::operator()(const Tensor& step) const {
   return scalar(options_.initial_learning_rate, dt) * pow(scalar(options_.decay_rate, dt), p);
 }
 
+CosineDecay::CosineDecay(CosineDecayOptions options) : options_(options) {
+  const std::string owner = "CosineDecay";
+  if (options_.decay_steps <= 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: decay_steps = {} is invalid: it must be > 0", owner, options_.decay_steps),
+                "decay_steps is the number of iterations over which the rate decays (e.g. epochs * steps per epoch)");
+  }
+  if (options_.warmup_steps < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: warmup_steps = {} is invalid: it must be >= 0", owner, options_.warmup_steps));
+  }
+  check_at_least(owner, "initial_learning_rate", options_.initial_learning_rate, 0.0, false);
+  check_at_least(owner, "alpha", options_.alpha, 0.0, false);
+  if (options_.alpha > 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: alpha = {} is invalid: it must be in [0, 1]", owner,
+                                                         options_.alpha),
+                "alpha is the final rate as a fraction of the decayed-from rate");
+  }
+  if (options_.warmup_target) check_at_least(owner, "warmup_target", *options_.warmup_target, 0.0, false);
+}
+
+Tensor CosineDecay::operator()(const Tensor& step) const {
+  if (step.rank() != 0) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("CosineDecay: the step must be a scalar, got {}", type_string(step.type())));
+  }
+  const DType dt = DType::kF32;
+  const double decay_steps = static_cast<double>(options_.decay_steps);
+  const auto decay = [&](const Tensor& s, double from) {
+    const Tensor fraction = s / scalar(decay_steps, dt);
+    const Tensor cosine = 0.5 * (1.0 + cos(scalar(M_PI, dt) * fraction));
+    return scalar(from, dt) * ((1.0 - options_.alpha) * cosine + scalar(options_.alpha, dt));
+  };
+  const Tensor s = cast(step, dt);
+  if (!options_.warmup_target) return decay(minimum(s, scalar(decay_steps, dt)), options_.initial_learning_rate);
+  const double warmup = static_cast<double>(options_.warmup_steps);
+  const double target = *options_.warmup_target;
+  const Tensor clamped = minimum(s, scalar(decay_steps + warmup, dt));
+  // Keras divides by warmup_steps only in the warmup branch; with 0 warmup steps that branch is
+  // never taken, so the divisor is kept at 1 there to avoid 0/0 in the unselected value.
+  const Tensor warming = scalar(options_.initial_learning_rate, dt) +
+                         scalar(target - options_.initial_learning_rate, dt) * (clamped / scalar(std::max(warmup, 1.0), dt));
+  return where(less(clamped, scalar(warmup, dt)), warming, decay(clamped - scalar(warmup, dt), target));
+}
+
 }  // namespace schedules
 
 // ---- Optimizer ---------------------------------------------------------------------------------

@@ -249,5 +249,39 @@ TEST(DropoutLayer, TrainsInFitWithRepeatableResults) {
   EXPECT_LT(after, before);
 }
 
+TEST(RescalingLayer, U8PixelsTrainLikePrescaledFloats) {
+  // The same Dense model fed raw u8 pixels through Rescaling(1/255) and fed pixel / 255 as f32:
+  // the same predictions and the same fit history (convert then multiply, in f32 either way).
+  Array u8 = Array::zeros({8, 2, 2}, DType::kU8), f = Array::zeros({8, 2, 2}, DType::kF32);
+  Array y = Array::zeros({8}, DType::kI32);
+  for (int64_t i = 0; i < 32; ++i) {
+    u8.data<uint8_t>()[i] = static_cast<uint8_t>((37 * i) % 256);
+    f.data<float>()[i] = static_cast<float>(u8.data<uint8_t>()[i]) * static_cast<float>(1.0 / 255);
+  }
+  for (int64_t i = 0; i < 8; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 3);
+  auto run = [&](bool raw) {
+    std::vector<std::shared_ptr<Layer>> layers;
+    // Same layer positions (so the same seeds and weights): the f32 model rescales by 1.
+    layers.push_back(std::make_shared<Rescaling>(raw ? 1.0 / 255 : 1.0));
+    layers.push_back(std::make_shared<Flatten>());
+    layers.push_back(std::make_shared<Dense>(DenseOptions{.units = 3}));
+    Sequential m(layers);
+    m.compile({.optimizer = std::make_shared<optimizers::Adam>(),
+               .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                   losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+    auto h = m.fit({.x = raw ? u8 : f, .y = y, .batch_size = 4, .epochs = 3, .verbose = 0});
+    return std::make_pair(h->values("loss"), m.predict({.x = raw ? u8 : f}).to_vector<float>());
+  };
+  const auto [loss_raw, pred_raw] = run(true);
+  const auto [loss_f32, pred_f32] = run(false);
+  EXPECT_EQ(loss_raw, loss_f32);
+  EXPECT_EQ(pred_raw, pred_f32);
+  // Offset too, on the interpreter's reference: 2 * x - 1.
+  Sequential shift({std::make_shared<Rescaling>(2.0, -1.0)});
+  EXPECT_EQ(shift.predict_on_batch(testing::f32({0, 0.5f, 3}, {1, 3})).to_vector<float>(),
+            (std::vector<float>{-1, 0, 5}));
+  expect_error([] { Rescaling(std::nan("")); }, ErrorCode::kInvalidArgument, {"Rescaling", "finite"});
+}
+
 }  // namespace
 }  // namespace ingot

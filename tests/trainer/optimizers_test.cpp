@@ -23,6 +23,7 @@ using optimizers::Adam;
 using optimizers::Optimizer;
 using optimizers::SGD;
 using optimizers::SGDOptions;
+using optimizers::schedules::CosineDecay;
 using optimizers::schedules::ExponentialDecay;
 using testing::expect_error;
 
@@ -370,7 +371,7 @@ TEST(Optimizer, BuildMakesIterationsLearningRateAndZeroSlots) {
 
 // ---- schedules ----------------------------------------------------------------------------------
 
-double eval_schedule(const ExponentialDecay& schedule, int64_t step) {
+double eval_schedule(const optimizers::ScheduleFn& schedule, int64_t step) {
   ir::Graph g = trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; },
                       {{{}, DType::kI64}});
   return interp::interpret(g, {Array::scalar(static_cast<double>(step), DType::kI64)})[0]
@@ -388,6 +389,35 @@ TEST(Schedules, ExponentialDecayFollowsKerasFormula) {
                 1e-7 * 0.1)
         << "step " << step;
   }
+}
+
+TEST(Schedules, CosineDecayFollowsKerasFormula) {
+  // Keras: 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)), scaled into [alpha, 1].
+  const auto cosine = [](double step, double steps, double alpha) {
+    return (1 - alpha) * 0.5 * (1 + std::cos(M_PI * std::min(step, steps) / steps)) + alpha;
+  };
+  CosineDecay plain({.initial_learning_rate = 0.1, .decay_steps = 10});
+  CosineDecay floored({.initial_learning_rate = 0.1, .decay_steps = 10, .alpha = 0.2});
+  for (int64_t step : {0, 1, 5, 9, 10, 11, 1000}) {
+    const double s = static_cast<double>(step);
+    EXPECT_NEAR(eval_schedule(plain, step), 0.1 * cosine(s, 10, 0), 1e-7) << "step " << step;
+    EXPECT_NEAR(eval_schedule(floored, step), 0.1 * cosine(s, 10, 0.2), 1e-7) << "step " << step;
+  }
+  EXPECT_NEAR(eval_schedule(plain, 5), 0.05, 1e-7);  // half way: half the rate
+  EXPECT_NEAR(eval_schedule(plain, 10), 0.0, 1e-7);
+  // Warmup: linear from 0 to 0.4 over 4 steps, then the cosine from 0.4 over 10 more.
+  CosineDecay warm({.initial_learning_rate = 0, .decay_steps = 10, .warmup_target = 0.4, .warmup_steps = 4});
+  EXPECT_NEAR(eval_schedule(warm, 0), 0.0, 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 1), 0.1, 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 3), 0.3, 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 4), 0.4, 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 9), 0.4 * cosine(5, 10, 0), 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 14), 0.0, 1e-7);
+  EXPECT_NEAR(eval_schedule(warm, 50), 0.0, 1e-7);
+  // A warmup target with no warmup steps decays from the target at once (no 0/0).
+  CosineDecay no_warmup({.initial_learning_rate = 0.1, .decay_steps = 10, .warmup_target = 0.3});
+  EXPECT_NEAR(eval_schedule(no_warmup, 0), 0.3, 1e-7);
+  EXPECT_NEAR(eval_schedule(no_warmup, 5), 0.15, 1e-7);
 }
 
 TEST_P(OptimizerTrajectory, SgdWithScheduleUsesTheRateAtTheIterationBeforeTheStep) {
@@ -589,6 +619,14 @@ TEST(OptimizerErrors, InvalidOptionsNameTheOptionAndValue) {
   expect_error(
       [] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .decay_rate = -2}); },
       E::kInvalidArgument, {"decay_rate", "-2"});
+  expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 0}); }, E::kInvalidArgument,
+               {"CosineDecay", "decay_steps", "0", "> 0"});
+  expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .alpha = 1.5}); },
+               E::kInvalidArgument, {"alpha", "1.5", "[0, 1]"});
+  expect_error([] { CosineDecay({.initial_learning_rate = -1, .decay_steps = 5}); }, E::kInvalidArgument,
+               {"initial_learning_rate", "-1"});
+  expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .warmup_steps = -3}); },
+               E::kInvalidArgument, {"warmup_steps", "-3"});
 }
 
 TEST(OptimizerErrors, BadApplyArguments) {

@@ -238,6 +238,21 @@ class Dropout final : public Layer {
   Variable* state_ = nullptr;
 };
 
+/// keras.layers.Rescaling: outputs = convert(inputs, f32) * scale + offset, any shape; e.g.
+/// Rescaling(1.0 / 255) takes u8 images to [0, 1] inside the model, so raw pixels (a quarter of
+/// the f32 bytes) are what fit slices and copies. Integer or floating-point inputs; the output is
+/// f32 (Keras's default compute dtype). Throws ingot::Error(kInvalidArgument) for a non-finite
+/// scale or offset.
+class Rescaling final : public Layer {
+ public:
+  explicit Rescaling(double scale, double offset = 0.0, std::string name = "");
+  std::string class_name() const override { return "Rescaling"; }
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
+
+ private:
+  double scale_, offset_;
+};
+
 /// keras.layers.Flatten: (batch, d1, d2, ...) -> (batch, d1 * d2 * ...).
 class Flatten final : public Layer {
  public:

@@ -106,6 +106,43 @@ class ExponentialDecay {
   ExponentialDecayOptions options_;
 };
 
+/// Options of CosineDecay (Keras's arguments, by name).
+struct CosineDecayOptions {
+  /// The rate at iteration 0 (the start of the warmup when there is one). Finite and >= 0.
+  double initial_learning_rate = 0.0;
+  /// Iterations of the cosine decay (after the warmup). Must be > 0.
+  int64_t decay_steps = 0;
+  /// The floor, as a fraction of the decayed-from rate: the rate ends at alpha * that rate.
+  /// In [0, 1].
+  double alpha = 0.0;
+  /// With a warmup: the rate reached linearly from initial_learning_rate after warmup_steps
+  /// iterations, and decayed from afterwards. Finite and >= 0. Without: decay from
+  /// initial_learning_rate.
+  std::optional<double> warmup_target;
+  /// Iterations of the linear warmup (used only with warmup_target). >= 0.
+  int64_t warmup_steps = 0;
+};
+
+/// keras.optimizers.schedules.CosineDecay (SGDR without restarts, Loshchilov & Hutter 2017,
+/// arXiv:1608.03983), in f32 as Keras computes it. Without warmup_target:
+///   rate(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha)
+/// With warmup_target: for step < warmup_steps the rate rises linearly
+///   initial_learning_rate + (warmup_target - initial_learning_rate) * step / warmup_steps,
+/// then decays as above from warmup_target over min(step, warmup_steps + decay_steps) - warmup_steps.
+class CosineDecay {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) naming the option and its value for decay_steps <= 0,
+  /// warmup_steps < 0, alpha outside [0, 1], or a negative or non-finite rate.
+  explicit CosineDecay(CosineDecayOptions options);
+  /// The rate at `step` (an integer or floating-point scalar Tensor): an f32 scalar Tensor.
+  /// Throws ingot::Error(kShapeMismatch) for a non-scalar step.
+  Tensor operator()(const Tensor& step) const;
+  const CosineDecayOptions& options() const { return options_; }
+
+ private:
+  CosineDecayOptions options_;
+};
+
 }  // namespace schedules
 
 /// The arguments of Keras's base optimizer that every optimizer shares. Concrete optimizers take a
