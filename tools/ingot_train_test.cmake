@@ -202,6 +202,15 @@ if(PART STREQUAL "train")
   if(NOT lr EQUAL 0.01 OR NOT n EQUAL 2)
     message(FATAL_ERROR "sgd.json: learning_rate ${lr}, ${n} epoch times")
   endif()
+  # The cosine schedule changes the trajectory of the same seed and is recorded.
+  expect_run(sgd_cosine 0 ARGS train --data-dir "${DATA_DIR}" --optimizer sgd --epochs 2 --limit 1000
+             --lr-schedule cosine --metrics-json sgd_cos.json --quiet)
+  json_get(schedule "${WORK_DIR}/sgd_cos.json" config lr_schedule)
+  json_get(loss_constant "${WORK_DIR}/sgd.json" history loss 1)
+  json_get(loss_cosine "${WORK_DIR}/sgd_cos.json" history loss 1)
+  if(NOT schedule STREQUAL "cosine" OR loss_cosine EQUAL loss_constant)
+    message(FATAL_ERROR "sgd_cos.json: schedule '${schedule}', epoch-2 loss ${loss_cosine} (constant: ${loss_constant})")
+  endif()
   return()
 endif()
 
@@ -243,6 +252,8 @@ expect_missing(${out_files})
 expect_run(unknown_model 1 ARGS ${train} --model resnet ${outputs} ERR "unknown --model 'resnet'" "mlp or cnn")
 expect_run(unknown_optimizer 1 ARGS ${train} --optimizer rmsprop ${outputs}
            ERR "unknown --optimizer 'rmsprop'" "adam, adamw or sgd")
+expect_run(unknown_schedule 1 ARGS ${train} --lr-schedule step ${outputs}
+           ERR "unknown --lr-schedule 'step'" "constant or cosine")
 expect_run(unknown_dataset 1 ARGS ${train} --dataset mnist ERR "unknown --dataset 'mnist'")
 expect_run(zero_epochs 1 ARGS train --data-dir "${DATA_DIR}" --epochs 0 ${outputs} ERR "--epochs must be > 0, got 0")
 expect_run(negative_batch 1 ARGS ${train} --batch-size -4 ${outputs} ERR "--batch-size must be > 0, got -4")

@@ -65,6 +65,9 @@ void check_train_options(const TrainCommand& c) {
   if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd") {
     throw bad_option(fmt::format("unknown --optimizer '{}'", c.optimizer), "use adam, adamw or sgd");
   }
+  if (c.lr_schedule != "constant" && c.lr_schedule != "cosine") {
+    throw bad_option(fmt::format("unknown --lr-schedule '{}'", c.lr_schedule), "use constant or cosine");
+  }
   check_positive(c.epochs, "--epochs");
   check_positive(c.batch_size, "--batch-size");
   check_positive(c.steps_per_execution, "--steps-per-execution");
@@ -160,16 +163,20 @@ std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed) {
   return model;
 }
 
-/// adam / adamw / sgd with Keras's defaults; adamw is keras.optimizers.AdamW's default decoupled
-/// weight decay of 0.004 on Adam (the same update: Keras's AdamW only changes that default).
-std::shared_ptr<optimizers::Optimizer> make_optimizer(const std::string& name, std::optional<double> learning_rate) {
+/// The optimizer of a run: adam / adamw / sgd with Keras's defaults (adamw is
+/// keras.optimizers.AdamW's default decoupled weight decay of 0.004 on Adam: Keras's AdamW only
+/// changes that default); with --lr-schedule cosine the rate decays from the learning rate to 0
+/// over `total_steps` (keras.optimizers.schedules.CosineDecay).
+std::shared_ptr<optimizers::Optimizer> make_optimizer(const TrainCommand& c, int64_t total_steps) {
   using namespace optimizers;
-  if (name == "sgd") return std::make_shared<SGD>(SGDOptions{.learning_rate = learning_rate.value_or(0.01)});
-  if (name == "adamw") {
-    return std::make_shared<Adam>(
-        AdamOptions{.learning_rate = learning_rate.value_or(1e-3), .weight_decay = 0.004, .name = "adamw"});
+  const double rate = c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3);
+  LearningRate lr = rate;
+  if (c.lr_schedule == "cosine") {
+    lr = schedules::CosineDecay({.initial_learning_rate = rate, .decay_steps = std::max<int64_t>(total_steps, 1)});
   }
-  return std::make_shared<Adam>(AdamOptions{.learning_rate = learning_rate.value_or(1e-3)});
+  if (c.optimizer == "sgd") return std::make_shared<SGD>(SGDOptions{.learning_rate = lr});
+  if (c.optimizer == "adamw") return std::make_shared<Adam>(AdamOptions{.learning_rate = lr, .weight_decay = 0.004, .name = "adamw"});
+  return std::make_shared<Adam>(AdamOptions{.learning_rate = lr});
 }
 
 /// A model of `model` kind with the weights of the safetensors file `path`. A file whose metadata
@@ -359,7 +366,7 @@ void print_header(std::ostream& out, const TrainCommand& c, Model& model, const 
   out << model.summary();
   out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
                      c.model, d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
-                     c.optimizer, c.seed, c.device);
+                     c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, c.device);
   out.flush();
 }
 
@@ -404,6 +411,7 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
                 {"batch_size", c.batch_size},
                 {"optimizer", c.optimizer},
                 {"learning_rate", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)},
+                {"lr_schedule", c.lr_schedule},
                 {"validation_split", c.validation_split},
                 {"steps_per_execution", c.steps_per_execution},
                 {"seed", c.seed},
@@ -421,7 +429,8 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   const datasets::FashionMnist data = load_data(c.data_dir);
   const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
-  examples::compile_classifier(*model, make_optimizer(c.optimizer, c.learning_rate), c.steps_per_execution);
+  const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
+  examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution);
   if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
   auto csv = std::make_shared<CsvLogger>();
