@@ -6,23 +6,26 @@
 # the step, each with its ratio ingot / PyTorch (below 1: ingot is faster).
 #
 #   bench/fashion_mnist_peers.sh [--models "mlp cnn"] [--epochs N] [--cnn-epochs N] [--limit N]
-#                                [--threads "1 2"] [--ingot PATH] [--out FILE.md]
+#                                [--lr-schedule constant|cosine] [--threads "1 2"] [--ingot PATH]
+#                                [--out FILE.md]
 #
 # --epochs (default 10) applies to the MLP, --cnn-epochs (default --epochs) to the CNN; --limit
-# trains on the first N images (default all 60000); --threads lists PyTorch's thread counts
+# trains on the first N images (default all 60000); --lr-schedule goes to both (default
+# cosine, as ingot train's); --threads lists PyTorch's thread counts
 # (torch.set_num_threads; default "1", the issue's peer; ingot uses every core). ingot is the
 # release build (cmake --preset release && cmake --build build/release --target ingot), and
 # python3-torch must be installed (apt-get install python3-torch). Runs are sequential, so each
 # has the machine to itself. Raw JSON reports stay in the work directory printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models="mlp cnn" epochs=10 cnn_epochs="" limit="" threads="1" ingot=build/release/tools/ingot out=""
+models="mlp cnn" epochs=10 cnn_epochs="" limit="" schedule=cosine threads="1" ingot=build/release/tools/ingot out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
     --epochs) epochs="$2"; shift 2 ;;
     --cnn-epochs) cnn_epochs="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
+    --lr-schedule) schedule="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --ingot) ingot="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
@@ -39,11 +42,12 @@ for model in $models; do
   n=$epochs
   [[ "$model" == cnn && -n "$cnn_epochs" ]] && n=$cnn_epochs
   echo "== ingot $model, $n epochs" >&2
-  "$ingot" train --model "$model" --epochs "$n" "${limit_args[@]}" --quiet --metrics-json "$work/ingot-$model.json" >&2
+  "$ingot" train --model "$model" --epochs "$n" "${limit_args[@]}" --lr-schedule "$schedule" --quiet --metrics-json "$work/ingot-$model.json" >&2
   reports+=("ingot:$model:$work/ingot-$model.json")
   for t in $threads; do
     echo "== pytorch $model, $n epochs, $t thread(s)" >&2
     /usr/bin/python3 bench/peers/fashion_mnist_torch.py --model "$model" --epochs "$n" "${limit_args[@]}" \
+        --lr-schedule "$schedule" \
         --threads "$t" --json "$work/torch-$model-$t.json"
     reports+=("pytorch-$t:$model:$work/torch-$model-$t.json")
   done
@@ -56,7 +60,8 @@ for arg in sys.argv[1:]:
     runs.setdefault(model, []).append((who, json.load(open(path))))
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# Fashion-MNIST: ingot against PyTorch ({datetime.date.today()}, {os.cpu_count()} cores, {cpu})\n")
-print("Same recipe: Adam 1e-3 (epsilon 1e-7), batch 128, glorot_uniform weights, last 10% of the")
+sched = next(iter(runs.values()))[0][1]["config"].get("lr_schedule", "constant")
+print(f"Same recipe: Adam 1e-3 (epsilon 1e-7, {sched} learning rate), batch 128, glorot_uniform weights, last 10% of the")
 print("training images for validation. Epoch time: median after the first (training + validation).")
 print("Per step: mean ms inside the train step (forward, backward, update) and around it (data,")
 print("logs, hooks). Ratio = ingot / PyTorch with the thread count named.\n")

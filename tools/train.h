@@ -21,9 +21,9 @@ struct TrainCommand {
   std::string optimizer = "adam";          ///< "adam", "adamw" (Adam, weight_decay 0.004) or "sgd"
   /// > 0 and finite; unset: the optimizer's Keras default (1e-3 for adam/adamw, 1e-2 for sgd).
   std::optional<double> learning_rate;
-  /// "constant", or "cosine": CosineDecay from the learning rate to 0 over all the run's steps
-  /// (epochs * ceil(training images / batch size)).
-  std::string lr_schedule = "constant";
+  /// "cosine": CosineDecay from the learning rate to 0 over all the run's steps (epochs *
+  /// ceil(training images / batch size)); "constant": the learning rate throughout.
+  std::string lr_schedule = "cosine";
   double validation_split = 0.1;           ///< in [0, 1): the last fraction of the training data
   int64_t steps_per_execution = 1;         ///< >= 1
   uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle

@@ -7,14 +7,17 @@ issue names; run it with /usr/bin/python3.
 
 The recipe mirrors `ingot train` (tools/train.cpp) and Keras 3's defaults, which ingot follows:
 - models: mlp = Flatten, Dense 256 relu, Dense 128 relu, Dense 10; cnn = Conv2D 32 3x3 valid
-  relu, MaxPool 2, Conv2D 64 3x3 valid relu, MaxPool 2, Flatten, Dense 128 relu, Dense 10.
+  relu, MaxPool 2, Conv2D 64 3x3 valid relu, MaxPool 2, Flatten, Dense 256 relu, Dense 10
+  (--cnn-dense 128 for the issue's original width).
   Weights glorot_uniform (Glorot & Bengio 2010), biases zero (keras.layers.Dense/Conv2D).
   The CNN runs channels-first (PyTorch's layout); the flatten order differs from ingot's NHWC,
   which does not change the function class.
 - pixels / 255 as float32, labels int64; validation = the last fraction of the training images
   before shuffling (keras fit(validation_split=)); the rest reshuffled every epoch.
 - loss: sparse categorical crossentropy from logits (mean over the batch); metric accuracy.
-- Adam(lr, beta1 0.9, beta2 0.999, eps 1e-7): Keras's epsilon (PyTorch's default is 1e-8).
+- Adam(lr, beta1 0.9, beta2 0.999, eps 1e-7): Keras's epsilon (PyTorch's default is 1e-8);
+  --lr-schedule cosine (the default, as `ingot train`'s) decays the rate to 0 over all steps,
+  updated every step (keras.optimizers.schedules.CosineDecay); constant keeps it.
 
 Timing: per epoch the wall time of the epoch (training + validation, as ingot's epoch_seconds),
 and over the training batches the time inside the step (forward, backward, optimizer step) versus
@@ -27,6 +30,7 @@ Output: one JSON object (stdout, or --json FILE) with the same field names as in
 import argparse
 import gzip
 import json
+import math
 import os
 import statistics
 import struct
@@ -63,14 +67,14 @@ def glorot_(w, fan_in, fan_out):
         w.uniform_(-limit, limit)
 
 
-def make_model(name):
+def make_model(name, dense_units=256):
     if name == "mlp":
         layers = [torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
                   torch.nn.ReLU(), torch.nn.Linear(128, 10)]
     else:
         layers = [torch.nn.Conv2d(1, 32, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
                   torch.nn.Conv2d(32, 64, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-                  torch.nn.Linear(64 * 5 * 5, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)]
+                  torch.nn.Linear(64 * 5 * 5, dense_units), torch.nn.ReLU(), torch.nn.Linear(dense_units, 10)]
     model = torch.nn.Sequential(*layers)
     for m in model:
         if isinstance(m, torch.nn.Linear):
@@ -101,8 +105,10 @@ def main():
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--learning-rate", type=float, default=1e-3)
+    p.add_argument("--lr-schedule", choices=["constant", "cosine"], default="cosine")
     p.add_argument("--validation-split", type=float, default=0.1)
     p.add_argument("--limit", type=int, default=60000)
+    p.add_argument("--cnn-dense", type=int, default=256, help="units of the CNN's hidden Dense layer")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (the issue's peer: 1)")
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -125,8 +131,13 @@ def main():
     n_train = len(xs) - n_val
     x_train, y_train, x_val, y_val = xs[:n_train], ys[:n_train], xs[n_train:], ys[n_train:]
 
-    model = make_model(a.model)
+    model = make_model(a.model, a.cnn_dense)
     opt = torch.optim.Adam(model.parameters(), lr=a.learning_rate, eps=1e-7)
+    total_steps = a.epochs * ((n_train + a.batch_size - 1) // a.batch_size)
+    # LambdaLR scales the rate by the factor of the number of steps taken so far (Keras's
+    # CosineDecay at `iterations`); constant: factor 1.
+    cosine = lambda k: 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine if a.lr_schedule == "cosine" else lambda k: 1.0)
     history = {"loss": [], "accuracy": []}
     if n_val:
         history.update({"val_loss": [], "val_accuracy": []})
@@ -145,6 +156,7 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
             step_seconds += time.perf_counter() - t_step
             steps += 1
             loss_sum += loss.item() * len(idx)  # Keras's running mean over samples
@@ -171,7 +183,7 @@ def main():
         "timing": {"train_steps": steps, "step_ms": 1e3 * step_seconds / steps,
                    "overhead_ms": 1e3 * (loop_seconds - step_seconds) / steps},
         "config": {"model": a.model, "epochs": a.epochs, "batch_size": a.batch_size, "optimizer": "adam",
-                   "learning_rate": a.learning_rate, "validation_split": a.validation_split, "seed": a.seed,
+                   "learning_rate": a.learning_rate, "lr_schedule": a.lr_schedule, "validation_split": a.validation_split, "seed": a.seed,
                    "threads": a.threads, "train_samples": n_train, "validation_samples": n_val},
         "device": "cpu",
     }

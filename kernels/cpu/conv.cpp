@@ -5,6 +5,7 @@
 #include "ingot/kernels/cpu_conv.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -365,6 +366,23 @@ void gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const 
   }
 }
 
+/// gather() split over the OpenMP threads (the pool of libomp the JIT code and oneDNN share): each
+/// thread writes a contiguous range of major indices. Below `kMinParallelGather` elements the
+/// fork/join costs more than it saves and the gather runs on the calling thread.
+constexpr int64_t kMinParallelGather = int64_t{1} << 15;
+
+template <class T>
+void parallel_gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const Side& minor, T* dst) {
+  const int64_t parts = std::min<int64_t>(omp_get_max_threads(), major.count);
+  if (parts <= 1 || major.count * minor.count < kMinParallelGather) return gather(p, lhs, base, major, minor, dst);
+#pragma omp parallel for schedule(static) num_threads(parts)
+  for (int64_t t = 0; t < parts; ++t) {
+    const int64_t a0 = major.count * t / parts, a1 = major.count * (t + 1) / parts;
+    const Side part{major.axes, major.sizes, major.outer, major.first + a0, a1 - a0};
+    gather(p, lhs, base, part, minor, dst + a0 * minor.count);
+  }
+}
+
 /// C = op(A) op(B) + beta C through the GEMM libraries (kernels/cpu/gemm.cpp: oneDNN for f32,
 /// OpenBLAS for f64).
 void library_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
@@ -413,9 +431,9 @@ void im2col_convolution(const ConvSpec& s, const Plan& p, const T* lhs, const T*
         const int64_t kc = std::min(p.col_chunk, p.cols - k0);
         const Side rows{p.row_axes, p.row_sizes, p.row_outer, m0, mc}, cols{p.col_axes, p.col_sizes, p.col_outer, k0, kc};
         if (p.transposed) {
-          gather(p, lhs, base, cols, rows, col.data());  // (kc x mc)
+          parallel_gather(p, lhs, base, cols, rows, col.data());  // (kc x mc)
         } else {
-          gather(p, lhs, base, rows, cols, col.data());  // (mc x kc)
+          parallel_gather(p, lhs, base, rows, cols, col.data());  // (mc x kc)
         }
         const int64_t lda = p.transposed ? mc : kc;
         const T beta = k0 == 0 ? T(0) : T(1);
