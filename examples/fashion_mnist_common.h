@@ -86,9 +86,9 @@ inline ingot::Array first_labels(const ingot::Array& y, int64_t count) {
 /// Compiles `model` for 10-class training on integer labels: sparse categorical crossentropy
 /// from logits, and the metric named "accuracy" (resolved by the loss to a
 /// SparseCategoricalAccuracy, as Keras's compile(metrics=["accuracy"]) does), with `optimizer`
-/// (null: Adam with Keras's defaults, learning rate 1e-3).
+/// (null: Adam with Keras's defaults, learning rate 1e-3) and the steps' compiler options.
 inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optimizers::Optimizer> optimizer = nullptr,
-                               int64_t steps_per_execution = 1) {
+                               int64_t steps_per_execution = 1, ingot::codegen::CpuCompileOptions compiler = {}) {
   using namespace ingot;
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
@@ -96,7 +96,8 @@ inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optim
   model.compile({.optimizer = optimizer ? std::move(optimizer) : std::make_shared<optimizers::Adam>(),
                  .loss = std::move(loss),
                  .metrics = {std::move(accuracy)},
-                 .steps_per_execution = steps_per_execution});
+                 .steps_per_execution = steps_per_execution,
+                 .compiler = std::move(compiler)});
 }
 
 /// Trains `model` on inputs of per-sample shape `sample` (kMlpSample or kCnnSample).

@@ -36,6 +36,8 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");
   cmd->add_option("--limit", c.limit, "train on the first N training images (before the validation split)");
   cmd->add_flag("--quiet", c.quiet, "print only the test result");
+  cmd->add_flag("--perf-jitdump", c.perf_jitdump,
+                "write a jitdump of the compiled steps for perf inject --jit (docs/compiler.md, Profiling)");
   return cmd;
 }
 

@@ -430,7 +430,8 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
-  examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution);
+  examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
+                               {.perf_jitdump = c.perf_jitdump});
   if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
   auto csv = std::make_shared<CsvLogger>();

@@ -33,6 +33,7 @@ struct TrainCommand {
   std::string metrics_json;                ///< history, test results and timings (empty: none)
   std::optional<int64_t> limit;            ///< train on the first N training images (1..60000)
   bool quiet = false;                      ///< print only the test result line
+  bool perf_jitdump = false;               ///< CpuCompileOptions::perf_jitdump (profiling with perf)
 };
 
 /// Options of `ingot evaluate`.

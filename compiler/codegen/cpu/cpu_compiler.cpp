@@ -335,6 +335,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
       mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm->get());
   mlir::ExecutionEngineOptions engine_options;
   engine_options.transformer = optimize;
+  engine_options.enablePerfNotificationListener = options.perf_jitdump;
   engine_options.jitCodeGenOptLevel = options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
                                                              : llvm::CodeGenOptLevel::Default;
   std::vector<llvm::StringRef> libs(options.runtime_libraries.begin(), options.runtime_libraries.end());

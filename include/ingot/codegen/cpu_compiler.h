@@ -51,6 +51,12 @@ struct CpuCompileOptions {
   int num_threads = 0;
   /// LLVM optimisation level (0-3) of the JIT.
   int opt_level = 3;
+  /// Describe the JIT code to `perf` (LLVM's PerfJITEventListener): a jitdump file
+  /// `jit-<pid>.dump` under $JITDUMPDIR (default ~/.debug/jit) that `perf inject --jit` turns into
+  /// symbols, so `perf report` names each outlined parallel loop (`main..omp_par.N`). Off by
+  /// default: MLIR's ExecutionEngine turns it on otherwise, and every process then leaves a file
+  /// of ~0.2 MiB behind. docs/compiler.md, "Profiling".
+  bool perf_jitdump = false;
   /// Shared libraries the JIT resolves runtime symbols from: MLIR's C runner utilities provide
   /// `memrefCopy` for strided copies, LLVM's OpenMP runtime the `__kmpc_*` calls of parallel
   /// loops. Default: Debian's llvm-22 copies (packages libmlir-22-dev, libomp-22-dev).

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 
 #include "test_util.h"
@@ -51,6 +54,31 @@ TEST(CpuCompiler, DumpsEveryStage) {
   EXPECT_TRUE(std::filesystem::exists(dir / "02-fuse.mlir"));
   const size_t n = default_cpu_pipeline().size();
   EXPECT_TRUE(std::filesystem::exists(dir / fmt::format("{:02}-llvm.ll", n + 1)));
+  std::filesystem::remove_all(dir);
+}
+
+/// Files under `dir` (recursively).
+int64_t files_under(const std::filesystem::path& dir) {
+  int64_t n = 0;
+  if (!std::filesystem::exists(dir)) return 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) n += e.is_regular_file() ? 1 : 0;
+  return n;
+}
+
+TEST(CpuCompiler, PerfJitdumpOnlyWhenAskedFor) {
+  // LLVM's perf listener writes $JITDUMPDIR/.debug/jit/<run>/jit-<pid>.dump; MLIR enables it by
+  // default, so every process used to leave a file behind. ctest runs each test in its own
+  // process, so the listener (a process-wide static) is created here, under this JITDUMPDIR.
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("ingot_jitdump_test_{}", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(setenv("JITDUMPDIR", dir.c_str(), 1), 0);
+  const std::vector<std::pair<Shape, DType>> types = {{{4, 8}, DType::kF32}, {{8}, DType::kF32}};
+  compile_cpu(kAddBias, "main", types, types);
+  EXPECT_EQ(files_under(dir), 0);
+  compile_cpu(kAddBias, "main", types, types, {.perf_jitdump = true});
+  EXPECT_EQ(files_under(dir), 1);  // jit-<pid>.dump
+  unsetenv("JITDUMPDIR");
   std::filesystem::remove_all(dir);
 }
 
