@@ -331,10 +331,25 @@ struct Side {
 /// index's minor range contiguous in `dst`): the lhs element every (row, column) pair reads, or
 /// 0 for padding and dilation holes. `base` is the group's lhs offset. The innermost loop copies
 /// a run along the minor side's last dim.
+/// Whether the minor side's last two axes can be copied as one run: the last is a contiguous
+/// linear dim (e.g. the input features of NHWC) and the one before a spatial dim without lhs
+/// dilation whose step in the input is exactly that run (e.g. the kernel's width taps): a whole
+/// window row is then one contiguous stretch of the input when it lies inside it.
+bool mergeable_runs(const Plan& p, const Side& minor) {
+  const size_t last = minor.axes.size() - 1;
+  if (last < 1) return false;
+  const Axis &run = minor.axes[last], &span = minor.axes[last - 1];
+  return run.role < 0 && run.stride == 1 && span.role >= 0 && p.lhs_dilation[at(span.role)] == 1 &&
+         span.step * p.in_strides[at(span.role)] == run.size;
+}
+
 template <class T>
 void gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const Side& minor, T* dst) {
   const size_t ns = p.in_sizes.size(), last = minor.axes.size() - 1;
   const Axis& run = minor.axes[last];
+  const bool merge = mergeable_runs(p, minor);
+  const Axis& span = minor.axes[merge ? last - 1 : last];
+  const int64_t span_len = span.size * run.size;
   std::vector<int64_t> major_pos(ns), pos(ns);
   Odometer maj(major.sizes, major.first), outer(minor.outer, 0);
   for (int64_t a = 0; a < major.count; ++a, maj.next()) {
@@ -350,6 +365,15 @@ void gather(const Plan& p, const T* lhs, int64_t base, const Side& major, const 
       bool valid = true;
       for (size_t i = 0; i < ns && valid; ++i) {
         if (static_cast<int64_t>(i) != run.role) valid = tap(p, i, pos[i], off);
+      }
+      // A whole window row (span x run) inside the input: one copy instead of span.size runs.
+      if (merge && valid && j0 == 0 && outer.idx[last - 1] == 0 && end - k >= span_len &&
+          pos[at(span.role)] + (span.size - 1) * span.step < p.in_sizes[at(span.role)]) {
+        std::copy(lhs + off, lhs + off + span_len, dst);
+        dst += span_len;
+        k += span_len;
+        for (int64_t t = 1; t < span.size; ++t) outer.next();  // the loop's next() moves past the last
+        continue;
       }
       if (!valid) {
         std::fill(dst, dst + (j1 - j0), T(0));
