@@ -14,7 +14,7 @@
 # cosine, as ingot train's); --threads lists PyTorch's thread counts
 # (torch.set_num_threads; default "1", the issue's peer; ingot uses every core). ingot is the
 # release build (cmake --preset release && cmake --build build/release --target ingot), and
-# python3-torch must be installed (apt-get install python3-torch). Runs are sequential, so each
+# python3-torch must be installed (bench/install-peers.sh). Runs are sequential, so each
 # has the machine to itself. Raw JSON reports stay in the work directory printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -x "$ingot" ]] || { echo "fashion_mnist_peers.sh: no ingot at '$ingot' (build the release preset or pass --ingot)" >&2; exit 1; }
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "fashion_mnist_peers.sh: python3-torch is missing (apt-get install python3-torch)" >&2; exit 1; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "fashion_mnist_peers.sh: python3-torch is missing (bench/install-peers.sh)" >&2; exit 1; }
 work=$(mktemp -d /tmp/ingot-peers.XXXXXX)
 limit_args=()
 [[ -n "$limit" ]] && limit_args=(--limit "$limit")
@@ -52,38 +52,7 @@ for model in $models; do
     reports+=("pytorch-$t:$model:$work/torch-$model-$t.json")
   done
 done
-report=$(/usr/bin/python3 - "${reports[@]}" <<'EOF'
-import json, os, statistics, sys, subprocess, datetime
-runs = {}
-for arg in sys.argv[1:]:
-    who, model, path = arg.split(":", 2)
-    runs.setdefault(model, []).append((who, json.load(open(path))))
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print(f"# Fashion-MNIST: ingot against PyTorch ({datetime.date.today()}, {os.cpu_count()} cores, {cpu})\n")
-sched = next(iter(runs.values()))[0][1]["config"].get("lr_schedule", "constant")
-print(f"Same recipe: Adam 1e-3 (epsilon 1e-7, {sched} learning rate), batch 128, glorot_uniform weights, last 10% of the")
-print("training images for validation. Epoch time: median after the first (training + validation).")
-print("Per step: mean ms inside the train step (forward, backward, update) and around it (data,")
-print("logs, hooks). Ratio = ingot / PyTorch with the thread count named.\n")
-def med_after_first(r):
-    e = r["epoch_seconds"]
-    return statistics.median(e[1:]) if len(e) > 1 else e[0]
-for model, rs in runs.items():
-    base = dict(rs)["ingot"]
-    print(f"## {model} ({base['config']['epochs']} epochs, {base['config']['train_samples']} training images)\n")
-    print("| run | test accuracy | test loss | s / epoch | compile s | step ms | overhead ms | epoch ratio | step ratio | overhead ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for who, r in rs:
-        ratio = lambda f: "" if who == "ingot" else f"{f(base) / f(r):.2f}"
-        epoch = med_after_first
-        step = lambda x: x["timing"]["step_ms"]
-        over = lambda x: x["timing"]["overhead_ms"]
-        compile_s = f"{r['compile_seconds']:.2f}" if "compile_seconds" in r else "-"
-        print(f"| {who} | {r['test']['accuracy']:.4f} | {r['test']['loss']:.4f} | {epoch(r):.2f} | {compile_s} "
-              f"| {step(r):.3f} | {over(r):.3f} | {ratio(epoch)} | {ratio(step)} | {ratio(over)} |")
-    print()
-EOF
-)
+report=$(/usr/bin/python3 bench/peers/peers_report.py "${reports[@]}")
 echo "$report"
 [[ -n "$out" ]] && echo "$report" > "$out"
 echo "raw reports: $work" >&2
