@@ -12,6 +12,17 @@
 #include "ingot/trainer/callbacks.h"
 
 namespace ingot::callbacks {
+
+std::vector<Array> WeightsAccess::get_optimizer_state() {
+  throw Error(ErrorCode::kUnimplemented, "this WeightsAccess gives no access to the optimizer state",
+              "use the trainer's (the callback's weights_access() inside fit)");
+}
+
+void WeightsAccess::set_optimizer_state(const std::vector<Array>&) {
+  throw Error(ErrorCode::kUnimplemented, "this WeightsAccess gives no access to the optimizer state",
+              "use the trainer's (the callback's weights_access() inside fit)");
+}
+
 namespace {
 
 /// Throws ingot::Error(kInvalidArgument) when a hook gets a negative epoch or batch index.

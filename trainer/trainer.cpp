@@ -375,6 +375,27 @@ struct Model::Trainer : callbacks::WeightsAccess {
     }
     for (size_t i = 0; i < vars.size(); ++i) state_of(vars[i]) = to_host(weights[i]).clone();
   }
+  std::vector<Array> get_optimizer_state() override {
+    std::vector<Array> out;
+    for (const Array& a : O) out.push_back(to_host(a).clone());
+    return out;
+  }
+  void set_optimizer_state(const std::vector<Array>& state) override {
+    if (state.size() != O.size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("set_optimizer_state: {} arrays for {} optimizer variables", state.size(), O.size()),
+                  "pass what get_optimizer_state returned for this model and optimizer");
+    }
+    for (size_t i = 0; i < O.size(); ++i) {
+      if (state[i].shape() != O[i].shape() || state[i].dtype() != O[i].dtype()) {
+        throw Error(state[i].dtype() != O[i].dtype() ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
+                    fmt::format("set_optimizer_state: optimizer variable {} is {} {}, the array is {} {}", i,
+                                dtype_name(O[i].dtype()), shape_to_string(O[i].shape()), dtype_name(state[i].dtype()),
+                                shape_to_string(state[i].shape())));
+      }
+    }
+    for (size_t i = 0; i < O.size(); ++i) O[i] = device_put(to_host(state[i]).clone(), O[i].sharding());
+  }
   Array& state_of(Variable* v) {
     for (size_t i = 0; i < trainable.size(); ++i) {
       if (trainable[i] == v) return T[i];
@@ -621,7 +642,10 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   try {
     t.begin_loop();
     cbs.on_train_begin({});
-    for (int64_t epoch = o.initial_epoch; epoch < o.epochs && !cbs.control().stop_training; ++epoch) {
+    // A callback (BackupAndRestore) may resume an interrupted run at a later epoch.
+    const int64_t first_epoch = cbs.control().initial_epoch.value_or(o.initial_epoch);
+    cbs.control().initial_epoch.reset();
+    for (int64_t epoch = first_epoch; epoch < o.epochs && !cbs.control().stop_training; ++epoch) {
       t.begin_loop();  // takes the state back from the variables (synced at the last epoch's end)
       t.M = t.initial_metric_state();
       cbs.on_epoch_begin(epoch, {});

@@ -34,6 +34,10 @@ struct TrainingControl {
   bool stop_training = false;
   bool stop_evaluating = false;
   bool stop_predicting = false;
+  /// Set by a callback's on_train_begin to resume an interrupted run: fit then starts at this
+  /// 0-based epoch instead of FitOptions::initial_epoch (Keras 3's `model._initial_epoch`, which
+  /// BackupAndRestore sets). fit clears it once read.
+  std::optional<int64_t> initial_epoch;
 };
 
 /// What the running loop tells its callbacks (Keras's callback.params).
@@ -67,6 +71,13 @@ class WeightsAccess {
   /// ingot::Error(kInvalidArgument / kShapeMismatch / kDTypeMismatch) naming the index
   /// otherwise.
   virtual void set_weights(const std::vector<Array>& weights) = 0;
+  /// The optimizer's variables (Optimizer::build's layout: the iteration count first) as copies;
+  /// empty before the optimizer is built. The default throws ingot::Error(kUnimplemented).
+  virtual std::vector<Array> get_optimizer_state();
+  /// Assigns the optimizer's variables (same count, shapes and dtypes as get_optimizer_state
+  /// returns; ingot::Error(kInvalidArgument / kShapeMismatch / kDTypeMismatch) naming the index
+  /// otherwise, nothing changed). The default throws ingot::Error(kUnimplemented).
+  virtual void set_optimizer_state(const std::vector<Array>& state);
 };
 
 /// Base class of all callbacks: every hook is virtual and does nothing by default.

@@ -1,0 +1,86 @@
+// keras.callbacks.BackupAndRestore (include/ingot/trainer/backup.h).
+#include "ingot/trainer/backup.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "ingot/runtime/error.h"
+#include "ingot/trainer/model.h"
+#include "ingot/trainer/safetensors.h"
+
+namespace ingot::callbacks {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "ingot-backup-1";
+
+/// The backup's name of optimizer variable i. Model variables are "<layer>/<weight>", so only a
+/// layer named "__optimizer__" could clash (load_into would then report a shape or name error).
+std::string optimizer_tensor(size_t i) { return fmt::format("__optimizer__/{:04}", i); }
+
+}  // namespace
+
+BackupAndRestore::BackupAndRestore(BackupAndRestoreOptions options) : options_(std::move(options)) {
+  if (options_.backup_dir.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "BackupAndRestore: backup_dir is empty",
+                "pass a directory for this training run's backup, e.g. /tmp/run1_backup");
+  }
+}
+
+std::string BackupAndRestore::backup_path() const { return (fs::path(options_.backup_dir) / "backup.safetensors").string(); }
+
+void BackupAndRestore::on_train_begin(const Logs&) {
+  if (model() == nullptr || weights_access() == nullptr) {
+    throw Error(ErrorCode::kFailedPrecondition, "BackupAndRestore needs the model and the trainer's weights",
+                "pass it to Model::fit in FitOptions::callbacks");
+  }
+  std::error_code ec;
+  fs::create_directories(options_.backup_dir, ec);
+  if (ec) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("BackupAndRestore: cannot create backup_dir '{}': {}", options_.backup_dir, ec.message()),
+                "its parent directory must exist and be writable");
+  }
+  if (!fs::exists(backup_path())) return;  // a fresh run
+  const SafetensorsFile file = load_safetensors(backup_path());
+  const auto format = file.metadata.find("format");
+  const auto epoch = file.metadata.find("epoch");
+  if (format == file.metadata.end() || format->second != kFormat || epoch == file.metadata.end()) {
+    throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' is not an ingot backup", backup_path()),
+                "remove it, or use another backup_dir");
+  }
+  // Weights by variable name, then the optimizer state in its layout; everything is checked
+  // (load_into, set_optimizer_state) before anything changes.
+  std::vector<Array> weights = weights_access()->get_weights(), state = weights_access()->get_optimizer_state();
+  std::vector<std::pair<std::string, Array*>> targets;
+  const std::vector<Variable*> vars = model()->variables();
+  for (size_t i = 0; i < vars.size(); ++i) targets.emplace_back(vars[i]->name(), &weights[i]);
+  for (size_t i = 0; i < state.size(); ++i) targets.emplace_back(optimizer_tensor(i), &state[i]);
+  load_into(file, targets);
+  weights_access()->set_optimizer_state(state);
+  weights_access()->set_weights(weights);
+  control().initial_epoch = std::stoll(epoch->second) + 1;
+}
+
+void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
+  std::vector<std::pair<std::string, Array>> tensors;
+  const std::vector<Array> weights = weights_access()->get_weights();
+  const std::vector<Variable*> vars = model()->variables();
+  for (size_t i = 0; i < vars.size(); ++i) tensors.emplace_back(vars[i]->name(), weights[i]);
+  const std::vector<Array> state = weights_access()->get_optimizer_state();
+  for (size_t i = 0; i < state.size(); ++i) tensors.emplace_back(optimizer_tensor(i), state[i]);
+  save_safetensors(backup_path(), tensors, {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
+}
+
+void BackupAndRestore::on_train_end(const Logs&) {
+  if (!options_.delete_checkpoint) return;
+  std::error_code ec;
+  fs::remove(backup_path(), ec);
+  fs::remove(options_.backup_dir, ec);  // only if now empty, as Keras removes its backup directory
+}
+
+}  // namespace ingot::callbacks
