@@ -2,7 +2,9 @@
 #include "ingot/trainer/layers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -59,8 +61,67 @@ std::string auto_name_base(const std::string& class_name) {
   return out;
 }
 
-KerasTensor Layer::operator()(const KerasTensor& x) {
-  if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on an empty KerasTensor", name_));
+Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& xs) {
+  std::vector<Shape> shapes;
+  for (const Tensor& x : xs) shapes.push_back(x.shape());
+  if (!built_) {
+    build_many(shapes);
+    built_ = true;
+  }
+  try {
+    return call_many(ctx, xs);
+  } catch (const Error& e) {
+    std::vector<std::string> s;
+    for (const Shape& shape : shapes) s.push_back(shape_to_string(shape));
+    throw e.with_context(fmt::format("layer '{}' ({}) on input{} {}", name_, class_name(), xs.size() == 1 ? "" : "s",
+                                     fmt::join(s, ", ")));
+  }
+}
+
+void Layer::build_many(const std::vector<Shape>& input_shapes) {
+  if (input_shapes.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("layer '{}' ({}) takes one input, got {}", name_, class_name(), input_shapes.size()),
+                "several inputs go to merge layers (Add, Concatenate, ...)");
+  }
+  build(input_shapes[0]);
+}
+
+Tensor Layer::call_many(LayerContext& ctx, const std::vector<Tensor>& xs) {
+  if (xs.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' ({}) takes one input, got {}", name_, class_name(), xs.size()),
+                "several inputs go to merge layers (Add, Concatenate, ...)");
+  }
+  return call(ctx, xs[0]);
+}
+
+namespace {
+
+/// Every distinct layer node among the ancestors of `roots` (the roots included).
+std::vector<const KerasTensor::Node*> layer_ancestors(const std::vector<KerasTensor>& roots) {
+  std::vector<const KerasTensor::Node*> seen, stack;
+  for (const KerasTensor& r : roots) stack.push_back(r.node().get());
+  while (!stack.empty()) {
+    const KerasTensor::Node* n = stack.back();
+    stack.pop_back();
+    if (!n->layer || std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
+    seen.push_back(n);
+    for (const auto& in : n->inputs) stack.push_back(in.get());
+  }
+  return seen;
+}
+
+}  // namespace
+
+KerasTensor Layer::operator()(const KerasTensor& x) { return symbolic_call({x}, /*as_list=*/false); }
+
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) { return symbolic_call(xs, /*as_list=*/true); }
+
+KerasTensor Layer::symbolic_call(const std::vector<KerasTensor>& xs, bool as_list) {
+  if (xs.empty()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on no KerasTensor", name_));
+  for (const KerasTensor& x : xs) {
+    if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on an empty KerasTensor", name_));
+  }
   std::shared_ptr<Layer> self = weak_from_this().lock();
   if (!self) {
     throw Error(ErrorCode::kFailedPrecondition,
@@ -68,28 +129,33 @@ KerasTensor Layer::operator()(const KerasTensor& x) {
                 "create layers for the functional API with std::make_shared<...>(...)");
   }
   // Name and seed unnamed / unseeded layers now, before build() creates their variables: names
-  // are unique along the chain of layers that made x (Keras's "dense", "dense_1", ...), seeds
-  // ModelOptions{}.seed + the layer's position.
-  int64_t position = 0, same_base = 0;
+  // are unique among the layers that made the inputs (Keras's "dense", "dense_1", ...), seeds
+  // ModelOptions{}.seed + the number of those layers.
+  const std::vector<const KerasTensor::Node*> ancestors = layer_ancestors(xs);
+  const auto position = static_cast<int64_t>(ancestors.size());
+  int64_t same_base = 0;
   const std::string base = auto_name_base(class_name());
-  for (auto n = x.node(); n && n->layer; n = n->input) {
-    ++position;
+  for (const KerasTensor::Node* n : ancestors) {
     const std::string& other = n->layer->name();
     if (other == base || other.rfind(base + "_", 0) == 0) ++same_base;
   }
   if (name_.empty()) name_ = same_base == 0 ? base : fmt::format("{}_{}", base, same_base);
   if (!seed_) seed_ = 1337 + static_cast<uint64_t>(position);
-  Shape batched = {1};
-  batched.insert(batched.end(), x.shape().begin(), x.shape().end());
-  TraceFn fn = [this](const std::vector<Tensor>& a) {
+  std::vector<ir::TensorType> types;
+  for (const KerasTensor& x : xs) {
+    Shape batched = {1};
+    batched.insert(batched.end(), x.shape().begin(), x.shape().end());
+    types.push_back({batched, x.dtype()});
+  }
+  TraceFn fn = [this, as_list](const std::vector<Tensor>& a) {
     LayerContext ctx(/*training=*/false, /*build_mode=*/true);
-    return std::vector<Tensor>{(*this)(ctx, a[0])};
+    return std::vector<Tensor>{as_list ? (*this)(ctx, a) : (*this)(ctx, a[0])};
   };
-  const ir::Graph g = trace(fn, {{batched, x.dtype()}}, name_.empty() ? "layer" : name_);
+  const ir::Graph g = trace(fn, types, name_.empty() ? "layer" : name_);
   const ir::TensorType out = g.type(g.outputs().at(0));
   auto node = std::make_shared<KerasTensor::Node>();
   node->layer = std::move(self);
-  node->input = x.node();
+  for (const KerasTensor& x : xs) node->inputs.push_back(x.node());
   node->shape = Shape(out.shape.begin() + 1, out.shape.end());
   node->dtype = out.dtype;
   return KerasTensor(std::move(node));

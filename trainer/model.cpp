@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -164,20 +165,30 @@ Tensor Sequential::call(LayerContext& ctx, const Tensor& x) {
   return h;
 }
 
+namespace {
+
+/// Post-order depth-first walk from `n`: every layer node once, each after its inputs.
+void topological(const std::shared_ptr<const KerasTensor::Node>& n, const KerasTensor::Node* input,
+                 std::vector<std::shared_ptr<const KerasTensor::Node>>& order) {
+  if (n.get() == input || std::find(order.begin(), order.end(), n) != order.end()) return;
+  if (!n->layer) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Functional: the outputs come from the input '{}', not from the given inputs", n->name),
+                "build the outputs by calling layers on the KerasTensor passed as inputs");
+  }
+  for (const auto& in : n->inputs) topological(in, input, order);
+  order.push_back(n);
+}
+
+}  // namespace
+
 Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options)
     : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed}),
       inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   if (!inputs_.valid() || !outputs_.valid()) {
     throw Error(ErrorCode::kInvalidArgument, "Functional: inputs and outputs must be KerasTensors from Input() and layer calls");
   }
-  for (auto n = outputs_.node(); n != inputs_.node(); n = n->input) {
-    if (!n->layer) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Functional: the outputs come from the input '{}', not from the given inputs", n->name),
-                  "build the outputs by calling layers on the KerasTensor passed as inputs");
-    }
-    order_.insert(order_.begin(), n);
-  }
+  topological(outputs_.node(), inputs_.node().get(), order_);
   for (const auto& n : order_) {
     const bool seen = std::any_of(sublayers().begin(), sublayers().end(), [&](const auto& l) { return l == n->layer; });
     if (!seen) {
@@ -188,12 +199,14 @@ Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions opt
 }
 
 Tensor Functional::call(LayerContext& ctx, const Tensor& x) {
-  Tensor h = x;
+  std::map<const KerasTensor::Node*, Tensor> values = {{inputs_.node().get(), x}};
   for (const auto& n : order_) {
-    h = (*n->layer)(ctx, h);
+    std::vector<Tensor> in;
+    for (const auto& i : n->inputs) in.push_back(values.at(i.get()));
+    const Tensor& h = values[n.get()] = (*n->layer)(ctx, in);
     if (ctx.build_mode()) record_output(*n->layer, h.shape());
   }
-  return h;
+  return values.at(outputs_.node().get());
 }
 
 }  // namespace ingot

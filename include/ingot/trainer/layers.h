@@ -54,12 +54,12 @@ class Layer;
 
 /// A symbolic tensor of the functional API (Keras's KerasTensor): what Input() returns and
 /// calling a layer on a KerasTensor returns. Holds the per-sample shape (batch dim excluded),
-/// the dtype and how it was made (the layer and its input), so a Functional model can replay it.
+/// the dtype and how it was made (the layer and its inputs), so a Functional model can replay it.
 class KerasTensor {
  public:
   struct Node {
-    std::shared_ptr<Layer> layer;         ///< null for an Input
-    std::shared_ptr<const Node> input;    ///< the layer's input (null for an Input)
+    std::shared_ptr<Layer> layer;                      ///< null for an Input
+    std::vector<std::shared_ptr<const Node>> inputs;   ///< the layer's inputs (none for an Input)
     Shape shape;                          ///< per sample
     DType dtype = DType::kF32;
     std::string name;
@@ -104,12 +104,24 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual Tensor call(LayerContext& ctx, const Tensor& x) = 0;
   /// Builds on the first call (with x's shape), then calls call().
   Tensor operator()(LayerContext& ctx, const Tensor& x);
+
+  /// Layers of several inputs (merge layers: Add, Concatenate, ...) override these two: the
+  /// variables for the inputs' shapes, and the forward pass of the inputs. The defaults take
+  /// exactly one input (build(shapes[0]) / call(ctx, xs[0])) and throw ingot::Error
+  /// (kInvalidArgument) for any other count.
+  virtual void build_many(const std::vector<Shape>& input_shapes);
+  virtual Tensor call_many(LayerContext& ctx, const std::vector<Tensor>& xs);
+  /// build_many on the first call, then call_many (for one input: build, then call).
+  Tensor operator()(LayerContext& ctx, const std::vector<Tensor>& xs);
   /// The functional API: a symbolic call. Builds the layer for x's shape (batch size 1) and
   /// infers the output's shape by tracing call() once. An unnamed layer gets a Keras name unique
   /// along the chain ("dense", "dense_1", ...), an unseeded one the seed 1337 + its position. The
   /// layer must be owned by a std::shared_ptr (std::make_shared<Dense>(...)); otherwise
   /// ingot::Error(kFailedPrecondition).
   KerasTensor operator()(const KerasTensor& x);
+  /// The functional API with several inputs (a merge layer's list, Keras's `Add()([a, b])`).
+  /// Names and seeds count every distinct layer among the inputs' ancestors.
+  KerasTensor operator()(const std::vector<KerasTensor>& xs);
   bool built() const { return built_; }
 
   /// Every variable of this layer and its sublayers, in creation order.
@@ -128,6 +140,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// (layer seed, weight index). Call from build().
   Variable& add_weight(const std::string& name, const Shape& shape, const Initializer& initializer,
                        bool trainable = true, DType dtype = DType::kF32);
+  /// The functional API's call on one tensor (as_list false: call(ctx, x)) or a list (call_many).
+  KerasTensor symbolic_call(const std::vector<KerasTensor>& xs, bool as_list);
   /// Tracks `layer` as a sublayer (its variables are this layer's too); returns it.
   template <class L>
   std::shared_ptr<L> track(std::shared_ptr<L> layer) {
