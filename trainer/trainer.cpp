@@ -119,27 +119,51 @@ struct Model::Trainer : callbacks::WeightsAccess {
   bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
 
+  /// Every compiled metric: `metrics` (unweighted), then `weighted_metrics`.
+  std::vector<const metrics::Metric*> all_metrics() const {
+    std::vector<const metrics::Metric*> out;
+    for (const auto& m : options.metrics) out.push_back(m.get());
+    for (const auto& m : options.weighted_metrics) out.push_back(m.get());
+    return out;
+  }
+  /// Their log names: a weighted metric named like an unweighted one is logged "weighted_<name>"
+  /// (Keras's CompileMetrics).
+  std::vector<std::string> metric_names() const {
+    std::vector<std::string> names;
+    for (const auto& m : options.metrics) names.push_back(m->name());
+    for (const auto& m : options.weighted_metrics) {
+      const bool clash = std::any_of(options.metrics.begin(), options.metrics.end(),
+                                     [&](const auto& u) { return u->name() == m->name(); });
+      names.push_back(clash ? "weighted_" + m->name() : m->name());
+    }
+    return names;
+  }
+
   size_t metric_state_size() const {
     size_t n = 2;
-    for (const auto& m : options.metrics) n += m->initial_state().size();
+    for (const metrics::Metric* m : all_metrics()) n += m->initial_state().size();
     return n;
   }
   std::vector<Array> initial_metric_state() const {
     std::vector<Array> s = loss_tracker.initial_state();
-    for (const auto& m : options.metrics) {
+    for (const metrics::Metric* m : all_metrics()) {
       for (Array& a : m->initial_state()) s.push_back(a);
     }
     return s;
   }
 
-  /// New metric state (2 + per metric) after one batch.
+  /// New metric state (2 + per metric) after one batch. As Keras: `metrics` see no sample
+  /// weights, `weighted_metrics` the batch's `sw`.
   std::vector<Tensor> update_metric_state(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
                                           const Tensor& y_pred, const Tensor& sw) const {
     std::vector<Tensor> out = loss_tracker.add_batch(slice(m, 0, 2), loss, y_pred.dim(0));
     size_t at = 2;
-    for (const auto& metric : options.metrics) {
-      const size_t n = metric->initial_state().size();
-      std::vector<Tensor> s = metric->update_state(slice(m, at, n), y, y_pred, sw);
+    const size_t unweighted = options.metrics.size();
+    const std::vector<const metrics::Metric*> list = all_metrics();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const size_t n = list[i]->initial_state().size();
+      std::vector<Tensor> s = i < unweighted ? list[i]->update_state(slice(m, at, n), y, y_pred)
+                                             : list[i]->update_state(slice(m, at, n), y, y_pred, sw);
       out.insert(out.end(), s.begin(), s.end());
       at += n;
     }
@@ -150,7 +174,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   std::vector<Tensor> metric_results(const std::vector<Tensor>& m) const {
     std::vector<Tensor> results = {loss_tracker.result(slice(m, 0, 2))};
     size_t at = 2;
-    for (const auto& metric : options.metrics) {
+    for (const metrics::Metric* metric : all_metrics()) {
       const size_t n = metric->initial_state().size();
       results.push_back(metric->result(slice(m, at, n)));
       at += n;
@@ -348,7 +372,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
   Logs logs_from(const std::vector<Array>& out, size_t at) const {
     Logs logs;
     logs.set("loss", scalar(out[at]));
-    for (size_t i = 0; i < options.metrics.size(); ++i) logs.set(options.metrics[i]->name(), scalar(out[at + 1 + i]));
+    const std::vector<std::string> names = metric_names();
+    for (size_t i = 0; i < names.size(); ++i) logs.set(names[i], scalar(out[at + 1 + i]));
     return logs;
   }
 
@@ -491,6 +516,11 @@ void Model::compile(CompileOptions options) {
   }
   for (size_t i = 0; i < options.metrics.size(); ++i) {
     if (!options.metrics[i]) throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: metric {} is null", i));
+  }
+  for (size_t i = 0; i < options.weighted_metrics.size(); ++i) {
+    if (!options.weighted_metrics[i]) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: weighted metric {} is null", i));
+    }
   }
   if (trainer_ && (trainer_->fitting || trainer_->live)) {
     throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",

@@ -177,6 +177,28 @@ TEST(Fit, TimingSeparatesTheStepItsCompilationAndTheLoopAround) {
   EXPECT_EQ(second.validation_compile_seconds, 0);
 }
 
+TEST(Fit, MetricsIgnoreSampleWeightsAndWeightedMetricsUseThem) {
+  // Keras's CompileMetrics: `metrics` are updated without sample weights, `weighted_metrics`
+  // with them, renamed "weighted_<name>" when a plain metric has the name.
+  auto model = linear(0, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                  .loss = std::make_shared<losses::MeanSquaredError>(),
+                  .metrics = {std::make_shared<metrics::MeanAbsoluteError>()},
+                  .weighted_metrics = {std::make_shared<metrics::MeanAbsoluteError>(),
+                                       std::make_shared<metrics::MeanSquaredError>()}});
+  // Predictions [0, 0] for targets [3, 5]: errors 3 and 5; weights [0, 1].
+  const Logs logs = model->evaluate({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}),
+                                     .sample_weight = testing::f32({0, 1}, {2}), .verbose = 0});
+  EXPECT_NEAR(*logs.get("mean_absolute_error"), 4.0, 1e-6);           // (3 + 5) / 2
+  EXPECT_NEAR(*logs.get("weighted_mean_absolute_error"), 5.0, 1e-6);  // (0 * 3 + 1 * 5) / 1
+  EXPECT_NEAR(*logs.get("mean_squared_error"), 25.0, 1e-6);           // weighted, no clash: own name
+  EXPECT_NEAR(*logs.get("loss"), 12.5, 1e-6);                         // (0 * 9 + 1 * 25) / 2
+  expect_error([] {
+    linear(0, 0)->compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>(),
+                           .weighted_metrics = {nullptr}});
+  }, ErrorCode::kInvalidArgument, {"weighted metric 0 is null"});
+}
+
 TEST(Fit, CompilesAtMostTwicePerSignatureAndBuildsWithoutConsumingABatch) {
   int64_t pulled = 0;
   const Array x = testing::f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10, 1}), y = x;

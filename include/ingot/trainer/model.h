@@ -29,7 +29,12 @@ struct ModelOptions {
 struct CompileOptions {
   std::shared_ptr<optimizers::Optimizer> optimizer;      ///< required for fit / train_on_batch
   std::shared_ptr<losses::Loss> loss;                    ///< required
-  std::vector<std::shared_ptr<metrics::Metric>> metrics;  ///< logged in this order after "loss"
+  /// Logged in this order after "loss"; updated without sample weights (Keras's `metrics`).
+  std::vector<std::shared_ptr<metrics::Metric>> metrics;
+  /// Logged after `metrics`; updated with the batch's sample weights (fit's sample_weight or
+  /// class_weight; Keras's `weighted_metrics`). One named like an unweighted metric is logged as
+  /// "weighted_<name>".
+  std::vector<std::shared_ptr<metrics::Metric>> weighted_metrics;
   /// Steps run per call of the train function; batch hooks fire once per call with the index
   /// of its first step. >= 1.
   int64_t steps_per_execution = 1;
