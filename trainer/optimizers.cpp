@@ -188,6 +188,57 @@ Tensor CosineDecay::operator()(const Tensor& step) const {
   return where(less(clamped, scalar(warmup, dt)), warming, decay(clamped - scalar(warmup, dt), target));
 }
 
+namespace {
+
+void check_piecewise_options(const PiecewiseConstantDecayOptions& o) {
+  const std::string owner = "PiecewiseConstantDecay";
+  if (o.boundaries.empty() || o.values.size() != o.boundaries.size() + 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: got {} boundaries [{}] and {} values [{}]; it needs at least one "
+                            "boundary and exactly one more value than boundaries",
+                            owner, o.boundaries.size(), fmt::join(o.boundaries, ", "),
+                            o.values.size(), fmt::join(o.values, ", ")),
+                "values[i] is the rate up to and including boundaries[i]; the last value holds "
+                "after the last boundary");
+  }
+  for (size_t i = 1; i < o.boundaries.size(); ++i) {
+    if (o.boundaries[i] <= o.boundaries[i - 1]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: boundaries [{}] must increase strictly, but boundaries[{}] = {} "
+                              "<= boundaries[{}] = {}",
+                              owner, fmt::join(o.boundaries, ", "), i, o.boundaries[i], i - 1,
+                              o.boundaries[i - 1]));
+    }
+  }
+  for (size_t i = 0; i < o.values.size(); ++i) {
+    check_at_least(owner, fmt::format("values[{}]", i), o.values[i], 0.0, false);
+  }
+}
+
+}  // namespace
+
+PiecewiseConstantDecay::PiecewiseConstantDecay(PiecewiseConstantDecayOptions options)
+    : options_(std::move(options)) {
+  check_piecewise_options(options_);
+}
+
+Tensor PiecewiseConstantDecay::operator()(const Tensor& step) const {
+  if (step.rank() != 0) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("PiecewiseConstantDecay: the step must be a scalar, got {}",
+                            type_string(step.type())));
+  }
+  const DType dt = DType::kF32;
+  // From the last interval down: step <= boundaries[i] selects values[i] over the later ones,
+  // which is Keras's sum of disjoint interval indicators times their values.
+  Tensor rate = scalar(options_.values.back(), dt);
+  for (size_t i = options_.boundaries.size(); i-- > 0;) {
+    const Tensor boundary = scalar(static_cast<double>(options_.boundaries[i]), step.dtype());
+    rate = where(less_equal(step, boundary), scalar(options_.values[i], dt), rate);
+  }
+  return rate;
+}
+
 }  // namespace schedules
 
 // ---- Optimizer ---------------------------------------------------------------------------------

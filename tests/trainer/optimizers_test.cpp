@@ -28,6 +28,7 @@ using optimizers::SGD;
 using optimizers::SGDOptions;
 using optimizers::schedules::CosineDecay;
 using optimizers::schedules::ExponentialDecay;
+using optimizers::schedules::PiecewiseConstantDecay;
 using testing::expect_error;
 
 enum class Engine { kInterpreter, kJit };
@@ -549,6 +550,42 @@ TEST(Schedules, CosineDecayFollowsKerasFormula) {
   EXPECT_NEAR(eval_schedule(no_warmup, 5), 0.15, 1e-7);
 }
 
+TEST(Schedules, PiecewiseConstantDecayChangesAfterEachBoundary) {
+  // Keras: values[0] for step <= boundaries[0], values[i] for boundaries[i-1] < step <=
+  // boundaries[i], values[-1] for step > boundaries[-1].
+  PiecewiseConstantDecay schedule({.boundaries = {3, 5, 10}, .values = {1.0, 0.5, 0.25, 0.1}});
+  const std::vector<std::pair<int64_t, double>> expected = {
+      {0, 1.0}, {3, 1.0}, {4, 0.5}, {5, 0.5}, {6, 0.25}, {10, 0.25}, {11, 0.1}, {1000, 0.1}};
+  for (const auto& [step, rate] : expected) {
+    EXPECT_NEAR(eval_schedule(schedule, step), rate, 1e-7) << "step " << step;
+  }
+  // One boundary; the values are f32 as Keras converts them.
+  PiecewiseConstantDecay two({.boundaries = {0}, .values = {0.3, 0.2}});
+  EXPECT_EQ(eval_schedule(two, 0), static_cast<double>(0.3f));
+  EXPECT_EQ(eval_schedule(two, 1), static_cast<double>(0.2f));
+  // A floating-point step is compared with the boundaries in its own dtype.
+  const Array at = interp::interpret(
+      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; },
+            {{{}, DType::kF32}}),
+      {f32_scalar(4.5)})[0];
+  EXPECT_EQ(at.dtype(), DType::kF32);
+  expect_close(at, {0.5}, 1e-7, "rate at step 4.5");
+}
+
+TEST_P(OptimizerTrajectory, SgdWithPiecewiseConstantDecayStepsWithEachIntervalsRate) {
+  SGD sgd({.learning_rate = PiecewiseConstantDecay({.boundaries = {1}, .values = {0.5, 0.125}})});
+  Trajectory traj(sgd, {f32({0.0})}, GetParam());
+  double w = 0.0;
+  for (int64_t k = 0; k < 4; ++k) {
+    const double lr = k <= 1 ? 0.5 : 0.125;  // iterations 0 and 1 are <= the boundary 1
+    EXPECT_NEAR(sgd.current_learning_rate(traj.state), lr, 0.0) << "iteration " << k;
+    w -= lr * 1.0;
+    traj.step({f32({1.0})});
+    expect_close(traj.vars[0], {w}, kF32Tol, "w after step " + std::to_string(k + 1));
+  }
+  expect_close(traj.vars[0], {-1.25}, kF32Tol, "w after 4 steps");
+}
+
 TEST_P(OptimizerTrajectory, SgdWithScheduleUsesTheRateAtTheIterationBeforeTheStep) {
   const double lr0 = 0.2, rate = 0.5;
   const int64_t decay_steps = 2;
@@ -778,6 +815,14 @@ TEST(OptimizerErrors, InvalidOptionsNameTheOptionAndValue) {
   expect_error([] { AdamW({.weight_decay = -0.004}); }, E::kInvalidArgument,
                {"AdamW", "weight_decay", "-0.004"});
   expect_error([] { AdamW({.beta_1 = 1.0}); }, E::kInvalidArgument, {"AdamW", "beta_1"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 10}, .values = {1.0, 0.5}}); },
+               E::kInvalidArgument, {"PiecewiseConstantDecay", "2 boundaries", "2 values"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {}, .values = {1.0}}); },
+               E::kInvalidArgument, {"0 boundaries", "at least one boundary"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 5}, .values = {1, 0.5, 0.1}}); },
+               E::kInvalidArgument, {"increase strictly", "boundaries[1] = 5"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5}, .values = {1, -0.5}}); },
+               E::kInvalidArgument, {"values[1]", "-0.5"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 0}); }, E::kInvalidArgument,
                {"CosineDecay", "decay_steps", "0", "> 0"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .alpha = 1.5}); },

@@ -143,6 +143,35 @@ class CosineDecay {
   CosineDecayOptions options_;
 };
 
+/// Options of PiecewiseConstantDecay (Keras's positional arguments, by name).
+struct PiecewiseConstantDecayOptions {
+  /// Iteration counts where the rate changes, strictly increasing; at least one.
+  std::vector<int64_t> boundaries;
+  /// The rates: one more than `boundaries`; each finite and >= 0.
+  std::vector<double> values;
+};
+
+/// keras.optimizers.schedules.PiecewiseConstantDecay: the rate is
+///   values[0]       for step <= boundaries[0],
+///   values[i]       for boundaries[i-1] < step <= boundaries[i],
+///   values.back()   for step > boundaries.back(),
+/// an f32 scalar (Keras converts the Python float values to float32). The boundaries are
+/// compared in the step's dtype, as Keras casts them to it.
+class PiecewiseConstantDecay {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) naming the option and its value for no boundaries,
+  /// values.size() != boundaries.size() + 1 (Keras's ValueError), boundaries that do not
+  /// strictly increase, or a negative or non-finite value.
+  explicit PiecewiseConstantDecay(PiecewiseConstantDecayOptions options);
+  /// The rate at `step` (an integer or floating-point scalar Tensor): an f32 scalar Tensor.
+  /// Throws ingot::Error(kShapeMismatch) for a non-scalar step.
+  Tensor operator()(const Tensor& step) const;
+  const PiecewiseConstantDecayOptions& options() const { return options_; }
+
+ private:
+  PiecewiseConstantDecayOptions options_;
+};
+
 }  // namespace schedules
 
 /// The arguments of Keras's base optimizer that every optimizer shares. Concrete optimizers take a
