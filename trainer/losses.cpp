@@ -59,6 +59,14 @@ int64_t normalize_axis(const char* fn, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+void check_delta(const char* fn, double delta) {
+  if (!(std::isfinite(delta) && delta > 0.0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: delta = {} is invalid: it must be a finite number > 0", fn, delta),
+                "delta is the error size where the loss turns linear; Keras's default is 1.0");
+  }
+}
+
 void check_label_smoothing(const char* fn, double label_smoothing) {
   if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0)) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -114,6 +122,12 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"MeanAbsoluteError", &make_default<MeanAbsoluteError>},
       {"mae", &make_default<MeanAbsoluteError>},
       {"MAE", &make_default<MeanAbsoluteError>},
+      {"huber", &make_default<Huber>},
+      {"Huber", &make_default<Huber>},
+      {"kl_divergence", &make_default<KLDivergence>},
+      {"KLDivergence", &make_default<KLDivergence>},
+      {"kld", &make_default<KLDivergence>},
+      {"KLD", &make_default<KLDivergence>},
       {"binary_crossentropy", &make_default<BinaryCrossentropy>},
       {"BinaryCrossentropy", &make_default<BinaryCrossentropy>},
       {"bce", &make_default<BinaryCrossentropy>},
@@ -236,6 +250,26 @@ Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred) {
   std::tie(t, p) = squeeze_or_expand_to_same_rank(t, p);
   check_regression_shapes("mean_absolute_error", t, p);
   return mean(abs(t - p), {-1});
+}
+
+Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta) {
+  check_delta("huber", delta);
+  auto [t, p] = prepare_inputs("huber", y_true, y_pred);
+  std::tie(t, p) = squeeze_or_expand_to_same_rank(t, p);
+  check_regression_shapes("huber", t, p);
+  const Tensor error = p - t;
+  const Tensor abs_error = abs(error);
+  const Tensor quadratic = 0.5 * square(error);
+  const Tensor linear = delta * abs_error - 0.5 * delta * delta;
+  return mean(where(less_equal(abs_error, full_like(abs_error, delta)), quadratic, linear), {-1});
+}
+
+Tensor kl_divergence(const Tensor& y_true, const Tensor& y_pred) {
+  auto [t, p] = prepare_inputs("kl_divergence", y_true, y_pred);
+  check_regression_shapes("kl_divergence", t, p);
+  const Tensor tc = clamp(t, kEpsilon, 1.0);
+  const Tensor pc = clamp(p, kEpsilon, 1.0);
+  return sum(tc * log(tc / pc), {-1});
 }
 
 Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
@@ -390,6 +424,22 @@ MeanAbsoluteError::MeanAbsoluteError(const MeanAbsoluteErrorOptions& options)
 
 Tensor MeanAbsoluteError::call(const Tensor& y_true, const Tensor& y_pred) const {
   return mean_absolute_error(y_true, y_pred);
+}
+
+Huber::Huber(const HuberOptions& options)
+    : Loss(options.name, options.reduction, options.dtype), options_(options) {
+  check_delta("Huber", options.delta);
+}
+
+Tensor Huber::call(const Tensor& y_true, const Tensor& y_pred) const {
+  return huber(y_true, y_pred, options_.delta);
+}
+
+KLDivergence::KLDivergence(const KLDivergenceOptions& options)
+    : Loss(options.name, options.reduction, options.dtype) {}
+
+Tensor KLDivergence::call(const Tensor& y_true, const Tensor& y_pred) const {
+  return kl_divergence(y_true, y_pred);
 }
 
 BinaryCrossentropy::BinaryCrossentropy(const BinaryCrossentropyOptions& options)

@@ -353,6 +353,11 @@ const std::vector<Entry>& registry() {
   constexpr auto sparse = &make_named<SparseCategoricalAccuracy, SparseCategoricalAccuracyOptions>;
   constexpr auto mse = &make_named<MeanSquaredError, MeanSquaredErrorOptions>;
   constexpr auto mae = &make_named<MeanAbsoluteError, MeanAbsoluteErrorOptions>;
+  constexpr auto top_k =
+      &make_named<SparseTopKCategoricalAccuracy, SparseTopKCategoricalAccuracyOptions>;
+  constexpr auto precision = &make_named<Precision, PrecisionOptions>;
+  constexpr auto recall = &make_named<Recall, RecallOptions>;
+  constexpr auto auc = &make_named<AUC, AUCOptions>;
   static const std::vector<Entry> entries = {
       {"accuracy", "accuracy", acc},
       {"Accuracy", "accuracy", acc},
@@ -362,6 +367,14 @@ const std::vector<Entry>& registry() {
       {"CategoricalAccuracy", "categorical_accuracy", cat},
       {"sparse_categorical_accuracy", "sparse_categorical_accuracy", sparse},
       {"SparseCategoricalAccuracy", "sparse_categorical_accuracy", sparse},
+      {"sparse_top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", top_k},
+      {"SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy", top_k},
+      {"precision", "precision", precision},
+      {"Precision", "precision", precision},
+      {"recall", "recall", recall},
+      {"Recall", "recall", recall},
+      {"auc", "auc", auc},
+      {"AUC", "auc", auc},
       {"mean_squared_error", "mean_squared_error", mse},
       {"MeanSquaredError", "mean_squared_error", mse},
       {"mse", "mean_squared_error", mse},

@@ -188,6 +188,57 @@ Tensor CosineDecay::operator()(const Tensor& step) const {
   return where(less(clamped, scalar(warmup, dt)), warming, decay(clamped - scalar(warmup, dt), target));
 }
 
+namespace {
+
+void check_piecewise_options(const PiecewiseConstantDecayOptions& o) {
+  const std::string owner = "PiecewiseConstantDecay";
+  if (o.boundaries.empty() || o.values.size() != o.boundaries.size() + 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: got {} boundaries [{}] and {} values [{}]; it needs at least one "
+                            "boundary and exactly one more value than boundaries",
+                            owner, o.boundaries.size(), fmt::join(o.boundaries, ", "),
+                            o.values.size(), fmt::join(o.values, ", ")),
+                "values[i] is the rate up to and including boundaries[i]; the last value holds "
+                "after the last boundary");
+  }
+  for (size_t i = 1; i < o.boundaries.size(); ++i) {
+    if (o.boundaries[i] <= o.boundaries[i - 1]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: boundaries [{}] must increase strictly, but boundaries[{}] = {} "
+                              "<= boundaries[{}] = {}",
+                              owner, fmt::join(o.boundaries, ", "), i, o.boundaries[i], i - 1,
+                              o.boundaries[i - 1]));
+    }
+  }
+  for (size_t i = 0; i < o.values.size(); ++i) {
+    check_at_least(owner, fmt::format("values[{}]", i), o.values[i], 0.0, false);
+  }
+}
+
+}  // namespace
+
+PiecewiseConstantDecay::PiecewiseConstantDecay(PiecewiseConstantDecayOptions options)
+    : options_(std::move(options)) {
+  check_piecewise_options(options_);
+}
+
+Tensor PiecewiseConstantDecay::operator()(const Tensor& step) const {
+  if (step.rank() != 0) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("PiecewiseConstantDecay: the step must be a scalar, got {}",
+                            type_string(step.type())));
+  }
+  const DType dt = DType::kF32;
+  // From the last interval down: step <= boundaries[i] selects values[i] over the later ones,
+  // which is Keras's sum of disjoint interval indicators times their values.
+  Tensor rate = scalar(options_.values.back(), dt);
+  for (size_t i = options_.boundaries.size(); i-- > 0;) {
+    const Tensor boundary = scalar(static_cast<double>(options_.boundaries[i]), step.dtype());
+    rate = where(less_equal(step, boundary), scalar(options_.values[i], dt), rate);
+  }
+  return rate;
+}
+
 }  // namespace schedules
 
 // ---- Optimizer ---------------------------------------------------------------------------------
@@ -292,6 +343,16 @@ std::vector<Array> Optimizer::build(const std::vector<ir::TensorType>& variables
   }
   if (!config_.learning_rate.is_schedule()) {
     state[1] = Array::scalar(config_.learning_rate.value(), DType::kF32);
+  }
+  const size_t n = variables.size();
+  const size_t slots_at = static_cast<size_t>(header_size()) + (config_.use_ema ? n : 0);
+  const size_t num_slots = slot_names().size();
+  for (size_t k = 0; k < num_slots; ++k) {
+    const double initial = slot_initial_value(k);
+    if (initial == 0.0) continue;
+    for (size_t i = 0; i < n; ++i) {
+      state[slots_at + k * n + i] = Array::full(variables[i].shape, initial, variables[i].dtype);
+    }
   }
   return state;
 }
@@ -606,11 +667,13 @@ std::pair<Tensor, std::vector<Tensor>> SGD::update_step(const Tensor& gradient,
 
 // ---- Adam --------------------------------------------------------------------------------------
 
-Adam::Adam(AdamOptions options)
-    : Optimizer("Adam", "adam", common_config(options)), options_(std::move(options)) {
-  check_in_range("Adam", "beta_1", options_.beta_1, 0.0, 1.0, true);
-  check_in_range("Adam", "beta_2", options_.beta_2, 0.0, 1.0, true);
-  check_at_least("Adam", "epsilon", options_.epsilon, 0.0, true);
+Adam::Adam(AdamOptions options) : Adam("Adam", std::move(options)) {}
+
+Adam::Adam(std::string class_name, AdamOptions options)
+    : Optimizer(class_name, "adam", common_config(options)), options_(std::move(options)) {
+  check_in_range(class_name, "beta_1", options_.beta_1, 0.0, 1.0, true);
+  check_in_range(class_name, "beta_2", options_.beta_2, 0.0, 1.0, true);
+  check_at_least(class_name, "epsilon", options_.epsilon, 0.0, true);
 }
 
 std::vector<std::string> Adam::slot_names() const {
@@ -641,13 +704,109 @@ std::pair<Tensor, std::vector<Tensor>> Adam::update_step(const Tensor& gradient,
   return {updated, new_slots};
 }
 
+// ---- AdamW -------------------------------------------------------------------------------------
+
+namespace {
+
+/// AdamW's options as Adam's, with the weight decay always set.
+AdamOptions adam_options(const AdamWOptions& o) {
+  return AdamOptions{.learning_rate = o.learning_rate,
+                     .beta_1 = o.beta_1,
+                     .beta_2 = o.beta_2,
+                     .epsilon = o.epsilon,
+                     .amsgrad = o.amsgrad,
+                     .weight_decay = o.weight_decay,
+                     .clipnorm = o.clipnorm,
+                     .clipvalue = o.clipvalue,
+                     .global_clipnorm = o.global_clipnorm,
+                     .use_ema = o.use_ema,
+                     .ema_momentum = o.ema_momentum,
+                     .ema_overwrite_frequency = o.ema_overwrite_frequency,
+                     .loss_scale_factor = o.loss_scale_factor,
+                     .name = o.name.empty() ? std::string("adamw") : o.name};
+}
+
+}  // namespace
+
+AdamW::AdamW(AdamWOptions options)
+    : Adam("AdamW", adam_options(options)), options_(std::move(options)) {}
+
+// ---- RMSprop -----------------------------------------------------------------------------------
+
+RMSprop::RMSprop(RMSpropOptions options)
+    : Optimizer("RMSprop", "rmsprop", common_config(options)), options_(std::move(options)) {
+  check_in_range("RMSprop", "rho", options_.rho, 0.0, 1.0, false);
+  check_in_range("RMSprop", "momentum", options_.momentum, 0.0, 1.0, false);
+  check_at_least("RMSprop", "epsilon", options_.epsilon, 0.0, true);
+}
+
+std::vector<std::string> RMSprop::slot_names() const {
+  std::vector<std::string> names = {"velocity"};
+  if (options_.momentum > 0.0) names.push_back("momentum");
+  if (options_.centered) names.push_back("average_gradient");
+  return names;
+}
+
+std::pair<Tensor, std::vector<Tensor>> RMSprop::update_step(const Tensor& gradient,
+                                                            const Tensor& variable,
+                                                            const std::vector<Tensor>& slots,
+                                                            const Tensor& learning_rate,
+                                                            const Tensor& /*iterations*/) const {
+  const double rho = options_.rho;
+  const bool has_momentum = options_.momentum > 0.0;
+  const Tensor velocity = slots[0] * rho + square(gradient) * (1.0 - rho);
+  std::vector<Tensor> new_slots = {velocity};
+  if (has_momentum) new_slots.push_back(slots[1]);  // replaced below
+  Tensor denominator = velocity + options_.epsilon;
+  if (options_.centered) {
+    const Tensor& old_average = slots[has_momentum ? 2 : 1];
+    const Tensor average = old_average * rho + gradient * (1.0 - rho);
+    new_slots.push_back(average);
+    denominator = velocity - square(average) + options_.epsilon;
+  }
+  const Tensor increment = (learning_rate * gradient) / sqrt(denominator);
+  if (!has_momentum) return {variable - increment, new_slots};
+  const Tensor momentum = slots[1] * options_.momentum + increment;
+  new_slots[1] = momentum;
+  return {variable - momentum, new_slots};
+}
+
+// ---- Adagrad -----------------------------------------------------------------------------------
+
+Adagrad::Adagrad(AdagradOptions options)
+    : Optimizer("Adagrad", "adagrad", common_config(options)), options_(std::move(options)) {
+  check_at_least("Adagrad", "initial_accumulator_value", options_.initial_accumulator_value, 0.0,
+                 false, "Keras's default is 0.1");
+  check_at_least("Adagrad", "epsilon", options_.epsilon, 0.0, true);
+}
+
+std::vector<std::string> Adagrad::slot_names() const { return {"accumulator"}; }
+
+double Adagrad::slot_initial_value(size_t /*slot*/) const {
+  return options_.initial_accumulator_value;
+}
+
+std::pair<Tensor, std::vector<Tensor>> Adagrad::update_step(const Tensor& gradient,
+                                                            const Tensor& variable,
+                                                            const std::vector<Tensor>& slots,
+                                                            const Tensor& learning_rate,
+                                                            const Tensor& /*iterations*/) const {
+  const Tensor accumulator = slots[0] + square(gradient);
+  const Tensor updated =
+      variable - (learning_rate * gradient) / sqrt(accumulator + options_.epsilon);
+  return {updated, {accumulator}};
+}
+
 // ---- get ---------------------------------------------------------------------------------------
 
-std::vector<std::string> known_names() { return {"adam", "sgd"}; }
+std::vector<std::string> known_names() { return {"adagrad", "adam", "adamw", "rmsprop", "sgd"}; }
 
 std::unique_ptr<Optimizer> get(const std::string& name) {
   if (name == "adam" || name == "Adam") return std::make_unique<Adam>();
   if (name == "sgd" || name == "SGD") return std::make_unique<SGD>();
+  if (name == "adamw" || name == "AdamW") return std::make_unique<AdamW>();
+  if (name == "rmsprop" || name == "RMSprop") return std::make_unique<RMSprop>();
+  if (name == "adagrad" || name == "Adagrad") return std::make_unique<Adagrad>();
   throw Error(ErrorCode::kInvalidArgument,
               fmt::format("optimizers::get: unknown optimizer '{}'; known optimizers: {}", name,
                           fmt::join(known_names(), ", ")),

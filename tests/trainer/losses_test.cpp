@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -212,6 +213,67 @@ TEST(MeanAbsoluteErrorLoss, KerasExample) {
   EXPECT_EQ(value_of(losses::MeanAbsoluteError(), t, p), 0.5);
   expect_close(value_of(losses::MeanAbsoluteError(), t, p, f32({0.7f, 0.3f}, {2})), 0.25);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSum}), t, p), 1.0);
+}
+
+TEST(HuberLoss, KerasExampleQuadraticInsideDelta) {
+  // Keras docs: y_true [[0, 1], [0, 0]], y_pred [[0.6, 0.4], [0.4, 0.6]] -> 0.155: every |e| <= 1,
+  // so per sample mean(0.5 e^2): [(0.18 + 0.18) / 2, (0.08 + 0.18) / 2] = [0.18, 0.13].
+  const Array t = f32({0, 1, 0, 0}, {2, 2}), p = f32({0.6f, 0.4f, 0.4f, 0.6f}, {2, 2});
+  losses::Huber huber;
+  EXPECT_EQ(huber.name(), "huber_loss");
+  testing::expect_values(per_sample_of(huber, t, p), {0.18, 0.13}, 1e-7);
+  expect_close(value_of(huber, t, p), 0.155);
+  expect_close(value_of(huber, t, p, f32({1, 0}, {2})), 0.09);
+  expect_close(value_of(losses::Huber({.reduction = Reduction::kSum}), t, p), 0.31);
+}
+
+TEST(HuberLoss, LinearOutsideDeltaAndContinuousAtIt) {
+  // delta 0.5, e = y_pred - y_true: |e| = 2 -> 0.5 * 2 - 0.125 = 0.875; |e| = 0.5 (the kink) ->
+  // 0.5 * 0.25 = 0.125 from both formulas; |e| = 0.25 -> 0.03125; e = -3 -> 1.5 - 0.125 = 1.375.
+  losses::Huber huber({.delta = 0.5, .reduction = Reduction::kNone});
+  Array per = per_sample_of(huber, f32({0, 0, 1, 3}, {4, 1}), f32({2, 0.5f, 1.25f, 0}, {4, 1}));
+  testing::expect_values(per, {0.875, 0.125, 0.03125, 1.375}, 1e-7);
+  // Default delta 1: e = 3 -> 3 - 0.5 = 2.5; (batch,) targets are expanded against (batch, 1).
+  testing::expect_values(per_sample_of(losses::Huber(), f32({0}, {1}), f32({3}, {1, 1})), {2.5});
+}
+
+TEST(HuberLoss, BadDeltaAndShapesAreClearErrors) {
+  expect_error([] { losses::Huber({.delta = 0.0}); }, ErrorCode::kInvalidArgument,
+               {"Huber", "delta = 0", "> 0"});
+  expect_error([] { losses::Huber({.delta = -1.0}); }, ErrorCode::kInvalidArgument,
+               {"delta = -1"});
+  expect_error([] { losses::Huber({.delta = std::nan("")}); }, ErrorCode::kInvalidArgument,
+               {"delta = nan"});
+  expect_error(
+      [] {
+        in_trace({f32({1, 2, 3}, {3, 1}), f32({1, 2}, {2, 1})},
+                 [](const std::vector<Tensor>& a) { losses::huber(a[0], a[1]); });
+      },
+      ErrorCode::kShapeMismatch, {"huber", "(3, 1)", "(2, 1)"});
+}
+
+TEST(KLDivergenceLoss, KerasExampleWithClipping) {
+  // Keras docs: y_true [[0, 1], [0, 0]], y_pred [[0.6, 0.4], [0.4, 0.6]] -> 0.458. Both are
+  // clipped to [1e-7, 1], so the zero labels contribute 1e-7 * log(1e-7 / p).
+  const double e = 1e-7;
+  const double s0 = e * std::log(e / 0.6) + std::log(1 / 0.4);
+  const double s1 = e * std::log(e / 0.4) + e * std::log(e / 0.6);
+  const Array t = f32({0, 1, 0, 0}, {2, 2}), p = f32({0.6f, 0.4f, 0.4f, 0.6f}, {2, 2});
+  losses::KLDivergence kld;
+  EXPECT_EQ(kld.name(), "kl_divergence");
+  testing::expect_values(per_sample_of(kld, t, p), {s0, s1}, 1e-6);
+  expect_close(value_of(kld, t, p), (s0 + s1) / 2);
+  EXPECT_NEAR(value_of(kld, t, p), 0.458, 5e-4);
+  // Identical distributions diverge by 0; a prediction of 0 is clipped, not infinite.
+  EXPECT_NEAR(value_of(kld, f32({0.25f, 0.75f}, {1, 2}), f32({0.25f, 0.75f}, {1, 2})), 0.0, 1e-7);
+  expect_close(value_of(kld, f32({1, 0}, {1, 2}), f32({0, 1}, {1, 2})),
+               std::log(1 / e) + e * std::log(e / 1.0), 1e-5);
+  expect_error(
+      [] {
+        in_trace({f32({1, 2, 3}, {1, 3}), f32({1, 2}, {1, 2})},
+                 [](const std::vector<Tensor>& a) { losses::kl_divergence(a[0], a[1]); });
+      },
+      ErrorCode::kShapeMismatch, {"kl_divergence", "(1, 3)", "(1, 2)"});
 }
 
 // ---- binary crossentropy ------------------------------------------------------------------------
@@ -485,7 +547,10 @@ TEST(LossFactory, KerasNamesAndAliases) {
         Case{"binary_crossentropy", "binary_crossentropy"},
         Case{"categorical_crossentropy", "categorical_crossentropy"},
         Case{"sparse_categorical_crossentropy", "sparse_categorical_crossentropy"},
-        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"}}) {
+        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
+        Case{"huber", "huber_loss"}, Case{"Huber", "huber_loss"},
+        Case{"kl_divergence", "kl_divergence"}, Case{"KLDivergence", "kl_divergence"},
+        Case{"kld", "kl_divergence"}, Case{"KLD", "kl_divergence"}}) {
     std::unique_ptr<losses::Loss> loss = losses::get(c.identifier);
     ASSERT_NE(loss, nullptr) << c.identifier;
     EXPECT_EQ(loss->name(), c.name) << c.identifier;
@@ -505,7 +570,7 @@ TEST(LossFactory, KerasNamesAndAliases) {
 TEST(LossFactory, UnknownNameListsTheKnownOnes) {
   expect_error([] { losses::get("hinge_loss"); }, ErrorCode::kInvalidArgument,
                {"hinge_loss", "mean_squared_error", "sparse_categorical_crossentropy", "mae"});
-  EXPECT_EQ(losses::known_names().size(), 16u);
+  EXPECT_EQ(losses::known_names().size(), 22u);
 }
 
 /// A custom loss written by deriving from Loss: the per-sample squared hinge of +-1 labels.
@@ -581,6 +646,43 @@ TEST(LossGradients, MeanSquaredErrorMatchesFiniteDifferencesAndTheClosedForm) {
   }
 }
 
+TEST(LossGradients, HuberMatchesFiniteDifferencesAtAndAroundTheKink) {
+  // Errors on both sides of delta and exactly at +-delta (where the two branches meet with the
+  // same slope): the gradient is clamp(e, -delta, delta) / (number of elements).
+  for (double delta : {1.0, 0.5}) {
+    SCOPED_TRACE(delta);
+    losses::Huber huber({.delta = delta, .dtype = DType::kF64});
+    const TraceFn fn = [&huber](const std::vector<Tensor>& a) {
+      return std::vector<Tensor>{huber(a[0], a[1])};
+    };
+    const Array t = f64({0, 0, 0, 0, 1, 1, 1, 1}, {2, 4});
+    const std::vector<double> e = {-2.0, -delta, -0.3, 0.1, delta, 2.5, 0.0, -0.75 * delta};
+    std::vector<double> pv(e.size());
+    for (size_t i = 0; i < e.size(); ++i) pv[i] = t.to_doubles()[i] + e[i];
+    const Array p = f64(pv, {2, 4});
+    testing::check_grads(fn, {t, p}, {.argnums = {1}});
+    std::vector<Array> g = testing::grads_at(fn, {t, p}, {1});
+    for (size_t i = 0; i < e.size(); ++i) {
+      EXPECT_NEAR(g[0].to_doubles()[i], std::clamp(e[i], -delta, delta) / 8.0, 1e-12) << i;
+    }
+  }
+}
+
+TEST(LossGradients, KLDivergenceMatchesFiniteDifferencesAndMinusTrueOverPred) {
+  losses::KLDivergence kld({.dtype = DType::kF64});
+  const TraceFn fn = [&kld](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{kld(a[0], a[1])};
+  };
+  const Array t = f64({0.2, 0.3, 0.5, 0.6, 0.1, 0.3}, {2, 3});
+  const Array p = f64({0.1, 0.6, 0.3, 0.25, 0.25, 0.5}, {2, 3});
+  testing::check_grads(fn, {t, p}, {.argnums = {1}});
+  // d/dp of mean_b sum_j t log(t / p) = -t / p / batch.
+  std::vector<Array> g = testing::grads_at(fn, {t, p}, {1});
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(g[0].to_doubles()[i], -t.to_doubles()[i] / p.to_doubles()[i] / 2, 1e-12) << i;
+  }
+}
+
 TEST(LossGradients, SparseCrossentropyFromLogitsMatchesFiniteDifferencesAndSoftmaxMinusOneHot) {
   losses::SparseCategoricalCrossentropy scce({.from_logits = true, .dtype = DType::kF64});
   const TraceFn fn = [&scce](const std::vector<Tensor>& a) {
@@ -625,6 +727,9 @@ TEST(LossGradients, EveryLossIsDifferentiableWithFiniteGradients) {
       {std::make_shared<losses::SparseCategoricalCrossentropy>(
            losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
        i32({0, 1}, {2}), f32({-1e4f, 1e4f, 3, -3}, {2, 2})},
+      {std::make_shared<losses::Huber>(), f32({1, 2}, {2, 1}), f32({0, 50}, {2, 1})},
+      {std::make_shared<losses::KLDivergence>(), f32({1, 0, 0.5f, 0.5f}, {2, 2}),
+       f32({0, 1, 0.5f, 0.5f}, {2, 2})},
   };
   for (const Case& c : cases) {
     const TraceFn fn = [&c](const std::vector<Tensor>& a) {

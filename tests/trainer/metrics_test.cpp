@@ -264,6 +264,220 @@ TEST(SparseCategoricalAccuracyMetric, KerasExampleWithEveryLabelForm) {
       0.75);
 }
 
+TEST(SparseTopKCategoricalAccuracyMetric, KerasExampleAndTwoBatches) {
+  // Keras docs (k = 1): [2, 1] vs [[0.1, 0.9, 0.8], [0.05, 0.95, 0]] -> 0.5; weights [0.7, 0.3]
+  // -> 0.3.
+  metrics::SparseTopKCategoricalAccuracy top1({.k = 1});
+  const Array p = f32({0.1f, 0.9f, 0.8f, 0.05f, 0.95f, 0}, {2, 3});
+  EXPECT_EQ(run_metric(top1, {{i32({2, 1}, {2}), p}}), 0.5);
+  EXPECT_EQ(run_metric(top1, {{i32({2, 1}, {2}), p, f32({0.7f, 0.3f})}}),
+            static_cast<double>(0.3f));
+  // k = 2: label 2 (0.8) is second: both hit. Default k = 5 >= classes: every label hits.
+  EXPECT_EQ(run_metric(metrics::SparseTopKCategoricalAccuracy({.k = 2}), {{i32({2, 1}, {2}), p}}),
+            1.0);
+  metrics::SparseTopKCategoricalAccuracy top5;
+  EXPECT_EQ(top5.name(), "sparse_top_k_categorical_accuracy");
+  EXPECT_EQ(run_metric(top5, {{i32({0, 2}, {2}), p}}), 1.0);
+  // Two batches of 4 classes, k = 2, (batch, 1) float labels:
+  //   batch 1: [3, 0, 1] vs rows ranking 3 first, 0 third, 1 tied for first -> 2 hits;
+  //   batch 2: [2] vs a row where 2 is last -> 0 hits, and an out-of-range label 7 -> 0.
+  // Total 2 of 5.
+  metrics::SparseTopKCategoricalAccuracy top2({.k = 2});
+  const Array p1 = f32({0.1f, 0.2f, 0.3f, 0.4f,  //
+                        0.2f, 0.5f, 0.3f, 0.0f,  //
+                        0.4f, 0.4f, 0.1f, 0.1f},
+                       {3, 4});
+  const Array p2 = f32({0.3f, 0.3f, 0.1f, 0.3f, 0.1f, 0.2f, 0.3f, 0.4f}, {2, 4});
+  EXPECT_EQ(run_metric(top2, {{f32({3, 0, 1}, {3, 1}), p1}, {f32({2, 7}, {2, 1}), p2}}),
+            static_cast<double>(0.4f));
+  // A NaN score at the label never hits (the JAX back end treats it as -inf).
+  EXPECT_EQ(run_metric(top5, {{i32({0}, {1}), f32({NAN, 0.5f}, {1, 2})}}), 0.0);
+  expect_error([] { metrics::SparseTopKCategoricalAccuracy({.k = 0}); },
+               ErrorCode::kInvalidArgument, {"SparseTopKCategoricalAccuracy", "k = 0"});
+}
+
+/// Runs `metric` over `batches` like run_metric and returns the final state's values.
+std::vector<std::vector<double>> final_state_of(const metrics::Metric& metric,
+                                                const std::vector<Batch>& batches) {
+  std::vector<std::vector<Array>> inputs;
+  for (const Batch& b : batches) {
+    std::vector<Array> in = {b.y_true, b.y_pred};
+    if (b.sample_weight) in.push_back(*b.sample_weight);
+    inputs.push_back(in);
+  }
+  std::vector<Array> state;
+  run_updates(
+      metric.initial_state(),
+      [&metric](const std::vector<Tensor>& s, const std::vector<Tensor>& x) {
+        std::optional<Tensor> w;
+        if (x.size() == 3) w = x[2];
+        return metric.update_state(s, x[0], x[1], w);
+      },
+      [&metric](const std::vector<Tensor>& s) { return metric.result(s); }, inputs, &state);
+  std::vector<std::vector<double>> values;
+  for (const Array& a : state) values.push_back(a.to_doubles());
+  return values;
+}
+
+TEST(PrecisionRecallMetrics, KerasExamplesAndTwoBatches) {
+  // Keras docs: y_true [0, 1, 1, 1], y_pred [1, 0, 1, 1] -> precision 2 / 3, recall 2 / 3; with
+  // sample_weight [0, 0, 1, 0] both are 1.
+  const Array t = f32({0, 1, 1, 1}), p = f32({1, 0, 1, 1});
+  metrics::Precision precision;
+  metrics::Recall recall;
+  EXPECT_EQ(precision.name(), "precision");
+  EXPECT_EQ(recall.name(), "recall");
+  EXPECT_NEAR(run_metric(precision, {{t, p}}), 2.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(recall, {{t, p}}), 2.0 / 3, 1e-7);
+  EXPECT_EQ(run_metric(precision, {{t, p, f32({0, 0, 1, 0})}}), 1.0);
+  EXPECT_EQ(run_metric(recall, {{t, p, f32({0, 0, 1, 0})}}), 1.0);
+  // Second batch (batch, 1): labels [1, 1, 0], predictions [0.5, 0.9, 0.7]; 0.5 is not above
+  // the threshold. Precision: tp 2 + 1, fp 1 + 1 -> 3 / 5. Recall: tp 3, fn 1 + 1 -> 3 / 5.
+  const Batch second = {f32({1, 1, 0}, {3, 1}), f32({0.5f, 0.9f, 0.7f}, {3, 1})};
+  EXPECT_EQ(final_state_of(precision, {{t, p}, second}),
+            (std::vector<std::vector<double>>{{3}, {2}}));
+  EXPECT_EQ(final_state_of(recall, {{t, p}, second}),
+            (std::vector<std::vector<double>>{{3}, {2}}));
+  EXPECT_NEAR(run_metric(precision, {{t, p}, second}), 0.6, 1e-7);
+  // Threshold 0.6 on the second batch alone: 0.9 and 0.7 are positive -> precision 1 / 2,
+  // recall 1 / 2. Weights (batch,) [2, 1, 3]: tp 1, fp 3, fn 2.
+  metrics::Precision p06({.thresholds = 0.6});
+  metrics::Recall r06({.thresholds = 0.6});
+  EXPECT_EQ(run_metric(p06, {second}), 0.5);
+  EXPECT_EQ(run_metric(r06, {second}), 0.5);
+  const Batch weighted = {second.y_true, second.y_pred, f32({2, 1, 3})};
+  EXPECT_EQ(run_metric(p06, {weighted}), 0.25);
+  EXPECT_NEAR(run_metric(r06, {weighted}), 1.0 / 3, 1e-7);
+  // Nothing predicted positive / no positive labels: 0, not NaN.
+  EXPECT_EQ(run_metric(precision, {{f32({1, 0}), f32({0.1f, 0.2f})}}), 0.0);
+  EXPECT_EQ(run_metric(recall, {{f32({0, 0}), f32({0.9f, 0.2f})}}), 0.0);
+}
+
+TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
+  expect_error([] { metrics::Precision({.thresholds = 1.5}); }, ErrorCode::kInvalidArgument,
+               {"Precision", "thresholds = 1.5", "[0, 1]"});
+  expect_error([] { metrics::Recall({.thresholds = std::nan("")}); }, ErrorCode::kInvalidArgument,
+               {"Recall", "thresholds = nan"});
+  metrics::Precision precision;
+  expect_error(
+      [&] {
+        in_trace({f32_scalar(0), f32_scalar(0), f32({0, 1, 1}, {3, 1}), f32({0, 1}, {2, 1})},
+                 [&](const std::vector<Tensor>& a) {
+                   precision.update_state({a[0], a[1]}, a[2], a[3]);
+                 });
+      },
+      ErrorCode::kShapeMismatch, {"precision", "(3, 1)", "(2, 1)"});
+  expect_error(
+      [&] {
+        in_trace({f32_scalar(0), f32_scalar(0), f32({0, 1}, {2, 1}), f32({0, 1}, {2, 1}),
+                  f32({1, 1, 1})},
+                 [&](const std::vector<Tensor>& a) {
+                   precision.update_state({a[0], a[1]}, a[2], a[3], a[4]);
+                 });
+      },
+      ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2, 1)"});
+}
+
+TEST(AUCMetric, KerasExampleOverTwoBatchesWithItsConfusionCounts) {
+  // Keras docs: num_thresholds 3 (thresholds [-1e-7, 0.5, 1 + 1e-7]), y_true [0, 0, 1, 1],
+  // y_pred [0, 0.5, 0.3, 0.9]: tp [2, 1, 0], fp [2, 0, 0], fn [0, 1, 2], tn [0, 2, 2];
+  // recall [1, 0.5, 0], fp rate [1, 0, 0]; heights [0.75, 0.25]; AUC = 1 * 0.75 = 0.75.
+  metrics::AUC auc({.num_thresholds = 3});
+  EXPECT_EQ(auc.name(), "auc");
+  ASSERT_EQ(auc.thresholds().size(), 3u);
+  EXPECT_EQ(auc.thresholds()[1], 0.5);
+  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})},
+                                      {f32({1, 1}), f32({0.3f, 0.9f})}};
+  EXPECT_EQ(run_metric(auc, batches), 0.75);
+  // State order (Keras's): true_positives, true_negatives, false_positives, false_negatives.
+  EXPECT_EQ(final_state_of(auc, batches),
+            (std::vector<std::vector<double>>{{2, 1, 0}, {0, 2, 2}, {2, 0, 0}, {0, 1, 2}}));
+  // Minoring / majoring: heights min [0.5, 0] / max [1, 0.5] -> 0.5 / 1.
+  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3,
+                                     .summation_method = metrics::AUCSummation::kMinoring}),
+                       batches),
+            0.5);
+  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3,
+                                     .summation_method = metrics::AUCSummation::kMajoring}),
+                       batches),
+            1.0);
+  // Sample weights [1, 0, 0, 1]: only (label 0, 0.0) and (label 1, 0.9) count: tp [1, 1, 0],
+  // fp [1, 0, 0], fn [0, 0, 1], tn [0, 1, 1]; recall [1, 1, 0], fp rate [1, 0, 0] -> AUC 1.
+  EXPECT_EQ(run_metric(auc, {{f32({0, 0}), f32({0, 0.5f}), f32({1, 0})},
+                             {f32({1, 1}), f32({0.3f, 0.9f}), f32({0, 1})}}),
+            1.0);
+}
+
+/// Keras's ROC AUC with interpolation, in double, from the definition (thresholds, counts,
+/// trapezoids).
+double roc_auc_by_hand(const std::vector<double>& labels, const std::vector<double>& preds,
+                       int64_t num_thresholds) {
+  std::vector<double> thresholds = {-1e-7};
+  for (int64_t i = 1; i < num_thresholds - 1; ++i) {
+    thresholds.push_back(static_cast<double>(i) / static_cast<double>(num_thresholds - 1));
+  }
+  thresholds.push_back(1 + 1e-7);
+  std::vector<double> tpr, fpr;
+  for (double th : thresholds) {
+    double tp = 0, fp = 0, fn = 0, tn = 0;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      const bool actual = labels[i] != 0, predicted = preds[i] > th;
+      tp += actual && predicted;
+      fp += !actual && predicted;
+      fn += actual && !predicted;
+      tn += !actual && !predicted;
+    }
+    tpr.push_back(tp + fn > 0 ? tp / (tp + fn) : 0);
+    fpr.push_back(fp + tn > 0 ? fp / (fp + tn) : 0);
+  }
+  double area = 0;
+  for (size_t i = 0; i + 1 < thresholds.size(); ++i) {
+    area += (fpr[i] - fpr[i + 1]) * (tpr[i] + tpr[i + 1]) / 2;
+  }
+  return area;
+}
+
+TEST(AUCMetric, TwoHundredThresholdsMatchTheDefinitionAndTheRankStatistic) {
+  // Predictions away from every threshold i / 199 (so f32 rounding cannot move a decision).
+  const std::vector<double> labels = {1, 0, 1, 1, 0, 0, 1, 0, 0, 1};
+  const std::vector<double> preds = {0.92, 0.13, 0.67, 0.41, 0.52, 0.08, 0.88, 0.35, 0.71, 0.26};
+  const double expected = roc_auc_by_hand(labels, preds, 200);
+  // With every positive-negative pair in different threshold buckets, the trapezoid area is the
+  // Mann-Whitney statistic: the fraction of (positive, negative) pairs ranked correctly. Negatives
+  // below each positive: 0.92: 5, 0.67: 4, 0.41: 3, 0.88: 5, 0.26: 2 -> 19 / 25.
+  EXPECT_NEAR(expected, 19.0 / 25, 1e-12);
+  metrics::AUC auc;
+  EXPECT_EQ(auc.thresholds().size(), 200u);
+  std::vector<float> l(labels.begin(), labels.end()), p(preds.begin(), preds.end());
+  const Batch first = {f32({l.begin(), l.begin() + 6}, {6, 1}),
+                       f32({p.begin(), p.begin() + 6}, {6, 1})};
+  const Batch second = {f32({l.begin() + 6, l.end()}, {4, 1}), f32({p.begin() + 6, p.end()}, {4, 1})};
+  EXPECT_NEAR(run_metric(auc, {first, second}), expected, 1e-6);
+  std::vector<std::vector<double>> state = final_state_of(auc, {first, second});
+  ASSERT_EQ(state.size(), 4u);
+  EXPECT_EQ(state[0].front(), 5.0);  // every positive is above -1e-7
+  EXPECT_EQ(state[2].front(), 5.0);  // and every negative
+  EXPECT_EQ(state[3].back(), 5.0);   // nothing is above 1 + 1e-7
+  EXPECT_EQ(state[1].back(), 5.0);
+}
+
+TEST(AUCMetric, BadOptionsAndStateAreClearErrors) {
+  expect_error([] { metrics::AUC({.num_thresholds = 1}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "num_thresholds = 1", "> 1"});
+  metrics::AUC auc({.num_thresholds = 3});
+  expect_error(
+      [&] {
+        in_trace({f32_scalar(0), f32_scalar(0), f32_scalar(0), f32_scalar(0)},
+                 [&](const std::vector<Tensor>& a) { auc.result(a); });
+      },
+      ErrorCode::kShapeMismatch, {"auc", "state element 0", "expected f32(3,)"});
+  expect_error(
+      [&] {
+        in_trace({f32({0, 0, 0})}, [&](const std::vector<Tensor>& a) { auc.result({a[0]}); });
+      },
+      ErrorCode::kInvalidArgument, {"auc", "1 elements, expected 4"});
+}
+
 TEST(AccuracyMetrics, BadShapesAreClearErrors) {
   metrics::CategoricalAccuracy cat;
   metrics::SparseCategoricalAccuracy sparse;
@@ -385,14 +599,20 @@ TEST(MetricFactory, KerasNamesAndAliases) {
                         Case{"categorical_accuracy", "categorical_accuracy"},
                         Case{"SparseCategoricalAccuracy", "sparse_categorical_accuracy"},
                         Case{"mse", "mean_squared_error"}, Case{"MAE", "mean_absolute_error"},
-                        Case{"bce", "binary_crossentropy"}}) {
+                        Case{"bce", "binary_crossentropy"},
+                        Case{"sparse_top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"},
+                        Case{"SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy"},
+                        Case{"precision", "precision"}, Case{"Precision", "precision"},
+                        Case{"recall", "recall"}, Case{"Recall", "recall"}, Case{"auc", "auc"},
+                        Case{"AUC", "auc"}}) {
     std::unique_ptr<metrics::Metric> m = metrics::get(c.identifier);
     ASSERT_NE(m, nullptr) << c.identifier;
     EXPECT_EQ(m->name(), c.name) << c.identifier;
   }
   EXPECT_NE(dynamic_cast<metrics::Accuracy*>(metrics::get("accuracy").get()), nullptr);
   EXPECT_NE(dynamic_cast<metrics::MeanSquaredError*>(metrics::get("MSE").get()), nullptr);
-  EXPECT_EQ(metrics::known_names().size(), 24u);
+  EXPECT_NE(dynamic_cast<metrics::AUC*>(metrics::get("AUC").get()), nullptr);
+  EXPECT_EQ(metrics::known_names().size(), 32u);
   expect_error([] { metrics::get("f1"); }, ErrorCode::kInvalidArgument,
                {"unknown metric 'f1'", "sparse_categorical_accuracy", "mse"});
 }
@@ -450,8 +670,12 @@ TEST(MetricFactory, CompileResolvesAccuracyByTheLossWithoutShapes) {
                {"'accuracy'", "shapes", "sparse_categorical_accuracy"});
   expect_error([] { metrics::get_for_compile("accuracy", {}); }, ErrorCode::kInvalidArgument,
                {"cannot tell"});
-  expect_error([] { metrics::get_for_compile("precision", {}); }, ErrorCode::kInvalidArgument,
-               {"unknown metric 'precision'"});
+  expect_error([] { metrics::get_for_compile("f1_score", {}); }, ErrorCode::kInvalidArgument,
+               {"unknown metric 'f1_score'"});
+  // Other names keep the identifier as written, as Keras 3's compile does.
+  std::unique_ptr<metrics::Metric> auc = metrics::get_for_compile("AUC", {});
+  EXPECT_NE(dynamic_cast<metrics::AUC*>(auc.get()), nullptr);
+  EXPECT_EQ(auc->name(), "AUC");
 }
 
 // ---- one step with everything, as a compiled train step carries it ------------------------------

@@ -19,12 +19,16 @@
 namespace ingot {
 namespace {
 
+using optimizers::Adagrad;
 using optimizers::Adam;
+using optimizers::AdamW;
 using optimizers::Optimizer;
+using optimizers::RMSprop;
 using optimizers::SGD;
 using optimizers::SGDOptions;
 using optimizers::schedules::CosineDecay;
 using optimizers::schedules::ExponentialDecay;
+using optimizers::schedules::PiecewiseConstantDecay;
 using testing::expect_error;
 
 enum class Engine { kInterpreter, kJit };
@@ -253,6 +257,132 @@ TEST_P(OptimizerTrajectory, AdamOnF64VariablesComputesInF64WithTheF32LearningRat
   expect_close(traj.vars[0], hand.w, 1e-13, "w");
 }
 
+TEST_P(OptimizerTrajectory, AdamWDecaysThenTakesTheAdamStep) {
+  // Keras's AdamW: Adam with weight_decay (default 0.004) applied first: w -= w * wd * lr.
+  const double lr = 0.05, wd = 0.5;
+  AdamW adamw({.learning_rate = lr, .weight_decay = wd});
+  AdamByHand hand{.lr = lr, .beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
+  hand.w = {2.0, -1.0};
+  hand.m = hand.v = hand.v_hat = {0, 0};
+  Trajectory traj(adamw, {f32(hand.w)}, GetParam());
+  const std::vector<std::vector<double>> grads = {{0.4, 0.2}, {-0.1, 0.3}, {0.2, -0.5}};
+  for (int64_t k = 0; k < 3; ++k) {
+    for (double& w : hand.w) w -= w * wd * lr;
+    hand.step(k, grads[k]);
+    traj.step({f32(grads[k])});
+    expect_close(traj.vars[0], hand.w, kF32Tol, "w after step " + std::to_string(k + 1));
+  }
+  // First step by hand: 2 - 2 * 0.025 - 0.05 (Adam's first step is lr * sign(g)) = 1.9.
+  ASSERT_EQ(traj.state.size(), 4u);  // [iterations, learning_rate, m, v], as Adam
+  AdamW defaults;
+  EXPECT_EQ(defaults.options().weight_decay, 0.004);
+  EXPECT_EQ(defaults.config().weight_decay, std::optional<double>(0.004));
+  EXPECT_EQ(defaults.name(), "adamw");
+  Trajectory first(defaults, {f32({2.0})}, GetParam());
+  first.step({f32({1.0})});
+  expect_close(first.vars[0], {2.0 - 2.0 * 0.004 * 0.001 - 0.001}, 1e-6, "default first step");
+}
+
+/// Keras 3's RMSprop by hand in double (see RMSprop's doc comment).
+struct RmspropByHand {
+  double lr, rho, momentum, epsilon;
+  bool centered;
+  std::vector<double> w, v, m, a;
+
+  void step(const std::vector<double>& g) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      v[i] = rho * v[i] + (1 - rho) * g[i] * g[i];
+      double denominator = v[i] + epsilon;
+      if (centered) {
+        a[i] = rho * a[i] + (1 - rho) * g[i];
+        denominator = v[i] - a[i] * a[i] + epsilon;
+      }
+      const double increment = lr * g[i] / std::sqrt(denominator);
+      m[i] = momentum * m[i] + increment;
+      w[i] -= momentum > 0 ? m[i] : increment;
+    }
+  }
+};
+
+TEST_P(OptimizerTrajectory, RmspropMatchesKerasDocExample) {
+  // Keras's docstring: RMSprop(learning_rate=0.1), var 10, loss var^2 / 2 (gradient = var):
+  // after one minimize step var = 9.683772 (v = 0.1 * 100 = 10, w -= 0.1 * 10 / sqrt(10)).
+  RMSprop rmsprop({.learning_rate = 0.1});
+  Trajectory traj(rmsprop, {f32_scalar(10.0)}, GetParam());
+  traj.step({f32_scalar(10.0)});
+  expect_close(traj.vars[0], {9.683772}, 1e-6, "w");
+  ASSERT_EQ(traj.state.size(), 3u);  // [iterations, learning_rate, velocity]
+  expect_close(traj.state[2], {10.0}, kF32Tol, "velocity");
+  EXPECT_EQ(rmsprop.name(), "rmsprop");
+}
+
+TEST_P(OptimizerTrajectory, RmspropWithMomentumAndCenteredMatchesTheFormula) {
+  const std::vector<std::vector<double>> grads = {{1.0, -0.5}, {0.25, 0.75}, {-0.5, 0.1}};
+  for (double momentum : {0.0, 0.5}) {
+    for (bool centered : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " centered " << centered);
+      // A large epsilon so that every term shows at f32 precision.
+      RMSprop rmsprop({.learning_rate = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01,
+                       .centered = centered});
+      RmspropByHand hand{.lr = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01,
+                         .centered = centered};
+      hand.w = {0.5, -2.0};
+      hand.v = hand.m = hand.a = {0, 0};
+      Trajectory traj(rmsprop, {f32(hand.w)}, GetParam());
+      // Layout: [iterations, learning_rate, velocity, momentum?, average_gradient?].
+      const size_t expected_size = 3 + (momentum > 0 ? 1 : 0) + (centered ? 1 : 0);
+      ASSERT_EQ(traj.state.size(), expected_size);
+      for (size_t k = 0; k < grads.size(); ++k) {
+        hand.step(grads[k]);
+        traj.step({f32(grads[k])});
+        const std::string at = " after step " + std::to_string(k + 1);
+        expect_close(traj.vars[0], hand.w, kF32Tol, "w" + at);
+        expect_close(traj.state[2], hand.v, kF32Tol, "velocity" + at);
+        if (momentum > 0) expect_close(traj.state[3], hand.m, kF32Tol, "momentum" + at);
+        if (centered) expect_close(traj.state.back(), hand.a, kF32Tol, "average_gradient" + at);
+      }
+    }
+  }
+}
+
+TEST_P(OptimizerTrajectory, AdagradStartsTheAccumulatorAtItsInitialValue) {
+  const double lr = 0.5, initial = 0.1, epsilon = 1e-7;
+  Adagrad adagrad({.learning_rate = lr});
+  std::vector<double> w = {1.0, -3.0}, acc = {initial, initial};
+  Trajectory traj(adagrad, {f32(w)}, GetParam());
+  ASSERT_EQ(traj.state.size(), 3u);  // [iterations, learning_rate, accumulator]
+  expect_close(traj.state[2], acc, 1e-8, "initial accumulator (0.1 in f32)");
+  const std::vector<std::vector<double>> grads = {{0.3, -1.0}, {0.3, 2.0}, {-0.6, 0.0}};
+  for (size_t k = 0; k < grads.size(); ++k) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      acc[i] += grads[k][i] * grads[k][i];
+      w[i] -= lr * grads[k][i] / std::sqrt(acc[i] + epsilon);
+    }
+    traj.step({f32(grads[k])});
+    const std::string at = " after step " + std::to_string(k + 1);
+    expect_close(traj.vars[0], w, kF32Tol, "w" + at);
+    expect_close(traj.state[2], acc, kF32Tol, "accumulator" + at);
+    // First step of element 0: acc = 0.1 + 0.09 = 0.19, w = 1 - 0.15 / sqrt(0.19) = 0.655876.
+    if (k == 0) {
+      EXPECT_NEAR(traj.vars[0].to_doubles()[0], 0.655876, 1e-6);
+    }
+  }
+}
+
+TEST(Optimizer, AdagradBuildFillsEveryAccumulatorWithTheInitialValue) {
+  // With EMA the averages (zeros) come first, then the accumulators.
+  Adagrad adagrad({.initial_accumulator_value = 0.25, .use_ema = true});
+  std::vector<Array> s = adagrad.build({{{2, 2}, DType::kF32}, {{3}, DType::kF64}});
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_EQ(s[2].to_doubles(), std::vector<double>(4, 0.0));  // average 0
+  EXPECT_EQ(s[4].to_doubles(), std::vector<double>(4, 0.25));
+  EXPECT_EQ(s[4].shape(), (Shape{2, 2}));
+  EXPECT_EQ(s[5].to_doubles(), std::vector<double>(3, 0.25));
+  EXPECT_EQ(s[5].dtype(), DType::kF64);
+  EXPECT_EQ(Adagrad({.initial_accumulator_value = 0.0}).build({{{1}, DType::kF32}})[2].to_doubles(),
+            std::vector<double>{0.0});
+}
+
 // ---- (3) SGD with momentum and Nesterov momentum by hand ---------------------------------------
 
 TEST_P(OptimizerTrajectory, SgdMomentumAndNesterovMatchTheFormula) {
@@ -420,6 +550,42 @@ TEST(Schedules, CosineDecayFollowsKerasFormula) {
   EXPECT_NEAR(eval_schedule(no_warmup, 5), 0.15, 1e-7);
 }
 
+TEST(Schedules, PiecewiseConstantDecayChangesAfterEachBoundary) {
+  // Keras: values[0] for step <= boundaries[0], values[i] for boundaries[i-1] < step <=
+  // boundaries[i], values[-1] for step > boundaries[-1].
+  PiecewiseConstantDecay schedule({.boundaries = {3, 5, 10}, .values = {1.0, 0.5, 0.25, 0.1}});
+  const std::vector<std::pair<int64_t, double>> expected = {
+      {0, 1.0}, {3, 1.0}, {4, 0.5}, {5, 0.5}, {6, 0.25}, {10, 0.25}, {11, 0.1}, {1000, 0.1}};
+  for (const auto& [step, rate] : expected) {
+    EXPECT_NEAR(eval_schedule(schedule, step), rate, 1e-7) << "step " << step;
+  }
+  // One boundary; the values are f32 as Keras converts them.
+  PiecewiseConstantDecay two({.boundaries = {0}, .values = {0.3, 0.2}});
+  EXPECT_EQ(eval_schedule(two, 0), static_cast<double>(0.3f));
+  EXPECT_EQ(eval_schedule(two, 1), static_cast<double>(0.2f));
+  // A floating-point step is compared with the boundaries in its own dtype.
+  const Array at = interp::interpret(
+      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; },
+            {{{}, DType::kF32}}),
+      {f32_scalar(4.5)})[0];
+  EXPECT_EQ(at.dtype(), DType::kF32);
+  expect_close(at, {0.5}, 1e-7, "rate at step 4.5");
+}
+
+TEST_P(OptimizerTrajectory, SgdWithPiecewiseConstantDecayStepsWithEachIntervalsRate) {
+  SGD sgd({.learning_rate = PiecewiseConstantDecay({.boundaries = {1}, .values = {0.5, 0.125}})});
+  Trajectory traj(sgd, {f32({0.0})}, GetParam());
+  double w = 0.0;
+  for (int64_t k = 0; k < 4; ++k) {
+    const double lr = k <= 1 ? 0.5 : 0.125;  // iterations 0 and 1 are <= the boundary 1
+    EXPECT_NEAR(sgd.current_learning_rate(traj.state), lr, 0.0) << "iteration " << k;
+    w -= lr * 1.0;
+    traj.step({f32({1.0})});
+    expect_close(traj.vars[0], {w}, kF32Tol, "w after step " + std::to_string(k + 1));
+  }
+  expect_close(traj.vars[0], {-1.25}, kF32Tol, "w after 4 steps");
+}
+
 TEST_P(OptimizerTrajectory, SgdWithScheduleUsesTheRateAtTheIterationBeforeTheStep) {
   const double lr0 = 0.2, rate = 0.5;
   const int64_t decay_steps = 2;
@@ -580,8 +746,27 @@ TEST(Optimizers, GetByKerasName) {
     EXPECT_EQ(opt->learning_rate().value(), 0.01);
   }
   EXPECT_EQ(Adam({.name = "my_adam"}).name(), "my_adam");
-  expect_error([] { optimizers::get("rmsprop"); }, ErrorCode::kInvalidArgument,
-               {"rmsprop", "adam, sgd"});
+  for (const char* name : {"adamw", "AdamW"}) {
+    std::unique_ptr<Optimizer> opt = optimizers::get(name);
+    ASSERT_NE(dynamic_cast<AdamW*>(opt.get()), nullptr) << name;
+    EXPECT_EQ(opt->name(), "adamw");
+    EXPECT_EQ(opt->config().weight_decay, std::optional<double>(0.004));
+  }
+  for (const char* name : {"rmsprop", "RMSprop"}) {
+    std::unique_ptr<Optimizer> opt = optimizers::get(name);
+    ASSERT_NE(dynamic_cast<RMSprop*>(opt.get()), nullptr) << name;
+    EXPECT_EQ(opt->name(), "rmsprop");
+    EXPECT_EQ(opt->learning_rate().value(), 0.001);
+    EXPECT_EQ(dynamic_cast<RMSprop*>(opt.get())->options().rho, 0.9);
+  }
+  for (const char* name : {"adagrad", "Adagrad"}) {
+    std::unique_ptr<Optimizer> opt = optimizers::get(name);
+    ASSERT_NE(dynamic_cast<Adagrad*>(opt.get()), nullptr) << name;
+    EXPECT_EQ(opt->name(), "adagrad");
+    EXPECT_EQ(dynamic_cast<Adagrad*>(opt.get())->options().initial_accumulator_value, 0.1);
+  }
+  expect_error([] { optimizers::get("nadam"); }, ErrorCode::kInvalidArgument,
+               {"nadam", "adagrad, adam, adamw, rmsprop, sgd"});
   expect_error([] { optimizers::get("ADAM"); }, ErrorCode::kInvalidArgument, {"ADAM"});
 }
 
@@ -619,6 +804,25 @@ TEST(OptimizerErrors, InvalidOptionsNameTheOptionAndValue) {
   expect_error(
       [] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .decay_rate = -2}); },
       E::kInvalidArgument, {"decay_rate", "-2"});
+  expect_error([] { RMSprop({.rho = 1.5}); }, E::kInvalidArgument, {"RMSprop", "rho", "1.5"});
+  expect_error([] { RMSprop({.momentum = -0.5}); }, E::kInvalidArgument, {"momentum", "-0.5"});
+  expect_error([] { RMSprop({.epsilon = 0.0}); }, E::kInvalidArgument, {"RMSprop", "epsilon"});
+  expect_error([] { RMSprop({.clipnorm = -1.0}); }, E::kInvalidArgument, {"RMSprop", "clipnorm"});
+  expect_error([] { Adagrad({.initial_accumulator_value = -0.1}); }, E::kInvalidArgument,
+               {"Adagrad", "initial_accumulator_value", "-0.1"});
+  expect_error([] { Adagrad({.epsilon = std::nan("")}); }, E::kInvalidArgument,
+               {"Adagrad", "epsilon", "nan"});
+  expect_error([] { AdamW({.weight_decay = -0.004}); }, E::kInvalidArgument,
+               {"AdamW", "weight_decay", "-0.004"});
+  expect_error([] { AdamW({.beta_1 = 1.0}); }, E::kInvalidArgument, {"AdamW", "beta_1"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 10}, .values = {1.0, 0.5}}); },
+               E::kInvalidArgument, {"PiecewiseConstantDecay", "2 boundaries", "2 values"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {}, .values = {1.0}}); },
+               E::kInvalidArgument, {"0 boundaries", "at least one boundary"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 5}, .values = {1, 0.5, 0.1}}); },
+               E::kInvalidArgument, {"increase strictly", "boundaries[1] = 5"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5}, .values = {1, -0.5}}); },
+               E::kInvalidArgument, {"values[1]", "-0.5"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 0}); }, E::kInvalidArgument,
                {"CosineDecay", "decay_steps", "0", "> 0"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .alpha = 1.5}); },

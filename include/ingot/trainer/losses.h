@@ -89,6 +89,17 @@ Tensor sparse_labels(const char* fn, const Tensor& y_true, const Tensor& y_pred)
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
 /// mean(|y_true - y_pred|, axis=-1); shapes as mean_squared_error.
 Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred);
+/// Huber loss (Huber 1964, "Robust Estimation of a Location Parameter"), Keras's
+/// keras.losses.huber: with e = y_pred - y_true after squeeze_or_expand_to_same_rank,
+///   mean(0.5 * e^2 if |e| <= delta else delta * |e| - 0.5 * delta^2, axis=-1).
+/// Quadratic inside [-delta, delta], linear outside; value and slope are continuous at
+/// |e| = delta. Shapes as mean_squared_error; delta must be finite and > 0 (kInvalidArgument).
+Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta = 1.0);
+/// Kullback-Leibler divergence KL(y_true || y_pred), Keras's keras.losses.kl_divergence: both
+/// clipped to [kEpsilon, 1], then sum(y_true * log(y_true / y_pred), axis=-1). Inputs are
+/// probability distributions along the last axis; y_true and y_pred broadcast against each other
+/// (no squeeze or expand, as Keras), to rank >= 1 (kShapeMismatch / kInvalidArgument otherwise).
+Tensor kl_divergence(const Tensor& y_true, const Tensor& y_pred);
 /// Binary crossentropy averaged over `axis`. y_true (probabilities in [0, 1]) and y_pred must
 /// have the same shape after squeeze_or_expand_to_same_rank (kShapeMismatch otherwise).
 /// Labels are smoothed towards 0.5: y_true * (1 - label_smoothing) + 0.5 * label_smoothing.
@@ -198,6 +209,43 @@ class MeanAbsoluteError final : public Loss {
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
 };
 
+/// Options of Huber (Keras's keyword arguments).
+struct HuberOptions {
+  /// Where the loss turns from quadratic to linear; finite and > 0.
+  double delta = 1.0;
+  Reduction reduction = Reduction::kSumOverBatchSize;
+  std::string name = "huber_loss";
+  DType dtype = DType::kF32;
+};
+/// Keras's Huber: huber per sample. A delta that is not finite and > 0 is
+/// ingot::Error(kInvalidArgument) at construction.
+class Huber final : public Loss {
+ public:
+  explicit Huber(const HuberOptions& options = {});
+  const HuberOptions& options() const { return options_; }
+
+ protected:
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+
+ private:
+  HuberOptions options_;
+};
+
+/// Options of KLDivergence.
+struct KLDivergenceOptions {
+  Reduction reduction = Reduction::kSumOverBatchSize;
+  std::string name = "kl_divergence";
+  DType dtype = DType::kF32;
+};
+/// Keras's KLDivergence: kl_divergence per sample.
+class KLDivergence final : public Loss {
+ public:
+  explicit KLDivergence(const KLDivergenceOptions& options = {});
+
+ protected:
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+};
+
 /// Options of BinaryCrossentropy (Keras's keyword arguments).
 struct BinaryCrossentropyOptions {
   /// y_pred holds logits (any real) instead of probabilities.
@@ -251,7 +299,7 @@ class CategoricalCrossentropy final : public Loss {
 };
 
 /// Options of SparseCategoricalCrossentropy (Keras's keyword arguments; ignore_class is not
-/// supported).
+/// supported; Keras 3 has no label_smoothing here either, only on the one-hot losses).
 struct SparseCategoricalCrossentropyOptions {
   /// y_pred holds logits instead of probabilities.
   bool from_logits = false;
@@ -298,10 +346,12 @@ class LossFunctionWrapper final : public Loss {
 };
 
 /// The loss `identifier` names, with default options, as Keras's keras.losses.get: the
-/// snake_case function names ("mean_squared_error", "mean_absolute_error",
-/// "binary_crossentropy", "categorical_crossentropy", "sparse_categorical_crossentropy"), the
-/// class names ("MeanSquaredError", ...) and Keras's aliases "mse", "MSE", "mae", "MAE", "bce",
-/// "BCE". The loss's name() is its default (e.g. "mean_squared_error" for "mse").
+/// snake_case function names ("mean_squared_error", "mean_absolute_error", "huber",
+/// "kl_divergence", "binary_crossentropy", "categorical_crossentropy",
+/// "sparse_categorical_crossentropy"), the class names ("MeanSquaredError", "Huber",
+/// "KLDivergence", ...) and Keras's aliases "mse", "MSE", "mae", "MAE", "kld", "KLD", "bce",
+/// "BCE". The loss's name() is its default (e.g. "mean_squared_error" for "mse", "huber_loss"
+/// for "huber").
 /// Throws ingot::Error(kInvalidArgument) naming the identifier and listing known_names().
 std::unique_ptr<Loss> get(std::string_view identifier);
 /// Every identifier get() accepts, in a fixed order.

@@ -4,8 +4,9 @@
 // result() computes the metric's value from a state. Everything taking Tensors must run inside
 // trace() (interpreted or jit-compiled alike).
 //
-// State convention: every state element is an f32 scalar (shape ()), the totals and counts that
-// Keras keeps in its metric variables, in the order initial_state() returns them.
+// State convention: every state element is an f32 Array, the totals and counts that Keras keeps
+// in its metric variables, in the order initial_state() returns them: scalars (shape ()) for
+// every metric except AUC, whose confusion counts are vectors (num_thresholds,).
 #pragma once
 
 #include <functional>
@@ -102,7 +103,7 @@ class Metric {
 
   /// The metric's name, the key of its value in the logs.
   const std::string& name() const { return name_; }
-  /// The state before any update (f32 scalars).
+  /// The state before any update (f32 Arrays, scalars except for AUC).
   virtual std::vector<Array> initial_state() const = 0;
   /// Pure update: the new state after one batch. `sample_weight` has shape (batch,) or
   /// (batch, 1) (or a scalar). Throws ingot::Error for a malformed state or inputs.
@@ -143,6 +144,13 @@ class MeanMetricWrapper : public Metric {
 // ---- per-sample functions (keras.metrics.*) -----------------------------------------------------
 // Each returns f32 matches (1 where right, 0 where wrong).
 
+/// Keras's sparse_top_k_categorical_accuracy (in_top_k of the JAX back end): 1 where the score
+/// of the label class is among the k largest of y_pred's last axis, i.e. fewer than k classes
+/// score strictly higher (ties count in the label's favour); a NaN score at the label never
+/// matches, and neither does a label outside [0, C). Labels as sparse_categorical_accuracy
+/// (shape y_pred.shape[:-1] or with a trailing 1; floats truncated to integers); result shape
+/// y_pred.shape[:-1]. k < 1 is kInvalidArgument.
+Tensor sparse_top_k_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred, int64_t k = 5);
 /// Elementwise y_true == y_pred (y_true converted to y_pred's dtype) after
 /// squeeze_or_expand_to_same_rank; shapes must broadcast (kShapeMismatch otherwise).
 Tensor accuracy(const Tensor& y_true, const Tensor& y_pred);
@@ -219,12 +227,122 @@ class MeanAbsoluteError final : public MeanMetricWrapper {
   explicit MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
 };
 
+struct SparseTopKCategoricalAccuracyOptions {
+  /// How many of the highest scores count as a hit; >= 1.
+  int64_t k = 5;
+  std::string name = "sparse_top_k_categorical_accuracy";
+};
+/// keras.metrics.SparseTopKCategoricalAccuracy: sparse_top_k_categorical_accuracy averaged per
+/// sample. k < 1 is ingot::Error(kInvalidArgument) at construction.
+class SparseTopKCategoricalAccuracy final : public MeanMetricWrapper {
+ public:
+  explicit SparseTopKCategoricalAccuracy(const SparseTopKCategoricalAccuracyOptions& options = {});
+};
+
+/// Options of Precision and Recall (Keras's `thresholds`, one value; `top_k` and `class_id` are
+/// not supported).
+struct PrecisionOptions {
+  /// A prediction strictly above it counts as positive; in [0, 1].
+  double thresholds = 0.5;
+  std::string name = "precision";
+};
+struct RecallOptions {
+  /// A prediction strictly above it counts as positive; in [0, 1].
+  double thresholds = 0.5;
+  std::string name = "recall";
+};
+
+/// keras.metrics.Precision with one threshold: tp / (tp + fp), 0 while nothing was predicted
+/// positive. Every element of y_true / y_pred is one binary decision (the inputs are flattened,
+/// as Keras's update_confusion_matrix_variables does): a label is positive when nonzero, a
+/// prediction when > thresholds; each decision adds its sample weight (default 1) to
+/// true_positives or false_positives. State: {true_positives, false_positives} (f32 scalars).
+/// y_true and y_pred must have the same shape after squeeze_or_expand_to_same_rank
+/// (kShapeMismatch naming both); the weight is aligned with the leading axis and broadcast to
+/// y_pred's shape (kShapeMismatch if it does not broadcast). A threshold outside [0, 1] (or NaN)
+/// is kInvalidArgument at construction.
+class Precision final : public Metric {
+ public:
+  explicit Precision(const PrecisionOptions& options = {});
+  std::vector<Array> initial_state() const override;
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                   const Tensor& y_pred,
+                                   std::optional<Tensor> sample_weight = {}) const override;
+  Tensor result(const std::vector<Tensor>& state) const override;
+
+ private:
+  double threshold_;
+};
+
+/// keras.metrics.Recall with one threshold: tp / (tp + fn), 0 while there was no positive label.
+/// Inputs, weights and errors as Precision. State: {true_positives, false_negatives}.
+class Recall final : public Metric {
+ public:
+  explicit Recall(const RecallOptions& options = {});
+  std::vector<Array> initial_state() const override;
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                   const Tensor& y_pred,
+                                   std::optional<Tensor> sample_weight = {}) const override;
+  Tensor result(const std::vector<Tensor>& state) const override;
+
+ private:
+  double threshold_;
+};
+
+/// How AUC sums the area under its piecewise curve (Keras's `summation_method`).
+enum class AUCSummation {
+  /// "interpolation": trapezoids, the mean of the two heights of each interval.
+  kInterpolation,
+  /// "minoring": the lower height of each interval (a lower bound of the area).
+  kMinoring,
+  /// "majoring": the higher height (an upper bound).
+  kMajoring,
+};
+
+/// Options of AUC (Keras's keyword arguments; curve "ROC" only, no explicit `thresholds`,
+/// `multi_label`, `num_labels`, `label_weights` or `from_logits`).
+struct AUCOptions {
+  /// Number of thresholds, > 1: 0 - 1e-7, then i / (num_thresholds - 1) for i in
+  /// [1, num_thresholds - 2], then 1 + 1e-7 (Keras's evenly spaced thresholds with epsilon).
+  int64_t num_thresholds = 200;
+  AUCSummation summation_method = AUCSummation::kInterpolation;
+  std::string name = "auc";
+};
+
+/// keras.metrics.AUC with curve "ROC": the area under the receiver operating characteristic,
+/// approximated over the thresholds by a Riemann sum. Per threshold t the confusion counts
+/// (weighted, every element of the flattened inputs one decision: label positive when nonzero,
+/// prediction positive when y_pred > t) accumulate over batches; then
+///   tpr = tp / (tp + fn), fpr = fp / (fp + tn)   (0 where the divisor is 0)
+///   AUC = sum_i (fpr[i] - fpr[i+1]) * height_i
+/// with height_i = (tpr[i] + tpr[i+1]) / 2 for kInterpolation (the trapezoid rule), their
+/// minimum (kMinoring) or maximum (kMajoring). Predictions are expected in [0, 1] (probabilities).
+/// State: {true_positives, true_negatives, false_positives, false_negatives}, each an f32 vector
+/// (num_thresholds,) (Keras's variable order). Inputs, weights and errors as Precision;
+/// num_thresholds <= 1 is kInvalidArgument at construction.
+class AUC final : public Metric {
+ public:
+  explicit AUC(const AUCOptions& options = {});
+  std::vector<Array> initial_state() const override;
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                   const Tensor& y_pred,
+                                   std::optional<Tensor> sample_weight = {}) const override;
+  Tensor result(const std::vector<Tensor>& state) const override;
+  /// The thresholds, in increasing order (num_thresholds values, as f32 like Keras's variables).
+  const std::vector<double>& thresholds() const { return thresholds_; }
+
+ private:
+  AUCOptions options_;
+  std::vector<double> thresholds_;
+};
+
 // ---- factory ------------------------------------------------------------------------------------
 
 /// The metric `identifier` names, as keras.metrics.get, named by its default name:
 /// "accuracy"/"Accuracy" (exact equality), "binary_accuracy", "categorical_accuracy",
-/// "sparse_categorical_accuracy", "mean_squared_error"/"mse"/"MSE", "mean_absolute_error"/
-/// "mae"/"MAE", the class names ("BinaryAccuracy", ...), and the crossentropies
+/// "sparse_categorical_accuracy", "sparse_top_k_categorical_accuracy", "precision", "recall",
+/// "auc", "mean_squared_error"/"mse"/"MSE", "mean_absolute_error"/
+/// "mae"/"MAE", the class names ("BinaryAccuracy", "AUC", ...), and the crossentropies
 /// "binary_crossentropy"/"bce"/"BCE", "categorical_crossentropy",
 /// "sparse_categorical_crossentropy" (MeanMetricWrappers of the loss functions on
 /// probabilities). Throws ingot::Error(kInvalidArgument) naming the identifier and listing

@@ -143,6 +143,35 @@ class CosineDecay {
   CosineDecayOptions options_;
 };
 
+/// Options of PiecewiseConstantDecay (Keras's positional arguments, by name).
+struct PiecewiseConstantDecayOptions {
+  /// Iteration counts where the rate changes, strictly increasing; at least one.
+  std::vector<int64_t> boundaries;
+  /// The rates: one more than `boundaries`; each finite and >= 0.
+  std::vector<double> values;
+};
+
+/// keras.optimizers.schedules.PiecewiseConstantDecay: the rate is
+///   values[0]       for step <= boundaries[0],
+///   values[i]       for boundaries[i-1] < step <= boundaries[i],
+///   values.back()   for step > boundaries.back(),
+/// an f32 scalar (Keras converts the Python float values to float32). The boundaries are
+/// compared in the step's dtype, as Keras casts them to it.
+class PiecewiseConstantDecay {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) naming the option and its value for no boundaries,
+  /// values.size() != boundaries.size() + 1 (Keras's ValueError), boundaries that do not
+  /// strictly increase, or a negative or non-finite value.
+  explicit PiecewiseConstantDecay(PiecewiseConstantDecayOptions options);
+  /// The rate at `step` (an integer or floating-point scalar Tensor): an f32 scalar Tensor.
+  /// Throws ingot::Error(kShapeMismatch) for a non-scalar step.
+  Tensor operator()(const Tensor& step) const;
+  const PiecewiseConstantDecayOptions& options() const { return options_; }
+
+ private:
+  PiecewiseConstantDecayOptions options_;
+};
+
 }  // namespace schedules
 
 /// The arguments of Keras's base optimizer that every optimizer shares. Concrete optimizers take a
@@ -178,7 +207,8 @@ struct OptimizerConfig {
 ///   next n (use_ema only)     the moving averages, one per trainable variable (its type);
 ///   then the slots            slot kind-major: all variables' first slot (e.g. Adam's
 ///                             momentum), then all variables' second slot (velocity), ...;
-///                             each of its variable's shape and dtype, starting at zero.
+///                             each of its variable's shape and dtype, starting at
+///                             slot_initial_value(kind) (zero except Adagrad's accumulator).
 /// for n trainable variables. Optimizers are immutable and may be shared between threads.
 class Optimizer {
  public:
@@ -251,6 +281,11 @@ class Optimizer {
 
   /// Names of the per-variable slots (e.g. {"momentum", "velocity"}), in layout order.
   virtual std::vector<std::string> slot_names() const = 0;
+
+  /// The value every element of slot kind `slot` (an index into slot_names()) starts at in
+  /// build(): 0 unless overridden (Keras's add_optimizer_variables initializer, "zeros" by
+  /// default; Adagrad's accumulator starts at initial_accumulator_value).
+  virtual double slot_initial_value(size_t /*slot*/) const { return 0.0; }
 
   /// Keras's update_step for one variable: `gradient` (clipped, of the variable's dtype),
   /// `variable` (after weight decay), this variable's slots (one per slot_names() entry),
@@ -353,6 +388,8 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  protected:
+  /// For subclasses (AdamW): `class_name` prefixes error messages.
+  Adam(std::string class_name, AdamOptions options);
   std::vector<std::string> slot_names() const override;
   std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
                                                      const Tensor& variable,
@@ -364,12 +401,143 @@ class Adam : public Optimizer {
   AdamOptions options_;
 };
 
+/// Options of AdamW (keras.optimizers.AdamW's arguments, Keras's order and defaults): Adam's,
+/// with a weight decay that is always set.
+struct AdamWOptions {
+  LearningRate learning_rate = 0.001;
+  /// Decoupled weight decay factor (Loshchilov & Hutter), >= 0: w -= w * weight_decay * lr
+  /// before the Adam step.
+  double weight_decay = 0.004;
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  bool amsgrad = false;
+  std::optional<double> clipnorm;
+  std::optional<double> clipvalue;
+  std::optional<double> global_clipnorm;
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::optional<int64_t> ema_overwrite_frequency;
+  std::optional<double> loss_scale_factor;
+  std::string name = "adamw";
+};
+
+/// keras.optimizers.AdamW (Loshchilov & Hutter, "Decoupled Weight Decay Regularization", 2019,
+/// arXiv:1711.05101): Adam with the base optimizer's decoupled weight decay, which Keras's AdamW
+/// requires to be set (default 0.004). The update is exactly Adam's with
+/// `.weight_decay = weight_decay`; the same slots and layout.
+class AdamW : public Adam {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) as Adam does, prefixed "AdamW" (weight_decay < 0 or
+  /// non-finite included).
+  explicit AdamW(AdamWOptions options = {});
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  AdamWOptions options_;
+};
+
+/// Options of RMSprop (keras.optimizers.RMSprop's arguments, Keras's order and defaults).
+struct RMSpropOptions {
+  LearningRate learning_rate = 0.001;
+  /// Discount of the running average of squared gradients, in [0, 1].
+  double rho = 0.9;
+  /// Plain (heavy-ball) momentum on the increments, in [0, 1]; 0 keeps no momentum slots.
+  double momentum = 0.0;
+  /// Added to the mean square under the square root; finite and > 0.
+  double epsilon = 1e-7;
+  /// Divide by the estimated variance (mean square minus squared mean gradient) instead of the
+  /// mean square (Graves 2013, arXiv:1308.0850); keeps an "average_gradient" slot.
+  bool centered = false;
+  std::optional<double> weight_decay;
+  std::optional<double> clipnorm;
+  std::optional<double> clipvalue;
+  std::optional<double> global_clipnorm;
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::optional<int64_t> ema_overwrite_frequency;
+  std::optional<double> loss_scale_factor;
+  std::string name = "rmsprop";
+};
+
+/// keras.optimizers.RMSprop (Hinton, Coursera lecture 6e, 2012), in Keras 3's form. Slots, in
+/// layout order: "velocity" (v), then "momentum" (m, only with momentum > 0), then
+/// "average_gradient" (a, only when centered). Per variable:
+///   v = rho * v + (1 - rho) * g^2
+///   a = rho * a + (1 - rho) * g;  denominator = v - a^2 + epsilon     (centered)
+///                                 denominator = v + epsilon           (otherwise)
+///   increment = lr * g / sqrt(denominator)
+///   m = momentum * m + increment;  w -= m                             (momentum > 0)
+///   w -= increment                                                    (otherwise)
+/// (rho and epsilon converted to the variable's dtype, 1 - rho computed in double).
+class RMSprop : public Optimizer {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) naming the option and value for rho or momentum
+  /// outside [0, 1], epsilon <= 0 or non-finite, and for the shared options.
+  explicit RMSprop(RMSpropOptions options = {});
+  const RMSpropOptions& options() const { return options_; }
+
+ protected:
+  std::vector<std::string> slot_names() const override;
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
+                                                     const Tensor& variable,
+                                                     const std::vector<Tensor>& slots,
+                                                     const Tensor& learning_rate,
+                                                     const Tensor& iterations) const override;
+
+ private:
+  RMSpropOptions options_;
+};
+
+/// Options of Adagrad (keras.optimizers.Adagrad's arguments, Keras's order and defaults).
+struct AdagradOptions {
+  LearningRate learning_rate = 0.001;
+  /// The value every accumulator element starts at; finite and >= 0.
+  double initial_accumulator_value = 0.1;
+  /// Added to the accumulator under the square root; finite and > 0.
+  double epsilon = 1e-7;
+  std::optional<double> weight_decay;
+  std::optional<double> clipnorm;
+  std::optional<double> clipvalue;
+  std::optional<double> global_clipnorm;
+  bool use_ema = false;
+  double ema_momentum = 0.99;
+  std::optional<int64_t> ema_overwrite_frequency;
+  std::optional<double> loss_scale_factor;
+  std::string name = "adagrad";
+};
+
+/// keras.optimizers.Adagrad (Duchi, Hazan & Singer, JMLR 12, 2011), in Keras 3's form. One slot
+/// "accumulator" (acc) per variable, starting at initial_accumulator_value (not zero). Per
+/// variable:
+///   acc += g^2;   w -= lr * g / sqrt(acc + epsilon)
+class Adagrad : public Optimizer {
+ public:
+  /// Throws ingot::Error(kInvalidArgument) naming the option and value for a negative or
+  /// non-finite initial_accumulator_value, epsilon <= 0 or non-finite, and for the shared options.
+  explicit Adagrad(AdagradOptions options = {});
+  const AdagradOptions& options() const { return options_; }
+
+ protected:
+  std::vector<std::string> slot_names() const override;
+  double slot_initial_value(size_t slot) const override;
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
+                                                     const Tensor& variable,
+                                                     const std::vector<Tensor>& slots,
+                                                     const Tensor& learning_rate,
+                                                     const Tensor& iterations) const override;
+
+ private:
+  AdagradOptions options_;
+};
+
 /// keras.optimizers.get for a name: a new optimizer with default options. Accepts Keras's class
-/// name or its lowercase form: "SGD" / "sgd", "Adam" / "adam". Throws
-/// ingot::Error(kInvalidArgument) naming `name` and listing the known names otherwise.
+/// name or its lowercase form: "SGD" / "sgd", "Adam" / "adam", "AdamW" / "adamw",
+/// "RMSprop" / "rmsprop", "Adagrad" / "adagrad". Throws ingot::Error(kInvalidArgument) naming
+/// `name` and listing the known names otherwise.
 std::unique_ptr<Optimizer> get(const std::string& name);
 
-/// The names get() accepts, lowercase, sorted: {"adam", "sgd"}.
+/// The names get() accepts, lowercase, sorted: {"adagrad", "adam", "adamw", "rmsprop", "sgd"}.
 std::vector<std::string> known_names();
 
 }  // namespace ingot::optimizers
