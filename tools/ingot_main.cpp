@@ -22,8 +22,8 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
   cmd->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
-  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004) or sgd")->capture_default_str();
-  cmd->add_option("--learning-rate", c.learning_rate, "learning rate (default: 1e-3 for adam/adamw, 1e-2 for sgd)");
+  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004), sgd, rmsprop or adagrad")->capture_default_str();
+  cmd->add_option("--learning-rate", c.learning_rate, "learning rate (default: 1e-2 for sgd, 1e-3 for the others)");
   cmd->add_option("--lr-schedule", c.lr_schedule, "cosine (decay to 0 over the run, Keras CosineDecay) or constant")
       ->capture_default_str();
   cmd->add_option("--validation-split", c.validation_split, "last fraction of the training images held out")

@@ -202,6 +202,15 @@ if(PART STREQUAL "train")
   if(NOT lr EQUAL 0.01 OR NOT n EQUAL 2)
     message(FATAL_ERROR "sgd.json: learning_rate ${lr}, ${n} epoch times")
   endif()
+  # RMSprop and Adagrad train and are recorded.
+  foreach(opt rmsprop adagrad)
+    expect_run(${opt}_train 0 ARGS train --data-dir "${DATA_DIR}" --optimizer ${opt} --epochs 1 --limit 1000
+               --metrics-json ${opt}.json --quiet HAS "test loss ")
+    json_get(recorded "${WORK_DIR}/${opt}.json" config optimizer)
+    if(NOT recorded STREQUAL opt)
+      message(FATAL_ERROR "${opt}.json records optimizer '${recorded}'")
+    endif()
+  endforeach()
   # A constant rate (the default is cosine decay) changes the trajectory of the same seed and is
   # recorded.
   expect_run(sgd_constant 0 ARGS train --data-dir "${DATA_DIR}" --optimizer sgd --epochs 2 --limit 1000
@@ -252,8 +261,8 @@ expect_missing(${out_files})
 
 # Options.
 expect_run(unknown_model 1 ARGS ${train} --model resnet ${outputs} ERR "unknown --model 'resnet'" "mlp or cnn")
-expect_run(unknown_optimizer 1 ARGS ${train} --optimizer rmsprop ${outputs}
-           ERR "unknown --optimizer 'rmsprop'" "adam, adamw or sgd")
+expect_run(unknown_optimizer 1 ARGS ${train} --optimizer nadam ${outputs}
+           ERR "unknown --optimizer 'nadam'" "adam, adamw, sgd, rmsprop or adagrad")
 expect_run(unknown_schedule 1 ARGS ${train} --lr-schedule step ${outputs}
            ERR "unknown --lr-schedule 'step'" "constant or cosine")
 expect_run(unknown_dataset 1 ARGS ${train} --dataset mnist ERR "unknown --dataset 'mnist'")

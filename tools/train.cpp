@@ -62,8 +62,9 @@ void check_train_options(const TrainCommand& c) {
     throw bad_option(fmt::format("unknown --dataset '{}'", c.dataset), "the dataset known is fashion-mnist");
   }
   check_model_name(c.model);
-  if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd") {
-    throw bad_option(fmt::format("unknown --optimizer '{}'", c.optimizer), "use adam, adamw or sgd");
+  const std::vector<std::string> optimizers = {"adam", "adamw", "sgd", "rmsprop", "adagrad"};
+  if (std::find(optimizers.begin(), optimizers.end(), c.optimizer) == optimizers.end()) {
+    throw bad_option(fmt::format("unknown --optimizer '{}'", c.optimizer), "use adam, adamw, sgd, rmsprop or adagrad");
   }
   if (c.lr_schedule != "constant" && c.lr_schedule != "cosine") {
     throw bad_option(fmt::format("unknown --lr-schedule '{}'", c.lr_schedule), "use constant or cosine");
@@ -163,9 +164,8 @@ std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed) {
   return model;
 }
 
-/// The optimizer of a run: adam / adamw / sgd with Keras's defaults (adamw is
-/// keras.optimizers.AdamW's default decoupled weight decay of 0.004 on Adam: Keras's AdamW only
-/// changes that default); with --lr-schedule cosine the rate decays from the learning rate to 0
+/// The optimizer of a run: adam / adamw / sgd / rmsprop / adagrad with Keras's defaults (adamw:
+/// keras.optimizers.AdamW, decoupled weight decay 0.004); with --lr-schedule cosine the rate decays from the learning rate to 0
 /// over `total_steps` (keras.optimizers.schedules.CosineDecay).
 std::shared_ptr<optimizers::Optimizer> make_optimizer(const TrainCommand& c, int64_t total_steps) {
   using namespace optimizers;
@@ -175,7 +175,9 @@ std::shared_ptr<optimizers::Optimizer> make_optimizer(const TrainCommand& c, int
     lr = schedules::CosineDecay({.initial_learning_rate = rate, .decay_steps = std::max<int64_t>(total_steps, 1)});
   }
   if (c.optimizer == "sgd") return std::make_shared<SGD>(SGDOptions{.learning_rate = lr});
-  if (c.optimizer == "adamw") return std::make_shared<Adam>(AdamOptions{.learning_rate = lr, .weight_decay = 0.004, .name = "adamw"});
+  if (c.optimizer == "adamw") return std::make_shared<AdamW>(AdamWOptions{.learning_rate = lr});
+  if (c.optimizer == "rmsprop") return std::make_shared<RMSprop>(RMSpropOptions{.learning_rate = lr});
+  if (c.optimizer == "adagrad") return std::make_shared<Adagrad>(AdagradOptions{.learning_rate = lr});
   return std::make_shared<Adam>(AdamOptions{.learning_rate = lr});
 }
 

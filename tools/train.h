@@ -18,8 +18,8 @@ struct TrainCommand {
   std::string model = "mlp";               ///< "mlp" or "cnn"
   int64_t epochs = 10;                     ///< > 0
   int64_t batch_size = 128;                ///< > 0
-  std::string optimizer = "adam";          ///< "adam", "adamw" (Adam, weight_decay 0.004) or "sgd"
-  /// > 0 and finite; unset: the optimizer's Keras default (1e-3 for adam/adamw, 1e-2 for sgd).
+  std::string optimizer = "adam";          ///< "adam", "adamw" (weight_decay 0.004), "sgd", "rmsprop", "adagrad"
+  /// > 0 and finite; unset: the optimizer's Keras default (1e-2 for sgd, 1e-3 for the others).
   std::optional<double> learning_rate;
   /// "cosine": CosineDecay from the learning rate to 0 over all the run's steps (epochs *
   /// ceil(training images / batch size)); "constant": the learning rate throughout.
