@@ -1,5 +1,9 @@
 // ModelCheckpoint and PathTemplate: Keras 3's keras.callbacks.ModelCheckpoint (weights only) and
 // the str.format subset its filepath uses. Guide: docs/trainer-callbacks.md, "ModelCheckpoint".
+#include "ingot/trainer/callbacks_checkpoint.h"
+
+#include <fmt/format.h>
+
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -8,10 +12,7 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "ingot/runtime/error.h"
-#include "ingot/trainer/callbacks_checkpoint.h"
 #include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/model.h"
 
@@ -46,7 +47,8 @@ void check_spec(const std::string& pattern, const std::string& name, const std::
   if (type == "d" && !is_int_field(name)) {
     throw template_error(pattern, "field '" + name + "' is a log value (a float): ':" + spec + "' needs f, e or g");
   }
-  if (type == "d" && has_precision) throw template_error(pattern, "field '" + name + "': ':" + spec + "' has a precision");
+  if (type == "d" && has_precision)
+    throw template_error(pattern, "field '" + name + "': ':" + spec + "' has a precision");
   if (type.empty() && has_precision) {
     throw template_error(pattern, "field '" + name + "': ':" + spec + "' needs a type (" +
                                       (is_int_field(name) ? "d, f, e or g" : "f, e or g") + ")");
@@ -133,13 +135,15 @@ PathTemplate::PathTemplate(std::string pattern) : pattern_(std::move(pattern)) {
       continue;
     }
     const size_t close = pattern_.find('}', i);
-    if (close == std::string::npos) throw template_error(pattern_, "'{' at position " + std::to_string(i) + " is never closed");
+    if (close == std::string::npos)
+      throw template_error(pattern_, "'{' at position " + std::to_string(i) + " is never closed");
     const std::string field = pattern_.substr(i + 1, close - i - 1);
     const size_t colon = field.find(':');
     Piece piece{field.substr(0, colon), colon == std::string::npos ? "" : field.substr(colon + 1), true};
     if (piece.text.empty()) throw template_error(pattern_, "empty field name at position " + std::to_string(i));
     if (piece.text.find_first_of("!{[.") != std::string::npos) {
-      throw template_error(pattern_, "field '" + piece.text + "': conversions, indexing and attributes are not supported");
+      throw template_error(pattern_,
+                           "field '" + piece.text + "': conversions, indexing and attributes are not supported");
     }
     check_spec(pattern_, piece.text, piece.spec);
     if (!text.empty()) pieces_.push_back({std::exchange(text, ""), "", false});
@@ -251,8 +255,7 @@ void ModelCheckpoint::save(int64_t epoch, std::optional<int64_t> batch, const Lo
   const std::string path = template_.format(epoch + 1, batch ? std::optional<int64_t>(*batch + 1) : std::nullopt, logs);
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "ModelCheckpoint: filepath '" + path + "' is an existing directory",
+    throw Error(ErrorCode::kInvalidArgument, "ModelCheckpoint: filepath '" + path + "' is an existing directory",
                 "specify a file path, e.g. '" + path + "/weights.safetensors'");
   }
   if (!should_save(epoch, logs, path)) return;

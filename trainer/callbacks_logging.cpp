@@ -1,5 +1,9 @@
 // CSVLogger and python_float / csv_field: Keras 3's keras.callbacks.CSVLogger over Python's csv
 // module (excel dialect) and repr(float). Guide: docs/trainer-callbacks.md, "CSVLogger".
+#include "ingot/trainer/callbacks_logging.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -14,10 +18,7 @@
 #include <system_error>
 #include <utility>
 
-#include <fmt/format.h>
-
 #include "ingot/runtime/error.h"
-#include "ingot/trainer/callbacks_logging.h"
 
 namespace ingot::callbacks {
 namespace {

@@ -1,5 +1,7 @@
 // LearningRateScheduler and ReduceLROnPlateau: Keras 3's keras.callbacks semantics over
 // WeightsAccess::learning_rate / set_learning_rate. Guide: docs/trainer-callbacks.md.
+#include "ingot/trainer/callbacks_lr.h"
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -8,7 +10,6 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/callbacks_logging.h"
-#include "ingot/trainer/callbacks_lr.h"
 
 namespace ingot::callbacks {
 namespace {
@@ -16,8 +17,7 @@ namespace {
 /// The trainer's access to the rate; kFailedPrecondition naming `owner` when there is none.
 WeightsAccess& rate_access(const Callback& callback, const std::string& owner) {
   if (callback.weights_access() == nullptr) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                owner + ": the callback has no access to the optimizer's learning rate",
+    throw Error(ErrorCode::kFailedPrecondition, owner + ": the callback has no access to the optimizer's learning rate",
                 "pass it to fit (which provides the access), or give the CallbackList a WeightsAccess");
   }
   return *callback.weights_access();
@@ -42,7 +42,8 @@ Error lr_option_error(const std::string& owner, const std::string& what, const s
 
 void check_plateau_options(const ReduceLROnPlateauOptions& o) {
   const std::string owner = "ReduceLROnPlateau";
-  if (o.monitor.empty()) throw lr_option_error(owner, "monitor is empty", "pass the log name to watch, e.g. \"val_loss\"");
+  if (o.monitor.empty())
+    throw lr_option_error(owner, "monitor is empty", "pass the log name to watch, e.g. \"val_loss\"");
   if (!(o.factor >= 0.0 && o.factor < 1.0)) {
     throw lr_option_error(owner, "factor = " + python_float(o.factor) + " is not in [0, 1)",
                           "pass the factor the rate is multiplied by, e.g. 0.1 or 0.5");
@@ -55,7 +56,8 @@ void check_plateau_options(const ReduceLROnPlateauOptions& o) {
     throw lr_option_error(owner, "cooldown = " + std::to_string(o.cooldown) + " is negative",
                           "pass the epochs to wait after a reduction (>= 0)");
   }
-  if (o.verbose < 0) throw lr_option_error(owner, "verbose = " + std::to_string(o.verbose) + " is negative", "pass 0 or 1");
+  if (o.verbose < 0)
+    throw lr_option_error(owner, "verbose = " + std::to_string(o.verbose) + " is negative", "pass 0 or 1");
   if (!(std::isfinite(o.min_delta) && o.min_delta >= 0.0)) {
     throw lr_option_error(owner, "min_delta = " + python_float(o.min_delta) + " is negative or not finite",
                           "pass the smallest change that counts as an improvement (>= 0)");
@@ -94,8 +96,8 @@ void LearningRateScheduler::on_epoch_begin(int64_t epoch, const Logs&) {
   const double rate = options_.schedule(epoch, access.learning_rate());
   if (!(std::isfinite(rate) && rate >= 0.0)) {
     throw Error(ErrorCode::kInvalidArgument,
-                "LearningRateScheduler: schedule(" + std::to_string(epoch) + ", ...) returned " +
-                    python_float(rate) + ", not a finite learning rate >= 0",
+                "LearningRateScheduler: schedule(" + std::to_string(epoch) + ", ...) returned " + python_float(rate) +
+                    ", not a finite learning rate >= 0",
                 "make the schedule return a finite, non-negative rate for every epoch");
   }
   access.set_learning_rate(rate);

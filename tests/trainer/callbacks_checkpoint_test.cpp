@@ -2,8 +2,9 @@
 // epochs' files save_best_only writes on constructed log sequences (and that each file holds the
 // weights of its epoch), initial_value_threshold, batch-frequency saves in a real fit, reuse
 // across fits (best is kept, as Keras keeps it), and every bad option.
-#include <gtest/gtest.h>
+#include "ingot/trainer/callbacks_checkpoint.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <vector>
 
 #include "ingot/runtime/error.h"
-#include "ingot/trainer/callbacks_checkpoint.h"
 #include "ingot/trainer/model.h"
 #include "test_util.h"
 
@@ -78,7 +78,8 @@ void run_epochs(CallbackList& list, Model& model, const std::vector<double>& val
   for (size_t e = 0; e < val_loss.size(); ++e) {
     const auto epoch = static_cast<int64_t>(e);
     list.on_epoch_begin(epoch, {});
-    model.set_weights({testing::f32({10.0f + static_cast<float>(e)}, {1, 1}), testing::f32({-static_cast<float>(e)}, {1})});
+    model.set_weights(
+        {testing::f32({10.0f + static_cast<float>(e)}, {1, 1}), testing::f32({-static_cast<float>(e)}, {1})});
     list.on_epoch_end(epoch, {{"loss", 2.0 * val_loss[e]}, {"val_loss", val_loss[e]}});
   }
   list.on_train_end({});
@@ -113,8 +114,11 @@ TEST(PathTemplate, RejectsMalformedPatternsAndUnknownFields) {
   bad("{val_loss:.3}", "needs a type");
   bad("{epoch:.2d}", "has a precision");
   bad("{loss:.f}", "without a precision");
-  expect_error([] { PathTemplate("{val_acc:.2f}").format(1, std::nullopt, {{"loss", 1.0}, {"val_loss", 2.0}}); },
-               ErrorCode::kInvalidArgument, {"no field 'val_acc'"});
+  expect_error(
+      [] {
+        PathTemplate("{val_acc:.2f}").format(1, std::nullopt, {{"loss", 1.0}, {"val_loss", 2.0}});
+      },
+      ErrorCode::kInvalidArgument, {"no field 'val_acc'"});
   try {
     PathTemplate("{batch}").format(1, std::nullopt, {{"loss", 1.0}});
     ADD_FAILURE() << "expected an error";
@@ -127,9 +131,11 @@ TEST(PathTemplate, RejectsMalformedPatternsAndUnknownFields) {
 TEST_F(ModelCheckpointTest, SaveBestOnlyWritesExactlyTheImprovingEpochs) {
   auto model = linear(0, 0);
   std::ostringstream out;
-  auto ckpt = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
-      .filepath = path("ckpt/w-{epoch:02d}-{val_loss:.2f}.safetensors"), .verbose = 1, .save_best_only = true,
-      .stream = &out});
+  auto ckpt = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.filepath = path("ckpt/w-{epoch:02d}-{val_loss:.2f}.safetensors"),
+                             .verbose = 1,
+                             .save_best_only = true,
+                             .stream = &out});
   CallbackList list({ckpt}, {.params = {.epochs = 5, .verbose = 0}, .model = model.get()});
   run_epochs(list, *model, {1.0, 0.8, 0.9, 0.7, 0.7});
   // Epochs 1, 2 and 4 (1-based) improve; an equal value (epoch 5) does not. The folder was made.
@@ -157,9 +163,11 @@ TEST_F(ModelCheckpointTest, SaveBestOnlyWritesExactlyTheImprovingEpochs) {
 TEST_F(ModelCheckpointTest, ThresholdMaxModeOneFileAndMissingMonitor) {
   auto model = linear(0, 0);
   // One fixed file: overwritten by each better epoch; accuracy is maximized; 0.6 must be beaten.
-  auto ckpt = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
-      .filepath = path("best.safetensors"), .monitor = "val_loss", .save_best_only = true, .mode = MonitorMode::kMax,
-      .initial_value_threshold = 0.6});
+  auto ckpt = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.filepath = path("best.safetensors"),
+                                                                       .monitor = "val_loss",
+                                                                       .save_best_only = true,
+                                                                       .mode = MonitorMode::kMax,
+                                                                       .initial_value_threshold = 0.6});
   CallbackList list({ckpt}, {.params = {.verbose = 0}, .model = model.get()});
   run_epochs(list, *model, {0.5, 0.55, 0.9, 0.7});
   EXPECT_EQ(ckpt->saved(), (std::vector<std::string>{path("best.safetensors")}));
@@ -175,8 +183,8 @@ TEST_F(ModelCheckpointTest, ThresholdMaxModeOneFileAndMissingMonitor) {
 
   // Without save_best_only every epoch saves (and an unknown monitor name is fine).
   std::ostringstream out;
-  auto every = std::make_shared<ModelCheckpoint>(
-      ModelCheckpointOptions{.filepath = path("e{epoch}.safetensors"), .monitor = "custom", .verbose = 1, .stream = &out});
+  auto every = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{
+      .filepath = path("e{epoch}.safetensors"), .monitor = "custom", .verbose = 1, .stream = &out});
   CallbackList list3({every}, {.params = {.verbose = 0}, .model = model.get()});
   run_epochs(list3, *model, {0.5, 0.6});
   EXPECT_EQ(weights_in(path("e1.safetensors")), (std::vector<float>{10, 0}));
@@ -195,7 +203,8 @@ TEST_F(ModelCheckpointTest, InARealFitEachFileHoldsTheWeightsAfterItsEpoch) {
   auto ckpt = std::make_shared<ModelCheckpoint>(
       ModelCheckpointOptions{.filepath = path("fit-{epoch}.safetensors"), .monitor = "loss", .save_best_only = true});
   const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({3, 5}, {2, 1});
-  model->fit({.x = x, .y = y, .batch_size = 2, .epochs = 2, .verbose = 0, .callbacks = {record, ckpt}, .shuffle = false});
+  model->fit(
+      {.x = x, .y = y, .batch_size = 2, .epochs = 2, .verbose = 0, .callbacks = {record, ckpt}, .shuffle = false});
   // The loss falls (17, then 1.685): both epochs save; fit_test.cpp's trajectory: (1.3, 0.8), (1.71, 1.05).
   EXPECT_EQ(listing(), (std::vector<std::string>{"fit-1.safetensors", "fit-2.safetensors"}));
   ASSERT_EQ(at_epoch_end.size(), 2u);
@@ -217,7 +226,8 @@ TEST_F(ModelCheckpointTest, SaveFreqCountsBatchesInARealFit) {
   auto ckpt = std::make_shared<ModelCheckpoint>(
       ModelCheckpointOptions{.filepath = path("e{epoch}-b{batch}.safetensors"), .save_freq = 3});
   const Array x = testing::f32({1, 2, 3, 4}, {4, 1}), y = testing::f32({3, 5, 7, 9}, {4, 1});
-  model->fit({.x = x, .y = y, .batch_size = 1, .epochs = 2, .verbose = 0, .callbacks = {record, ckpt}, .shuffle = false});
+  model->fit(
+      {.x = x, .y = y, .batch_size = 1, .epochs = 2, .verbose = 0, .callbacks = {record, ckpt}, .shuffle = false});
   EXPECT_EQ(listing(), (std::vector<std::string>{"e1-b3.safetensors", "e2-b2.safetensors"}));
   ASSERT_EQ(after_batch.size(), 8u);
   EXPECT_EQ(weights_in(path("e1-b3.safetensors")), after_batch[2]);
@@ -256,8 +266,11 @@ TEST_F(ModelCheckpointTest, RejectsBadOptionsAndPaths) {
   auto to_dir = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.filepath = path("taken")});
   CallbackList dir_list({to_dir}, {.params = {.verbose = 0}, .model = model.get()});
   dir_list.on_train_begin({});
-  expect_error([&] { dir_list.on_epoch_end(0, {{"loss", 1.0}}); }, ErrorCode::kInvalidArgument,
-               {"is an existing directory"});
+  expect_error(
+      [&] {
+        dir_list.on_epoch_end(0, {{"loss", 1.0}});
+      },
+      ErrorCode::kInvalidArgument, {"is an existing directory"});
   EXPECT_TRUE(to_dir->saved().empty());
   EXPECT_EQ(listing(), std::vector<std::string>{});
 }

@@ -1,8 +1,9 @@
 // CSVLogger: Keras's file format (sorted header, added val_ columns, repr(float) values, NA,
 // "\r\n"), streaming vs. at-train-end vs. in-memory writing, append, separators and quoting,
 // reuse across fits, and every bad option; python_float against Python's repr.
-#include <gtest/gtest.h>
+#include "ingot/trainer/callbacks_logging.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,7 +15,6 @@
 #include <vector>
 
 #include "ingot/runtime/error.h"
-#include "ingot/trainer/callbacks_logging.h"
 #include "test_util.h"
 
 namespace ingot::callbacks {
@@ -116,8 +116,7 @@ TEST_F(CSVLoggerTest, AppendWritesTheHeaderOnlyForANewOrHeaderlessFile) {
   CallbackList list({csv}, {.params = {.verbose = 0}});
   run_epochs(list, {{{"loss", 1.0}, {"val_loss", 2.0}}});
   run_epochs(list, {{{"loss", 0.5}, {"val_loss", 1.5}}, {{"loss", 0.25}, {"val_loss", 1.0}}});
-  EXPECT_EQ(read(path("a.csv")),
-            "epoch,loss,val_loss\r\n0,1.0,2.0\r\n0,0.5,1.5\r\n1,0.25,1.0\r\n");
+  EXPECT_EQ(read(path("a.csv")), "epoch,loss,val_loss\r\n0,1.0,2.0\r\n0,0.5,1.5\r\n1,0.25,1.0\r\n");
   EXPECT_EQ(csv->text(), "0,0.5,1.5\r\n1,0.25,1.0\r\n");
 
   // An existing file whose first line is empty gets a header.
@@ -142,8 +141,8 @@ TEST_F(CSVLoggerTest, SeparatorAndQuotedNames) {
 }
 
 TEST_F(CSVLoggerTest, AtTrainEndAndInMemory) {
-  auto at_end = std::make_shared<CSVLogger>(
-      CSVLoggerOptions{.filename = path("end.csv"), .write = CSVLoggerWrite::kAtTrainEnd});
+  auto at_end =
+      std::make_shared<CSVLogger>(CSVLoggerOptions{.filename = path("end.csv"), .write = CSVLoggerWrite::kAtTrainEnd});
   CallbackList list({at_end}, {.params = {.verbose = 0}});
   list.on_train_begin({});
   list.on_epoch_end(0, {{"loss", 1.0}});
@@ -152,8 +151,8 @@ TEST_F(CSVLoggerTest, AtTrainEndAndInMemory) {
   EXPECT_EQ(read(path("end.csv")), "epoch,loss,val_loss\r\n0,1.0,NA\r\n");
 
   // Appending at train end keeps the previous content (and its header).
-  auto append_end = std::make_shared<CSVLogger>(CSVLoggerOptions{
-      .filename = path("end.csv"), .append = true, .write = CSVLoggerWrite::kAtTrainEnd});
+  auto append_end = std::make_shared<CSVLogger>(
+      CSVLoggerOptions{.filename = path("end.csv"), .append = true, .write = CSVLoggerWrite::kAtTrainEnd});
   CallbackList list2({append_end}, {.params = {.verbose = 0}});
   run_epochs(list2, {{{"loss", 0.5}}});
   EXPECT_EQ(read(path("end.csv")), "epoch,loss,val_loss\r\n0,1.0,NA\r\n0,0.5,NA\r\n");
@@ -178,8 +177,8 @@ TEST_F(CSVLoggerTest, RejectsBadOptionsAndUnwritableFiles) {
   CallbackList list({csv}, {.params = {.verbose = 0}});
   expect_error([&] { list.on_train_begin({}); }, ErrorCode::kInvalidArgument, {"cannot write", "no_dir/x.csv"});
   // A directory as the at-train-end target fails at train end and leaves no temporary file.
-  auto dir = std::make_shared<CSVLogger>(
-      CSVLoggerOptions{.filename = dir_.string(), .write = CSVLoggerWrite::kAtTrainEnd});
+  auto dir =
+      std::make_shared<CSVLogger>(CSVLoggerOptions{.filename = dir_.string(), .write = CSVLoggerWrite::kAtTrainEnd});
   CallbackList list2({dir}, {.params = {.verbose = 0}});
   list2.on_train_begin({});
   list2.on_epoch_end(0, {{"loss", 1.0}});

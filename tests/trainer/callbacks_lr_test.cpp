@@ -1,6 +1,8 @@
 // LearningRateScheduler and ReduceLROnPlateau: decisions on constructed log sequences (reduce
 // epochs, cooldown, min_lr), the rate reaching the optimizer in a real fit (the hand-computed
 // SGD trajectory of y = w x + b), the "learning_rate" log entry, reuse, and every bad option.
+#include "ingot/trainer/callbacks_lr.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "ingot/runtime/error.h"
-#include "ingot/trainer/callbacks_lr.h"
 #include "ingot/trainer/model.h"
 #include "test_util.h"
 
@@ -34,7 +35,8 @@ struct FakeRate : WeightsAccess {
 };
 
 /// Runs the epoch hooks with the given values of `monitor`; returns the History of the list.
-std::shared_ptr<History> run_monitored(CallbackList& list, const std::string& monitor, const std::vector<double>& values) {
+std::shared_ptr<History> run_monitored(CallbackList& list, const std::string& monitor,
+                                       const std::vector<double>& values) {
   list.on_train_begin({});
   for (size_t e = 0; e < values.size(); ++e) {
     list.on_epoch_begin(static_cast<int64_t>(e), {});
@@ -58,8 +60,7 @@ TEST(ReduceLROnPlateau, ReducesAfterPatienceWithCooldownAndMinLr) {
   //  8: 0.7 cooldown, no (1)   9: 0.7 (2) -> max(0.0625, 0.1) = 0.1
   // 10: 0.8 cooldown, no (1)  11: 0.8 (2): the rate is at float32(min_lr): no change
   // 12: 0.8 (3): still none.
-  auto history = run_monitored(list, "val_loss",
-                               {1.0, 1.0, 0.99995, 2.0, 2.0, 0.5, 0.6, 0.6, 0.7, 0.7, 0.8, 0.8, 0.8});
+  auto history = run_monitored(list, "val_loss", {1.0, 1.0, 0.99995, 2.0, 2.0, 0.5, 0.6, 0.6, 0.7, 0.7, 0.8, 0.8, 0.8});
   EXPECT_EQ(rate.sets, (std::vector<double>{1.0, 0.5, 0.25, 0.125, 0.1}));  // the first: the settable check
   const double f32_min = static_cast<double>(0.1f);
   // "learning_rate" is logged before the epoch's reduction, and History (after the callback) sees it.
@@ -127,14 +128,14 @@ TEST(LearningRateScheduler, SetsTheRateAtEachEpochBeginAndLogsIt) {
   FakeRate rate;
   std::ostringstream out;
   std::vector<std::pair<int64_t, double>> calls;
-  auto sched = std::make_shared<LearningRateScheduler>(LearningRateSchedulerOptions{
-      .schedule =
-          [&](int64_t epoch, double lr) {
-            calls.emplace_back(epoch, lr);
-            return epoch < 1 ? lr : lr * 0.1;
-          },
-      .verbose = 1,
-      .stream = &out});
+  auto sched =
+      std::make_shared<LearningRateScheduler>(LearningRateSchedulerOptions{.schedule =
+                                                                               [&](int64_t epoch, double lr) {
+                                                                                 calls.emplace_back(epoch, lr);
+                                                                                 return epoch < 1 ? lr : lr * 0.1;
+                                                                               },
+                                                                           .verbose = 1,
+                                                                           .stream = &out});
   CallbackList list({sched}, {.params = {.epochs = 3, .verbose = 0}, .weights = &rate});
   auto history = run_monitored(list, "val_loss", {1.0, 1.0, 1.0});
   const double r1 = static_cast<double>(0.1f), r2 = static_cast<double>(static_cast<float>(r1 * 0.1));
@@ -186,8 +187,13 @@ std::shared_ptr<Sequential> linear(float w, float b) {
 }
 
 FitOptions two_points(std::vector<std::shared_ptr<Callback>> callbacks, int64_t epochs) {
-  return {.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}), .batch_size = 2, .epochs = epochs,
-          .verbose = 0, .callbacks = std::move(callbacks), .shuffle = false};
+  return {.x = testing::f32({1, 2}, {2, 1}),
+          .y = testing::f32({3, 5}, {2, 1}),
+          .batch_size = 2,
+          .epochs = epochs,
+          .verbose = 0,
+          .callbacks = std::move(callbacks),
+          .shuffle = false};
 }
 
 CompileOptions sgd_mse(optimizers::LearningRate lr) {
@@ -228,8 +234,8 @@ TEST(LearningRateScheduler, HalvingTheRateGivesTheHandComputedSgdTrajectory) {
 
 TEST(LearningRateScheduler, AScheduledOptimizerIsAClearErrorBeforeAnyStep) {
   auto model = linear(0.5f, 0);
-  model->compile(sgd_mse(optimizers::schedules::ExponentialDecay(
-      {.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 0.5})));
+  model->compile(sgd_mse(
+      optimizers::schedules::ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 0.5})));
   auto sched = std::make_shared<LearningRateScheduler>(
       LearningRateSchedulerOptions{.schedule = [](int64_t, double lr) { return lr; }});
   expect_error([&] { model->fit(two_points({sched}, 2)); }, ErrorCode::kFailedPrecondition,
