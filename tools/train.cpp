@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "fashion_mnist_common.h"
+#include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/safetensors.h"
 
 namespace ingot::cli {
@@ -199,82 +199,6 @@ std::shared_ptr<Sequential> load_model(const std::string& model, const std::stri
 
 // ---- logs, timing and output files ---------------------------------------------------------------
 
-/// `v` as Python's repr(float) writes it (what Keras's CSVLogger writes through the csv module):
-/// the shortest digits that round-trip, fixed notation for decimal exponents in [-4, 16) with at
-/// least one fractional digit ("1.0"), otherwise "d.ddde-05"; "nan", "inf", "-inf".
-std::string python_float(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::array<char, 64> buf{};
-  const auto end = std::to_chars(buf.data(), buf.data() + buf.size(), v, std::chars_format::scientific).ptr;
-  std::string s(buf.data(), end);  // "[-]d[.ddd]e[+-]XX"
-  std::string sign;
-  if (s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
-  const size_t e = s.find('e');
-  const int exp = std::stoi(s.substr(e + 1));
-  std::string digits = s.substr(0, e);
-  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  if (exp < -4 || exp >= 16) {
-    const std::string mantissa = digits.size() > 1 ? digits.substr(0, 1) + "." + digits.substr(1) : digits;
-    return sign + fmt::format("{}e{}{:02d}", mantissa, exp < 0 ? '-' : '+', std::abs(exp));
-  }
-  if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-  const auto whole = static_cast<size_t>(exp + 1);
-  if (digits.size() <= whole) return sign + digits + std::string(whole - digits.size(), '0') + ".0";
-  return sign + digits.substr(0, whole) + "." + digits.substr(whole);
-}
-
-/// A CSV field as Python's csv module (excel dialect) writes it: quoted when it holds a
-/// comma, a quote or a line break, with quotes doubled.
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
-/// keras.callbacks.CSVLogger's rows, kept in memory (written once training has finished): the
-/// header "epoch" and the first epoch's log names sorted (plus "val_" + each name when none
-/// starts with "val_", as Keras adds them), then one row per epoch: the 0-based epoch and each
-/// value (python_float), "NA" for a name the epoch lacks; lines end in "\r\n" (excel dialect).
-class CsvLogger final : public callbacks::Callback {
- public:
-  void on_train_begin(const Logs&) override {
-    keys_.clear();
-    text_.clear();
-  }
-  void on_epoch_end(int64_t epoch, const Logs& logs) override {
-    if (text_.empty()) start(logs);
-    std::string row = std::to_string(epoch);
-    for (const std::string& key : keys_) {
-      const std::optional<double> v = logs.get(key);
-      row += "," + (v ? python_float(*v) : std::string("NA"));
-    }
-    text_ += row + "\r\n";
-  }
-  const std::string& text() const { return text_; }
-
- private:
-  void start(const Logs& logs) {
-    for (const auto& [name, value] : logs) keys_.push_back(name);
-    std::sort(keys_.begin(), keys_.end());
-    const bool has_val = std::any_of(keys_.begin(), keys_.end(), [](const std::string& k) { return k.rfind("val_", 0) == 0; });
-    if (!has_val) {
-      const size_t n = keys_.size();
-      for (size_t i = 0; i < n; ++i) keys_.push_back("val_" + keys_[i]);
-    }
-    text_ = "epoch";
-    for (const std::string& key : keys_) text_ += "," + csv_field(key);
-    text_ += "\r\n";
-  }
-
-  std::vector<std::string> keys_;
-  std::string text_;
-};
-
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -436,7 +360,8 @@ int run_train(const TrainCommand& c, std::ostream& out) {
                                {.perf_jitdump = c.perf_jitdump});
   if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
-  auto csv = std::make_shared<CsvLogger>();
+  // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
+  auto csv = std::make_shared<callbacks::CSVLogger>(callbacks::CSVLoggerOptions{.write = callbacks::CSVLoggerWrite::kInMemory});
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
       {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,

@@ -70,12 +70,12 @@ std::optional<bool> minimized_by_name(std::string_view monitor) {
   return std::nullopt;
 }
 
-bool resolve_minimize(const EarlyStoppingOptions& o) {
-  if (o.mode == MonitorMode::kMin) return true;
-  if (o.mode == MonitorMode::kMax) return false;
-  if (auto by_name = minimized_by_name(o.monitor)) return *by_name;
+bool resolve_minimize(const std::string& owner, const std::string& monitor, MonitorMode mode) {
+  if (mode == MonitorMode::kMin) return true;
+  if (mode == MonitorMode::kMax) return false;
+  if (auto by_name = minimized_by_name(monitor)) return *by_name;
   throw Error(ErrorCode::kInvalidArgument,
-              "EarlyStopping: mode = auto cannot tell whether monitor = '" + o.monitor +
+              owner + ": mode = auto cannot tell whether monitor = '" + monitor +
                   "' should be minimized or maximized",
               "pass mode = MonitorMode::kMin (lower is better) or MonitorMode::kMax");
 }
@@ -122,6 +122,22 @@ WeightsAccess& weights_of(const Callback& callback) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// MonitorComparison
+
+MonitorComparison::MonitorComparison(const std::string& owner, const std::string& monitor,
+                                     MonitorMode mode, double min_delta)
+    : minimize_(resolve_minimize(owner, monitor, mode)), min_delta_(min_delta) {}
+
+bool MonitorComparison::is_improvement(double value, double reference) const {
+  return minimize_ ? value + min_delta_ < reference : value - min_delta_ > reference;
+}
+
+double MonitorComparison::worst() const {
+  return minimize_ ? std::numeric_limits<double>::infinity()
+                   : -std::numeric_limits<double>::infinity();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Params, Callback
 
 void validate(const Params& params) {
@@ -141,6 +157,18 @@ void validate(const Params& params) {
                     " is not 0, 1 or 2",
                 "pass 0 (silent), 1 (progress bar) or 2 (one line per epoch)");
   }
+}
+
+double WeightsAccess::learning_rate() {
+  throw Error(ErrorCode::kFailedPrecondition, "this WeightsAccess gives no access to a learning rate",
+              "use the trainer's (fit provides it to its callbacks)");
+}
+
+void WeightsAccess::set_learning_rate(double value) {
+  throw Error(ErrorCode::kFailedPrecondition,
+              "this WeightsAccess gives no access to a learning rate (set_learning_rate(" +
+                  std::to_string(value) + "))",
+              "use the trainer's (fit provides it to its callbacks)");
 }
 
 void Callback::set_params(const Params& params) {
@@ -271,9 +299,14 @@ void CallbackList::on_epoch_begin(int64_t epoch, const Logs& logs) {
   check_index(epoch, "epoch", "on_epoch_begin");
   for (auto& cb : callbacks_) cb->on_epoch_begin(epoch, logs);
 }
-void CallbackList::on_epoch_end(int64_t epoch, const Logs& logs) {
+Logs CallbackList::on_epoch_end(int64_t epoch, const Logs& logs) {
   check_index(epoch, "epoch", "on_epoch_end");
-  for (auto& cb : callbacks_) cb->on_epoch_end(epoch, logs);
+  Logs shared = logs;  // Keras's one logs dict, extended by the callbacks in order
+  for (auto& cb : callbacks_) {
+    cb->update_epoch_logs(epoch, shared);
+    cb->on_epoch_end(epoch, shared);
+  }
+  return shared;
 }
 void CallbackList::on_train_batch_begin(int64_t batch, const Logs& logs) {
   check_index(batch, "batch", "on_train_batch_begin");
@@ -372,26 +405,28 @@ void TerminateOnNaN::on_train_batch_end(int64_t batch, const Logs& logs) {
 // ---------------------------------------------------------------------------------------------
 // EarlyStopping
 
-EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(std::move(options)) {
-  check_early_stopping_options(options_);
-  options_.min_delta = std::fabs(options_.min_delta);
-  minimize_ = resolve_minimize(options_);
-  best_ = minimize_ ? std::numeric_limits<double>::infinity()
-                    : -std::numeric_limits<double>::infinity();
+namespace {
+
+/// The options with |min_delta|, checked first (so a bad option is reported before the mode).
+EarlyStoppingOptions checked(EarlyStoppingOptions o) {
+  check_early_stopping_options(o);
+  o.min_delta = std::fabs(o.min_delta);
+  return o;
 }
 
-bool EarlyStopping::is_improvement(double value, double reference) const {
-  return minimize_ ? value + options_.min_delta < reference
-                   : value - options_.min_delta > reference;
-}
+}  // namespace
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options)
+    : options_(checked(std::move(options))),
+      monitor_("EarlyStopping", options_.monitor, options_.mode, options_.min_delta),
+      best_(monitor_.worst()) {}
 
 void EarlyStopping::on_train_begin(const Logs&) {
   if (options_.restore_best_weights) weights_of(*this);  // fail before training, not after
   wait_ = 0;
   stopped_epoch_ = 0;
   best_epoch_ = 0;
-  best_ = minimize_ ? std::numeric_limits<double>::infinity()
-                    : -std::numeric_limits<double>::infinity();
+  best_ = monitor_.worst();
   best_weights_.reset();
 }
 
@@ -410,12 +445,12 @@ void EarlyStopping::on_epoch_end(int64_t epoch, const Logs& logs) {
     best_epoch_ = epoch;
   }
   wait_ += 1;
-  if (is_improvement(*current, best_)) {
+  if (monitor_.is_improvement(*current, best_)) {
     best_ = *current;
     best_epoch_ = epoch;
     if (options_.restore_best_weights) best_weights_ = weights_of(*this).get_weights();
     // Only an improvement on both the best value and the baseline restarts the wait.
-    if (!options_.baseline || is_improvement(*current, *options_.baseline)) wait_ = 0;
+    if (!options_.baseline || monitor_.is_improvement(*current, *options_.baseline)) wait_ = 0;
     return;
   }
   if (wait_ >= options_.patience && epoch > 0) {

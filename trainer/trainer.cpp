@@ -421,6 +421,22 @@ struct Model::Trainer : callbacks::WeightsAccess {
     }
     for (size_t i = 0; i < O.size(); ++i) O[i] = device_put(to_host(state[i]).clone(), O[i].sharding());
   }
+  // The optimizer's learning rate for callbacks (LearningRateScheduler, ReduceLROnPlateau).
+  double learning_rate() override {
+    const std::vector<Array>& o = optimizer_state("learning_rate");
+    return options.optimizer->current_learning_rate(o);
+  }
+  void set_learning_rate(double value) override {
+    const std::vector<Array>& o = optimizer_state("set_learning_rate");
+    O = options.optimizer->with_learning_rate(o, value);
+  }
+  const std::vector<Array>& optimizer_state(const char* who) const {
+    if (!options.optimizer || O.empty()) {
+      throw Error(ErrorCode::kFailedPrecondition, fmt::format("{}: the model has no optimizer state yet", who),
+                  "compile with an optimizer; the state exists once fit has built the model");
+    }
+    return O;
+  }
   Array& state_of(Variable* v) {
     for (size_t i = 0; i < trainable.size(); ++i) {
       if (trainable[i] == v) return T[i];
@@ -732,8 +748,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
         fit_timing_.validation_compile_seconds += t.test_fn->compile_seconds - test_compile0;
       }
       t.sync();  // callbacks and the user see (and may assign) this epoch's weights
-      cbs.on_epoch_end(epoch, epoch_logs);
-      logs = epoch_logs;
+      logs = cbs.on_epoch_end(epoch, epoch_logs);  // with the entries callbacks added (learning_rate)
     }
   } catch (...) {
     it.stop();

@@ -55,8 +55,9 @@ struct Params {
 /// steps is unset or >= 0, and verbose is 0, 1 or 2.
 void validate(const Params& params);
 
-/// Read and write access to the model's weights, provided by the trainer (Keras's
-/// model.get_weights / set_weights) for callbacks such as EarlyStopping(restore_best_weights).
+/// Read and write access to the model's weights and the optimizer's learning rate, provided by
+/// the trainer (Keras's model.get_weights / set_weights, model.optimizer.learning_rate) for
+/// callbacks such as EarlyStopping(restore_best_weights) and LearningRateScheduler.
 ///
 /// During fit the live weights are the step's output state; an implementation syncs that state
 /// first (TRAINER_SEMANTICS.md, "State is explicit and donated") so that get_weights returns
@@ -78,6 +79,19 @@ class WeightsAccess {
   /// returns; ingot::Error(kInvalidArgument / kShapeMismatch / kDTypeMismatch) naming the index
   /// otherwise, nothing changed). The default throws ingot::Error(kUnimplemented).
   virtual void set_optimizer_state(const std::vector<Array>& state);
+  /// The learning rate the optimizer's next step uses (Keras's
+  /// `float(model.optimizer.learning_rate)`): the constant rate held in the optimizer state
+  /// (an f32, widened), or a schedule evaluated at the current iteration count. Throws
+  /// ingot::Error(kFailedPrecondition) when there is no optimizer state (not compiled with an
+  /// optimizer, or not built yet); the default implementation always throws that.
+  virtual double learning_rate();
+  /// Sets the constant learning rate of the following steps (Keras's
+  /// `model.optimizer.learning_rate = value`; stored as f32, no retrace). Throws
+  /// ingot::Error(kFailedPrecondition) for an optimizer built with a learning-rate schedule (not
+  /// settable, as Keras raises) or without optimizer state, kInvalidArgument for a negative or
+  /// non-finite value; nothing changes then. The default implementation always throws
+  /// kFailedPrecondition.
+  virtual void set_learning_rate(double value);
 };
 
 /// Base class of all callbacks: every hook is virtual and does nothing by default.
@@ -112,6 +126,11 @@ class Callback {
   virtual void on_train_end(const Logs& logs) {}
   virtual void on_epoch_begin(int64_t epoch, const Logs& logs) {}
   virtual void on_epoch_end(int64_t epoch, const Logs& logs) {}
+  /// Entries this callback adds to the epoch's logs (Keras callbacks write into the shared logs
+  /// dict, e.g. LearningRateScheduler's "learning_rate"). CallbackList::on_epoch_end calls it
+  /// right before this callback's on_epoch_end, so this callback and the ones after it (History,
+  /// CSVLogger, the progress bar) see the entries, as does fit's on_train_end. Default: none.
+  virtual void update_epoch_logs(int64_t epoch, Logs& logs) {}
   virtual void on_train_batch_begin(int64_t batch, const Logs& logs) {}
   virtual void on_train_batch_end(int64_t batch, const Logs& logs) {}
   virtual void on_test_begin(const Logs& logs) {}
@@ -261,7 +280,9 @@ class CallbackList {
   void on_train_begin(const Logs& logs);
   void on_train_end(const Logs& logs);
   void on_epoch_begin(int64_t epoch, const Logs& logs);
-  void on_epoch_end(int64_t epoch, const Logs& logs);
+  /// Also returns the logs as the callbacks extended them (Callback::update_epoch_logs): fit
+  /// passes these to on_train_end.
+  Logs on_epoch_end(int64_t epoch, const Logs& logs);
   void on_train_batch_begin(int64_t batch, const Logs& logs);
   void on_train_batch_end(int64_t batch, const Logs& logs);
   void on_test_begin(const Logs& logs);
@@ -347,11 +368,36 @@ class TerminateOnNaN : public Callback {
   TerminateOnNaNOptions options_;
 };
 
-/// Whether EarlyStopping looks for a decrease or an increase of the monitored value.
+/// Whether a monitoring callback (EarlyStopping, ReduceLROnPlateau, ModelCheckpoint) looks for a
+/// decrease or an increase of the monitored value.
 enum class MonitorMode {
   kAuto,  ///< from the name, see EarlyStoppingOptions::mode
   kMin,   ///< lower is better
   kMax,   ///< higher is better
+};
+
+/// The direction of a monitored log and its improvement test, shared by EarlyStopping,
+/// ReduceLROnPlateau and ModelCheckpoint (Keras 3's MonitorCallback: monitor_op and
+/// _is_improvement).
+class MonitorComparison {
+ public:
+  /// Resolves `mode` for `monitor`: kAuto decides from the name as EarlyStoppingOptions::mode
+  /// describes. `min_delta` must be >= 0 (callers take |min_delta| or reject negatives).
+  /// Throws ingot::Error(kInvalidArgument) starting with `owner` ("EarlyStopping: ...") when
+  /// kAuto cannot tell the direction, asking for kMin or kMax.
+  MonitorComparison(const std::string& owner, const std::string& monitor, MonitorMode mode,
+                    double min_delta);
+  /// Whether lower values are better.
+  bool minimizes() const { return minimize_; }
+  /// `value` is better than `reference` by more than min_delta: value + min_delta < reference
+  /// when minimizing, value - min_delta > reference when maximizing (a NaN never is).
+  bool is_improvement(double value, double reference) const;
+  /// The best value before any was seen: +inf when minimizing, -inf when maximizing.
+  double worst() const;
+
+ private:
+  bool minimize_;
+  double min_delta_;
 };
 
 /// Options of EarlyStopping (Keras's keyword arguments).
@@ -415,14 +461,12 @@ class EarlyStopping : public Callback {
   /// The epoch of the best value (0 before any).
   int64_t best_epoch() const { return best_epoch_; }
   /// Whether lower values are better (the resolved mode).
-  bool minimizes() const { return minimize_; }
+  bool minimizes() const { return monitor_.minimizes(); }
   const EarlyStoppingOptions& options() const { return options_; }
 
  private:
-  bool is_improvement(double value, double reference) const;
-
   EarlyStoppingOptions options_;
-  bool minimize_;
+  MonitorComparison monitor_;
   int64_t wait_ = 0;
   int64_t stopped_epoch_ = 0;
   int64_t best_epoch_ = 0;
