@@ -122,7 +122,7 @@ TEST(Sequential, CnnForwardCompiledMatchesTheInterpreter) {
 
 TEST(Sequential, BadLayersAndWeightsAreErrorsThatChangeNothing) {
   expect_error([] { Dense(DenseOptions{.units = 0}); }, ErrorCode::kInvalidArgument, {"Dense", "units", "0"});
-  expect_error([] { Dense(DenseOptions{.units = 3, .activation = "gelu"}); }, ErrorCode::kNotFound, {"gelu", "relu"});
+  expect_error([] { Dense(DenseOptions{.units = 3, .activation = "mish"}); }, ErrorCode::kNotFound, {"mish", "relu"});
   expect_error([] { Conv2D(Conv2DLayerOptions{.filters = 2, .padding = "full"}); }, ErrorCode::kInvalidArgument,
                {"Conv2D", "full"});
   expect_error([] { Reshape({-1, -1}); }, ErrorCode::kInvalidArgument, {"Reshape", "-1"});

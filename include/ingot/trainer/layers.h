@@ -145,8 +145,12 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::vector<std::shared_ptr<Layer>> sublayers_;
 };
 
-/// Activation functions by Keras name: "linear" (identity), "relu", "sigmoid", "tanh", "softmax"
-/// (last axis). Unknown: ingot::Error(kNotFound) listing the names.
+/// Activation functions by Keras name (keras.activations), elementwise on any shape and float
+/// dtype unless noted: "linear" (identity; "" too), "relu", "sigmoid", "tanh", "softmax" (last
+/// axis), "gelu" (exact: 0.5 x (1 + erf(x / sqrt 2)), Hendrycks & Gimpel 2016, Keras's default
+/// approximate=false), "silu" / "swish" (x sigmoid(x), Elfwing et al. 2017), "softplus"
+/// (log(1 + exp(x)), overflow-free), "log_softmax" (last axis: x - logsumexp(x)). Unknown:
+/// ingot::Error(kNotFound) listing the names.
 Tensor apply_activation(const std::string& name, const Tensor& x);
 /// Throws what apply_activation throws for an unknown name; nothing otherwise.
 void check_activation(const std::string& name);
