@@ -288,3 +288,6 @@ class Activation final : public Layer {
 };
 
 }  // namespace ingot
+
+// The other built-in layers, declared in their own headers (each includes this one).
+#include "ingot/trainer/layers_pooling.h"  // IWYU pragma: export
