@@ -292,3 +292,4 @@ class Activation final : public Layer {
 // The other built-in layers, declared in their own headers (each includes this one).
 #include "ingot/trainer/layers_pooling.h"  // IWYU pragma: export
 #include "ingot/trainer/layers_normalization.h"  // IWYU pragma: export
+#include "ingot/trainer/layers_embedding.h"  // IWYU pragma: export
