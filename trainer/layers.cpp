@@ -180,6 +180,17 @@ Tensor apply_activation(const std::string& name, const Tensor& x) {
   return softmax(x, -1);
 }
 
+namespace {
+
+/// The regularizers' penalties of the kernel and (when both exist) the bias, added to the loss.
+void add_regularization(LayerContext& ctx, const Regularizer& kernel_regularizer, const Variable* kernel,
+                        const Regularizer& bias_regularizer, const Variable* bias) {
+  if (kernel_regularizer) add_penalty(ctx, kernel_regularizer, *kernel, "kernel_regularizer");
+  if (bias_regularizer && bias != nullptr) add_penalty(ctx, bias_regularizer, *bias, "bias_regularizer");
+}
+
+}  // namespace
+
 // ---- Dense ----------------------------------------------------------------------------------
 
 Dense::Dense(DenseOptions options) : Layer(options.name), o_(std::move(options)) {
@@ -206,6 +217,7 @@ Tensor Dense::call(LayerContext& ctx, const Tensor& x) {
   }
   Tensor y = matmul(x, ctx.value(*kernel_));
   if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  add_regularization(ctx, o_.kernel_regularizer, kernel_, o_.bias_regularizer, bias_);
   return apply_activation(o_.activation, y);
 }
 
@@ -230,6 +242,7 @@ Tensor Conv2D::call(LayerContext& ctx, const Tensor& x) {
   require_rank(x.shape(), 4, "Conv2D", "batch, height, width, channels");
   Tensor y = conv2d(x, ctx.value(*kernel_), {.strides = o_.strides, .padding = o_.padding});
   if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  add_regularization(ctx, o_.kernel_regularizer, kernel_, o_.bias_regularizer, bias_);
   return apply_activation(o_.activation, y);
 }
 

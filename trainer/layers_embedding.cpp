@@ -24,6 +24,7 @@ Tensor Embedding::call(LayerContext& ctx, const Tensor& x) {
                 "convert the inputs to an integer type");
   }
   const Tensor indices = is_floating(x.dtype()) ? convert(x, DType::kI32) : x;
+  if (o_.embeddings_regularizer) add_penalty(ctx, o_.embeddings_regularizer, *embeddings_, "embeddings_regularizer");
   return take(ctx.value(*embeddings_), indices);  // out-of-range indices clamp (gather semantics)
 }
 

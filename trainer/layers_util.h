@@ -9,6 +9,7 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/runtime/shape.h"
+#include "ingot/trainer/layers.h"
 
 namespace ingot::layers_detail {
 
@@ -37,6 +38,19 @@ inline void require_rank(const Shape& shape, size_t rank, const char* layer, con
                 fmt::format("{} expects inputs of rank {} ({}), got shape {}", layer, rank, what, shape_to_string(shape)),
                 "check the model's input shape");
   }
+}
+
+/// Adds `regularizer`'s penalty of `variable` to the step's loss; a penalty that is not a scalar
+/// is an ingot::Error(kShapeMismatch) naming `option`.
+inline void add_penalty(LayerContext& ctx, const Regularizer& regularizer, const Variable& variable, const char* option) {
+  const Tensor penalty = regularizer(ctx.value(variable));
+  if (penalty.rank() != 0) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{} of '{}' returned a penalty of shape {}, not a scalar", option, variable.name(),
+                            shape_to_string(penalty.shape())),
+                "a Regularizer must reduce the weights to a scalar (e.g. sum)");
+  }
+  ctx.add_loss(penalty);
 }
 
 }  // namespace ingot::layers_detail

@@ -15,6 +15,7 @@
 #include "ingot/trace/ops.h"
 #include "ingot/trace/tensor.h"
 #include "ingot/trainer/initializers.h"
+#include "ingot/trainer/regularizers.h"
 #include "ingot/trainer/variable.h"
 
 namespace ingot {
@@ -156,13 +157,16 @@ Tensor apply_activation(const std::string& name, const Tensor& x);
 void check_activation(const std::string& name);
 
 /// keras.layers.Dense: y = activation(x @ kernel + bias); x (batch, ..., in) -> (batch, ..., units).
-/// Variables: kernel (in, units), bias (units,).
+/// Variables: kernel (in, units), bias (units,). Regularizers add their penalties of the kernel and
+/// bias through LayerContext::add_loss on every call (train and test steps, as Keras's losses).
 struct DenseOptions {
   int64_t units = 0;                  ///< > 0
   std::string activation = "linear";
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Dense final : public Layer {
@@ -179,7 +183,7 @@ class Dense final : public Layer {
 };
 
 /// keras.layers.Conv2D (channels_last): x (batch, h, w, in) -> (batch, oh, ow, filters).
-/// Variables: kernel (kh, kw, in, filters), bias (filters,).
+/// Variables: kernel (kh, kw, in, filters), bias (filters,). Regularizers as Dense.
 struct Conv2DLayerOptions {
   int64_t filters = 0;                           ///< > 0
   std::vector<int64_t> kernel_size = {3, 3};
@@ -189,6 +193,8 @@ struct Conv2DLayerOptions {
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Conv2D final : public Layer {
