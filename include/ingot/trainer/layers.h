@@ -1,5 +1,7 @@
 // Layers (keras.layers): Layer base with build/call, the LayerContext that binds variables to
-// traced tensors, and the core layers Dense, Conv2D, MaxPooling2D, Flatten, Reshape, Activation.
+// traced tensors, and the core layers Dense, Conv2D, MaxPooling2D, Flatten, Reshape, Activation,
+// Dropout, Rescaling. The other built-in layers live in layers_pooling.h, layers_normalization.h
+// and layers_embedding.h, included at the end of this header.
 //
 // A layer's forward pass is a function of ingot::Tensor (traced into the graph IR, then
 // interpreted or compiled); its variables are read through the LayerContext, which maps each
