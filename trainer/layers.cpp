@@ -1,6 +1,8 @@
 // Layers (include/ingot/trainer/layers.h).
 #include "ingot/trainer/layers.h"
 
+#include "layers_util.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +11,8 @@
 #include <cmath>
 
 namespace ingot {
+
+using namespace layers_detail;
 
 // ---- LayerContext ---------------------------------------------------------------------------
 
@@ -213,12 +217,20 @@ int64_t Layer::count_params() {
 
 // ---- activations ----------------------------------------------------------------------------
 
+namespace {
+
+/// The Keras activation names apply_activation knows ("" is linear, as activation=None).
+constexpr const char* kActivations[] = {"",     "linear",  "relu",  "sigmoid",  "tanh",
+                                        "softmax", "gelu", "silu", "swish", "softplus", "log_softmax"};
+
+}  // namespace
+
 void check_activation(const std::string& name) {
-  for (const char* known : {"", "linear", "relu", "sigmoid", "tanh", "softmax"}) {
+  for (const char* known : kActivations) {
     if (name == known) return;
   }
   throw Error(ErrorCode::kNotFound, fmt::format("unknown activation '{}'", name),
-              "known: linear, relu, sigmoid, tanh, softmax");
+              "known: linear, relu, sigmoid, tanh, softmax, gelu, silu (swish), softplus, log_softmax");
 }
 
 Tensor apply_activation(const std::string& name, const Tensor& x) {
@@ -227,36 +239,20 @@ Tensor apply_activation(const std::string& name, const Tensor& x) {
   if (name == "relu") return relu(x);
   if (name == "sigmoid") return sigmoid(x);
   if (name == "tanh") return tanh(x);
+  if (name == "gelu") return gelu(x, /*approximate=*/false);  // keras.activations.gelu's default
+  if (name == "silu" || name == "swish") return silu(x);
+  if (name == "softplus") return softplus(x);
+  if (name == "log_softmax") return log_softmax(x, -1);
   return softmax(x, -1);
 }
 
 namespace {
 
-void require_positive(int64_t value, const char* layer, const char* option) {
-  if (value <= 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} must be > 0, got {}", layer, option, value));
-  }
-}
-
-void require_pair(const std::vector<int64_t>& v, const char* layer, const char* option) {
-  if (v.size() != 2 || v[0] <= 0 || v[1] <= 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} must be two positive sizes, got ({})", layer, option, fmt::join(v, ", ")));
-  }
-}
-
-void require_padding(const std::string& padding, const char* layer) {
-  if (padding != "valid" && padding != "same") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: padding must be \"valid\" or \"same\", got \"{}\"", layer, padding));
-  }
-}
-
-void require_rank(const Shape& shape, size_t rank, const char* layer, const char* what) {
-  if (shape.size() != rank) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{} expects inputs of rank {} ({}), got shape {}", layer, rank, what, shape_to_string(shape)),
-                "check the model's input shape");
-  }
+/// The regularizers' penalties of the kernel and (when both exist) the bias, added to the loss.
+void add_regularization(LayerContext& ctx, const Regularizer& kernel_regularizer, const Variable* kernel,
+                        const Regularizer& bias_regularizer, const Variable* bias) {
+  if (kernel_regularizer) add_penalty(ctx, kernel_regularizer, *kernel, "kernel_regularizer");
+  if (bias_regularizer && bias != nullptr) add_penalty(ctx, bias_regularizer, *bias, "bias_regularizer");
 }
 
 }  // namespace
@@ -287,6 +283,7 @@ Tensor Dense::call(LayerContext& ctx, const Tensor& x) {
   }
   Tensor y = matmul(x, ctx.value(*kernel_));
   if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  add_regularization(ctx, o_.kernel_regularizer, kernel_, o_.bias_regularizer, bias_);
   return apply_activation(o_.activation, y);
 }
 
@@ -311,6 +308,7 @@ Tensor Conv2D::call(LayerContext& ctx, const Tensor& x) {
   require_rank(x.shape(), 4, "Conv2D", "batch, height, width, channels");
   Tensor y = conv2d(x, ctx.value(*kernel_), {.strides = o_.strides, .padding = o_.padding});
   if (bias_ != nullptr) y = y + ctx.value(*bias_);
+  add_regularization(ctx, o_.kernel_regularizer, kernel_, o_.bias_regularizer, bias_);
   return apply_activation(o_.activation, y);
 }
 

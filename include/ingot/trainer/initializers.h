@@ -20,14 +20,29 @@ Initializer glorot_uniform();
 /// Truncated normal (cut at 2 standard deviations, redrawn) with stddev sqrt(2 / fan_in)
 /// (He et al., 2015; Keras's he_normal).
 Initializer he_normal();
+/// Normal with `mean` and `stddev` (keras.initializers.RandomNormal, defaults mean 0, stddev
+/// 0.05). Throws ingot::Error(kInvalidArgument) naming the argument for a non-finite mean or a
+/// negative or non-finite stddev.
+Initializer random_normal(double mean = 0.0, double stddev = 0.05);
+/// Uniform in [minval, maxval) (keras.initializers.RandomUniform, defaults -0.05, 0.05). Throws
+/// ingot::Error(kInvalidArgument) naming the arguments unless both are finite and minval <= maxval.
+Initializer random_uniform(double minval = -0.05, double maxval = 0.05);
+/// An orthogonal matrix times `gain` (keras.initializers.Orthogonal; Saxe et al., 2014): the
+/// shape is flattened to (rows = product of all dims but the last, cols = last dim); Q of the QR
+/// decomposition of a (max, min) standard normal matrix, its columns' signs fixed so R's diagonal
+/// is positive, transposed when rows < cols. So the columns (rows >= cols) or the rows
+/// (rows < cols) are orthonormal (times gain). Shapes of rank < 2: ingot::Error(kInvalidArgument)
+/// when called; a non-finite gain: ingot::Error(kInvalidArgument) here.
+Initializer orthogonal(double gain = 1.0);
 /// All zeros.
 Initializer zeros();
 /// All ones.
 Initializer ones();
 /// All `value`.
 Initializer constant(double value);
-/// By Keras name: "glorot_uniform", "he_normal", "zeros", "ones". Unknown: ingot::Error(kNotFound)
-/// listing the known names.
+/// By Keras name with default arguments: "glorot_uniform", "he_normal", "random_normal" (alias
+/// "normal"), "random_uniform" (alias "uniform"), "orthogonal", "zeros", "ones". Unknown:
+/// ingot::Error(kNotFound) listing the known names.
 Initializer get(const std::string& name);
 
 /// Keras's compute_fans: (fan_in, fan_out) of a kernel shape (scalars and vectors: their size).

@@ -1,5 +1,7 @@
 // Layers (keras.layers): Layer base with build/call, the LayerContext that binds variables to
-// traced tensors, and the core layers Dense, Conv2D, MaxPooling2D, Flatten, Reshape, Activation.
+// traced tensors, and the core layers Dense, Conv2D, MaxPooling2D, Flatten, Reshape, Activation,
+// Dropout, Rescaling. The other built-in layers live in layers_pooling.h, layers_normalization.h
+// and layers_embedding.h, included at the end of this header.
 //
 // A layer's forward pass is a function of ingot::Tensor (traced into the graph IR, then
 // interpreted or compiled); its variables are read through the LayerContext, which maps each
@@ -15,6 +17,7 @@
 #include "ingot/trace/ops.h"
 #include "ingot/trace/tensor.h"
 #include "ingot/trainer/initializers.h"
+#include "ingot/trainer/regularizers.h"
 #include "ingot/trainer/variable.h"
 
 namespace ingot {
@@ -159,20 +162,27 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::vector<std::shared_ptr<Layer>> sublayers_;
 };
 
-/// Activation functions by Keras name: "linear" (identity), "relu", "sigmoid", "tanh", "softmax"
-/// (last axis). Unknown: ingot::Error(kNotFound) listing the names.
+/// Activation functions by Keras name (keras.activations), elementwise on any shape and float
+/// dtype unless noted: "linear" (identity; "" too), "relu", "sigmoid", "tanh", "softmax" (last
+/// axis), "gelu" (exact: 0.5 x (1 + erf(x / sqrt 2)), Hendrycks & Gimpel 2016, Keras's default
+/// approximate=false), "silu" / "swish" (x sigmoid(x), Elfwing et al. 2017), "softplus"
+/// (log(1 + exp(x)), overflow-free), "log_softmax" (last axis: x - logsumexp(x)). Unknown:
+/// ingot::Error(kNotFound) listing the names.
 Tensor apply_activation(const std::string& name, const Tensor& x);
 /// Throws what apply_activation throws for an unknown name; nothing otherwise.
 void check_activation(const std::string& name);
 
 /// keras.layers.Dense: y = activation(x @ kernel + bias); x (batch, ..., in) -> (batch, ..., units).
-/// Variables: kernel (in, units), bias (units,).
+/// Variables: kernel (in, units), bias (units,). Regularizers add their penalties of the kernel and
+/// bias through LayerContext::add_loss on every call (train and test steps, as Keras's losses).
 struct DenseOptions {
   int64_t units = 0;                  ///< > 0
   std::string activation = "linear";
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Dense final : public Layer {
@@ -189,7 +199,7 @@ class Dense final : public Layer {
 };
 
 /// keras.layers.Conv2D (channels_last): x (batch, h, w, in) -> (batch, oh, ow, filters).
-/// Variables: kernel (kh, kw, in, filters), bias (filters,).
+/// Variables: kernel (kh, kw, in, filters), bias (filters,). Regularizers as Dense.
 struct Conv2DLayerOptions {
   int64_t filters = 0;                           ///< > 0
   std::vector<int64_t> kernel_size = {3, 3};
@@ -199,6 +209,8 @@ struct Conv2DLayerOptions {
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Conv2D final : public Layer {
@@ -298,3 +310,8 @@ class Activation final : public Layer {
 };
 
 }  // namespace ingot
+
+// The other built-in layers, declared in their own headers (each includes this one).
+#include "ingot/trainer/layers_pooling.h"  // IWYU pragma: export
+#include "ingot/trainer/layers_normalization.h"  // IWYU pragma: export
+#include "ingot/trainer/layers_embedding.h"  // IWYU pragma: export
