@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -32,6 +33,29 @@ void Model::name_and_seed(Layer& layer) {
   ++layer_count_;
 }
 
+void Model::name_nested_layers() {
+  std::vector<Layer*> all;
+  std::function<void(const Layer&)> walk = [&](const Layer& layer) {
+    for (const auto& sub : layer.sublayers()) {
+      if (std::find(all.begin(), all.end(), sub.get()) != all.end()) continue;  // a shared layer
+      all.push_back(sub.get());
+      walk(*sub);
+    }
+  };
+  walk(*this);
+  for (Layer* layer : all) {
+    if (layer->name().empty()) {
+      const std::string base = auto_name_base(layer->class_name());
+      std::string name = base;
+      for (int i = 1; std::any_of(all.begin(), all.end(), [&](const Layer* l) { return l->name() == name; }); ++i) {
+        name = fmt::format("{}_{}", base, i);
+      }
+      layer->set_name(name);
+    }
+    if (!layer->seed()) layer->set_seed(options_.seed + static_cast<uint64_t>(layer_count_++));
+  }
+}
+
 void Model::build_model(const Shape& input_shape, DType dtype) {
   if (input_type_) {
     if (per_sample(input_type_->shape) != per_sample(input_shape) || input_type_->dtype != dtype) {
@@ -44,6 +68,7 @@ void Model::build_model(const Shape& input_shape, DType dtype) {
     return;
   }
   output_shapes_.clear();
+  name_nested_layers();
   TraceFn fn = [this](const std::vector<Tensor>& a) {
     LayerContext ctx(/*training=*/false, /*build_mode=*/true);
     return std::vector<Tensor>{(*this)(ctx, a[0])};

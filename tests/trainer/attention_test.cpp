@@ -177,6 +177,9 @@ TEST(MultiHeadAttention, TrainsInAModelWithFit) {
   const std::vector<double>& loss = h->values("loss");
   EXPECT_LT(loss.back(), 0.5 * loss.front());
   EXPECT_EQ(model.variables().size(), 10u);  // 8 attention variables + the head's 2
+  // A subclassed model's tracked layers get Keras names when it is built.
+  EXPECT_EQ(model.variables().front()->name(), "multi_head_attention/query/kernel");
+  EXPECT_EQ(model.variables()[8]->name(), "dense/kernel");
 }
 
 TEST(MultiHeadAttention, BadOptionsAndInputsAreClearErrors) {

@@ -126,6 +126,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// Names and seeds count every distinct layer among the inputs' ancestors.
   KerasTensor operator()(const std::vector<KerasTensor>& xs);
   bool built() const { return built_; }
+  /// The layers this one tracks (track()), in tracking order (Keras's `layer._layers`).
+  const std::vector<std::shared_ptr<Layer>>& sublayers() const { return sublayers_; }
 
   /// Every variable of this layer and its sublayers, in creation order.
   std::vector<Variable*> variables();
@@ -151,7 +153,6 @@ class Layer : public std::enable_shared_from_this<Layer> {
     sublayers_.push_back(layer);
     return layer;
   }
-  const std::vector<std::shared_ptr<Layer>>& sublayers() const { return sublayers_; }
   void mark_built() { built_ = true; }
 
  private:

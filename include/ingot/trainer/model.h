@@ -214,6 +214,11 @@ class Model : public Layer {
   void record_output(const Layer& layer, const Shape& shape) { output_shapes_.emplace_back(&layer, shape); }
   /// Gives unnamed sublayers Keras-style unique names and unseeded ones seeds.
   void name_and_seed(Layer& layer);
+  /// Names every unnamed layer below the model (nested sublayers too, depth first in tracking
+  /// order) with a Keras name unique in the model ("dense", "dense_1", ...), and seeds unseeded
+  /// ones (seed + running index). build_model calls it first, so subclassed models' layers get
+  /// distinct variable names ("<layer>/<weight>") and distinct initial weights.
+  void name_nested_layers();
 
  private:
   void check_input(const Array& x) const;
