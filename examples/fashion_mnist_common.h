@@ -50,6 +50,26 @@ inline std::shared_ptr<ingot::Sequential> cnn(ingot::ModelOptions options = {}) 
       std::move(options));
 }
 
+/// A batch-normalised CNN (the Keras convention: convolutions without bias, BatchNormalization,
+/// then ReLU): Conv2D 32 3x3, BN, ReLU, MaxPool 2, Conv2D 64 3x3, BN, ReLU, MaxPool 2, Flatten,
+/// Dense 256 relu, Dense 10 (logits); inputs (batch, 28, 28, 1). The BN layers' moving mean and
+/// variance are non-trainable variables updated by every train step and used by evaluate/predict.
+inline std::shared_ptr<ingot::Sequential> bn_cnn(ingot::ModelOptions options = {}) {
+  using namespace ingot;
+  auto conv_bn_relu = [](int64_t filters) {
+    return std::vector<std::shared_ptr<Layer>>{
+        std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = filters, .use_bias = false}),
+        std::make_shared<BatchNormalization>(BatchNormalizationOptions{}), std::make_shared<Activation>("relu"),
+        std::make_shared<MaxPooling2D>()};
+  };
+  std::vector<std::shared_ptr<Layer>> layers = conv_bn_relu(32);
+  for (auto& l : conv_bn_relu(64)) layers.push_back(std::move(l));
+  layers.push_back(std::make_shared<Flatten>());
+  layers.push_back(std::make_shared<Dense>(DenseOptions{.units = 256, .activation = "relu"}));
+  layers.push_back(std::make_shared<Dense>(DenseOptions{.units = 10}));
+  return std::make_shared<Sequential>(std::move(layers), std::move(options));
+}
+
 /// The first `count` images of `u8` (n, 28, 28) as f32 in [0, 1] (pixel / 255) with shape
 /// (count, sample...); `sample` must hold 784 elements. Throws ingot::Error(kInvalidArgument)
 /// for a count outside [0, n] and kShapeMismatch for images that are not 28x28 u8.
