@@ -361,6 +361,8 @@ Tensor Optimizer::scale_loss(const Tensor& loss) const {
   return config_.loss_scale_factor ? loss * *config_.loss_scale_factor : loss;
 }
 
+Tensor Optimizer::scale_loss(const Tensor& loss, const std::vector<Tensor>&) const { return scale_loss(loss); }
+
 namespace {
 
 /// Checks the arguments of apply(); returns the indices of the variables that have a gradient.

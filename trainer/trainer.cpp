@@ -204,7 +204,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
       Tensor y_pred = (*model)(ctx, x);
       Tensor loss = (*options.loss)(b[nt + nn + 1], y_pred, b[nt + nn + 2]);
       for (const Tensor& extra : ctx.losses()) loss = loss + extra;
-      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(loss) : loss, y_pred};
+      // With `scaled`, the optimizer's variables follow the batch (for a dynamic loss scale).
+      const std::vector<Tensor> optimizer_state(b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), nt + nn + 3)), b.end());
+      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(loss, optimizer_state) : loss, y_pred};
       for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(b[nt + i]));
       if (scaled) out.push_back(loss);
       return out;
@@ -500,6 +502,7 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
   std::vector<Tensor> b = s.trainable;
   b.insert(b.end(), s.non_trainable.begin(), s.non_trainable.end());
   b.insert(b.end(), {s.x, s.y, s.sample_weight});
+  b.insert(b.end(), s.optimizer.begin(), s.optimizer.end());  // read by scale_loss, not differentiated
   std::vector<int64_t> argnums;
   for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
   // [scaled loss, y_pred, NT'..., loss, grads...]; apply() unscales the gradients.

@@ -241,6 +241,10 @@ class Optimizer {
 
   /// The loss as differentiated: loss * loss_scale_factor, or `loss` unchanged when unset.
   Tensor scale_loss(const Tensor& loss) const;
+  /// The same, given this optimizer's variables (traced, build() layout): what the trainer calls,
+  /// so that an optimizer whose scale is state (LossScaleOptimizer's dynamic scale) can read it.
+  /// Default: scale_loss(loss).
+  virtual Tensor scale_loss(const Tensor& loss, const std::vector<Tensor>& optimizer_variables) const;
 
   const OptimizerConfig& config() const { return config_; }
   const LearningRate& learning_rate() const { return config_.learning_rate; }
@@ -248,7 +252,7 @@ class Optimizer {
   // ---- host-side access to the optimizer variables (for the trainer and callbacks) ---------
 
   /// Number of optimizer variables for `num_variables` trainable variables.
-  int64_t num_optimizer_variables(int64_t num_variables) const;
+  virtual int64_t num_optimizer_variables(int64_t num_variables) const;
   /// Index of the learning-rate variable (1), or nullopt for a schedule.
   std::optional<int64_t> learning_rate_index() const;
   /// The iteration count held by `optimizer_variables` (its first entry).
@@ -267,8 +271,8 @@ class Optimizer {
   /// Keras's finalize_variable_values: with `use_ema`, the moving averages held by
   /// `optimizer_variables` (which replace the trainable variables at the end of fit); otherwise
   /// `variables` unchanged. Throws ingot::Error(kInvalidArgument) for a state of the wrong size.
-  std::vector<Array> finalize_variable_values(const std::vector<Array>& optimizer_variables,
-                                              const std::vector<Array>& variables) const;
+  virtual std::vector<Array> finalize_variable_values(const std::vector<Array>& optimizer_variables,
+                                                      const std::vector<Array>& variables) const;
 
  protected:
   /// Validates the shared options (ingot::Error(kInvalidArgument) naming the option and value):
