@@ -19,14 +19,20 @@ using namespace layers_detail;
 void LayerContext::bind(const Variable& variable, Tensor value) { values_.insert_or_assign(&variable, std::move(value)); }
 
 Tensor LayerContext::value(const Variable& variable) const {
-  if (auto it = values_.find(&variable); it != values_.end()) return it->second;
-  if (build_mode_) return constant(variable.value());
+  const auto in_compute_dtype = [this](Tensor t) {
+    return compute_dtype_ && is_floating(t.dtype()) && t.dtype() != *compute_dtype_ ? convert(t, *compute_dtype_) : t;
+  };
+  if (auto it = values_.find(&variable); it != values_.end()) return in_compute_dtype(it->second);
+  if (build_mode_) return in_compute_dtype(constant(variable.value()));
   throw Error(ErrorCode::kNotFound,
               fmt::format("variable '{}' is not part of the state of the step being traced", variable.name()),
               "create variables with add_weight in a layer that the model tracks (Sequential::add or track())");
 }
 
 void LayerContext::set_value(const Variable& variable, Tensor value) {
+  if (is_floating(value.dtype()) && is_floating(variable.dtype()) && value.dtype() != variable.dtype()) {
+    value = convert(value, variable.dtype());
+  }
   updates_.insert_or_assign(&variable, std::move(value));
 }
 
@@ -386,10 +392,11 @@ Rescaling::Rescaling(double scale, double offset, std::string name)
   }
 }
 
-Tensor Rescaling::call(LayerContext&, const Tensor& x) {
-  const Tensor f = x.dtype() == DType::kF32 ? x : convert(x, DType::kF32);
-  Tensor y = f * scalar(scale_, DType::kF32);
-  return offset_ == 0 ? y : y + scalar(offset_, DType::kF32);
+Tensor Rescaling::call(LayerContext& ctx, const Tensor& x) {
+  const DType dt = ctx.compute_dtype().value_or(DType::kF32);
+  const Tensor f = x.dtype() == dt ? x : convert(x, dt);
+  Tensor y = f * scalar(scale_, dt);
+  return offset_ == 0 ? y : y + scalar(offset_, dt);
 }
 
 Activation::Activation(std::string activation, std::string name)

@@ -16,7 +16,13 @@ Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s
 
 }  // namespace
 
-Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {}
+Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {
+  const std::string& p = options_.dtype_policy;
+  if (p != "float32" && p != "mixed_float16" && p != "mixed_bfloat16") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("model '{}': unknown dtype_policy '{}'", name(), p),
+                "use float32, mixed_float16 or mixed_bfloat16 (Keras's policy names)");
+  }
+}
 
 void Model::name_and_seed(Layer& layer) {
   if (layer.name().empty()) {
@@ -71,11 +77,25 @@ void Model::build_model(const Shape& input_shape, DType dtype) {
   name_nested_layers();
   TraceFn fn = [this](const std::vector<Tensor>& a) {
     LayerContext ctx(/*training=*/false, /*build_mode=*/true);
-    return std::vector<Tensor>{(*this)(ctx, a[0])};
+    return std::vector<Tensor>{forward(ctx, a[0])};
   };
   const ir::Graph g = trace(fn, {{input_shape, dtype}}, name() + "_build");
   input_type_ = ir::TensorType{input_shape, dtype};
   output_type_ = g.type(g.outputs().at(0));
+}
+
+DType Model::compute_dtype() const {
+  if (options_.dtype_policy == "mixed_float16") return DType::kF16;
+  if (options_.dtype_policy == "mixed_bfloat16") return DType::kBF16;
+  return DType::kF32;
+}
+
+Tensor Model::forward(LayerContext& ctx, const Tensor& x) {
+  const DType compute = compute_dtype();
+  if (compute == DType::kF32) return (*this)(ctx, x);
+  ctx.set_compute_dtype(compute);
+  const Tensor y = (*this)(ctx, is_floating(x.dtype()) ? convert(x, compute) : x);
+  return is_floating(y.dtype()) && y.dtype() != DType::kF32 ? convert(y, DType::kF32) : y;
 }
 
 TraceFn Model::forward_fn(bool training) {
@@ -83,7 +103,7 @@ TraceFn Model::forward_fn(bool training) {
     std::vector<Variable*> vars = variables();
     LayerContext ctx(training);
     for (size_t i = 0; i < vars.size(); ++i) ctx.bind(*vars[i], a[i]);
-    return std::vector<Tensor>{(*this)(ctx, a.back())};
+    return std::vector<Tensor>{forward(ctx, a.back())};
   };
 }
 
@@ -159,7 +179,7 @@ std::string Model::summary() {
 }
 
 Sequential::Sequential(ModelOptions options)
-    : Model(ModelOptions{options.name.empty() ? "sequential" : options.name, options.seed}) {}
+    : Model(ModelOptions{options.name.empty() ? "sequential" : options.name, options.seed, options.dtype_policy}) {}
 
 Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, ModelOptions options) : Sequential(std::move(options)) {
   for (auto& l : layers) add(std::move(l));
@@ -208,7 +228,7 @@ void topological(const std::shared_ptr<const KerasTensor::Node>& n, const KerasT
 }  // namespace
 
 Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options)
-    : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed}),
+    : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed, options.dtype_policy}),
       inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   if (!inputs_.valid() || !outputs_.valid()) {
     throw Error(ErrorCode::kInvalidArgument, "Functional: inputs and outputs must be KerasTensors from Input() and layer calls");

@@ -201,9 +201,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], b[i]);
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], b[nt + i]);
       const Tensor& x = b[nt + nn];
-      Tensor y_pred = (*model)(ctx, x);
+      Tensor y_pred = model->forward(ctx, x);
       Tensor loss = (*options.loss)(b[nt + nn + 1], y_pred, b[nt + nn + 2]);
-      for (const Tensor& extra : ctx.losses()) loss = loss + extra;
+      for (const Tensor& extra : ctx.losses()) loss = loss + (extra.dtype() == loss.dtype() ? extra : convert(extra, loss.dtype()));
       // With `scaled`, the optimizer's variables follow the batch (for a dynamic loss scale).
       const std::vector<Tensor> optimizer_state(b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), nt + nn + 3)), b.end());
       std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(loss, optimizer_state) : loss, y_pred};
@@ -259,7 +259,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
       LayerContext ctx(false);
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], a[i]);
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
-      return std::vector<Tensor>{(*model)(ctx, a[nt + nn])};
+      return std::vector<Tensor>{model->forward(ctx, a[nt + nn])};
     };
   }
 

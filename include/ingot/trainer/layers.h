@@ -41,13 +41,21 @@ class LayerContext {
   /// Adds a loss term (e.g. a regularizer) to the step's loss.
   void add_loss(Tensor loss) { losses_.push_back(std::move(loss)); }
   const std::vector<Tensor>& losses() const { return losses_; }
-  /// A new value for a non-trainable variable (e.g. a moving average), returned as state.
+  /// A new value for a non-trainable variable (e.g. a moving average), returned as state; a value
+  /// of another floating-point dtype (computed under a mixed policy) is converted to the
+  /// variable's dtype.
   void set_value(const Variable& variable, Tensor value);
+  /// The dtype policy's compute dtype (Keras's `layer.compute_dtype`): when set, value() returns
+  /// floating-point variables converted to it (variables stay f32; the gradient flows back
+  /// through the conversion), and layers create floating-point values in it. Unset: f32 models.
+  void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
+  std::optional<DType> compute_dtype() const { return compute_dtype_; }
   std::optional<Tensor> new_value(const Variable& variable) const;
 
  private:
   bool training_;
   bool build_mode_;
+  std::optional<DType> compute_dtype_;
   std::map<const Variable*, Tensor> values_;
   std::map<const Variable*, Tensor> updates_;
   std::vector<Tensor> losses_;

@@ -23,6 +23,12 @@ namespace ingot {
 struct ModelOptions {
   std::string name;        ///< default "sequential" / "model"
   uint64_t seed = 1337;    ///< unseeded layers get seed + their index (reproducible weights)
+  /// Keras's dtype policy of every layer: "float32", or "mixed_float16" / "mixed_bfloat16"
+  /// (variables f32, computation in f16 / bf16: floating inputs and variables are converted when
+  /// read, and the model's floating outputs are converted back to f32 for the loss, metrics and
+  /// predict, as Keras advises with a float32 output layer). With mixed_float16 use a
+  /// LossScaleOptimizer. Another name: ingot::Error(kInvalidArgument).
+  std::string dtype_policy = "float32";
 };
 
 /// Model::compile's arguments (keras.Model.compile).
@@ -147,6 +153,12 @@ class Model : public Layer {
   /// The output type for that input (recorded by build_model).
   const std::optional<ir::TensorType>& output_type() const { return output_type_; }
 
+  /// The model's forward pass under its dtype policy: floating `x` converted to the compute
+  /// dtype, `ctx` told it, the floating output converted to f32. What the trainer, predict and
+  /// build call (plain `(*model)(ctx, x)` ignores the policy).
+  Tensor forward(LayerContext& ctx, const Tensor& x);
+  /// The compute dtype of the policy (f32, f16 or bf16).
+  DType compute_dtype() const;
   /// The pure forward pass for tracing: arguments (every variable in variables() order, then x),
   /// results {y}. `training` is passed to the layers.
   TraceFn forward_fn(bool training);
