@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <numeric>
+#include <optional>
 
 #include "ingot/ir/op_registry.h"
 #include "ingot/lower/lowering.h"
@@ -104,36 +105,68 @@ void lower_reduce(LoweringContext& ctx, const Node& node) {
   ctx.bind(node.outputs[0], r);
 }
 
-/// A plain matrix product (2-D f32/f64 operands, one contracting dim, no batch dims) as a call to
-/// the BLAS-backed kernel ingot_cpu_gemm_<dtype>(A, B, C, trans_a, trans_b) on memrefs.
+/// How one dot_general operand is seen as a row-major matrix for GEMM: its contracting dims must
+/// be consecutive and either its leading dims (the matrix is (K, free)) or its trailing dims
+/// ((free, K)); the free dims collapse into the other side. nullopt otherwise.
+struct GemmOperand {
+  bool contract_first = false;
+  int64_t free = 1, k = 1;
+};
+
+std::optional<GemmOperand> gemm_view(const TensorType& t, const std::vector<int64_t>& contracting) {
+  const auto n = static_cast<int64_t>(contracting.size());
+  if (n == 0) return std::nullopt;
+  for (int64_t i = 1; i < n; ++i) {
+    if (contracting[static_cast<size_t>(i)] != contracting[0] + i) return std::nullopt;
+  }
+  GemmOperand g;
+  const bool first = contracting[0] == 0, last = contracting.back() == t.rank() - 1;
+  if (!first && !last) return std::nullopt;
+  g.contract_first = first && !last;  // all dims contracting: see it as (1, K) / (K, 1) below
+  for (int64_t d = 0; d < t.rank(); ++d) {
+    const bool c = d >= contracting[0] && d <= contracting.back();
+    (c ? g.k : g.free) *= t.shape[static_cast<size_t>(d)];
+  }
+  return g;
+}
+
+/// A matrix product without batch dims on f32/f64 operands whose contracting dims are a
+/// consecutive leading or trailing group of each operand (Dense on (batch, ..., features)
+/// inputs, its weight gradient contracting over (batch, ...), plain 2-D products) as a call to
+/// the BLAS-backed kernel ingot_cpu_gemm_<dtype>(A, B, C, trans_a, trans_b) on row-major 2-D
+/// views (collapse/expand of identity layouts: no copies).
 bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs,
                        const TensorType& rhs, const TensorType& out, const std::vector<int64_t>& lc,
                        const std::vector<int64_t>& rc, size_t num_batch) {
-  if (!ctx.options().blas_gemm || num_batch != 0 || lc.size() != 1 || lhs.rank() != 2 ||
-      rhs.rank() != 2 || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) {
-    return false;
-  }
+  if (!ctx.options().blas_gemm || num_batch != 0 || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+  std::optional<GemmOperand> a = gemm_view(lhs, lc), b = gemm_view(rhs, rc);
+  if (!a || !b || a->free == 0 || b->free == 0 || a->k == 0) return false;
+  // An all-contracting operand is a row (1, K): the lhs as A, the rhs as B transposed.
+  const int64_t m = a->free, n = b->free, k = a->k;
   const std::string e = el(out.dtype);
   const std::string dyn = fmt::format("memref<?x?x{}>", e);
   const std::string fn = fmt::format("ingot_cpu_gemm_{}", e);
   ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}",
                           fn, dyn, dyn, dyn));
-  auto memref = [&](const TensorType& t) { return fmt::format("memref<{}x{}x{}>", t.shape[0], t.shape[1], e); };
-  auto as_buffer = [&](const std::string& v, const TensorType& t) {
-    const std::string m = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v, ty(t), memref(t)), "m");
-    return ctx.let(fmt::format("memref.cast {} : {} to {}", m, memref(t), dyn), "m");
+  auto memref = [&](int64_t r, int64_t c) { return fmt::format("memref<{}x{}x{}>", r, c, e); };
+  auto as_buffer = [&](const std::string& v, const TensorType& t, int64_t r, int64_t c) {
+    const std::string v2 = reshape_value(ctx, v, t, {r, c});
+    const std::string mr = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v2,
+                                               ty(TensorType{{r, c}, t.dtype}), memref(r, c)),
+                                   "m");
+    return ctx.let(fmt::format("memref.cast {} : {} to {}", mr, memref(r, c), dyn), "m");
   };
-  const std::string a = as_buffer(ctx.operand(node, 0), lhs);
-  const std::string b = as_buffer(ctx.operand(node, 1), rhs);
-  const std::string c = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", memref(out)), "m");
-  const std::string cd = ctx.let(fmt::format("memref.cast {} : {} to {}", c, memref(out), dyn), "m");
-  const std::string ta = ctx.let(fmt::format("arith.constant {} : i32", lc[0] == 0 ? 1 : 0), "c");
-  const std::string tb = ctx.let(fmt::format("arith.constant {} : i32", rc[0] == 1 ? 1 : 0), "c");
-  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, a, b, cd, ta,
+  const std::string av = a->contract_first ? as_buffer(ctx.operand(node, 0), lhs, k, m) : as_buffer(ctx.operand(node, 0), lhs, m, k);
+  const std::string bv = b->contract_first ? as_buffer(ctx.operand(node, 1), rhs, k, n) : as_buffer(ctx.operand(node, 1), rhs, n, k);
+  const std::string c = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", memref(m, n)), "m");
+  const std::string cd = ctx.let(fmt::format("memref.cast {} : {} to {}", c, memref(m, n), dyn), "m");
+  const std::string ta = ctx.let(fmt::format("arith.constant {} : i32", a->contract_first ? 1 : 0), "c");
+  const std::string tb = ctx.let(fmt::format("arith.constant {} : i32", b->contract_first ? 0 : 1), "c");
+  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, av, bv, cd, ta,
                        tb, dyn, dyn, dyn));
-  ctx.bind(node.outputs[0], ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c,
-                                                memref(out), ty(out)),
-                                    "t"));
+  const TensorType flat{{m, n}, out.dtype};
+  const std::string t = ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c, memref(m, n), ty(flat)), "t");
+  ctx.bind(node.outputs[0], reshape_value(ctx, t, flat, out.shape));
   return true;
 }
 

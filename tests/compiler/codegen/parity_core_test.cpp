@@ -203,6 +203,30 @@ TEST(ParityGemm, BlasAndGeneratedLoopsMatchTheInterpreter) {
       }
     }
   }
+  // Higher-rank operands whose contracting dims are a leading or trailing group go through GEMM
+  // on 2-D views: Dense on (batch, T, features), its weight and input gradients, vector products;
+  // contracting dims in the middle keep the loops.
+  struct Case {
+    Shape ls, rs;
+    std::vector<int64_t> lc, rc;
+    bool gemm;
+  };
+  const std::vector<Case> cases = {{{2, 3, 5}, {5, 4}, {2}, {0}, true},        {{2, 3, 5}, {2, 3, 4}, {0, 1}, {0, 1}, true},
+                                   {{2, 3, 4}, {5, 4}, {2}, {1}, true},        {{5}, {5, 4}, {0}, {0}, true},
+                                   {{4, 5}, {5}, {1}, {0}, true},              {{3, 2, 5}, {4, 3, 2}, {0, 1}, {1, 2}, true},
+                                   {{2, 5, 3}, {5, 4}, {1}, {0}, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} x {}", shape_to_string(c.ls), shape_to_string(c.rs)));
+    ir::Graph g("gemm_nd");
+    ir::ValueId a = g.add_parameter({c.ls, DType::kF32}), b = g.add_parameter({c.rs, DType::kF32});
+    g.set_outputs(g.add_node("dot_general", {a, b}, {{"lhs_contracting_dimensions", c.lc}, {"rhs_contracting_dimensions", c.rc}}));
+    std::vector<Array> args = {testing::random_array(c.ls, DType::kF32, 3), testing::random_array(c.rs, DType::kF32, 4)};
+    const std::vector<Array> want = interp::interpret(g, args);
+    for (bool blas : {true, false}) {
+      testing::expect_values(compile_graph(g, {}, {}, {.blas_gemm = blas})->run(args)[0], want[0].to_doubles(), 1e-5);
+    }
+    EXPECT_EQ(lower::lower_to_mlir(g).find("ingot_cpu_gemm") != std::string::npos, c.gemm);
+  }
   // k = 0: zeros.
   ir::Graph g("gemm0");
   ir::ValueId a = g.add_parameter({{3, 0}, DType::kF32}), b = g.add_parameter({{0, 4}, DType::kF32});
