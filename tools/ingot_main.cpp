@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <iostream>
 #include <new>
 
@@ -12,6 +13,36 @@
 #include "train.h"
 
 namespace {
+
+/// Checks every value-taking option of `cmd`: no empty values (an empty path or number is a
+/// mistake, not "unset"), integers within int64 (CLI11 would otherwise saturate
+/// 99999999999999999999 to 2^63 - 1) and `--seed` not negative (it is unsigned). Violations are
+/// command-line errors (exit 2) naming the option.
+void validate_values(CLI::App* cmd) {
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string(); },
+      "", "non-empty");
+  const CLI::Validator int64_range(
+      [](std::string& v) {
+        int64_t x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        return ec == std::errc::result_out_of_range ? "'" + v + "' is out of the 64-bit integer range" : std::string();
+      },
+      "", "int64");
+  const CLI::Validator not_negative(
+      [](std::string& v) { return !v.empty() && v[0] == '-' ? "'" + v + "' is negative" : std::string(); }, "",
+      "not-negative");
+  for (CLI::Option* o : cmd->get_options()) {
+    if (o->get_type_size() == 0) continue;  // flags
+    o->check(non_empty);
+    const std::string name = o->get_name();
+    if (name == "--epochs" || name == "--batch-size" || name == "--steps-per-execution" || name == "--seed" ||
+        name == "--limit" || name == "--index") {
+      o->check(int64_range);
+    }
+    if (name == "--seed" || name == "--index") o->check(not_negative);
+  }
+}
 
 /// The options of `ingot train` (fields of `c`).
 CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
@@ -58,7 +89,7 @@ CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
   cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
   cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
   cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
-  cmd->add_option("--index", c.index, "test image index")->capture_default_str();
+  cmd->add_option("--index", c.index, "test image index")->required();
   cmd->add_option("--device", c.device, "cpu")->capture_default_str();
   return cmd;
 }
@@ -86,6 +117,7 @@ int main(int argc, char** argv) {
   CLI::App* train_cmd = add_train(app, train);
   CLI::App* evaluate_cmd = add_evaluate(app, evaluate);
   CLI::App* predict_cmd = add_predict(app, predict);
+  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd}) validate_values(cmd);
 
   ingot::cli::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(

@@ -250,13 +250,23 @@ expect_run(missing_data_dir 1 ARGS train --data-dir "${WORK_DIR}/no_such_dir" ${
 expect_run(missing_files 1 ARGS train --data-dir "${WORK_DIR}" ${outputs}
            ERR "train-images-idx3-ubyte(.gz)' not found" "dataset-fashion-mnist")
 expect_run(wrong_magic 1 ARGS train --data-dir "${WORK_DIR}/magic" ${outputs}
-           ERR "[ParseError]" "magic" "not an IDX image file (magic 0x803)" "train-images-idx3-ubyte")
+           ERR "[ParseError]" "train-images-idx3-ubyte.gz' is not an IDX image file"
+               "magic number 0x00000801, expected 0x00000803" "dataset-fashion-mnist")
 expect_run(truncated 1 ARGS train --data-dir "${WORK_DIR}/truncated" ${outputs}
            ERR "[ParseError]" "100000 bytes for 60000 images of 28x28")
 expect_run(truncated_gz 1 ARGS train --data-dir "${WORK_DIR}/truncated_gz" ${outputs}
-           ERR "[ParseError]" "bytes for 60000 images of 28x28")
+           ERR "[ParseError]" "truncated or corrupt gzip file")
 expect_run(count_mismatch 1 ARGS train --data-dir "${WORK_DIR}/counts" ${outputs}
-           ERR "[ParseError]" "image and label counts differ")
+           ERR "[ParseError]" "10000 images but 60000 labels in the train-* files")
+# Outputs that are inputs, empty or out-of-range values, a diverging run.
+file(MAKE_DIRECTORY "${WORK_DIR}/data_copy")
+file(COPY "${fm}/" DESTINATION "${WORK_DIR}/data_copy")
+expect_run(output_is_data 1 ARGS train --data-dir "${WORK_DIR}/data_copy" --epochs 1 --limit 256
+           --csv data_copy/train-labels-idx1-ubyte.gz ERR "--csv 'data_copy/train-labels-idx1-ubyte.gz' is an input")
+expect_run(empty_path 2 ARGS ${train} --csv= ERR "--csv")
+expect_run(huge_epochs 2 ARGS ${train} --epochs 99999999999999999999 ERR "out of the 64-bit integer range")
+expect_run(negative_seed 2 ARGS ${train} --seed -1 ERR "--seed: '-1' is negative")
+expect_run(diverges 1 ARGS ${train} --learning-rate 1e30 ${outputs} ERR "training diverged" "lower --learning-rate")
 expect_missing(${out_files})
 
 # Options.
@@ -316,7 +326,10 @@ expect_run(evaluate_missing_data 1 ARGS evaluate --weights "${weights}" --data-d
            ERR "does not exist" "dataset-fashion-mnist")
 expect_run(predict_index_too_big 1 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index 10000
            ERR "[OutOfRange]" "--index 10000 is outside the 10000 test images")
-expect_run(predict_negative_index 1 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index -1
-           ERR "--index -1 is outside")
-expect_run(predict_unknown_model 1 ARGS predict --weights "${weights}" --model vgg --data-dir "${DATA_DIR}"
+expect_run(predict_negative_index 2 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index -1
+           ERR "--index: '-1' is negative")
+expect_run(predict_no_index 2 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" ERR "--index is required")
+expect_run(evaluate_json_is_weights 1 ARGS evaluate --weights "${weights}" --data-dir "${DATA_DIR}"
+           --metrics-json "${weights}" ERR "is an input of this command")
+expect_run(predict_unknown_model 1 ARGS predict --weights "${weights}" --model vgg --data-dir "${DATA_DIR}" --index 0
            ERR "unknown --model 'vgg'")

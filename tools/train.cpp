@@ -20,6 +20,7 @@
 
 #include "fashion_mnist_common.h"
 #include "ingot/trainer/callbacks_logging.h"
+#include "ingot/trainer/output_file.h"
 #include "ingot/trainer/safetensors.h"
 
 namespace ingot::cli {
@@ -82,13 +83,21 @@ void check_train_options(const TrainCommand& c) {
   check_device(c.device);
 }
 
-/// Throws unless a file can be created at `path` (named by `option`): the path is not a
-/// directory, its directory exists, a file can be made there (a probe file is created and
-/// removed) and an existing file at `path` is writable. Nothing is left behind.
+/// Throws unless a file can be written at `path` (named by `option`): symbolic links are followed
+/// (their target is what gets written); a writable special file (/dev/null) is fine; otherwise
+/// the target is not a directory, its directory exists, a file can be made there (a probe file is
+/// created and removed) and an existing file at the target is writable. Nothing is left behind.
 void check_output_path(const std::string& path, const char* option) {
-  if (path.empty()) return;
+  if (path.empty()) throw bad_option(fmt::format("{} is an empty path", option), "name a file, or leave the option out");
   std::error_code ec;
-  const fs::path p(path);
+  const OutputTarget target = resolve_output(path);
+  const fs::path& p = target.path;
+  if (target.in_place) {
+    if (access(p.c_str(), W_OK) != 0) {
+      throw bad_option(fmt::format("{} '{}' is not writable: {}", option, path, std::strerror(errno)));
+    }
+    return;
+  }
   if (fs::is_directory(p, ec)) throw bad_option(fmt::format("{} '{}' is a directory", option, path), "name a file");
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   if (!fs::is_directory(dir, ec)) {
@@ -104,23 +113,45 @@ void check_output_path(const std::string& path, const char* option) {
   }
   close(fd);
   fs::remove(probe, ec);
-  if (fs::exists(p, ec) && access(path.c_str(), W_OK) != 0) {
+  if (fs::exists(p, ec) && access(p.c_str(), W_OK) != 0) {
     throw bad_option(fmt::format("{} '{}' is not writable: {}", option, path, std::strerror(errno)));
   }
 }
 
-/// check_output_path for each (option, path), and no two options naming the same file.
-void check_output_paths(const std::vector<std::pair<const char*, std::string>>& outputs) {
+/// The file a path names, for comparisons: links resolved, made absolute and normal.
+fs::path identity(const std::string& path) { return fs::absolute(resolve_output(path).path).lexically_normal(); }
+
+/// check_output_path for each (option, path); no two outputs may be one file, and no output may
+/// be one of `inputs` (the files the command reads: the data set, the weights).
+void check_output_paths(const std::vector<std::pair<const char*, std::string>>& outputs,
+                        const std::vector<std::string>& inputs = {}) {
   std::vector<std::pair<fs::path, const char*>> seen;
   for (const auto& [option, path] : outputs) {
     if (path.empty()) continue;
     check_output_path(path, option);
-    const fs::path normal = fs::absolute(path).lexically_normal();
+    const fs::path id = identity(path);
+    if (resolve_output(path).in_place) continue;  // /dev/null may take several outputs
     for (const auto& [other, other_option] : seen) {
-      if (other == normal) throw bad_option(fmt::format("{} and {} both name '{}'", other_option, option, path));
+      if (other == id) throw bad_option(fmt::format("{} and {} both name '{}'", other_option, option, path));
     }
-    seen.emplace_back(normal, option);
+    for (const std::string& in : inputs) {
+      if (identity(in) == id) {
+        throw bad_option(fmt::format("{} '{}' is an input of this command ('{}')", option, path, in),
+                         "write the output to another file");
+      }
+    }
+    seen.emplace_back(id, option);
   }
+}
+
+/// The files of a Fashion-MNIST directory, plain and gzip (outputs must not overwrite them).
+std::vector<std::string> data_files(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+    files.push_back((fs::path(dir) / stem).string());
+    files.push_back((fs::path(dir) / (std::string(stem) + ".gz")).string());
+  }
+  return files;
 }
 
 // ---- data, model, optimizer ----------------------------------------------------------------------
@@ -222,27 +253,9 @@ class EpochTimer final : public callbacks::Callback {
   std::vector<double> epochs_;
 };
 
-/// Writes `text` to a temporary file next to `path` and renames it over `path` (no partial file
-/// on failure: kInvalidArgument naming the path and the system's reason).
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".ingot-tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw bad_option(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw bad_option(fmt::format("cannot write '{}': {}", path, ec.message()));
-  }
-}
+/// `text` becomes the content of `path` (output_file.h: a temporary file renamed into place, so
+/// no partial file; links followed; special files such as /dev/null written in place).
+void write_file(const std::string& path, const std::string& text) { write_output_file(path, text, "ingot"); }
 
 Json test_json(const Logs& test) {
   return Json{{"loss", test.get("loss").value_or(NAN)}, {"accuracy", test.get("accuracy").value_or(NAN)}};
@@ -351,7 +364,8 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
 
 int run_train(const TrainCommand& c, std::ostream& out) {
   check_train_options(c);
-  check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}});
+  check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}},
+                     data_files(c.data_dir));
   const datasets::FashionMnist data = load_data(c.data_dir);
   const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
@@ -365,10 +379,17 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
       {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,
-       .callbacks = {timer, csv},
+       .callbacks = {timer, csv, std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out})},
        .validation_data = d.validation,
        .seed = c.seed,
        .progbar = {.stream = &out}});
+  const std::vector<double>& losses = history->values("loss");
+  if (std::any_of(losses.begin(), losses.end(), [](double l) { return !std::isfinite(l); })) {
+    // TerminateOnNaN stopped the run; nothing is written.
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("training diverged: the loss became {} in epoch {}", losses.back(), losses.size()),
+                fmt::format("lower --learning-rate (now {})", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)));
+  }
   const Timings t = timings(*timer, model->last_fit_timing(), now_seconds() - start, d.train.size() * c.epochs);
   const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
@@ -390,7 +411,7 @@ int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
   check_model_name(c.model);
   check_positive(c.batch_size, "--batch-size");
   check_device(c.device);
-  check_output_paths({{"--metrics-json", c.metrics_json}});
+  check_output_paths({{"--metrics-json", c.metrics_json}}, {c.weights});
   std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir);
   examples::compile_classifier(*model);

@@ -1,6 +1,7 @@
 // CSVLogger and python_float / csv_field: Keras 3's keras.callbacks.CSVLogger over Python's csv
 // module (excel dialect) and repr(float). Guide: docs/trainer-callbacks.md, "CSVLogger".
 #include "ingot/trainer/callbacks_logging.h"
+#include "ingot/trainer/output_file.h"
 
 #include <fmt/format.h>
 
@@ -61,22 +62,13 @@ void write_to(const std::string& path, const std::string& text, std::ios::openmo
   }
 }
 
-/// Writes `text` to a temporary file next to `path` and renames it over `path` (no partial file
-/// on failure).
+/// `text` becomes the content of `path` at once (output_file.h: no partial file, links and
+/// special files respected).
 void replace_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".ingot-tmp";
   try {
-    write_to(tmp, text, std::ios::trunc);
-  } catch (const Error&) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw csv_error("cannot write '" + path + "': " + ec.message(), "check that the path is not a directory");
+    write_output_file(path, text, "CSVLogger");
+  } catch (const Error& e) {
+    throw csv_error("cannot write '" + path + "': " + e.message(), "check that the folder exists and is writable");
   }
 }
 

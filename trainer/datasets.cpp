@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <vector>
 
@@ -13,8 +14,11 @@ namespace ingot::datasets {
 
 namespace {
 
-/// The whole (decompressed) contents of `path` or `path` without ".gz".
-std::vector<uint8_t> read_idx_file(const std::string& dir, const std::string& name) {
+constexpr const char* kDataHint =
+    "reinstall the Debian package dataset-fashion-mnist, or pass a --data-dir holding the four original IDX files";
+
+/// The whole (decompressed) contents of `<dir>/<name>.gz` or `<dir>/<name>`, and that path.
+std::pair<std::string, std::vector<uint8_t>> read_idx_file(const std::string& dir, const std::string& name) {
   std::string path = dir + "/" + name + ".gz";
   if (!std::filesystem::exists(path)) path = dir + "/" + name;
   if (!std::filesystem::exists(path)) {
@@ -22,29 +26,47 @@ std::vector<uint8_t> read_idx_file(const std::string& dir, const std::string& na
                 "install the Debian package dataset-fashion-mnist (scripts/install-deps.sh) or pass its directory");
   }
   gzFile f = gzopen(path.c_str(), "rb");  // reads uncompressed files too
-  if (f == nullptr) throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}'", path));
+  if (f == nullptr) throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}'", path), kDataHint);
   std::vector<uint8_t> data;
   uint8_t buf[1 << 16];
   int n = 0;
   while ((n = gzread(f, buf, sizeof buf)) > 0) data.insert(data.end(), buf, buf + n);
-  const bool failed = n < 0;
+  int err = Z_OK;
+  const std::string reason = gzerror(f, &err);
   gzclose(f);
-  if (failed) throw Error(ErrorCode::kParseError, fmt::format("'{}' is not a readable gzip/IDX file", path));
-  return data;
+  if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+    throw Error(ErrorCode::kParseError, fmt::format("'{}' is a truncated or corrupt gzip file ({})", path, reason), kDataHint);
+  }
+  if (data.empty()) throw Error(ErrorCode::kParseError, fmt::format("'{}' is empty", path), kDataHint);
+  return {path, std::move(data)};
 }
 
 uint32_t be32(const std::vector<uint8_t>& d, size_t at) {
   return (uint32_t{d[at]} << 24) | (uint32_t{d[at + 1]} << 16) | (uint32_t{d[at + 2]} << 8) | uint32_t{d[at + 3]};
 }
 
-Array images(const std::string& dir, const std::string& name) {
-  const std::vector<uint8_t> d = read_idx_file(dir, name);
-  if (d.size() < 16 || be32(d, 0) != 0x803) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}': not an IDX image file (magic 0x803)", name));
+/// Throws unless `d` starts with the IDX magic number `magic` and holds a full header.
+void check_magic(const std::string& path, const std::vector<uint8_t>& d, uint32_t magic, size_t header, const char* what) {
+  if (d.size() < header) {
+    throw Error(ErrorCode::kParseError, fmt::format("'{}' is not an IDX {} file: {} bytes, shorter than its header", path, what, d.size()),
+                kDataHint);
   }
+  if (be32(d, 0) != magic) {
+    throw Error(ErrorCode::kParseError,
+                fmt::format("'{}' is not an IDX {} file: magic number 0x{:08x}, expected 0x{:08x}", path, what, be32(d, 0), magic),
+                kDataHint);
+  }
+}
+
+Array images(const std::string& dir, const std::string& name) {
+  const auto [path, d] = read_idx_file(dir, name);
+  check_magic(path, d, 0x803, 16, "image");
   const int64_t n = be32(d, 4), rows = be32(d, 8), cols = be32(d, 12);
   if (static_cast<int64_t>(d.size()) != 16 + n * rows * cols) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}': {} bytes for {} images of {}x{}", name, d.size(), n, rows, cols));
+    throw Error(ErrorCode::kParseError,
+                fmt::format("'{}': {} bytes for {} images of {}x{} (expected {}: a truncated file?)", path, d.size(), n, rows,
+                            cols, 16 + n * rows * cols),
+                kDataHint);
   }
   Array a = Array::empty({n, rows, cols}, DType::kU8);
   std::memcpy(a.raw_data(), d.data() + 16, static_cast<size_t>(n * rows * cols));
@@ -52,16 +74,24 @@ Array images(const std::string& dir, const std::string& name) {
 }
 
 Array labels(const std::string& dir, const std::string& name) {
-  const std::vector<uint8_t> d = read_idx_file(dir, name);
-  if (d.size() < 8 || be32(d, 0) != 0x801) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}': not an IDX label file (magic 0x801)", name));
-  }
+  const auto [path, d] = read_idx_file(dir, name);
+  check_magic(path, d, 0x801, 8, "label");
   const int64_t n = be32(d, 4);
   if (static_cast<int64_t>(d.size()) != 8 + n) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}': {} bytes for {} labels", name, d.size(), n));
+    throw Error(ErrorCode::kParseError,
+                fmt::format("'{}': {} bytes for {} labels (expected {}: a truncated file?)", path, d.size(), n, 8 + n), kDataHint);
   }
   std::vector<int32_t> v(d.begin() + 8, d.end());
   return Array::from_vector<int32_t>(v, {n});
+}
+
+void check_counts(const std::string& dir, const Array& x, const Array& y, const char* split) {
+  if (x.shape()[0] != y.shape()[0]) {
+    throw Error(ErrorCode::kParseError,
+                fmt::format("Fashion-MNIST in '{}': {} images but {} labels in the {} files (image and label counts differ)", dir,
+                            x.shape()[0], y.shape()[0], split),
+                kDataHint);
+  }
 }
 
 }  // namespace
@@ -69,9 +99,8 @@ Array labels(const std::string& dir, const std::string& name) {
 FashionMnist load_fashion_mnist(const std::string& dir) {
   FashionMnist f{images(dir, "train-images-idx3-ubyte"), labels(dir, "train-labels-idx1-ubyte"),
                  images(dir, "t10k-images-idx3-ubyte"), labels(dir, "t10k-labels-idx1-ubyte")};
-  if (f.x_train.shape()[0] != f.y_train.shape()[0] || f.x_test.shape()[0] != f.y_test.shape()[0]) {
-    throw Error(ErrorCode::kParseError, fmt::format("Fashion-MNIST in '{}': image and label counts differ", dir));
-  }
+  check_counts(dir, f.x_train, f.y_train, "train-*");
+  check_counts(dir, f.x_test, f.y_test, "t10k-*");
   return f;
 }
 

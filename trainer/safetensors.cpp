@@ -3,6 +3,7 @@
 // safetensors/src/tensor.rs: `prepare` and `Serialize for Metadata`); the reader applies the
 // reference's checks (`read_metadata` and `Metadata::validate`) with ingot's error messages.
 #include "ingot/trainer/safetensors.h"
+#include "ingot/trainer/output_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -82,20 +83,6 @@ class Fd {
   int fd_;
 };
 
-/// Writes all `size` bytes at `data` to `fd`; returns 0 or errno.
-int write_all(int fd, const void* data, int64_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, static_cast<size_t>(std::min<int64_t>(size, 1 << 30)));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += n;
-    size -= n;
-  }
-  return 0;
-}
 
 /// Reads exactly `size` bytes at `offset` of `fd` into `dst`; returns 0, errno, or -1 at an
 /// early end of file.
@@ -114,55 +101,6 @@ int read_all(int fd, int64_t offset, void* dst, int64_t size) {
   }
   return 0;
 }
-
-/// A temporary file beside the destination, removed on destruction unless renamed into place.
-class TempFile {
- public:
-  explicit TempFile(const std::string& destination) : destination_(destination) {
-    const std::filesystem::path dest(destination);
-    std::random_device rd;
-    // A random name, created exclusively; EEXIST (a name in use) tries another one.
-    for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
-      const uint64_t tag = (uint64_t{rd()} << 32) ^ rd();
-      path_ = (dest.parent_path() / fmt::format(".{}.tmp-{:016x}", dest.filename().string(), tag))
-                  .string();
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0) throw file_error("save_safetensors", "creating", path_, errno);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-
-  void write(const void* data, int64_t size) {
-    if (int err = write_all(fd_, data, size)) fail("writing", err);
-  }
-  /// Flushes to disk, closes and renames over the destination.
-  void commit() {
-    if (::fsync(fd_) != 0) fail("flushing", errno);
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) fail("closing", errno);
-    if (::rename(path_.c_str(), destination_.c_str()) != 0) {
-      throw file_error("save_safetensors", "renaming the temporary file onto", destination_, errno);
-    }
-    committed_ = true;
-  }
-
- private:
-  [[noreturn]] void fail(const char* what, int err) {
-    throw file_error("save_safetensors", fmt::format("{} the temporary file", what), path_, err);
-  }
-
-  std::string destination_;
-  std::string path_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 /// `text` with every byte outside printable ASCII written as \xNN (for messages quoting bytes
 /// that may not be UTF-8).
@@ -262,7 +200,7 @@ std::string header_json(const std::vector<std::pair<std::string, Array>>& tensor
   return out;
 }
 
-void write_tensor_data(TempFile& file, const Array& array) {
+void write_tensor_data(OutputFile& file, const Array& array) {
   if (array.nbytes() == 0) return;
   const Array host = to_host(array);
   if (host.dtype() == DType::kBool) {
@@ -643,7 +581,7 @@ void save_safetensors(const std::string& path,
   const std::string header = header_json(tensors, order, metadata);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
-  TempFile file(path);
+  OutputFile file(path, "save_safetensors");
   file.write(length, 8);
   file.write(header.data(), static_cast<int64_t>(header.size()));
   for (size_t i : order) {

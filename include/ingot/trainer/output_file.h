@@ -1,0 +1,54 @@
+// Writing an output file without ever leaving a partial one, and without replacing what the
+// path names: the trainer's files (safetensors weights, CSV logs) and the `ingot` tool's outputs.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ingot {
+
+/// Where writing `path` lands: symbolic links are followed (the link's final target is replaced,
+/// the link stays a link), and an existing special file (a device such as /dev/null, a FIFO) is
+/// written in place. `path` may not exist yet (then its parent directory must, at write time).
+struct OutputTarget {
+  std::filesystem::path path;  ///< the file actually written (links resolved)
+  bool in_place = false;       ///< a special file: opened and written, no temporary file
+};
+/// Resolves `path` as described for OutputTarget (never throws for a missing file).
+OutputTarget resolve_output(const std::string& path);
+
+/// An output file in the making: regular targets get a uniquely named temporary file beside the
+/// (resolved) target, flushed and renamed over it by commit(), and removed on destruction if
+/// never committed, so a failure never leaves a partial file and an existing file stays as it was;
+/// special files are written in place. Errors are ingot::Error naming `owner` (the API writing,
+/// e.g. "save_safetensors"), the step and the path: kNotFound for a missing directory,
+/// kInvalidArgument otherwise.
+class OutputFile {
+ public:
+  OutputFile(const std::string& path, std::string owner);
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+
+  /// Appends `size` bytes.
+  void write(const void* data, int64_t size);
+  void write(std::string_view text) { write(text.data(), static_cast<int64_t>(text.size())); }
+  /// Flushes, closes and renames into place (in place: closes).
+  void commit();
+
+ private:
+  [[noreturn]] void fail(const char* what, int err) const;
+
+  std::string owner_;
+  OutputTarget target_;
+  std::string path_;  // what is being written: the temporary file, or the target in place
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+/// OutputFile in one call: `text` becomes the content of `path`.
+void write_output_file(const std::string& path, std::string_view text, const std::string& owner);
+
+}  // namespace ingot
