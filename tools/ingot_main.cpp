@@ -75,7 +75,7 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
 CLI::App* add_evaluate(CLI::App& app, ingot::cli::EvaluateCommand& c) {
   CLI::App* cmd = app.add_subcommand("evaluate", "test loss and accuracy of saved weights on the Fashion-MNIST test set");
   cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
-  cmd->add_option("--model", c.model, "mlp or cnn (the model the weights belong to)")->capture_default_str();
+  cmd->add_option("--model", c.model, "mlp or cnn (default: the model the weights file names)");
   cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "samples per step (training's gives its exact figures)")
       ->capture_default_str();
@@ -87,7 +87,7 @@ CLI::App* add_evaluate(CLI::App& app, ingot::cli::EvaluateCommand& c) {
 CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
   CLI::App* cmd = app.add_subcommand("predict", "class and class probabilities of one Fashion-MNIST test image");
   cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
-  cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
+  cmd->add_option("--model", c.model, "mlp or cnn (default: the model the weights file names)");
   cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
   cmd->add_option("--index", c.index, "test image index")->required();
   cmd->add_option("--device", c.device, "cpu")->capture_default_str();

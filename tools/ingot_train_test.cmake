@@ -193,6 +193,9 @@ if(PART STREQUAL "train")
   string(REGEX MATCH "test loss [0-9.]+, accuracy [0-9.]+" cnn_line "${cnn_out}")
   expect_run(cnn_evaluate 0 ARGS evaluate --model cnn --weights cnn.safetensors --data-dir "${DATA_DIR}"
              HAS "${cnn_line}")
+  # Without --model, evaluate takes the model the weights file names.
+  expect_run(cnn_evaluate_inferred 0 ARGS evaluate --weights cnn.safetensors --data-dir "${DATA_DIR}"
+             HAS "${cnn_line}")
   # SGD runs and is recorded with its default learning rate.
   expect_run(sgd_train 0 ARGS train --data-dir "${DATA_DIR}" --optimizer sgd --epochs 2 --limit 1000
              --metrics-json sgd.json --quiet)

@@ -212,6 +212,16 @@ std::shared_ptr<optimizers::Optimizer> make_optimizer(const TrainCommand& c, int
   return std::make_shared<Adam>(AdamOptions{.learning_rate = lr});
 }
 
+/// The model of a weights file: `model` when given, else the one its metadata names (ingot
+/// train writes it), else "mlp".
+std::string model_of(const std::string& model, const std::string& path) {
+  if (!model.empty()) return model;
+  if (path.empty()) throw bad_option("--weights is required", "pass the file ingot train --save-weights wrote");
+  const SafetensorsFile file = load_safetensors(path);
+  const auto saved = file.metadata.find("model");
+  return saved != file.metadata.end() && (saved->second == "mlp" || saved->second == "cnn") ? saved->second : "mlp";
+}
+
 /// A model of `model` kind with the weights of the safetensors file `path`. A file whose metadata
 /// names another model (ingot train writes the model's name) is kInvalidArgument naming both.
 std::shared_ptr<Sequential> load_model(const std::string& model, const std::string& path) {
@@ -408,23 +418,25 @@ int run_train(const TrainCommand& c, std::ostream& out) {
 }
 
 int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
-  check_model_name(c.model);
+  if (!c.model.empty()) check_model_name(c.model);
   check_positive(c.batch_size, "--batch-size");
   check_device(c.device);
   check_output_paths({{"--metrics-json", c.metrics_json}}, {c.weights});
-  std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
+  const std::string kind = model_of(c.model, c.weights);
+  std::shared_ptr<Sequential> model = load_model(kind, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir);
   examples::compile_classifier(*model);
-  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Logs test = model->evaluate({.x = test_pixels(data, kind), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
   if (!c.metrics_json.empty()) write_file(c.metrics_json, Json{{"test", test_json(test)}, {"device", c.device}}.dump(2) + "\n");
   return 0;
 }
 
 int run_predict(const PredictCommand& c, std::ostream& out) {
-  check_model_name(c.model);
+  if (!c.model.empty()) check_model_name(c.model);
   check_device(c.device);
-  std::shared_ptr<Sequential> model = load_model(c.model, c.weights);
+  const std::string kind = model_of(c.model, c.weights);
+  std::shared_ptr<Sequential> model = load_model(kind, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir);
   const int64_t n = data.x_test.shape()[0];
   if (c.index < 0 || c.index >= n) {
@@ -439,7 +451,7 @@ int run_predict(const PredictCommand& c, std::ostream& out) {
   std::vector<float> pixels(784);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(image[i]) / 255.0f;
   Shape one = {1};
-  for (int64_t d : sample_shape(c.model)) one.push_back(d);
+  for (int64_t d : sample_shape(kind)) one.push_back(d);
   const Array x = Array::from_vector<float>(pixels, one);
   const std::vector<float> logits = model->predict_on_batch(x).to_vector<float>();
   // Softmax in double, shifted by the largest logit.

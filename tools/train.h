@@ -39,7 +39,7 @@ struct TrainCommand {
 /// Options of `ingot evaluate`.
 struct EvaluateCommand {
   std::string weights;                     ///< safetensors file from `ingot train --save-weights`
-  std::string model = "mlp";
+  std::string model;                       ///< "mlp" or "cnn"; empty: the model the weights file names
   std::string data_dir = datasets::kFashionMnistDir;
   int64_t batch_size = 128;                ///< > 0; the same as training's gives the same loss
   std::string device = "cpu";
@@ -49,7 +49,7 @@ struct EvaluateCommand {
 /// Options of `ingot predict`.
 struct PredictCommand {
   std::string weights;
-  std::string model = "mlp";
+  std::string model;                       ///< "mlp" or "cnn"; empty: the model the weights file names
   std::string data_dir = datasets::kFashionMnistDir;
   int64_t index = 0;                       ///< test image, in [0, test images)
   std::string device = "cpu";
