@@ -325,6 +325,11 @@ expect_run(evaluate_other_model 1 ARGS evaluate --weights "${weights}" --model c
            ERR "holds weights of the mlp model, not of --model cnn" "pass --model mlp")
 expect_run(evaluate_unwritable_json 1 ARGS evaluate --weights "${weights}" --data-dir "${DATA_DIR}"
            --metrics-json no_dir/e.json ERR "--metrics-json 'no_dir/e.json'")
+# evaluate and predict read only the test files.
+file(MAKE_DIRECTORY "${WORK_DIR}/test_only")
+file(COPY "${fm}/t10k-images-idx3-ubyte.gz" "${fm}/t10k-labels-idx1-ubyte.gz" DESTINATION "${WORK_DIR}/test_only")
+expect_run(evaluate_test_files_only 0 ARGS evaluate --weights "${weights}" --data-dir "${WORK_DIR}/test_only"
+           HAS "test loss ")
 expect_run(evaluate_missing_data 1 ARGS evaluate --weights "${weights}" --data-dir no_such_dir
            ERR "does not exist" "dataset-fashion-mnist")
 expect_run(predict_index_too_big 1 ARGS predict --weights "${weights}" --data-dir "${DATA_DIR}" --index 10000

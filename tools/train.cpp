@@ -74,6 +74,12 @@ void check_train_options(const TrainCommand& c) {
   check_positive(c.batch_size, "--batch-size");
   check_positive(c.steps_per_execution, "--steps-per-execution");
   if (c.limit) check_positive(*c.limit, "--limit");
+  // Fashion-MNIST has 60000 training images: checked here, before the data are read (a
+  // --data-dir with fewer is caught once it is read).
+  constexpr int64_t kTrainImages = 60000;
+  if (c.limit && *c.limit > kTrainImages) {
+    throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, kTrainImages));
+  }
   if (c.learning_rate && !(std::isfinite(*c.learning_rate) && *c.learning_rate > 0)) {
     throw bad_option(fmt::format("--learning-rate must be a finite number > 0, got {}", *c.learning_rate));
   }
@@ -156,7 +162,8 @@ std::vector<std::string> data_files(const std::string& dir) {
 
 // ---- data, model, optimizer ----------------------------------------------------------------------
 
-datasets::FashionMnist load_data(const std::string& dir) {
+/// The data of `dir` (only the test split with `test_only`: evaluate and predict).
+datasets::FashionMnist load_data(const std::string& dir, bool test_only = false) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     throw Error(ErrorCode::kNotFound, fmt::format("the Fashion-MNIST directory '{}' does not exist", dir),
@@ -164,12 +171,13 @@ datasets::FashionMnist load_data(const std::string& dir) {
   }
   datasets::FashionMnist data;
   try {
-    data = datasets::load_fashion_mnist(dir);
+    data = test_only ? datasets::load_fashion_mnist_test(dir) : datasets::load_fashion_mnist(dir);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kParseError) throw;
     throw e.with_context(fmt::format("--data-dir '{}'", dir));  // the loader names the file only
   }
   for (const Array* images : {&data.x_train, &data.x_test}) {
+    if (!images->valid()) continue;
     const Shape& s = images->shape();
     if (s[1] != 28 || s[2] != 28) {
       throw Error(ErrorCode::kParseError,
@@ -424,7 +432,7 @@ int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
   check_output_paths({{"--metrics-json", c.metrics_json}}, {c.weights});
   const std::string kind = model_of(c.model, c.weights);
   std::shared_ptr<Sequential> model = load_model(kind, c.weights);
-  const datasets::FashionMnist data = load_data(c.data_dir);
+  const datasets::FashionMnist data = load_data(c.data_dir, /*test_only=*/true);
   examples::compile_classifier(*model);
   const Logs test = model->evaluate({.x = test_pixels(data, kind), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
@@ -437,7 +445,7 @@ int run_predict(const PredictCommand& c, std::ostream& out) {
   check_device(c.device);
   const std::string kind = model_of(c.model, c.weights);
   std::shared_ptr<Sequential> model = load_model(kind, c.weights);
-  const datasets::FashionMnist data = load_data(c.data_dir);
+  const datasets::FashionMnist data = load_data(c.data_dir, /*test_only=*/true);
   const int64_t n = data.x_test.shape()[0];
   if (c.index < 0 || c.index >= n) {
     throw Error(ErrorCode::kOutOfRange, fmt::format("--index {} is outside the {} test images [0, {})", c.index, n, n));

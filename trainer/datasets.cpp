@@ -104,4 +104,10 @@ FashionMnist load_fashion_mnist(const std::string& dir) {
   return f;
 }
 
+FashionMnist load_fashion_mnist_test(const std::string& dir) {
+  FashionMnist f{Array(), Array(), images(dir, "t10k-images-idx3-ubyte"), labels(dir, "t10k-labels-idx1-ubyte")};
+  check_counts(dir, f.x_test, f.y_test, "t10k-*");
+  return f;
+}
+
 }  // namespace ingot::datasets

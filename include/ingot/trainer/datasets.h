@@ -24,4 +24,9 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 /// number, truncated data or mismatched image/label counts.
 FashionMnist load_fashion_mnist(const std::string& dir = kFashionMnistDir);
 
+/// The test split only (t10k-images/labels; x_train and y_train stay invalid Arrays), for
+/// evaluation and prediction, which need not read (nor depend on) the 26 MB training files.
+/// Errors as load_fashion_mnist.
+FashionMnist load_fashion_mnist_test(const std::string& dir = kFashionMnistDir);
+
 }  // namespace ingot::datasets
