@@ -306,6 +306,13 @@ TrainData training_data(const TrainCommand& c, const datasets::FashionMnist& dat
     throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, available));
   }
   const int64_t n = c.limit.value_or(available);
+  // The library's rule (keras fit's validation_split): floor(n (1 - split)) images train.
+  const auto n_train = static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - c.validation_split)));
+  if (c.validation_split > 0 && (n_train == 0 || n_train == n)) {
+    throw bad_option(fmt::format("--validation-split {} of {} images leaves {} for training and {} for validation",
+                                 c.validation_split, n, n_train, n - n_train),
+                     "choose a split that leaves images on both sides, a larger --limit, or --validation-split 0");
+  }
   const Shape& sample = sample_shape(c.model);
   auto [train, validation] = split_validation(
       Batch{examples::pixels(data.x_train, n, sample), examples::first_labels(data.y_train, n), Array()},
