@@ -344,10 +344,7 @@ Tensor Dropout::call(LayerContext& ctx, const Tensor& x) {
 // ---- MaxPooling2D, Flatten, Reshape, Activation -----------------------------------------------
 
 MaxPooling2D::MaxPooling2D(MaxPooling2DOptions options) : Layer(options.name), o_(std::move(options)) {
-  require_pair(o_.pool_size, "MaxPooling2D", "pool_size");
-  if (o_.strides.empty()) o_.strides = o_.pool_size;
-  require_pair(o_.strides, "MaxPooling2D", "strides");
-  require_padding(o_.padding, "MaxPooling2D");
+  check_pool_window(o_.pool_size, o_.strides, o_.padding, "MaxPooling2D");
 }
 
 Tensor MaxPooling2D::call(LayerContext&, const Tensor& x) {

@@ -8,10 +8,7 @@ namespace ingot {
 using namespace layers_detail;
 
 AveragePooling2D::AveragePooling2D(AveragePooling2DOptions options) : Layer(options.name), o_(std::move(options)) {
-  require_pair(o_.pool_size, "AveragePooling2D", "pool_size");
-  if (o_.strides.empty()) o_.strides = o_.pool_size;
-  require_pair(o_.strides, "AveragePooling2D", "strides");
-  require_padding(o_.padding, "AveragePooling2D");
+  check_pool_window(o_.pool_size, o_.strides, o_.padding, "AveragePooling2D");
 }
 
 Tensor AveragePooling2D::call(LayerContext&, const Tensor& x) {

@@ -32,6 +32,17 @@ inline void require_padding(const std::string& padding, const char* layer) {
   }
 }
 
+/// The window options of a 2-D pooling layer: pool_size and strides pairs of positive sizes
+/// (empty strides become pool_size, Keras's default) and a known padding. Shared by
+/// MaxPooling2D and AveragePooling2D.
+inline void check_pool_window(const std::vector<int64_t>& pool_size, std::vector<int64_t>& strides,
+                              const std::string& padding, const char* layer) {
+  require_pair(pool_size, layer, "pool_size");
+  if (strides.empty()) strides = pool_size;
+  require_pair(strides, layer, "strides");
+  require_padding(padding, layer);
+}
+
 inline void require_rank(const Shape& shape, size_t rank, const char* layer, const char* what) {
   if (shape.size() != rank) {
     throw Error(ErrorCode::kShapeMismatch,

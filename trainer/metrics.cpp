@@ -34,25 +34,7 @@ void require_name(const std::string& name, const char* what) {
 
 /// Checks that `state` has `count` valid f32 scalars; names the metric.
 void check_state(const std::string& metric, const std::vector<Tensor>& state, size_t count) {
-  if (state.size() != count) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("metric '{}': state has {} elements, expected {}", metric, state.size(), count),
-        "pass the state that initial_state() / update_state() of this metric returned");
-  }
-  for (size_t i = 0; i < state.size(); ++i) {
-    require_valid(metric.c_str(), "a state element", state[i]);
-    if (state[i].dtype() != DType::kF32) {
-      throw Error(ErrorCode::kDTypeMismatch,
-                  fmt::format("metric '{}': state element {} has dtype {}, expected f32", metric, i,
-                              dtype_name(state[i].dtype())));
-    }
-    if (state[i].rank() != 0) {
-      throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("metric '{}': state element {} has shape {}, expected a scalar ()",
-                              metric, i, shape_to_string(state[i].shape())));
-    }
-  }
+  losses_metrics_detail::check_state_of(metric, state, count, Shape{});
 }
 
 /// Axes [from, to) of a tensor.
