@@ -34,50 +34,94 @@ std::vector<int64_t> iota(int64_t begin, int64_t end) {
   return v;
 }
 
-void check_samples(const Array& a, int64_t n, const char* what) {
-  if (a.valid() && (a.rank() == 0 || a.shape()[0] != n)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} has shape {} but x has {} samples", what, shape_to_string(a.shape()), n),
-                "give every array the same number of samples (first dimension)");
+/// Rows `rows` of every array of `a`.
+Arrays take_rows(const Arrays& a, const std::vector<int64_t>& rows) {
+  std::vector<Array> out;
+  out.reserve(a.size());
+  for (const Array& x : a) out.push_back(take_rows(x, rows));
+  return out;
+}
+
+/// The name of array i of a list in errors: "y" for a one-array list, "y[1]" otherwise.
+std::string element_name(const char* what, const Arrays& a, size_t i) {
+  return a.size() == 1 ? std::string(what) : fmt::format("{}[{}]", what, i);
+}
+
+void check_samples(const Arrays& a, int64_t n, const char* what) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is an invalid Array", element_name(what, a, i)),
+                  "pass arrays of shape (samples, ...) in every position");
+    }
+    if (a[i].rank() == 0 || a[i].shape()[0] != n) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} has shape {} but x has {} samples", element_name(what, a, i),
+                              shape_to_string(a[i].shape()), n),
+                  "give every array the same number of samples (first dimension)");
+    }
   }
+}
+
+Arrays on_host(const Arrays& a) {
+  std::vector<Array> out;
+  for (const Array& x : a) out.push_back(to_host(x));
+  return out;
 }
 
 }  // namespace
 
-ArrayDataAdapter::ArrayDataAdapter(Array x, Array y, Array sample_weight, int64_t batch_size, bool shuffle, uint64_t seed)
+const Array& Arrays::single(const std::string& what) const {
+  if (list_.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: expected one array, got {}", what, list_.size()),
+                "this call takes one array; for models with several inputs or outputs use the list forms "
+                "(fit/evaluate with Arrays, predict_outputs)");
+  }
+  return list_[0];
+}
+
+ArrayDataAdapter::ArrayDataAdapter(Arrays x, Arrays y, Arrays sample_weight, int64_t batch_size, bool shuffle,
+                                   uint64_t seed)
     : x_(std::move(x)), y_(std::move(y)), sw_(std::move(sample_weight)), batch_size_(batch_size), shuffle_(shuffle),
       seed_(seed) {
-  if (!x_.valid() || x_.rank() == 0) {
-    throw Error(ErrorCode::kInvalidArgument, "x must be an array of shape (samples, ...)",
+  if (!x_.valid() || !x_[0].valid() || x_[0].rank() == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "x must be an array of shape (samples, ...) (or a list of them)",
                 "pass the inputs with the sample dimension first");
   }
   if (batch_size_ <= 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("batch_size must be > 0, got {}", batch_size_));
   }
-  const int64_t n = x_.shape()[0];
+  const int64_t n = x_[0].shape()[0];
   if (n == 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("x has no samples (shape {})", shape_to_string(x_.shape())),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("x has no samples (shape {})", shape_to_string(x_[0].shape())),
                 "pass at least one sample");
   }
+  check_samples(x_, n, "x");
   check_samples(y_, n, "y");
   check_samples(sw_, n, "sample_weight");
-  if (sw_.valid() && sw_.rank() != 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("sample_weight must be 1-D (samples,), got shape {}", shape_to_string(sw_.shape())));
+  for (size_t i = 0; i < sw_.size(); ++i) {
+    if (sw_[i].rank() != 1) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} must be 1-D (samples,), got shape {}",
+                                                           element_name("sample_weight", sw_, i),
+                                                           shape_to_string(sw_[i].shape())));
+    }
   }
-  x_ = to_host(x_);
-  if (y_.valid()) y_ = to_host(y_);
-  if (sw_.valid()) sw_ = to_host(sw_);
+  x_ = on_host(x_);
+  y_ = on_host(y_);
+  sw_ = on_host(sw_);
 }
 
 std::optional<int64_t> ArrayDataAdapter::num_batches() const {
   return (num_samples() + batch_size_ - 1) / batch_size_;
 }
 
-ir::TensorType ArrayDataAdapter::x_type() const {
-  Shape s = x_.shape();
-  s[0] = std::min(batch_size_, s[0]);
-  return {s, x_.dtype()};
+std::vector<ir::TensorType> ArrayDataAdapter::x_types() const {
+  std::vector<ir::TensorType> out;
+  for (const Array& a : x_) {
+    Shape s = a.shape();
+    s[0] = std::min(batch_size_, s[0]);
+    out.push_back({s, a.dtype()});
+  }
+  return out;
 }
 
 std::function<std::optional<Batch>()> ArrayDataAdapter::epoch(int64_t epoch) {
@@ -99,10 +143,18 @@ std::function<std::optional<Batch>()> ArrayDataAdapter::epoch(int64_t epoch) {
 
 GeneratorDataAdapter::GeneratorDataAdapter(std::function<std::function<std::optional<Batch>()>()> make_epoch,
                                            ir::TensorType x_type, std::optional<int64_t> num_batches)
-    : make_epoch_(std::move(make_epoch)), x_type_(std::move(x_type)), num_batches_(num_batches) {
+    : GeneratorDataAdapter(std::move(make_epoch), std::vector<ir::TensorType>{std::move(x_type)}, num_batches) {}
+
+GeneratorDataAdapter::GeneratorDataAdapter(std::function<std::function<std::optional<Batch>()>()> make_epoch,
+                                           std::vector<ir::TensorType> x_types, std::optional<int64_t> num_batches)
+    : make_epoch_(std::move(make_epoch)), x_types_(std::move(x_types)), num_batches_(num_batches) {
   if (!make_epoch_) {
     throw Error(ErrorCode::kInvalidArgument, "GeneratorDataAdapter: make_epoch is empty",
                 "pass a function returning the epoch's batch generator");
+  }
+  if (x_types_.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "GeneratorDataAdapter: x_types is empty",
+                "describe every model input's batches (shape with the batch dimension, dtype)");
   }
 }
 

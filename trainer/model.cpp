@@ -62,13 +62,36 @@ void Model::name_nested_layers() {
   }
 }
 
-void Model::build_model(const Shape& input_shape, DType dtype) {
-  if (input_type_) {
-    if (per_sample(input_type_->shape) != per_sample(input_shape) || input_type_->dtype != dtype) {
+void Model::build_model(const Shape& input_shape, DType dtype) { build_model({ir::TensorType{input_shape, dtype}}); }
+
+namespace {
+
+std::string types_to_string(const std::vector<ir::TensorType>& types) {
+  std::vector<std::string> parts;
+  for (const ir::TensorType& t : types) parts.push_back(fmt::format("{} {}", dtype_name(t.dtype), shape_to_string(t.shape)));
+  return types.size() == 1 ? parts[0] : fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+bool same_but_batch(const std::vector<ir::TensorType>& a, const std::vector<ir::TensorType>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (per_sample(a[i].shape) != per_sample(b[i].shape) || a[i].dtype != b[i].dtype) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void Model::build_model(const std::vector<ir::TensorType>& input_types) {
+  if (input_types.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("build_model: model '{}' given no input types", name()),
+                "pass one type (shape with the batch dimension, dtype) per model input");
+  }
+  if (!input_types_.empty()) {
+    if (!same_but_batch(input_types_, input_types)) {
       throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("model '{}' was built for inputs {} {}, now asked for {} {}", name(),
-                              dtype_name(input_type_->dtype), shape_to_string(input_type_->shape),
-                              dtype_name(dtype), shape_to_string(input_shape)),
+                  fmt::format("model '{}' was built for inputs {}, now asked for {}", name(),
+                              types_to_string(input_types_), types_to_string(input_types)),
                   "feed inputs of the shape the model was built for (only the batch size may differ)");
     }
     return;
@@ -77,11 +100,20 @@ void Model::build_model(const Shape& input_shape, DType dtype) {
   name_nested_layers();
   TraceFn fn = [this](const std::vector<Tensor>& a) {
     LayerContext ctx(/*training=*/false, /*build_mode=*/true);
-    return std::vector<Tensor>{forward(ctx, a[0])};
+    return forward(ctx, a);
   };
-  const ir::Graph g = trace(fn, {{input_shape, dtype}}, name() + "_build");
-  input_type_ = ir::TensorType{input_shape, dtype};
-  output_type_ = g.type(g.outputs().at(0));
+  const ir::Graph g = trace(fn, input_types, name() + "_build");
+  input_types_ = input_types;
+  output_types_.clear();
+  for (const auto& out : g.outputs()) output_types_.push_back(g.type(out));
+  input_type_ = input_types_.at(0);
+  output_type_ = output_types_.at(0);
+}
+
+std::vector<std::string> Model::output_names() const {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < std::max<size_t>(1, output_types_.size()); ++i) names.push_back(fmt::format("output_{}", i + 1));
+  return names;
 }
 
 DType Model::compute_dtype() const {
@@ -90,12 +122,32 @@ DType Model::compute_dtype() const {
   return DType::kF32;
 }
 
-Tensor Model::forward(LayerContext& ctx, const Tensor& x) {
+std::vector<Tensor> Model::call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {(*this)(ctx, inputs[0])};
+  return {(*this)(ctx, inputs)};
+}
+
+std::vector<Tensor> Model::forward(LayerContext& ctx, const std::vector<Tensor>& inputs) {
   const DType compute = compute_dtype();
-  if (compute == DType::kF32) return (*this)(ctx, x);
+  if (compute == DType::kF32) return call_outputs(ctx, inputs);
   ctx.set_compute_dtype(compute);
-  const Tensor y = (*this)(ctx, is_floating(x.dtype()) ? convert(x, compute) : x);
-  return is_floating(y.dtype()) && y.dtype() != DType::kF32 ? convert(y, DType::kF32) : y;
+  std::vector<Tensor> in;
+  for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) ? convert(x, compute) : x);
+  std::vector<Tensor> out = call_outputs(ctx, in);
+  for (Tensor& y : out) {
+    if (is_floating(y.dtype()) && y.dtype() != DType::kF32) y = convert(y, DType::kF32);
+  }
+  return out;
+}
+
+Tensor Model::forward(LayerContext& ctx, const Tensor& x) {
+  std::vector<Tensor> out = forward(ctx, std::vector<Tensor>{x});
+  if (out.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("model '{}' has {} outputs; forward(ctx, x) returns one", name(), out.size()),
+                "call forward(ctx, {inputs...}) for the list of outputs");
+  }
+  return out[0];
 }
 
 TraceFn Model::forward_fn(bool training) {
@@ -103,29 +155,52 @@ TraceFn Model::forward_fn(bool training) {
     std::vector<Variable*> vars = variables();
     LayerContext ctx(training);
     for (size_t i = 0; i < vars.size(); ++i) ctx.bind(*vars[i], a[i]);
-    return std::vector<Tensor>{forward(ctx, a.back())};
+    return forward(ctx, std::vector<Tensor>(a.begin() + static_cast<std::ptrdiff_t>(vars.size()), a.end()));
   };
 }
 
-void Model::check_input(const Array& x) const {
-  if (per_sample(x.shape()) != per_sample(input_type_->shape) || x.dtype() != input_type_->dtype) {
+void Model::check_input(const Arrays& x) const {
+  std::vector<ir::TensorType> types;
+  for (const Array& a : x) types.push_back({a.shape(), a.dtype()});
+  if (!same_but_batch(input_types_, types)) {
+    std::vector<std::string> want;
+    for (const ir::TensorType& t : input_types_) {
+      want.push_back(fmt::format("{} (batch, {})", dtype_name(t.dtype), fmt::join(per_sample(t.shape), ", ")));
+    }
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("model '{}' expects inputs {} (batch, {}), got {} {}", name(),
-                            dtype_name(input_type_->dtype), fmt::join(per_sample(input_type_->shape), ", "),
-                            dtype_name(x.dtype()), shape_to_string(x.shape())),
+                fmt::format("model '{}' expects inputs {}, got {}", name(),
+                            want.size() == 1 ? want[0] : fmt::format("[{}]", fmt::join(want, ", ")),
+                            types_to_string(types)),
                 "feed inputs of the shape the model was built for (only the batch size may differ)");
   }
 }
 
-Array Model::predict_on_batch(const Array& x) {
-  if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, "predict_on_batch: x is an invalid Array");
-  if (!input_type_) build_model(x.shape(), x.dtype());
+std::vector<Array> Model::predict_outputs_on_batch(const Arrays& x) {
+  if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, "predict_on_batch: no x", "pass one array per model input");
+  std::vector<ir::TensorType> types;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!x[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("predict_on_batch: x[{}] is an invalid Array", i));
+    }
+    types.push_back({x[i].shape(), x[i].dtype()});
+  }
+  if (input_types_.empty()) build_model(types);
   check_input(x);
   if (!predict_) predict_.emplace(jit(forward_fn(false), {.name = name() + "_predict"}));
   std::vector<Array> args;
   for (Variable* v : variables()) args.push_back(v->value());
-  args.push_back(to_host(x));
-  return (*predict_)(args).at(0);
+  for (const Array& a : x) args.push_back(to_host(a));
+  return (*predict_)(args);
+}
+
+Array Model::predict_on_batch(const Arrays& x) {
+  std::vector<Array> out = predict_outputs_on_batch(x);
+  if (out.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("predict_on_batch: model '{}' has {} outputs", name(), out.size()),
+                "use predict_outputs_on_batch for the list of outputs");
+  }
+  return out[0];
 }
 
 std::vector<Array> Model::get_weights() {
@@ -213,27 +288,56 @@ Tensor Sequential::call(LayerContext& ctx, const Tensor& x) {
 namespace {
 
 /// Post-order depth-first walk from `n`: every layer node once, each after its inputs.
-void topological(const std::shared_ptr<const KerasTensor::Node>& n, const KerasTensor::Node* input,
+void topological(const std::shared_ptr<const KerasTensor::Node>& n, const std::vector<const KerasTensor::Node*>& inputs,
                  std::vector<std::shared_ptr<const KerasTensor::Node>>& order) {
-  if (n.get() == input || std::find(order.begin(), order.end(), n) != order.end()) return;
+  if (std::find(inputs.begin(), inputs.end(), n.get()) != inputs.end() ||
+      std::find(order.begin(), order.end(), n) != order.end()) {
+    return;
+  }
   if (!n->layer) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Functional: the outputs come from the input '{}', not from the given inputs", n->name),
                 "build the outputs by calling layers on the KerasTensor passed as inputs");
   }
-  for (const auto& in : n->inputs) topological(in, input, order);
+  for (const auto& in : n->inputs) topological(in, inputs, order);
   order.push_back(n);
 }
 
 }  // namespace
 
 Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options)
+    : Functional(std::vector<KerasTensor>{std::move(inputs)}, std::vector<KerasTensor>{std::move(outputs)},
+                 std::move(options)) {}
+
+Functional::Functional(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, ModelOptions options)
     : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed, options.dtype_policy}),
       inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
-  if (!inputs_.valid() || !outputs_.valid()) {
-    throw Error(ErrorCode::kInvalidArgument, "Functional: inputs and outputs must be KerasTensors from Input() and layer calls");
+  if (inputs_.empty() || outputs_.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Functional: {} inputs and {} outputs", inputs_.size(), outputs_.size()),
+                "pass at least one input (from Input()) and one output (from layer calls)");
   }
-  topological(outputs_.node(), inputs_.node().get(), order_);
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (!inputs_[i].valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] is empty", i));
+    if (inputs_[i].node()->layer) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] is a layer's output, not an Input", i),
+                  "pass the KerasTensors returned by Input()");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (inputs_[j].node() == inputs_[i].node()) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] and inputs[{}] are the same Input", j, i));
+      }
+    }
+  }
+  std::vector<const KerasTensor::Node*> input_nodes;
+  for (const KerasTensor& in : inputs_) input_nodes.push_back(in.node().get());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (!outputs_[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: outputs[{}] is empty", i),
+                  "inputs and outputs must be KerasTensors from Input() and layer calls");
+    }
+    topological(outputs_[i].node(), input_nodes, order_);
+  }
   for (const auto& n : order_) {
     const bool seen = std::any_of(sublayers().begin(), sublayers().end(), [&](const auto& l) { return l == n->layer; });
     if (!seen) {
@@ -243,15 +347,38 @@ Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions opt
   }
 }
 
-Tensor Functional::call(LayerContext& ctx, const Tensor& x) {
-  std::map<const KerasTensor::Node*, Tensor> values = {{inputs_.node().get(), x}};
+std::vector<Tensor> Functional::call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != inputs_.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("model '{}' takes {} inputs, got {}", name(), inputs_.size(), inputs.size()),
+                "pass one array per Input, in the order given to the model");
+  }
+  std::map<const KerasTensor::Node*, Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values.emplace(inputs_[i].node().get(), inputs[i]);
   for (const auto& n : order_) {
     std::vector<Tensor> in;
     for (const auto& i : n->inputs) in.push_back(values.at(i.get()));
     const Tensor& h = values[n.get()] = (*n->layer)(ctx, in);
     if (ctx.build_mode()) record_output(*n->layer, h.shape());
   }
-  return values.at(outputs_.node().get());
+  std::vector<Tensor> out;
+  for (const KerasTensor& o : outputs_) out.push_back(values.at(o.node().get()));
+  return out;
+}
+
+Tensor Functional::call(LayerContext& ctx, const Tensor& x) {
+  std::vector<Tensor> out = call_outputs(ctx, {x});
+  if (out.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("model '{}' has {} outputs", name(), out.size()),
+                "a model with several outputs is called through call_outputs / forward");
+  }
+  return out[0];
+}
+
+std::vector<std::string> Functional::output_names() const {
+  std::vector<std::string> names;
+  for (const KerasTensor& o : outputs_) names.push_back(o.node()->layer ? o.node()->layer->name() : o.node()->name);
+  return names;
 }
 
 }  // namespace ingot

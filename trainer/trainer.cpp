@@ -4,9 +4,10 @@
 // State lists: T (trainable variables), NT (non-trainable), O (optimizer variables), M (metric
 // variables: the loss tracker's, then each metric's). Step functions are traced once per input
 // signature and run compiled (jit, state donated) or by the interpreter (run_eagerly):
-//   train_step  (T, NT, O, M, x, y, sw) -> (T', NT', O', M', loss, metric results...)
-//   test_step   (T, NT, M, x, y, sw)    -> (M', loss, metric results...)
-//   predict_step(T, NT, x)              -> (y_pred)
+//   train_step  (T, NT, O, M, x..., y..., sw...) -> (T', NT', O', M', loss, metric results...)
+//   test_step   (T, NT, M, x..., y..., sw...)    -> (M', loss, metric results...)
+//   predict_step(T, NT, x...)                    -> (y_pred...)
+// with one x per model input and one y and sample weight per model output.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -85,9 +86,12 @@ std::vector<Array> values_of(const std::vector<Variable*>& vars) {
 
 double scalar(const Array& a) { return to_host(a).to_doubles().at(0); }
 
-/// Ones (batch,) when a batch has no sample weights (weights of 1 give Keras's unweighted values).
-Array weights_or_ones(const Batch& b) {
-  return b.sample_weight.valid() ? b.sample_weight : Array::full({b.size()}, 1.0, DType::kF32);
+/// One sample-weight array per output: ones (batch,) when the batch has none (weights of 1 give
+/// Keras's unweighted values), the one array for every output, or the per-output arrays.
+std::vector<Array> weights_per_output(const Batch& b, size_t outputs) {
+  if (!b.sample_weight.valid()) return std::vector<Array>(outputs, Array::full({b.size()}, 1.0, DType::kF32));
+  if (b.sample_weight.size() == 1) return std::vector<Array>(outputs, b.sample_weight[0]);
+  return b.sample_weight.list();
 }
 
 /// Concatenates host arrays along dim 0.
@@ -114,85 +118,190 @@ struct Model::Trainer : callbacks::WeightsAccess {
   CompileOptions options;
   metrics::Mean loss_tracker{"loss"};
   std::vector<Variable*> trainable, non_trainable;
+  size_t n_in = 0, n_out = 0;                          // model inputs and outputs (prepare)
+  std::vector<std::shared_ptr<losses::Loss>> out_loss;  // per output (null: none)
+  std::vector<double> out_weight;                       // loss_weights per output
+  /// Outputs with a loss and their trackers "<output>_loss" (several outputs only; Keras logs
+  /// each output's weighted loss).
+  std::vector<size_t> tracked_outputs;
+  std::vector<metrics::Mean> output_loss_trackers;
+  /// A compiled metric, the output it watches, whether it sees sample weights, its log name.
+  struct MetricSlot {
+    const metrics::Metric* metric;
+    size_t output;
+    bool weighted;
+    std::string name;
+  };
+  std::vector<MetricSlot> slots;
   std::vector<Array> T, NT, O, M;  // live state while a loop runs
   bool live = false;                // T/NT hold the state (variables purged)
   bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
 
-  /// Every compiled metric: `metrics` (unweighted), then `weighted_metrics`.
-  std::vector<const metrics::Metric*> all_metrics() const {
-    std::vector<const metrics::Metric*> out;
-    for (const auto& m : options.metrics) out.push_back(m.get());
-    for (const auto& m : options.weighted_metrics) out.push_back(m.get());
-    return out;
+  /// Resolves the compiled losses, loss weights and metrics against the built model's outputs
+  /// (once, before the step functions exist). Errors (kInvalidArgument) name the option, its
+  /// length and the model's outputs.
+  void configure_outputs() {
+    n_in = model->input_types().size();
+    n_out = model->output_types().size();
+    const std::vector<std::string> names = model->output_names();
+    const auto count_error = [&](const char* what, size_t n, const char* hint) {
+      return Error(ErrorCode::kInvalidArgument,
+                   fmt::format("compile: {} has {} entries, model '{}' has {} outputs ({})", what, n, model->name(),
+                               n_out, fmt::join(names, ", ")),
+                   hint);
+    };
+    if (!options.losses.empty() && options.losses.size() != n_out) {
+      throw count_error("losses", options.losses.size(), "give one loss per output (null for none), or one .loss");
+    }
+    if (!options.loss_weights.empty() && options.loss_weights.size() != n_out) {
+      throw count_error("loss_weights", options.loss_weights.size(), "give one weight per output");
+    }
+    if (options.output_metrics.size() > n_out) {
+      throw count_error("output_metrics", options.output_metrics.size(), "give at most one metric list per output");
+    }
+    if (options.output_weighted_metrics.size() > n_out) {
+      throw count_error("output_weighted_metrics", options.output_weighted_metrics.size(),
+                        "give at most one metric list per output");
+    }
+    if (n_out > 1 && (!options.metrics.empty() || !options.weighted_metrics.empty())) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("compile: model '{}' has {} outputs ({}); `metrics` / `weighted_metrics` do not say "
+                              "which output they watch",
+                              model->name(), n_out, fmt::join(names, ", ")),
+                  "pass output_metrics / output_weighted_metrics: one metric list per output (Keras's list of lists)");
+    }
+    out_loss = options.losses.empty() ? std::vector<std::shared_ptr<losses::Loss>>(n_out, options.loss) : options.losses;
+    out_weight = options.loss_weights.empty() ? std::vector<double>(n_out, 1.0) : options.loss_weights;
+    if (std::none_of(out_loss.begin(), out_loss.end(), [](const auto& l) { return l != nullptr; })) {
+      throw Error(ErrorCode::kInvalidArgument, "compile: no output has a loss", "give at least one output a loss");
+    }
+    tracked_outputs.clear();
+    output_loss_trackers.clear();
+    for (size_t i = 0; n_out > 1 && i < n_out; ++i) {
+      if (!out_loss[i]) continue;
+      tracked_outputs.push_back(i);
+      output_loss_trackers.emplace_back(names[i] + "_loss");
+    }
+    slots.clear();
+    const auto add = [&](const std::vector<std::shared_ptr<metrics::Metric>>& list, size_t output, bool weighted) {
+      for (const auto& m : list) {
+        const std::string prefix = n_out > 1 ? names[output] + "_" : "";
+        slots.push_back({m.get(), output, weighted, prefix + m->name()});
+      }
+    };
+    if (n_out == 1) {
+      add(options.metrics, 0, false);
+      add(options.weighted_metrics, 0, true);
+    }
+    for (size_t i = 0; i < options.output_metrics.size(); ++i) add(options.output_metrics[i], i, false);
+    for (size_t i = 0; i < options.output_weighted_metrics.size(); ++i) add(options.output_weighted_metrics[i], i, true);
+    // A weighted metric named like an unweighted one is logged "weighted_<name>" (Keras's
+    // CompileMetrics), after the output prefix.
+    for (MetricSlot& w : slots) {
+      if (!w.weighted) continue;
+      const bool clash = std::any_of(slots.begin(), slots.end(), [&](const MetricSlot& u) {
+        return !u.weighted && u.output == w.output && u.name == w.name;
+      });
+      if (clash) {
+        const std::string prefix = n_out > 1 ? names[w.output] + "_" : "";
+        w.name = prefix + "weighted_" + w.metric->name();
+      }
+    }
   }
-  /// Their log names: a weighted metric named like an unweighted one is logged "weighted_<name>"
-  /// (Keras's CompileMetrics).
+
+  /// The logged names after "loss": each output's loss (several outputs), then the metrics.
   std::vector<std::string> metric_names() const {
     std::vector<std::string> names;
-    for (const auto& m : options.metrics) names.push_back(m->name());
-    for (const auto& m : options.weighted_metrics) {
-      const bool clash = std::any_of(options.metrics.begin(), options.metrics.end(),
-                                     [&](const auto& u) { return u->name() == m->name(); });
-      names.push_back(clash ? "weighted_" + m->name() : m->name());
-    }
+    for (const metrics::Mean& m : output_loss_trackers) names.push_back(m.name());
+    for (const MetricSlot& s : slots) names.push_back(s.name);
     return names;
   }
 
   size_t metric_state_size() const {
-    size_t n = 2;
-    for (const metrics::Metric* m : all_metrics()) n += m->initial_state().size();
+    size_t n = 2 + 2 * output_loss_trackers.size();
+    for (const MetricSlot& s : slots) n += s.metric->initial_state().size();
     return n;
   }
   std::vector<Array> initial_metric_state() const {
     std::vector<Array> s = loss_tracker.initial_state();
-    for (const metrics::Metric* m : all_metrics()) {
-      for (Array& a : m->initial_state()) s.push_back(a);
+    for (const metrics::Mean& m : output_loss_trackers) {
+      for (Array& a : m.initial_state()) s.push_back(a);
+    }
+    for (const MetricSlot& slot : slots) {
+      for (Array& a : slot.metric->initial_state()) s.push_back(a);
     }
     return s;
   }
 
-  /// New metric state (2 + per metric) after one batch. As Keras: `metrics` see no sample
-  /// weights, `weighted_metrics` the batch's `sw`.
-  std::vector<Tensor> update_metric_state(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
-                                          const Tensor& y_pred, const Tensor& sw) const {
-    std::vector<Tensor> out = loss_tracker.add_batch(slice(m, 0, 2), loss, y_pred.dim(0));
+  /// New metric state after one batch: the loss trackers (weighted by the batch size), then
+  /// every metric on its output. As Keras: `metrics` see no sample weights, `weighted_metrics`
+  /// the batch's `sw` of their output.
+  std::vector<Tensor> update_metric_state(const std::vector<Tensor>& m, const Tensor& loss,
+                                          const std::vector<Tensor>& output_losses, const std::vector<Tensor>& y,
+                                          const std::vector<Tensor>& y_pred, const std::vector<Tensor>& sw) const {
+    check_count(y, n_out, "y");
+    check_count(y_pred, n_out, "y_pred");
+    check_count(sw, n_out, "sample_weight");
+    check_count(output_losses, output_loss_trackers.size(), "output_losses");
+    const int64_t batch = y_pred[0].dim(0);
+    std::vector<Tensor> out = loss_tracker.add_batch(slice(m, 0, 2), loss, batch);
     size_t at = 2;
-    const size_t unweighted = options.metrics.size();
-    const std::vector<const metrics::Metric*> list = all_metrics();
-    for (size_t i = 0; i < list.size(); ++i) {
-      const size_t n = list[i]->initial_state().size();
-      std::vector<Tensor> s = i < unweighted ? list[i]->update_state(slice(m, at, n), y, y_pred)
-                                             : list[i]->update_state(slice(m, at, n), y, y_pred, sw);
+    for (size_t i = 0; i < output_loss_trackers.size(); ++i, at += 2) {
+      std::vector<Tensor> s = output_loss_trackers[i].add_batch(slice(m, at, 2), output_losses[i], batch);
+      out.insert(out.end(), s.begin(), s.end());
+    }
+    for (const MetricSlot& slot : slots) {
+      const size_t n = slot.metric->initial_state().size();
+      const size_t o = slot.output;
+      std::vector<Tensor> s = slot.weighted ? slot.metric->update_state(slice(m, at, n), y[o], y_pred[o], sw[o])
+                                            : slot.metric->update_state(slice(m, at, n), y[o], y_pred[o]);
       out.insert(out.end(), s.begin(), s.end());
       at += n;
     }
     return out;
   }
 
-  /// The logged values of a metric state: the loss tracker's result, then each metric's.
+  static void check_count(const std::vector<Tensor>& v, size_t want, const char* what) {
+    if (v.size() != want) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("update_metrics: {} tensors in {}, the model needs {}", v.size(), what, want),
+                  "pass one tensor per model output (output_losses: one per output with a loss, several outputs only)");
+    }
+  }
+
+  /// The logged values of a metric state: the loss trackers' results, then each metric's.
   std::vector<Tensor> metric_results(const std::vector<Tensor>& m) const {
     std::vector<Tensor> results = {loss_tracker.result(slice(m, 0, 2))};
     size_t at = 2;
-    for (const metrics::Metric* metric : all_metrics()) {
-      const size_t n = metric->initial_state().size();
-      results.push_back(metric->result(slice(m, at, n)));
+    for (const metrics::Mean& t : output_loss_trackers) {
+      results.push_back(t.result(slice(m, at, 2)));
+      at += 2;
+    }
+    for (const MetricSlot& slot : slots) {
+      const size_t n = slot.metric->initial_state().size();
+      results.push_back(slot.metric->result(slice(m, at, n)));
       at += n;
     }
     return results;
   }
 
   /// update_metric_state followed by the results.
-  std::vector<Tensor> update_metrics(const std::vector<Tensor>& m, const Tensor& loss, const Tensor& y,
-                                     const Tensor& y_pred, const Tensor& sw) const {
-    std::vector<Tensor> out = update_metric_state(m, loss, y, y_pred, sw);
+  std::vector<Tensor> update_metrics(const std::vector<Tensor>& m, const Tensor& loss,
+                                     const std::vector<Tensor>& output_losses, const std::vector<Tensor>& y,
+                                     const std::vector<Tensor>& y_pred, const std::vector<Tensor>& sw) const {
+    std::vector<Tensor> out = update_metric_state(m, loss, output_losses, y, y_pred, sw);
     std::vector<Tensor> results = metric_results(out);
     out.insert(out.end(), results.begin(), results.end());
     return out;
   }
 
-  /// The forward pass and the loss over (T, NT, x, y, sw): [loss, y_pred, NT'...]; with
-  /// `scaled` (the train step), [optimizer's scaled loss, y_pred, NT'..., unscaled loss] so the
+  /// The forward pass and the loss over (T, NT, x..., y..., sw..., [O...]):
+  ///   [objective, NT'..., loss, output losses..., y_pred...]
+  /// where loss = sum_i loss_weights[i] * loss_i(y_i, y_pred_i, sw_i) + the layers' losses, the
+  /// output losses are the weighted loss_i of each output with a loss (several outputs only; what
+  /// Keras logs as "<output>_loss"), and the objective is the loss, or with `scaled` (the train
+  /// step; the optimizer's variables follow the batch) the optimizer's scaled loss, so the
   /// gradient is taken of the scaled loss while logs and metrics see the unscaled one.
   TraceFn loss_fn(bool training, bool scaled = false) const {
     return [this, training, scaled](const std::vector<Tensor>& b) {
@@ -200,15 +309,31 @@ struct Model::Trainer : callbacks::WeightsAccess {
       LayerContext ctx(training);
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], b[i]);
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], b[nt + i]);
-      const Tensor& x = b[nt + nn];
-      Tensor y_pred = model->forward(ctx, x);
-      Tensor loss = (*options.loss)(b[nt + nn + 1], y_pred, b[nt + nn + 2]);
-      for (const Tensor& extra : ctx.losses()) loss = loss + (extra.dtype() == loss.dtype() ? extra : convert(extra, loss.dtype()));
-      // With `scaled`, the optimizer's variables follow the batch (for a dynamic loss scale).
-      const std::vector<Tensor> optimizer_state(b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), nt + nn + 3)), b.end());
-      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(loss, optimizer_state) : loss, y_pred};
+      const size_t xi = nt + nn, yi = xi + n_in, si = yi + n_out, oi = si + n_out;
+      std::vector<Tensor> y_pred = model->forward(ctx, slice(b, xi, n_in));
+      if (y_pred.size() != n_out) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("model '{}' returned {} outputs while built with {}", model->name(), y_pred.size(), n_out),
+                    "call_outputs must return the same number of outputs on every call");
+      }
+      std::optional<Tensor> loss;
+      std::vector<Tensor> output_losses;
+      for (size_t i = 0; i < n_out; ++i) {
+        if (!out_loss[i]) continue;
+        Tensor li = (*out_loss[i])(b[yi + i], y_pred[i], b[si + i]);
+        if (out_weight[i] != 1.0) li = li * out_weight[i];
+        if (n_out > 1) output_losses.push_back(li);
+        loss = loss ? *loss + li : li;
+      }
+      for (const Tensor& extra : ctx.losses()) {
+        loss = *loss + (extra.dtype() == loss->dtype() ? extra : convert(extra, loss->dtype()));
+      }
+      const std::vector<Tensor> optimizer_state(b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), oi)), b.end());
+      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(*loss, optimizer_state) : *loss};
       for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(b[nt + i]));
-      if (scaled) out.push_back(loss);
+      out.push_back(*loss);
+      out.insert(out.end(), output_losses.begin(), output_losses.end());
+      out.insert(out.end(), y_pred.begin(), y_pred.end());
       return out;
     };
   }
@@ -217,8 +342,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return [this](const std::vector<Tensor>& a) {
       const size_t nt = trainable.size(), nn = non_trainable.size(), no = O.size(), nm = metric_state_size();
       const size_t xi = nt + nn + no + nm;
-      TrainStepState s{slice(a, 0, nt), slice(a, nt, nn), slice(a, nt + nn, no), slice(a, nt + nn + no, nm),
-                       a[xi], a[xi + 1], a[xi + 2]};
+      TrainStepState s{slice(a, 0, nt),
+                       slice(a, nt, nn),
+                       slice(a, nt + nn, no),
+                       slice(a, nt + nn + no, nm),
+                       slice(a, xi, n_in),
+                       slice(a, xi + n_in, n_out),
+                       slice(a, xi + n_in + n_out, n_out)};
       model->train_step(s);
       check_state(s.trainable, nt, "trainable");
       check_state(s.non_trainable, nn, "non_trainable");
@@ -245,11 +375,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
   TraceFn test_step() const {
     return [this](const std::vector<Tensor>& a) {
       const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
-      const size_t xi = nt + nn + nm;
+      const size_t xi = nt + nn + nm, k = output_loss_trackers.size();
       std::vector<Tensor> b = slice(a, 0, nt + nn);
-      b.insert(b.end(), {a[xi], a[xi + 1], a[xi + 2]});
-      std::vector<Tensor> r = loss_fn(false)(b);
-      return update_metrics(slice(a, nt + nn, nm), r[0], a[xi + 1], r[1], a[xi + 2]);
+      const std::vector<Tensor> data = slice(a, xi, n_in + 2 * n_out);
+      b.insert(b.end(), data.begin(), data.end());
+      const std::vector<Tensor> r = loss_fn(false)(b);  // [loss, NT'..., loss, output losses..., y_pred...]
+      return update_metrics(slice(a, nt + nn, nm), r[1 + nn], slice(r, 2 + nn, k), slice(a, xi + n_in, n_out),
+                            slice(r, 2 + nn + k, n_out), slice(a, xi + n_in + n_out, n_out));
     };
   }
 
@@ -259,30 +391,66 @@ struct Model::Trainer : callbacks::WeightsAccess {
       LayerContext ctx(false);
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], a[i]);
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
-      return std::vector<Tensor>{model->forward(ctx, a[nt + nn])};
+      return model->forward(ctx, slice(a, nt + nn, a.size() - nt - nn));
     };
   }
 
   bool compiled() const { return options.jit_compile && !options.run_eagerly; }
 
-  /// Every batch (arrays or a generator's): targets present, sparse labels in range.
+  /// Every batch (arrays or a generator's): one x per input, one y per output, none, one or one
+  /// sample weight per output, sparse labels in range.
   void check_batch(const Batch& b) const {
     if (!b.y.valid()) {
       throw Error(ErrorCode::kInvalidArgument, "a batch has no targets y",
                   "pass y (or validation_data.y / a generator yielding Batch{x, y, ...})");
+    }
+    if (b.x.size() != n_in || b.y.size() != n_out) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("a batch has {} x and {} y arrays; model '{}' has {} inputs and {} outputs", b.x.size(),
+                              b.y.size(), model->name(), n_in, n_out),
+                  "pass one x per model input and one y per output, in the model's order");
+    }
+    if (b.sample_weight.size() > 1 && b.sample_weight.size() != n_out) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("a batch has {} sample_weight arrays; model '{}' has {} outputs", b.sample_weight.size(),
+                              model->name(), n_out),
+                  "pass one sample_weight (for every output) or one per output");
     }
     check_labels(b.y);
   }
 
   /// Sparse losses: integer labels must lie in [0, classes) (checked on the host before any
   /// step; inside a step a bad label would silently give loss 0).
-  void check_labels(const Array& y) const {
-    if (!y.valid() || !options.loss || !options.loss->labels_are_indices() || !model->output_type()) return;
-    losses::validate_sparse_labels(y, model->output_type()->shape.back());
+  void check_labels(const Arrays& y) const {
+    const std::vector<ir::TensorType>& outs = model->output_types();
+    if (out_loss.size() != outs.size()) return;  // before prepare
+    for (size_t i = 0; i < y.size() && i < outs.size(); ++i) {
+      const std::shared_ptr<losses::Loss>& loss = out_loss.at(i);
+      if (!y[i].valid() || !loss || !loss->labels_are_indices()) continue;
+      try {
+        losses::validate_sparse_labels(y[i], outs[i].shape.back());
+      } catch (const Error& e) {
+        if (y.size() == 1) throw;
+        throw e.with_context(fmt::format("y[{}] (output '{}')", i, model->output_names().at(i)));
+      }
+    }
+  }
+
+  /// The predict step only, for a model never compiled (no loss to resolve).
+  void prepare_predict() {
+    n_in = model->input_types().size();
+    n_out = model->output_types().size();
+    prepare_steps();
   }
 
   /// Creates the step functions once the model is built (variable lists known).
   void prepare() {
+    if (train_fn) return;
+    configure_outputs();
+    prepare_steps();
+  }
+
+  void prepare_steps() {
     if (train_fn) return;
     trainable = model->trainable_variables();
     non_trainable = model->non_trainable_variables();
@@ -335,7 +503,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     args.insert(args.end(), NT.begin(), NT.end());
     args.insert(args.end(), O.begin(), O.end());
     args.insert(args.end(), M.begin(), M.end());
-    args.insert(args.end(), {batch.x, batch.y, weights_or_ones(batch)});
+    append_batch(args, batch);
     std::vector<Array> out = (*train_fn)(args);
     size_t at = 0;
     T = slice(out, at, T.size());
@@ -348,6 +516,14 @@ struct Model::Trainer : callbacks::WeightsAccess {
     at += M.size();
     enforce_shardings();
     return logs_from(out, at);
+  }
+
+  /// The step arguments of a checked batch: x..., y..., one sample weight per output.
+  void append_batch(std::vector<Array>& args, const Batch& batch) const {
+    args.insert(args.end(), batch.x.begin(), batch.x.end());
+    args.insert(args.end(), batch.y.begin(), batch.y.end());
+    const std::vector<Array> sw = weights_per_output(batch, n_out);
+    args.insert(args.end(), sw.begin(), sw.end());
   }
 
   /// Moves any state array whose sharding differs from its variable's recorded one back to it.
@@ -365,7 +541,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     std::vector<Array> args = T;
     args.insert(args.end(), NT.begin(), NT.end());
     args.insert(args.end(), M.begin(), M.end());
-    args.insert(args.end(), {batch.x, batch.y, weights_or_ones(batch)});
+    append_batch(args, batch);
     std::vector<Array> out = (*test_fn)(args);
     M = slice(out, 0, M.size());
     return logs_from(out, M.size());
@@ -493,7 +669,7 @@ void Model::train_step(TrainStepState& state) {
   StepGradients g = compute_gradients(state);
   state.non_trainable = g.non_trainable;
   apply_gradients(state, g.gradients);
-  update_metrics(state, g.loss, g.y_pred);
+  update_metrics(state, g.loss, g.y_pred, g.output_losses);
 }
 
 StepGradients Model::compute_gradients(const TrainStepState& s) {
@@ -501,13 +677,25 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
   const size_t nt = s.trainable.size(), nn = s.non_trainable.size();
   std::vector<Tensor> b = s.trainable;
   b.insert(b.end(), s.non_trainable.begin(), s.non_trainable.end());
-  b.insert(b.end(), {s.x, s.y, s.sample_weight});
+  if (s.x.size() != t.n_in || s.y.size() != t.n_out || s.sample_weight.size() != t.n_out) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("compute_gradients: {} x, {} y, {} sample_weight tensors; model '{}' has {} inputs and {} "
+                            "outputs",
+                            s.x.size(), s.y.size(), s.sample_weight.size(), name(), t.n_in, t.n_out),
+                "pass one x per input and one y and sample weight per output");
+  }
+  b.insert(b.end(), s.x.begin(), s.x.end());
+  b.insert(b.end(), s.y.begin(), s.y.end());
+  b.insert(b.end(), s.sample_weight.begin(), s.sample_weight.end());
   b.insert(b.end(), s.optimizer.begin(), s.optimizer.end());  // read by scale_loss, not differentiated
   std::vector<int64_t> argnums;
   for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
-  // [scaled loss, y_pred, NT'..., loss, grads...]; apply() unscales the gradients.
+  // [scaled loss, NT'..., loss, output losses (k)..., y_pred (n_out)..., grads...]; apply()
+  // unscales the gradients.
   std::vector<Tensor> vg = value_and_grad(t.loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
-  return {vg[2 + nn], vg[1], slice(vg, 3 + nn, nt), slice(vg, 2, nn)};
+  const size_t k = t.output_loss_trackers.size();
+  const size_t y_at = 2 + nn + k;
+  return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), slice(vg, y_at + t.n_out, nt), slice(vg, 1, nn)};
 }
 
 void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradients) {
@@ -517,17 +705,49 @@ void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradie
   s.optimizer = std::move(new_o);
 }
 
-void Model::update_metrics(TrainStepState& s, const Tensor& loss, const Tensor& y_pred) {
+void Model::update_metrics(TrainStepState& s, const Tensor& loss, const std::vector<Tensor>& y_pred,
+                           const std::vector<Tensor>& output_losses) {
   Trainer& t = compiled_trainer(trainer_, "update_metrics");
-  s.metrics = t.update_metric_state(s.metrics, loss, s.y, y_pred, s.sample_weight);
+  s.metrics = t.update_metric_state(s.metrics, loss, output_losses, s.y, y_pred, s.sample_weight);
 }
 
 // ---- compile ---------------------------------------------------------------------------------
 
+namespace {
+
+/// compile's multi-output options that need no model: loss xor losses, finite loss weights, no
+/// null metric.
+void check_compile_outputs(const CompileOptions& o) {
+  if (o.loss && !o.losses.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "compile: both loss and losses were given",
+                "pass .loss (every output) or .losses (one per output), not both");
+  }
+  for (size_t i = 0; i < o.loss_weights.size(); ++i) {
+    if (!std::isfinite(o.loss_weights[i])) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: loss_weights[{}] is {}", i, o.loss_weights[i]),
+                  "loss weights must be finite numbers");
+    }
+  }
+  for (const auto* lists : {&o.output_metrics, &o.output_weighted_metrics}) {
+    for (size_t i = 0; i < lists->size(); ++i) {
+      for (size_t j = 0; j < (*lists)[i].size(); ++j) {
+        if (!(*lists)[i][j]) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("compile: {}[{}][{}] is null",
+                                  lists == &o.output_metrics ? "output_metrics" : "output_weighted_metrics", i, j));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void Model::compile(CompileOptions options) {
-  if (!options.loss) {
+  if (!options.loss && options.losses.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "compile: no loss",
-                "pass .loss = losses::get(\"sparse_categorical_crossentropy\") or a Loss object");
+                "pass .loss = losses::get(\"sparse_categorical_crossentropy\") or a Loss object (or .losses, one per "
+                "output)");
   }
   if (options.steps_per_execution < 1) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -541,6 +761,7 @@ void Model::compile(CompileOptions options) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: weighted metric {} is null", i));
     }
   }
+  check_compile_outputs(options);
   if (trainer_ && (trainer_->fitting || trainer_->live)) {
     throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
                 "compile before or after the loop");
@@ -554,7 +775,7 @@ void Model::compile(CompileOptions options) {
 namespace {
 
 /// The adapter of array data or the given one; checks the arguments first.
-std::shared_ptr<DataAdapter> make_adapter(const Array& x, const Array& y, const Array& sw,
+std::shared_ptr<DataAdapter> make_adapter(const Arrays& x, const Arrays& y, const Arrays& sw,
                                           const std::shared_ptr<DataAdapter>& data, int64_t batch_size, bool shuffle,
                                           uint64_t seed, const char* who) {
   if (data) return data;
@@ -570,6 +791,34 @@ std::shared_ptr<DataAdapter> make_adapter(const Array& x, const Array& y, const 
 // ---- fit -------------------------------------------------------------------------------------
 
 namespace {
+
+std::vector<ir::TensorType> types_of(const Arrays& x) {
+  std::vector<ir::TensorType> out;
+  for (const Array& a : x) out.push_back({a.shape(), a.dtype()});
+  return out;
+}
+
+/// Array data against the model's inputs and outputs (before any step): one x per input, one y
+/// per output (when given), one sample weight or one per output.
+void check_data_counts(const Model::Trainer& t, const Arrays& x, const Arrays& y, const Arrays& sw, const char* who) {
+  if (x.valid() && x.size() != t.n_in) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} x arrays for model '{}' with {} inputs", who, x.size(), t.model->name(), t.n_in),
+                "pass one array per model input, in input order");
+  }
+  if (y.valid() && y.size() != t.n_out) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} y arrays for model '{}' with {} outputs ({})", who, y.size(), t.model->name(), t.n_out,
+                            fmt::join(t.model->output_names(), ", ")),
+                "pass one target array per model output, in output order");
+  }
+  if (sw.size() > 1 && sw.size() != t.n_out) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} sample_weight arrays for model '{}' with {} outputs", who, sw.size(), t.model->name(),
+                            t.n_out),
+                "pass one sample_weight (for every output) or one per output");
+  }
+}
 
 void check_fit_options(const FitOptions& o) {
   if (o.batch_size <= 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
@@ -631,11 +880,16 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   check_fit_options(o);
   // Validation data: validation_data, or the last fraction of the arrays (before shuffling).
   std::optional<Batch> val = o.validation_data;
-  Array x = o.x, y = o.y, sw = o.sample_weight;
-  if (!o.data && x.valid() && y.valid() && x.rank() > 0 && (y.rank() == 0 || y.shape()[0] != x.shape()[0])) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("fit: x has {} samples but y has shape {}", x.shape()[0], shape_to_string(y.shape())),
-                "give x and y the same number of samples");
+  Arrays x = o.x, y = o.y, sw = o.sample_weight;
+  if (!o.data && x.valid() && y.valid() && x[0].valid() && x[0].rank() > 0) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (y[i].valid() && (y[i].rank() == 0 || y[i].shape()[0] != x[0].shape()[0])) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("fit: x has {} samples but {} has shape {}", x[0].shape()[0],
+                                y.size() == 1 ? std::string("y") : fmt::format("y[{}]", i), shape_to_string(y[i].shape())),
+                    "give x and y the same number of samples");
+      }
+    }
   }
   if (o.validation_split != 0) {
     if (o.data) throw Error(ErrorCode::kInvalidArgument, "fit: validation_split needs array data (x, y)");
@@ -645,7 +899,13 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     sw = train.sample_weight;
     if (!val) val = v;
   }
-  if (!o.class_weight.empty()) sw = class_weights_to_sample_weights(y, o.class_weight);
+  if (!o.class_weight.empty()) {
+    if (y.size() > 1) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight with {} outputs' targets", y.size()),
+                  "class_weight is for single-output models (as Keras); pass sample_weight per output instead");
+    }
+    sw = class_weights_to_sample_weights(y[0], o.class_weight);
+  }
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
   EpochIterator it(adapter, o.steps_per_epoch, {}, "steps_per_epoch");
   std::optional<EpochIterator> val_it;
@@ -661,18 +921,19 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   }
   // The build pass: shapes only, no batch consumed. Validation inputs and labels are checked
   // now too, so no error surfaces after an epoch has trained.
-  const ir::TensorType xt = adapter->x_type();
-  build_model(xt.shape, xt.dtype);
+  build_model(adapter->x_types());
+  t.prepare();
+  check_data_counts(t, x, y, sw, "fit");
   t.check_labels(y);
   if (val) {
     try {
-      build_model(val->x.shape(), val->x.dtype());
+      build_model(types_of(val->x));
+      check_data_counts(t, val->x, val->y, val->sample_weight, "fit: validation_data");
       t.check_labels(val->y);
     } catch (const Error& e) {
       throw e.with_context("fit: validation_data");
     }
   }
-  t.prepare();
 
   callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
                                             .add_progbar = true,
@@ -791,10 +1052,10 @@ Logs Model::evaluate(EvaluateOptions o) {
   if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
   EpochIterator it(adapter, o.steps, {}, "steps");
-  const ir::TensorType xt = adapter->x_type();
-  build_model(xt.shape, xt.dtype);
-  t.check_labels(o.y);
+  build_model(adapter->x_types());
   t.prepare();
+  check_data_counts(t, o.x, o.y, o.sample_weight, "evaluate");
+  t.check_labels(o.y);
   callbacks::CallbackList cbs = one_pass_callbacks(o, it, *this, t);
   LoopScope scope(t);
   Logs logs;
@@ -820,18 +1081,31 @@ Logs Model::evaluate(EvaluateOptions o) {
 }
 
 Array Model::predict(PredictOptions o) {
+  std::vector<Array> out = predict_outputs(std::move(o));
+  if (out.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("predict: model '{}' has {} outputs", name(), out.size()),
+                "use predict_outputs for the list of outputs");
+  }
+  return out[0];
+}
+
+std::vector<Array> Model::predict_outputs(PredictOptions o) {
   if (!trainer_) {  // predict needs no compile (Keras): a trainer without loss, optimizer or metrics
     trainer_ = std::make_shared<Trainer>();
     trainer_->model = this;
   }
   Trainer& t = *trainer_;
-  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Array(), Array(), o.data, o.batch_size, false, 0, "predict");
+  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Arrays(), Arrays(), o.data, o.batch_size, false, 0, "predict");
   EpochIterator it(adapter, o.steps, {}, "steps");
-  const ir::TensorType xt = adapter->x_type();
-  build_model(xt.shape, xt.dtype);
-  t.prepare();
+  build_model(adapter->x_types());
+  if (t.compiled_by_user) {
+    t.prepare();
+  } else {
+    t.prepare_predict();
+  }
+  check_data_counts(t, o.x, Arrays(), Arrays(), "predict");
   callbacks::CallbackList cbs = one_pass_callbacks(o, it, *this, t);
-  std::vector<Array> parts;
+  std::vector<std::vector<Array>> parts(output_types().size());
   LoopScope scope(t);
   try {
     cbs.on_predict_begin({});
@@ -843,8 +1117,14 @@ Array Model::predict(PredictOptions o) {
       cbs.on_predict_batch_begin(step, {});
       std::vector<Array> args = t.T;
       args.insert(args.end(), t.NT.begin(), t.NT.end());
-      args.push_back(b->x);
-      parts.push_back((*t.predict_fn)(args).at(0));
+      if (b->x.size() != t.n_in) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(), t.n_in),
+                    "yield one array per model input");
+      }
+      args.insert(args.end(), b->x.begin(), b->x.end());
+      std::vector<Array> out = (*t.predict_fn)(args);
+      for (size_t i = 0; i < parts.size(); ++i) parts[i].push_back(out.at(i));
       cbs.on_predict_batch_end(step++, {});
     }
     it.stop();
@@ -853,29 +1133,38 @@ Array Model::predict(PredictOptions o) {
     throw;
   }
   cbs.on_predict_end({});
-  return concat_rows(parts);
+  std::vector<Array> out;
+  for (const std::vector<Array>& p : parts) out.push_back(concat_rows(p));
+  return out;
 }
 
 namespace {
 
 /// train_on_batch / test_on_batch: one step on one batch with fresh metric state.
-Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Array& x, const Array& y, const Array& sw) {
+Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Arrays& x, const Arrays& y, const Arrays& sw) {
   const char* who = train ? "train_on_batch" : "test_on_batch";
   if (!y.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no targets y", who), "pass y with the labels");
   // The array adapter's checks (samples, sample_weight rank) on this one batch.
-  ArrayDataAdapter check(x, y, sw, std::max<int64_t>(1, x.valid() && x.rank() > 0 ? x.shape()[0] : 1), false);
-  model.build_model(x.shape(), x.dtype());
-  t.check_labels(y);
+  const int64_t rows = x.valid() && x[0].valid() && x[0].rank() > 0 ? x[0].shape()[0] : 1;
+  ArrayDataAdapter check(x, y, sw, std::max<int64_t>(1, rows), false);
+  model.build_model(check.x_types());
   t.prepare();
+  check_data_counts(t, x, y, sw, who);
+  t.check_labels(y);
   LoopScope scope(t);
   t.M = t.initial_metric_state();
-  const Batch batch{to_host(x), to_host(y), sw.valid() ? to_host(sw) : Array()};
+  const auto host = [](const Arrays& a) {
+    std::vector<Array> out;
+    for (const Array& e : a) out.push_back(to_host(e));
+    return Arrays(std::move(out));
+  };
+  const Batch batch{host(x), host(y), host(sw)};
   return train ? t.train_batch(batch) : t.test_batch(batch);
 }
 
 }  // namespace
 
-Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
+Logs Model::train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight) {
   if (!trainer_ || !trainer_->compiled_by_user) {
     throw Error(ErrorCode::kFailedPrecondition, "train_on_batch before compile", "call model.compile(...) first");
   }
@@ -885,7 +1174,7 @@ Logs Model::train_on_batch(const Array& x, const Array& y, const Array& sample_w
   return run_on_batch(*this, *trainer_, true, x, y, sample_weight);
 }
 
-Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_weight) {
+Logs Model::test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight) {
   if (!trainer_ || !trainer_->compiled_by_user) {
     throw Error(ErrorCode::kFailedPrecondition, "test_on_batch before compile", "call model.compile(...) first");
   }

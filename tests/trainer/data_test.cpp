@@ -29,13 +29,13 @@ std::vector<float> first_column(const Array& a) {
 TEST(ArrayDataAdapter, BatchesInOrderWithARaggedLastBatch) {
   ArrayDataAdapter data(rows(7, 2), testing::f32({0, 1, 2, 3, 4, 5, 6}, {7}), Array(), 3, false);
   EXPECT_EQ(data.num_batches(), 3);
-  EXPECT_EQ(data.x_type().shape, (Shape{3, 2}));
+  EXPECT_EQ(data.x_types().at(0).shape, (Shape{3, 2}));
   auto next = data.epoch(0);
   std::vector<std::vector<float>> seen;
   while (std::optional<Batch> b = next()) {
     EXPECT_FALSE(b->sample_weight.valid());
-    EXPECT_EQ(first_column(b->x), b->y.to_vector<float>());  // x and y rows stay paired
-    seen.push_back(b->y.to_vector<float>());
+    EXPECT_EQ(first_column(b->x[0]), b->y[0].to_vector<float>());  // x and y rows stay paired
+    seen.push_back(b->y[0].to_vector<float>());
   }
   EXPECT_EQ(seen, (std::vector<std::vector<float>>{{0, 1, 2}, {3, 4, 5}, {6}}));
 }
@@ -46,7 +46,7 @@ TEST(ArrayDataAdapter, ShuffleIsASeededPermutationPerEpoch) {
     std::vector<float> all;
     auto next = data.epoch(epoch);
     while (std::optional<Batch> b = next()) {
-      for (float v : b->x.to_vector<float>()) all.push_back(v);
+      for (float v : b->x[0].to_vector<float>()) all.push_back(v);
     }
     return all;
   };
@@ -72,8 +72,8 @@ TEST(ArrayDataAdapter, BadInputsAreErrors) {
 TEST(ValidationSplit, LastFractionBeforeShufflingWithFloorForTraining) {
   const Batch all{rows(10, 1), testing::f32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10}), Array()};
   const auto [train, val] = split_validation(all, 0.25);  // floor(10 * 0.75) = 7 for training
-  EXPECT_EQ(train.y.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(val.y.to_vector<float>(), (std::vector<float>{7, 8, 9}));
+  EXPECT_EQ(train.y[0].to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(val.y[0].to_vector<float>(), (std::vector<float>{7, 8, 9}));
   expect_error([&] { split_validation(all, 1.0); }, ErrorCode::kInvalidArgument, {"validation_split", "[0, 1)"});
   expect_error([&] { split_validation(all, -0.1); }, ErrorCode::kInvalidArgument, {"validation_split"});
   const Batch one{rows(1, 1), Array(), Array()};
@@ -96,7 +96,7 @@ TEST(EpochIterator, StepsPerEpochAndPrefetchedEpochs) {
     it.begin_epoch(epoch);
     std::optional<Batch> b = it.next();
     ASSERT_TRUE(b.has_value());
-    EXPECT_EQ(first_column(b->x), (std::vector<float>{0, 1, 2, 3, 4}));
+    EXPECT_EQ(first_column(b->x[0]), (std::vector<float>{0, 1, 2, 3, 4}));
     EXPECT_FALSE(it.next().has_value());  // steps_per_epoch = 1
   }
   expect_error([&] { EpochIterator(data, 3); }, ErrorCode::kInvalidArgument, {"steps_per_epoch 3", "2 batches"});

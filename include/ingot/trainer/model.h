@@ -34,13 +34,29 @@ struct ModelOptions {
 /// Model::compile's arguments (keras.Model.compile).
 struct CompileOptions {
   std::shared_ptr<optimizers::Optimizer> optimizer;      ///< required for fit / train_on_batch
-  std::shared_ptr<losses::Loss> loss;                    ///< required
-  /// Logged in this order after "loss"; updated without sample weights (Keras's `metrics`).
+  /// The loss of every output (Keras's `loss=` one loss: a model with several outputs applies it
+  /// to each). Give `loss` or `losses`, not both.
+  std::shared_ptr<losses::Loss> loss;
+  /// One loss per model output, in output order (Keras's `loss=[...]`); a null entry leaves that
+  /// output without a loss (Keras's None). Its length must equal the model's outputs (checked
+  /// when fit/evaluate first builds the model, kInvalidArgument).
+  std::vector<std::shared_ptr<losses::Loss>> losses;
+  /// Keras's `loss_weights`: the minimised loss is sum_i loss_weights[i] * loss_i (+ layer
+  /// losses); empty means 1 for every output; else one finite value per output.
+  std::vector<double> loss_weights;
+  /// Logged in this order after the loss entries; updated without sample weights (Keras's
+  /// `metrics`). For a model with one output; with several use `output_metrics`.
   std::vector<std::shared_ptr<metrics::Metric>> metrics;
   /// Logged after `metrics`; updated with the batch's sample weights (fit's sample_weight or
   /// class_weight; Keras's `weighted_metrics`). One named like an unweighted metric is logged as
   /// "weighted_<name>".
   std::vector<std::shared_ptr<metrics::Metric>> weighted_metrics;
+  /// Models with several outputs: output_metrics[i] are output i's metrics (Keras's `metrics`
+  /// as a list of lists), logged "<output name>_<metric name>" (output names: Model::output_names).
+  /// At most one list per output (fewer: the rest have none).
+  std::vector<std::vector<std::shared_ptr<metrics::Metric>>> output_metrics;
+  /// The same for weighted metrics (Keras's `weighted_metrics` as a list of lists).
+  std::vector<std::vector<std::shared_ptr<metrics::Metric>>> output_weighted_metrics;
   /// Steps run per call of the train function; batch hooks fire once per call with the index
   /// of its first step. >= 1.
   int64_t steps_per_execution = 1;
@@ -55,9 +71,11 @@ struct CompileOptions {
 };
 
 /// Model::fit's arguments (keras.Model.fit). Data: arrays x/y/sample_weight, or `data` (an
-/// adapter, e.g. a GeneratorDataAdapter).
+/// adapter, e.g. a GeneratorDataAdapter). A model with several inputs takes x as a list
+/// (`.x = {a, b}`, input order), one with several outputs y as a list (output order);
+/// sample_weight is one array (every output) or one per output.
 struct FitOptions {
-  Array x, y, sample_weight;
+  Arrays x, y, sample_weight;
   std::shared_ptr<DataAdapter> data;
   int64_t batch_size = 32;
   int64_t epochs = 1;
@@ -79,7 +97,7 @@ struct FitOptions {
 
 /// Model::evaluate's arguments.
 struct EvaluateOptions {
-  Array x, y, sample_weight;
+  Arrays x, y, sample_weight;  ///< as FitOptions's
   std::shared_ptr<DataAdapter> data;
   int64_t batch_size = 32;
   int verbose = 1;
@@ -90,7 +108,7 @@ struct EvaluateOptions {
 
 /// Model::predict's arguments.
 struct PredictOptions {
-  Array x;
+  Arrays x;  ///< one array per model input
   std::shared_ptr<DataAdapter> data;
   int64_t batch_size = 32;
   int verbose = 0;
@@ -106,14 +124,18 @@ struct TrainStepState {
   std::vector<Tensor> trainable;      ///< trainable variables (Model::trainable_variables order)
   std::vector<Tensor> non_trainable;  ///< non-trainable variables
   std::vector<Tensor> optimizer;      ///< optimizer variables (Optimizer::build layout)
-  std::vector<Tensor> metrics;        ///< metric variables: the loss tracker's, then each metric's
-  Tensor x, y, sample_weight;         ///< the batch; sample_weight is ones when none was given
+  std::vector<Tensor> metrics;        ///< metric variables: the loss trackers', then each metric's
+  std::vector<Tensor> x;              ///< the batch's inputs, one per model input
+  std::vector<Tensor> y;              ///< its targets, one per model output
+  std::vector<Tensor> sample_weight;  ///< one (batch,) f32 per output; ones when none was given
 };
 
 /// What Model::compute_gradients returns.
 struct StepGradients {
-  Tensor loss;                        ///< the batch loss (unscaled)
-  Tensor y_pred;                      ///< the forward pass's output (training = true)
+  Tensor loss;                        ///< the batch loss (unscaled; weighted sum over the outputs)
+  std::vector<Tensor> y_pred;         ///< the forward pass's outputs (training = true)
+  /// Each output's loss before loss_weights (models with several outputs; empty with one).
+  std::vector<Tensor> output_losses;
   std::vector<Tensor> gradients;      ///< d loss / d trainable (of the optimizer's scaled loss)
   std::vector<Tensor> non_trainable;  ///< the non-trainable variables' new values
 };
@@ -148,25 +170,43 @@ class Model : public Layer {
   /// contract's build pass). A second call with another shape is an error (kShapeMismatch)
   /// naming both shapes, unless only the batch size differs.
   void build_model(const Shape& input_shape, DType dtype = DType::kF32);
-  /// The input type the model was built for (batch size of the build call).
+  /// The same for a model with several inputs: one type per input, in input order (a different
+  /// count than the model was built for is kShapeMismatch too).
+  void build_model(const std::vector<ir::TensorType>& input_types);
+  /// The first input's type the model was built for (batch size of the build call).
   const std::optional<ir::TensorType>& input_type() const { return input_type_; }
-  /// The output type for that input (recorded by build_model).
+  /// The first output's type for that input (recorded by build_model).
   const std::optional<ir::TensorType>& output_type() const { return output_type_; }
+  /// Every input's and output's type (empty before build_model).
+  const std::vector<ir::TensorType>& input_types() const { return input_types_; }
+  const std::vector<ir::TensorType>& output_types() const { return output_types_; }
+  /// The outputs' names for logs (Keras's `output_names`): Functional's output layers' names;
+  /// "output_1", "output_2", ... for other models with several outputs; {name()}-less
+  /// {"output_1"} for one. Valid after build_model.
+  virtual std::vector<std::string> output_names() const;
 
-  /// The model's forward pass under its dtype policy: floating `x` converted to the compute
-  /// dtype, `ctx` told it, the floating output converted to f32. What the trainer, predict and
+  /// The model's outputs for its inputs, traced (Keras's call with a list of inputs returning a
+  /// list of outputs). Override it for a subclassed model with several inputs or outputs; the
+  /// default runs this layer on one input (call) or a list (call_many) and returns one output.
+  virtual std::vector<Tensor> call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs);
+  /// The model's forward pass under its dtype policy: floating inputs converted to the compute
+  /// dtype, `ctx` told it, floating outputs converted to f32. What the trainer, predict and
   /// build call (plain `(*model)(ctx, x)` ignores the policy).
+  std::vector<Tensor> forward(LayerContext& ctx, const std::vector<Tensor>& inputs);
+  /// forward for a model with one input and one output (kInvalidArgument otherwise).
   Tensor forward(LayerContext& ctx, const Tensor& x);
   /// The compute dtype of the policy (f32, f16 or bf16).
   DType compute_dtype() const;
-  /// The pure forward pass for tracing: arguments (every variable in variables() order, then x),
-  /// results {y}. `training` is passed to the layers.
+  /// The pure forward pass for tracing: arguments (every variable in variables() order, then
+  /// each input), results (each output). `training` is passed to the layers.
   TraceFn forward_fn(bool training);
   /// Runs the compiled forward pass (training = false) on one batch x (batch, ...) and returns the
   /// output as a host array; builds the model first when needed. Compiles once per input shape.
   /// Errors: x's per-sample shape or dtype differs from the built model's (kShapeMismatch /
-  /// kDTypeMismatch naming both).
-  Array predict_on_batch(const Array& x);
+  /// kDTypeMismatch naming both); a model with several outputs (use predict_outputs_on_batch).
+  Array predict_on_batch(const Arrays& x);
+  /// predict_on_batch returning every output (output order).
+  std::vector<Array> predict_outputs_on_batch(const Arrays& x);
 
   /// Copies of the values of every variable (variables() order), as host arrays; from a callback
   /// while fit/evaluate/predict runs, of the live state.
@@ -190,13 +230,16 @@ class Model : public Layer {
   std::shared_ptr<callbacks::History> fit(FitOptions options);
   /// Loss and metrics over the data (metric state reset first), in compile order.
   Logs evaluate(EvaluateOptions options);
-  /// Outputs for every sample, batches concatenated in order.
+  /// Outputs for every sample, batches concatenated in order. A model with several outputs:
+  /// kInvalidArgument (use predict_outputs).
   Array predict(PredictOptions options);
+  /// predict returning every output (Keras's list of outputs), each concatenated over batches.
+  std::vector<Array> predict_outputs(PredictOptions options);
   /// One training step on one batch; returns the logs (loss and metrics of this batch alone,
   /// as Keras with reset_metrics).
-  Logs train_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
+  Logs train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight = {});
   /// One test step on one batch.
-  Logs test_on_batch(const Array& x, const Array& y, const Array& sample_weight = Array());
+  Logs test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight = {});
   /// One training step, traced (Keras: override train_step to customise training). The default
   /// is compute_gradients, apply_gradients, update_metrics; an override may change the
   /// gradients (e.g. clip them), add terms, or update state differently. Called while tracing
@@ -207,8 +250,11 @@ class Model : public Layer {
   StepGradients compute_gradients(const TrainStepState& state);
   /// The optimizer's update: state.trainable and state.optimizer get their new values.
   void apply_gradients(TrainStepState& state, const std::vector<Tensor>& gradients);
-  /// The loss tracker (weighted by batch size) and the compiled metrics: state.metrics updated.
-  void update_metrics(TrainStepState& state, const Tensor& loss, const Tensor& y_pred);
+  /// The loss trackers (weighted by batch size: the total loss, then each output's loss from
+  /// `output_losses` when the model has several outputs) and the compiled metrics of every
+  /// output: state.metrics updated.
+  void update_metrics(TrainStepState& state, const Tensor& loss, const std::vector<Tensor>& y_pred,
+                      const std::vector<Tensor>& output_losses = {});
 
   /// Number of input signatures the train step was traced and compiled for (the contract: at
   /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
@@ -233,12 +279,13 @@ class Model : public Layer {
   void name_nested_layers();
 
  private:
-  void check_input(const Array& x) const;
+  void check_input(const Arrays& x) const;
   bool trainer_live() const;                    // a loop holds the state (trainer/trainer.cpp)
   callbacks::WeightsAccess& trainer_weights();  // the running loop's weight access
 
   ModelOptions options_;
   std::optional<ir::TensorType> input_type_, output_type_;
+  std::vector<ir::TensorType> input_types_, output_types_;
   std::vector<std::pair<const Layer*, Shape>> output_shapes_;
   std::optional<Jitted> predict_;
   int64_t layer_count_ = 0;
@@ -269,18 +316,24 @@ class Sequential : public Model {
 };
 
 /// keras.Model(inputs, outputs): the functional API. `outputs` must be made from `inputs` by
-/// layer calls (one input, one output; layers with one input each). Layers are tracked in call
-/// order; unnamed ones get Keras names.
+/// layer calls (merge layers join branches). Several inputs and outputs are lists (Keras's
+/// `Model(inputs=[a, b], outputs=[c, d])`): fit then takes x and y as lists in these orders.
+/// Layers are tracked in call order; unnamed ones get Keras names.
 class Functional final : public Model {
  public:
-  /// Errors (ingot::Error kInvalidArgument): an empty tensor, or `outputs` not reachable from
-  /// `inputs` (naming the input it reaches instead).
+  /// Errors (ingot::Error kInvalidArgument): an empty tensor or list, an input listed twice, or
+  /// an output not reachable from `inputs` (naming the input it reaches instead).
   Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions options = {});
+  Functional(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, ModelOptions options = {});
   std::string class_name() const override { return "Functional"; }
+  /// One input, one output (kInvalidArgument otherwise: call_outputs takes the lists).
   Tensor call(LayerContext& ctx, const Tensor& x) override;
+  std::vector<Tensor> call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs) override;
+  /// The layers producing the outputs, by name (Keras's output_names).
+  std::vector<std::string> output_names() const override;
 
  private:
-  KerasTensor inputs_, outputs_;
+  std::vector<KerasTensor> inputs_, outputs_;
   std::vector<std::shared_ptr<const KerasTensor::Node>> order_;  ///< layer nodes, inputs first
 };
 
