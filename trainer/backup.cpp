@@ -8,6 +8,7 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/model.h"
+#include "ingot/trainer/model_io.h"
 #include "ingot/trainer/safetensors.h"
 
 namespace ingot::callbacks {
@@ -17,10 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "ingot-backup-1";
-
-/// The backup's name of optimizer variable i. Model variables are "<layer>/<weight>", so only a
-/// layer named "__optimizer__" could clash (load_into would then report a shape or name error).
-std::string optimizer_tensor(size_t i) { return fmt::format("__optimizer__/{:04}", i); }
 
 }  // namespace
 
@@ -53,26 +50,12 @@ void BackupAndRestore::on_train_begin(const Logs&) {
     throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' is not an ingot backup", backup_path()),
                 "remove it, or use another backup_dir");
   }
-  // Weights by variable name, then the optimizer state in its layout; everything is checked
-  // (load_into, set_optimizer_state) before anything changes.
-  std::vector<Array> weights = weights_access()->get_weights(), state = weights_access()->get_optimizer_state();
-  std::vector<std::pair<std::string, Array*>> targets;
-  const std::vector<Variable*> vars = model()->variables();
-  for (size_t i = 0; i < vars.size(); ++i) targets.emplace_back(vars[i]->name(), &weights[i]);
-  for (size_t i = 0; i < state.size(); ++i) targets.emplace_back(optimizer_tensor(i), &state[i]);
-  load_into(file, targets);
-  weights_access()->set_optimizer_state(state);
-  weights_access()->set_weights(weights);
+  model_io::restore_training_state(file, *model(), *weights_access(), /*with_optimizer=*/true);
   control().initial_epoch = std::stoll(epoch->second) + 1;
 }
 
 void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
-  std::vector<std::pair<std::string, Array>> tensors;
-  const std::vector<Array> weights = weights_access()->get_weights();
-  const std::vector<Variable*> vars = model()->variables();
-  for (size_t i = 0; i < vars.size(); ++i) tensors.emplace_back(vars[i]->name(), weights[i]);
-  const std::vector<Array> state = weights_access()->get_optimizer_state();
-  for (size_t i = 0; i < state.size(); ++i) tensors.emplace_back(optimizer_tensor(i), state[i]);
+  const auto tensors = model_io::training_state_tensors(*model(), *weights_access(), /*with_optimizer=*/true);
   save_safetensors(backup_path(), tensors, {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
 }
 

@@ -895,6 +895,14 @@ Logs Model::test_on_batch(const Array& x, const Array& y, const Array& sample_we
 bool Model::trainer_live() const { return trainer_ && trainer_->live; }
 callbacks::WeightsAccess& Model::trainer_weights() { return *trainer_; }
 
+std::shared_ptr<optimizers::Optimizer> Model::optimizer() const { return trainer_ ? trainer_->options.optimizer : nullptr; }
+
+callbacks::WeightsAccess* Model::training_state() {
+  if (!trainer_) return nullptr;
+  if (input_type() && trainer_->options.optimizer) trainer_->prepare();  // builds the optimizer state once
+  return trainer_.get();
+}
+
 int64_t Model::train_step_compile_count() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->compile_count() : 0;
 }
