@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <filesystem>
 #include <system_error>
 
@@ -18,6 +19,17 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "ingot-backup-1";
+
+/// The backup's "epoch" metadata: a 0-based epoch index.
+int64_t parse_epoch(const std::string& text, const std::string& path) {
+  int64_t epoch = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
+  if (ec != std::errc() || end != text.data() + text.size() || epoch < 0) {
+    throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' has epoch '{}', not an epoch index", path, text),
+                "the backup is damaged; remove it, or use another backup_dir");
+  }
+  return epoch;
+}
 
 }  // namespace
 
@@ -50,8 +62,9 @@ void BackupAndRestore::on_train_begin(const Logs&) {
     throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' is not an ingot backup", backup_path()),
                 "remove it, or use another backup_dir");
   }
+  const int64_t saved_epoch = parse_epoch(epoch->second, backup_path());  // before anything changes
   model_io::restore_training_state(file, *model(), *weights_access(), /*with_optimizer=*/true);
-  control().initial_epoch = std::stoll(epoch->second) + 1;
+  control().initial_epoch = saved_epoch + 1;
 }
 
 void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
