@@ -3,11 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <filesystem>
 #include <system_error>
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/model.h"
+#include "ingot/trainer/model_io.h"
 #include "ingot/trainer/safetensors.h"
 
 namespace ingot::callbacks {
@@ -18,9 +20,16 @@ namespace {
 
 constexpr const char* kFormat = "ingot-backup-1";
 
-/// The backup's name of optimizer variable i. Model variables are "<layer>/<weight>", so only a
-/// layer named "__optimizer__" could clash (load_into would then report a shape or name error).
-std::string optimizer_tensor(size_t i) { return fmt::format("__optimizer__/{:04}", i); }
+/// The backup's "epoch" metadata: a 0-based epoch index.
+int64_t parse_epoch(const std::string& text, const std::string& path) {
+  int64_t epoch = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
+  if (ec != std::errc() || end != text.data() + text.size() || epoch < 0) {
+    throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' has epoch '{}', not an epoch index", path, text),
+                "the backup is damaged; remove it, or use another backup_dir");
+  }
+  return epoch;
+}
 
 }  // namespace
 
@@ -53,26 +62,13 @@ void BackupAndRestore::on_train_begin(const Logs&) {
     throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' is not an ingot backup", backup_path()),
                 "remove it, or use another backup_dir");
   }
-  // Weights by variable name, then the optimizer state in its layout; everything is checked
-  // (load_into, set_optimizer_state) before anything changes.
-  std::vector<Array> weights = weights_access()->get_weights(), state = weights_access()->get_optimizer_state();
-  std::vector<std::pair<std::string, Array*>> targets;
-  const std::vector<Variable*> vars = model()->variables();
-  for (size_t i = 0; i < vars.size(); ++i) targets.emplace_back(vars[i]->name(), &weights[i]);
-  for (size_t i = 0; i < state.size(); ++i) targets.emplace_back(optimizer_tensor(i), &state[i]);
-  load_into(file, targets);
-  weights_access()->set_optimizer_state(state);
-  weights_access()->set_weights(weights);
-  control().initial_epoch = std::stoll(epoch->second) + 1;
+  const int64_t saved_epoch = parse_epoch(epoch->second, backup_path());  // before anything changes
+  model_io::restore_training_state(file, *model(), *weights_access(), /*with_optimizer=*/true);
+  control().initial_epoch = saved_epoch + 1;
 }
 
 void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
-  std::vector<std::pair<std::string, Array>> tensors;
-  const std::vector<Array> weights = weights_access()->get_weights();
-  const std::vector<Variable*> vars = model()->variables();
-  for (size_t i = 0; i < vars.size(); ++i) tensors.emplace_back(vars[i]->name(), weights[i]);
-  const std::vector<Array> state = weights_access()->get_optimizer_state();
-  for (size_t i = 0; i < state.size(); ++i) tensors.emplace_back(optimizer_tensor(i), state[i]);
+  const auto tensors = model_io::training_state_tensors(*model(), *weights_access(), /*with_optimizer=*/true);
   save_safetensors(backup_path(), tensors, {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
 }
 

@@ -1,4 +1,4 @@
-// ModelCheckpoint and PathTemplate: Keras 3's keras.callbacks.ModelCheckpoint (weights only) and
+// ModelCheckpoint and PathTemplate: Keras 3's keras.callbacks.ModelCheckpoint and
 // the str.format subset its filepath uses. Guide: docs/trainer-callbacks.md, "ModelCheckpoint".
 #include "ingot/trainer/callbacks_checkpoint.h"
 
@@ -15,6 +15,7 @@
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/model.h"
+#include "ingot/trainer/model_io.h"
 
 namespace ingot::callbacks {
 namespace {
@@ -266,7 +267,11 @@ void ModelCheckpoint::save(int64_t epoch, std::optional<int64_t> batch, const Lo
                 "ModelCheckpoint: cannot create the folder '" + dir.string() + "': " + ec.message(),
                 "check the filepath");
   }
-  model()->save_weights(path);
+  if (options_.save_weights_only) {
+    model()->save_weights(path);
+  } else {
+    save_model(*model(), path);
+  }
   if (options_.save_best_only) best_ = *logs.get(options_.monitor);  // once saved: a failed save changes nothing
   saved_.push_back(path);
 }

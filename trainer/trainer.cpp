@@ -1184,6 +1184,14 @@ Logs Model::test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample
 bool Model::trainer_live() const { return trainer_ && trainer_->live; }
 callbacks::WeightsAccess& Model::trainer_weights() { return *trainer_; }
 
+std::shared_ptr<optimizers::Optimizer> Model::optimizer() const { return trainer_ ? trainer_->options.optimizer : nullptr; }
+
+callbacks::WeightsAccess* Model::training_state() {
+  if (!trainer_) return nullptr;
+  if (input_type() && trainer_->options.optimizer) trainer_->prepare();  // builds the optimizer state once
+  return trainer_.get();
+}
+
 int64_t Model::train_step_compile_count() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->compile_count() : 0;
 }

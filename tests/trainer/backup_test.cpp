@@ -114,6 +114,10 @@ TEST(BackupAndRestore, KeepsTheBackupWhenAskedAndRejectsForeignFiles) {
   const std::vector<Array> before = fresh->get_weights();
   expect_error([&] { fresh->fit(fit_options(d, {keep})); }, ErrorCode::kParseError, {"not an ingot backup"});
   EXPECT_EQ(fresh->get_weights()[0].to_doubles(), before[0].to_doubles());
+  // A damaged epoch entry: a clear error, nothing changed.
+  save_safetensors(keep->backup_path(), {}, {{"format", "ingot-backup-1"}, {"epoch", "2x"}});
+  expect_error([&] { fresh->fit(fit_options(d, {keep})); }, ErrorCode::kParseError, {"has epoch '2x'"});
+  EXPECT_EQ(fresh->get_weights()[0].to_doubles(), before[0].to_doubles());
   fs::remove_all(dir);
   expect_error([] { BackupAndRestore({}); }, ErrorCode::kInvalidArgument, {"backup_dir"});
 }

@@ -16,6 +16,8 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/model.h"
+#include "ingot/trainer/model_io.h"
+#include "ingot/trainer/safetensors.h"
 #include "test_util.h"
 
 namespace ingot::callbacks {
@@ -212,6 +214,54 @@ TEST_F(ModelCheckpointTest, InARealFitEachFileHoldsTheWeightsAfterItsEpoch) {
   EXPECT_EQ(weights_in(path("fit-1.safetensors")), at_epoch_end[0]);
   EXPECT_EQ(weights_in(path("fit-2.safetensors")), at_epoch_end[1]);
   EXPECT_NEAR(ckpt->best(), 1.685, 1e-5);
+}
+
+TEST_F(ModelCheckpointTest, WholeModelFilesResumeAndSaveWeightsOnlyWritesWeights) {
+  // SGD with momentum: resuming needs the momentum and the iteration count from the file.
+  const auto compiled = [] {
+    auto model = linear(0, 0);
+    model->compile({.optimizer = std::make_shared<optimizers::SGD>(
+                        optimizers::SGDOptions{.learning_rate = 0.1, .momentum = 0.9}),
+                    .loss = std::make_shared<losses::MeanSquaredError>()});
+    return model;
+  };
+  const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({3, 5}, {2, 1});
+  const FitOptions fit{.x = x, .y = y, .batch_size = 2, .epochs = 2, .verbose = 0, .shuffle = false};
+  auto model = compiled();
+  auto whole = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.filepath = path("m-{epoch}.safetensors")});
+  auto weights = std::make_shared<ModelCheckpoint>(
+      ModelCheckpointOptions{.filepath = path("w-{epoch}.safetensors"), .save_weights_only = true});
+  FitOptions with_callbacks = fit;
+  with_callbacks.callbacks = {whole, weights};
+  model->fit(with_callbacks);
+
+  // Default (Keras's save_weights_only=False): whole-model files, one step per epoch.
+  const SafetensorsFile m1 = load_safetensors(path("m-1.safetensors"));
+  EXPECT_EQ(m1.metadata.at("format"), "ingot-model-1");
+  EXPECT_EQ(m1.metadata.at("optimizer"), "SGD");
+  EXPECT_EQ(m1.metadata.at("iterations"), "1");
+  EXPECT_EQ(load_safetensors(path("m-2.safetensors")).metadata.at("iterations"), "2");
+  // Epoch 1's step from (0, 0): MSE gradients (dw, db) = (-13, -8), lr 0.1, momentum still 0:
+  // w = 1.3, b = 0.8.
+  EXPECT_NEAR(weights_in(path("m-1.safetensors"))[0], 1.3, 1e-6);
+  EXPECT_NEAR(weights_in(path("m-1.safetensors"))[1], 0.8, 1e-6);
+  EXPECT_EQ(weights_in(path("m-1.safetensors")), weights_in(path("w-1.safetensors")));
+
+  // Weights only: the weights, no optimizer state; load_model refuses it.
+  const SafetensorsFile w1 = load_safetensors(path("w-1.safetensors"));
+  EXPECT_EQ(w1.metadata.at("format"), "ingot");
+  EXPECT_EQ(w1.names(), (std::vector<std::string>{"dense/bias", "dense/kernel"}));
+  auto refused = compiled();
+  expect_error([&] { load_model(*refused, path("w-1.safetensors")); }, ErrorCode::kParseError, {"holds weights only"});
+
+  // Epoch 1's whole-model file in a new model, one more epoch: exactly epoch 2's file.
+  auto resumed = compiled();
+  load_model(*resumed, path("m-1.safetensors"));
+  FitOptions rest = fit;
+  rest.initial_epoch = 1;
+  resumed->fit(rest);
+  EXPECT_EQ(weights_of(*resumed), weights_in(path("m-2.safetensors")));
+  EXPECT_EQ(weights_of(*resumed), weights_of(*model));
 }
 
 TEST_F(ModelCheckpointTest, SaveFreqCountsBatchesInARealFit) {

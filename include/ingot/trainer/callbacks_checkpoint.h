@@ -1,6 +1,6 @@
-// ModelCheckpoint (keras.callbacks.ModelCheckpoint, weights only: safetensors files written by
-// Model::save_weights from the live state) and its filepath formatter. Guide:
-// docs/trainer-callbacks.md, "ModelCheckpoint".
+// ModelCheckpoint (keras.callbacks.ModelCheckpoint: whole-model files written by save_model, or
+// weights-only files written by Model::save_weights, from the live state) and its filepath
+// formatter. Guide: docs/trainer-callbacks.md, "ModelCheckpoint".
 #pragma once
 
 #include <cstdint>
@@ -60,6 +60,10 @@ struct ModelCheckpointOptions {
   int verbose = 0;
   /// Save only when `monitor` improves on the best value seen (strictly: no min_delta).
   bool save_best_only = false;
+  /// false (Keras's default): whole-model files through save_model (model_io.h: weights,
+  /// optimizer state, architecture; read back with load_model to resume training, or with
+  /// Model::load_weights for the weights alone). true: weights only, through Model::save_weights.
+  bool save_weights_only = false;
   /// The direction of `monitor` (as EarlyStoppingOptions::mode). Only used with save_best_only.
   MonitorMode mode = MonitorMode::kAuto;
   /// nullopt: save at every epoch end (Keras's "epoch"); n >= 1: every n train batches (then
@@ -74,10 +78,11 @@ struct ModelCheckpointOptions {
   std::ostream* warnings = nullptr;
 };
 
-/// Saves the model's weights during training (Keras's ModelCheckpoint with
-/// save_weights_only=True: ingot has no whole-model format), through Model::save_weights, which
-/// reads the live training state: the file holds the weights after the last finished step, and
-/// Model::load_weights reads it back.
+/// Saves the model during training (Keras's ModelCheckpoint): by default the whole model through
+/// save_model (weights, optimizer state, architecture; load_model resumes from it), with
+/// save_weights_only the weights through Model::save_weights. Both read the live training state:
+/// the file holds the state after the last finished step. Model::load_weights reads the weights
+/// of either kind of file.
 ///
 /// At each epoch end (or every save_freq batches) the path is formatted first (an unknown field
 /// is an error even when nothing would be saved, as in Keras); then, with save_best_only, the

@@ -266,6 +266,14 @@ class Model : public Layer {
   /// Loads every variable from a safetensors file; a missing name or another shape is an
   /// ingot::Error naming the variable and both shapes, and nothing changes.
   void load_weights(const std::string& path);
+  /// The optimizer given to compile (Keras's `model.optimizer`); nullptr before compile or when
+  /// compiled without one. Whole-model files (model_io.h) record its class and state.
+  std::shared_ptr<optimizers::Optimizer> optimizer() const;
+  /// The trainer's access to the training state (what fit gives callbacks): the live state while
+  /// a loop runs, the variables otherwise, and the optimizer variables, which are built here
+  /// (Optimizer::build, as fit's first step would) for a built model compiled with an optimizer.
+  /// nullptr before compile or predict. Used by save_model / load_model (model_io.h).
+  callbacks::WeightsAccess* training_state();
 
  protected:
   /// Output shape of each sublayer recorded while building (for summary()).

@@ -216,6 +216,9 @@ class Optimizer {
 
   /// Keras's optimizer name ("SGD", "adam", or the `name` option).
   virtual std::string name() const { return config_.name; }
+  /// The class name ("SGD", "Adam", "AdamW", "LossScaleOptimizer", ...; Keras's
+  /// `optimizer.__class__.__name__`), whatever `name` says.
+  const std::string& class_name() const { return class_name_; }
 
   /// Initial optimizer variables for trainable variables of types `variables` (layout above):
   /// iterations 0, the learning rate, and zeros for averages and slots.
