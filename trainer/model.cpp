@@ -127,6 +127,12 @@ std::vector<Tensor> Model::call_outputs(LayerContext& ctx, const std::vector<Ten
   return {(*this)(ctx, inputs)};
 }
 
+Tensor Model::call(LayerContext&, const Tensor&) {
+  throw Error(ErrorCode::kFailedPrecondition,
+              fmt::format("model '{}' ({}) overrides neither call nor call_outputs", name(), class_name()),
+              "override call(ctx, x) for one input and output, or call_outputs(ctx, inputs) for lists");
+}
+
 std::vector<Tensor> Model::forward(LayerContext& ctx, const std::vector<Tensor>& inputs) {
   const DType compute = compute_dtype();
   if (compute == DType::kF32) return call_outputs(ctx, inputs);

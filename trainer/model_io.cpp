@@ -143,6 +143,7 @@ struct Header {
   std::string model_class, model_name, optimizer;
   Shape input_shape;
   DType input_dtype = DType::kF32;
+  std::vector<ir::TensorType> input_types;  ///< every input (first: input_shape / input_dtype)
   Json architecture;
   int64_t optimizer_variables = 0;
 };
@@ -180,6 +181,11 @@ Header read_header(const SafetensorsFile& file) {
     h.input_shape = Json::parse(meta(file, key)).get<Shape>();
     key = "input_dtype";
     h.input_dtype = parse_dtype(meta(file, key));
+    key = "input_types";
+    for (const Json& t : Json::parse(meta(file, key))) {
+      h.input_types.push_back({t.at("shape").get<Shape>(), parse_dtype(t.at("dtype").get<std::string>())});
+    }
+    if (h.input_types.empty()) throw Error(ErrorCode::kParseError, "no input types");
     key = "architecture";
     h.architecture = Json::parse(meta(file, key));
     check_layers(h.architecture.at("layers"));
@@ -201,16 +207,27 @@ Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s
 /// Builds an unbuilt model from the recorded input; checks a built one's input.
 void build_or_check_input(Model& model, const Header& h, const std::string& path) {
   if (!model.input_type()) {
-    model.build_model(h.input_shape, h.input_dtype);
+    model.build_model(h.input_types);
     return;
   }
-  const ir::TensorType& in = *model.input_type();
-  if (per_sample(in.shape) != per_sample(h.input_shape) || in.dtype != h.input_dtype) {
-    throw Error(in.dtype != h.input_dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
-                fmt::format("load_model: '{}' was saved from a model with inputs {} {}; model '{}' takes {} {}", path,
-                            dtype_name(h.input_dtype), shape_to_string(h.input_shape), model.name(),
-                            dtype_name(in.dtype), shape_to_string(in.shape)),
-                "load it into a model built for the same per-sample input shape");
+  const std::vector<ir::TensorType>& ins = model.input_types();
+  if (ins.size() != h.input_types.size()) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("load_model: '{}' was saved from a model with {} inputs; model '{}' takes {}", path,
+                            h.input_types.size(), model.name(), ins.size()),
+                "load it into a model with the same inputs");
+  }
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const ir::TensorType& in = ins[i];
+    const ir::TensorType& saved = h.input_types[i];
+    if (per_sample(in.shape) != per_sample(saved.shape) || in.dtype != saved.dtype) {
+      throw Error(in.dtype != saved.dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
+                  fmt::format("load_model: '{}' was saved from a model with input{} {} {}; model '{}' takes {} {}", path,
+                              ins.size() == 1 ? std::string() : fmt::format(" {}", i), dtype_name(saved.dtype),
+                              shape_to_string(saved.shape), model.name(), dtype_name(in.dtype),
+                              shape_to_string(in.shape)),
+                  "load it into a model built for the same per-sample input shape");
+    }
   }
 }
 
@@ -271,6 +288,19 @@ void restore_training_state(const SafetensorsFile& file, Model& model, callbacks
 
 }  // namespace model_io
 
+namespace {
+
+/// Every input's type: [{"shape": [...], "dtype": "..."}, ...] (batch size of the build call).
+std::string input_types_json(const Model& model) {
+  Json list = Json::array();
+  for (const ir::TensorType& t : model.input_types()) {
+    list.push_back({{"shape", t.shape}, {"dtype", std::string(dtype_name(t.dtype))}});
+  }
+  return list.dump();
+}
+
+}  // namespace
+
 void save_model(Model& model, const std::string& path) {
   if (!model.input_type()) {
     throw Error(ErrorCode::kFailedPrecondition, fmt::format("save_model: model '{}' is not built", model.name()),
@@ -287,6 +317,7 @@ void save_model(Model& model, const std::string& path) {
       {"model_class", model.class_name()},
       {"input_shape", Json(model.input_type()->shape).dump()},
       {"input_dtype", std::string(dtype_name(model.input_type()->dtype))},
+      {"input_types", input_types_json(model)},
       {"architecture", model_architecture(model)},
       {"optimizer", opt ? opt->class_name() : ""},
       {"optimizer_variables", "0"}};

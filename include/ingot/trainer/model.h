@@ -189,6 +189,10 @@ class Model : public Layer {
   /// list of outputs). Override it for a subclassed model with several inputs or outputs; the
   /// default runs this layer on one input (call) or a list (call_many) and returns one output.
   virtual std::vector<Tensor> call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs);
+  /// A model's call on one input. Subclasses override it (single input and output) or
+  /// call_outputs; this default is reached only when neither is: kFailedPrecondition naming the
+  /// model.
+  Tensor call(LayerContext& ctx, const Tensor& x) override;
   /// The model's forward pass under its dtype policy: floating inputs converted to the compute
   /// dtype, `ctx` told it, floating outputs converted to f32. What the trainer, predict and
   /// build call (plain `(*model)(ctx, x)` ignores the policy).

@@ -8,7 +8,8 @@
 //   - the optimizer's variables (Optimizer::build's layout: iterations, learning rate, averages,
 //     slots) as "__optimizer__/0000", "__optimizer__/0001", ...;
 //   - metadata (all strings): "format" = kModelFileFormat, "model" (name), "model_class",
-//     "input_shape" (JSON list, batch dim included), "input_dtype" (dtype_name), "architecture"
+//     "input_shape" (JSON list, batch dim included), "input_dtype" (dtype_name) of the first input,
+//     "input_types" (every input: JSON [{"shape": [...], "dtype": "f32"}, ...]), "architecture"
 //     (JSON, see model_architecture), "optimizer" (class name, "" without one),
 //     "optimizer_variables" (count) and "iterations" (the optimizer's step count; absent without
 //     an optimizer).
