@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ingot/jit/jit.h"
 #include "ingot/trainer/loss_scale.h"
 #include "ingot/trainer/model.h"
 #include "test_util.h"
@@ -82,12 +83,12 @@ TEST(DTypePolicy, MixedFloat16TrainsWithALossScaleOptimizer) {
   }
 }
 
-/// The traced forward pass of `model` for inputs (4, features) f32.
-ir::Graph forward_graph(Model& model, int64_t features) {
+/// The traced forward pass of `model` for inputs (4, features) f32 (the train step's if `training`).
+ir::Graph forward_graph(Model& model, int64_t features, bool training = false) {
   std::vector<ir::TensorType> types;
   for (Variable* v : model.variables()) types.push_back(v->type());
   types.push_back({{4, features}, DType::kF32});
-  return trace(model.forward_fn(false), types, "forward");
+  return trace(model.forward_fn(training), types, "forward");
 }
 
 /// The output dtypes of `op`'s nodes in g, in graph order.
@@ -225,6 +226,122 @@ TEST(DTypePolicy, BadLayerPoliciesAreErrorsThatChangeNothing) {
   expect_error([&] { model->layers()[0]->set_dtype_policy("float32"); }, ErrorCode::kFailedPrecondition,
                {"'built'", "built layer", "before"});
   EXPECT_EQ(model->layers()[0]->dtype_policy(), "");
+}
+
+TEST(DTypePolicy, NormalizationLayersComputeInFloat32UnderMixedPolicies) {
+  const Data d;
+  const auto model = [](const std::string& policy) {
+    return std::make_shared<Sequential>(
+        std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 6}),
+                                            std::make_shared<BatchNormalization>(),
+                                            std::make_shared<LayerNormalization>(), std::make_shared<Dense>(DenseOptions{.units = 3})},
+        ModelOptions{.dtype_policy = policy});
+  };
+  auto f32 = model("float32");
+  f32->build_model({1, 5});
+  auto mixed = model("mixed_bfloat16");
+  mixed->build_model({1, 5});
+  mixed->set_weights(f32->get_weights());
+  // In the train step's forward pass the matmuls are bf16; the reductions (each layer's mean,
+  // and its variance's mean and mean of squares: 3 + 3) and both rsqrts are f32.
+  const ir::Graph g = forward_graph(*mixed, 5, /*training=*/true);
+  EXPECT_EQ(op_dtypes(g, "dot_general"), std::vector<DType>(2, DType::kBF16));
+  EXPECT_EQ(op_dtypes(g, "rsqrt"), std::vector<DType>(2, DType::kF32));
+  EXPECT_EQ(op_dtypes(g, "reduce"), std::vector<DType>(6, DType::kF32));
+  expect_close_to(mixed->predict_on_batch(d.x), f32->predict_on_batch(d.x), 4e-2);
+}
+
+/// Batches (32, 2) of values exact in f16 with a large mean and a small spread: column 0 holds
+/// 300 and 300.25, column 1 308 and 308.25, half each (mean x.125, variance 1/64). f16 holds
+/// them exactly, but an f16 mean rounds to a multiple of 0.25 (f16's ulp at 300), which adds
+/// 0.125^2 = 1/64 to an f16 variance: twice the true one.
+std::vector<Array> large_mean_batches() {
+  std::vector<Array> out;
+  for (int64_t b = 0; b < 4; ++b) {
+    Array x = Array::zeros({32, 2}, DType::kF32);
+    for (int64_t i = 0; i < 64; ++i) {
+      const int64_t sample = i / 2, column = i % 2;
+      x.data<float>()[i] = 300.0f + 8.0f * static_cast<float>(column) + 0.25f * static_cast<float>((sample + b + column) % 2);
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+/// The host statistics of column `c` of x (32, 2): {mean, biased variance}, in double.
+std::pair<double, double> host_stats(const Array& x, int64_t c) {
+  double m = 0, v = 0;
+  for (int64_t i = 0; i < 32; ++i) m += x.data<float>()[2 * i + c] / 32.0;
+  for (int64_t i = 0; i < 32; ++i) v += std::pow(x.data<float>()[2 * i + c] - m, 2) / 32.0;
+  return {m, v};
+}
+
+TEST(DTypePolicy, BatchNormMovingStatisticsUnderMixedFloat16MatchFloat32) {
+  const std::vector<Array> batches = large_mean_batches();
+  const double momentum = 0.5;
+  // The expected moving statistics (host, double) and the ones an f16 computation of the batch
+  // statistics (mean and variance traced in f16) would give.
+  Jitted f16_stats = jit([](const std::vector<Tensor>& a) {
+    const Tensor h = convert(a[0], DType::kF16);
+    return std::vector<Tensor>{convert(mean(h, {0}), DType::kF32), convert(variance(h, {0}), DType::kF32)};
+  });
+  std::vector<double> want_mean(2, 0.0), want_var(2, 1.0), f16_mean(2, 0.0), f16_var(2, 1.0);
+  for (const Array& x : batches) {
+    const std::vector<Array> s = f16_stats({x});
+    for (int64_t c = 0; c < 2; ++c) {
+      const auto [m, v] = host_stats(x, c);
+      want_mean[c] = want_mean[c] * momentum + m * (1 - momentum);
+      want_var[c] = want_var[c] * momentum + v * (1 - momentum);
+      f16_mean[c] = f16_mean[c] * momentum + s[0].to_doubles()[c] * (1 - momentum);
+      f16_var[c] = f16_var[c] * momentum + s[1].to_doubles()[c] * (1 - momentum);
+    }
+  }
+  const double tol = 1e-3;
+  // f16 statistics would fail the tolerance (the variance visibly so).
+  EXPECT_GT(std::max(std::abs(f16_var[0] - want_var[0]) / want_var[0], std::abs(f16_var[1] - want_var[1]) / want_var[1]),
+            10 * tol);
+  for (const std::string policy : {"float32", "mixed_float16"}) {
+    SCOPED_TRACE(policy);
+    auto bn = std::make_shared<BatchNormalization>(BatchNormalizationOptions{.momentum = momentum});
+    Sequential model({bn, std::make_shared<Dense>(DenseOptions{.units = 1})}, ModelOptions{.dtype_policy = policy});
+    model.compile({.optimizer = std::make_shared<optimizers::LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{
+                       .inner_optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.01})}),
+                   .loss = std::make_shared<losses::MeanSquaredError>()});
+    for (const Array& x : batches) model.train_on_batch(x, Array::zeros({32, 1}, DType::kF32));
+    const std::vector<Variable*> stats = bn->non_trainable_variables();
+    ASSERT_EQ(stats.size(), 2u);
+    for (int64_t c = 0; c < 2; ++c) {
+      EXPECT_EQ(stats[0]->value().dtype(), DType::kF32);
+      EXPECT_NEAR(stats[0]->value().to_doubles()[c], want_mean[c], tol * want_mean[c]) << c;
+      EXPECT_NEAR(stats[1]->value().to_doubles()[c], want_var[c], tol * want_var[c]) << c;
+    }
+  }
+}
+
+TEST(DTypePolicy, MixedBfloat16BatchNormCnnTrains) {
+  // 8x8 images: class 1 has a bright top half, class 0 a bright bottom half, plus a ripple.
+  const int64_t n = 64;
+  Array x = Array::zeros({n, 8, 8, 1}, DType::kF32), y = Array::zeros({n}, DType::kI32);
+  for (int64_t s = 0; s < n; ++s) {
+    y.data<int32_t>()[s] = static_cast<int32_t>(s % 2);
+    for (int64_t p = 0; p < 64; ++p) {
+      const bool top = p < 32;
+      x.data<float>()[s * 64 + p] = (top == (s % 2 == 1) ? 1.0f : 0.2f) + 0.3f * std::sin(0.7f * static_cast<float>(s * 64 + p));
+    }
+  }
+  auto head = std::make_shared<Dense>(DenseOptions{.units = 2});
+  head->set_dtype_policy("float32");
+  Sequential model({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4}), std::make_shared<BatchNormalization>(),
+                    std::make_shared<Activation>("relu"), std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(), head},
+                   ModelOptions{.dtype_policy = "mixed_bfloat16"});
+  model.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01}),
+                 .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                     losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+  auto h = model.fit({.x = x, .y = y, .batch_size = 16, .epochs = 8, .verbose = 0});
+  const std::vector<double>& loss = h->values("loss");
+  for (double l : loss) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(loss.back(), 0.5 * loss.front());
+  for (Variable* v : model.variables()) EXPECT_EQ(v->value().dtype(), DType::kF32) << v->name();
 }
 
 TEST(DTypePolicy, UnknownPolicyIsAnError) {
