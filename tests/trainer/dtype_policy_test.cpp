@@ -318,6 +318,31 @@ TEST(DTypePolicy, BatchNormMovingStatisticsUnderMixedFloat16MatchFloat32) {
   }
 }
 
+TEST(DTypePolicy, LayerNormUnderMixedFloat16MatchesFloat32OnLargeMeanInputs) {
+  // (4, 8) rows of 300 + 0.25 k, k in 0..4: exact in f16, standard deviation ~0.35.
+  Array x = Array::zeros({4, 8}, DType::kF32);
+  for (int64_t i = 0; i < 32; ++i) x.data<float>()[i] = 300.0f + 0.25f * static_cast<float>((3 * i) % 5);
+  const auto run = [&](const std::string& policy) {
+    Sequential model({std::make_shared<LayerNormalization>()}, ModelOptions{.dtype_policy = policy});
+    return model.predict_on_batch(x).to_doubles();
+  };
+  const std::vector<double> want = run("float32"), got = run("mixed_float16");
+  // The same normalization computed in f16 (x - mean) * rsqrt(var + 1e-3).
+  Jitted f16_ln = jit([](const std::vector<Tensor>& a) {
+    const Tensor h = convert(a[0], DType::kF16);
+    const Tensor y = (h - mean(h, {1}, true)) * rsqrt(variance(h, {1}, true) + 1e-3);
+    return std::vector<Tensor>{convert(y, DType::kF32)};
+  });
+  const std::vector<double> f16 = f16_ln({x}).at(0).to_doubles();
+  const double tol = 5e-3;  // f16 rounding of outputs of size ~1.5
+  double worst_f16 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << i;
+    worst_f16 = std::max(worst_f16, std::abs(f16[i] - want[i]));
+  }
+  EXPECT_GT(worst_f16, 10 * tol);
+}
+
 TEST(DTypePolicy, MixedBfloat16BatchNormCnnTrains) {
   // 8x8 images: class 1 has a bright top half, class 0 a bright bottom half, plus a ripple.
   const int64_t n = 64;
