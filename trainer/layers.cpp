@@ -45,11 +45,42 @@ std::optional<Tensor> LayerContext::new_value(const Variable& variable) const {
 
 Layer::Layer(std::string name) : name_(std::move(name)) {}
 
-Tensor Layer::operator()(LayerContext& ctx, const Tensor& x) {
+DType dtype_policy_compute_dtype(const std::string& policy, const std::string& owner) {
+  if (policy == "float32") return DType::kF32;
+  if (policy == "mixed_float16") return DType::kF16;
+  if (policy == "mixed_bfloat16") return DType::kBF16;
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown dtype_policy '{}'", owner, policy),
+              "use float32, mixed_float16 or mixed_bfloat16 (Keras's policy names)");
+}
+
+void Layer::set_dtype_policy(const std::string& policy) {
+  const std::string owner = fmt::format("layer '{}' ({})", name_, class_name());
+  const DType compute = dtype_policy_compute_dtype(policy, owner);
+  if (built_) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("{}: cannot set dtype_policy '{}' on a built layer", owner, policy),
+                "set the layer's dtype policy before the model is built (before its first call or fit)");
+  }
+  dtype_policy_ = policy;
+  policy_compute_dtype_ = compute;
+}
+
+Tensor Layer::to_compute_dtype(const LayerContext& ctx, const Tensor& x) const {
+  if (!is_floating(x.dtype())) return x;
+  std::optional<DType> target = policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype();
+  // Outside any mixed policy (float32 model, layer called alone) half-precision inputs -- the
+  // output of a layer with its own mixed policy -- compute in f32; f64 passes (f64 layer checks).
+  if (!target && (x.dtype() == DType::kF16 || x.dtype() == DType::kBF16)) target = DType::kF32;
+  return target && x.dtype() != *target ? convert(x, *target) : x;
+}
+
+Tensor Layer::operator()(LayerContext& ctx, const Tensor& input) {
+  const Tensor x = to_compute_dtype(ctx, input);
   if (!built_) {
     build(x.shape());
     built_ = true;
   }
+  LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
   try {
     return call(ctx, x);
   } catch (const Error& e) {
@@ -71,13 +102,18 @@ std::string auto_name_base(const std::string& class_name) {
   return out;
 }
 
-Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& xs) {
+Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> xs;
   std::vector<Shape> shapes;
-  for (const Tensor& x : xs) shapes.push_back(x.shape());
+  for (const Tensor& x : inputs) {
+    xs.push_back(to_compute_dtype(ctx, x));
+    shapes.push_back(x.shape());
+  }
   if (!built_) {
     build_many(shapes);
     built_ = true;
   }
+  LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
   try {
     return call_many(ctx, xs);
   } catch (const Error& e) {

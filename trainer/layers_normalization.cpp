@@ -68,6 +68,17 @@ void require_float_input(const Tensor& x, const char* layer) {
   }
 }
 
+/// Keras 3's normalization under mixed precision: f16 / bf16 inputs are converted to f32, `body`
+/// (mean, variance, normalization) runs on them with the context's compute dtype set to f32 (the
+/// f32 variables read unconverted) and its output is converted back to the input's dtype. Other
+/// dtypes run `body` as they are.
+template <class Body>
+Tensor in_float32(LayerContext& ctx, const Tensor& x, Body&& body) {
+  if (x.dtype() != DType::kF16 && x.dtype() != DType::kBF16) return body(x);
+  const LayerContext::ComputeDTypeScope scope(ctx, DType::kF32);
+  return convert(body(convert(x, DType::kF32)), x.dtype());
+}
+
 }  // namespace
 
 // ---- BatchNormalization --------------------------------------------------------------------
@@ -97,6 +108,10 @@ Tensor BatchNormalization::call(LayerContext& ctx, const Tensor& x) {
                             moving_mean_->shape()[0], axis_, shape_to_string(x.shape())),
                 "feed inputs of the shape the model was built for");
   }
+  return in_float32(ctx, x, [&](const Tensor& xf) { return normalize_batch(ctx, xf); });
+}
+
+Tensor BatchNormalization::normalize_batch(LayerContext& ctx, const Tensor& x) {
   const std::vector<int64_t> axes = {axis_};
   const std::vector<int64_t> reduce = other_axes(x.rank(), axes);
   const Tensor moving_mean = ctx.value(*moving_mean_), moving_variance = ctx.value(*moving_variance_);
@@ -155,6 +170,10 @@ Tensor LayerNormalization::call(LayerContext& ctx, const Tensor& x) {
                             shape_to_string(x.shape())),
                 "feed inputs of the shape the model was built for");
   }
+  return in_float32(ctx, x, [&](const Tensor& xf) { return normalize_sample(ctx, xf); });
+}
+
+Tensor LayerNormalization::normalize_sample(LayerContext& ctx, const Tensor& x) {
   const std::vector<int64_t> axes = axes_;
   const Tensor mean = ::ingot::mean(x, axes, /*keepdims=*/true);
   const Tensor var = variance(x, axes, /*keepdims=*/true);

@@ -47,10 +47,28 @@ class LayerContext {
   void set_value(const Variable& variable, Tensor value);
   /// The dtype policy's compute dtype (Keras's `layer.compute_dtype`): when set, value() returns
   /// floating-point variables converted to it (variables stay f32; the gradient flows back
-  /// through the conversion), and layers create floating-point values in it. Unset: f32 models.
-  void set_compute_dtype(DType dtype) { compute_dtype_ = dtype; }
+  /// through the conversion), and layers create floating-point values in it. Unset (nullopt):
+  /// float32 models and layers called outside a model.
+  void set_compute_dtype(std::optional<DType> dtype) { compute_dtype_ = dtype; }
   std::optional<DType> compute_dtype() const { return compute_dtype_; }
   std::optional<Tensor> new_value(const Variable& variable) const;
+
+  /// Switches `ctx`'s compute dtype to `dtype` for the scope's lifetime and restores the previous
+  /// one when it ends, also when the scope is left by an exception (a layer with its own dtype
+  /// policy; normalization layers computing in f32 under a mixed policy).
+  class ComputeDTypeScope {
+   public:
+    ComputeDTypeScope(LayerContext& ctx, std::optional<DType> dtype) : ctx_(ctx), saved_(ctx.compute_dtype()) {
+      ctx.set_compute_dtype(dtype);
+    }
+    ~ComputeDTypeScope() { ctx_.set_compute_dtype(saved_); }
+    ComputeDTypeScope(const ComputeDTypeScope&) = delete;
+    ComputeDTypeScope& operator=(const ComputeDTypeScope&) = delete;
+
+   private:
+    LayerContext& ctx_;
+    std::optional<DType> saved_;
+  };
 
  private:
   bool training_;
@@ -87,6 +105,11 @@ class KerasTensor {
   std::shared_ptr<const Node> node_;
 };
 
+/// The compute dtype of a Keras dtype policy name: "float32" -> f32, "mixed_float16" -> f16,
+/// "mixed_bfloat16" -> bf16 (variables stay f32 under each). Another name: ingot::Error
+/// (kInvalidArgument) naming `owner` (e.g. "layer 'dense'") and the value, listing the names.
+DType dtype_policy_compute_dtype(const std::string& policy, const std::string& owner);
+
 /// Keras's automatic layer name stem: "MaxPooling2D" -> "max_pooling2d", "Dense" -> "dense".
 std::string auto_name_base(const std::string& class_name);
 
@@ -113,7 +136,10 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual void build(const Shape& input_shape) { (void)input_shape; }
   /// The forward pass: x (batch, ...) -> output. Called with traced tensors.
   virtual Tensor call(LayerContext& ctx, const Tensor& x) = 0;
-  /// Builds on the first call (with x's shape), then calls call().
+  /// Builds on the first call (with x's shape), then calls call(). A floating x is first
+  /// converted to the dtype the layer computes in (Keras's input autocasting): its own policy's
+  /// (set_dtype_policy), else ctx's compute dtype (the model's policy), else f32 for f16 / bf16
+  /// inputs (float32 models; f64 passes unchanged).
   Tensor operator()(LayerContext& ctx, const Tensor& x);
 
   /// Layers of several inputs (merge layers: Add, Concatenate, ...) override these two: the
@@ -122,7 +148,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// (kInvalidArgument) for any other count.
   virtual void build_many(const std::vector<Shape>& input_shapes);
   virtual Tensor call_many(LayerContext& ctx, const std::vector<Tensor>& xs);
-  /// build_many on the first call, then call_many (for one input: build, then call).
+  /// build_many on the first call, then call_many (for one input: build, then call); each
+  /// floating input converted as by operator()(ctx, x).
   Tensor operator()(LayerContext& ctx, const std::vector<Tensor>& xs);
   /// The functional API: a symbolic call. Builds the layer for x's shape (batch size 1) and
   /// infers the output's shape by tracing call() once. An unnamed layer gets a Keras name unique
@@ -144,6 +171,20 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// Total number of elements of the variables (summary's "Param #").
   int64_t count_params();
 
+  /// The layer's own dtype policy (Keras's `dtype=` argument of every layer): "float32",
+  /// "mixed_float16" or "mixed_bfloat16". With one, operator() converts the layer's floating
+  /// inputs to the policy's compute dtype and runs call() with the LayerContext's compute dtype
+  /// switched to it (restored afterwards, also when call throws), so its variables are read and
+  /// its values made in that dtype; its output stays in that dtype (the next layer converts, as
+  /// Keras's layers convert their inputs). E.g. the output Dense / Activation("softmax") in
+  /// float32 in a mixed_bfloat16 model, as Keras's mixed-precision guide advises. Set it before
+  /// the layer is built. Errors (the layer is left unchanged): an unknown name
+  /// ingot::Error(kInvalidArgument) naming the layer and the value; a built layer
+  /// ingot::Error(kFailedPrecondition).
+  void set_dtype_policy(const std::string& policy);
+  /// The layer's own policy name; empty when it follows the model's (ModelOptions::dtype_policy).
+  const std::string& dtype_policy() const { return dtype_policy_; }
+
   /// The seed variables are initialised from (a model assigns one to unseeded layers).
   std::optional<uint64_t> seed() const { return seed_; }
   void set_seed(uint64_t seed) { seed_ = seed; }
@@ -164,8 +205,14 @@ class Layer : public std::enable_shared_from_this<Layer> {
   void mark_built() { built_ = true; }
 
  private:
+  /// x converted to the dtype this layer computes in (own policy, else ctx's compute dtype, else
+  /// f32 for f16 / bf16 inputs); integer inputs and other dtypes unchanged.
+  Tensor to_compute_dtype(const LayerContext& ctx, const Tensor& x) const;
+
   std::string name_;
   bool built_ = false;
+  std::string dtype_policy_;                   ///< empty: the model's
+  std::optional<DType> policy_compute_dtype_;  ///< set with dtype_policy_
   std::optional<uint64_t> seed_;
   std::vector<std::unique_ptr<Variable>> variables_;
   std::vector<std::shared_ptr<Layer>> sublayers_;

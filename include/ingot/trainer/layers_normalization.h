@@ -16,6 +16,9 @@ namespace ingot {
 ///   the count, as jnp.var); the non-trainable moving statistics are updated through
 ///   LayerContext::set_value as Keras does: moving = moving * momentum + batch_stat * (1 - momentum).
 /// - Inference (evaluate, predict, training=false): mean and var are the moving statistics.
+/// - Mixed precision (as Keras 3): f16 / bf16 inputs are converted to f32; the statistics, the
+///   moving-statistics updates and the normalization are computed in f32 with the f32 variables,
+///   and the output is converted back to the input's dtype (the compute dtype).
 /// Variables, each (features,) f32 with features = input_shape[axis], in Keras's order: gamma
 /// (if scale, trainable), beta (if center, trainable), moving_mean, moving_variance (non-trainable).
 /// Bad options: ingot::Error(kInvalidArgument) naming the option (at construction; `axis` when
@@ -40,6 +43,9 @@ class BatchNormalization final : public Layer {
   Tensor call(LayerContext& ctx, const Tensor& x) override;
 
  private:
+  /// call()'s computation on x of a checked shape, in x's dtype.
+  Tensor normalize_batch(LayerContext& ctx, const Tensor& x);
+
   BatchNormalizationOptions o_;
   int64_t axis_ = -1;  ///< resolved against the built rank
   Variable* gamma_ = nullptr;
@@ -50,7 +56,8 @@ class BatchNormalization final : public Layer {
 
 /// keras.layers.LayerNormalization (Ba et al., 2016): x (batch, ...) float, normalised per sample
 /// over the dims in `axis` (default the last): y = (x - mean) / sqrt(var + epsilon) * gamma + beta,
-/// mean and var (biased) over `axis`, the same in training and inference. Variables (f32,
+/// mean and var (biased) over `axis`, the same in training and inference; f16 / bf16 inputs are
+/// normalised in f32 and the output converted back (Keras 3's mixed precision). Variables (f32,
 /// trainable): gamma (if scale), beta (if center), each of the input's sizes along the axes in
 /// ascending order (features,) for the default axis. Bad options: ingot::Error(kInvalidArgument)
 /// naming the option (`axis` when built on inputs it does not fit, before any variable exists).
@@ -71,6 +78,9 @@ class LayerNormalization final : public Layer {
   Tensor call(LayerContext& ctx, const Tensor& x) override;
 
  private:
+  /// call()'s computation on x of a checked shape, in x's dtype.
+  Tensor normalize_sample(LayerContext& ctx, const Tensor& x);
+
   LayerNormalizationOptions o_;
   std::vector<int64_t> axes_;  ///< resolved against the built rank, ascending
   Variable* gamma_ = nullptr;
