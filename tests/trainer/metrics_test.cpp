@@ -11,6 +11,7 @@
 
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/losses.h"
+#include "ingot/trainer/model.h"
 #include "losses_metrics_test_util.h"
 #include "test_util.h"
 
@@ -376,6 +377,155 @@ TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
                  });
       },
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2, 1)"});
+}
+
+// Two rows of four class scores (and one more row as a second batch) for top_k / class_id.
+//   row 0: scores [0.1, 0.7, 0.4, 0.7], labels [0, 1, 1, 0]  (a tie at 0.7: indices 1 and 3)
+//   row 1: scores [0.9, 0.2, 0.3, 0.05], labels [0, 0, 1, 1]
+//   row 2: scores [0.2, 0.1, 0.6, 0.3], labels [0, 0, 1, 0]  (second batch)
+Batch top_k_rows() {
+  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}), f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
+}
+Batch top_k_second_batch() { return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})}; }
+
+TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) {
+  // top_k = 1, default threshold NEG_INF (-1e10): row 0's tie 0.7 / 0.7 goes to the lower index
+  // (jax.lax.top_k's order), index 1 (label 1): tp; row 1: index 0 (0.9, label 0): fp.
+  // Precision 1 / (1 + 1); recall: 4 positive labels, tp 1 -> 1 / 4. (Had the tie gone to index
+  // 3, label 0, precision would be 0.)
+  const metrics::Precision p1({.top_k = 1});
+  const metrics::Recall r1({.top_k = 1});
+  EXPECT_EQ(p1.threshold(), metrics::kNegInf);
+  EXPECT_EQ(metrics::Precision().threshold(), 0.5);
+  EXPECT_EQ(run_metric(p1, {top_k_rows()}), 0.5);
+  EXPECT_EQ(run_metric(r1, {top_k_rows()}), 0.25);
+  EXPECT_EQ(final_state_of(p1, {top_k_rows()}), (std::vector<std::vector<double>>{{1}, {1}}));
+  // top_k = 2: row 0 keeps indices 1 and 3 (labels 1, 0): tp 1, fp 1; row 1 keeps 0 and 2
+  // (0.9, 0.3; labels 0, 1): tp 1, fp 1. Precision 2 / 4; recall 2 / 4.
+  EXPECT_EQ(run_metric(metrics::Precision({.top_k = 2}), {top_k_rows()}), 0.5);
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2}), {top_k_rows()}), 0.5);
+  // top_k = 2 with thresholds 0.5: row 0's 0.7 and 0.7 pass (tp 1, fp 1); row 1's 0.9 passes
+  // (fp), 0.3 does not. Precision 1 / 3; recall 1 / 4.
+  EXPECT_NEAR(run_metric(metrics::Precision({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}),
+              1.0 / 3, 1e-7);
+  EXPECT_EQ(run_metric(metrics::Recall({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}), 0.25);
+  // Sample weights (batch,) [2, 1] with top_k = 1: tp 2 (row 0), fp 1 (row 1) -> 2 / 3; the
+  // positive labels weigh 2 + 2 + 1 + 1 = 6 -> recall 2 / 6.
+  Batch weighted = top_k_rows();
+  weighted.sample_weight = f32({2, 1});
+  EXPECT_NEAR(run_metric(p1, {weighted}), 2.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(r1, {weighted}), 1.0 / 3, 1e-7);
+  // Two batches accumulate: row 2's top-1 is index 2 (0.6, label 1): tp. Precision (1 + 1) /
+  // (2 + 1) = 2 / 3; recall: 5 positive labels -> 2 / 5.
+  EXPECT_NEAR(run_metric(p1, {top_k_rows(), top_k_second_batch()}), 2.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(r1, {top_k_rows(), top_k_second_batch()}), 0.4, 1e-7);
+  EXPECT_EQ(final_state_of(r1, {top_k_rows(), top_k_second_batch()}),
+            (std::vector<std::vector<double>>{{2}, {3}}));
+}
+
+TEST(PrecisionRecallMetrics, ClassIdUsesOneColumnAfterTheTopK) {
+  // class_id = 1 (threshold 0.5): column [0.7, 0.2], labels [1, 0]: tp 1, fp 0, fn 0 -> 1, 1.
+  EXPECT_EQ(run_metric(metrics::Precision({.class_id = 1}), {top_k_rows()}), 1.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.class_id = 1}), {top_k_rows()}), 1.0);
+  // class_id = 0: column [0.1, 0.9], labels [0, 0]: fp 1 -> precision 0; no positive label ->
+  // recall 0 (not NaN).
+  EXPECT_EQ(run_metric(metrics::Precision({.class_id = 0}), {top_k_rows()}), 0.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.class_id = 0}), {top_k_rows()}), 0.0);
+  // top_k = 2 with class_id = 2, Keras's order (top-k over the whole row, then the column):
+  // row 0's top 2 are indices 1 and 3, so its index 2 (label 1) is negative: fn; row 1's top 2
+  // are 0 and 2, so index 2 (0.3 > NEG_INF, label 1) is a tp. Precision 1 / 1, recall 1 / 2.
+  // (Slicing first would keep both and give recall 1.)
+  EXPECT_EQ(run_metric(metrics::Precision({.top_k = 2, .class_id = 2}), {top_k_rows()}), 1.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2, .class_id = 2}), {top_k_rows()}), 0.5);
+  // With the second batch (row 2: top 2 are 2 and 3, index 2 label 1: tp) and weights [3, 1]
+  // then [2]: tp 1 + 2 = 3, fn 3 -> recall 3 / 6.
+  Batch first = top_k_rows(), second = top_k_second_batch();
+  first.sample_weight = f32({3, 1});
+  second.sample_weight = f32({2}, {1, 1});
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2, .class_id = 2}), {first, second}), 0.5);
+  EXPECT_EQ(final_state_of(metrics::Recall({.top_k = 2, .class_id = 2}), {first, second}),
+            (std::vector<std::vector<double>>{{3}, {3}}));
+}
+
+TEST(PrecisionRecallMetrics, BadTopKAndClassIdAreClearErrors) {
+  expect_error([] { metrics::Precision({.top_k = 0}); }, ErrorCode::kInvalidArgument,
+               {"Precision", "top_k = 0", ">= 1"});
+  expect_error([] { metrics::Recall({.class_id = -1}); }, ErrorCode::kInvalidArgument,
+               {"Recall", "class_id = -1", ">= 0"});
+  expect_error([] { metrics::Recall({.thresholds = -0.5, .top_k = 1}); },
+               ErrorCode::kInvalidArgument, {"Recall", "thresholds = -0.5", "[0, 1]"});
+  auto update = [](const metrics::Metric& m, const Array& t, const Array& p) {
+    in_trace({f32_scalar(0), f32_scalar(0), t, p}, [&](const std::vector<Tensor>& a) {
+      m.update_state({a[0], a[1]}, a[2], a[3]);
+    });
+  };
+  const Batch rows = top_k_rows();
+  expect_error([&] { update(metrics::Precision({.top_k = 5}), rows.y_true, rows.y_pred); },
+               ErrorCode::kInvalidArgument, {"precision", "top_k = 5", "4 entries", "(2, 4)"});
+  expect_error([&] { update(metrics::Recall({.class_id = 4}), rows.y_true, rows.y_pred); },
+               ErrorCode::kInvalidArgument, {"recall", "class_id = 4", "(2, 4)", "[0, classes)"});
+  expect_error([&] { update(metrics::Recall({.class_id = 0}), f32({1, 0}), f32({0.2f, 0.9f})); },
+               ErrorCode::kInvalidArgument, {"recall", "class_id = 0", "(batch, classes)", "(2,)"});
+  // A failed update leaves the metric usable.
+  const metrics::Recall ok({.class_id = 3});
+  EXPECT_EQ(run_metric(ok, {rows}), 0.0);  // column [0.7, 0.05], labels [0, 1]: fn 1
+}
+
+/// A model whose predictions are its inputs: one Dense layer of `features` units with an
+/// identity kernel and no bias, so compiled metrics see exactly the x given to evaluate().
+std::shared_ptr<Sequential> identity_model(int64_t features) {
+  auto model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
+      std::make_shared<Dense>(DenseOptions{.units = features, .use_bias = false})});
+  model->build_model({1, features});
+  std::vector<float> eye(static_cast<size_t>(features * features), 0.0f);
+  for (int64_t i = 0; i < features; ++i) eye[static_cast<size_t>(i * features + i)] = 1.0f;
+  model->set_weights({f32(eye, {features, features})});
+  return model;
+}
+
+/// Concatenates the rows of batches (rank-2 Arrays with the same number of columns).
+Array rows_of(const std::vector<Array>& parts) {
+  std::vector<float> values;
+  int64_t rows = 0;
+  for (const Array& a : parts) {
+    const std::vector<float> v = a.to_vector<float>();
+    values.insert(values.end(), v.begin(), v.end());
+    rows += a.shape()[0];
+  }
+  return f32(values, {rows, parts.front().shape()[1]});
+}
+
+/// Logs of evaluate() on the identity model with `metrics` compiled (batches of `batch_size`).
+Logs evaluate_compiled(const std::vector<std::shared_ptr<metrics::Metric>>& metrics,
+                       const Array& x, const Array& y, int64_t batch_size,
+                       const Array& sample_weight = Array()) {
+  auto model = identity_model(x.shape()[1]);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                  .loss = std::make_shared<losses::MeanSquaredError>(),
+                  .weighted_metrics = metrics});
+  return model->evaluate(
+      {.x = x, .y = y, .sample_weight = sample_weight, .batch_size = batch_size, .verbose = 0});
+}
+
+TEST(PrecisionRecallMetrics, CompiledEvaluateMatchesTheEagerValues) {
+  // Rows 0, 1, 2 in batches of 2 and 1, as top_k_rows() then top_k_second_batch(); weights
+  // [2, 1] then [1]. Precision top_k = 1: tp 2 (row 0) + 1 (row 2), fp 1 (row 1) -> 3 / 4.
+  // Recall top_k = 2, class_id = 2: row 0 fn (weight 2), rows 1 and 2 tp (1 + 1) -> 2 / 4.
+  Batch first = top_k_rows(), second = top_k_second_batch();
+  first.sample_weight = f32({2, 1});
+  second.sample_weight = f32({1});
+  const metrics::Precision precision({.top_k = 1});
+  const metrics::Recall recall({.top_k = 2, .class_id = 2, .name = "recall_2"});
+  const double eager_precision = run_metric(precision, {first, second});
+  const double eager_recall = run_metric(recall, {first, second});
+  EXPECT_EQ(eager_precision, 0.75);
+  EXPECT_EQ(eager_recall, 0.5);
+  const Logs logs = evaluate_compiled(
+      {std::make_shared<metrics::Precision>(precision), std::make_shared<metrics::Recall>(recall)},
+      rows_of({first.y_pred, second.y_pred}), rows_of({first.y_true, second.y_true}), 2,
+      f32({2, 1, 1}));
+  EXPECT_EQ(*logs.get("precision"), eager_precision);
+  EXPECT_EQ(*logs.get("recall_2"), eager_recall);
 }
 
 TEST(AUCMetric, KerasExampleOverTwoBatchesWithItsConfusionCounts) {

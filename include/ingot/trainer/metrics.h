@@ -239,28 +239,50 @@ class SparseTopKCategoricalAccuracy final : public MeanMetricWrapper {
   explicit SparseTopKCategoricalAccuracy(const SparseTopKCategoricalAccuracyOptions& options = {});
 };
 
-/// Options of Precision and Recall (Keras's `thresholds`, one value; `top_k` and `class_id` are
-/// not supported).
+/// Keras's NEG_INF (metrics_utils.NEG_INF = -1e10): the threshold Precision and Recall use by
+/// default with `top_k` (every top-k entry above it counts as positive).
+inline constexpr double kNegInf = -1e10;
+
+/// Options of Precision (Keras's keyword arguments thresholds, top_k, class_id, name; one
+/// threshold, since the logs hold one scalar per metric).
 struct PrecisionOptions {
-  /// A prediction strictly above it counts as positive; in [0, 1].
-  double thresholds = 0.5;
+  /// A prediction strictly above it counts as positive; in [0, 1] when given. Not given: 0.5, or
+  /// kNegInf (-1e10) with `top_k` (Keras's default_threshold).
+  std::optional<double> thresholds;
+  /// When given (>= 1): only the k largest predictions of each row of y_pred's last axis can
+  /// count as positive, the others count as negative (Keras's _filter_top_k). Ties are resolved
+  /// as jax.lax.top_k, which Keras's ops.top_k uses: the lower index wins. k above the number of
+  /// classes is an error at trace time, as in Keras.
+  std::optional<int64_t> top_k;
+  /// When given (>= 0): only column class_id of y_true / y_pred's last axis is used (after the
+  /// top-k, which looks at the whole row, as Keras). y_pred must have rank >= 2 and class_id must
+  /// be below its last dimension (checked at trace time).
+  std::optional<int64_t> class_id;
   std::string name = "precision";
 };
+/// Options of Recall: as PrecisionOptions (same defaults and rules).
 struct RecallOptions {
-  /// A prediction strictly above it counts as positive; in [0, 1].
-  double thresholds = 0.5;
+  /// As PrecisionOptions::thresholds (0.5, or kNegInf with top_k, when not given).
+  std::optional<double> thresholds;
+  /// As PrecisionOptions::top_k.
+  std::optional<int64_t> top_k;
+  /// As PrecisionOptions::class_id.
+  std::optional<int64_t> class_id;
   std::string name = "recall";
 };
 
 /// keras.metrics.Precision with one threshold: tp / (tp + fp), 0 while nothing was predicted
-/// positive. Every element of y_true / y_pred is one binary decision (the inputs are flattened,
-/// as Keras's update_confusion_matrix_variables does): a label is positive when nonzero, a
-/// prediction when > thresholds; each decision adds its sample weight (default 1) to
+/// positive. Every element of y_true / y_pred (after the class_id column is taken, if any) is one
+/// binary decision (the inputs are flattened, as Keras's update_confusion_matrix_variables does):
+/// a label is positive when nonzero, a prediction when it is > the threshold (and, with top_k,
+/// among the k largest of its row); each decision adds its sample weight (default 1) to
 /// true_positives or false_positives. State: {true_positives, false_positives} (f32 scalars).
-/// y_true and y_pred must have the same shape after squeeze_or_expand_to_same_rank
-/// (kShapeMismatch naming both); the weight is aligned with the leading axis and broadcast to
-/// y_pred's shape (kShapeMismatch if it does not broadcast). A threshold outside [0, 1] (or NaN)
-/// is kInvalidArgument at construction.
+/// y_true and y_pred (any real dtype, shape (batch, ...) or (batch, classes)) must have the same
+/// shape after squeeze_or_expand_to_same_rank (kShapeMismatch naming both); the weight is aligned
+/// with the leading axis and broadcast to y_pred's shape (kShapeMismatch if it does not
+/// broadcast). Construction throws kInvalidArgument for a threshold outside [0, 1] (or NaN),
+/// top_k < 1 or class_id < 0; update_state throws kInvalidArgument for top_k above y_pred's last
+/// dimension, class_id not below it, or class_id with a y_pred of rank < 2.
 class Precision final : public Metric {
  public:
   explicit Precision(const PrecisionOptions& options = {});
@@ -269,13 +291,17 @@ class Precision final : public Metric {
                                    const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
+  /// The threshold in use (the given one, or the default).
+  double threshold() const { return threshold_; }
 
  private:
   double threshold_;
+  std::optional<int64_t> top_k_;
+  std::optional<int64_t> class_id_;
 };
 
 /// keras.metrics.Recall with one threshold: tp / (tp + fn), 0 while there was no positive label.
-/// Inputs, weights and errors as Precision. State: {true_positives, false_negatives}.
+/// Inputs, options, weights and errors as Precision. State: {true_positives, false_negatives}.
 class Recall final : public Metric {
  public:
   explicit Recall(const RecallOptions& options = {});
@@ -284,9 +310,13 @@ class Recall final : public Metric {
                                    const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
+  /// The threshold in use (the given one, or the default).
+  double threshold() const { return threshold_; }
 
  private:
   double threshold_;
+  std::optional<int64_t> top_k_;
+  std::optional<int64_t> class_id_;
 };
 
 /// How AUC sums the area under its piecewise curve (Keras's `summation_method`).
