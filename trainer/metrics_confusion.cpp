@@ -243,6 +243,68 @@ Tensor Recall::result(const std::vector<Tensor>& state) const {
 
 // ---- AUC ---------------------------------------------------------------------------------------
 
+namespace {
+
+void check_auc_enums(const AUCOptions& o) {
+  if (o.curve != AUCCurve::kROC && o.curve != AUCCurve::kPR) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': curve = {} is invalid", o.name, static_cast<int>(o.curve)),
+                "use AUCCurve::kROC (Keras's \"ROC\", the default) or AUCCurve::kPR (\"PR\")");
+  }
+  const AUCSummation s = o.summation_method;
+  if (s != AUCSummation::kInterpolation && s != AUCSummation::kMinoring &&
+      s != AUCSummation::kMajoring) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': summation_method = {} is invalid", o.name,
+                            static_cast<int>(s)),
+                "use AUCSummation::kInterpolation (the default), kMinoring or kMajoring");
+  }
+}
+
+void check_auc_labels(const AUCOptions& o) {
+  if (o.num_labels && *o.num_labels < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': num_labels = {} is invalid: it must be >= 1", o.name,
+                            *o.num_labels),
+                "num_labels is the size of the last axis of (batch, num_labels) inputs");
+  }
+  if (o.multi_label && !o.num_labels) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': multi_label = true needs num_labels", o.name),
+                "pass num_labels, the size of the last axis of (batch, num_labels) inputs (the "
+                "state (num_thresholds, num_labels) is made before the first batch)");
+  }
+  if (!o.label_weights) return;
+  const std::vector<double>& w = *o.label_weights;
+  if (w.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': label_weights is empty", o.name),
+                "pass one weight per label, or leave label_weights unset");
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!(std::isfinite(w[i]) && w[i] >= 0.0)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("AUC '{}': label_weights[{}] = {} is invalid: it must be finite "
+                              "and >= 0",
+                              o.name, i, w[i]),
+                  "label weights are non-negative importances of the labels");
+    }
+  }
+  if (o.multi_label && static_cast<int64_t>(w.size()) != *o.num_labels) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("AUC '{}': label_weights has {} values but num_labels = {}", o.name,
+                            w.size(), *o.num_labels),
+                "pass one weight per label");
+  }
+}
+
+/// The constant label weights, shape (labels,).
+Tensor label_weight_tensor(const std::vector<double>& w) {
+  return constant(Array::from_doubles(w, {static_cast<int64_t>(w.size())}, DType::kF32));
+}
+
+}  // namespace
+
 AUC::AUC(const AUCOptions& options) : Metric(options.name), options_(options) {
   const int64_t n = options_.num_thresholds;
   if (n <= 1) {
@@ -251,6 +313,8 @@ AUC::AUC(const AUCOptions& options) : Metric(options.name), options_(options) {
                             options_.name, n),
                 "Keras's default is 200");
   }
+  check_auc_enums(options_);
+  check_auc_labels(options_);
   // Keras: [0 - epsilon] + [(i + 1) / (n - 1) for i in range(n - 2)] + [1 + epsilon], kept as
   // the f32 values its variables hold.
   thresholds_.push_back(static_cast<double>(static_cast<float>(0.0 - losses::kEpsilon)));
@@ -261,22 +325,56 @@ AUC::AUC(const AUCOptions& options) : Metric(options.name), options_(options) {
   thresholds_.push_back(static_cast<double>(static_cast<float>(1.0 + losses::kEpsilon)));
 }
 
-std::vector<Array> AUC::initial_state() const {
-  return distinct_zeros(4, {options_.num_thresholds});
+Shape AUC::state_shape() const {
+  if (options_.multi_label) return {options_.num_thresholds, *options_.num_labels};
+  return {options_.num_thresholds};
+}
+
+std::vector<Array> AUC::initial_state() const { return distinct_zeros(4, state_shape()); }
+
+void AUC::check_label_shape(const Tensor& labels, const Tensor& pred) const {
+  const int64_t want = options_.multi_label
+                           ? *options_.num_labels
+                           : static_cast<int64_t>(options_.label_weights->size());
+  if (pred.rank() != 2 || pred.dim(1) != want) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("metric '{}': {} needs y_true and y_pred of shape (batch, {}), got "
+                            "{} and {}",
+                            name(), options_.multi_label ? "multi_label" : "label_weights", want,
+                            shape_to_string(labels.shape()), shape_to_string(pred.shape())),
+                options_.multi_label ? "num_labels must be the size of the label axis"
+                                     : "pass one label weight per column of y_pred");
+  }
 }
 
 std::vector<Tensor> AUC::update_state(const std::vector<Tensor>& state, const Tensor& y_true,
                                       const Tensor& y_pred,
                                       std::optional<Tensor> sample_weight) const {
   const int64_t n = options_.num_thresholds;
-  check_state_of(name(), state, 4, {n});
-  const Aligned in = align_inputs(name(), y_true, y_pred, sample_weight);
-  // (thresholds, N) decisions: prediction > threshold, one row per threshold.
+  check_state_of(name(), state, 4, state_shape());
+  require_valid(name().c_str(), "y_pred", y_pred);
+  const Tensor probabilities =
+      options_.from_logits ? sigmoid(convert(y_pred, DType::kF32)) : y_pred;
+  const Aligned in = align_inputs(name(), y_true, probabilities, sample_weight);
+  if (options_.multi_label || options_.label_weights) check_label_shape(in.labels, in.pred);
+  Tensor pred = in.pred, actual = not_equal(in.labels, zeros_like(in.labels)), weight = in.weight;
+  if (options_.label_weights && !options_.multi_label) {
+    weight = weight * expand_dims(label_weight_tensor(*options_.label_weights), 0);
+  }
+  // Decisions get a leading threshold axis: (thresholds, N) flattened, or (thresholds, batch,
+  // labels) with multi_label; the counts sum over axis 1 (the samples).
+  if (!options_.multi_label) {
+    pred = flatten(pred);
+    actual = flatten(actual);
+    weight = flatten(weight);
+  }
+  Shape threshold_shape(static_cast<size_t>(pred.rank() + 1), 1);
+  threshold_shape[0] = n;
   const Tensor thresholds =
-      expand_dims(constant(Array::from_doubles(thresholds_, {n}, DType::kF32)), 1);
-  const Tensor predicted = greater(expand_dims(flatten(in.pred), 0), thresholds);
-  const Tensor actual = expand_dims(flatten(not_equal(in.labels, zeros_like(in.labels))), 0);
-  const Tensor weight = expand_dims(flatten(in.weight), 0);
+      reshape(constant(Array::from_doubles(thresholds_, {n}, DType::kF32)), threshold_shape);
+  const Tensor predicted = greater(expand_dims(pred, 0), thresholds);
+  actual = expand_dims(actual, 0);
+  weight = expand_dims(weight, 0);
   const Tensor not_actual = logical_not(actual), not_predicted = logical_not(predicted);
   return {state[0] + weighted_count(logical_and(actual, predicted), weight, 1),
           state[1] + weighted_count(logical_and(not_actual, not_predicted), weight, 1),
@@ -284,13 +382,14 @@ std::vector<Tensor> AUC::update_state(const std::vector<Tensor>& state, const Te
           state[3] + weighted_count(logical_and(actual, not_predicted), weight, 1)};
 }
 
-Tensor AUC::result(const std::vector<Tensor>& state) const {
+Tensor AUC::riemann_area(const std::vector<Tensor>& state) const {
   const int64_t n = options_.num_thresholds;
-  check_state_of(name(), state, 4, {n});
   const Tensor &tp = state[0], &tn = state[1], &fp = state[2], &fn = state[3];
   const Tensor recall = divide_no_nan(tp, tp + fn);
-  const Tensor fp_rate = divide_no_nan(fp, fp + tn);
-  const Tensor left = slice_axis(recall, 0, 0, n - 1), right = slice_axis(recall, 0, 1, n);
+  const bool roc = options_.curve == AUCCurve::kROC;
+  const Tensor x = roc ? divide_no_nan(fp, fp + tn) : recall;
+  const Tensor y = roc ? recall : divide_no_nan(tp, tp + fp);
+  const Tensor left = slice_axis(y, 0, 0, n - 1), right = slice_axis(y, 0, 1, n);
   Tensor heights;
   switch (options_.summation_method) {
     case AUCSummation::kInterpolation:
@@ -303,8 +402,38 @@ Tensor AUC::result(const std::vector<Tensor>& state) const {
       heights = maximum(left, right);
       break;
   }
-  const Tensor widths = slice_axis(fp_rate, 0, 0, n - 1) - slice_axis(fp_rate, 0, 1, n);
-  return sum(widths * heights);
+  const Tensor widths = slice_axis(x, 0, 0, n - 1) - slice_axis(x, 0, 1, n);
+  return sum(widths * heights, {0});
+}
+
+Tensor AUC::interpolated_pr_area(const std::vector<Tensor>& state) const {
+  const int64_t n = options_.num_thresholds;
+  auto head = [n](const Tensor& v) { return slice_axis(v, 0, 0, n - 1); };
+  auto tail = [n](const Tensor& v) { return slice_axis(v, 0, 1, n); };
+  auto positive_part = [](const Tensor& v) { return maximum(v, zeros_like(v)); };
+  const Tensor &tp = state[0], &fp = state[2], &fn = state[3];
+  const Tensor p = tp + fp;  // predicted positive
+  const Tensor dtp = head(tp) - tail(tp), dp = head(p) - tail(p);
+  const Tensor slope = divide_no_nan(dtp, positive_part(dp));
+  const Tensor intercept = tail(tp) - slope * tail(p);
+  const Tensor zero = zeros_like(tail(p));
+  const Tensor both_positive = logical_and(greater(head(p), zero), greater(tail(p), zero));
+  const Tensor p_ratio =
+      where(both_positive, divide_no_nan(head(p), positive_part(tail(p))), ones_like(zero));
+  const Tensor increment = divide_no_nan(slope * (dtp + intercept * log(p_ratio)),
+                                         positive_part(tail(tp) + tail(fn)));
+  return sum(increment, {0});
+}
+
+Tensor AUC::result(const std::vector<Tensor>& state) const {
+  check_state_of(name(), state, 4, state_shape());
+  const bool pr_interpolation = options_.curve == AUCCurve::kPR &&
+                                options_.summation_method == AUCSummation::kInterpolation;
+  const Tensor area = pr_interpolation ? interpolated_pr_area(state) : riemann_area(state);
+  if (!options_.multi_label) return area;
+  if (!options_.label_weights) return mean(area);
+  const Tensor weights = label_weight_tensor(*options_.label_weights);
+  return divide_no_nan(sum(area * weights), sum(weights));
 }
 
 }  // namespace ingot::metrics

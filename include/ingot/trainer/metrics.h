@@ -6,7 +6,8 @@
 //
 // State convention: every state element is an f32 Array, the totals and counts that Keras keeps
 // in its metric variables, in the order initial_state() returns them: scalars (shape ()) for
-// every metric except AUC, whose confusion counts are vectors (num_thresholds,).
+// every metric except AUC, whose confusion counts are vectors (num_thresholds,), or
+// (num_thresholds, num_labels) with multi_label.
 #pragma once
 
 #include <functional>
@@ -319,9 +320,19 @@ class Recall final : public Metric {
   std::optional<int64_t> class_id_;
 };
 
+/// Which curve AUC measures (Keras's `curve`).
+enum class AUCCurve {
+  /// "ROC": the receiver operating characteristic, true positive rate (recall) over false
+  /// positive rate.
+  kROC,
+  /// "PR": precision over recall.
+  kPR,
+};
+
 /// How AUC sums the area under its piecewise curve (Keras's `summation_method`).
 enum class AUCSummation {
-  /// "interpolation": trapezoids, the mean of the two heights of each interval.
+  /// "interpolation": for ROC, trapezoids (the mean of the two heights of each interval); for
+  /// PR, the Davis & Goadrich (2006) interpolation of precision (see AUC).
   kInterpolation,
   /// "minoring": the lower height of each interval (a lower bound of the area).
   kMinoring,
@@ -329,27 +340,55 @@ enum class AUCSummation {
   kMajoring,
 };
 
-/// Options of AUC (Keras's keyword arguments; curve "ROC" only, no explicit `thresholds`,
-/// `multi_label`, `num_labels`, `label_weights` or `from_logits`).
+/// Options of AUC (Keras's keyword arguments and defaults, in Keras's order; no explicit
+/// `thresholds`).
 struct AUCOptions {
   /// Number of thresholds, > 1: 0 - 1e-7, then i / (num_thresholds - 1) for i in
   /// [1, num_thresholds - 2], then 1 + 1e-7 (Keras's evenly spaced thresholds with epsilon).
   int64_t num_thresholds = 200;
+  AUCCurve curve = AUCCurve::kROC;
   AUCSummation summation_method = AUCSummation::kInterpolation;
   std::string name = "auc";
+  /// When true, y_true / y_pred are (batch, num_labels) and each label keeps its own confusion
+  /// counts (state (num_thresholds, num_labels)); the result is the mean of the per-label AUCs,
+  /// or their label_weights-weighted mean. When false, every element is one decision.
+  bool multi_label = false;
+  /// The number of labels (>= 1); required with multi_label (the state's shape must be known
+  /// before the first batch), ignored without it (as Keras).
+  std::optional<int64_t> num_labels;
+  /// One non-negative weight per label (the last axis of (batch, labels) inputs). With
+  /// multi_label the result is sum(auc_l * w_l) / sum(w_l) (0 when the sum is 0) and there
+  /// must be num_labels of them; without it each decision of label l is weighted by w_l (times
+  /// its sample weight), Keras's behaviour.
+  std::optional<std::vector<double>> label_weights;
+  /// When true, y_pred holds logits and goes through the sigmoid first.
+  bool from_logits = false;
 };
 
-/// keras.metrics.AUC with curve "ROC": the area under the receiver operating characteristic,
-/// approximated over the thresholds by a Riemann sum. Per threshold t the confusion counts
-/// (weighted, every element of the flattened inputs one decision: label positive when nonzero,
+/// keras.metrics.AUC: the area under the ROC or PR curve, approximated over the thresholds by a
+/// Riemann sum. Per threshold t the confusion counts (weighted; label positive when nonzero,
 /// prediction positive when y_pred > t) accumulate over batches; then
-///   tpr = tp / (tp + fn), fpr = fp / (fp + tn)   (0 where the divisor is 0)
-///   AUC = sum_i (fpr[i] - fpr[i+1]) * height_i
-/// with height_i = (tpr[i] + tpr[i+1]) / 2 for kInterpolation (the trapezoid rule), their
-/// minimum (kMinoring) or maximum (kMajoring). Predictions are expected in [0, 1] (probabilities).
-/// State: {true_positives, true_negatives, false_positives, false_negatives}, each an f32 vector
-/// (num_thresholds,) (Keras's variable order). Inputs, weights and errors as Precision;
-/// num_thresholds <= 1 is kInvalidArgument at construction.
+///   recall = tp / (tp + fn), fp_rate = fp / (fp + tn), precision = tp / (tp + fp)
+///   (0 where the divisor is 0)
+///   AUC = sum_i (x[i] - x[i+1]) * height_i
+/// with (x, y) = (fp_rate, recall) for ROC and (recall, precision) for PR, and height_i =
+/// (y[i] + y[i+1]) / 2 for kInterpolation, their minimum (kMinoring) or maximum (kMajoring).
+/// PR with kInterpolation instead uses Keras's interpolate_pr_auc (Davis & Goadrich 2006,
+/// "The relationship between precision-recall and ROC curves", section 4): within each interval
+/// tp varies linearly with p = tp + fp, so with dtp = tp[i] - tp[i+1], dp = p[i] - p[i+1],
+/// slope = dtp / max(dp, 0) and intercept = tp[i+1] - slope * p[i+1], the interval adds
+///   slope * (dtp + intercept * log(p[i] / p[i+1])) / (tp[i+1] + fn[i+1])
+/// (divisions by 0 give 0; the log term is 0 unless p[i] and p[i+1] are both > 0).
+/// Predictions are expected in [0, 1] (probabilities), or logits with from_logits.
+/// State: {true_positives, true_negatives, false_positives, false_negatives} (Keras's order),
+/// each f32 (num_thresholds,), or (num_thresholds, num_labels) with multi_label.
+/// Inputs and weights as Precision (y_true and y_pred of one shape after
+/// squeeze_or_expand_to_same_rank, the sample weight following the leading axis); with
+/// multi_label or label_weights they must be (batch, labels) with labels = num_labels / the
+/// number of label_weights (kShapeMismatch naming the shapes). Construction throws
+/// kInvalidArgument naming the option and value for num_thresholds <= 1, a curve or
+/// summation_method outside its enum, num_labels < 1, multi_label without num_labels, empty,
+/// negative or non-finite label_weights, or multi_label with label_weights not of num_labels.
 class AUC final : public Metric {
  public:
   explicit AUC(const AUCOptions& options = {});
@@ -362,6 +401,14 @@ class AUC final : public Metric {
   const std::vector<double>& thresholds() const { return thresholds_; }
 
  private:
+  /// The shape of each state element: (num_thresholds,) or (num_thresholds, num_labels).
+  Shape state_shape() const;
+  /// Checks the (batch, labels) shape multi_label / label_weights need.
+  void check_label_shape(const Tensor& labels, const Tensor& pred) const;
+  /// The area per label ((num_labels,) with multi_label, else a scalar) from the counts.
+  Tensor riemann_area(const std::vector<Tensor>& state) const;
+  Tensor interpolated_pr_area(const std::vector<Tensor>& state) const;
+
   AUCOptions options_;
   std::vector<double> thresholds_;
 };
