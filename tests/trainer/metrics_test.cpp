@@ -384,9 +384,12 @@ TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
 //   row 1: scores [0.9, 0.2, 0.3, 0.05], labels [0, 0, 1, 1]
 //   row 2: scores [0.2, 0.1, 0.6, 0.3], labels [0, 0, 1, 0]  (second batch)
 Batch top_k_rows() {
-  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}), f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
+  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}),
+          f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
 }
-Batch top_k_second_batch() { return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})}; }
+Batch top_k_second_batch() {
+  return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})};
+}
 
 TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) {
   // top_k = 1, default threshold NEG_INF (-1e10): row 0's tie 0.7 / 0.7 goes to the lower index
@@ -589,7 +592,8 @@ TEST(AUCMetric, PRCurveWithEverySummationMethod) {
   // exactly, ln(0.3/0.7), ln 9) give the same ROC 0.75 and PR values.
   const std::vector<Batch> logits = {
       {f32({0, 0}), f32({-20.0f, 0.0f})},
-      {f32({1, 1}), f32({static_cast<float>(std::log(0.3 / 0.7)), static_cast<float>(std::log(9.0))})}};
+      {f32({1, 1}),
+       f32({static_cast<float>(std::log(0.3 / 0.7)), static_cast<float>(std::log(9.0))})}};
   EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3, .from_logits = true}), logits), 0.75);
   EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR,
                                        .from_logits = true}),
@@ -604,7 +608,8 @@ TEST(AUCMetric, PRCurveWithEverySummationMethod) {
 // fn [0, 0, 1], tn [0, 2, 3]: recall [1, 1, 0], fp rate [1, 1/3, 0]; ROC = (2/3) * 1 +
 // (1/3) * 0.5 = 5/6.
 Batch two_labels() {
-  return {f32({0, 1, 0, 0, 1, 0, 1, 0}, {4, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f, 0.9f, 0.2f}, {4, 2})};
+  return {f32({0, 1, 0, 0, 1, 0, 1, 0}, {4, 2}),
+          f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f, 0.9f, 0.2f}, {4, 2})};
 }
 
 TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
@@ -613,7 +618,8 @@ TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
   EXPECT_EQ(auc.initial_state()[0].shape(), (Shape{3, 2}));
   // Mean of 0.75 and 5/6 = 19/24. Fed as batches of 3 and 1 rows.
   const Batch all = two_labels();
-  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
+                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
   const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
   EXPECT_NEAR(run_metric(auc, {first, second}), 19.0 / 24, 1e-6);
   // State (thresholds, labels), row-major: tp [[2, 1], [1, 1], [0, 0]], tn [[0, 0], [2, 2],
@@ -672,7 +678,8 @@ TEST(AUCMetric, LabelWeightsWithoutMultiLabelWeightEachDecision) {
 
 TEST(AUCMetric, CompiledEvaluateMatchesTheEagerValues) {
   // Batches of 3 and 1 rows of two_labels(), through a compiled evaluate().
-  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
+                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
   const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
   const metrics::AUC pr({.num_thresholds = 3, .curve = metrics::AUCCurve::kPR, .name = "pr"});
   const metrics::AUC multi({.num_thresholds = 3, .name = "multi", .multi_label = true,
@@ -709,7 +716,9 @@ TEST(AUCMetric, BadCurveAndLabelOptionsAreClearErrors) {
   expect_error([] { AUC({.label_weights = std::vector<double>{1, -2}}); },
                ErrorCode::kInvalidArgument, {"AUC", "label_weights[1] = -2", ">= 0"});
   expect_error(
-      [] { AUC({.multi_label = true, .num_labels = 3, .label_weights = std::vector<double>{1, 2}}); },
+      [] {
+        AUC({.multi_label = true, .num_labels = 3, .label_weights = std::vector<double>{1, 2}});
+      },
       ErrorCode::kInvalidArgument, {"AUC", "label_weights has 2 values but num_labels = 3"});
   // Shapes that do not fit the labels are caught at trace time.
   const AUC multi({.num_thresholds = 3, .multi_label = true, .num_labels = 3});
