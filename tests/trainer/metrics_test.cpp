@@ -11,6 +11,7 @@
 
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/losses.h"
+#include "ingot/trainer/model.h"
 #include "losses_metrics_test_util.h"
 #include "test_util.h"
 
@@ -378,6 +379,158 @@ TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2, 1)"});
 }
 
+// Two rows of four class scores (and one more row as a second batch) for top_k / class_id.
+//   row 0: scores [0.1, 0.7, 0.4, 0.7], labels [0, 1, 1, 0]  (a tie at 0.7: indices 1 and 3)
+//   row 1: scores [0.9, 0.2, 0.3, 0.05], labels [0, 0, 1, 1]
+//   row 2: scores [0.2, 0.1, 0.6, 0.3], labels [0, 0, 1, 0]  (second batch)
+Batch top_k_rows() {
+  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}),
+          f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
+}
+Batch top_k_second_batch() {
+  return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})};
+}
+
+TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) {
+  // top_k = 1, default threshold NEG_INF (-1e10): row 0's tie 0.7 / 0.7 goes to the lower index
+  // (jax.lax.top_k's order), index 1 (label 1): tp; row 1: index 0 (0.9, label 0): fp.
+  // Precision 1 / (1 + 1); recall: 4 positive labels, tp 1 -> 1 / 4. (Had the tie gone to index
+  // 3, label 0, precision would be 0.)
+  const metrics::Precision p1({.top_k = 1});
+  const metrics::Recall r1({.top_k = 1});
+  EXPECT_EQ(p1.threshold(), metrics::kNegInf);
+  EXPECT_EQ(metrics::Precision().threshold(), 0.5);
+  EXPECT_EQ(run_metric(p1, {top_k_rows()}), 0.5);
+  EXPECT_EQ(run_metric(r1, {top_k_rows()}), 0.25);
+  EXPECT_EQ(final_state_of(p1, {top_k_rows()}), (std::vector<std::vector<double>>{{1}, {1}}));
+  // top_k = 2: row 0 keeps indices 1 and 3 (labels 1, 0): tp 1, fp 1; row 1 keeps 0 and 2
+  // (0.9, 0.3; labels 0, 1): tp 1, fp 1. Precision 2 / 4; recall 2 / 4.
+  EXPECT_EQ(run_metric(metrics::Precision({.top_k = 2}), {top_k_rows()}), 0.5);
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2}), {top_k_rows()}), 0.5);
+  // top_k = 2 with thresholds 0.5: row 0's 0.7 and 0.7 pass (tp 1, fp 1); row 1's 0.9 passes
+  // (fp), 0.3 does not. Precision 1 / 3; recall 1 / 4.
+  EXPECT_NEAR(run_metric(metrics::Precision({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}),
+              1.0 / 3, 1e-7);
+  EXPECT_EQ(run_metric(metrics::Recall({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}), 0.25);
+  // Sample weights (batch,) [2, 1] with top_k = 1: tp 2 (row 0), fp 1 (row 1) -> 2 / 3; the
+  // positive labels weigh 2 + 2 + 1 + 1 = 6 -> recall 2 / 6.
+  Batch weighted = top_k_rows();
+  weighted.sample_weight = f32({2, 1});
+  EXPECT_NEAR(run_metric(p1, {weighted}), 2.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(r1, {weighted}), 1.0 / 3, 1e-7);
+  // Two batches accumulate: row 2's top-1 is index 2 (0.6, label 1): tp. Precision (1 + 1) /
+  // (2 + 1) = 2 / 3; recall: 5 positive labels -> 2 / 5.
+  EXPECT_NEAR(run_metric(p1, {top_k_rows(), top_k_second_batch()}), 2.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(r1, {top_k_rows(), top_k_second_batch()}), 0.4, 1e-7);
+  EXPECT_EQ(final_state_of(r1, {top_k_rows(), top_k_second_batch()}),
+            (std::vector<std::vector<double>>{{2}, {3}}));
+}
+
+TEST(PrecisionRecallMetrics, ClassIdUsesOneColumnAfterTheTopK) {
+  // class_id = 1 (threshold 0.5): column [0.7, 0.2], labels [1, 0]: tp 1, fp 0, fn 0 -> 1, 1.
+  EXPECT_EQ(run_metric(metrics::Precision({.class_id = 1}), {top_k_rows()}), 1.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.class_id = 1}), {top_k_rows()}), 1.0);
+  // class_id = 0: column [0.1, 0.9], labels [0, 0]: fp 1 -> precision 0; no positive label ->
+  // recall 0 (not NaN).
+  EXPECT_EQ(run_metric(metrics::Precision({.class_id = 0}), {top_k_rows()}), 0.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.class_id = 0}), {top_k_rows()}), 0.0);
+  // top_k = 2 with class_id = 2, Keras's order (top-k over the whole row, then the column):
+  // row 0's top 2 are indices 1 and 3, so its index 2 (label 1) is negative: fn; row 1's top 2
+  // are 0 and 2, so index 2 (0.3 > NEG_INF, label 1) is a tp. Precision 1 / 1, recall 1 / 2.
+  // (Slicing first would keep both and give recall 1.)
+  EXPECT_EQ(run_metric(metrics::Precision({.top_k = 2, .class_id = 2}), {top_k_rows()}), 1.0);
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2, .class_id = 2}), {top_k_rows()}), 0.5);
+  // With the second batch (row 2: top 2 are 2 and 3, index 2 label 1: tp) and weights [3, 1]
+  // then [2]: tp 1 + 2 = 3, fn 3 -> recall 3 / 6.
+  Batch first = top_k_rows(), second = top_k_second_batch();
+  first.sample_weight = f32({3, 1});
+  second.sample_weight = f32({2}, {1, 1});
+  EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2, .class_id = 2}), {first, second}), 0.5);
+  EXPECT_EQ(final_state_of(metrics::Recall({.top_k = 2, .class_id = 2}), {first, second}),
+            (std::vector<std::vector<double>>{{3}, {3}}));
+}
+
+TEST(PrecisionRecallMetrics, BadTopKAndClassIdAreClearErrors) {
+  expect_error([] { metrics::Precision({.top_k = 0}); }, ErrorCode::kInvalidArgument,
+               {"Precision", "top_k = 0", ">= 1"});
+  expect_error([] { metrics::Recall({.class_id = -1}); }, ErrorCode::kInvalidArgument,
+               {"Recall", "class_id = -1", ">= 0"});
+  expect_error([] { metrics::Recall({.thresholds = -0.5, .top_k = 1}); },
+               ErrorCode::kInvalidArgument, {"Recall", "thresholds = -0.5", "[0, 1]"});
+  auto update = [](const metrics::Metric& m, const Array& t, const Array& p) {
+    in_trace({f32_scalar(0), f32_scalar(0), t, p}, [&](const std::vector<Tensor>& a) {
+      m.update_state({a[0], a[1]}, a[2], a[3]);
+    });
+  };
+  const Batch rows = top_k_rows();
+  expect_error([&] { update(metrics::Precision({.top_k = 5}), rows.y_true, rows.y_pred); },
+               ErrorCode::kInvalidArgument, {"precision", "top_k = 5", "4 entries", "(2, 4)"});
+  expect_error([&] { update(metrics::Recall({.class_id = 4}), rows.y_true, rows.y_pred); },
+               ErrorCode::kInvalidArgument, {"recall", "class_id = 4", "(2, 4)", "[0, classes)"});
+  expect_error([&] { update(metrics::Recall({.class_id = 0}), f32({1, 0}), f32({0.2f, 0.9f})); },
+               ErrorCode::kInvalidArgument, {"recall", "class_id = 0", "(batch, classes)", "(2,)"});
+  // A failed update leaves the metric usable.
+  const metrics::Recall ok({.class_id = 3});
+  EXPECT_EQ(run_metric(ok, {rows}), 0.0);  // column [0.7, 0.05], labels [0, 1]: fn 1
+}
+
+/// A model whose predictions are its inputs: one Dense layer of `features` units with an
+/// identity kernel and no bias, so compiled metrics see exactly the x given to evaluate().
+std::shared_ptr<Sequential> identity_model(int64_t features) {
+  auto model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
+      std::make_shared<Dense>(DenseOptions{.units = features, .use_bias = false})});
+  model->build_model({1, features});
+  std::vector<float> eye(static_cast<size_t>(features * features), 0.0f);
+  for (int64_t i = 0; i < features; ++i) eye[static_cast<size_t>(i * features + i)] = 1.0f;
+  model->set_weights({f32(eye, {features, features})});
+  return model;
+}
+
+/// Concatenates the rows of batches (rank-2 Arrays with the same number of columns).
+Array rows_of(const std::vector<Array>& parts) {
+  std::vector<float> values;
+  int64_t rows = 0;
+  for (const Array& a : parts) {
+    const std::vector<float> v = a.to_vector<float>();
+    values.insert(values.end(), v.begin(), v.end());
+    rows += a.shape()[0];
+  }
+  return f32(values, {rows, parts.front().shape()[1]});
+}
+
+/// Logs of evaluate() on the identity model with `metrics` compiled (batches of `batch_size`).
+Logs evaluate_compiled(const std::vector<std::shared_ptr<metrics::Metric>>& metrics,
+                       const Array& x, const Array& y, int64_t batch_size,
+                       const Array& sample_weight = Array()) {
+  auto model = identity_model(x.shape()[1]);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                  .loss = std::make_shared<losses::MeanSquaredError>(),
+                  .weighted_metrics = metrics});
+  return model->evaluate(
+      {.x = x, .y = y, .sample_weight = sample_weight, .batch_size = batch_size, .verbose = 0});
+}
+
+TEST(PrecisionRecallMetrics, CompiledEvaluateMatchesTheEagerValues) {
+  // Rows 0, 1, 2 in batches of 2 and 1, as top_k_rows() then top_k_second_batch(); weights
+  // [2, 1] then [1]. Precision top_k = 1: tp 2 (row 0) + 1 (row 2), fp 1 (row 1) -> 3 / 4.
+  // Recall top_k = 2, class_id = 2: row 0 fn (weight 2), rows 1 and 2 tp (1 + 1) -> 2 / 4.
+  Batch first = top_k_rows(), second = top_k_second_batch();
+  first.sample_weight = f32({2, 1});
+  second.sample_weight = f32({1});
+  const metrics::Precision precision({.top_k = 1});
+  const metrics::Recall recall({.top_k = 2, .class_id = 2, .name = "recall_2"});
+  const double eager_precision = run_metric(precision, {first, second});
+  const double eager_recall = run_metric(recall, {first, second});
+  EXPECT_EQ(eager_precision, 0.75);
+  EXPECT_EQ(eager_recall, 0.5);
+  const Logs logs = evaluate_compiled(
+      {std::make_shared<metrics::Precision>(precision), std::make_shared<metrics::Recall>(recall)},
+      rows_of({first.y_pred, second.y_pred}), rows_of({first.y_true, second.y_true}), 2,
+      f32({2, 1, 1}));
+  EXPECT_EQ(*logs.get("precision"), eager_precision);
+  EXPECT_EQ(*logs.get("recall_2"), eager_recall);
+}
+
 TEST(AUCMetric, KerasExampleOverTwoBatchesWithItsConfusionCounts) {
   // Keras docs: num_thresholds 3 (thresholds [-1e-7, 0.5, 1 + 1e-7]), y_true [0, 0, 1, 1],
   // y_pred [0, 0.5, 0.3, 0.9]: tp [2, 1, 0], fp [2, 0, 0], fn [0, 1, 2], tn [0, 2, 2];
@@ -406,6 +559,183 @@ TEST(AUCMetric, KerasExampleOverTwoBatchesWithItsConfusionCounts) {
   EXPECT_EQ(run_metric(auc, {{f32({0, 0}), f32({0, 0.5f}), f32({1, 0})},
                              {f32({1, 1}), f32({0.3f, 0.9f}), f32({0, 1})}}),
             1.0);
+}
+
+TEST(AUCMetric, PRCurveWithEverySummationMethod) {
+  // The Keras example above: tp [2, 1, 0], fp [2, 0, 0], fn [0, 1, 2]; recall [1, 0.5, 0],
+  // precision tp / (tp + fp) = [2/4, 1/1, 0 (0/0)]. PR: x = recall, widths [0.5, 0.5].
+  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})},
+                                      {f32({1, 1}), f32({0.3f, 0.9f})}};
+  using metrics::AUCCurve, metrics::AUCSummation;
+  auto pr = [](AUCSummation s) {
+    return metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR, .summation_method = s});
+  };
+  // Minoring: heights min(0.5, 1) = 0.5, min(1, 0) = 0 -> 0.5 * 0.5 = 0.25. Majoring: 1, 1 -> 1.
+  EXPECT_EQ(run_metric(pr(AUCSummation::kMinoring), batches), 0.25);
+  EXPECT_EQ(run_metric(pr(AUCSummation::kMajoring), batches), 1.0);
+  // Interpolation (Keras's interpolate_pr_auc): p = tp + fp = [4, 1, 0]; dtp = [1, 1],
+  // dp = [3, 1]; slope = [1/3, 1]; intercept = tp[1:] - slope * p[1:] = [1 - 1/3, 0] = [2/3, 0];
+  // p ratio = [4/1, 1 (p[2] = 0)]; increments = slope * (dtp + intercept * ln(ratio)) /
+  // (tp[1:] + fn[1:]) = [(1/3) (1 + (2/3) ln 4) / 2, 1 * 1 / 2] -> 1/6 + ln(4)/9 + 1/2.
+  EXPECT_NEAR(run_metric(pr(AUCSummation::kInterpolation), batches),
+              1.0 / 6 + std::log(4.0) / 9 + 0.5, 1e-6);
+  // Sample weights [1, 0, 0, 1]: tp [1, 1, 0], fp [1, 0, 0], fn [0, 0, 1]; p = [2, 1, 0],
+  // dtp = [0, 1], dp = [1, 1], slope [0, 1], intercept [1, 0], ratio [2, 1]: increments
+  // [0, 1 * (1 + 0) / (0 + 1)] -> 1. Minoring: recall [1, 1, 0], precision [0.5, 1, 0]:
+  // widths [0, 1], heights [0.5, 0] -> 0; majoring: heights [1, 1] -> 1.
+  const std::vector<Batch> weighted = {{f32({0, 0}), f32({0, 0.5f}), f32({1, 0})},
+                                       {f32({1, 1}), f32({0.3f, 0.9f}), f32({0, 1})}};
+  EXPECT_EQ(run_metric(pr(AUCSummation::kInterpolation), weighted), 1.0);
+  EXPECT_EQ(run_metric(pr(AUCSummation::kMinoring), weighted), 0.0);
+  EXPECT_EQ(run_metric(pr(AUCSummation::kMajoring), weighted), 1.0);
+  // from_logits: the same probabilities as logits (sigmoid(-20) ~ 2e-9 > -1e-7, sigmoid(0) = 0.5
+  // exactly, ln(0.3/0.7), ln 9) give the same ROC 0.75 and PR values.
+  const std::vector<Batch> logits = {
+      {f32({0, 0}), f32({-20.0f, 0.0f})},
+      {f32({1, 1}),
+       f32({static_cast<float>(std::log(0.3 / 0.7)), static_cast<float>(std::log(9.0))})}};
+  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3, .from_logits = true}), logits), 0.75);
+  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR,
+                                       .from_logits = true}),
+                         logits),
+              1.0 / 6 + std::log(4.0) / 9 + 0.5, 1e-6);
+}
+
+// Two labels of four samples (columns of (4, 2) inputs):
+//   label 0: y_true [0, 0, 1, 1], y_pred [0, 0.5, 0.3, 0.9] (the Keras example: ROC 0.75)
+//   label 1: y_true [1, 0, 0, 0], y_pred [0.8, 0.6, 0.4, 0.2]
+// With 3 thresholds [-1e-7, 0.5, 1 + 1e-7], label 1 has tp [1, 1, 0], fp [3, 1, 0],
+// fn [0, 0, 1], tn [0, 2, 3]: recall [1, 1, 0], fp rate [1, 1/3, 0]; ROC = (2/3) * 1 +
+// (1/3) * 0.5 = 5/6.
+Batch two_labels() {
+  return {f32({0, 1, 0, 0, 1, 0, 1, 0}, {4, 2}),
+          f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f, 0.9f, 0.2f}, {4, 2})};
+}
+
+TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
+  metrics::AUC auc({.num_thresholds = 3, .multi_label = true, .num_labels = 2});
+  ASSERT_EQ(auc.initial_state().size(), 4u);
+  EXPECT_EQ(auc.initial_state()[0].shape(), (Shape{3, 2}));
+  // Mean of 0.75 and 5/6 = 19/24. Fed as batches of 3 and 1 rows.
+  const Batch all = two_labels();
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
+                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
+  EXPECT_NEAR(run_metric(auc, {first, second}), 19.0 / 24, 1e-6);
+  // State (thresholds, labels), row-major: tp [[2, 1], [1, 1], [0, 0]], tn [[0, 0], [2, 2],
+  // [2, 3]], fp [[2, 3], [0, 1], [0, 0]], fn [[0, 0], [1, 0], [2, 1]].
+  EXPECT_EQ(final_state_of(auc, {first, second}),
+            (std::vector<std::vector<double>>{
+                {2, 1, 1, 1, 0, 0}, {0, 0, 2, 2, 2, 3}, {2, 3, 0, 1, 0, 0}, {0, 0, 1, 0, 2, 1}}));
+  // label_weights [1, 3]: (1 * 0.75 + 3 * 5/6) / 4 = 3.25 / 4.
+  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .multi_label = true, .num_labels = 2,
+                                       .label_weights = std::vector<double>{1, 3}}),
+                         {all}),
+              3.25 / 4, 1e-6);
+  // Zero label weights: 0 (divide_no_nan), not NaN.
+  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3, .multi_label = true, .num_labels = 2,
+                                     .label_weights = std::vector<double>{0, 0}}),
+                       {all}),
+            0.0);
+  // Every curve / summation: the multi-label mean equals the mean of single-label AUCs of the
+  // two columns.
+  using metrics::AUCCurve, metrics::AUCSummation;
+  const Batch col0 = {f32({0, 0, 1, 1}), f32({0, 0.5f, 0.3f, 0.9f})};
+  const Batch col1 = {f32({1, 0, 0, 0}), f32({0.8f, 0.6f, 0.4f, 0.2f})};
+  for (AUCCurve c : {AUCCurve::kROC, AUCCurve::kPR}) {
+    for (AUCSummation s :
+         {AUCSummation::kInterpolation, AUCSummation::kMinoring, AUCSummation::kMajoring}) {
+      const metrics::AUC single({.num_thresholds = 3, .curve = c, .summation_method = s});
+      const metrics::AUC multi({.num_thresholds = 3, .curve = c, .summation_method = s,
+                                .multi_label = true, .num_labels = 2});
+      const double expected = (run_metric(single, {col0}) + run_metric(single, {col1})) / 2;
+      EXPECT_NEAR(run_metric(multi, {all}), expected, 1e-6)
+          << static_cast<int>(c) << " " << static_cast<int>(s);
+    }
+  }
+}
+
+TEST(AUCMetric, LabelWeightsWithoutMultiLabelWeightEachDecision) {
+  // Every element is one decision. Unweighted, the counts of the two labels add up: tp [3, 2, 0],
+  // fp [5, 1, 0], fn [0, 1, 3], tn [0, 4, 5]: recall [1, 2/3, 0], fp rate [1, 1/5, 0];
+  // ROC = (4/5) (1 + 2/3) / 2 + (1/5) (2/3) / 2 = 2/3 + 1/15 = 11/15.
+  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3}), {two_labels()}), 11.0 / 15, 1e-6);
+  // label_weights [1, 3]: label 1's counts count 3 times: tp [5, 4, 0], fp [11, 3, 0],
+  // fn [0, 1, 5], tn [0, 8, 11]: recall [1, 4/5, 0], fp rate [1, 3/11, 0];
+  // ROC = (8/11) (0.9) + (3/11) (0.4) = 8.4 / 11.
+  const metrics::AUC weighted({.num_thresholds = 3, .label_weights = std::vector<double>{1, 3}});
+  EXPECT_NEAR(run_metric(weighted, {two_labels()}), 8.4 / 11, 1e-6);
+  EXPECT_EQ(final_state_of(weighted, {two_labels()}),
+            (std::vector<std::vector<double>>{{5, 4, 0}, {0, 8, 11}, {11, 3, 0}, {0, 1, 5}}));
+  // With sample weights [1, 1, 1, 0] too, row 3 (label 0's 0.9 positive, label 1's 0.2
+  // negative) drops out: tp [1 + 3, 0 + 3, 0], fp [2 + 6, 0 + 3, 0], fn [0, 1, 1 + 3],
+  // tn [0, 2 + 3, 2 + 6]: recall [1, 3/4, 0], fp rate [1, 3/8, 0];
+  // ROC = (5/8) (1.75 / 2) + (3/8) (0.75 / 2) = 0.546875 + 0.140625 = 0.6875.
+  Batch with_weights = two_labels();
+  with_weights.sample_weight = f32({1, 1, 1, 0});
+  EXPECT_NEAR(run_metric(weighted, {with_weights}), 0.6875, 1e-6);
+}
+
+TEST(AUCMetric, CompiledEvaluateMatchesTheEagerValues) {
+  // Batches of 3 and 1 rows of two_labels(), through a compiled evaluate().
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
+                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
+  const metrics::AUC pr({.num_thresholds = 3, .curve = metrics::AUCCurve::kPR, .name = "pr"});
+  const metrics::AUC multi({.num_thresholds = 3, .name = "multi", .multi_label = true,
+                            .num_labels = 2, .label_weights = std::vector<double>{1, 3}});
+  const metrics::AUC roc({.num_thresholds = 3, .summation_method = metrics::AUCSummation::kMinoring,
+                          .name = "roc_min"});
+  const double eager_pr = run_metric(pr, {first, second});
+  const double eager_multi = run_metric(multi, {first, second});
+  const double eager_roc = run_metric(roc, {first, second});
+  EXPECT_NEAR(eager_multi, 3.25 / 4, 1e-6);
+  // ROC minoring of the pooled counts: recall [1, 2/3, 0], fp rate [1, 1/5, 0] -> (4/5)(2/3).
+  EXPECT_NEAR(eager_roc, 8.0 / 15, 1e-6);
+  const Logs logs = evaluate_compiled({std::make_shared<metrics::AUC>(pr),
+                                       std::make_shared<metrics::AUC>(multi),
+                                       std::make_shared<metrics::AUC>(roc)},
+                                      two_labels().y_pred, two_labels().y_true, 3);
+  EXPECT_NEAR(*logs.get("pr"), eager_pr, 1e-6);
+  EXPECT_NEAR(*logs.get("multi"), eager_multi, 1e-6);
+  EXPECT_NEAR(*logs.get("roc_min"), eager_roc, 1e-6);
+}
+
+TEST(AUCMetric, BadCurveAndLabelOptionsAreClearErrors) {
+  using metrics::AUC;
+  expect_error([] { AUC({.curve = static_cast<metrics::AUCCurve>(7)}); },
+               ErrorCode::kInvalidArgument, {"AUC", "curve = 7", "kPR"});
+  expect_error([] { AUC({.summation_method = static_cast<metrics::AUCSummation>(9)}); },
+               ErrorCode::kInvalidArgument, {"AUC", "summation_method = 9"});
+  expect_error([] { AUC({.multi_label = true}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "multi_label = true needs num_labels"});
+  expect_error([] { AUC({.num_labels = 0}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "num_labels = 0", ">= 1"});
+  expect_error([] { AUC({.label_weights = std::vector<double>{}}); },
+               ErrorCode::kInvalidArgument, {"AUC", "label_weights is empty"});
+  expect_error([] { AUC({.label_weights = std::vector<double>{1, -2}}); },
+               ErrorCode::kInvalidArgument, {"AUC", "label_weights[1] = -2", ">= 0"});
+  expect_error(
+      [] {
+        AUC({.multi_label = true, .num_labels = 3, .label_weights = std::vector<double>{1, 2}});
+      },
+      ErrorCode::kInvalidArgument, {"AUC", "label_weights has 2 values but num_labels = 3"});
+  // Shapes that do not fit the labels are caught at trace time.
+  const AUC multi({.num_thresholds = 3, .multi_label = true, .num_labels = 3});
+  const Batch rows = two_labels();
+  auto update = [&](const AUC& auc, const Array& t, const Array& p) {
+    std::vector<Array> args = auc.initial_state();
+    args.push_back(t);
+    args.push_back(p);
+    in_trace(args, [&](const std::vector<Tensor>& a) {
+      auc.update_state({a[0], a[1], a[2], a[3]}, a[4], a[5]);
+    });
+  };
+  expect_error([&] { update(multi, rows.y_true, rows.y_pred); }, ErrorCode::kShapeMismatch,
+               {"auc", "multi_label", "(batch, 3)", "(4, 2)"});
+  const AUC weighted({.num_thresholds = 3, .label_weights = std::vector<double>{1, 1, 1}});
+  expect_error([&] { update(weighted, rows.y_true, rows.y_pred); }, ErrorCode::kShapeMismatch,
+               {"auc", "label_weights", "(batch, 3)", "(4, 2)"});
 }
 
 /// Keras's ROC AUC with interpolation, in double, from the definition (thresholds, counts,

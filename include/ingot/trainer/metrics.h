@@ -6,7 +6,8 @@
 //
 // State convention: every state element is an f32 Array, the totals and counts that Keras keeps
 // in its metric variables, in the order initial_state() returns them: scalars (shape ()) for
-// every metric except AUC, whose confusion counts are vectors (num_thresholds,).
+// every metric except AUC, whose confusion counts are vectors (num_thresholds,), or
+// (num_thresholds, num_labels) with multi_label.
 #pragma once
 
 #include <functional>
@@ -239,28 +240,50 @@ class SparseTopKCategoricalAccuracy final : public MeanMetricWrapper {
   explicit SparseTopKCategoricalAccuracy(const SparseTopKCategoricalAccuracyOptions& options = {});
 };
 
-/// Options of Precision and Recall (Keras's `thresholds`, one value; `top_k` and `class_id` are
-/// not supported).
+/// Keras's NEG_INF (metrics_utils.NEG_INF = -1e10): the threshold Precision and Recall use by
+/// default with `top_k` (every top-k entry above it counts as positive).
+inline constexpr double kNegInf = -1e10;
+
+/// Options of Precision (Keras's keyword arguments thresholds, top_k, class_id, name; one
+/// threshold, since the logs hold one scalar per metric).
 struct PrecisionOptions {
-  /// A prediction strictly above it counts as positive; in [0, 1].
-  double thresholds = 0.5;
+  /// A prediction strictly above it counts as positive; in [0, 1] when given. Not given: 0.5, or
+  /// kNegInf (-1e10) with `top_k` (Keras's default_threshold).
+  std::optional<double> thresholds;
+  /// When given (>= 1): only the k largest predictions of each row of y_pred's last axis can
+  /// count as positive, the others count as negative (Keras's _filter_top_k). Ties are resolved
+  /// as jax.lax.top_k, which Keras's ops.top_k uses: the lower index wins. k above the number of
+  /// classes is an error at trace time, as in Keras.
+  std::optional<int64_t> top_k;
+  /// When given (>= 0): only column class_id of y_true / y_pred's last axis is used (after the
+  /// top-k, which looks at the whole row, as Keras). y_pred must have rank >= 2 and class_id must
+  /// be below its last dimension (checked at trace time).
+  std::optional<int64_t> class_id;
   std::string name = "precision";
 };
+/// Options of Recall: as PrecisionOptions (same defaults and rules).
 struct RecallOptions {
-  /// A prediction strictly above it counts as positive; in [0, 1].
-  double thresholds = 0.5;
+  /// As PrecisionOptions::thresholds (0.5, or kNegInf with top_k, when not given).
+  std::optional<double> thresholds;
+  /// As PrecisionOptions::top_k.
+  std::optional<int64_t> top_k;
+  /// As PrecisionOptions::class_id.
+  std::optional<int64_t> class_id;
   std::string name = "recall";
 };
 
 /// keras.metrics.Precision with one threshold: tp / (tp + fp), 0 while nothing was predicted
-/// positive. Every element of y_true / y_pred is one binary decision (the inputs are flattened,
-/// as Keras's update_confusion_matrix_variables does): a label is positive when nonzero, a
-/// prediction when > thresholds; each decision adds its sample weight (default 1) to
+/// positive. Every element of y_true / y_pred (after the class_id column is taken, if any) is one
+/// binary decision (the inputs are flattened, as Keras's update_confusion_matrix_variables does):
+/// a label is positive when nonzero, a prediction when it is > the threshold (and, with top_k,
+/// among the k largest of its row); each decision adds its sample weight (default 1) to
 /// true_positives or false_positives. State: {true_positives, false_positives} (f32 scalars).
-/// y_true and y_pred must have the same shape after squeeze_or_expand_to_same_rank
-/// (kShapeMismatch naming both); the weight is aligned with the leading axis and broadcast to
-/// y_pred's shape (kShapeMismatch if it does not broadcast). A threshold outside [0, 1] (or NaN)
-/// is kInvalidArgument at construction.
+/// y_true and y_pred (any real dtype, shape (batch, ...) or (batch, classes)) must have the same
+/// shape after squeeze_or_expand_to_same_rank (kShapeMismatch naming both); the weight is aligned
+/// with the leading axis and broadcast to y_pred's shape (kShapeMismatch if it does not
+/// broadcast). Construction throws kInvalidArgument for a threshold outside [0, 1] (or NaN),
+/// top_k < 1 or class_id < 0; update_state throws kInvalidArgument for top_k above y_pred's last
+/// dimension, class_id not below it, or class_id with a y_pred of rank < 2.
 class Precision final : public Metric {
  public:
   explicit Precision(const PrecisionOptions& options = {});
@@ -269,13 +292,17 @@ class Precision final : public Metric {
                                    const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
+  /// The threshold in use (the given one, or the default).
+  double threshold() const { return threshold_; }
 
  private:
   double threshold_;
+  std::optional<int64_t> top_k_;
+  std::optional<int64_t> class_id_;
 };
 
 /// keras.metrics.Recall with one threshold: tp / (tp + fn), 0 while there was no positive label.
-/// Inputs, weights and errors as Precision. State: {true_positives, false_negatives}.
+/// Inputs, options, weights and errors as Precision. State: {true_positives, false_negatives}.
 class Recall final : public Metric {
  public:
   explicit Recall(const RecallOptions& options = {});
@@ -284,14 +311,28 @@ class Recall final : public Metric {
                                    const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
+  /// The threshold in use (the given one, or the default).
+  double threshold() const { return threshold_; }
 
  private:
   double threshold_;
+  std::optional<int64_t> top_k_;
+  std::optional<int64_t> class_id_;
+};
+
+/// Which curve AUC measures (Keras's `curve`).
+enum class AUCCurve {
+  /// "ROC": the receiver operating characteristic, true positive rate (recall) over false
+  /// positive rate.
+  kROC,
+  /// "PR": precision over recall.
+  kPR,
 };
 
 /// How AUC sums the area under its piecewise curve (Keras's `summation_method`).
 enum class AUCSummation {
-  /// "interpolation": trapezoids, the mean of the two heights of each interval.
+  /// "interpolation": for ROC, trapezoids (the mean of the two heights of each interval); for
+  /// PR, the Davis & Goadrich (2006) interpolation of precision (see AUC).
   kInterpolation,
   /// "minoring": the lower height of each interval (a lower bound of the area).
   kMinoring,
@@ -299,27 +340,55 @@ enum class AUCSummation {
   kMajoring,
 };
 
-/// Options of AUC (Keras's keyword arguments; curve "ROC" only, no explicit `thresholds`,
-/// `multi_label`, `num_labels`, `label_weights` or `from_logits`).
+/// Options of AUC (Keras's keyword arguments and defaults, in Keras's order; no explicit
+/// `thresholds`).
 struct AUCOptions {
   /// Number of thresholds, > 1: 0 - 1e-7, then i / (num_thresholds - 1) for i in
   /// [1, num_thresholds - 2], then 1 + 1e-7 (Keras's evenly spaced thresholds with epsilon).
   int64_t num_thresholds = 200;
+  AUCCurve curve = AUCCurve::kROC;
   AUCSummation summation_method = AUCSummation::kInterpolation;
   std::string name = "auc";
+  /// When true, y_true / y_pred are (batch, num_labels) and each label keeps its own confusion
+  /// counts (state (num_thresholds, num_labels)); the result is the mean of the per-label AUCs,
+  /// or their label_weights-weighted mean. When false, every element is one decision.
+  bool multi_label = false;
+  /// The number of labels (>= 1); required with multi_label (the state's shape must be known
+  /// before the first batch), ignored without it (as Keras).
+  std::optional<int64_t> num_labels;
+  /// One non-negative weight per label (the last axis of (batch, labels) inputs). With
+  /// multi_label the result is sum(auc_l * w_l) / sum(w_l) (0 when the sum is 0) and there
+  /// must be num_labels of them; without it each decision of label l is weighted by w_l (times
+  /// its sample weight), Keras's behaviour.
+  std::optional<std::vector<double>> label_weights;
+  /// When true, y_pred holds logits and goes through the sigmoid first.
+  bool from_logits = false;
 };
 
-/// keras.metrics.AUC with curve "ROC": the area under the receiver operating characteristic,
-/// approximated over the thresholds by a Riemann sum. Per threshold t the confusion counts
-/// (weighted, every element of the flattened inputs one decision: label positive when nonzero,
+/// keras.metrics.AUC: the area under the ROC or PR curve, approximated over the thresholds by a
+/// Riemann sum. Per threshold t the confusion counts (weighted; label positive when nonzero,
 /// prediction positive when y_pred > t) accumulate over batches; then
-///   tpr = tp / (tp + fn), fpr = fp / (fp + tn)   (0 where the divisor is 0)
-///   AUC = sum_i (fpr[i] - fpr[i+1]) * height_i
-/// with height_i = (tpr[i] + tpr[i+1]) / 2 for kInterpolation (the trapezoid rule), their
-/// minimum (kMinoring) or maximum (kMajoring). Predictions are expected in [0, 1] (probabilities).
-/// State: {true_positives, true_negatives, false_positives, false_negatives}, each an f32 vector
-/// (num_thresholds,) (Keras's variable order). Inputs, weights and errors as Precision;
-/// num_thresholds <= 1 is kInvalidArgument at construction.
+///   recall = tp / (tp + fn), fp_rate = fp / (fp + tn), precision = tp / (tp + fp)
+///   (0 where the divisor is 0)
+///   AUC = sum_i (x[i] - x[i+1]) * height_i
+/// with (x, y) = (fp_rate, recall) for ROC and (recall, precision) for PR, and height_i =
+/// (y[i] + y[i+1]) / 2 for kInterpolation, their minimum (kMinoring) or maximum (kMajoring).
+/// PR with kInterpolation instead uses Keras's interpolate_pr_auc (Davis & Goadrich 2006,
+/// "The relationship between precision-recall and ROC curves", section 4): within each interval
+/// tp varies linearly with p = tp + fp, so with dtp = tp[i] - tp[i+1], dp = p[i] - p[i+1],
+/// slope = dtp / max(dp, 0) and intercept = tp[i+1] - slope * p[i+1], the interval adds
+///   slope * (dtp + intercept * log(p[i] / p[i+1])) / (tp[i+1] + fn[i+1])
+/// (divisions by 0 give 0; the log term is 0 unless p[i] and p[i+1] are both > 0).
+/// Predictions are expected in [0, 1] (probabilities), or logits with from_logits.
+/// State: {true_positives, true_negatives, false_positives, false_negatives} (Keras's order),
+/// each f32 (num_thresholds,), or (num_thresholds, num_labels) with multi_label.
+/// Inputs and weights as Precision (y_true and y_pred of one shape after
+/// squeeze_or_expand_to_same_rank, the sample weight following the leading axis); with
+/// multi_label or label_weights they must be (batch, labels) with labels = num_labels / the
+/// number of label_weights (kShapeMismatch naming the shapes). Construction throws
+/// kInvalidArgument naming the option and value for num_thresholds <= 1, a curve or
+/// summation_method outside its enum, num_labels < 1, multi_label without num_labels, empty,
+/// negative or non-finite label_weights, or multi_label with label_weights not of num_labels.
 class AUC final : public Metric {
  public:
   explicit AUC(const AUCOptions& options = {});
@@ -332,6 +401,14 @@ class AUC final : public Metric {
   const std::vector<double>& thresholds() const { return thresholds_; }
 
  private:
+  /// The shape of each state element: (num_thresholds,) or (num_thresholds, num_labels).
+  Shape state_shape() const;
+  /// Checks the (batch, labels) shape multi_label / label_weights need.
+  void check_label_shape(const Tensor& labels, const Tensor& pred) const;
+  /// The area per label ((num_labels,) with multi_label, else a scalar) from the counts.
+  Tensor riemann_area(const std::vector<Tensor>& state) const;
+  Tensor interpolated_pr_area(const std::vector<Tensor>& state) const;
+
   AUCOptions options_;
   std::vector<double> thresholds_;
 };
