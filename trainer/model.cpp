@@ -17,11 +17,7 @@ Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s
 }  // namespace
 
 Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {
-  const std::string& p = options_.dtype_policy;
-  if (p != "float32" && p != "mixed_float16" && p != "mixed_bfloat16") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("model '{}': unknown dtype_policy '{}'", name(), p),
-                "use float32, mixed_float16 or mixed_bfloat16 (Keras's policy names)");
-  }
+  dtype_policy_compute_dtype(options_.dtype_policy, fmt::format("model '{}'", name()));  // validates the name
 }
 
 void Model::name_and_seed(Layer& layer) {
@@ -117,9 +113,7 @@ std::vector<std::string> Model::output_names() const {
 }
 
 DType Model::compute_dtype() const {
-  if (options_.dtype_policy == "mixed_float16") return DType::kF16;
-  if (options_.dtype_policy == "mixed_bfloat16") return DType::kBF16;
-  return DType::kF32;
+  return dtype_policy_compute_dtype(options_.dtype_policy, fmt::format("model '{}'", name()));
 }
 
 std::vector<Tensor> Model::call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs) {

@@ -222,8 +222,8 @@ void build_or_check_input(Model& model, const Header& h, const std::string& path
     const ir::TensorType& saved = h.input_types[i];
     if (per_sample(in.shape) != per_sample(saved.shape) || in.dtype != saved.dtype) {
       throw Error(in.dtype != saved.dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
-                  fmt::format("load_model: '{}' was saved from a model with input{} {} {}; model '{}' takes {} {}", path,
-                              ins.size() == 1 ? std::string() : fmt::format(" {}", i), dtype_name(saved.dtype),
+                  fmt::format("load_model: '{}' was saved from a model with {} {} {}; model '{}' takes {} {}", path,
+                              ins.size() == 1 ? std::string("inputs") : fmt::format("input {}", i), dtype_name(saved.dtype),
                               shape_to_string(saved.shape), model.name(), dtype_name(in.dtype),
                               shape_to_string(in.shape)),
                   "load it into a model built for the same per-sample input shape");
