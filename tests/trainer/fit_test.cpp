@@ -76,7 +76,7 @@ class HalfStepModel final : public Sequential {
     StepGradients g = compute_gradients(s);
     for (Tensor& t : g.gradients) t = t * 0.5;
     apply_gradients(s, g.gradients);
-    update_metrics(s, g.loss, g.y_pred);
+    update_metrics(s, g.loss, g.y_pred, g.output_losses);
   }
 };
 
