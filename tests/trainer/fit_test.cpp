@@ -522,3 +522,44 @@ TEST(FitChecks, ValidationFiresTheTestHooks) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(FitEma, FitEndsWithTheMovingAverageOfEveryStepsWeights) {
+  // y = 2x + 1, SGD with use_ema (momentum 0.5): Keras's average is the first step's weights,
+  // then e_k = 0.5 e_{k-1} + 0.5 w_k; fit writes it into the variables before on_train_end.
+  Array x = Array::zeros({8, 1}, DType::kF32), y = Array::zeros({8, 1}, DType::kF32);
+  for (int64_t i = 0; i < 8; ++i) {
+    x.data<float>()[i] = 0.25f * static_cast<float>(i);
+    y.data<float>()[i] = 2.0f * x.data<float>()[i] + 1.0f;
+  }
+  auto model = linear(0.5f, 0);
+  model->compile({.optimizer = std::make_shared<optimizers::SGD>(
+                      optimizers::SGDOptions{.learning_rate = 0.1, .use_ema = true, .ema_momentum = 0.5}),
+                  .loss = std::make_shared<losses::MeanSquaredError>()});
+  std::vector<std::vector<double>> raw;  // kernel and bias after each step (the live weights)
+  std::vector<double> at_train_end;
+  Model* m = model.get();
+  auto record = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_end = [&](const Logs&) { at_train_end = m->get_weights()[0].to_doubles(); },
+      .on_train_batch_end =
+          [&](int64_t, const Logs&) {
+            const std::vector<Array> w = m->get_weights();
+            raw.push_back({w[0].to_doubles()[0], w[1].to_doubles()[0]});
+          }});
+  model->fit({.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {record}, .shuffle = false});
+  ASSERT_EQ(raw.size(), 4u);
+  std::vector<double> ema = raw[0];
+  for (size_t k = 1; k < raw.size(); ++k) {
+    for (size_t j = 0; j < 2; ++j) ema[j] = 0.5 * ema[j] + 0.5 * raw[k][j];
+  }
+  const std::vector<Array> w = model->get_weights();
+  EXPECT_NEAR(w[0].to_doubles()[0], ema[0], 1e-6);
+  EXPECT_NEAR(w[1].to_doubles()[0], ema[1], 1e-6);
+  EXPECT_GT(std::abs(w[0].to_doubles()[0] - raw.back()[0]), 1e-3);  // the average, not the last step
+  EXPECT_NEAR(at_train_end.at(0), ema[0], 1e-6);                      // already there at on_train_end
+}
+
+}  // namespace
+}  // namespace ingot

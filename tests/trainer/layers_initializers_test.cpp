@@ -30,6 +30,11 @@ TEST(Initializers, RandomNormalHasTheRequestedMoments) {
             initializers::random_normal()({7}, DType::kF32, 5).to_doubles());
   EXPECT_NE(initializers::random_normal()({7}, DType::kF32, 5).to_doubles(),
             initializers::random_normal()({7}, DType::kF32, 6).to_doubles());
+  // Keras's names "normal" and "random_normal" give the same RandomNormal(0, 0.05).
+  EXPECT_EQ(initializers::get("normal")({9}, DType::kF32, 4).to_doubles(),
+            initializers::random_normal()({9}, DType::kF32, 4).to_doubles());
+  EXPECT_EQ(initializers::get("random_normal")({9}, DType::kF32, 4).to_doubles(),
+            initializers::random_normal()({9}, DType::kF32, 4).to_doubles());
 }
 
 TEST(Initializers, RandomUniformStaysInItsRange) {
