@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "codegen/cpu/passes.h"
+#include "codegen/mlir_common.h"
 #include "ingot/kernels/cpu_gemm.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -117,49 +118,16 @@ mlir::DialectRegistry make_registry() {
   return registry;
 }
 
-/// Collects MLIR diagnostics into a string for ingot::Error messages.
-class DiagnosticCollector {
- public:
-  explicit DiagnosticCollector(mlir::MLIRContext& ctx)
-      : handler_(&ctx, [this](mlir::Diagnostic& d) {
-          // "file:line:col: message" (MLIR's location, e.g. loc("-":3:5) for parsed text).
-          std::string loc;
-          llvm::raw_string_ostream os(loc);
-          os << d.getLocation();
-          text_ += loc + ": " + d.str() + "\n";
-          return mlir::success();
-        }) {}
-  const std::string& text() const { return text_; }
+using detail::DiagnosticCollector;
+using detail::module_text;
+using detail::write_file;
 
- private:
-  std::string text_;
-  mlir::ScopedDiagnosticHandler handler_;
-};
+constexpr const char* kDumpHint =
+    "set CpuCompileOptions::dump_dir (for jit(): the INGOT_DUMP_DIR variable; for ingot-opt: --dump-dir) to see "
+    "the IR after each stage";
 
-std::string module_text(mlir::ModuleOp module) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  module.print(os);
-  return s;
-}
-
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  if (!out) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("cannot write dump file '{}'", path.string()),
-                "check that the dump directory is writable");
-  }
-  out << text;
-}
-
-[[noreturn]] void fail(const std::string& what, const std::string& diagnostics,
-                       const std::string& dump_dir) {
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("MLIR {} failed:\n{}{}", what, diagnostics,
-                          dump_dir.empty() ? "" : fmt::format("(dumps in {})", dump_dir)),
-              dump_dir.empty() ? "set CpuCompileOptions::dump_dir (for jit(): the INGOT_DUMP_DIR variable; "
-                                 "for ingot-opt: --dump-dir) to see the IR after each stage"
-                               : "look at the last dump file before the failing stage");
+[[noreturn]] void fail(const std::string& what, const std::string& diagnostics, const std::string& dump_dir) {
+  detail::fail(what, diagnostics, dump_dir, kDumpHint);
 }
 
 /// After the `lower-to-llvm` stage every op must be in the llvm dialect, the omp dialect (which the
@@ -179,44 +147,15 @@ void check_all_llvm(mlir::ModuleOp module, const std::string& dump_dir) {
               "pipeline from the start (ingot-opt --until lower-to-llvm)");
 }
 
-/// Parses `text` and runs the stages, dumping after each when `dump_dir` is set.
+/// Parses `text` and runs the stages, dumping after each when `dump_dir` is set; the module must be
+/// all LLVM after `lower-to-llvm`.
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
                                                 const std::vector<PipelineStage>& stages,
                                                 const std::string& dump_dir) {
-  DiagnosticCollector diags(ctx);
-  if (!dump_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(dump_dir, ec);
-    if (ec || !std::filesystem::is_directory(dump_dir)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cannot create the dump directory '{}': {}", dump_dir,
-                              ec ? ec.message() : "a file of that name exists"),
-                  "choose a writable directory for the IR dumps");
-    }
-    write_file(std::filesystem::path(dump_dir) / "00-input.mlir", text);
-  }
-  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
-  if (!module) fail("parsing", diags.text(), dump_dir);
-  int index = 1;
-  for (const PipelineStage& stage : stages) {
-    mlir::PassManager pm(&ctx);
-    std::string err;
-    llvm::raw_string_ostream err_stream(err);
-    if (mlir::failed(mlir::parsePassPipeline(stage.pipeline, pm,
-                                              err_stream))) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("bad pass pipeline for stage '{}': {}", stage.name, err),
-                  "use pass names as mlir-opt-22 --help lists them");
-    }
-    if (mlir::failed(pm.run(*module))) fail(fmt::format("stage '{}'", stage.name), diags.text(), dump_dir);
-    if (stage.name == "lower-to-llvm") check_all_llvm(*module, dump_dir);
-    if (!dump_dir.empty()) {
-      write_file(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", index, stage.name),
-                 module_text(*module));
-    }
-    ++index;
-  }
-  return module;
+  return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint,
+                               [&](const std::string& stage, mlir::ModuleOp module) {
+                                 if (stage == "lower-to-llvm") check_all_llvm(module, dump_dir);
+                               });
 }
 
 /// A memref descriptor {allocated, aligned, offset, sizes[rank], strides[rank]} as int64 words.

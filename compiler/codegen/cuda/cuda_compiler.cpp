@@ -1,0 +1,362 @@
+// The CUDA back end's code generator (include/ingot/codegen/cuda_compiler.h): the only translation
+// unit of codegen/cuda that includes MLIR's GPU and NVVM headers.
+#include "ingot/codegen/cuda_compiler.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include "codegen/cpu/passes.h"
+#include "codegen/cuda/passes.h"
+#include "codegen/mlir_common.h"
+#include "ingot/runtime/error.h"
+#include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace ingot::codegen {
+
+namespace {
+
+constexpr const char* kDumpHint = "set CudaCompileOptions::dump_dir to see the IR after each stage";
+
+void check_options(const CudaCompileOptions& o) {
+  if (o.archs.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "CudaCompileOptions::archs is empty",
+                "name at least one target architecture, e.g. {\"sm_80\", \"sm_90\"}");
+  }
+  static const std::regex arch_name("sm_[0-9]+a?");
+  for (const std::string& a : o.archs) {
+    if (!std::regex_match(a, arch_name)) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("CudaCompileOptions::archs holds '{}'", a),
+                  "use NVIDIA's names: sm_80 (A100), sm_89, sm_90 (H100/H200)");
+    }
+  }
+  if (o.threads_per_block < 32 || o.threads_per_block > 1024 || o.threads_per_block % 32 != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CudaCompileOptions::threads_per_block is {}", o.threads_per_block),
+                "use a multiple of 32 (a warp) in [32, 1024]");
+  }
+  if (o.opt_level < 0 || o.opt_level > 3) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("CudaCompileOptions::opt_level is {}", o.opt_level),
+                "use 0-3");
+  }
+}
+
+void check_libdevice(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw Error(ErrorCode::kNotFound, fmt::format("libdevice '{}' not found", path),
+                "install the CUDA toolkit (nvvm/libdevice/libdevice.10.bc) or set CudaCompileOptions::libdevice");
+  }
+}
+
+void initialise_mlir_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+    mlir::registerAllPasses();
+    register_ingot_passes();
+    register_ingot_cuda_passes();
+  });
+}
+
+mlir::DialectRegistry make_registry() {
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  mlir::registerBuiltinDialectTranslation(registry);
+  mlir::registerLLVMDialectTranslation(registry);
+  mlir::registerGPUDialectTranslation(registry);
+  mlir::registerNVVMDialectTranslation(registry);
+  return registry;
+}
+
+std::optional<DType> dtype_of(mlir::Type t) {
+  if (t.isF32()) return DType::kF32;
+  if (t.isF64()) return DType::kF64;
+  if (t.isF16()) return DType::kF16;
+  if (t.isBF16()) return DType::kBF16;
+  if (t.isInteger(8)) return DType::kU8;  // bool and u8 are stored as bytes; the graph knows which
+  if (t.isInteger(32)) return DType::kI32;
+  if (t.isInteger(64)) return DType::kI64;
+  return std::nullopt;
+}
+
+/// Collects the host plan from the entry function after the pipeline.
+class PlanBuilder {
+ public:
+  PlanBuilder(CudaProgram& program, mlir::ModuleOp module) : p_(program), module_(module) {}
+
+  void run(mlir::func::FuncOp entry) {
+    const size_t n_in = p_.input_types.size(), n_out = p_.output_types.size();
+    if (entry.getNumArguments() != n_in + n_out) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("CUDA back end: entry '{}' takes {} buffers after bufferization, expected {} inputs + {} "
+                              "outputs",
+                              entry.getName().str(), entry.getNumArguments(), n_in, n_out),
+                  "pass the entry's tensor types as input_types and output_types");
+    }
+    for (size_t i = 0; i < n_in + n_out; ++i) {
+      const bool in = i < n_in;
+      const auto& [shape, dtype] = in ? p_.input_types[i] : p_.output_types[i - n_in];
+      roots_[entry.getArgument(static_cast<unsigned>(i))] =
+          add_buffer({.kind = in ? CudaBuffer::Kind::kInput : CudaBuffer::Kind::kOutput,
+                      .index = static_cast<int64_t>(in ? i : i - n_in),
+                      .shape = shape,
+                      .dtype = dtype,
+                      .bytes = num_elements(shape) * dtype_size(dtype)});
+    }
+    for (mlir::Operation& op : entry.getBody().front()) visit(op);
+  }
+
+ private:
+  int64_t add_buffer(CudaBuffer b) {
+    p_.buffers.push_back(std::move(b));
+    return static_cast<int64_t>(p_.buffers.size()) - 1;
+  }
+
+  [[noreturn]] static void unsupported(mlir::Operation& op, const std::string& why) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    op.print(os);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("CUDA back end: host operation {} {}", text, why),
+                "this op is not supported on the CUDA back end yet; run the step on the CPU (docs/compiler.md)");
+  }
+
+  static CudaBuffer buffer_of(mlir::Operation& op, mlir::MemRefType type) {
+    const std::optional<DType> dt = dtype_of(type.getElementType());
+    if (!dt || !type.hasStaticShape()) unsupported(op, "allocates a buffer of a dynamic shape or unknown type");
+    Shape shape(type.getShape().begin(), type.getShape().end());
+    return {.kind = CudaBuffer::Kind::kTemporary, .shape = shape, .dtype = *dt, .bytes = num_elements(shape) * dtype_size(*dt)};
+  }
+
+  void visit(mlir::Operation& op) {
+    if (auto alloc = mlir::dyn_cast<mlir::memref::AllocOp>(op)) {
+      roots_[alloc.getResult()] = add_buffer(buffer_of(op, alloc.getType()));
+    } else if (auto get = mlir::dyn_cast<mlir::memref::GetGlobalOp>(op)) {
+      roots_[get.getResult()] = constant(op, get);
+    } else if (mlir::isa<mlir::memref::CastOp, mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp,
+                         mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp>(op)) {
+      const auto it = roots_.find(op.getOperand(0));
+      if (it == roots_.end()) unsupported(op, "views a buffer the plan does not know");
+      roots_[op.getResult(0)] = it->second;  // a view: same buffer, layout from its type
+    } else if (auto launch = mlir::dyn_cast<mlir::gpu::LaunchFuncOp>(op)) {
+      p_.launches.push_back(launch_of(launch));
+    } else if (!mlir::isa<mlir::arith::ConstantOp, mlir::memref::DeallocOp, mlir::func::ReturnOp>(op)) {
+      unsupported(op, "is left on the host after the GPU stages");
+    }
+  }
+
+  int64_t constant(mlir::Operation& op, mlir::memref::GetGlobalOp get) {
+    auto global = mlir::SymbolTable::lookupNearestSymbolFrom<mlir::memref::GlobalOp>(&op, get.getNameAttr());
+    if (!global || !global.getConstant() || !global.getInitialValue()) {
+      unsupported(op, "reads a global that is not a constant with a value");
+    }
+    auto dense = mlir::dyn_cast<mlir::DenseElementsAttr>(*global.getInitialValue());
+    if (!dense) unsupported(op, "reads a global without dense data");
+    CudaBuffer b = buffer_of(op, get.getType());
+    b.kind = CudaBuffer::Kind::kConstant;
+    b.data.resize(static_cast<size_t>(b.bytes));
+    const int64_t width = dtype_size(b.dtype);
+    const llvm::ArrayRef<char> raw = dense.getRawData();
+    if (dense.isSplat() || static_cast<int64_t>(raw.size()) != b.bytes) {
+      // A splat stores one element; an i1 splat of 8-bit storage stores it as a bit.
+      if (static_cast<int64_t>(raw.size()) < width && !dense.getElementType().isInteger(1)) {
+        unsupported(op, "reads a global of an unexpected storage size");
+      }
+      std::vector<uint8_t> one(static_cast<size_t>(width), 0);
+      if (dense.getElementType().isInteger(1)) {
+        one[0] = dense.template getSplatValue<bool>() ? 1 : 0;
+      } else {
+        std::memcpy(one.data(), raw.data(), static_cast<size_t>(width));
+      }
+      for (int64_t i = 0; i < b.bytes; i += width) std::memcpy(b.data.data() + i, one.data(), static_cast<size_t>(width));
+    } else {
+      std::memcpy(b.data.data(), raw.data(), static_cast<size_t>(b.bytes));
+    }
+    return add_buffer(std::move(b));
+  }
+
+  static int64_t constant_index(mlir::gpu::LaunchFuncOp launch, mlir::Value v, const char* what) {
+    const std::optional<int64_t> c = mlir::getConstantIntValue(v);
+    if (!c) unsupported(*launch, fmt::format("has a non-constant {}", what));
+    return *c;
+  }
+
+  CudaKernelArg arg_of(mlir::gpu::LaunchFuncOp launch, mlir::Value v) {
+    if (auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType())) {
+      const auto it = roots_.find(v);
+      if (it == roots_.end()) unsupported(*launch, "passes a buffer the plan does not know");
+      int64_t offset = 0;
+      llvm::SmallVector<int64_t> strides;
+      if (mlir::failed(type.getStridesAndOffset(strides, offset)) || mlir::ShapedType::isDynamic(offset) ||
+          llvm::any_of(strides, mlir::ShapedType::isDynamic)) {
+        unsupported(*launch, "passes a view with a dynamic layout");
+      }
+      return {.kind = CudaKernelArg::Kind::kMemref,
+              .buffer = it->second,
+              .offset = offset,
+              .sizes = Shape(type.getShape().begin(), type.getShape().end()),
+              .strides = Shape(strides.begin(), strides.end())};
+    }
+    if (v.getType().isIndex() || v.getType().isInteger(64) || v.getType().isInteger(32)) {
+      return {.kind = CudaKernelArg::Kind::kIndex, .value = constant_index(launch, v, "scalar argument")};
+    }
+    unsupported(*launch, "passes an argument of an unsupported type");
+  }
+
+  CudaLaunch launch_of(mlir::gpu::LaunchFuncOp launch) {
+    CudaLaunch l;
+    l.kernel = launch.getKernelModuleName().str() + "." + launch.getKernelName().str();
+    const mlir::gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+    const mlir::gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+    l.grid = {constant_index(launch, grid.x, "grid size"), constant_index(launch, grid.y, "grid size"),
+              constant_index(launch, grid.z, "grid size")};
+    l.block = {constant_index(launch, block.x, "block size"), constant_index(launch, block.y, "block size"),
+               constant_index(launch, block.z, "block size")};
+    for (mlir::Value v : launch.getKernelOperands()) l.args.push_back(arg_of(launch, v));
+    return l;
+  }
+
+  CudaProgram& p_;
+  mlir::ModuleOp module_;
+  llvm::DenseMap<mlir::Value, int64_t> roots_;
+};
+
+/// Every gpu.binary's objects: one PTX per arch and kernel module. A module's kernels share it
+/// (outlining gives each launch its own module, so in practice one kernel per module).
+void collect_kernels(CudaProgram& p, mlir::ModuleOp module, const CudaCompileOptions& o) {
+  std::map<std::string, std::map<std::string, std::string>> ptx_of_module;
+  module.walk([&](mlir::gpu::BinaryOp binary) {
+    for (mlir::Attribute a : binary.getObjects()) {
+      auto object = mlir::cast<mlir::gpu::ObjectAttr>(a);
+      auto target = mlir::dyn_cast<mlir::NVVM::NVVMTargetAttr>(object.getTarget());
+      if (!target) continue;
+      ptx_of_module[binary.getName().str()][target.getChip().str()] = object.getObject().str();
+    }
+  });
+  for (const CudaLaunch& l : p.launches) {
+    if (std::any_of(p.kernels.begin(), p.kernels.end(), [&](const auto& k) { return k.name == l.kernel; })) continue;
+    const std::string module_name = l.kernel.substr(0, l.kernel.find('.'));
+    const auto it = ptx_of_module.find(module_name);
+    if (it == ptx_of_module.end()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("CUDA back end: no PTX for kernel '{}'", l.kernel),
+                  "the binary stage must run last (gpu-module-to-binary{format=isa})");
+    }
+    CudaKernelImage image{.name = l.kernel, .ptx = {}};
+    for (const std::string& arch : o.archs) {
+      const auto ptx = it->second.find(arch);
+      if (ptx == it->second.end()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("CUDA back end: kernel '{}' has no PTX for {}", l.kernel, arch),
+                    "the nvvm stage must attach every arch (nvvm-attach-target)");
+      }
+      if (ptx->second.find(".extern .func __nv_") != std::string::npos) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("CUDA back end: kernel '{}' calls libdevice functions that were not linked", l.kernel),
+                    "check CudaCompileOptions::libdevice");
+      }
+      image.ptx[arch] = ptx->second;
+      if (!o.dump_dir.empty()) {
+        detail::write_file(std::filesystem::path(o.dump_dir) / fmt::format("{}.{}.ptx", l.kernel, arch), ptx->second);
+      }
+    }
+    p.kernels.push_back(std::move(image));
+  }
+}
+
+}  // namespace
+
+std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
+  check_options(o);
+  std::string attach;
+  for (const std::string& arch : o.archs) {
+    attach += fmt::format("nvvm-attach-target{{chip={} features={} O={} l={}}},", arch, o.ptx_features, o.opt_level,
+                          o.libdevice);
+  }
+  return {
+      {"canonicalize", "canonicalize,cse"},
+      {"fuse",
+       "func.func(linalg-fuse-elementwise-ops),func.func(ingot-fuse-multi-use-elementwise),"
+       "canonicalize,cse,func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
+      {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
+      {"bufferize",
+       "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
+       "function-boundary-type-conversion=identity-layout-map},"
+       "func.func(ingot-distinct-results),"
+       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
+       "canonicalize,func.func(ingot-copies-to-linalg)"},
+      // Parallel dims of each linalg op become scf.parallel (reduction dims scf.for inside: one
+      // thread per output element); host compute is wrapped into one-iteration loops; every nest
+      // is collapsed to 1-D and tiled by the block size (no canonicalize until the GPU mapping:
+      // it would fold the one-iteration loops back).
+      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops),func.func(ingot-gpu-prepare-loops{{threads={}}})",
+                            o.threads_per_block)},
+      {"gpu",
+       "func.func(gpu-map-parallel-loops),func.func(convert-parallel-loops-to-gpu),lower-affine,"
+       "gpu-launch-sink-index-computations,gpu-kernel-outlining,canonicalize,cse"},
+      {"nvvm", attach + "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,reconcile-unrealized-casts)"},
+      {"binary", "gpu-module-to-binary{format=isa}"},
+  };
+}
+
+const CudaKernelImage& CudaProgram::kernel(const std::string& name) const {
+  for (const CudaKernelImage& k : kernels) {
+    if (k.name == name) return k;
+  }
+  throw Error(ErrorCode::kNotFound, fmt::format("CudaProgram has no kernel '{}'", name));
+}
+
+CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
+                         std::vector<std::pair<Shape, DType>> input_types,
+                         std::vector<std::pair<Shape, DType>> output_types, const CudaCompileOptions& options) {
+  check_options(options);
+  check_libdevice(options.libdevice);
+  initialise_mlir_once();
+  mlir::MLIRContext ctx(make_registry());
+  const std::vector<PipelineStage> stages = options.pipeline.empty() ? default_cuda_pipeline(options) : options.pipeline;
+  mlir::OwningOpRef<mlir::ModuleOp> module = detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>(entry);
+  if (!fn || fn.isExternal()) {
+    throw Error(ErrorCode::kNotFound, fmt::format("CUDA back end: the module has no function '{}'", entry));
+  }
+  CudaProgram program;
+  program.input_types = std::move(input_types);
+  program.output_types = std::move(output_types);
+  PlanBuilder(program, *module).run(fn);
+  collect_kernels(program, *module, options);
+  std::string host;
+  llvm::raw_string_ostream os(host);
+  fn.print(os);
+  program.host_mlir = host;
+  return program;
+}
+
+}  // namespace ingot::codegen

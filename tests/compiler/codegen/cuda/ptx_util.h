@@ -1,0 +1,73 @@
+// Helpers of the `ptx` suite: graphs compiled by the CUDA code generator, and ptxas (the CUDA
+// toolkit's PTX assembler, run as a subprocess) assembling their PTX for a target architecture.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ingot/codegen/cuda_compiler.h"
+#include "ingot/ir/graph.h"
+#include "ingot/lower/lowering.h"
+#include "ingot/trace/ops.h"
+#include "ingot/trace/tensor.h"
+
+namespace ingot::testing {
+
+/// The CUDA toolkit's ptxas; its absence skips the ptx tests with that reason.
+inline const char* kPtxas = "/usr/local/cuda/bin/ptxas";
+
+/// Compiles `graph` with the CUDA code generator (generated loops only: no library calls).
+inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codegen::CudaCompileOptions& options = {}) {
+  const lower::LoweredModule m =
+      lower::lower_graph(graph, "main", {}, lower::LoweringOptions{.blas_gemm = false, .library_conv = false});
+  std::vector<std::pair<Shape, DType>> in, out;
+  for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
+  for (const ir::TensorType& t : m.results) out.emplace_back(t.shape, t.dtype);
+  return codegen::compile_cuda(m.text, "main", in, out, options);
+}
+
+/// Assembles `ptx` for `arch` with ptxas; returns "" on success, else ptxas's output.
+inline std::string ptxas_errors(const std::string& ptx, const std::string& arch, const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ingot_ptx_test";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path file = dir / (name + "." + arch + ".ptx");
+  std::ofstream(file) << ptx;
+  const std::string cmd = std::string(kPtxas) + " -arch=" + arch + " " + file.string() + " -o " +
+                          (dir / (name + "." + arch + ".cubin")).string() + " 2>&1";
+  std::string out;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "cannot run " + cmd;
+  std::array<char, 512> buf{};
+  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
+  const int rc = pclose(pipe);
+  return rc == 0 ? "" : (out.empty() ? "ptxas failed" : out);
+}
+
+/// Every kernel of `p` assembles for every arch it was compiled for, and every launch is within
+/// the hardware's limits (block <= 1024 threads, grid x < 2^31, grid y/z <= 65535).
+inline void expect_valid_program(const codegen::CudaProgram& p, const std::string& what) {
+  for (const codegen::CudaKernelImage& k : p.kernels) {
+    for (const auto& [arch, ptx] : k.ptx) {
+      EXPECT_EQ(ptxas_errors(ptx, arch, k.name), "") << what << ": kernel " << k.name << " for " << arch;
+    }
+  }
+  for (const codegen::CudaLaunch& l : p.launches) {
+    EXPECT_LE(l.block[0] * l.block[1] * l.block[2], 1024) << what << " " << l.kernel;
+    EXPECT_GE(l.block[0] * l.block[1] * l.block[2], 1) << what << " " << l.kernel;
+    EXPECT_LT(l.grid[0], int64_t{1} << 31) << what << " " << l.kernel;
+    EXPECT_LE(l.grid[1], 65535) << what << " " << l.kernel;
+    EXPECT_LE(l.grid[2], 65535) << what << " " << l.kernel;
+    for (const codegen::CudaKernelArg& a : l.args) {
+      if (a.kind != codegen::CudaKernelArg::Kind::kMemref) continue;
+      ASSERT_GE(a.buffer, 0);
+      ASSERT_LT(a.buffer, static_cast<int64_t>(p.buffers.size()));
+    }
+  }
+}
+
+}  // namespace ingot::testing
