@@ -12,7 +12,11 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 
@@ -49,6 +53,57 @@ bool stays_on_host(mlir::Operation& op) {
                    mlir::memref::GetGlobalOp, mlir::memref::CastOp, mlir::memref::ExpandShapeOp,
                    mlir::memref::CollapseShapeOp, mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp,
                    mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp>(op);
+}
+
+/// Host scalar code a loop nest reads (e.g. the random-number state loaded from its buffer before
+/// the bits are generated) would stay on the host, computing on device memory. Each top-level
+/// scf.parallel gets its own copy of the pure or loading operations it uses that are defined at
+/// the top level (cloned, operands first, at the start of its body: every thread recomputes the
+/// scalars); the originals are erased once unused.
+void sink_host_values_into_loops(mlir::func::FuncOp func) {
+  mlir::Block& body = func.getBody().front();
+  const auto sinkable = [&](mlir::Operation* op) {
+    return op != nullptr && op->getBlock() == &body && !stays_on_host(*op) &&
+           (mlir::isPure(op) || mlir::isa<mlir::memref::LoadOp>(op));
+  };
+  for (mlir::Operation& top : body) {
+    auto par = mlir::dyn_cast<mlir::scf::ParallelOp>(top);
+    if (!par) continue;
+    // The top-level operations the loop depends on, transitively through sinkable operands.
+    llvm::SetVector<mlir::Operation*> needed;
+    llvm::SetVector<mlir::Value> above;
+    mlir::getUsedValuesDefinedAbove(par.getRegion(), above);
+    std::vector<mlir::Value> work(above.begin(), above.end());
+    while (!work.empty()) {
+      mlir::Operation* def = work.back().getDefiningOp();
+      work.pop_back();
+      if (!sinkable(def) || !needed.insert(def)) continue;
+      for (mlir::Value v : def->getOperands()) work.push_back(v);
+    }
+    if (needed.empty()) continue;
+    std::vector<mlir::Operation*> order(needed.begin(), needed.end());
+    std::sort(order.begin(), order.end(), [](mlir::Operation* a, mlir::Operation* b) { return a->isBeforeInBlock(b); });
+    mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(par.getBody());
+    mlir::IRMapping map;
+    for (mlir::Operation* op : order) b.clone(*op, map);
+    for (mlir::Operation* op : order) {
+      for (mlir::OpResult r : op->getResults()) {
+        r.replaceUsesWithIf(map.lookup(mlir::Value(r)), [&](mlir::OpOperand& use) {
+          return par->isProperAncestor(use.getOwner());
+        });
+      }
+    }
+  }
+  // Erase the originals nothing uses any more (users first).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (mlir::Operation& op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (sinkable(&op) && op.use_empty()) {
+        op.erase();
+        changed = true;
+      }
+    }
+  }
 }
 
 /// Moves each run of consecutive host compute operations (serial loops of reductions without
@@ -119,6 +174,7 @@ class GpuPrepareLoopsPass
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     if (func.isExternal()) return;
+    sink_host_values_into_loops(func);
     if (mlir::failed(wrap_host_compute(func))) return signalPassFailure();
     std::vector<mlir::scf::ParallelOp> nests;
     for (mlir::Operation& op : func.getBody().front()) {
