@@ -145,7 +145,7 @@ bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType&
   const int64_t m = a->free, n = b->free, k = a->k;
   const std::string e = el(out.dtype);
   const std::string dyn = fmt::format("memref<?x?x{}>", e);
-  const std::string fn = fmt::format("ingot_cpu_gemm_{}", e);
+  const std::string fn = fmt::format("{}_{}", ctx.options().gemm_function, e);
   ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}",
                           fn, dyn, dyn, dyn));
   auto memref = [&](int64_t r, int64_t c) { return fmt::format("memref<{}x{}x{}>", r, c, e); };

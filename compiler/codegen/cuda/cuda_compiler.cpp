@@ -41,6 +41,9 @@ namespace ingot::codegen {
 
 namespace {
 
+/// The GEMM calls the host plan turns into cuBLAS thunks (LoweringOptions::gemm_function).
+constexpr llvm::StringLiteral kGemmFunction = "ingot_cuda_gemm_";
+
 constexpr const char* kDumpHint = "set CudaCompileOptions::dump_dir to see the IR after each stage";
 
 void check_options(const CudaCompileOptions& o) {
@@ -167,8 +170,18 @@ class PlanBuilder {
       const auto it = roots_.find(op.getOperand(0));
       if (it == roots_.end()) unsupported(op, "views a buffer the plan does not know");
       roots_[op.getResult(0)] = it->second;  // a view: same buffer, layout from its type
+      // A cast to a dynamic shape (the GEMM calls' memref<?x?x...>) keeps its source's static view.
+      mlir::MemRefType view = mlir::cast<mlir::MemRefType>(op.getResult(0).getType());
+      if (mlir::isa<mlir::memref::CastOp>(op)) {
+        const auto known = static_type_.find(op.getOperand(0));
+        view = known != static_type_.end() ? known->second : mlir::cast<mlir::MemRefType>(op.getOperand(0).getType());
+      }
+      static_type_[op.getResult(0)] = view;
     } else if (auto launch = mlir::dyn_cast<mlir::gpu::LaunchFuncOp>(op)) {
-      p_.launches.push_back(launch_of(launch));
+      p_.thunks.push_back({.kind = CudaThunk::Kind::kLaunch, .launch = launch_of(launch), .gemm = {}});
+    } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op);
+               call && call.getCallee().starts_with(kGemmFunction)) {
+      p_.thunks.push_back({.kind = CudaThunk::Kind::kGemm, .launch = {}, .gemm = gemm_of(call)});
     } else if (!mlir::isa<mlir::arith::ConstantOp, mlir::memref::DeallocOp, mlir::func::ReturnOp>(op)) {
       unsupported(op, "is left on the host after the GPU stages");
     }
@@ -204,21 +217,45 @@ class PlanBuilder {
     return add_buffer(std::move(b));
   }
 
-  static int64_t constant_index(mlir::gpu::LaunchFuncOp launch, mlir::Value v, const char* what) {
+  static int64_t constant_index(mlir::Operation& user, mlir::Value v, const char* what) {
     const std::optional<int64_t> c = mlir::getConstantIntValue(v);
-    if (!c) unsupported(*launch, fmt::format("has a non-constant {}", what));
+    if (!c) unsupported(user, fmt::format("has a non-constant {}", what));
     return *c;
   }
 
-  CudaKernelArg arg_of(mlir::gpu::LaunchFuncOp launch, mlir::Value v) {
+  CudaGemm gemm_of(mlir::func::CallOp call) {
+    if (call.getNumOperands() != 5) unsupported(*call, "is not a GEMM call (A, B, C, trans_a, trans_b)");
+    CudaGemm g;
+    const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
+    if (!dt || (*dt != DType::kF32 && *dt != DType::kF64)) unsupported(*call, "is a GEMM of an unsupported dtype");
+    g.dtype = *dt;
+    g.a = arg_of(*call, call.getOperand(0));
+    g.b = arg_of(*call, call.getOperand(1));
+    g.c = arg_of(*call, call.getOperand(2));
+    g.trans_a = constant_index(*call, call.getOperand(3), "transpose flag") != 0;
+    g.trans_b = constant_index(*call, call.getOperand(4), "transpose flag") != 0;
+    for (const CudaKernelArg* a : {&g.a, &g.b, &g.c}) {
+      if (a->sizes.size() != 2) unsupported(*call, "passes a GEMM operand that is not 2-D");
+    }
+    g.m = g.c.sizes[0];
+    g.n = g.c.sizes[1];
+    g.k = g.trans_a ? g.a.sizes[0] : g.a.sizes[1];
+    const int64_t a_m = g.trans_a ? g.a.sizes[1] : g.a.sizes[0];
+    const int64_t b_k = g.trans_b ? g.b.sizes[1] : g.b.sizes[0], b_n = g.trans_b ? g.b.sizes[0] : g.b.sizes[1];
+    if (a_m != g.m || b_k != g.k || b_n != g.n) unsupported(*call, "has GEMM operands of mismatched shapes");
+    return g;
+  }
+
+  CudaKernelArg arg_of(mlir::Operation& user, mlir::Value v) {
     if (auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType())) {
       const auto it = roots_.find(v);
-      if (it == roots_.end()) unsupported(*launch, "passes a buffer the plan does not know");
+      if (it == roots_.end()) unsupported(user, "passes a buffer the plan does not know");
+      if (const auto st = static_type_.find(v); st != static_type_.end()) type = st->second;
       int64_t offset = 0;
       llvm::SmallVector<int64_t> strides;
       if (mlir::failed(type.getStridesAndOffset(strides, offset)) || mlir::ShapedType::isDynamic(offset) ||
           llvm::any_of(strides, mlir::ShapedType::isDynamic)) {
-        unsupported(*launch, "passes a view with a dynamic layout");
+        unsupported(user, "passes a view with a dynamic layout");
       }
       return {.kind = CudaKernelArg::Kind::kMemref,
               .buffer = it->second,
@@ -227,9 +264,9 @@ class PlanBuilder {
               .strides = Shape(strides.begin(), strides.end())};
     }
     if (v.getType().isIndex() || v.getType().isInteger(64) || v.getType().isInteger(32)) {
-      return {.kind = CudaKernelArg::Kind::kIndex, .value = constant_index(launch, v, "scalar argument")};
+      return {.kind = CudaKernelArg::Kind::kIndex, .value = constant_index(user, v, "scalar argument")};
     }
-    unsupported(*launch, "passes an argument of an unsupported type");
+    unsupported(user, "passes an argument of an unsupported type");
   }
 
   CudaLaunch launch_of(mlir::gpu::LaunchFuncOp launch) {
@@ -237,17 +274,19 @@ class PlanBuilder {
     l.kernel = launch.getKernelModuleName().str() + "." + launch.getKernelName().str();
     const mlir::gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
     const mlir::gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-    l.grid = {constant_index(launch, grid.x, "grid size"), constant_index(launch, grid.y, "grid size"),
-              constant_index(launch, grid.z, "grid size")};
-    l.block = {constant_index(launch, block.x, "block size"), constant_index(launch, block.y, "block size"),
-               constant_index(launch, block.z, "block size")};
-    for (mlir::Value v : launch.getKernelOperands()) l.args.push_back(arg_of(launch, v));
+    mlir::Operation& op = *launch;
+    l.grid = {constant_index(op, grid.x, "grid size"), constant_index(op, grid.y, "grid size"),
+              constant_index(op, grid.z, "grid size")};
+    l.block = {constant_index(op, block.x, "block size"), constant_index(op, block.y, "block size"),
+               constant_index(op, block.z, "block size")};
+    for (mlir::Value v : launch.getKernelOperands()) l.args.push_back(arg_of(op, v));
     return l;
   }
 
   CudaProgram& p_;
   mlir::ModuleOp module_;
   llvm::DenseMap<mlir::Value, int64_t> roots_;
+  llvm::DenseMap<mlir::Value, mlir::MemRefType> static_type_;  ///< views cast to dynamic shapes
 };
 
 /// Every gpu.binary's objects: one PTX per arch and kernel module. A module's kernels share it
@@ -262,7 +301,7 @@ void collect_kernels(CudaProgram& p, mlir::ModuleOp module, const CudaCompileOpt
       ptx_of_module[binary.getName().str()][target.getChip().str()] = object.getObject().str();
     }
   });
-  for (const CudaLaunch& l : p.launches) {
+  for (const CudaLaunch& l : p.launches()) {
     if (std::any_of(p.kernels.begin(), p.kernels.end(), [&](const auto& k) { return k.name == l.kernel; })) continue;
     const std::string module_name = l.kernel.substr(0, l.kernel.find('.'));
     const auto it = ptx_of_module.find(module_name);
@@ -325,6 +364,18 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
       {"nvvm", attach + "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,reconcile-unrealized-casts)"},
       {"binary", "gpu-module-to-binary{format=isa}"},
   };
+}
+
+std::vector<CudaLaunch> CudaProgram::launches() const {
+  std::vector<CudaLaunch> out;
+  for (const CudaThunk& t : thunks) {
+    if (t.kind == CudaThunk::Kind::kLaunch) out.push_back(t.launch);
+  }
+  return out;
+}
+
+int64_t CudaProgram::gemm_count() const {
+  return std::count_if(thunks.begin(), thunks.end(), [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; });
 }
 
 const CudaKernelImage& CudaProgram::kernel(const std::string& name) const {

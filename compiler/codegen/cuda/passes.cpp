@@ -45,14 +45,15 @@ class CopiesToLinalgPass
   }
 };
 
-/// Host-side operations that stay on the host: buffer allocation, globals, views, constants and
-/// loops that already go to the GPU. Anything else at the top of a function computes on device
+/// Host-side operations that stay on the host: buffer allocation, globals, views, constants,
+/// library calls (cuBLAS GEMMs, which the host plan turns into thunks) and loops that already go
+/// to the GPU. Anything else at the top of a function computes on device
 /// memory and is moved into a kernel.
 bool stays_on_host(mlir::Operation& op) {
   return mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp, mlir::memref::DeallocOp,
                    mlir::memref::GetGlobalOp, mlir::memref::CastOp, mlir::memref::ExpandShapeOp,
                    mlir::memref::CollapseShapeOp, mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp,
-                   mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp>(op);
+                   mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp, mlir::func::CallOp>(op);
 }
 
 /// Host scalar code a loop nest reads (e.g. the random-number state loaded from its buffer before

@@ -90,26 +90,53 @@ struct CudaLaunch {
   std::vector<CudaKernelArg> args;
 };
 
+/// A matrix product run by cuBLAS (the lowering's `ingot_cuda_gemm_<dtype>` calls, for f32/f64
+/// products without batch dims): row-major C (m, n) = op(A) op(B), op(A) = A^T when `trans_a`
+/// (A stored (k, m)), else A (stored (m, k)); likewise B (stored (n, k) when `trans_b`, else
+/// (k, n)). The operands are contiguous views (offset into their buffer, in elements). A
+/// column-major BLAS computes it as C^T = op(B)^T op(A)^T: gemm(op_b, op_a, n, m, k, B, A, C).
+struct CudaGemm {
+  DType dtype = DType::kF32;   ///< f32 (cublasSgemm) or f64 (cublasDgemm)
+  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+/// One step of a run, in order: a kernel launch or a library call.
+struct CudaThunk {
+  enum class Kind { kLaunch, kGemm };
+  Kind kind = Kind::kLaunch;
+  CudaLaunch launch;  ///< kLaunch
+  CudaGemm gemm;      ///< kGemm
+};
+
 /// One kernel's code: PTX text per target architecture; the entry symbol is `name`.
 struct CudaKernelImage {
   std::string name;                        ///< the PTX .entry name
   std::map<std::string, std::string> ptx;  ///< arch ("sm_90") -> PTX assembly
 };
 
-/// What compile_cuda produces: kernels, buffers and the launches of one run, in order.
+/// What compile_cuda produces: kernels, buffers and the thunks of one run, in order. Running it:
+/// allocate the temporaries, upload the constants (once), then run the thunks in order on one
+/// stream (each reads what earlier ones wrote).
 struct CudaProgram {
   std::vector<CudaKernelImage> kernels;
   std::vector<CudaBuffer> buffers;
-  std::vector<CudaLaunch> launches;
+  std::vector<CudaThunk> thunks;
   std::vector<std::pair<Shape, DType>> input_types, output_types;
   std::string host_mlir;  ///< the host function after the pipeline (for dumps and tests)
   /// The image of kernel `name` (ingot::Error kNotFound naming it otherwise).
   const CudaKernelImage& kernel(const std::string& name) const;
+  /// The kernel launches among the thunks, in order (copies).
+  std::vector<CudaLaunch> launches() const;
+  /// The number of cuBLAS calls among the thunks.
+  int64_t gemm_count() const;
 };
 
 /// Compiles `mlir_text` (a module whose function `entry` has tensor arguments and results of
-/// static shapes; no library calls: lower with LoweringOptions{.blas_gemm = false,
-/// .library_conv = false}) for NVIDIA GPUs. Errors (ingot::Error): kInvalidArgument with MLIR's
+/// static shapes, lowered with LoweringOptions{.gemm_function = "ingot_cuda_gemm",
+/// .library_conv = false} -- cuBLAS GEMMs -- or {.blas_gemm = false, .library_conv = false} --
+/// generated loops only) for NVIDIA GPUs. Errors (ingot::Error): kInvalidArgument with MLIR's
 /// diagnostics for a failing stage or a host operation the plan cannot express (naming it),
 /// kNotFound for a missing libdevice; bad options as CudaCompileOptions says.
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,

@@ -48,6 +48,11 @@ struct LoweringOptions {
   /// GEMM library (oneDNN for f32, OpenBLAS for f64; kernels/cpu/gemm.cpp) instead of a generated
   /// loop nest. The generated code stays selectable for research: bench/ measures both.
   bool blas_gemm = true;
+  /// The GEMM function those products call: `<gemm_function>_<f32|f64>(A, B, C, trans_a, trans_b)`
+  /// on row-major 2-D memrefs, C = op(A) op(B) with op the transpose where the flag is 1.
+  /// "ingot_cpu_gemm" (oneDNN / OpenBLAS, kernels/cpu/gemm.cpp) for the CPU; the CUDA code
+  /// generator uses "ingot_cuda_gemm", which its host plan turns into a cuBLAS call.
+  std::string gemm_function = "ingot_cpu_gemm";
   /// Convolutions with f32/f64 operands and a reduction length K (kernel taps x input features
   /// per group) of at least `library_conv_min_k` call the im2col + GEMM kernel
   /// (kernels/cpu/conv.cpp) instead of a generated loop nest; other dtypes always get the loops.

@@ -31,8 +31,8 @@ TEST_F(Ptx, AnElementwiseGraphIsOneCoalescedKernel) {
                             {{{64, 100}, DType::kF32}, {{64, 100}, DType::kF32}}, "ew");
   const codegen::CudaProgram p = compile_for_cuda(g);
   expect_valid_program(p, "ew");
-  ASSERT_EQ(p.launches.size(), 1u) << p.host_mlir;
-  const codegen::CudaLaunch& l = p.launches[0];
+  ASSERT_EQ(p.launches().size(), 1u) << p.host_mlir;
+  const codegen::CudaLaunch l = p.launches()[0];
   EXPECT_EQ(l.block, (std::array<int64_t, 3>{256, 1, 1}));
   EXPECT_EQ(l.grid, (std::array<int64_t, 3>{25, 1, 1}));  // ceil(6400 / 256)
   ASSERT_EQ(p.kernels.size(), 1u);
@@ -135,9 +135,9 @@ TEST_F(Ptx, EverySampleAssemblesForEachArch) {
       continue;
     }
     expect_valid_program(p, s.name);
-    EXPECT_FALSE(p.launches.empty());
+    EXPECT_FALSE(p.launches().empty());
     std::set<std::string> launched;
-    for (const codegen::CudaLaunch& l : p.launches) launched.insert(l.kernel);
+    for (const codegen::CudaLaunch& l : p.launches()) launched.insert(l.kernel);
     EXPECT_EQ(p.kernels.size(), launched.size());  // one image per launched kernel
   }
 }
@@ -200,13 +200,45 @@ TEST_F(Ptx, TheMlpAndCnnTrainStepsAssembleAndPlanEveryBuffer) {
     EXPECT_EQ(outputs, static_cast<int64_t>(p.output_types.size()));
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       if (p.buffers[b].kind != codegen::CudaBuffer::Kind::kOutput) continue;
-      const bool used = std::any_of(p.launches.begin(), p.launches.end(), [&](const codegen::CudaLaunch& l) {
-        return std::any_of(l.args.begin(), l.args.end(), [&](const auto& a) { return a.buffer == static_cast<int64_t>(b); });
+      const bool used = std::any_of(p.thunks.begin(), p.thunks.end(), [&](const codegen::CudaThunk& t) {
+        const auto& args = t.launch.args;
+        const bool launch_arg =
+            std::any_of(args.begin(), args.end(), [&](const auto& a) { return a.buffer == static_cast<int64_t>(b); });
+        return launch_arg || (t.kind == codegen::CudaThunk::Kind::kGemm && t.gemm.c.buffer == static_cast<int64_t>(b));
       });
       EXPECT_TRUE(used) << "output buffer " << b << " is never passed to a kernel";
     }
-    EXPECT_GE(p.launches.size(), 5u);
+    EXPECT_GE(p.launches().size(), 5u);
   }
+}
+
+TEST_F(Ptx, MatrixProductsBecomeCublasThunksInOrder) {
+  // The 784-64-10 MLP step: forward x W0 (32x784 . 784x64) and h W1, backward dW1 = h^T g,
+  // dh = g W1^T and dW0 = x^T g0: five GEMMs, the rest generated kernels.
+  const codegen::CudaProgram p = compile_for_cuda(mlp_train_step_graph(), {}, /*cublas=*/true);
+  expect_valid_program(p, "mlp with cuBLAS");
+  ASSERT_EQ(p.gemm_count(), 5) << p.host_mlir;
+  const codegen::CudaGemm* first = nullptr;
+  std::vector<std::array<int64_t, 3>> mnk;
+  for (const codegen::CudaThunk& t : p.thunks) {
+    if (t.kind != codegen::CudaThunk::Kind::kGemm) continue;
+    if (first == nullptr) first = &t.gemm;
+    mnk.push_back({t.gemm.m, t.gemm.n, t.gemm.k});
+    EXPECT_EQ(t.gemm.dtype, DType::kF32);
+    for (const codegen::CudaKernelArg* a : {&t.gemm.a, &t.gemm.b, &t.gemm.c}) {
+      ASSERT_EQ(a->kind, codegen::CudaKernelArg::Kind::kMemref);
+      ASSERT_GE(a->buffer, 0);
+      EXPECT_EQ(p.buffers[static_cast<size_t>(a->buffer)].bytes >= num_elements(a->sizes) * 4, true);
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(mnk[0], (std::array<int64_t, 3>{32, 64, 784}));  // x (32, 784) . W0 (784, 64)
+  EXPECT_FALSE(first->trans_a);
+  EXPECT_FALSE(first->trans_b);
+  EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].kind, codegen::CudaBuffer::Kind::kInput);
+  EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].index, 4);  // x follows w0, b0, w1, b1
+  EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{784, 64, 32}), 1);  // dW0 = x^T g0
+  EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{64, 10, 32}), 1);   // dW1 = h^T g
 }
 
 TEST_F(Ptx, EveryRegistryOpIsInASample) {

@@ -21,10 +21,13 @@ namespace ingot::testing {
 /// The CUDA toolkit's ptxas; its absence skips the ptx tests with that reason.
 inline const char* kPtxas = "/usr/local/cuda/bin/ptxas";
 
-/// Compiles `graph` with the CUDA code generator (generated loops only: no library calls).
-inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codegen::CudaCompileOptions& options = {}) {
-  const lower::LoweredModule m =
-      lower::lower_graph(graph, "main", {}, lower::LoweringOptions{.blas_gemm = false, .library_conv = false});
+/// Compiles `graph` with the CUDA code generator: generated loops only, or with `cublas` the
+/// f32/f64 matrix products as cuBLAS thunks.
+inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codegen::CudaCompileOptions& options = {},
+                                             bool cublas = false) {
+  const lower::LoweredModule m = lower::lower_graph(
+      graph, "main", {},
+      lower::LoweringOptions{.blas_gemm = cublas, .gemm_function = "ingot_cuda_gemm", .library_conv = false});
   std::vector<std::pair<Shape, DType>> in, out;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) out.emplace_back(t.shape, t.dtype);
@@ -56,7 +59,7 @@ inline void expect_valid_program(const codegen::CudaProgram& p, const std::strin
       EXPECT_EQ(ptxas_errors(ptx, arch, k.name), "") << what << ": kernel " << k.name << " for " << arch;
     }
   }
-  for (const codegen::CudaLaunch& l : p.launches) {
+  for (const codegen::CudaLaunch& l : p.launches()) {
     EXPECT_LE(l.block[0] * l.block[1] * l.block[2], 1024) << what << " " << l.kernel;
     EXPECT_GE(l.block[0] * l.block[1] * l.block[2], 1) << what << " " << l.kernel;
     EXPECT_LT(l.grid[0], int64_t{1} << 31) << what << " " << l.kernel;
