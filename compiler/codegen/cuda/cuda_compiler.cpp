@@ -366,25 +366,6 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   };
 }
 
-std::vector<CudaLaunch> CudaProgram::launches() const {
-  std::vector<CudaLaunch> out;
-  for (const CudaThunk& t : thunks) {
-    if (t.kind == CudaThunk::Kind::kLaunch) out.push_back(t.launch);
-  }
-  return out;
-}
-
-int64_t CudaProgram::gemm_count() const {
-  return std::count_if(thunks.begin(), thunks.end(), [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; });
-}
-
-const CudaKernelImage& CudaProgram::kernel(const std::string& name) const {
-  for (const CudaKernelImage& k : kernels) {
-    if (k.name == name) return k;
-  }
-  throw Error(ErrorCode::kNotFound, fmt::format("CudaProgram has no kernel '{}'", name));
-}
-
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
                          std::vector<std::pair<Shape, DType>> input_types,
                          std::vector<std::pair<Shape, DType>> output_types, const CudaCompileOptions& options) {

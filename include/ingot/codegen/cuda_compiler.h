@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
+#include "ingot/runtime/cuda_program.h"
 #include "ingot/runtime/dtype.h"
 #include "ingot/runtime/shape.h"
 
@@ -51,87 +52,15 @@ struct CudaCompileOptions {
 /// (gpu-module-to-binary{format=isa}: PTX). Throws what CudaCompileOptions' checks throw.
 std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& options = {});
 
-/// A device buffer of a CudaProgram.
-struct CudaBuffer {
-  enum class Kind {
-    kInput,      ///< the entry function's input `index`
-    kOutput,     ///< its output `index` (caller-allocated, as on the CPU)
-    kTemporary,  ///< allocated for the program's run (memref.alloc)
-    kConstant,   ///< uploaded once: `data` (a memref.global's dense initial value)
-  };
-  Kind kind = Kind::kTemporary;
-  int64_t index = 0;           ///< input or output index (kInput / kOutput)
-  Shape shape;                 ///< the buffer's shape (row-major, identity layout)
-  DType dtype = DType::kF32;   ///< element type (bool as u8)
-  int64_t bytes = 0;           ///< size in bytes
-  std::vector<uint8_t> data;   ///< kConstant: the contents (`bytes` bytes, little endian)
-};
-
-/// One argument of a kernel launch, in the kernel's parameter order.
-struct CudaKernelArg {
-  enum class Kind {
-    /// A memref: MLIR's descriptor ABI, 3 + 2 * rank parameters: the buffer's address twice
-    /// (allocated, aligned), then `offset`, `sizes`, `strides` (elements, i64).
-    kMemref,
-    kIndex,  ///< one i64 parameter: `value`
-  };
-  Kind kind = Kind::kIndex;
-  int64_t buffer = -1;          ///< kMemref: index into CudaProgram::buffers
-  int64_t offset = 0;           ///< kMemref: element offset of the view into the buffer
-  Shape sizes, strides;         ///< kMemref: the view (a subview of a buffer may be strided)
-  int64_t value = 0;            ///< kIndex
-};
-
-/// A kernel launch: grid and block dimensions (x, y, z) and the arguments.
-struct CudaLaunch {
-  std::string kernel;  ///< CudaKernelImage::name
-  std::array<int64_t, 3> grid{1, 1, 1};
-  std::array<int64_t, 3> block{1, 1, 1};
-  std::vector<CudaKernelArg> args;
-};
-
-/// A matrix product run by cuBLAS (the lowering's `ingot_cuda_gemm_<dtype>` calls, for f32/f64
-/// products without batch dims): row-major C (m, n) = op(A) op(B), op(A) = A^T when `trans_a`
-/// (A stored (k, m)), else A (stored (m, k)); likewise B (stored (n, k) when `trans_b`, else
-/// (k, n)). The operands are contiguous views (offset into their buffer, in elements). A
-/// column-major BLAS computes it as C^T = op(B)^T op(A)^T: gemm(op_b, op_a, n, m, k, B, A, C).
-struct CudaGemm {
-  DType dtype = DType::kF32;   ///< f32 (cublasSgemm) or f64 (cublasDgemm)
-  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes
-  int64_t m = 0, n = 0, k = 0;
-  bool trans_a = false, trans_b = false;
-};
-
-/// One step of a run, in order: a kernel launch or a library call.
-struct CudaThunk {
-  enum class Kind { kLaunch, kGemm };
-  Kind kind = Kind::kLaunch;
-  CudaLaunch launch;  ///< kLaunch
-  CudaGemm gemm;      ///< kGemm
-};
-
-/// One kernel's code: PTX text per target architecture; the entry symbol is `name`.
-struct CudaKernelImage {
-  std::string name;                        ///< the PTX .entry name
-  std::map<std::string, std::string> ptx;  ///< arch ("sm_90") -> PTX assembly
-};
-
-/// What compile_cuda produces: kernels, buffers and the thunks of one run, in order. Running it:
-/// allocate the temporaries, upload the constants (once), then run the thunks in order on one
-/// stream (each reads what earlier ones wrote).
-struct CudaProgram {
-  std::vector<CudaKernelImage> kernels;
-  std::vector<CudaBuffer> buffers;
-  std::vector<CudaThunk> thunks;
-  std::vector<std::pair<Shape, DType>> input_types, output_types;
-  std::string host_mlir;  ///< the host function after the pipeline (for dumps and tests)
-  /// The image of kernel `name` (ingot::Error kNotFound naming it otherwise).
-  const CudaKernelImage& kernel(const std::string& name) const;
-  /// The kernel launches among the thunks, in order (copies).
-  std::vector<CudaLaunch> launches() const;
-  /// The number of cuBLAS calls among the thunks.
-  int64_t gemm_count() const;
-};
+// The program types (CudaProgram, CudaBuffer, CudaThunk, ...) are the runtime's
+// (ingot/runtime/cuda_program.h): the code generator fills them, the runtime runs them.
+using ::ingot::CudaBuffer;
+using ::ingot::CudaGemm;
+using ::ingot::CudaKernelArg;
+using ::ingot::CudaKernelImage;
+using ::ingot::CudaLaunch;
+using ::ingot::CudaProgram;
+using ::ingot::CudaThunk;
 
 /// Compiles `mlir_text` (a module whose function `entry` has tensor arguments and results of
 /// static shapes, lowered with LoweringOptions{.gemm_function = "ingot_cuda_gemm",

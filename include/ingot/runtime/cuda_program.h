@@ -1,0 +1,100 @@
+// A compiled CUDA program as the runtime runs it: device buffers (inputs, outputs, temporaries,
+// constants), kernel images (PTX per architecture) and the thunks of one run, in order (kernel
+// launches with their grid, block and arguments; cuBLAS GEMMs). The CUDA code generator
+// (ingot/codegen/cuda_compiler.h) produces it; docs/compiler.md, "CUDA back end".
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/dtype.h"
+#include "ingot/runtime/shape.h"
+
+namespace ingot {
+
+/// A device buffer of a CudaProgram.
+struct CudaBuffer {
+  enum class Kind {
+    kInput,      ///< the entry function's input `index`
+    kOutput,     ///< its output `index` (caller-allocated, as on the CPU)
+    kTemporary,  ///< allocated for the program's run (memref.alloc)
+    kConstant,   ///< uploaded once: `data` (a memref.global's dense initial value)
+  };
+  Kind kind = Kind::kTemporary;
+  int64_t index = 0;           ///< input or output index (kInput / kOutput)
+  Shape shape;                 ///< the buffer's shape (row-major, identity layout)
+  DType dtype = DType::kF32;   ///< element type (bool as u8)
+  int64_t bytes = 0;           ///< size in bytes
+  std::vector<uint8_t> data;   ///< kConstant: the contents (`bytes` bytes, little endian)
+};
+
+/// One argument of a kernel launch, in the kernel's parameter order.
+struct CudaKernelArg {
+  enum class Kind {
+    /// A memref: MLIR's descriptor ABI, 3 + 2 * rank parameters: the buffer's address twice
+    /// (allocated, aligned), then `offset`, `sizes`, `strides` (elements, i64).
+    kMemref,
+    kIndex,  ///< one i64 parameter: `value`
+  };
+  Kind kind = Kind::kIndex;
+  int64_t buffer = -1;          ///< kMemref: index into CudaProgram::buffers
+  int64_t offset = 0;           ///< kMemref: element offset of the view into the buffer
+  Shape sizes, strides;         ///< kMemref: the view (a subview of a buffer may be strided)
+  int64_t value = 0;            ///< kIndex
+};
+
+/// A kernel launch: grid and block dimensions (x, y, z) and the arguments.
+struct CudaLaunch {
+  std::string kernel;  ///< CudaKernelImage::name
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  std::vector<CudaKernelArg> args;
+};
+
+/// A matrix product run by cuBLAS (the lowering's `ingot_cuda_gemm_<dtype>` calls, for f32/f64
+/// products without batch dims): row-major C (m, n) = op(A) op(B), op(A) = A^T when `trans_a`
+/// (A stored (k, m)), else A (stored (m, k)); likewise B (stored (n, k) when `trans_b`, else
+/// (k, n)). The operands are contiguous views (offset into their buffer, in elements). A
+/// column-major BLAS computes it as C^T = op(B)^T op(A)^T: gemm(op_b, op_a, n, m, k, B, A, C).
+struct CudaGemm {
+  DType dtype = DType::kF32;   ///< f32 (cublasSgemm) or f64 (cublasDgemm)
+  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+};
+
+/// One step of a run, in order: a kernel launch or a library call.
+struct CudaThunk {
+  enum class Kind { kLaunch, kGemm };
+  Kind kind = Kind::kLaunch;
+  CudaLaunch launch;  ///< kLaunch
+  CudaGemm gemm;      ///< kGemm
+};
+
+/// One kernel's code: PTX text per target architecture; the entry symbol is `name`.
+struct CudaKernelImage {
+  std::string name;                        ///< the PTX .entry name
+  std::map<std::string, std::string> ptx;  ///< arch ("sm_90") -> PTX assembly
+};
+
+/// What compile_cuda produces: kernels, buffers and the thunks of one run, in order. Running it:
+/// allocate the temporaries, upload the constants (once), then run the thunks in order on one
+/// stream (each reads what earlier ones wrote).
+struct CudaProgram {
+  std::vector<CudaKernelImage> kernels;
+  std::vector<CudaBuffer> buffers;
+  std::vector<CudaThunk> thunks;
+  std::vector<std::pair<Shape, DType>> input_types, output_types;
+  std::string host_mlir;  ///< the host function after the pipeline (for dumps and tests)
+  /// The image of kernel `name` (ingot::Error kNotFound naming it otherwise).
+  const CudaKernelImage& kernel(const std::string& name) const;
+  /// The kernel launches among the thunks, in order (copies).
+  std::vector<CudaLaunch> launches() const;
+  /// The number of cuBLAS calls among the thunks.
+  int64_t gemm_count() const;
+};
+
+}  // namespace ingot
