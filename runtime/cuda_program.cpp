@@ -28,4 +28,46 @@ const CudaKernelImage& CudaProgram::kernel(const std::string& name) const {
   throw Error(ErrorCode::kNotFound, fmt::format("CudaProgram has no kernel '{}'", name));
 }
 
+namespace {
+
+const char* kind_name(CudaBuffer::Kind k) {
+  switch (k) {
+    case CudaBuffer::Kind::kInput: return "input";
+    case CudaBuffer::Kind::kOutput: return "output";
+    case CudaBuffer::Kind::kTemporary: return "temporary";
+    case CudaBuffer::Kind::kConstant: return "constant";
+  }
+  return "?";
+}
+
+std::string operand(const CudaKernelArg& a) {
+  return a.offset == 0 ? fmt::format("buffer {}", a.buffer) : fmt::format("buffer {}+{}", a.buffer, a.offset);
+}
+
+}  // namespace
+
+std::string CudaProgram::describe() const {
+  std::string out;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const CudaBuffer& b = buffers[i];
+    const bool io = b.kind == CudaBuffer::Kind::kInput || b.kind == CudaBuffer::Kind::kOutput;
+    out += fmt::format("buffer {}: {}{} {} {}, {} bytes\n", i, kind_name(b.kind), io ? fmt::format(" {}", b.index) : "",
+                       dtype_name(b.dtype), shape_to_string(b.shape), b.bytes);
+  }
+  for (const CudaThunk& t : thunks) {
+    if (t.kind == CudaThunk::Kind::kLaunch) {
+      int64_t memrefs = 0;
+      for (const CudaKernelArg& a : t.launch.args) memrefs += a.kind == CudaKernelArg::Kind::kMemref ? 1 : 0;
+      out += fmt::format("launch {} grid ({}, {}, {}) block ({}, {}, {}), {} buffers\n", t.launch.kernel, t.launch.grid[0],
+                         t.launch.grid[1], t.launch.grid[2], t.launch.block[0], t.launch.block[1], t.launch.block[2],
+                         memrefs);
+    } else {
+      const CudaGemm& g = t.gemm;
+      out += fmt::format("gemm {} m={} n={} k={}{}{} A={} B={} C={}\n", dtype_name(g.dtype), g.m, g.n, g.k,
+                         g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c));
+    }
+  }
+  return out;
+}
+
 }  // namespace ingot

@@ -12,6 +12,7 @@
 
 #include "demo.h"
 #include "ingot/codegen/cpu_compiler.h"
+#include "ingot/codegen/cuda_compiler.h"
 #include "ingot/ir/text.h"
 #include "ingot/lower/lowering.h"
 
@@ -28,6 +29,9 @@ struct OptOptions {
   std::string until;                  ///< run the default pipeline up to this stage
   std::string dump_dir;               ///< dump the MLIR after every stage here
   int threads = 0;                    ///< num_threads of default_cpu_pipeline() (0: all)
+  std::string target = "cpu";         ///< "cuda": compile a graph for NVIDIA GPUs and print the plan
+  std::vector<std::string> archs = {"sm_80", "sm_90"};  ///< --target cuda: PTX architectures
+  bool cublas = false;                ///< --target cuda: f32/f64 matrix products as cuBLAS calls
 };
 
 enum class InputKind { kGraph, kMlir };
@@ -141,8 +145,39 @@ void check_combination(const OptOptions& o, InputKind kind) {
   }
 }
 
+/// --target cuda: the graph through the CUDA code generator; prints the plan (buffers, thunks);
+/// the dumps directory receives every stage's MLIR and each kernel's PTX per arch.
+int run_cuda(const OptOptions& o, InputKind kind, std::ostream& out) {
+  if (kind != InputKind::kGraph) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--target cuda needs graph IR, but '{}' is MLIR", o.file),
+                "pass a .ir file");
+  }
+  if (!o.pipeline.empty() || !o.mlir_pipeline.empty() || !o.until.empty() || o.lower) {
+    throw Error(ErrorCode::kInvalidArgument, "--target cuda runs the whole CUDA pipeline",
+                "drop --pipeline, --mlir-pipeline, --until and --lower (use --dump-dir to see every stage)");
+  }
+  ir::Graph graph;
+  try {
+    graph = apply_passes(ir::parse_graph(read_input(o.file)), o.passes);
+  } catch (const Error& e) {
+    throw e.with_context(o.file);
+  }
+  const lower::LoweredModule m = lower::lower_graph(
+      graph, "main", {},
+      lower::LoweringOptions{.blas_gemm = o.cublas, .gemm_function = "ingot_cuda_gemm", .library_conv = false});
+  std::vector<std::pair<Shape, DType>> in, res;
+  for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
+  for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
+  const CudaProgram p = codegen::compile_cuda(m.text, "main", in, res, {.archs = o.archs, .dump_dir = o.dump_dir});
+  out << p.describe();
+  out << fmt::format("{} kernels, {} launches, {} cuBLAS calls; PTX for {}\n", p.kernels.size(), p.launches().size(),
+                     p.gemm_count(), fmt::join(o.archs, ", "));
+  return 0;
+}
+
 int run_opt(const OptOptions& o, std::ostream& out) {
   const InputKind kind = kind_of(o.file);
+  if (o.target == "cuda") return run_cuda(o, kind, out);
   check_combination(o, kind);
   const std::string text = read_input(o.file);
   const std::vector<codegen::PipelineStage> stages = selected_stages(o);
@@ -190,6 +225,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads,
                  "threads of the default pipeline's parallel loops (0: all hardware threads, 1: serial)")
       ->check(CLI::Range(0, ingot::codegen::kMaxThreads));
+  app.add_option("--target", o.target,
+                 "cpu (default): the options above; cuda: compile a .ir graph for NVIDIA GPUs and print the plan "
+                 "(buffers, kernel launches, cuBLAS calls; PTX per arch in --dump-dir)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--arch", o.archs, "--target cuda: PTX architectures (default sm_80,sm_90)")->delimiter(',');
+  app.add_flag("--cublas", o.cublas, "--target cuda: f32/f64 matrix products as cuBLAS calls (default: generated kernels)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -54,6 +54,18 @@ expect_run(mlir_pipeline 0 ARGS "${WORK_DIR}/lowered.mlir"
 expect_run(until_llvm 0 ARGS "${INPUT}" --until lower-to-llvm HAS "llvm.func @main" LACKS "linalg.")
 expect_run(until_openmp_serial 0 ARGS "${INPUT}" --until openmp --threads 1 HAS "scf.for" LACKS "omp.")
 
+# The CUDA code generator: the plan, with the matrix product as a kernel or a cuBLAS call, and
+# each kernel's PTX per arch in the dump directory.
+expect_run(cuda_plan 0 ARGS "${INPUT}" --target cuda --arch sm_90 --dump-dir "${WORK_DIR}/cuda"
+           HAS "buffer 0: input 0 f32 (4, 3)" "launch main_kernel" "block (" "0 cuBLAS calls; PTX for sm_90"
+           LACKS "gemm")
+file(GLOB ptx_files "${WORK_DIR}/cuda/*.sm_90.ptx")
+if(NOT ptx_files)
+  message(FATAL_ERROR "cuda_plan: no PTX in ${WORK_DIR}/cuda")
+endif()
+expect_run(cuda_cublas 0 ARGS "${INPUT}" --target cuda --cublas HAS "gemm f32 m=4 n=2 k=3" "1 cuBLAS calls")
+expect_run(cuda_bad_arch 1 ARGS "${INPUT}" --target cuda --arch compute_90 ERR "ingot-opt: error:" "compute_90")
+
 # Errors: one line on stderr starting with `ingot-opt: error:`, exit code 1.
 expect_run(missing_file 1 ARGS "${WORK_DIR}/no_such.ir" ERR "ingot-opt: error:" "not a regular file")
 expect_run(unknown_stage 1 ARGS "${INPUT}" --until bogus

@@ -95,6 +95,11 @@ struct CudaProgram {
   std::vector<CudaLaunch> launches() const;
   /// The number of cuBLAS calls among the thunks.
   int64_t gemm_count() const;
+  /// A readable listing (what `ingot-opt --target cuda` prints): one line per buffer
+  /// ("buffer 3: temporary f32 (32, 64), 8192 bytes"), then one per thunk in run order
+  /// ("launch main_kernel_2 grid (25, 1, 1) block (256, 1, 1), 3 buffers" or
+  /// "gemm f32 m=32 n=64 k=784 A=buffer 4 B=buffer 0 C=buffer 6").
+  std::string describe() const;
 };
 
 }  // namespace ingot
