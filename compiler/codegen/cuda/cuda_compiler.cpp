@@ -63,6 +63,11 @@ void check_options(const CudaCompileOptions& o) {
                 fmt::format("CudaCompileOptions::threads_per_block is {}", o.threads_per_block),
                 "use a multiple of 32 (a warp) in [32, 1024]");
   }
+  if (o.block_reduction_min < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CudaCompileOptions::block_reduction_min is {}", o.block_reduction_min),
+                "use >= 1 (elements per output element from which a reduction gets a whole block)");
+  }
   if (o.opt_level < 0 || o.opt_level > 3) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("CudaCompileOptions::opt_level is {}", o.opt_level),
                 "use 0-3");
@@ -356,6 +361,10 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
       // thread per output element); host compute is wrapped into one-iteration loops; every nest
       // is collapsed to 1-D and tiled by the block size (no canonicalize until the GPU mapping:
       // it would fold the one-iteration loops back).
+      // Long reductions become one block per output element (gpu.all_reduce: warp shuffles and
+      // shared memory) before the loop path.
+      {"reductions", fmt::format("func.func(ingot-gpu-block-reductions{{threads={} min-reduced={}}})",
+                                 o.threads_per_block, o.block_reduction_min)},
       {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops),func.func(ingot-gpu-prepare-loops{{threads={}}})",
                             o.threads_per_block)},
       {"gpu",

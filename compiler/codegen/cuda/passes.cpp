@@ -3,9 +3,12 @@
 #include "codegen/cuda/passes.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -53,7 +56,8 @@ bool stays_on_host(mlir::Operation& op) {
   return mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp, mlir::memref::DeallocOp,
                    mlir::memref::GetGlobalOp, mlir::memref::CastOp, mlir::memref::ExpandShapeOp,
                    mlir::memref::CollapseShapeOp, mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp,
-                   mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp, mlir::func::CallOp>(op);
+                   mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp, mlir::func::CallOp,
+                   mlir::gpu::LaunchOp>(op);
 }
 
 /// Host scalar code a loop nest reads (e.g. the random-number state loaded from its buffer before
@@ -212,9 +216,195 @@ class GpuPrepareLoopsPass
   Option<int64_t> threads{*this, "threads", llvm::cl::desc("threads per block (<= 1024)"), llvm::cl::init(256)};
 };
 
+/// The gpu.all_reduce operation and the identity of a reduction body's combining op, if it is
+/// one all_reduce supports (sum, product, min, max, and, or, xor).
+struct Combiner {
+  mlir::gpu::AllReduceOperation op;
+  mlir::TypedAttr identity;
+};
+
+std::optional<Combiner> combiner_of(mlir::Operation* op, mlir::Type t) {
+  using R = mlir::gpu::AllReduceOperation;
+  mlir::Builder b(op->getContext());
+  const auto f = [&](double v) { return mlir::TypedAttr(b.getFloatAttr(t, v)); };
+  const auto i = [&](const llvm::APInt& v) { return mlir::TypedAttr(b.getIntegerAttr(t, v)); };
+  const unsigned w = t.isIntOrIndex() ? t.getIntOrFloatBitWidth() : 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (mlir::isa<mlir::arith::AddFOp>(op)) return Combiner{R::ADD, f(0.0)};
+  if (mlir::isa<mlir::arith::MulFOp>(op)) return Combiner{R::MUL, f(1.0)};
+  if (mlir::isa<mlir::arith::MaximumFOp>(op)) return Combiner{R::MAXIMUMF, f(-inf)};
+  if (mlir::isa<mlir::arith::MinimumFOp>(op)) return Combiner{R::MINIMUMF, f(inf)};
+  if (mlir::isa<mlir::arith::MaxNumFOp>(op)) return Combiner{R::MAXNUMF, f(-inf)};
+  if (mlir::isa<mlir::arith::MinNumFOp>(op)) return Combiner{R::MINNUMF, f(inf)};
+  if (w == 0) return std::nullopt;
+  if (mlir::isa<mlir::arith::AddIOp>(op)) return Combiner{R::ADD, i(llvm::APInt(w, 0))};
+  if (mlir::isa<mlir::arith::MulIOp>(op)) return Combiner{R::MUL, i(llvm::APInt(w, 1))};
+  if (mlir::isa<mlir::arith::MaxSIOp>(op)) return Combiner{R::MAXSI, i(llvm::APInt::getSignedMinValue(w))};
+  if (mlir::isa<mlir::arith::MinSIOp>(op)) return Combiner{R::MINSI, i(llvm::APInt::getSignedMaxValue(w))};
+  if (mlir::isa<mlir::arith::OrIOp>(op)) return Combiner{R::OR, i(llvm::APInt(w, 0))};
+  if (mlir::isa<mlir::arith::XOrIOp>(op)) return Combiner{R::XOR, i(llvm::APInt(w, 0))};
+  if (mlir::isa<mlir::arith::AndIOp>(op)) return Combiner{R::AND, i(llvm::APInt::getAllOnes(w))};
+  return std::nullopt;
+}
+
+/// A reduction linalg.generic the block-reduction rewrite handles: one output, buffer semantics,
+/// static loop bounds, a body whose yield is `combine(out, e)` with the output read nowhere else.
+struct ReductionMatch {
+  mlir::Operation* combine;
+  mlir::Value term;  ///< e: the per-element value
+  Combiner combiner;
+  int64_t parallel = 1, reduced = 1;  ///< products of the parallel / reduction loop extents
+};
+
+std::optional<ReductionMatch> match_reduction(mlir::linalg::GenericOp g) {
+  if (!g.hasPureBufferSemantics() || g.getNumDpsInits() != 1 || g.getNumReductionLoops() == 0) return std::nullopt;
+  mlir::Block& body = *g.getBody();
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(body.getTerminator());
+  mlir::Value out = body.getArgument(body.getNumArguments() - 1);
+  mlir::Operation* combine = yield->getOperand(0).getDefiningOp();
+  if (combine == nullptr || combine->getBlock() != &body || combine->getNumOperands() != 2) return std::nullopt;
+  const bool lhs = combine->getOperand(0) == out, rhs = combine->getOperand(1) == out;
+  if (lhs == rhs || !out.hasOneUse()) return std::nullopt;
+  const std::optional<Combiner> c = combiner_of(combine, out.getType());
+  if (!c) return std::nullopt;
+  ReductionMatch m{combine, combine->getOperand(lhs ? 1 : 0), *c};
+  const llvm::SmallVector<int64_t> ranges = g.getStaticLoopRanges();
+  const llvm::SmallVector<mlir::utils::IteratorType> kinds = g.getIteratorTypesArray();
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    if (mlir::ShapedType::isDynamic(ranges[d])) return std::nullopt;
+    (kinds[d] == mlir::utils::IteratorType::parallel ? m.parallel : m.reduced) *= ranges[d];
+  }
+  return m;
+}
+
+/// `lin` split into the dims `dims` (row-major over their extents `ranges`), written into `iv`.
+void delinearize(mlir::OpBuilder& b, mlir::Location loc, mlir::Value lin, const std::vector<size_t>& dims,
+                 const llvm::SmallVector<int64_t>& ranges, llvm::SmallVector<mlir::Value>& iv) {
+  for (size_t j = dims.size(); j-- > 0;) {
+    mlir::Value extent = mlir::arith::ConstantIndexOp::create(b, loc, ranges[dims[j]]);
+    iv[dims[j]] = j == 0 ? lin : mlir::arith::RemUIOp::create(b, loc, lin, extent).getResult();
+    if (j > 0) lin = mlir::arith::DivUIOp::create(b, loc, lin, extent);
+  }
+}
+
+/// The generic as one block per output element: the threads stride over the (linearised)
+/// reduction loops, each folding its share into a register, then gpu.all_reduce (warp shuffles
+/// and shared memory) combines the block's partial results and thread 0 folds the result into the
+/// output element (which holds the init value, as linalg's semantics say).
+void rewrite_as_block_reduction(mlir::linalg::GenericOp g, const ReductionMatch& m, int64_t threads) {
+  mlir::OpBuilder b(g);
+  const mlir::Location loc = g.getLoc();
+  const llvm::SmallVector<int64_t> ranges = g.getStaticLoopRanges();
+  const llvm::SmallVector<mlir::utils::IteratorType> kinds = g.getIteratorTypesArray();
+  std::vector<size_t> par_dims, red_dims;
+  for (size_t d = 0; d < ranges.size(); ++d) {
+    (kinds[d] == mlir::utils::IteratorType::parallel ? par_dims : red_dims).push_back(d);
+  }
+  auto c = [&](int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v).getResult(); };
+  mlir::Value one = c(1);
+  auto launch = mlir::gpu::LaunchOp::create(b, loc, c(m.parallel), one, one, c(threads), one, one);
+  mlir::Block& kb = launch.getBody().front();
+  b.setInsertionPointToStart(&kb);
+  llvm::SmallVector<mlir::Value> iv(ranges.size());
+  delinearize(b, loc, launch.getBlockIds().x, par_dims, ranges, iv);
+  mlir::Value init = mlir::arith::ConstantOp::create(b, loc, m.combiner.identity);
+  auto loop = mlir::scf::ForOp::create(b, loc, launch.getThreadIds().x, c(m.reduced), launch.getBlockSize().x,
+                                       mlir::ValueRange{init});
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    delinearize(b, loc, loop.getInductionVar(), red_dims, ranges, iv);
+    mlir::IRMapping map;
+    mlir::Block& body = *g.getBody();
+    for (mlir::OpOperand* in : g.getDpsInputOperands()) {
+      const mlir::AffineMap amap = g.getMatchingIndexingMap(in);
+      llvm::SmallVector<mlir::Value> idx;
+      for (mlir::AffineExpr e : amap.getResults()) {
+        idx.push_back(mlir::affine::AffineApplyOp::create(b, loc, mlir::AffineMap::get(amap.getNumDims(), 0, e), iv));
+      }
+      mlir::Value v = mlir::isa<mlir::MemRefType>(in->get().getType())
+                          ? mlir::memref::LoadOp::create(b, loc, in->get(), idx).getResult()
+                          : in->get();  // a scalar input
+      map.map(body.getArgument(in->getOperandNumber()), v);
+    }
+    for (mlir::Operation& op : body.without_terminator()) {
+      if (&op == m.combine) break;
+      if (auto index = mlir::dyn_cast<mlir::linalg::IndexOp>(op)) {
+        map.map(index.getResult(), iv[index.getDim()]);  // the loop index the body asks for
+        continue;
+      }
+      b.clone(op, map);
+    }
+    mlir::Operation* folded = b.clone(*m.combine, map);
+    folded->setOperands({loop.getRegionIterArgs()[0], map.lookupOrDefault(m.term)});
+    mlir::scf::YieldOp::create(b, loc, folded->getResult(0));
+  }
+  b.setInsertionPointAfter(loop);
+  for (size_t d : red_dims) iv[d] = c(0);  // the output's map reads no reduction dim
+  mlir::Value partial = loop.getResult(0);
+  auto reduced = mlir::gpu::AllReduceOp::create(b, loc, partial.getType(), partial,
+                                                mlir::gpu::AllReduceOperationAttr::get(b.getContext(), m.combiner.op),
+                                                b.getUnitAttr());
+  mlir::Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, launch.getThreadIds().x, c(0));
+  auto store = mlir::scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+  {
+    mlir::OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&store.getThenRegion().front());
+    mlir::OpOperand* out = g.getDpsInitOperand(0);
+    const mlir::AffineMap omap = g.getMatchingIndexingMap(out);
+    llvm::SmallVector<mlir::Value> idx;
+    for (mlir::AffineExpr e : omap.getResults()) {
+      idx.push_back(mlir::affine::AffineApplyOp::create(b, loc, mlir::AffineMap::get(omap.getNumDims(), 0, e), iv));
+    }
+    mlir::Value old = mlir::memref::LoadOp::create(b, loc, out->get(), idx);
+    mlir::Operation* fold = b.clone(*m.combine);
+    fold->setOperands({old, reduced.getResult()});
+    mlir::memref::StoreOp::create(b, loc, fold->getResult(0), out->get(), idx);
+  }
+  b.setInsertionPointToEnd(&kb);
+  mlir::gpu::TerminatorOp::create(b, loc);
+  g.erase();
+}
+
+/// `ingot-gpu-block-reductions{threads=N min-reduced=M}`: reduction linalg.generics (after
+/// bufferization) whose reduction loops cover at least `min-reduced` elements become one block of
+/// `threads` threads per output element with a tree reduction (rewrite_as_block_reduction), not
+/// one thread per output element looping over the whole reduction. Other generics (several
+/// outputs, e.g. argmax; bodies that are not `combine(out, e)`; short reductions) stay for the
+/// loop path.
+class GpuBlockReductionsPass
+    : public mlir::PassWrapper<GpuBlockReductionsPass, mlir::OperationPass<mlir::func::FuncOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GpuBlockReductionsPass)
+  GpuBlockReductionsPass() = default;
+  GpuBlockReductionsPass(const GpuBlockReductionsPass& other) : PassWrapper(other) {}
+  llvm::StringRef getArgument() const final { return "ingot-gpu-block-reductions"; }
+  llvm::StringRef getDescription() const final {
+    return "Rewrite reductions as one thread block per output element with gpu.all_reduce (ingot, CUDA)";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::gpu::GPUDialect,
+                    mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
+  }
+  void runOnOperation() override {
+    std::vector<std::pair<mlir::linalg::GenericOp, ReductionMatch>> work;
+    getOperation().walk([&](mlir::linalg::GenericOp g) {
+      if (g->getParentOfType<mlir::gpu::LaunchOp>()) return;
+      if (std::optional<ReductionMatch> m = match_reduction(g); m && m->reduced >= min_reduced) work.emplace_back(g, *m);
+    });
+    for (auto& [g, m] : work) rewrite_as_block_reduction(g, m, threads);
+  }
+
+  Option<int64_t> threads{*this, "threads", llvm::cl::desc("threads per block (<= 1024)"), llvm::cl::init(256)};
+  Option<int64_t> min_reduced{*this, "min-reduced",
+                              llvm::cl::desc("smallest reduction (elements per output) given a block"),
+                              llvm::cl::init(64)};
+};
+
 }  // namespace
 
 void register_ingot_cuda_passes() {
+  mlir::PassRegistration<GpuBlockReductionsPass>();
   mlir::PassRegistration<CopiesToLinalgPass>();
   mlir::PassRegistration<GpuPrepareLoopsPass>();
 }

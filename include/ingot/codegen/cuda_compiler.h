@@ -30,6 +30,10 @@ struct CudaCompileOptions {
   /// is tiled by it; smaller loops get their trip count rounded up to a warp). In [32, 1024] and a
   /// multiple of 32 (ingot::Error kInvalidArgument otherwise).
   int64_t threads_per_block = 256;
+  /// Reductions of at least this many elements per output element get one block per output
+  /// element with a tree reduction (ingot-gpu-block-reductions); shorter ones one thread per
+  /// output element. >= 1 (ingot::Error kInvalidArgument otherwise).
+  int64_t block_reduction_min = 64;
   /// NVIDIA's libdevice bitcode, linked into every kernel for math functions (exp, log, tanh,
   /// erf, ...). Missing file: ingot::Error kNotFound (MLIR would silently leave the calls
   /// unresolved).
@@ -45,7 +49,8 @@ struct CudaCompileOptions {
 
 /// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, elementwise
 /// fusion (as on the CPU), f16/bf16 emulation in f32, one-shot bufferization with results as
-/// out-params, copies as linalg.copy, loops (convert-linalg-to-parallel-loops, then
+/// out-params, copies as linalg.copy, reductions (long ones: one block per output element with
+/// gpu.all_reduce), loops (convert-linalg-to-parallel-loops, then
 /// ingot-gpu-prepare-loops: host compute wrapped into kernels, each nest collapsed to 1-D and
 /// tiled by the block size), gpu (gpu-map-parallel-loops, convert-parallel-loops-to-gpu,
 /// gpu-kernel-outlining), nvvm (nvvm-attach-target per arch, convert-gpu-to-nvvm) and binary

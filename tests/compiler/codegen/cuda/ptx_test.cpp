@@ -11,12 +11,14 @@
 #include "ingot/ir/op_registry.h"
 #include "ingot/trace/ops.h"
 #include "ptx_util.h"
+#include "test_util.h"
 
 namespace ingot {
 namespace {
 
 using testing::compile_for_cuda;
 using testing::expect_valid_program;
+using testing::expect_error;
 
 class Ptx : public ::testing::Test {
  protected:
@@ -47,6 +49,42 @@ TEST_F(Ptx, AnElementwiseGraphIsOneCoalescedKernel) {
   int memrefs = 0;
   for (const codegen::CudaKernelArg& a : l.args) memrefs += a.kind == codegen::CudaKernelArg::Kind::kMemref ? 1 : 0;
   EXPECT_EQ(memrefs, 3);
+}
+
+TEST_F(Ptx, LongReductionsGetABlockPerOutputAndShortOnesAThread) {
+  // sum over 1000 elements per row: one block of 256 threads per row, combined with warp
+  // shuffles and shared memory; max over 10 per row: one thread per row.
+  const ir::Graph g = trace(
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0], {1}), max(a[1], {1})}; },
+      {{{64, 1000}, DType::kF32}, {{300, 10}, DType::kF32}}, "red");
+  const codegen::CudaProgram p = compile_for_cuda(g);
+  expect_valid_program(p, "red");
+  bool block_per_row = false, thread_per_row = false;
+  for (const codegen::CudaLaunch& l : p.launches()) {
+    const std::string& ptx = p.kernel(l.kernel).ptx.at("sm_90");
+    if (l.grid[0] == 64 && l.block[0] == 256) {
+      block_per_row = true;
+      EXPECT_NE(ptx.find("shfl.sync.bfly"), std::string::npos) << ptx;
+      EXPECT_NE(ptx.find("bar.sync"), std::string::npos);
+    }
+    if (l.grid[0] * l.block[0] >= 300 && l.block[0] <= 256 && ptx.find("shfl.sync") == std::string::npos) {
+      thread_per_row = true;
+    }
+  }
+  EXPECT_TRUE(block_per_row) << p.describe();
+  EXPECT_TRUE(thread_per_row) << p.describe();
+  // The threshold is an option: with block_reduction_min above 1000 the sum is a loop too.
+  const codegen::CudaProgram loops = compile_for_cuda(g, {.block_reduction_min = 1001});
+  for (const codegen::CudaLaunch& l : loops.launches()) {
+    EXPECT_EQ(loops.kernel(l.kernel).ptx.at("sm_90").find("shfl.sync"), std::string::npos) << loops.describe();
+  }
+  expect_error([&] { compile_for_cuda(g, {.block_reduction_min = 0}); }, ErrorCode::kInvalidArgument,
+               {"block_reduction_min"});
+  expect_error([&] { compile_for_cuda(g, {.archs = {"compute_90"}}); }, ErrorCode::kInvalidArgument, {"compute_90"});
+  expect_error([&] { compile_for_cuda(g, {.threads_per_block = 100}); }, ErrorCode::kInvalidArgument,
+               {"threads_per_block is 100"});
+  expect_error([&] { compile_for_cuda(g, {.libdevice = "/nonexistent/libdevice.bc"}); }, ErrorCode::kNotFound,
+               {"/nonexistent/libdevice.bc"});
 }
 
 /// One compiled sample: a traced function over inputs of the given types.
