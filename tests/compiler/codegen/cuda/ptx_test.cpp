@@ -3,7 +3,9 @@
 // host plan (buffers, launch order, arguments).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <set>
 
 #include "compiler/codegen/mlp_step.h"
@@ -225,8 +227,16 @@ TEST_F(Ptx, TheMlpAndCnnTrainStepsAssembleAndPlanEveryBuffer) {
   for (const auto& [name, g] : {std::pair{std::string("mlp"), mlp_train_step_graph()},
                                 std::pair{std::string("cnn"), cnn_train_step_graph()}}) {
     SCOPED_TRACE(name);
+    const auto start = std::chrono::steady_clock::now();
     const codegen::CudaProgram p = compile_for_cuda(g);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const codegen::CudaProgram with_cublas = compile_for_cuda(g, {}, /*cublas=*/true);
+    // Informational (docs/compiler.md quotes it): kernels per step and compile time.
+    std::cout << name << " train step: " << p.launches().size() << " kernel launches (generated GEMMs), "
+              << with_cublas.launches().size() << " launches + " << with_cublas.gemm_count() << " cuBLAS calls; "
+              << g.num_nodes() << " graph nodes; compiled for 2 archs in " << seconds << " s\n";
     expect_valid_program(p, name);
+    expect_valid_program(with_cublas, name + " with cuBLAS");
     // Every input and output buffer appears, with the graph's shapes; every output is written by
     // some launch.
     int64_t inputs = 0, outputs = 0;
