@@ -32,8 +32,8 @@ namespace ingot {
 /// `major`.`minor`: "sm_<major><minor>" when present, else the newest "sm_<digits>" key whose
 /// number is <= 10 * major + minor (PTX is forward compatible: the driver JIT-compiles older PTX
 /// for newer GPUs; CUDA Programming Guide, "Application Compatibility"). Keys that are not
-/// "sm_<digits>" (e.g. "sm_90a", arch-specific and not forward compatible) are used only on an
-/// exact match. Throws ingot::Error kNotFound naming the kernel, the archs available and the
+/// "sm_<digits>" (e.g. "sm_90a", arch-specific and not forward compatible) are never chosen.
+/// Throws ingot::Error kNotFound naming the kernel, the archs available and the
 /// device's ("compile for sm_75 or older") when none fits; kInvalidArgument for major < 1 or
 /// minor outside [0, 9].
 std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int minor);
