@@ -44,6 +44,11 @@ std::string hint_of(CUresult result) {
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_INVALID_DEVICE:
       return "check nvidia-smi and CUDA_VISIBLE_DEVICES";
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+      return "the driver cannot JIT this PTX: update the NVIDIA driver, or compile for an older "
+             "PTX ISA (CudaCompileOptions) or for this GPU's architecture";
     default:
       return "a failed kernel or copy leaves the device unusable for this process; rerun with "
              "CUDA_LAUNCH_BLOCKING=1 to find the failing call";

@@ -39,7 +39,12 @@ namespace ingot::cuda_detail {
   X(cuEventRecord)                                                                         \
   X(cuEventQuery)                                                                          \
   X(cuEventSynchronize)                                                                    \
-  X(cuEventDestroy_v2)
+  X(cuEventDestroy_v2)                                                                      \
+  X(cuDeviceGetAttribute)                                                                  \
+  X(cuModuleLoadData)                                                                      \
+  X(cuModuleGetFunction)                                                                   \
+  X(cuModuleUnload)                                                                        \
+  X(cuLaunchKernel)
 
 /// Function pointers to the driver's entry points (all non-null once resolved).
 struct DriverApi {

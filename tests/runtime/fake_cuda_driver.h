@@ -14,7 +14,13 @@
 //     one on the calling thread;
 //   - a copy can be made to fail, which makes the context's error sticky as on a real GPU;
 //   - live streams, events, pinned buffers, allocations and context references are counted so
-//     tests can check nothing leaks.
+//     tests can check nothing leaks;
+//   - modules are PTX text: cuModuleLoadData keeps the image (tests see which arch was loaded),
+//     cuModuleGetFunction finds ".entry <name>(" in it and counts the entry's ".param"s;
+//     cuLaunchKernel records the launch (kernel, grid, block, parameter words read as 8 bytes
+//     each) when it is enqueued and, in stream order, runs the host body a test registered for
+//     the kernel (kernel_bodies), so launches see what earlier queued work wrote;
+//   - the compute capability (cuDeviceGetAttribute) is settable.
 // The entry points are C functions, so the fake's state is one object reached through a
 // file-scope pointer, installed and removed by FakeCudaScope (tests only; one at a time).
 #pragma once
@@ -24,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,6 +52,16 @@ struct CUctx_st {
   int device = 0;
   int references = 0;
 };
+struct CUmod_st;
+struct CUfunc_st {
+  CUmod_st* module = nullptr;
+  std::string name;
+  int num_params = 0;  // ".param"s of the entry
+};
+struct CUmod_st {
+  std::string ptx;
+  std::deque<CUfunc_st> functions;  // looked up so far (they live as long as the module)
+};
 
 namespace ingot::testing {
 
@@ -57,6 +74,17 @@ constexpr int kCudaErrorInvalidDevice = 101;
 constexpr int kCudaErrorInvalidContext = 201;
 constexpr int kCudaErrorNotReady = 600;
 constexpr int kCudaErrorIllegalAddress = 700;
+constexpr int kCudaErrorInvalidPtx = 218;
+constexpr int kCudaErrorNotFound = 500;
+constexpr int kCudaErrorInvalidHandle = 400;
+
+/// One cuLaunchKernel call as the fake saw it.
+struct FakeLaunch {
+  std::string kernel;                 // the function's entry name
+  std::array<unsigned, 3> grid{}, block{};
+  unsigned shared_bytes = 0;
+  std::vector<uint64_t> params;       // one 8-byte word per ".param" of the entry
+};
 
 struct FakeCuda {
   int init_result = kCudaSuccess;
@@ -74,6 +102,12 @@ struct FakeCuda {
   int live_events = 0;
   int64_t host_functions_run = 0;
   std::vector<std::string> calls_without_context;
+  int compute_major = 9, compute_minor = 0;  // cuDeviceGetAttribute (every fake device)
+  int live_modules = 0;
+  std::vector<std::string> loaded_ptx;       // every image given to cuModuleLoadData, in order
+  std::vector<FakeLaunch> launches;          // in enqueue order
+  /// Host bodies of kernels by entry name, run in stream order with the launch's words.
+  std::map<std::string, std::function<void(const std::vector<uint64_t>&)>> kernel_bodies;
 };
 
 inline FakeCuda* g_fake_cuda = nullptr;
@@ -125,6 +159,9 @@ inline int cuGetErrorName(int r, const char** s) {
     case kCudaErrorInvalidContext: *s = "CUDA_ERROR_INVALID_CONTEXT"; return kCudaSuccess;
     case kCudaErrorNotReady: *s = "CUDA_ERROR_NOT_READY"; return kCudaSuccess;
     case kCudaErrorIllegalAddress: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kCudaSuccess;
+    case kCudaErrorInvalidPtx: *s = "CUDA_ERROR_INVALID_PTX"; return kCudaSuccess;
+    case kCudaErrorNotFound: *s = "CUDA_ERROR_NOT_FOUND"; return kCudaSuccess;
+    case kCudaErrorInvalidHandle: *s = "CUDA_ERROR_INVALID_HANDLE"; return kCudaSuccess;
     default: *s = nullptr; return kCudaErrorInvalidValue;
   }
 }
@@ -307,6 +344,77 @@ inline int cuEventDestroy_v2(CUevent_st* e) {
   return kCudaSuccess;
 }
 
+inline int cuDeviceGetAttribute(int* value, int attribute, int dev) {
+  if (dev < 0 || dev >= g_fake_cuda->device_count) return kCudaErrorInvalidDevice;
+  if (attribute == 75) *value = g_fake_cuda->compute_major;       // ..._COMPUTE_CAPABILITY_MAJOR
+  else if (attribute == 76) *value = g_fake_cuda->compute_minor;  // ..._COMPUTE_CAPABILITY_MINOR
+  else return kCudaErrorInvalidValue;
+  return kCudaSuccess;
+}
+inline int cuModuleLoadData(CUmod_st** module, const void* image) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuModuleLoadData");
+  const std::string ptx = static_cast<const char*>(image);
+  if (ptx.find(".entry ") == std::string::npos) return kCudaErrorInvalidPtx;
+  *module = new CUmod_st{ptx, {}};
+  g_fake_cuda->loaded_ptx.push_back(ptx);
+  ++g_fake_cuda->live_modules;
+  return kCudaSuccess;
+}
+inline int cuModuleUnload(CUmod_st* module) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuModuleUnload");
+  delete module;
+  --g_fake_cuda->live_modules;
+  return kCudaSuccess;
+}
+inline int cuModuleGetFunction(CUfunc_st** function, CUmod_st* module, const char* name) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuModuleGetFunction");
+  const std::string& ptx = module->ptx;
+  const size_t at = ptx.find(".entry " + std::string(name) + "(");
+  if (at == std::string::npos) return kCudaErrorNotFound;
+  const size_t open = ptx.find('(', at), close = ptx.find(')', open);
+  int params = 0;
+  for (size_t p = ptx.find(".param", open); p < close; p = ptx.find(".param", p + 1)) ++params;
+  module->functions.push_back(CUfunc_st{module, name, params});
+  *function = &module->functions.back();
+  return kCudaSuccess;
+}
+inline int cuLaunchKernel(CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shared_bytes, CUstream_st* s, void** params, void** extra) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuLaunchKernel");
+  if (f == nullptr) return kCudaErrorInvalidHandle;
+  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024 || extra != nullptr) return kCudaErrorInvalidValue;
+  if (f->num_params > 0 && params == nullptr) return kCudaErrorInvalidValue;
+  FakeLaunch launch{f->name, {gx, gy, gz}, {bx, by, bz}, shared_bytes, {}};
+  for (int i = 0; i < f->num_params; ++i) {
+    uint64_t word = 0;
+    std::memcpy(&word, params[i], sizeof(word));
+    launch.params.push_back(word);
+  }
+  g_fake_cuda->launches.push_back(launch);
+  auto body = g_fake_cuda->kernel_bodies.find(f->name);
+  if (body != g_fake_cuda->kernel_bodies.end()) {
+    auto fn = body->second;
+    std::vector<uint64_t> words = launch.params;
+    s->pending.push_back([fn, words] {
+      if (g_fake_cuda->sticky_error == kCudaSuccess) fn(words);
+    });
+  }
+  return kCudaSuccess;
+}
+
+/// Enqueues host work `fn` on `s` (for test stand-ins of library calls such as a host GEMM);
+/// it runs in stream order, and not at all once the context failed.
+inline void enqueue(CUstream_st* s, std::function<void()> fn) {
+  auto l = lock();
+  s->pending.push_back([fn = std::move(fn)] {
+    if (g_fake_cuda->sticky_error == kCudaSuccess) fn();
+  });
+}
+
 /// Resolver for CudaDriver::from_resolver; `omit` names one symbol to leave out.
 inline CudaSymbolResolver resolver(std::string omit = "") {
   return [omit](const char* name) -> void* {
@@ -326,6 +434,9 @@ inline CudaSymbolResolver resolver(std::string omit = "") {
         INGOT_FAKE_ENTRY(cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate)
         INGOT_FAKE_ENTRY(cuEventRecord) INGOT_FAKE_ENTRY(cuEventQuery)
         INGOT_FAKE_ENTRY(cuEventSynchronize) INGOT_FAKE_ENTRY(cuEventDestroy_v2)
+        INGOT_FAKE_ENTRY(cuDeviceGetAttribute) INGOT_FAKE_ENTRY(cuModuleLoadData)
+        INGOT_FAKE_ENTRY(cuModuleGetFunction) INGOT_FAKE_ENTRY(cuModuleUnload)
+        INGOT_FAKE_ENTRY(cuLaunchKernel)
 #undef INGOT_FAKE_ENTRY
     };
     if (omit == name) return nullptr;

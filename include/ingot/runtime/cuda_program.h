@@ -74,9 +74,11 @@ struct CudaThunk {
   CudaGemm gemm;      ///< kGemm
 };
 
-/// One kernel's code: PTX text per target architecture; the entry symbol is `name`.
+/// One kernel's code: PTX text per target architecture. `name` is "<module>.<kernel>" as
+/// compile_cuda names it (CudaLaunch::kernel refers to it); the PTX .entry symbol is the part
+/// after the last '.' (PTX identifiers cannot contain '.'), which CudaExecutable looks up.
 struct CudaKernelImage {
-  std::string name;                        ///< the PTX .entry name
+  std::string name;                        ///< "<module>.<kernel>" (or a bare entry name)
   std::map<std::string, std::string> ptx;  ///< arch ("sm_90") -> PTX assembly
 };
 

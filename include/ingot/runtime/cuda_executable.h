@@ -1,0 +1,193 @@
+// Running a CudaProgram (ingot/runtime/cuda_program.h) on a CUDA device: the kernels' PTX loaded
+// as driver modules (one per kernel, the PTX of the device's architecture), constants uploaded
+// once, and each run's thunks enqueued in order on the device's compute stream -- kernel launches
+// with MLIR's memref-descriptor arguments, and GEMMs through a BLAS (cuBLAS, loaded with dlopen
+// like the driver). docs/runtime-cuda.md, "Running a CudaProgram".
+//
+// The pure parts (PTX choice, launch parameter words, the column-major GEMM call) are free
+// functions so they are tested without a device.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/array.h"
+#include "ingot/runtime/cuda.h"
+#include "ingot/runtime/cuda_program.h"
+
+// Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction).
+struct CUmod_st;
+struct CUfunc_st;
+
+namespace ingot {
+
+// ---------------------------------------------------------------------------------------------
+// Pure functions (no device)
+
+/// The architecture key of `image.ptx` to load on a device of compute capability
+/// `major`.`minor`: "sm_<major><minor>" when present, else the newest "sm_<digits>" key whose
+/// number is <= 10 * major + minor (PTX is forward compatible: the driver JIT-compiles older PTX
+/// for newer GPUs; CUDA Programming Guide, "Application Compatibility"). Keys that are not
+/// "sm_<digits>" (e.g. "sm_90a", arch-specific and not forward compatible) are never chosen.
+/// Throws ingot::Error kNotFound naming the kernel, the archs available and the
+/// device's ("compile for sm_75 or older") when none fits; kInvalidArgument for major < 1 or
+/// minor outside [0, 9].
+std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int minor);
+
+/// The kernel parameters of `launch` as 64-bit words, in order, by MLIR's memref descriptor ABI
+/// (cuda_program.h): kMemref -> allocated pointer, aligned pointer (both
+/// `buffer_addresses[arg.buffer]`, NOT advanced by the offset), offset, sizes..., strides...
+/// (elements) = 3 + 2 * rank words; kIndex -> `value`. Throws ingot::Error kOutOfRange naming the
+/// launch's kernel and the argument for a buffer index outside `buffer_addresses`, and
+/// kInvalidArgument when sizes and strides differ in length.
+std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch,
+                                        std::span<const uint64_t> buffer_addresses);
+
+/// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM thunks are
+/// skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
+std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
+    const CudaProgram& program, std::span<const uint64_t> buffer_addresses);
+
+/// One column-major BLAS ?gemm call with alpha = 1 and beta = 0, as BLAS defines it (reference
+/// BLAS sgemm.f): C (m x n, leading dimension ldc) = op(A) op(B), op(A) (m x k) = A^T when
+/// `trans_a` (A stored k x m, lda >= k) else A (lda >= m); op(B) (k x n) likewise (B stored
+/// n x k with ldb >= n when `trans_b`, else k x n with ldb >= k). Pointers are device addresses
+/// of the first element; dims and leading dimensions are elements.
+struct CudaBlasGemm {
+  DType dtype = DType::kF32;  ///< f32 (sgemm) or f64 (dgemm)
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  uint64_t a = 0, b = 0, c = 0;
+  int64_t lda = 1, ldb = 1, ldc = 1;
+};
+
+/// The column-major call computing the row-major `gemm` (cuda_program.h, CudaGemm): a row-major
+/// matrix is its transpose in column-major order, so C = op(A) op(B) (row-major, m x n) is
+/// C^T = op(B)^T op(A)^T (column-major, n x m): gemm(trans_b, trans_a, n, m, k, B, ldb, A, lda,
+/// C, ldc = n) with lda = the row length of A as stored (m when trans_a, else k), ldb = that of
+/// B (k when trans_b, else n). The operand addresses are `buffer_addresses[view.buffer]` plus
+/// view.offset * dtype size. Throws ingot::Error kOutOfRange for a buffer index outside
+/// `buffer_addresses`, kInvalidArgument for a dtype other than f32/f64 or m, n, k < 1.
+CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
+
+/// Throws ingot::Error (kInvalidArgument / kOutOfRange / kNotFound, naming the thunk, the
+/// argument or the buffer) unless `program` is runnable: every launch names a kernel of
+/// `program.kernels` with grid and block sizes >= 1; every memref view (launch arguments and
+/// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
+/// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
+/// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
+/// contiguous; buffers have bytes = elements * dtype size (data too, for constants); inputs and
+/// outputs match `input_types` / `output_types` and each index has exactly one buffer.
+void validate_cuda_program(const CudaProgram& program);
+
+// ---------------------------------------------------------------------------------------------
+// BLAS
+
+/// What runs the GEMM thunks: cuBLAS on a GPU (CublasLibrary::create), a host implementation in
+/// tests. Implementations enqueue the call on `stream` (after the work already enqueued there).
+class CudaBlas {
+ public:
+  virtual ~CudaBlas() = default;
+  /// Enqueues `call` on `stream`. Throws the ingot::Error of a failed call.
+  virtual void gemm(const CudaBlasGemm& call, const CudaStream& stream) = 0;
+};
+
+/// cuBLAS (libcublas.so.13 from CUDA 13) loaded with dlopen, never linked. Loading never throws:
+/// available() is false and unavailable_reason() says why (library not found, an entry point
+/// missing). Thread-safe after construction (read-only).
+class CublasLibrary {
+ public:
+  /// dlopen(`library`) and dlsym of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2,
+  /// cublasSgemm_v2, cublasDgemm_v2 and cublasGetStatusString.
+  static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13");
+  ~CublasLibrary();
+  CublasLibrary(const CublasLibrary&) = delete;
+  CublasLibrary& operator=(const CublasLibrary&) = delete;
+
+  bool available() const { return available_; }
+  /// Why available() is false (empty when available).
+  const std::string& unavailable_reason() const { return reason_; }
+  /// A cuBLAS handle on `device` (created with its context current); its gemm() sets the
+  /// handle's stream and calls cublasSgemm/cublasDgemm. The handle is destroyed with the
+  /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
+  /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
+  /// naming the cuBLAS status.
+  std::unique_ptr<CudaBlas> create(CudaDevice& device) const;
+
+  struct Api;  ///< the resolved entry points (runtime/cuda/cublas.cpp)
+
+ private:
+  CublasLibrary();
+  std::unique_ptr<Api> api_;
+  void* library_ = nullptr;  // dlopen handle
+  bool available_ = false;
+  std::string reason_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// CudaExecutable
+
+/// A CudaProgram loaded on one CudaDevice. Construction (create) validates the program, picks
+/// each kernel's PTX for the device (select_cuda_ptx_arch), loads one module per kernel
+/// (cuModuleLoadData) and looks its function up by CudaKernelImage::name, allocates the constant
+/// buffers from the device's allocator and uploads them once (the compute stream waits for the
+/// upload). Temporaries are allocated per run from the device's caching allocator and released
+/// when run() returns: the allocator is stream-ordered with respect to the compute stream, so
+/// the memory is reused only by work enqueued after this run's. Destroy the executable before
+/// its CudaDevice. Thread-safe: concurrent run() calls are serialized.
+class CudaExecutable {
+ public:
+  /// `blas` runs the GEMM thunks; when null and the program has any, cuBLAS is loaded
+  /// (CublasLibrary::load()) and a handle created on `device`. Errors: validate_cuda_program's;
+  /// select_cuda_ptx_arch's (kNotFound naming the kernel and the archs); a module the driver
+  /// cannot load or a missing entry (the converted CUDA error naming the kernel and arch);
+  /// kFailedPrecondition when the program has GEMMs and cuBLAS is unavailable (its reason);
+  /// out of device memory for the constants (kOutOfMemory). Nothing stays loaded after an error.
+  static std::unique_ptr<CudaExecutable> create(CudaProgram program, CudaDevice& device,
+                                                std::shared_ptr<CudaBlas> blas = nullptr);
+  ~CudaExecutable();
+  CudaExecutable(const CudaExecutable&) = delete;
+  CudaExecutable& operator=(const CudaExecutable&) = delete;
+
+  /// Enqueues one run on the device's compute stream: `inputs[i]` and `outputs[i]` are arrays on
+  /// this device of program().input_types[i] / output_types[i] (outputs caller-allocated, written
+  /// by the run; they must not share a buffer with an input or another output). Returns an event
+  /// ready when the run finished (its failure is thrown by the event's wait()). Errors, before
+  /// anything is enqueued: kInvalidArgument for a wrong count, an array on another device or
+  /// invalid, or aliasing outputs; kShapeMismatch / kDTypeMismatch naming the index, expected
+  /// and given; kOutOfMemory for the temporaries.
+  std::shared_ptr<CudaEvent> run(std::span<const Array> inputs, std::span<const Array> outputs) const;
+  /// The same with outputs allocated on the device (Array::empty); returns them once enqueued
+  /// (wait for the device, e.g. with a copy to the host, before reading).
+  std::vector<Array> run(std::span<const Array> inputs) const;
+
+  const CudaProgram& program() const { return program_; }
+  CudaDevice& device() const { return device_; }
+  /// The PTX architecture loaded for each kernel, in the order of program().kernels.
+  const std::vector<std::string>& kernel_archs() const { return archs_; }
+
+ private:
+  CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas);
+  void load_modules();
+  void upload_constants();
+  void check_arrays(std::span<const Array> arrays, bool outputs) const;
+  std::vector<uint64_t> buffer_addresses(std::span<const Array> inputs,
+                                         std::span<const Array> outputs,
+                                         std::vector<std::shared_ptr<Buffer>>& temporaries) const;
+  void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses) const;
+
+  CudaProgram program_;
+  CudaDevice& device_;
+  std::shared_ptr<CudaBlas> blas_;
+  std::vector<std::string> archs_;
+  std::vector<CUmod_st*> modules_;     // one per kernel
+  std::vector<CUfunc_st*> functions_;  // one per kernel
+  std::vector<std::shared_ptr<Buffer>> constants_;  // by buffer index (null for others)
+  mutable std::mutex run_mu_;
+};
+
+}  // namespace ingot

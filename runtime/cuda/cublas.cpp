@@ -1,0 +1,157 @@
+// CublasLibrary: libcublas through dlopen, and a CudaBlas over one cuBLAS handle.
+#include <cublas_api.h>
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cuda/driver_api.h"
+#include "ingot/runtime/cuda_executable.h"
+#include "ingot/runtime/error.h"
+
+namespace ingot {
+
+#define INGOT_CUBLAS_ENTRY_POINTS(X) \
+  X(cublasCreate_v2)                 \
+  X(cublasDestroy_v2)                \
+  X(cublasSetStream_v2)              \
+  X(cublasSgemm_v2)                  \
+  X(cublasDgemm_v2)                  \
+  X(cublasGetStatusString)
+
+/// Function pointers to cuBLAS's entry points (all non-null once resolved).
+struct CublasLibrary::Api {
+#define INGOT_CUBLAS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
+  INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_ENTRY)
+#undef INGOT_CUBLAS_DECLARE_ENTRY
+};
+
+namespace {
+
+/// Throws the ingot::Error of a failed cuBLAS call: invalid value -> kInvalidArgument, anything
+/// else (not initialized, allocation, execution failed, ...) -> kFailedPrecondition.
+void check(const CublasLibrary::Api& api, cublasStatus_t status, std::string_view call, std::string_view context) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  const char* text = api.cublasGetStatusString(status);
+  const bool usage = status == CUBLAS_STATUS_INVALID_VALUE;
+  throw Error(usage ? ErrorCode::kInvalidArgument : ErrorCode::kFailedPrecondition,
+              fmt::format("{} failed while {}: {} (cublasStatus_t {})", call, context,
+                          text != nullptr ? text : "unknown status", static_cast<int>(status)),
+              usage ? "the GEMM's dimensions or leading dimensions are invalid (a malformed CudaProgram)"
+                    : "check the device with nvidia-smi; a failed kernel earlier leaves the device unusable");
+}
+
+void check_int_range(const CudaBlasGemm& c) {
+  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc}) {
+    if (v < 1 || v > 0x7fffffff) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLAS GEMM: m = {}, n = {}, k = {}, lda = {}, ldb = {}, ldc = {} must be in "
+                              "[1, 2^31 - 1]",
+                              c.m, c.n, c.k, c.lda, c.ldb, c.ldc),
+                  "split the product; cuBLAS's 32-bit API takes int dimensions");
+    }
+  }
+}
+
+/// A cuBLAS handle of one device (see CublasLibrary::create).
+class CublasBlas final : public CudaBlas {
+ public:
+  /// `api` is copied: a usable cuBLAS is never unloaded, so its entry points stay valid.
+  CublasBlas(const CublasLibrary::Api& api, CudaDevice& device) : api_(api), device_(device) {
+    device_.make_current();
+    check(api_, api_.cublasCreate_v2(&handle_), "cublasCreate", fmt::format("creating a cuBLAS handle on {}", device_.name()));
+  }
+  ~CublasBlas() override {
+    if (handle_ == nullptr) return;
+    try {
+      device_.make_current();
+    } catch (const Error&) {  // destroy regardless: the context is the device's primary one
+    }
+    (void)api_.cublasDestroy_v2(handle_);
+  }
+  CublasBlas(const CublasBlas&) = delete;
+  CublasBlas& operator=(const CublasBlas&) = delete;
+
+  void gemm(const CudaBlasGemm& c, const CudaStream& stream) override {
+    const std::string what = fmt::format("running a {} GEMM (m = {}, n = {}, k = {}) on {}", dtype_name(c.dtype), c.m,
+                                         c.n, c.k, stream.name());
+    check_int_range(c);
+    device_.make_current();
+    check(api_, api_.cublasSetStream_v2(handle_, stream.handle()), "cublasSetStream", what);
+    const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    if (c.dtype == DType::kF32) {
+      const float one = 1.0f, zero = 0.0f;
+      check(api_,
+            api_.cublasSgemm_v2(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<float>(c.a), i(c.lda),
+                                pointer<float>(c.b), i(c.ldb), &zero, pointer<float>(c.c), i(c.ldc)),
+            "cublasSgemm", what);
+    } else if (c.dtype == DType::kF64) {
+      const double one = 1.0, zero = 0.0;
+      check(api_,
+            api_.cublasDgemm_v2(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<double>(c.a), i(c.lda),
+                                pointer<double>(c.b), i(c.ldb), &zero, pointer<double>(c.c), i(c.ldc)),
+            "cublasDgemm", what);
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("cuBLAS GEMM: dtype {} is not f32 or f64", dtype_name(c.dtype)),
+                  "only f32 and f64 products become cuBLAS calls");
+    }
+  }
+
+ private:
+  template <typename T>
+  static T* pointer(uint64_t address) {
+    return reinterpret_cast<T*>(static_cast<uintptr_t>(address));
+  }
+
+  CublasLibrary::Api api_;
+  CudaDevice& device_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace
+
+CublasLibrary::CublasLibrary() : api_(std::make_unique<Api>()) {}
+
+CublasLibrary::~CublasLibrary() {
+  // A usable cuBLAS stays loaded (it registers exit handlers with the CUDA runtime, as libcuda
+  // does); dlopen is reference counted.
+  if (library_ != nullptr && !available_) dlclose(library_);
+}
+
+std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library) {
+  std::shared_ptr<CublasLibrary> lib(new CublasLibrary());
+  dlerror();
+  lib->library_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->library_ == nullptr) {
+    const char* err = dlerror();
+    lib->reason_ = fmt::format("the cuBLAS library {} could not be loaded: {}", library,
+                               err != nullptr ? err : "unknown dlopen error");
+    return lib;
+  }
+  Api& api = *lib->api_;
+  std::vector<std::string> missing;
+#define INGOT_CUBLAS_RESOLVE_ENTRY(name)                                            \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->library_, #name)); \
+  if (api.name == nullptr) missing.push_back(#name);
+  INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_RESOLVE_ENTRY)
+#undef INGOT_CUBLAS_RESOLVE_ENTRY
+  if (!missing.empty()) {
+    lib->reason_ = fmt::format("{} is not a usable cuBLAS: it lacks {}", library, fmt::join(missing, ", "));
+    return lib;
+  }
+  lib->available_ = true;
+  return lib;
+}
+
+std::unique_ptr<CudaBlas> CublasLibrary::create(CudaDevice& device) const {
+  if (!available_) {
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot run GEMMs on {}: {}", device.name(), reason_),
+                "install cuBLAS (CUDA 13: libcublas.so.13) where the dynamic loader finds it, e.g. add "
+                "/usr/local/cuda/lib64 to LD_LIBRARY_PATH, or pass a CudaBlas");
+  }
+  return std::make_unique<CublasBlas>(*api_, device);
+}
+
+}  // namespace ingot

@@ -1,0 +1,475 @@
+// CudaExecutable: a CudaProgram's modules, constants and runs on a CudaDevice, and the pure
+// functions behind it (PTX choice, launch parameter words, program validation).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "cuda/driver_api.h"
+#include "ingot/runtime/cuda_executable.h"
+#include "ingot/runtime/error.h"
+
+namespace ingot {
+namespace {
+
+constexpr const char* kProgramHint =
+    "the CudaProgram is malformed: rebuild it with compile_cuda (or fix the hand-made program)";
+
+/// The number of "sm_<digits>", or -1 for other names.
+int arch_number(const std::string& arch) {
+  if (arch.size() <= 3 || arch.compare(0, 3, "sm_") != 0) return -1;
+  int value = 0;
+  const char* first = arch.data() + 3;
+  const char* last = arch.data() + arch.size();
+  const auto [ptr, ec] = std::from_chars(first, last, value);
+  if (ec != std::errc() || ptr != last) return -1;
+  return value;
+}
+
+std::vector<std::string> keys_of(const CudaKernelImage& image) {
+  std::vector<std::string> keys;
+  for (const auto& [arch, ptx] : image.ptx) keys.push_back(arch);
+  return keys;
+}
+
+/// The PTX .entry symbol of kernel `name`: compile_cuda names kernels "<module>.<kernel>" and
+/// PTX identifiers cannot contain '.', so the symbol is the part after the last '.'.
+std::string entry_symbol(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+std::string view_name(const CudaKernelArg& arg) {
+  return fmt::format("view of buffer {} (offset {}, sizes {}, strides {})", arg.buffer, arg.offset,
+                     shape_to_string(arg.sizes), shape_to_string(arg.strides));
+}
+
+void fail(ErrorCode code, std::string message) { throw Error(code, std::move(message), kProgramHint); }
+
+uint64_t address_of(std::span<const uint64_t> addresses, int64_t buffer, const std::string& where) {
+  if (buffer < 0 || buffer >= static_cast<int64_t>(addresses.size())) {
+    fail(ErrorCode::kOutOfRange, fmt::format("{}: buffer index {} is outside the {} buffer addresses",
+                                             where, buffer, addresses.size()));
+  }
+  return addresses[static_cast<size_t>(buffer)];
+}
+
+/// Elements of `buffer`, or 0 for a dtype of size 0 (never: every dtype has a size).
+int64_t elements_of(const CudaBuffer& buffer) { return buffer.bytes / dtype_size(buffer.dtype); }
+
+/// Checks one memref view against the buffers (see validate_cuda_program).
+void check_view(const CudaProgram& p, const CudaKernelArg& arg, const std::string& where) {
+  if (arg.kind != CudaKernelArg::Kind::kMemref) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a memref view", where));
+  }
+  if (arg.buffer < 0 || arg.buffer >= static_cast<int64_t>(p.buffers.size())) {
+    fail(ErrorCode::kOutOfRange, fmt::format("{}: buffer index {} is outside the program's {} buffers",
+                                             where, arg.buffer, p.buffers.size()));
+  }
+  if (arg.sizes.size() != arg.strides.size()) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has {} sizes but {} strides", where,
+                                                  view_name(arg), arg.sizes.size(), arg.strides.size()));
+  }
+  int64_t last = arg.offset;
+  bool empty = false;
+  for (size_t d = 0; d < arg.sizes.size(); ++d) {
+    if (arg.sizes[d] < 0 || arg.strides[d] < 0) {
+      fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has a negative size or stride", where, view_name(arg)));
+    }
+    if (arg.sizes[d] == 0) empty = true;
+    else last += (arg.sizes[d] - 1) * arg.strides[d];
+  }
+  const int64_t n = elements_of(p.buffers[static_cast<size_t>(arg.buffer)]);
+  if (arg.offset < 0 || (!empty && last >= n)) {
+    fail(ErrorCode::kOutOfRange, fmt::format("{}: the {} reaches element {} of a buffer of {} elements",
+                                             where, view_name(arg), last, n));
+  }
+}
+
+void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& where) {
+  if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32 or f64", where, dtype_name(g.dtype)));
+  }
+  if (g.m < 1 || g.n < 1 || g.k < 1) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: m = {}, n = {}, k = {} must be >= 1", where, g.m, g.n, g.k));
+  }
+  const struct {
+    const char* name;
+    const CudaKernelArg& view;
+    Shape shape;
+  } operands[] = {{"A", g.a, g.trans_a ? Shape{g.k, g.m} : Shape{g.m, g.k}},
+                  {"B", g.b, g.trans_b ? Shape{g.n, g.k} : Shape{g.k, g.n}},
+                  {"C", g.c, Shape{g.m, g.n}}};
+  for (const auto& op : operands) {
+    const std::string what = fmt::format("{} operand {}", where, op.name);
+    check_view(p, op.view, what);
+    const Shape contiguous = {op.shape[1], 1};
+    if (op.view.sizes != op.shape || op.view.strides != contiguous) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("{}: the {} is not the contiguous {} matrix the GEMM (m = {}, n = {}, k = {}, "
+                       "trans_a = {}, trans_b = {}) needs",
+                       what, view_name(op.view), shape_to_string(op.shape), g.m, g.n, g.k, g.trans_a, g.trans_b));
+    }
+    const DType dt = p.buffers[static_cast<size_t>(op.view.buffer)].dtype;
+    if (dt != g.dtype) {
+      fail(ErrorCode::kDTypeMismatch, fmt::format("{}: buffer {} has dtype {} but the GEMM is {}", what,
+                                                  op.view.buffer, dtype_name(dt), dtype_name(g.dtype)));
+    }
+  }
+}
+
+void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& where) {
+  if (std::none_of(p.kernels.begin(), p.kernels.end(), [&](const CudaKernelImage& k) { return k.name == l.kernel; })) {
+    fail(ErrorCode::kNotFound, fmt::format("{}: the program has no kernel '{}'", where, l.kernel));
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (l.grid[d] < 1 || l.block[d] < 1 || l.grid[d] > 0x7fffffff || l.block[d] > 1024) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("{} ({}): grid ({}) and block ({}) sizes must be in [1, 2^31 - 1] and [1, 1024]",
+                       where, l.kernel, fmt::join(l.grid, ", "), fmt::join(l.block, ", ")));
+    }
+  }
+  for (size_t i = 0; i < l.args.size(); ++i) {
+    if (l.args[i].kind == CudaKernelArg::Kind::kMemref) {
+      check_view(p, l.args[i], fmt::format("{} ({}) argument {}", where, l.kernel, i));
+    }
+  }
+}
+
+/// bool is stored as u8 on the device.
+bool same_storage(DType a, DType b) {
+  auto stored = [](DType t) { return t == DType::kBool ? DType::kU8 : t; };
+  return stored(a) == stored(b);
+}
+
+void check_buffers(const CudaProgram& p) {
+  std::vector<int> inputs(p.input_types.size()), outputs(p.output_types.size());
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const CudaBuffer& b = p.buffers[i];
+    const std::string where = fmt::format("CudaProgram buffer {}", i);
+    if (b.bytes != num_elements(b.shape) * dtype_size(b.dtype)) {
+      fail(ErrorCode::kInvalidArgument, fmt::format("{}: bytes = {} but shape {} of {} takes {}", where, b.bytes,
+                                                    shape_to_string(b.shape), dtype_name(b.dtype),
+                                                    num_elements(b.shape) * dtype_size(b.dtype)));
+    }
+    if (b.kind == CudaBuffer::Kind::kConstant && static_cast<int64_t>(b.data.size()) != b.bytes) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("{}: a constant of {} bytes has {} bytes of data", where, b.bytes, b.data.size()));
+    }
+    if (b.kind != CudaBuffer::Kind::kInput && b.kind != CudaBuffer::Kind::kOutput) continue;
+    const bool in = b.kind == CudaBuffer::Kind::kInput;
+    const auto& types = in ? p.input_types : p.output_types;
+    std::vector<int>& seen = in ? inputs : outputs;
+    if (b.index < 0 || b.index >= static_cast<int64_t>(types.size())) {
+      fail(ErrorCode::kOutOfRange, fmt::format("{}: {} index {} is outside the program's {} {}s", where,
+                                               in ? "input" : "output", b.index, types.size(),
+                                               in ? "input" : "output"));
+    }
+    const auto& [shape, dtype] = types[static_cast<size_t>(b.index)];
+    if (shape != b.shape || !same_storage(dtype, b.dtype)) {
+      fail(ErrorCode::kShapeMismatch,
+           fmt::format("{}: {} {} is {} {} but the buffer is {} {}", where, in ? "input" : "output", b.index,
+                       shape_to_string(shape), dtype_name(dtype), shape_to_string(b.shape), dtype_name(b.dtype)));
+    }
+    ++seen[static_cast<size_t>(b.index)];
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<int>& seen = pass == 0 ? inputs : outputs;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      if (seen[i] != 1) {
+        fail(ErrorCode::kInvalidArgument, fmt::format("CudaProgram: {} {} has {} buffers (expected one)",
+                                                      pass == 0 ? "input" : "output", i, seen[i]));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Pure functions
+
+std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int minor) {
+  if (major < 1 || minor < 0 || minor > 9) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("select_cuda_ptx_arch(kernel '{}'): compute capability {}.{} is not a valid "
+                            "major.minor",
+                            image.name, major, minor),
+                "pass the device's CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR/MINOR");
+  }
+  const std::string exact = fmt::format("sm_{}{}", major, minor);
+  if (image.ptx.count(exact) != 0) return exact;
+  const int device = 10 * major + minor;
+  std::string best;
+  int best_number = -1;
+  for (const auto& [arch, ptx] : image.ptx) {
+    const int n = arch_number(arch);
+    if (n >= 0 && n <= device && n > best_number) {
+      best = arch;
+      best_number = n;
+    }
+  }
+  if (best_number >= 0) return best;
+  throw Error(ErrorCode::kNotFound,
+              fmt::format("kernel '{}' has PTX for [{}] but none runs on a device of compute capability "
+                          "{}.{} ({}): PTX runs only on its architecture or newer ones",
+                          image.name, fmt::join(keys_of(image), ", "), major, minor, exact),
+              fmt::format("compile for {} or an older architecture (CudaCompileOptions::archs)", exact));
+}
+
+std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch, std::span<const uint64_t> buffer_addresses) {
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < launch.args.size(); ++i) {
+    const CudaKernelArg& arg = launch.args[i];
+    if (arg.kind == CudaKernelArg::Kind::kIndex) {
+      words.push_back(static_cast<uint64_t>(arg.value));
+      continue;
+    }
+    const std::string where = fmt::format("launch of '{}', argument {}", launch.kernel, i);
+    const uint64_t address = address_of(buffer_addresses, arg.buffer, where);
+    if (arg.sizes.size() != arg.strides.size()) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("{}: the {} has {} sizes but {} strides", where, view_name(arg), arg.sizes.size(),
+                       arg.strides.size()));
+    }
+    words.push_back(address);  // allocated pointer
+    words.push_back(address);  // aligned pointer (the view's offset is the next word, not added here)
+    words.push_back(static_cast<uint64_t>(arg.offset));
+    for (int64_t s : arg.sizes) words.push_back(static_cast<uint64_t>(s));
+    for (int64_t s : arg.strides) words.push_back(static_cast<uint64_t>(s));
+  }
+  return words;
+}
+
+std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(const CudaProgram& program,
+                                                               std::span<const uint64_t> buffer_addresses) {
+  std::vector<std::vector<uint64_t>> out;
+  for (const CudaThunk& t : program.thunks) {
+    if (t.kind == CudaThunk::Kind::kLaunch) out.push_back(cuda_launch_words(t.launch, buffer_addresses));
+  }
+  return out;
+}
+
+CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
+  if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: dtype {} is not f32 or f64", dtype_name(g.dtype)));
+  }
+  if (g.m < 1 || g.n < 1 || g.k < 1) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("column_major_gemm: m = {}, n = {}, k = {} must be >= 1", g.m, g.n, g.k));
+  }
+  const auto element = static_cast<uint64_t>(dtype_size(g.dtype));
+  auto operand = [&](const CudaKernelArg& view, const char* name) {
+    return address_of(buffer_addresses, view.buffer, fmt::format("GEMM operand {}", name)) +
+           static_cast<uint64_t>(view.offset) * element;
+  };
+  CudaBlasGemm call;
+  call.dtype = g.dtype;
+  // C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m): B is the first operand, A the second.
+  call.trans_a = g.trans_b;
+  call.trans_b = g.trans_a;
+  call.m = g.n;
+  call.n = g.m;
+  call.k = g.k;
+  call.a = operand(g.b, "B");
+  call.lda = g.trans_b ? g.k : g.n;
+  call.b = operand(g.a, "A");
+  call.ldb = g.trans_a ? g.m : g.k;
+  call.c = operand(g.c, "C");
+  call.ldc = g.n;
+  return call;
+}
+
+void validate_cuda_program(const CudaProgram& program) {
+  check_buffers(program);
+  std::set<std::string> names;
+  for (const CudaKernelImage& k : program.kernels) {
+    if (k.ptx.empty()) fail(ErrorCode::kInvalidArgument, fmt::format("CudaProgram kernel '{}' has no PTX", k.name));
+    if (!names.insert(k.name).second) {
+      fail(ErrorCode::kInvalidArgument, fmt::format("CudaProgram has two kernels named '{}'", k.name));
+    }
+  }
+  for (size_t i = 0; i < program.thunks.size(); ++i) {
+    const CudaThunk& t = program.thunks[i];
+    const std::string where = fmt::format("CudaProgram thunk {}", i);
+    if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
+    else check_gemm(program, t.gemm, where + " (GEMM)");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CudaExecutable
+
+CudaExecutable::CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas)
+    : program_(std::move(program)), device_(device), blas_(std::move(blas)) {}
+
+std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, CudaDevice& device,
+                                                       std::shared_ptr<CudaBlas> blas) {
+  validate_cuda_program(program);
+  const bool has_gemm = program.gemm_count() > 0;
+  std::unique_ptr<CudaExecutable> e(new CudaExecutable(std::move(program), device, std::move(blas)));
+  e->load_modules();  // on an error the destructor unloads what was loaded
+  if (has_gemm && e->blas_ == nullptr) {
+    std::shared_ptr<CublasLibrary> cublas = CublasLibrary::load();
+    e->blas_ = cublas->create(device);
+  }
+  e->upload_constants();
+  return e;
+}
+
+CudaExecutable::~CudaExecutable() {
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  // Runs still in flight may use the modules and constants: let the compute stream drain.
+  try {
+    device_.compute_stream().synchronize();
+  } catch (const Error&) {  // a failed run was reported through its event; unload regardless
+  }
+  for (CUmod_st* m : modules_) {
+    if (m != nullptr) (void)api.cuModuleUnload(m);
+  }
+}
+
+void CudaExecutable::load_modules() {
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  device_.make_current();
+  int major = 0, minor = 0;
+  CUdevice dev = 0;
+  const std::string what = fmt::format("reading the compute capability of {}", device_.name());
+  cuda_detail::check(api, api.cuDeviceGet(&dev, device_.ordinal()), "cuDeviceGet", what);
+  cuda_detail::check(api, api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                     "cuDeviceGetAttribute", what);
+  cuda_detail::check(api, api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                     "cuDeviceGetAttribute", what);
+  for (const CudaKernelImage& k : program_.kernels) archs_.push_back(select_cuda_ptx_arch(k, major, minor));
+  for (size_t i = 0; i < program_.kernels.size(); ++i) {
+    const CudaKernelImage& k = program_.kernels[i];
+    const std::string loading = fmt::format("loading kernel '{}' ({} PTX) on {}", k.name, archs_[i], device_.name());
+    CUmodule module = nullptr;
+    cuda_detail::check(api, api.cuModuleLoadData(&module, k.ptx.at(archs_[i]).c_str()), "cuModuleLoadData", loading);
+    modules_.push_back(module);
+    CUfunction function = nullptr;
+    const std::string symbol = entry_symbol(k.name);
+    cuda_detail::check(api, api.cuModuleGetFunction(&function, module, symbol.c_str()), "cuModuleGetFunction",
+                       fmt::format("{} (entry '{}')", loading, symbol));
+    functions_.push_back(function);
+  }
+}
+
+void CudaExecutable::upload_constants() {
+  constants_.resize(program_.buffers.size());
+  std::shared_ptr<CudaEvent> last;
+  for (size_t i = 0; i < program_.buffers.size(); ++i) {
+    const CudaBuffer& b = program_.buffers[i];
+    if (b.kind != CudaBuffer::Kind::kConstant) continue;
+    constants_[i] = Buffer::allocate(device_.device(), b.bytes);
+    last = device_.copy_to_device_async(b.data.data(), constants_[i]->data(), b.bytes);
+  }
+  // The copy stream runs the uploads in order: waiting for the last covers them all.
+  if (last != nullptr) device_.compute_stream().wait(*last);
+}
+
+void CudaExecutable::check_arrays(std::span<const Array> arrays, bool outputs) const {
+  const auto& types = outputs ? program_.output_types : program_.input_types;
+  const char* kind = outputs ? "outputs" : "inputs";
+  const char* one = outputs ? "output" : "input";
+  if (arrays.size() != types.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CudaExecutable::run: {} {} given, the program takes {}", arrays.size(), kind, types.size()),
+                fmt::format("pass one array per program {} (program().{}_types)", one, one));
+  }
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const Array& a = arrays[i];
+    const auto& [shape, dtype] = types[i];
+    if (!a.valid() || a.num_shards() != 1 || &a.device() != &device_.device()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("CudaExecutable::run: {} {} is {}, not an array on {}", one, i,
+                              !a.valid() ? "invalid" : a.num_shards() != 1 ? "sharded" : "on " + a.device().name(),
+                              device_.name()),
+                  "allocate it on the executable's device or copy it there (CudaDevice::copy_async)");
+    }
+    if (a.shape() != shape) {
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("CudaExecutable::run: {} {} has shape {}, the program expects {}", one, i,
+                              shape_to_string(a.shape()), shape_to_string(shape)),
+                  "pass arrays of the shapes the program was compiled for");
+    }
+    if (a.dtype() != dtype) {
+      throw Error(ErrorCode::kDTypeMismatch,
+                  fmt::format("CudaExecutable::run: {} {} has dtype {}, the program expects {}", one, i,
+                              dtype_name(a.dtype()), dtype_name(dtype)),
+                  "convert the array first");
+    }
+  }
+}
+
+std::vector<uint64_t> CudaExecutable::buffer_addresses(std::span<const Array> inputs, std::span<const Array> outputs,
+                                                       std::vector<std::shared_ptr<Buffer>>& temporaries) const {
+  auto address = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+  std::vector<uint64_t> out(program_.buffers.size());
+  for (size_t i = 0; i < program_.buffers.size(); ++i) {
+    const CudaBuffer& b = program_.buffers[i];
+    switch (b.kind) {
+      case CudaBuffer::Kind::kInput: out[i] = address(inputs[static_cast<size_t>(b.index)].buffer()->data()); break;
+      case CudaBuffer::Kind::kOutput: out[i] = address(outputs[static_cast<size_t>(b.index)].buffer()->data()); break;
+      case CudaBuffer::Kind::kConstant: out[i] = address(constants_[i]->data()); break;
+      case CudaBuffer::Kind::kTemporary:
+        temporaries.push_back(Buffer::allocate(device_.device(), b.bytes));
+        out[i] = address(temporaries.back()->data());
+        break;
+    }
+  }
+  return out;
+}
+
+void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addresses) const {
+  const auto it = std::find_if(program_.kernels.begin(), program_.kernels.end(),
+                               [&](const CudaKernelImage& k) { return k.name == l.kernel; });
+  CUfunction function = functions_[static_cast<size_t>(it - program_.kernels.begin())];
+  std::vector<uint64_t> words = cuda_launch_words(l, addresses);
+  std::vector<void*> params;
+  params.reserve(words.size());
+  for (uint64_t& w : words) params.push_back(&w);
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  cuda_detail::check(api,
+                     api.cuLaunchKernel(function, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]),
+                                        u(l.block[1]), u(l.block[2]), 0, device_.compute_stream().handle(),
+                                        params.empty() ? nullptr : params.data(), nullptr),
+                     "cuLaunchKernel",
+                     fmt::format("launching kernel '{}' (grid {}, block {}) on {}", l.kernel, fmt::join(l.grid, "x"),
+                                 fmt::join(l.block, "x"), device_.name()));
+}
+
+std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
+  check_arrays(inputs, false);
+  check_arrays(outputs, true);
+  std::set<const Buffer*> used;
+  for (const Array& a : inputs) used.insert(a.buffer().get());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!used.insert(outputs[i].buffer().get()).second) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("CudaExecutable::run: output {} shares its buffer with an input or an earlier output", i),
+                  "pass a separate array for every output");
+    }
+  }
+  std::lock_guard<std::mutex> lock(run_mu_);
+  std::vector<std::shared_ptr<Buffer>> temporaries;  // released on return: the allocator is stream-ordered
+  const std::vector<uint64_t> addresses = buffer_addresses(inputs, outputs, temporaries);
+  device_.make_current();
+  for (const CudaThunk& t : program_.thunks) {
+    if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
+    else blas_->gemm(column_major_gemm(t.gemm, addresses), device_.compute_stream());
+  }
+  return device_.compute_stream().record();
+}
+
+std::vector<Array> CudaExecutable::run(std::span<const Array> inputs) const {
+  std::vector<Array> outputs;
+  for (const auto& [shape, dtype] : program_.output_types) outputs.push_back(Array::empty(shape, dtype, &device_.device()));
+  run(inputs, outputs);
+  return outputs;
+}
+
+}  // namespace ingot

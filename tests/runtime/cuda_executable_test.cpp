@@ -1,0 +1,612 @@
+// CudaExecutable: the pure parts (PTX choice per compute capability, launch parameter words,
+// the column-major GEMM call, program validation) and whole runs of hand-made CudaPrograms on the
+// fake driver (fake_cuda_driver.h), whose kernels are host bodies that read MLIR's memref
+// descriptors from the launch words and whose GEMMs go through a host BLAS on the fake stream.
+#if INGOT_HAVE_CUDA_TOOLKIT
+
+#include "ingot/runtime/cuda_executable.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "fake_cuda_driver.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+using testing::expect_error;
+using testing::FakeCudaScope;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// Fake PTX for `arch` with one entry `entry` of `params` 64-bit parameters.
+std::string fake_ptx(const std::string& arch, const std::string& entry, int params) {
+  std::string p = fmt::format(".version 8.0\n.target {}\n.address_size 64\n.visible .entry {}(\n", arch, entry);
+  for (int i = 0; i < params; ++i) p += fmt::format("\t.param .u64 {}_param_{}{}\n", entry, i, i + 1 < params ? "," : "");
+  return p + ")\n{\n\tret;\n}\n";
+}
+
+CudaKernelImage image(const std::string& name, int params, const std::vector<std::string>& archs) {
+  CudaKernelImage k;
+  k.name = name;
+  const std::string entry = name.substr(name.rfind('.') + 1);
+  for (const std::string& a : archs) k.ptx[a] = fake_ptx(a, entry, params);
+  return k;
+}
+
+CudaKernelArg memref(int64_t buffer, int64_t offset, Shape sizes, Shape strides) {
+  CudaKernelArg a;
+  a.kind = CudaKernelArg::Kind::kMemref;
+  a.buffer = buffer;
+  a.offset = offset;
+  a.sizes = std::move(sizes);
+  a.strides = std::move(strides);
+  return a;
+}
+
+CudaKernelArg index_arg(int64_t v) {
+  CudaKernelArg a;
+  a.kind = CudaKernelArg::Kind::kIndex;
+  a.value = v;
+  return a;
+}
+
+CudaBuffer buffer(CudaBuffer::Kind kind, int64_t index, Shape shape, DType dtype = DType::kF32) {
+  CudaBuffer b;
+  b.kind = kind;
+  b.index = index;
+  b.shape = shape;
+  b.dtype = dtype;
+  b.bytes = num_elements(shape) * dtype_size(dtype);
+  return b;
+}
+
+CudaThunk launch_thunk(std::string kernel, std::array<int64_t, 3> grid, std::array<int64_t, 3> block,
+                       std::vector<CudaKernelArg> args) {
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kLaunch;
+  t.launch.kernel = std::move(kernel);
+  t.launch.grid = grid;
+  t.launch.block = block;
+  t.launch.args = std::move(args);
+  return t;
+}
+
+uint64_t address(const Array& a) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(a.buffer()->data())); }
+
+template <typename T>
+T* at(uint64_t address) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(address));
+}
+
+/// A rank-2 memref descriptor read from launch words starting at `w`.
+struct View2 {
+  uint64_t aligned;
+  int64_t offset, sizes[2], strides[2];
+  float& operator()(int64_t i, int64_t j) const {
+    return at<float>(aligned)[offset + i * strides[0] + j * strides[1]];
+  }
+};
+View2 view2(const std::vector<uint64_t>& w, size_t first) {
+  auto s = [&](size_t i) { return static_cast<int64_t>(w[first + i]); };
+  return {w[first + 1], s(2), {s(3), s(4)}, {s(5), s(6)}};
+}
+
+// The elementwise program: tmp = x + c (kernel "add_kernel.add_kernel", three rank-2 memrefs,
+// 21 words), out = tmp[1, :] * k (kernel "scale_kernel.scale_kernel": a rank-1 view at element
+// offset 3 of tmp, an index k, the rank-1 output: 5 + 1 + 5 = 11 words).
+// Buffers: 0 input x f32 (2, 3), 1 constant c f32 (2, 3), 2 temporary tmp f32 (2, 3), 3 output
+// out f32 (3).
+constexpr int kAddWords = 21, kScaleWords = 11;
+const std::vector<float> kConstant = {10, 20, 30, 40, 50, 60};
+
+CudaProgram elementwise_program(const std::vector<std::string>& archs = {"sm_80", "sm_90"}) {
+  CudaProgram p;
+  p.kernels = {image("add_kernel.add_kernel", kAddWords, archs), image("scale_kernel.scale_kernel", kScaleWords, archs)};
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {2, 3}), buffer(CudaBuffer::Kind::kConstant, 0, {2, 3}),
+               buffer(CudaBuffer::Kind::kTemporary, 0, {2, 3}), buffer(CudaBuffer::Kind::kOutput, 0, {3})};
+  p.buffers[1].data.resize(24);
+  std::memcpy(p.buffers[1].data.data(), kConstant.data(), 24);
+  p.thunks = {launch_thunk("add_kernel.add_kernel", {2, 1, 1}, {32, 1, 1},
+                           {memref(0, 0, {2, 3}, {3, 1}), memref(1, 0, {2, 3}, {3, 1}), memref(2, 0, {2, 3}, {3, 1})}),
+              launch_thunk("scale_kernel.scale_kernel", {1, 1, 1}, {64, 2, 1},
+                           {memref(2, 3, {3}, {1}), index_arg(7), memref(3, 0, {3}, {1})})};
+  p.input_types = {{{2, 3}, DType::kF32}};
+  p.output_types = {{{3}, DType::kF32}};
+  return p;
+}
+
+/// Host bodies of the elementwise program's kernels, reading the descriptors.
+void register_elementwise_kernels(testing::FakeCuda& fake) {
+  fake.kernel_bodies["add_kernel"] = [](const std::vector<uint64_t>& w) {
+    const View2 x = view2(w, 0), c = view2(w, 7), t = view2(w, 14);
+    for (int64_t i = 0; i < t.sizes[0]; ++i) {
+      for (int64_t j = 0; j < t.sizes[1]; ++j) t(i, j) = x(i, j) + c(i, j);
+    }
+  };
+  fake.kernel_bodies["scale_kernel"] = [](const std::vector<uint64_t>& w) {
+    const float* in = at<float>(w[1]) + w[2];
+    const auto k = static_cast<float>(w[5]);
+    float* out = at<float>(w[7]) + w[8];
+    for (uint64_t i = 0; i < w[9]; ++i) out[i * w[10]] = in[i * w[4]] * k;
+  };
+}
+
+Array to_device(CudaDevice& dev, const Array& host) {
+  Array d = Array::empty(host.shape(), host.dtype(), &dev.device());
+  dev.copy_async(host, d)->wait();
+  return d;
+}
+
+Array to_host(CudaDevice& dev, const Array& on_dev) {
+  Array h = Array::empty(on_dev.shape(), on_dev.dtype());
+  dev.copy_async(on_dev, h)->wait();
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// PTX per compute capability
+
+TEST(CudaPtxArch, ExactThenNewestOlderArch) {
+  const CudaKernelImage k = image("m.k", 1, {"sm_80", "sm_90"});
+  EXPECT_EQ(select_cuda_ptx_arch(k, 9, 0), "sm_90");
+  EXPECT_EQ(select_cuda_ptx_arch(k, 8, 0), "sm_80");
+  EXPECT_EQ(select_cuda_ptx_arch(k, 8, 6), "sm_80");
+  EXPECT_EQ(select_cuda_ptx_arch(k, 8, 9), "sm_80");
+  EXPECT_EQ(select_cuda_ptx_arch(k, 10, 0), "sm_90");  // 100 >= 90 numerically, not as text
+  EXPECT_EQ(select_cuda_ptx_arch(k, 12, 0), "sm_90");
+  const CudaKernelImage k2 = image("m.k", 1, {"sm_86", "sm_80", "sm_100"});
+  EXPECT_EQ(select_cuda_ptx_arch(k2, 8, 9), "sm_86");
+  EXPECT_EQ(select_cuda_ptx_arch(k2, 9, 0), "sm_86");
+  EXPECT_EQ(select_cuda_ptx_arch(k2, 10, 0), "sm_100");
+  // Arch-specific PTX (sm_90a) is not forward compatible and never picked.
+  const CudaKernelImage k3 = image("m.k", 1, {"sm_90a", "sm_80"});
+  EXPECT_EQ(select_cuda_ptx_arch(k3, 9, 0), "sm_80");
+}
+
+TEST(CudaPtxArch, OlderDeviceIsAClearError) {
+  const CudaKernelImage k = image("main_kernel.main_kernel", 1, {"sm_80", "sm_90"});
+  expect_error([&] { select_cuda_ptx_arch(k, 7, 5); }, ErrorCode::kNotFound,
+               {"kernel 'main_kernel.main_kernel' has PTX for [sm_80, sm_90]", "compute capability 7.5 (sm_75)",
+                "compile for sm_75 or an older architecture"});
+  expect_error([&] { select_cuda_ptx_arch(k, 0, 0); }, ErrorCode::kInvalidArgument, {"0.0"});
+  expect_error([&] { select_cuda_ptx_arch(k, 9, 10); }, ErrorCode::kInvalidArgument, {"9.10"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch parameter words
+
+TEST(CudaLaunchWords, DescriptorAbiByHand) {
+  CudaLaunch l;
+  l.kernel = "m.k";
+  l.args = {memref(1, 5, {2, 3}, {4, 1}), index_arg(-3), memref(0, 0, {}, {}), memref(2, 7, {6}, {2})};
+  const std::vector<uint64_t> addresses = {0x1000, 0x2000, 0x3000};
+  const std::vector<uint64_t> expected = {
+      0x2000, 0x2000, 5, 2, 3, 4, 1,         // rank 2: the pointer is NOT advanced by the offset
+      static_cast<uint64_t>(int64_t{-3}),    // index
+      0x1000, 0x1000, 0,                     // rank 0: pointers and offset only
+      0x3000, 0x3000, 7, 6, 2};              // rank 1
+  EXPECT_EQ(cuda_launch_words(l, addresses), expected);
+}
+
+TEST(CudaLaunchWords, EveryLaunchOfAProgramInOrder) {
+  const CudaProgram p = elementwise_program();
+  const std::vector<uint64_t> a = {100, 200, 300, 400};
+  const auto words = cuda_launch_parameter_words(p, a);
+  ASSERT_EQ(words.size(), 2u);
+  EXPECT_EQ(words[0], (std::vector<uint64_t>{100, 100, 0, 2, 3, 3, 1, 200, 200, 0, 2, 3, 3, 1, 300, 300, 0, 2, 3, 3, 1}));
+  EXPECT_EQ(words[1], (std::vector<uint64_t>{300, 300, 3, 3, 1, 7, 400, 400, 0, 3, 1}));
+}
+
+TEST(CudaLaunchWords, BadBufferIndexOrViewIsAnError) {
+  CudaLaunch l;
+  l.kernel = "m.k";
+  l.args = {memref(3, 0, {2}, {1})};
+  const std::vector<uint64_t> a = {1, 2, 3};
+  expect_error([&] { cuda_launch_words(l, a); }, ErrorCode::kOutOfRange,
+               {"launch of 'm.k', argument 0", "buffer index 3 is outside the 3 buffer addresses"});
+  l.args = {memref(0, 0, {2, 2}, {1})};
+  expect_error([&] { cuda_launch_words(l, a); }, ErrorCode::kInvalidArgument, {"2 sizes but 1 strides"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// The column-major GEMM call
+
+CudaGemm gemm(DType dt, int64_t m, int64_t n, int64_t k, bool ta, bool tb, CudaKernelArg a, CudaKernelArg b,
+              CudaKernelArg c) {
+  CudaGemm g;
+  g.dtype = dt;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.a = std::move(a);
+  g.b = std::move(b);
+  g.c = std::move(c);
+  return g;
+}
+
+TEST(CudaColumnMajorGemm, SwapsOperandsAndAddsOffsets) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000};
+  // C (2 x 5) = A (2 x 3) B (3 x 5), no transposes: gemm(N, N, n=5, m=2, k=3, B, ldb=5, A, lda=3, C, 5).
+  CudaBlasGemm c = column_major_gemm(gemm(DType::kF32, 2, 5, 3, false, false, memref(0, 4, {2, 3}, {3, 1}),
+                                          memref(1, 0, {3, 5}, {5, 1}), memref(2, 10, {2, 5}, {5, 1})),
+                                     addr);
+  EXPECT_EQ(c.dtype, DType::kF32);
+  EXPECT_FALSE(c.trans_a);
+  EXPECT_FALSE(c.trans_b);
+  EXPECT_EQ(c.m, 5);
+  EXPECT_EQ(c.n, 2);
+  EXPECT_EQ(c.k, 3);
+  EXPECT_EQ(c.a, 0x2000u);
+  EXPECT_EQ(c.lda, 5);
+  EXPECT_EQ(c.b, 0x1000u + 4 * 4);
+  EXPECT_EQ(c.ldb, 3);
+  EXPECT_EQ(c.c, 0x3000u + 10 * 4);
+  EXPECT_EQ(c.ldc, 5);
+  // f64, A stored (k, m) = (3, 2) and B stored (n, k) = (5, 3): the first operand is B with
+  // trans_b, the second A with trans_a.
+  c = column_major_gemm(gemm(DType::kF64, 2, 5, 3, true, true, memref(0, 1, {3, 2}, {2, 1}),
+                             memref(1, 2, {5, 3}, {3, 1}), memref(2, 0, {2, 5}, {5, 1})),
+                        addr);
+  EXPECT_TRUE(c.trans_a);
+  EXPECT_TRUE(c.trans_b);
+  EXPECT_EQ(c.a, 0x2000u + 2 * 8);
+  EXPECT_EQ(c.lda, 3);
+  EXPECT_EQ(c.b, 0x1000u + 1 * 8);
+  EXPECT_EQ(c.ldb, 2);
+  EXPECT_EQ(c.ldc, 5);
+  expect_error([&] { column_major_gemm(gemm(DType::kF16, 1, 1, 1, false, false, {}, {}, {}), addr); },
+               ErrorCode::kInvalidArgument, {"f16 is not f32 or f64"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Program validation
+
+TEST(CudaProgramValidation, MalformedProgramsNameTheProblem) {
+  EXPECT_NO_THROW(validate_cuda_program(elementwise_program()));
+  CudaProgram p = elementwise_program();
+  p.thunks[0].launch.kernel = "nope.nope";
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kNotFound, {"thunk 0", "no kernel 'nope.nope'"});
+  p = elementwise_program();
+  p.thunks[1].launch.args[0] = memref(2, 4, {3}, {1});  // elements 4..6 of a 6-element buffer
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange,
+               {"thunk 1 (scale_kernel.scale_kernel) argument 0", "reaches element 6 of a buffer of 6 elements"});
+  p = elementwise_program();
+  p.thunks[0].launch.block = {2048, 1, 1};
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"block (2048, 1, 1)"});
+  p = elementwise_program();
+  p.buffers[1].data.resize(8);
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"buffer 1: a constant of 24 bytes has 8 bytes of data"});
+  p = elementwise_program();
+  p.buffers[0].shape = {3, 2};
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kShapeMismatch, {"input 0 is (2, 3) f32"});
+  p = elementwise_program();
+  p.buffers[3].kind = CudaBuffer::Kind::kTemporary;
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"output 0 has 0 buffers"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs on the fake driver
+
+TEST(CudaExecutableFake, LaunchRecordsAndResults) {
+  FakeCudaScope fake;
+  register_elementwise_kernels(fake.state());
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(elementwise_program(), *dev);
+  EXPECT_EQ(exe->kernel_archs(), (std::vector<std::string>{"sm_90", "sm_90"}));
+  ASSERT_EQ(fake.state().loaded_ptx.size(), 2u);
+  EXPECT_EQ(fake.state().loaded_ptx[0], fake_ptx("sm_90", "add_kernel", kAddWords));
+  EXPECT_EQ(fake.state().live_modules, 2);
+
+  const Array x = to_device(*dev, Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  const Array out = Array::empty({3}, DType::kF32, &dev->device());
+  const std::vector<Array> inputs = {x}, outputs = {out};
+  exe->run(inputs, outputs)->wait();
+
+  const auto& launches = fake.state().launches;
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].kernel, "add_kernel");
+  EXPECT_EQ(launches[0].grid, (std::array<unsigned, 3>{2, 1, 1}));
+  EXPECT_EQ(launches[0].block, (std::array<unsigned, 3>{32, 1, 1}));
+  EXPECT_EQ(launches[1].kernel, "scale_kernel");
+  EXPECT_EQ(launches[1].grid, (std::array<unsigned, 3>{1, 1, 1}));
+  EXPECT_EQ(launches[1].block, (std::array<unsigned, 3>{64, 2, 1}));
+  // The constant and the temporary live where the executable put them; read their addresses from
+  // the words and check everything else by hand.
+  ASSERT_EQ(launches[0].params.size(), static_cast<size_t>(kAddWords));
+  const uint64_t c = launches[0].params[7], t = launches[0].params[14];
+  EXPECT_NE(c, t);
+  EXPECT_EQ(launches[0].params, (std::vector<uint64_t>{address(x), address(x), 0, 2, 3, 3, 1, c, c, 0, 2, 3, 3, 1,
+                                                       t, t, 0, 2, 3, 3, 1}));
+  EXPECT_EQ(launches[1].params, (std::vector<uint64_t>{t, t, 3, 3, 1, 7, address(out), address(out), 0, 3, 1}));
+  EXPECT_EQ(std::vector<float>(at<float>(c), at<float>(c) + 6), kConstant);  // uploaded once, before the run
+  // out = (x[1, :] + c[1, :]) * 7
+  EXPECT_EQ(to_host(*dev, out).to_vector<float>(), (std::vector<float>{44 * 7, 55 * 7, 66 * 7}));
+
+  // A second run with other data reuses the modules and the constant.
+  const Array x2 = to_device(*dev, Array::from_vector<float>({0, 0, 0, -1, -2, -3}, {2, 3}));
+  const std::vector<Array> inputs2 = {x2};
+  const std::vector<Array> out2 = exe->run(inputs2);
+  ASSERT_EQ(out2.size(), 1u);
+  EXPECT_EQ(to_host(*dev, out2[0]).to_vector<float>(), (std::vector<float>{39 * 7, 48 * 7, 57 * 7}));
+  EXPECT_EQ(fake.state().launches[2].params[7], c);
+  EXPECT_EQ(fake.state().loaded_ptx.size(), 2u);
+}
+
+TEST(CudaExecutableFake, TemporariesAreReleasedAndModulesUnloaded) {
+  FakeCudaScope fake;
+  register_elementwise_kernels(fake.state());
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  const Array x = to_device(*dev, Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  const Array out = Array::empty({3}, DType::kF32, &dev->device());
+  const int64_t before = dev->allocator().stats().bytes_in_use;
+  {
+    auto exe = CudaExecutable::create(elementwise_program(), *dev);
+    const int64_t with_constants = dev->allocator().stats().bytes_in_use;
+    EXPECT_EQ(with_constants - before, 24);  // the constant
+    const std::vector<Array> inputs = {x}, outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    EXPECT_EQ(dev->allocator().stats().bytes_in_use, with_constants);  // the temporary went back
+    EXPECT_EQ(dev->allocator().stats().peak_bytes_in_use - with_constants, 24);  // tmp
+  }
+  EXPECT_EQ(dev->allocator().stats().bytes_in_use, before);
+  EXPECT_EQ(fake.state().live_modules, 0);
+  EXPECT_TRUE(fake.state().calls_without_context.empty());
+}
+
+TEST(CudaExecutableFake, PtxChosenPerComputeCapability) {
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  fake.state().compute_major = 8;
+  fake.state().compute_minor = 6;
+  {
+    auto exe = CudaExecutable::create(elementwise_program(), *dev);
+    EXPECT_EQ(exe->kernel_archs(), (std::vector<std::string>{"sm_80", "sm_80"}));
+    ASSERT_EQ(fake.state().loaded_ptx.size(), 2u);
+    EXPECT_NE(fake.state().loaded_ptx[1].find(".target sm_80"), std::string::npos);
+  }
+  fake.state().compute_major = 7;
+  fake.state().compute_minor = 5;
+  const int64_t before = dev->allocator().stats().bytes_in_use;
+  expect_error([&] { CudaExecutable::create(elementwise_program(), *dev); }, ErrorCode::kNotFound,
+               {"kernel 'add_kernel.add_kernel' has PTX for [sm_80, sm_90]", "7.5 (sm_75)"});
+  EXPECT_EQ(fake.state().loaded_ptx.size(), 2u);  // nothing more was loaded
+  EXPECT_EQ(fake.state().live_modules, 0);
+  EXPECT_EQ(dev->allocator().stats().bytes_in_use, before);
+}
+
+TEST(CudaExecutableFake, MissingEntryOrBadPtxNamesTheKernel) {
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  CudaProgram p = elementwise_program();
+  p.kernels[1].ptx["sm_90"] = fake_ptx("sm_90", "other_name", kScaleWords);
+  expect_error([&] { CudaExecutable::create(p, *dev); }, ErrorCode::kFailedPrecondition,
+               {"cuModuleGetFunction failed while loading kernel 'scale_kernel.scale_kernel' (sm_90 PTX) on cuda:0 "
+                "(entry 'scale_kernel')",
+                "CUDA_ERROR_NOT_FOUND"});
+  EXPECT_EQ(fake.state().live_modules, 0);  // the first kernel's module was unloaded again
+  p = elementwise_program();
+  p.kernels[0].ptx["sm_90"] = "not ptx";
+  expect_error([&] { CudaExecutable::create(p, *dev); }, ErrorCode::kFailedPrecondition,
+               {"cuModuleLoadData failed while loading kernel 'add_kernel.add_kernel'", "CUDA_ERROR_INVALID_PTX",
+                "update the NVIDIA driver"});
+}
+
+TEST(CudaExecutableFake, WrongArgumentsLaunchNothing) {
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(elementwise_program(), *dev);
+  Device& d = dev->device();
+  const Array x = Array::empty({2, 3}, DType::kF32, &d), out = Array::empty({3}, DType::kF32, &d);
+  auto run = [&](std::vector<Array> in, std::vector<Array> o) { exe->run(in, o); };
+  expect_error([&] { run({}, {out}); }, ErrorCode::kInvalidArgument, {"0 inputs given, the program takes 1"});
+  expect_error([&] { run({x, x}, {out}); }, ErrorCode::kInvalidArgument, {"2 inputs given"});
+  expect_error([&] { run({x}, {}); }, ErrorCode::kInvalidArgument, {"0 outputs given, the program takes 1"});
+  expect_error([&] { run({Array::empty({3, 2}, DType::kF32, &d)}, {out}); }, ErrorCode::kShapeMismatch,
+               {"input 0 has shape (3, 2), the program expects (2, 3)"});
+  expect_error([&] { run({Array::empty({2, 3}, DType::kF64, &d)}, {out}); }, ErrorCode::kDTypeMismatch,
+               {"input 0 has dtype f64, the program expects f32"});
+  expect_error([&] { run({x}, {Array::empty({4}, DType::kF32, &d)}); }, ErrorCode::kShapeMismatch,
+               {"output 0 has shape (4,)"});
+  expect_error([&] { run({Array::empty({2, 3}, DType::kF32)}, {out}); }, ErrorCode::kInvalidArgument,
+               {"input 0 is on cpu:0, not an array on cuda:0"});
+  expect_error([&] { run({Array()}, {out}); }, ErrorCode::kInvalidArgument, {"input 0 is invalid"});
+  const Array alias = Array::from_buffer({3}, DType::kF32, x.buffer());
+  expect_error([&] { run({x}, {alias}); }, ErrorCode::kInvalidArgument,
+               {"output 0 shares its buffer with an input"});
+  EXPECT_TRUE(fake.state().launches.empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// GEMM thunks through a host BLAS on the fake stream
+
+/// Reference column-major ?gemm (BLAS sgemm.f with alpha = 1, beta = 0), enqueued on the fake
+/// stream so it runs after the work queued before it.
+class HostBlas final : public CudaBlas {
+ public:
+  void gemm(const CudaBlasGemm& c, const CudaStream& stream) override {
+    calls.push_back(c);
+    testing::fake_cuda::enqueue(stream.handle(), [c] {
+      if (c.dtype == DType::kF32) run<float>(c);
+      else run<double>(c);
+    });
+  }
+  std::vector<CudaBlasGemm> calls;
+
+ private:
+  template <typename T>
+  static void run(const CudaBlasGemm& c) {
+    const T* a = at<T>(c.a);
+    const T* b = at<T>(c.b);
+    T* out = at<T>(c.c);
+    for (int64_t j = 0; j < c.n; ++j) {
+      for (int64_t i = 0; i < c.m; ++i) {
+        T sum = 0;
+        for (int64_t l = 0; l < c.k; ++l) {
+          const T av = c.trans_a ? a[l + i * c.lda] : a[i + l * c.lda];
+          const T bv = c.trans_b ? b[j + l * c.ldb] : b[l + j * c.ldb];
+          sum += av * bv;
+        }
+        out[i + j * c.ldc] = sum;
+      }
+    }
+  }
+};
+
+/// Row-major C (m x n) = op(A) op(B) on the host, the oracle.
+std::vector<double> matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n,
+                           int64_t k, bool ta, bool tb) {
+  std::vector<double> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        s += (ta ? a[static_cast<size_t>(l * m + i)] : a[static_cast<size_t>(i * k + l)]) *
+             (tb ? b[static_cast<size_t>(j * k + l)] : b[static_cast<size_t>(l * n + j)]);
+      }
+      c[static_cast<size_t>(i * n + j)] = s;
+    }
+  }
+  return c;
+}
+
+std::vector<double> iota(int64_t n, double scale, double shift) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = scale * static_cast<double>(i) + shift;
+  return v;
+}
+
+std::vector<double> slice(const std::vector<double>& v, int64_t offset, int64_t n) {
+  return {v.begin() + offset, v.begin() + offset + n};
+}
+
+TEST(CudaExecutableFake, GemmProgramMatchesHostMatmul) {
+  // Input 0 "packed" f32 (40): A stored (k, m) = (3, 2) at element 4 (trans_a), B stored (k, n) =
+  // (3, 4) at element 12. Input 1 W f32 (5, 4), used transposed. Constant bias (2, 4).
+  //   T (2, 4)  = A^T B                     gemm 1 (temporary T)
+  //   T2 (2, 4) = bias (a kernel: T2 = T + bias)
+  //   C (2, 5)  = T2 W^T                     gemm 2, into output 0 (15) at element 5
+  const int64_t m = 2, n = 4, k = 3, n2 = 5;
+  CudaProgram p;
+  p.kernels = {image("add_kernel.add_kernel", kAddWords, {"sm_90"})};
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {40}), buffer(CudaBuffer::Kind::kInput, 1, {n2, n}),
+               buffer(CudaBuffer::Kind::kTemporary, 0, {m, n}), buffer(CudaBuffer::Kind::kConstant, 0, {m, n}),
+               buffer(CudaBuffer::Kind::kTemporary, 0, {m, n}), buffer(CudaBuffer::Kind::kOutput, 0, {15})};
+  const std::vector<double> bias = iota(m * n, -0.5, 1.0);
+  const std::vector<float> bias_f(bias.begin(), bias.end());
+  p.buffers[3].data.resize(bias_f.size() * 4);
+  std::memcpy(p.buffers[3].data.data(), bias_f.data(), p.buffers[3].data.size());
+  CudaThunk g1, g2;
+  g1.kind = g2.kind = CudaThunk::Kind::kGemm;
+  g1.gemm = gemm(DType::kF32, m, n, k, true, false, memref(0, 4, {k, m}, {m, 1}), memref(0, 12, {k, n}, {n, 1}),
+                 memref(2, 0, {m, n}, {n, 1}));
+  g2.gemm = gemm(DType::kF32, m, n2, n, false, true, memref(4, 0, {m, n}, {n, 1}), memref(1, 0, {n2, n}, {n, 1}),
+                 memref(5, 5, {m, n2}, {n2, 1}));
+  p.thunks = {g1,
+              launch_thunk("add_kernel.add_kernel", {1, 1, 1}, {32, 1, 1},
+                           {memref(2, 0, {m, n}, {n, 1}), memref(3, 0, {m, n}, {n, 1}), memref(4, 0, {m, n}, {n, 1})}),
+              g2};
+  p.input_types = {{{40}, DType::kF32}, {{n2, n}, DType::kF32}};
+  p.output_types = {{{15}, DType::kF32}};
+
+  FakeCudaScope fake;
+  register_elementwise_kernels(fake.state());
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto blas = std::make_shared<HostBlas>();
+  auto exe = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> packed = iota(40, 0.25, -3.0), w = iota(n2 * n, -0.125, 2.0);
+  const Array in0 = to_device(*dev, Array::from_doubles(packed, {40}, DType::kF32));
+  const Array in1 = to_device(*dev, Array::from_doubles(w, {n2, n}, DType::kF32));
+  const Array out = to_device(*dev, Array::full({15}, 99.0, DType::kF32));
+  const std::vector<Array> inputs = {in0, in1}, outputs = {out};
+  exe->run(inputs, outputs)->wait();
+
+  std::vector<double> t = matmul(slice(packed, 4, k * m), slice(packed, 12, k * n), m, n, k, true, false);
+  for (size_t i = 0; i < t.size(); ++i) t[i] += bias[i];
+  const std::vector<double> c = matmul(t, w, m, n2, n, false, true);
+  const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+  for (int64_t i = 0; i < 15; ++i) {
+    const double expected = i < 5 ? 99.0 : c[static_cast<size_t>(i - 5)];  // elements 0..4 untouched
+    EXPECT_NEAR(got[static_cast<size_t>(i)], expected, 1e-4 * (1 + std::abs(expected))) << "element " << i;
+  }
+  ASSERT_EQ(blas->calls.size(), 2u);
+  EXPECT_EQ(blas->calls[0].b, address(in0) + 4 * 4);  // the view offsets are in the pointers
+  EXPECT_EQ(blas->calls[0].a, address(in0) + 12 * 4);
+  EXPECT_EQ(blas->calls[1].c, address(out) + 5 * 4);
+  EXPECT_EQ(fake.state().launches.size(), 1u);
+}
+
+TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {
+  const int64_t m = 3, n = 2, k = 4;
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {m, k}, DType::kF64),
+               buffer(CudaBuffer::Kind::kInput, 1, {n, k}, DType::kF64),
+               buffer(CudaBuffer::Kind::kOutput, 0, {m, n}, DType::kF64)};
+  CudaThunk g;
+  g.kind = CudaThunk::Kind::kGemm;
+  g.gemm = gemm(DType::kF64, m, n, k, false, true, memref(0, 0, {m, k}, {k, 1}), memref(1, 0, {n, k}, {k, 1}),
+                memref(2, 0, {m, n}, {n, 1}));
+  p.thunks = {g};
+  p.input_types = {{{m, k}, DType::kF64}, {{n, k}, DType::kF64}};
+  p.output_types = {{{m, n}, DType::kF64}};
+
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(p, *dev, std::make_shared<HostBlas>());
+  const std::vector<double> a = iota(m * k, 0.5, -1.0), b = iota(n * k, -0.25, 3.0);
+  const Array da = to_device(*dev, Array::from_vector(a, {m, k})), db = to_device(*dev, Array::from_vector(b, {n, k}));
+  const std::vector<Array> inputs = {da, db};
+  const std::vector<Array> out = exe->run(inputs);
+  EXPECT_EQ(to_host(*dev, out[0]).to_vector<double>(), matmul(a, b, m, n, k, false, true));
+
+  CudaProgram bad = p;
+  bad.thunks[0].gemm.b = memref(1, 0, {k, n}, {n, 1});  // B not stored (n, k) although trans_b
+  expect_error([&] { CudaExecutable::create(bad, *dev, std::make_shared<HostBlas>()); }, ErrorCode::kInvalidArgument,
+               {"thunk 0 (GEMM) operand B", "not the contiguous (2, 4) matrix"});
+  bad = p;
+  bad.buffers[1].dtype = DType::kF32;
+  bad.buffers[1].bytes = n * k * 4;
+  bad.input_types[1].second = DType::kF32;
+  expect_error([&] { CudaExecutable::create(bad, *dev, std::make_shared<HostBlas>()); }, ErrorCode::kDTypeMismatch,
+               {"operand B: buffer 1 has dtype f32 but the GEMM is f64"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// cuBLAS through dlopen
+
+TEST(CublasLibrary, MissingOrWrongLibraryIsUnavailableWithReason) {
+  auto missing = CublasLibrary::load("libingot_no_such_cublas.so.13");
+  EXPECT_FALSE(missing->available());
+  EXPECT_NE(missing->unavailable_reason().find("libingot_no_such_cublas.so.13 could not be loaded"), std::string::npos)
+      << missing->unavailable_reason();
+  auto wrong = CublasLibrary::load("libm.so.6");
+  EXPECT_FALSE(wrong->available());
+  EXPECT_NE(wrong->unavailable_reason().find("libm.so.6 is not a usable cuBLAS: it lacks cublasCreate_v2"),
+            std::string::npos)
+      << wrong->unavailable_reason();
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  expect_error([&] { missing->create(*dev); }, ErrorCode::kFailedPrecondition,
+               {"cannot run GEMMs on cuda:0", "could not be loaded", "LD_LIBRARY_PATH"});
+}
+
+TEST(CublasLibrary, TheToolkitsCublasHasEveryEntryPoint) {
+  // The soname of CUDA 13's cuBLAS, by path (this machine's loader may not search lib64).
+  const std::string path = "/usr/local/cuda/lib64/libcublas.so.13";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not installed on this machine";
+  auto lib = CublasLibrary::load(path);
+  EXPECT_TRUE(lib->available()) << lib->unavailable_reason();
+}
+
+}  // namespace
+}  // namespace ingot
+
+#endif  // INGOT_HAVE_CUDA_TOOLKIT
