@@ -9,6 +9,28 @@
 
 namespace ingot {
 
+std::vector<CudaGemm> CudaGemm::batch_elements() const {
+  if (!batched) return {*this};
+  std::vector<CudaGemm> out;
+  for (int64_t i = 0; i < batch; ++i) {
+    CudaGemm g = *this;
+    g.batched = false;
+    g.batch = 1;
+    for (CudaKernelArg* v : {&g.a, &g.b, &g.c}) {
+      if (v->sizes.size() != 3 || v->strides.size() != 3) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("CudaGemm::batch_elements: a batched operand view has rank {}", v->sizes.size()),
+                    "batched GEMM views are (batch, rows, cols)");
+      }
+      v->offset += i * v->strides[0];
+      v->sizes = Shape(v->sizes.begin() + 1, v->sizes.end());
+      v->strides = Shape(v->strides.begin() + 1, v->strides.end());
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 std::vector<CudaLaunch> CudaProgram::launches() const {
   std::vector<CudaLaunch> out;
   for (const CudaThunk& t : thunks) {
@@ -63,7 +85,8 @@ std::string CudaProgram::describe() const {
                          memrefs);
     } else {
       const CudaGemm& g = t.gemm;
-      out += fmt::format("gemm {} m={} n={} k={}{}{} A={} B={} C={}\n", dtype_name(g.dtype), g.m, g.n, g.k,
+      out += fmt::format("gemm {}{} m={} n={} k={}{}{} A={} B={} C={}\n", dtype_name(g.dtype),
+                         g.batched ? fmt::format(" batch={}", g.batch) : "", g.m, g.n, g.k,
                          g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c));
     }
   }

@@ -130,41 +130,71 @@ std::optional<GemmOperand> gemm_view(const TensorType& t, const std::vector<int6
   return g;
 }
 
-/// A matrix product without batch dims on f32/f64 operands whose contracting dims are a
-/// consecutive leading or trailing group of each operand (Dense on (batch, ..., features)
-/// inputs, its weight gradient contracting over (batch, ...), plain 2-D products) as a call to
-/// the BLAS-backed kernel ingot_cpu_gemm_<dtype>(A, B, C, trans_a, trans_b) on row-major 2-D
-/// views (collapse/expand of identity layouts: no copies).
-bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs,
-                       const TensorType& rhs, const TensorType& out, const std::vector<int64_t>& lc,
-                       const std::vector<int64_t>& rc, size_t num_batch) {
-  if (!ctx.options().blas_gemm || num_batch != 0 || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+/// The operand without its leading `nb` batch dims (contracting dims renumbered), or nullopt when
+/// its batch dims are not exactly its leading dims in order.
+std::optional<std::pair<TensorType, std::vector<int64_t>>> without_batch(const TensorType& t, const std::vector<int64_t>& batch,
+                                                                         const std::vector<int64_t>& contracting) {
+  const auto nb = static_cast<int64_t>(batch.size());
+  for (int64_t i = 0; i < nb; ++i) {
+    if (batch[static_cast<size_t>(i)] != i) return std::nullopt;
+  }
+  TensorType rest{Shape(t.shape.begin() + nb, t.shape.end()), t.dtype};
+  std::vector<int64_t> c;
+  for (int64_t d : contracting) c.push_back(d - nb);
+  return std::make_pair(rest, c);
+}
+
+/// A matrix product on f32/f64 operands whose contracting dims are a consecutive leading or
+/// trailing group of each operand (Dense on (batch, ..., features) inputs, its weight gradient
+/// contracting over (batch, ...), plain 2-D products) as a call to the library kernel
+/// `<gemm_function>_<dtype>(A, B, C, trans_a, trans_b)` on row-major 2-D views (collapse/expand of
+/// identity layouts: no copies). Batch dims that lead both operands in order (attention's
+/// (batch, heads) products) call `<gemm_function>_batched_<dtype>` on 3-D views
+/// (batch, rows, cols): one product per batch element.
+bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs_full,
+                       const TensorType& rhs_full, const TensorType& out, const std::vector<int64_t>& lb,
+                       const std::vector<int64_t>& rb, const std::vector<int64_t>& lc_full,
+                       const std::vector<int64_t>& rc_full) {
+  if (!ctx.options().blas_gemm || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+  const auto l = without_batch(lhs_full, lb, lc_full), r = without_batch(rhs_full, rb, rc_full);
+  if (!l || !r) return false;
+  const auto& [lhs, lc] = *l;
+  const auto& [rhs, rc] = *r;
+  int64_t batch = 1;
+  for (size_t i = 0; i < lb.size(); ++i) batch *= lhs_full.shape[i];
   std::optional<GemmOperand> a = gemm_view(lhs, lc), b = gemm_view(rhs, rc);
-  if (!a || !b || a->free == 0 || b->free == 0 || a->k == 0) return false;
+  if (!a || !b || a->free == 0 || b->free == 0 || a->k == 0 || batch == 0) return false;
   // An all-contracting operand is a row (1, K): the lhs as A, the rhs as B transposed.
   const int64_t m = a->free, n = b->free, k = a->k;
+  const bool batched = !lb.empty();
   const std::string e = el(out.dtype);
-  const std::string dyn = fmt::format("memref<?x?x{}>", e);
-  const std::string fn = fmt::format("{}_{}", ctx.options().gemm_function, e);
+  const std::string dyn = batched ? fmt::format("memref<?x?x?x{}>", e) : fmt::format("memref<?x?x{}>", e);
+  const std::string fn = fmt::format("{}{}_{}", ctx.options().gemm_function, batched ? "_batched" : "", e);
   ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}",
                           fn, dyn, dyn, dyn));
-  auto memref = [&](int64_t r, int64_t c) { return fmt::format("memref<{}x{}x{}>", r, c, e); };
-  auto as_buffer = [&](const std::string& v, const TensorType& t, int64_t r, int64_t c) {
-    const std::string v2 = reshape_value(ctx, v, t, {r, c});
-    const std::string mr = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v2,
-                                               ty(TensorType{{r, c}, t.dtype}), memref(r, c)),
-                                   "m");
-    return ctx.let(fmt::format("memref.cast {} : {} to {}", mr, memref(r, c), dyn), "m");
+  auto view_shape = [&](int64_t rows, int64_t cols) { return batched ? Shape{batch, rows, cols} : Shape{rows, cols}; };
+  auto memref = [&](int64_t rows, int64_t cols) {
+    return fmt::format("memref<{}x{}>", fmt::join(view_shape(rows, cols), "x"), e);
   };
-  const std::string av = a->contract_first ? as_buffer(ctx.operand(node, 0), lhs, k, m) : as_buffer(ctx.operand(node, 0), lhs, m, k);
-  const std::string bv = b->contract_first ? as_buffer(ctx.operand(node, 1), rhs, k, n) : as_buffer(ctx.operand(node, 1), rhs, n, k);
+  auto as_buffer = [&](const std::string& v, const TensorType& t, int64_t rows, int64_t cols) {
+    const Shape shape = view_shape(rows, cols);
+    const std::string v2 = reshape_value(ctx, v, t, shape);
+    const std::string mr = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v2,
+                                               ty(TensorType{shape, t.dtype}), memref(rows, cols)),
+                                   "m");
+    return ctx.let(fmt::format("memref.cast {} : {} to {}", mr, memref(rows, cols), dyn), "m");
+  };
+  const std::string av = a->contract_first ? as_buffer(ctx.operand(node, 0), lhs_full, k, m)
+                                           : as_buffer(ctx.operand(node, 0), lhs_full, m, k);
+  const std::string bv = b->contract_first ? as_buffer(ctx.operand(node, 1), rhs_full, k, n)
+                                           : as_buffer(ctx.operand(node, 1), rhs_full, n, k);
   const std::string c = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", memref(m, n)), "m");
   const std::string cd = ctx.let(fmt::format("memref.cast {} : {} to {}", c, memref(m, n), dyn), "m");
   const std::string ta = ctx.let(fmt::format("arith.constant {} : i32", a->contract_first ? 1 : 0), "c");
   const std::string tb = ctx.let(fmt::format("arith.constant {} : i32", b->contract_first ? 0 : 1), "c");
   ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, av, bv, cd, ta,
                        tb, dyn, dyn, dyn));
-  const TensorType flat{{m, n}, out.dtype};
+  const TensorType flat{view_shape(m, n), out.dtype};
   const std::string t = ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c, memref(m, n), ty(flat)), "t");
   ctx.bind(node.outputs[0], reshape_value(ctx, t, flat, out.shape));
   return true;
@@ -184,7 +214,7 @@ void lower_dot_general(LoweringContext& ctx, const Node& node) {
     }
     return f;
   };
-  if (lower_dot_as_gemm(ctx, node, lhs, rhs, out, lc, rc, lb.size())) return;
+  if (lower_dot_as_gemm(ctx, node, lhs, rhs, out, lb, rb, lc, rc)) return;
   const std::vector<int64_t> lf = free_dims(lhs.rank(), lb, lc), rf = free_dims(rhs.rank(), rb, rc);
   const int64_t nb = static_cast<int64_t>(lb.size()), nlf = static_cast<int64_t>(lf.size());
   const int64_t nrf = static_cast<int64_t>(rf.size()), nc = static_cast<int64_t>(lc.size());

@@ -64,6 +64,24 @@ void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<dou
                   c.strides[0]);
 }
 
+void gemm_batched_f32(const MemRef3D<float>& a, const MemRef3D<float>& b, MemRef3D<float>& c, int32_t trans_a,
+                      int32_t trans_b) {
+  for (int64_t i = 0; i < c.sizes[0]; ++i) {
+    sgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[1], c.sizes[2], trans_a ? a.sizes[1] : a.sizes[2],
+                    a.aligned + a.offset + i * a.strides[0], a.strides[1], b.aligned + b.offset + i * b.strides[0],
+                    b.strides[1], c.aligned + c.offset + i * c.strides[0], c.strides[1]);
+  }
+}
+
+void gemm_batched_f64(const MemRef3D<double>& a, const MemRef3D<double>& b, MemRef3D<double>& c, int32_t trans_a,
+                      int32_t trans_b) {
+  for (int64_t i = 0; i < c.sizes[0]; ++i) {
+    dgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[1], c.sizes[2], trans_a ? a.sizes[1] : a.sizes[2],
+                    a.aligned + a.offset + i * a.strides[0], a.strides[1], b.aligned + b.offset + i * b.strides[0],
+                    b.strides[1], c.aligned + c.offset + i * c.strides[0], c.strides[1]);
+  }
+}
+
 }  // namespace ingot::kernels
 
 // The C interface MLIR's llvm.emit_c_interface generates calls to: descriptors by pointer.
@@ -76,6 +94,14 @@ void ingot_cpu_gemm_f64_ciface(ingot::kernels::MemRef2D<double>* a, ingot::kerne
                                ingot::kernels::MemRef2D<double>* c, int32_t ta, int32_t tb) {
   ingot::kernels::gemm_f64(*a, *b, *c, ta, tb);
 }
+void ingot_cpu_gemm_batched_f32_ciface(ingot::kernels::MemRef3D<float>* a, ingot::kernels::MemRef3D<float>* b,
+                                       ingot::kernels::MemRef3D<float>* c, int32_t ta, int32_t tb) {
+  ingot::kernels::gemm_batched_f32(*a, *b, *c, ta, tb);
+}
+void ingot_cpu_gemm_batched_f64_ciface(ingot::kernels::MemRef3D<double>* a, ingot::kernels::MemRef3D<double>* b,
+                                       ingot::kernels::MemRef3D<double>* c, int32_t ta, int32_t tb) {
+  ingot::kernels::gemm_batched_f64(*a, *b, *c, ta, tb);
+}
 }
 
 namespace ingot::kernels {
@@ -83,6 +109,8 @@ namespace ingot::kernels {
 std::vector<std::pair<std::string, void*>> cpu_kernel_symbols() {
   return {{"_mlir_ciface_ingot_cpu_gemm_f32", reinterpret_cast<void*>(&ingot_cpu_gemm_f32_ciface)},
           {"_mlir_ciface_ingot_cpu_gemm_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_f64_ciface)},
+          {"_mlir_ciface_ingot_cpu_gemm_batched_f32", reinterpret_cast<void*>(&ingot_cpu_gemm_batched_f32_ciface)},
+          {"_mlir_ciface_ingot_cpu_gemm_batched_f64", reinterpret_cast<void*>(&ingot_cpu_gemm_batched_f64_ciface)},
           {"_mlir_ciface_ingot_cpu_conv_f32", reinterpret_cast<void*>(&ingot_cpu_conv_f32_ciface)},
           {"_mlir_ciface_ingot_cpu_conv_f64", reinterpret_cast<void*>(&ingot_cpu_conv_f64_ciface)}};
 }

@@ -295,7 +295,9 @@ void validate_cuda_program(const CudaProgram& program) {
     const CudaThunk& t = program.thunks[i];
     const std::string where = fmt::format("CudaProgram thunk {}", i);
     if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
-    else check_gemm(program, t.gemm, where + " (GEMM)");
+    else {
+      for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
+    }
   }
 }
 
@@ -460,7 +462,10 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   device_.make_current();
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
-    else blas_->gemm(column_major_gemm(t.gemm, addresses), device_.compute_stream());
+    else {
+      // A batched GEMM runs as one call per batch element (cublas?gemmStridedBatched would be one).
+      for (const CudaGemm& g : t.gemm.batch_elements()) blas_->gemm(column_major_gemm(g, addresses), device_.compute_stream());
+    }
   }
   return device_.compute_stream().record();
 }

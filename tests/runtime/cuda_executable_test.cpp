@@ -544,6 +544,44 @@ TEST(CudaExecutableFake, GemmProgramMatchesHostMatmul) {
   EXPECT_EQ(fake.state().launches.size(), 1u);
 }
 
+TEST(CudaExecutableFake, BatchedGemmRunsOneProductPerBatchElement) {
+  // Input 0 A (3, 2, 4) used transposed per batch element (op(A[i]) = A[i]^T (4, 2)... as (k, m)
+  // storage: m = 4, k = 2), input 1 B (3, 2, 5), output C (3, 4, 5) = A[i]^T B[i].
+  const int64_t batch = 3, m = 4, n = 5, k = 2;
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {batch, k, m}), buffer(CudaBuffer::Kind::kInput, 1, {batch, k, n}),
+               buffer(CudaBuffer::Kind::kOutput, 0, {batch, m, n})};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kGemm;
+  t.gemm = gemm(DType::kF32, m, n, k, true, false, memref(0, 0, {batch, k, m}, {k * m, m, 1}),
+                memref(1, 0, {batch, k, n}, {k * n, n, 1}), memref(2, 0, {batch, m, n}, {m * n, n, 1}));
+  t.gemm.batch = batch;
+  t.gemm.batched = true;
+  p.thunks = {t};
+  p.input_types = {{{batch, k, m}, DType::kF32}, {{batch, k, n}, DType::kF32}};
+  p.output_types = {{{batch, m, n}, DType::kF32}};
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto blas = std::make_shared<HostBlas>();
+  auto exe = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> a = iota(batch * k * m, 0.5, -2.0), b = iota(batch * k * n, -0.25, 1.5);
+  const Array in0 = to_device(*dev, Array::from_doubles(a, {batch, k, m}, DType::kF32));
+  const Array in1 = to_device(*dev, Array::from_doubles(b, {batch, k, n}, DType::kF32));
+  const Array out = to_device(*dev, Array::zeros({batch, m, n}, DType::kF32));
+  const std::vector<Array> inputs = {in0, in1}, outputs = {out};
+  exe->run(inputs, outputs)->wait();
+  const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+  for (int64_t i = 0; i < batch; ++i) {
+    const std::vector<double> c = matmul(slice(a, i * k * m, k * m), slice(b, i * k * n, k * n), m, n, k, true, false);
+    for (int64_t j = 0; j < m * n; ++j) {
+      EXPECT_NEAR(got[static_cast<size_t>(i * m * n + j)], c[static_cast<size_t>(j)], 1e-4 * (1 + std::abs(c[static_cast<size_t>(j)])))
+          << "batch " << i << " element " << j;
+    }
+  }
+  ASSERT_EQ(blas->calls.size(), 3u);
+  EXPECT_EQ(blas->calls[2].c, address(out) + 2 * m * n * 4);  // batch element 2's C
+}
+
 TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {
   const int64_t m = 3, n = 2, k = 4;
   CudaProgram p;

@@ -43,6 +43,7 @@ namespace {
 
 /// The GEMM calls the host plan turns into cuBLAS thunks (LoweringOptions::gemm_function).
 constexpr llvm::StringLiteral kGemmFunction = "ingot_cuda_gemm_";
+constexpr llvm::StringLiteral kBatchedGemmFunction = "ingot_cuda_gemm_batched_";
 
 constexpr const char* kDumpHint = "set CudaCompileOptions::dump_dir to see the IR after each stage";
 
@@ -239,15 +240,19 @@ class PlanBuilder {
     g.c = arg_of(*call, call.getOperand(2));
     g.trans_a = constant_index(*call, call.getOperand(3), "transpose flag") != 0;
     g.trans_b = constant_index(*call, call.getOperand(4), "transpose flag") != 0;
+    g.batched = call.getCallee().starts_with(kBatchedGemmFunction);
+    const size_t rank = g.batched ? 3 : 2, r = rank - 2;  // r: the first matrix dim
     for (const CudaKernelArg* a : {&g.a, &g.b, &g.c}) {
-      if (a->sizes.size() != 2) unsupported(*call, "passes a GEMM operand that is not 2-D");
+      if (a->sizes.size() != rank) unsupported(*call, fmt::format("passes a GEMM operand that is not {}-D", rank));
     }
-    g.m = g.c.sizes[0];
-    g.n = g.c.sizes[1];
-    g.k = g.trans_a ? g.a.sizes[0] : g.a.sizes[1];
-    const int64_t a_m = g.trans_a ? g.a.sizes[1] : g.a.sizes[0];
-    const int64_t b_k = g.trans_b ? g.b.sizes[1] : g.b.sizes[0], b_n = g.trans_b ? g.b.sizes[0] : g.b.sizes[1];
-    if (a_m != g.m || b_k != g.k || b_n != g.n) unsupported(*call, "has GEMM operands of mismatched shapes");
+    g.batch = g.batched ? g.c.sizes[0] : 1;
+    g.m = g.c.sizes[r];
+    g.n = g.c.sizes[r + 1];
+    g.k = g.trans_a ? g.a.sizes[r] : g.a.sizes[r + 1];
+    const int64_t a_m = g.trans_a ? g.a.sizes[r + 1] : g.a.sizes[r];
+    const int64_t b_k = g.trans_b ? g.b.sizes[r + 1] : g.b.sizes[r], b_n = g.trans_b ? g.b.sizes[r] : g.b.sizes[r + 1];
+    const bool batches = !g.batched || (g.a.sizes[0] == g.batch && g.b.sizes[0] == g.batch);
+    if (a_m != g.m || b_k != g.k || b_n != g.n || !batches) unsupported(*call, "has GEMM operands of mismatched shapes");
     return g;
   }
 

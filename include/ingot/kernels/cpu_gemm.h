@@ -43,6 +43,26 @@ void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float
 void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c,
               int32_t trans_a, int32_t trans_b);
 
+/// An MLIR 3-D memref descriptor (allocated, aligned, offset, sizes[3], strides[3]) of T.
+template <class T>
+struct MemRef3D {
+  T* allocated;
+  T* aligned;
+  int64_t offset;
+  int64_t sizes[3];
+  int64_t strides[3];
+};
+
+/// Batched products: for every b in [0, batch), C[b] = op(A[b]) @ op(B[b]) with A (batch, m, k)
+/// or (batch, k, m), B (batch, k, n) or (batch, n, k), C (batch, m, n), row-major with unit inner
+/// stride (the lowering's `<gemm_function>_batched_<dtype>` calls, for dot_generals whose batch
+/// dims lead both operands: attention's (batch, heads) products). One library GEMM per batch
+/// element (each multi-threaded by the library).
+void gemm_batched_f32(const MemRef3D<float>& a, const MemRef3D<float>& b, MemRef3D<float>& c, int32_t trans_a,
+                      int32_t trans_b);
+void gemm_batched_f64(const MemRef3D<double>& a, const MemRef3D<double>& b, MemRef3D<double>& c, int32_t trans_a,
+                      int32_t trans_b);
+
 /// (symbol name, address) of every kernel JIT-compiled code may call: the GEMMs above and the
 /// convolutions of cpu_conv.h, e.g. "_mlir_ciface_ingot_cpu_gemm_f32",
 /// "_mlir_ciface_ingot_cpu_conv_f64".

@@ -61,9 +61,16 @@ struct CudaLaunch {
 /// column-major BLAS computes it as C^T = op(B)^T op(A)^T: gemm(op_b, op_a, n, m, k, B, A, C).
 struct CudaGemm {
   DType dtype = DType::kF32;   ///< f32 (cublasSgemm) or f64 (cublasDgemm)
-  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes
+  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes (3-D (batch, rows, cols) when batched)
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  /// Batched products (the lowering's `ingot_cuda_gemm_batched_<dtype>`, dot_generals whose batch
+  /// dims lead both operands): C[i] = op(A[i]) op(B[i]) for i in [0, batch), the views 3-D.
+  int64_t batch = 1;
+  bool batched = false;  ///< the views are 3-D (even when batch is 1)
+  /// The 2-D products of a batched GEMM, one per batch element (offsets advanced by the views'
+  /// batch strides); {*this} when not batched.
+  std::vector<CudaGemm> batch_elements() const;
 };
 
 /// One step of a run, in order: a kernel launch or a library call.

@@ -245,6 +245,32 @@ namespace {
 // f16/bf16 math ops are computed in f32 and rounded once, bitwise as the interpreter (found by a
 // review: emulate-floats widens arith ops only, so math ops and composite formulas rounded
 // every intermediate).
+TEST(ParityGemm, BatchedProductsCallTheBatchedLibraryGemm) {
+  // Batch dims leading both operands (attention's (batch, heads) products), with either operand
+  // transposed, f32 and f64: the library path (one GEMM per batch element) equals the
+  // interpreter; the lowering emits the batched call.
+  struct Case {
+    Shape lhs, rhs;
+    std::vector<int64_t> lc, rc;
+  };
+  const std::vector<Case> cases = {{{2, 3, 5, 4}, {2, 3, 4, 6}, {3}, {2}},   // (5x4)(4x6)
+                                   {{2, 3, 5, 4}, {2, 3, 6, 4}, {3}, {3}},   // Q K^T
+                                   {{2, 3, 4, 5}, {2, 3, 4, 6}, {2}, {2}}};  // A^T B
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    for (const Case& c : cases) {
+      const ir::Graph g = trace(
+          [&](const std::vector<Tensor>& a) {
+            return std::vector<Tensor>{dot_general(a[0], a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1},
+                                                                .lhs_contracting = c.lc, .rhs_contracting = c.rc})};
+          },
+          {{c.lhs, dt}, {c.rhs, dt}}, "bmm");
+      EXPECT_NE(lower::lower_to_mlir(g).find("ingot_cpu_gemm_batched_"), std::string::npos);
+      testing::expect_parity(g, {testing::random_array(c.lhs, dt, 1), testing::random_array(c.rhs, dt, 2)},
+                             dt == DType::kF32 ? 1e-5 : 1e-12);
+    }
+  }
+}
+
 TEST(ParityElementwise, HalfTypesComputeInF32AndRoundOnce) {
   for (DType d : {DType::kF16, DType::kBF16}) {
     for (const char* op : {"logistic", "rsqrt", "log_plus_one", "exponential_minus_one", "exponential",

@@ -289,6 +289,33 @@ TEST_F(Ptx, MatrixProductsBecomeCublasThunksInOrder) {
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{64, 10, 32}), 1);   // dW1 = h^T g
 }
 
+TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {
+  // Attention's scores and weighted values: (B, H, T, D) x (B, H, T, D) -> (B, H, T, T) and
+  // (B, H, T, T) x (B, H, T, D) -> (B, H, T, D), with B * H = 8 batch elements.
+  const ir::Graph g = trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor s = dot_general(a[0], a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = {3}, .rhs_contracting = {3}});
+        return std::vector<Tensor>{dot_general(softmax(s), a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1},
+                                                                  .lhs_contracting = {3}, .rhs_contracting = {2}})};
+      },
+      {f32({2, 4, 16, 8}), f32({2, 4, 16, 8})}, "attn");
+  const codegen::CudaProgram p = compile_for_cuda(g, {}, /*cublas=*/true);
+  expect_valid_program(p, "attn");
+  ASSERT_EQ(p.gemm_count(), 2) << p.describe();
+  std::vector<codegen::CudaGemm> gemms;
+  for (const codegen::CudaThunk& t : p.thunks) {
+    if (t.kind == codegen::CudaThunk::Kind::kGemm) gemms.push_back(t.gemm);
+  }
+  EXPECT_TRUE(gemms[0].batched);
+  EXPECT_EQ(gemms[0].batch, 8);
+  EXPECT_EQ((std::array<int64_t, 3>{gemms[0].m, gemms[0].n, gemms[0].k}), (std::array<int64_t, 3>{16, 16, 8}));
+  EXPECT_TRUE(gemms[0].trans_b);  // K (T, D) used as K^T
+  EXPECT_EQ((std::array<int64_t, 3>{gemms[1].m, gemms[1].n, gemms[1].k}), (std::array<int64_t, 3>{16, 8, 16}));
+  EXPECT_FALSE(gemms[1].trans_b);
+  EXPECT_EQ(gemms[0].batch_elements().size(), 8u);
+  EXPECT_EQ(gemms[0].batch_elements()[3].a.offset, 3 * 16 * 8);
+}
+
 TEST_F(Ptx, EveryRegistryOpIsInASample) {
   std::set<std::string> covered;
   for (const Sample& s : samples()) {
