@@ -3,20 +3,20 @@
 # behind __CUDACC__) and, when the CUDA toolkit is present, by nvcc -ptx once per architecture;
 # each PTX file is embedded as a string in a generated header (embed_ptx.cmake) so that
 # cuda_kernel_ptx() hands it to cuModuleLoadData. No GPU and no libcuda are needed to build.
-set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy)
+set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy layernorm)
 set(INGOT_CUDA_KERNEL_ARCHS sm_80 sm_90)
 set(dir ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(gen ${CMAKE_CURRENT_BINARY_DIR}/cuda_ptx)
 
 set(sources ${dir}/launch.cpp)
+set(cu_sources)
 set(cpu_references)
 foreach(family ${INGOT_CUDA_KERNEL_FAMILIES})
-  list(APPEND sources ${dir}/${family}.cu)
+  list(APPEND cu_sources ${dir}/${family}.cu)
   list(APPEND cpu_references ${CMAKE_CURRENT_SOURCE_DIR}/cpu/${family}.cpp)
 endforeach()
-set_source_files_properties(${dir}/softmax_cross_entropy.cu
-                            PROPERTIES LANGUAGE CXX)
-add_library(ingot_cuda_kernels ${sources} ${cpu_references})
+set_source_files_properties(${cu_sources} PROPERTIES LANGUAGE CXX)
+add_library(ingot_cuda_kernels ${sources} ${cu_sources} ${cpu_references})
 target_include_directories(ingot_cuda_kernels PUBLIC ${PROJECT_SOURCE_DIR}/include)
 target_link_libraries(ingot_cuda_kernels PUBLIC ingot_runtime PRIVATE ingot_warnings)
 

@@ -22,6 +22,9 @@ const std::map<std::string, std::pair<std::string, int64_t>>& expected_kernels()
   static const std::map<std::string, std::pair<std::string, int64_t>> k = {
       {"ingot_softmax_ce_forward_f32", {"softmax_cross_entropy", 1024}},
       {"ingot_softmax_ce_backward_f32", {"softmax_cross_entropy", 1024}},
+      {"ingot_layernorm_forward_f32", {"layernorm", 1024}},
+      {"ingot_layernorm_backward_dx_f32", {"layernorm", 1024}},
+      {"ingot_layernorm_backward_params_f32", {"layernorm", 256}},
   };
   return k;
 }
