@@ -7,6 +7,10 @@
 
 #include "ingot/kernels/cuda_launch.h"
 
+namespace ingot::kernels {
+struct AdamOptions;
+}
+
 namespace ingot::kernels::detail {
 
 /// Throws ingot::Error kInvalidArgument "<who>: <name> = <value> is invalid: it must be in
@@ -21,5 +25,18 @@ void check_size(std::string_view who, std::string_view name, int64_t size, int64
 
 /// rows * cols, or ingot::Error kInvalidArgument naming `who` when it overflows int64.
 int64_t checked_product(std::string_view who, int64_t rows, int64_t cols);
+
+/// Adam's per-launch f32 scalars: alpha = lr * sqrt(1 - beta_2^step) / (1 - beta_1^step) and
+/// decay = weight_decay * lr, computed in double (kernels/cpu/adam.cpp).
+struct AdamScalars {
+  float alpha = 0.0f;
+  float decay = 0.0f;
+};
+AdamScalars adam_scalars(const AdamOptions& options, int64_t step);
+
+/// Throws ingot::Error kInvalidArgument naming `who` and the option unless step >= 1, the
+/// learning rate and epsilon are finite and >= 0, the betas are in [0, 1) and the weight decay
+/// is finite and >= 0 (kernels/cpu/adam.cpp).
+void check_adam_options(std::string_view who, const AdamOptions& options, int64_t step);
 
 }  // namespace ingot::kernels::detail
