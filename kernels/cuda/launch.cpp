@@ -48,7 +48,7 @@ std::vector<void*> CudaKernelLaunch::param_pointers() {
 
 std::vector<std::string> cuda_kernel_archs() { return {"sm_80", "sm_90"}; }
 
-std::vector<std::string> cuda_kernel_families() { return {"softmax_cross_entropy", "layernorm", "adam"}; }
+std::vector<std::string> cuda_kernel_families() { return {"softmax_cross_entropy", "layernorm", "adam", "attention"}; }
 
 bool cuda_kernels_have_ptx() {
 #if defined(INGOT_KERNELS_HAVE_PTX)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -38,5 +39,11 @@ AdamScalars adam_scalars(const AdamOptions& options, int64_t step);
 /// learning rate and epsilon are finite and >= 0, the betas are in [0, 1) and the weight decay
 /// is finite and >= 0 (kernels/cpu/adam.cpp).
 void check_adam_options(std::string_view who, const AdamOptions& options, int64_t step);
+
+/// Throws ingot::Error kInvalidArgument naming `who` unless batch, heads, seq_len >= 1,
+/// 1 <= head_dim <= 128, batch * heads * seq_len * head_dim fits int64 and `scale` (when given)
+/// is finite (kernels/cpu/attention.cpp).
+void check_attention_args(std::string_view who, int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim,
+                          std::optional<float> scale);
 
 }  // namespace ingot::kernels::detail

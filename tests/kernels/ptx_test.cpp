@@ -26,6 +26,7 @@ const std::map<std::string, std::pair<std::string, int64_t>>& expected_kernels()
       {"ingot_layernorm_backward_dx_f32", {"layernorm", 1024}},
       {"ingot_layernorm_backward_params_f32", {"layernorm", 256}},
       {"ingot_adam_multi_tensor_f32", {"adam", 256}},
+      {"ingot_attention_forward_f32", {"attention", 256}},
   };
   return k;
 }
