@@ -1,5 +1,7 @@
 #include "ingot/jit/jit.h"
 
+#include "jit/jit_cuda.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -93,9 +95,32 @@ Jitted::Jitted(TraceFn fn, JitOptions options) : state_(std::make_shared<State>(
   state_->options = std::move(options);
 }
 
+std::vector<Array> Jitted::run_on_cuda(const Executable& exe, const std::vector<Array>& args) const {
+  Device& device = cuda_device_of(*state_->options.cuda_device);
+  std::vector<Array> on_device;
+  on_device.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (&args[i].device() == &device) {
+      on_device.push_back(args[i]);
+    } else if (args[i].device().kind() == DeviceKind::kCpu) {
+      on_device.push_back(copy_to_cuda(*state_->options.cuda_device, args[i]));
+    } else {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("jit '{}': argument {} is on {}, not on the jit's CUDA device {}", state_->options.name, i,
+                              args[i].device().name(), device.name()),
+                  "pass host arrays or arrays on the device given in JitOptions::cuda_device");
+    }
+  }
+  return exe.run(on_device, &device);
+}
+
 std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
   std::vector<std::pair<Shape, DType>> signature;
   for (size_t i = 0; i < args.size(); ++i) {
+    if (state_->options.cuda_device != nullptr && args[i].valid()) {  // host arguments are copied over
+      signature.emplace_back(args[i].shape(), args[i].dtype());
+      continue;
+    }
     if (!args[i].valid()) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("jit: argument {} is an invalid Array", i));
     }
@@ -132,12 +157,16 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
         copts.dump_dir = fmt::format("{}/{}-{}-{}", dir, state_->options.name,
                                      fmt::ptr(state_.get()), state_->cache.size());
       }
-      exe = compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
+      exe = state_->options.cuda_device != nullptr
+                ? compile_graph_cuda(graph, *state_->options.cuda_device, state_->options.cuda,
+                                     state_->options.donate_argnums)
+                : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
   }
+  if (state_->options.cuda_device != nullptr) return run_on_cuda(*exe, args);
   // Outputs live where the arguments do (cpu:0 of the process when there are none).
   return exe->run(args, args.empty() ? nullptr : &args[0].device());
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
+#include "ingot/codegen/cuda_compiler.h"
 #include "ingot/ir/graph.h"
 #include "ingot/lower/lowering.h"
 #include "ingot/runtime/executable.h"
@@ -30,6 +31,20 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const std::vector<int64_t>& donate_argnums = {},
                                                 const lower::LoweringOptions& lowering = {});
 
+class CudaDevice;
+
+/// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64
+/// matrix products as cuBLAS calls and everything else as generated kernels
+/// (codegen::compile_cuda), loaded by a CudaExecutable, wrapped as one thunk "cuda:<graph name>"
+/// of an Executable whose run() takes and returns arrays on that device (it waits for the device
+/// before returning). `donate_argnums` as compile_graph, except that the CUDA program computes no
+/// output in place yet: donated buffers are taken over and freed, not reused. Errors: what
+/// lowering, compile_cuda and CudaExecutable::create throw; ingot::Error(kUnimplemented) in a build
+/// without the CUDA toolkit.
+std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
+                                                     const codegen::CudaCompileOptions& options = {},
+                                                     const std::vector<int64_t>& donate_argnums = {});
+
 /// Options of jit().
 struct JitOptions {
   /// Name of the traced graph (appears in dumps and thunk names).
@@ -43,6 +58,12 @@ struct JitOptions {
   /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<id>-<n> (<id> tells jitted functions apart; the one documented debug
   /// switch; see docs/compiler.md).
   codegen::CpuCompileOptions compile;
+  /// Compile for this CUDA device instead of the CPU (compile_graph_cuda): arguments on the host
+  /// are copied to it first, arguments on another device are an error, results stay on it.
+  /// Not owned; must outlive the Jitted. Null: the CPU.
+  CudaDevice* cuda_device = nullptr;
+  /// The CUDA code generator's options (with cuda_device).
+  codegen::CudaCompileOptions cuda;
 };
 
 /// The callable returned by jit(). Thread-safe.
@@ -61,6 +82,8 @@ class Jitted {
   double compile_seconds() const;
 
  private:
+  /// Copies host arguments to the CUDA device and runs `exe` there.
+  std::vector<Array> run_on_cuda(const Executable& exe, const std::vector<Array>& args) const;
   struct State;
   std::shared_ptr<State> state_;
 };
