@@ -104,6 +104,14 @@ ArrayDataAdapter::ArrayDataAdapter(Arrays x, Arrays y, Arrays sample_weight, int
                                                            element_name("sample_weight", sw_, i),
                                                            shape_to_string(sw_[i].shape())));
     }
+    const std::vector<double> w = to_host(sw_[i]).to_doubles();
+    for (size_t j = 0; j < w.size(); ++j) {
+      if (!std::isfinite(w[j])) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{} of sample {} is {}", element_name("sample_weight", sw_, i), j, w[j]),
+                    "sample weights must be finite (a NaN or infinite weight poisons every step's loss)");
+      }
+    }
   }
   x_ = on_host(x_);
   y_ = on_host(y_);

@@ -230,7 +230,10 @@ std::vector<Variable*> Layer::variables() {
   std::vector<Variable*> out;
   for (const auto& v : variables_) out.push_back(v.get());
   for (const auto& l : sublayers_) {
-    for (Variable* v : l->variables()) out.push_back(v);
+    for (Variable* v : l->variables()) {
+      // A layer used twice (tracked twice, e.g. Sequential({d, d})) owns its variables once.
+      if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    }
   }
   return out;
 }
@@ -341,6 +344,14 @@ Conv2D::Conv2D(Conv2DLayerOptions options) : Layer(options.name), o_(std::move(o
 
 void Conv2D::build(const Shape& input_shape) {
   require_rank(input_shape, 4, "Conv2D", "batch, height, width, channels");
+  for (size_t d = 0; d < 2 && o_.padding == "valid"; ++d) {
+    if (o_.kernel_size[d] > input_shape[d + 1]) {  // "valid" would give an empty output
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("Conv2D '{}': kernel_size [{}, {}] is larger than the input's spatial size [{}, {}]", name(),
+                              o_.kernel_size[0], o_.kernel_size[1], input_shape[1], input_shape[2]),
+                  "use a smaller kernel_size or padding \"same\"");
+    }
+  }
   kernel_ = &add_weight("kernel", {o_.kernel_size[0], o_.kernel_size[1], input_shape[3], o_.filters},
                         o_.kernel_initializer);
   if (o_.use_bias) bias_ = &add_weight("bias", {o_.filters}, o_.bias_initializer);

@@ -71,7 +71,9 @@ std::string types_to_string(const std::vector<ir::TensorType>& types) {
 bool same_but_batch(const std::vector<ir::TensorType>& a, const std::vector<ir::TensorType>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (per_sample(a[i].shape) != per_sample(b[i].shape) || a[i].dtype != b[i].dtype) return false;
+    // Floating inputs of another width are cast by forward (Keras casts to the compute dtype).
+    const bool dtype_ok = a[i].dtype == b[i].dtype || (is_floating(a[i].dtype) && is_floating(b[i].dtype));
+    if (per_sample(a[i].shape) != per_sample(b[i].shape) || !dtype_ok) return false;
   }
   return true;
 }
@@ -129,7 +131,13 @@ Tensor Model::call(LayerContext&, const Tensor&) {
 
 std::vector<Tensor> Model::forward(LayerContext& ctx, const std::vector<Tensor>& inputs) {
   const DType compute = compute_dtype();
-  if (compute == DType::kF32) return call_outputs(ctx, inputs);
+  if (compute == DType::kF32) {
+    // Keras casts floating inputs to the policy's compute dtype: f64 (or f16/bf16) data feeds an
+    // f32 model.
+    std::vector<Tensor> in;
+    for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != DType::kF32 ? convert(x, DType::kF32) : x);
+    return call_outputs(ctx, in);
+  }
   ctx.set_compute_dtype(compute);
   std::vector<Tensor> in;
   for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) ? convert(x, compute) : x);

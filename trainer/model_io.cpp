@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <new>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -207,7 +209,14 @@ Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s
 /// Builds an unbuilt model from the recorded input; checks a built one's input.
 void build_or_check_input(Model& model, const Header& h, const std::string& path) {
   if (!model.input_type()) {
-    model.build_model(h.input_types);
+    try {
+      model.build_model(h.input_types);
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::kParseError,
+                  fmt::format("load_model: building model '{}' for the input types in '{}' ran out of memory", model.name(),
+                              path),
+                  "the file's input_types are probably damaged; build the model yourself (build_model) before loading");
+    }
     return;
   }
   const std::vector<ir::TensorType>& ins = model.input_types();

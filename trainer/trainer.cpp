@@ -208,6 +208,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
         w.name = prefix + "weighted_" + w.metric->name();
       }
     }
+    // Two entries logged under one name would overwrite each other in the logs (Keras does so
+    // silently): refuse before any step.
+    std::vector<std::string> logged = {"loss"};
+    for (const metrics::Mean& m : output_loss_trackers) logged.push_back(m.name());
+    for (const MetricSlot& slot : slots) {
+      if (std::find(logged.begin(), logged.end(), slot.name) != logged.end()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("compile: two entries would be logged as '{}'", slot.name),
+                    "give one of the metrics another name (its options' `name`)");
+      }
+      logged.push_back(slot.name);
+    }
   }
 
   /// The logged names after "loss": each output's loss (several outputs), then the metrics.
@@ -766,10 +778,14 @@ void Model::compile(CompileOptions options) {
     throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
                 "compile before or after the loop");
   }
-  trainer_ = std::make_shared<Trainer>();
-  trainer_->model = this;
-  trainer_->compiled_by_user = true;
-  trainer_->options = std::move(options);
+  auto trainer = std::make_shared<Trainer>();
+  trainer->model = this;
+  trainer->compiled_by_user = true;
+  trainer->options = std::move(options);
+  // A built model's outputs are known: losses, loss_weights and metrics are checked against them
+  // now (else when fit/evaluate builds it); a failed compile keeps the previous configuration.
+  if (!input_types().empty()) trainer->configure_outputs();
+  trainer_ = std::move(trainer);
 }
 
 namespace {

@@ -72,6 +72,14 @@ std::string LoweringContext::let(const std::string& rhs, const std::string& hint
   return n;
 }
 
+std::string LoweringContext::library_read(const std::string& tensor, const std::string& tensor_type,
+                                          const std::string& memref_type) {
+  const std::string n = fresh("m");
+  emit(fmt::format("{} = bufferization.to_buffer {} read_only {{ingot.read = \"{}\"}} : {} to {}", n, tensor, n.substr(1),
+                   tensor_type, memref_type));
+  return n;
+}
+
 std::string LoweringContext::element(DType d) {
   switch (d) {
     case DType::kBool: return "i1";

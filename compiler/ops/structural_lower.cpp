@@ -179,9 +179,7 @@ bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType&
   auto as_buffer = [&](const std::string& v, const TensorType& t, int64_t rows, int64_t cols) {
     const Shape shape = view_shape(rows, cols);
     const std::string v2 = reshape_value(ctx, v, t, shape);
-    const std::string mr = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", v2,
-                                               ty(TensorType{shape, t.dtype}), memref(rows, cols)),
-                                   "m");
+    const std::string mr = ctx.library_read(v2, ty(TensorType{shape, t.dtype}), memref(rows, cols));
     return ctx.let(fmt::format("memref.cast {} : {} to {}", mr, memref(rows, cols), dyn), "m");
   };
   const std::string av = a->contract_first ? as_buffer(ctx.operand(node, 0), lhs_full, k, m)

@@ -556,7 +556,7 @@ std::string flat_buffer(LoweringContext& ctx, const std::string& v, const Tensor
                                                             fmt::join(all, ", "), ty(t), ty(flat)),
                                                 "r");
   const std::string memref = fmt::format("memref<{}x{}>", flat.shape[0], st(t.dtype));
-  const std::string m = ctx.let(fmt::format("bufferization.to_buffer {} read_only : {} to {}", c, ty(flat), memref), "m");
+  const std::string m = ctx.library_read(c, ty(flat), memref);
   return ctx.let(fmt::format("memref.cast {} : {} to memref<?x{}>", m, memref, st(t.dtype)), "m");
 }
 

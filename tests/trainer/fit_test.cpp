@@ -563,3 +563,77 @@ TEST(FitEma, FitEndsWithTheMovingAverageOfEveryStepsWeights) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+// ---- found by a fresh-user review: each used to fail late, silently or with an internal error ----
+
+TEST(FitReview, ALayerUsedTwiceInASequentialTrainsWithOneSetOfVariables) {
+  auto d = std::make_shared<Dense>(DenseOptions{.units = 3, .activation = "tanh"});
+  Sequential model({d, d, std::make_shared<Dense>(DenseOptions{.units = 1})});
+  model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  const Array x = testing::f32({1, 2, 3, 0.5f, -1, 0, 2, 2, 1}, {3, 3}), y = testing::f32({1, 0, -1}, {3, 1});
+  auto h = model.fit({.x = x, .y = y, .batch_size = 3, .epochs = 2, .verbose = 0});  // used to be a donation error
+  EXPECT_EQ(h->values("loss").size(), 2u);
+  EXPECT_EQ(model.variables().size(), 4u);  // d's kernel and bias once, the last Dense's two
+}
+
+TEST(FitReview, F64InputsFeedAFloat32Model) {
+  auto model = linear(0.5f, 0);
+  model->compile(sgd_mse(0.1));
+  const Array x = Array::from_doubles({1, 2, 3, 4}, {4, 1}, DType::kF64), y = testing::f32({3, 5, 7, 9}, {4, 1});
+  auto h = model->fit({.x = x, .y = y, .batch_size = 4, .epochs = 1, .verbose = 0});
+  // Keras casts the inputs to the policy's compute dtype: the same step as with f32 inputs.
+  auto ref = linear(0.5f, 0);
+  ref->compile(sgd_mse(0.1));
+  auto hr = ref->fit({.x = testing::f32({1, 2, 3, 4}, {4, 1}), .y = y, .batch_size = 4, .epochs = 1, .verbose = 0});
+  EXPECT_EQ(h->values("loss"), hr->values("loss"));
+  EXPECT_EQ(model->get_weights()[0].to_doubles(), ref->get_weights()[0].to_doubles());
+}
+
+TEST(FitReview, MetricsLoggedUnderOneNameAreRefused) {
+  auto model = linear(0.5f, 0);  // built: compile checks the metrics against its output now
+  CompileOptions c = sgd_mse(0.1);
+  c.metrics = {std::make_shared<metrics::MeanAbsoluteError>(), std::make_shared<metrics::MeanAbsoluteError>()};
+  expect_error([&] { model->compile(c); }, ErrorCode::kInvalidArgument, {"logged as 'mean_absolute_error'"});
+  c.metrics = {std::make_shared<metrics::MeanAbsoluteError>(),
+               std::make_shared<metrics::MeanAbsoluteError>(metrics::MeanAbsoluteErrorOptions{.name = "mae2"})};
+  model->compile(c);
+  const Logs logs = model->test_on_batch(testing::f32({1}, {1, 1}), testing::f32({2}, {1, 1}));
+  EXPECT_TRUE(logs.contains("mae2"));
+}
+
+TEST(FitReview, CompileChecksLossesAgainstABuiltModelAndKeepsTheOldConfigurationOnError) {
+  auto model = linear(0.5f, 0);
+  model->compile(sgd_mse(0.1));
+  CompileOptions bad = sgd_mse(0.1);
+  bad.loss = nullptr;
+  bad.losses = {std::make_shared<losses::MeanSquaredError>(), std::make_shared<losses::MeanSquaredError>()};
+  expect_error([&] { model->compile(bad); }, ErrorCode::kInvalidArgument, {"losses has 2 entries", "1 outputs"});
+  EXPECT_TRUE(model->test_on_batch(testing::f32({1}, {1, 1}), testing::f32({2}, {1, 1})).contains("loss"));
+}
+
+TEST(FitReview, NonFiniteSampleWeightsAreRefused) {
+  auto model = linear(0.5f, 0);
+  model->compile(sgd_mse(0.1));
+  const std::vector<Array> before = model->get_weights();
+  expect_error([&] {
+    model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({1, 2}, {2, 1}),
+                .sample_weight = testing::f32({1, std::nanf("")}, {2}), .verbose = 0});
+  }, ErrorCode::kInvalidArgument, {"sample_weight of sample 1 is nan"});
+  EXPECT_EQ(model->get_weights()[0].to_doubles(), before[0].to_doubles());
+}
+
+TEST(FitReview, AConvolutionKernelLargerThanItsInputIsAnError) {
+  Sequential model({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}}),
+                    std::make_shared<Flatten>()});
+  expect_error([&] { model.build_model({1, 4, 4, 1}); }, ErrorCode::kShapeMismatch,
+               {"kernel_size [9, 9] is larger than the input's spatial size [4, 4]"});
+  Sequential same({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}, .padding = "same"})});
+  same.build_model({1, 4, 4, 1});  // "same" padding keeps the size
+  EXPECT_EQ(same.output_type()->shape, (Shape{1, 4, 4, 2}));
+}
+
+}  // namespace
+}  // namespace ingot

@@ -87,6 +87,13 @@ class LoweringContext {
   void emit(const std::string& line);
   /// Emits `%n = <rhs>` with a fresh name and returns it.
   std::string let(const std::string& rhs, const std::string& hint = "t");
+  /// The buffer of `tensor` (of `tensor_type`) for a library call emitted right after it:
+  /// `bufferization.to_buffer ... read_only` to `memref_type`, tagged with a unique `ingot.read`
+  /// attribute. The tag keeps CSE from merging two reads of one tensor by two calls: a merged read
+  /// would end the tensor's live range at the first call, and one-shot bufferization could then
+  /// reuse its buffer for a result computed before the second call (a float32 model fed f64 data
+  /// got x's buffer overwritten by the loss gradient before the weight gradient's GEMM read x).
+  std::string library_read(const std::string& tensor, const std::string& tensor_type, const std::string& memref_type);
 
   /// "tensor<2x3xf32>", "tensor<f32>" for a scalar; bool tensors are tensor<...xi8> (one byte per
   /// element, as ingot::Array stores them; i1 vectors would be bit-packed in memory).

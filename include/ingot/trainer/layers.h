@@ -164,7 +164,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// The layers this one tracks (track()), in tracking order (Keras's `layer._layers`).
   const std::vector<std::shared_ptr<Layer>>& sublayers() const { return sublayers_; }
 
-  /// Every variable of this layer and its sublayers, in creation order.
+  /// Every variable of this layer and its sublayers, in creation order, each once (a sublayer
+  /// tracked twice, e.g. one layer used twice in a Sequential, shares its variables).
   std::vector<Variable*> variables();
   std::vector<Variable*> trainable_variables();
   std::vector<Variable*> non_trainable_variables();

@@ -245,6 +245,25 @@ namespace {
 // f16/bf16 math ops are computed in f32 and rounded once, bitwise as the interpreter (found by a
 // review: emulate-floats widens arith ops only, so math ops and composite formulas rounded
 // every intermediate).
+TEST(ParityGemm, ConvertedOperandsAndTheirGradients) {
+  // A float32 model fed f64 data: the step converts x first; the weight gradient reads the
+  // converted x again (x^T g). CSE used to merge the two GEMMs' reads of x, so bufferization
+  // reused x's buffer for the loss gradient before the second GEMM read it (the weight gradient
+  // came out as the loss). LoweringContext::library_read tags each read.
+  TraceFn loss = [](const std::vector<Tensor>& a) {
+    const Tensor x = convert(a[2], DType::kF32);
+    const Tensor pred = matmul(x, a[0]) + a[1];
+    return std::vector<Tensor>{mean(square(pred - a[3]))};
+  };
+  const ir::Graph g = trace(value_and_grad(loss, {0, 1}),
+                            {{{1, 1}, DType::kF32}, {{1}, DType::kF32}, {{4, 1}, DType::kF64}, {{4, 1}, DType::kF32}}, "cvt");
+  const std::vector<Array> args = {Array::from_doubles({0.5}, {1, 1}, DType::kF32), Array::from_doubles({0}, {1}, DType::kF32),
+                                   Array::from_doubles({1, 2, 3, 4}, {4, 1}, DType::kF64),
+                                   Array::from_doubles({3, 5, 7, 9}, {4, 1}, DType::kF32)};
+  expect_parity(g, args, 1e-6);
+  expect_parity(g, args, 1e-6, lower::LoweringOptions{.blas_gemm = false});
+}
+
 TEST(ParityGemm, BatchedProductsCallTheBatchedLibraryGemm) {
   // Batch dims leading both operands (attention's (batch, heads) products), with either operand
   // transposed, f32 and f64: the library path (one GEMM per batch element) equals the
