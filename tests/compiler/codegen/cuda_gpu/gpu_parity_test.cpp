@@ -1,0 +1,141 @@
+// The `gpu` suite: the CUDA back end on a real device against the reference interpreter -- every
+// sample graph (together they use every registry op) and the MLP and CNN train steps, compiled by
+// jit for the device (generated kernels and cuBLAS GEMMs). Without a GPU every test skips with the
+// driver's reason (this machine has none; tools/gpu_check.sh runs the suite on a lent GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compiler/codegen/cuda/samples.h"
+#include "compiler/codegen/parity.h"
+#include "ingot/interp/interpreter.h"
+#include "ingot/jit/jit.h"
+#include "ingot/runtime/cuda.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    driver_ = CudaDriver::load();
+    if (!driver_->available()) GTEST_SKIP() << "no CUDA driver/GPU: " << driver_->unavailable_reason();
+    device_ = CudaDevice::open(driver_, 0);
+  }
+
+  /// Runs `graph` through jit on the device and returns the results on the host.
+  std::vector<Array> run_on_gpu(const ir::Graph& graph, const std::vector<Array>& args) {
+    JitOptions options;
+    options.name = graph.name();
+    options.cuda_device = device_.get();
+    const ir::Graph copy = graph;
+    Jitted f = jit([copy](const std::vector<Tensor>& a) { return replay(copy, a); }, options);
+    std::vector<Array> out;
+    for (const Array& d : f(args)) {
+      Array h = Array::empty(d.shape(), d.dtype());
+      device_->copy_async(d, h)->wait();
+      out.push_back(h);
+    }
+    return out;
+  }
+
+  /// The graph's nodes re-emitted on traced tensors (jit takes a function).
+  static std::vector<Tensor> replay(const ir::Graph& g, const std::vector<Tensor>& args) {
+    std::map<ir::ValueId, Tensor> values;
+    for (size_t i = 0; i < g.parameters().size(); ++i) values.emplace(g.parameters()[i], args[i]);
+    for (const ir::Node& n : g.nodes()) {
+      std::vector<Tensor> in;
+      for (ir::ValueId v : n.inputs) in.push_back(values.at(v));
+      std::vector<Tensor> out = emit(n.op, in, n.attrs);
+      for (size_t i = 0; i < out.size(); ++i) values.emplace(n.outputs[i], out[i]);
+    }
+    std::vector<Tensor> out;
+    for (ir::ValueId v : g.outputs()) out.push_back(values.at(v));
+    return out;
+  }
+
+  /// Device results equal the interpreter's within the dtype's tolerance (GPU math functions and
+  /// summation orders differ from the host's): f32 1e-4 relative, f16/bf16 2e-2, f64 1e-10,
+  /// integers and bools exactly.
+  void expect_matches_interpreter(const ir::Graph& g, const std::vector<Array>& args) {
+    const std::vector<Array> want = interp::interpret(g, args);
+    const std::vector<Array> got = run_on_gpu(g, args);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(want[o].shape(), got[o].shape()) << g.name() << " output " << o;
+      const DType dt = want[o].dtype();
+      const double rtol = dt == DType::kF32 ? 1e-4 : dt == DType::kF64 ? 1e-10 : is_floating(dt) ? 2e-2 : 0;
+      const std::vector<double> w = want[o].to_doubles(), h = got[o].to_doubles();
+      int reported = 0;
+      for (size_t i = 0; i < w.size(); ++i) {
+        const bool ok = (std::isnan(w[i]) && std::isnan(h[i])) ||
+                        std::abs(w[i] - h[i]) <= rtol * std::max({std::abs(w[i]), std::abs(h[i]), 1.0});
+        if (!ok && reported++ < 5) {
+          ADD_FAILURE() << g.name() << " output " << o << " element " << i << ": interpreter " << w[i] << ", GPU " << h[i];
+        }
+      }
+    }
+  }
+
+  /// Arguments for a sample: floats in [-2, 2), integers in [0, 9] (valid gather indices),
+  /// u64 random states.
+  static std::vector<Array> arguments(const std::vector<ir::TensorType>& types) {
+    std::vector<Array> args;
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool integer = !is_floating(types[i].dtype);
+      args.push_back(testing::random_array(types[i].shape, types[i].dtype, 100 + i, integer ? 0 : -2, integer ? 9 : 2));
+    }
+    return args;
+  }
+
+  std::shared_ptr<CudaDriver> driver_;
+  std::unique_ptr<CudaDevice> device_;
+};
+
+/// The harness itself, without a GPU: the replayed samples jitted for the CPU equal the
+/// interpreter (so a failure on a GPU is the device's, not the harness's).
+class GpuHarness : public Gpu {
+ protected:
+  void SetUp() override {}
+};
+
+TEST_F(GpuHarness, ReplayedSamplesOnTheCpuMatchTheInterpreter) {
+  for (const testing::Sample& s : testing::samples()) {
+    SCOPED_TRACE(s.name);
+    const ir::Graph g = trace(s.fn, s.inputs, s.name);
+    const std::vector<Array> args = arguments(s.inputs);
+    Jitted f = jit([g](const std::vector<Tensor>& a) { return replay(g, a); }, {.name = s.name});
+    const std::vector<Array> got = f(args), want = interp::interpret(g, args);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) testing::expect_values(got[o], want[o].to_doubles(), 1e-5);
+  }
+}
+
+TEST_F(Gpu, EverySampleMatchesTheInterpreter) {
+  for (const testing::Sample& s : testing::samples()) {
+    SCOPED_TRACE(s.name);
+    expect_matches_interpreter(trace(s.fn, s.inputs, s.name), arguments(s.inputs));
+  }
+}
+
+TEST_F(Gpu, TheMlpTrainStepMatchesTheInterpreter) {
+  const ir::Graph g = testing::mlp_train_step_graph();
+  std::vector<ir::TensorType> types;
+  for (ir::ValueId p : g.parameters()) types.push_back(g.type(p));
+  std::vector<Array> args = arguments(types);
+  args.back() = testing::random_array(types.back().shape, DType::kI32, 7, 0, 9);  // labels in [0, 10)
+  expect_matches_interpreter(g, args);
+}
+
+TEST_F(Gpu, TheCnnTrainStepMatchesTheInterpreter) {
+  const ir::Graph g = testing::cnn_train_step_graph();
+  std::vector<ir::TensorType> types;
+  for (ir::ValueId p : g.parameters()) types.push_back(g.type(p));
+  std::vector<Array> args = arguments(types);
+  args.back() = testing::random_array(types.back().shape, DType::kI32, 7, 0, 9);
+  expect_matches_interpreter(g, args);
+}
+
+}  // namespace
+}  // namespace ingot
