@@ -1,7 +1,6 @@
-// Helpers of the `kernels` test suite (the hand-written CUDA kernels of kernels/cuda/): ptxas
-// (the CUDA toolkit's PTX assembler, run as a subprocess as tests/compiler/codegen/cuda/ptx_util.h
-// does) assembling embedded PTX and reporting each kernel's registers and static shared memory,
-// and small comparison helpers.
+// Helpers of the `kernels` test suite (the hand-written CUDA kernels of kernels/cuda/): each
+// kernel's registers and static shared memory from ptxas -v (tests/ptxas.h runs it), and small
+// comparison helpers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,33 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "ptxas.h"
+
 namespace ingot::testing {
-
-/// The CUDA toolkit's ptxas; its absence skips the PTX tests with that reason.
-inline const char* kKernelsPtxas = "/usr/local/cuda/bin/ptxas";
-
-/// ptxas's verdict on one PTX text: exit status 0 or not, and everything it printed.
-struct PtxasResult {
-  bool ok = false;
-  std::string output;
-};
-
-/// Assembles `ptx` for `arch` with `ptxas -v` (resource usage printed).
-inline PtxasResult run_ptxas(std::string_view ptx, const std::string& arch, const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ingot_kernels_test";
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path file = dir / (name + "." + arch + ".ptx");
-  std::ofstream(file) << ptx;
-  const std::string cmd = std::string(kKernelsPtxas) + " -v -arch=" + arch + " " + file.string() + " -o " +
-                          (dir / (name + "." + arch + ".cubin")).string() + " 2>&1";
-  PtxasResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return {false, "cannot run " + cmd};
-  std::array<char, 512> buf{};
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
-  r.ok = pclose(pipe) == 0;
-  return r;
-}
 
 /// Per kernel: registers per thread and static shared memory (bytes), from ptxas -v's output.
 struct KernelResources {

@@ -35,7 +35,7 @@ class KernelsPtx : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!kernels::cuda_kernels_have_ptx()) GTEST_SKIP() << "ingot was built without the CUDA toolkit: no PTX";
-    if (!std::filesystem::exists(testing::kKernelsPtxas)) GTEST_SKIP() << "no ptxas at " << testing::kKernelsPtxas;
+    if (!std::filesystem::exists(testing::kPtxas)) GTEST_SKIP() << "no ptxas at " << testing::kPtxas;
   }
 };
 
@@ -45,7 +45,7 @@ TEST_F(KernelsPtx, EveryFamilyAssemblesForEveryArchWithinResourceLimits) {
     for (const std::string& arch : cuda_kernel_archs()) {
       const std::string_view ptx = cuda_kernel_ptx(family, arch);
       EXPECT_NE(ptx.find(".target " + arch), std::string_view::npos) << family << " " << arch;
-      const testing::PtxasResult r = testing::run_ptxas(ptx, arch, family);
+      const testing::PtxasResult r = testing::run_ptxas(ptx, arch, family, /*verbose=*/true);
       ASSERT_TRUE(r.ok) << family << " for " << arch << ":\n" << r.output;
       for (const auto& [kernel, res] : testing::parse_ptxas_resources(r.output)) {
         ++seen[kernel];

@@ -50,8 +50,7 @@ int resolve_threads(int num_threads) {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
-  const int threads = resolve_threads(num_threads);
+std::vector<PipelineStage> default_tensor_stages() {
   return {
       {"canonicalize", "canonicalize,cse"},
       // Upstream elementwise fusion (single-use producers), then ingot's pass that also fuses cheap
@@ -69,6 +68,14 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
        "func.func(ingot-distinct-results),"
        "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
        "canonicalize"},
+  };
+}
+
+
+std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
+  const int threads = resolve_threads(num_threads);
+  std::vector<PipelineStage> stages = default_tensor_stages();
+  const std::vector<PipelineStage> back = {
       {"deallocate", "buffer-deallocation-pipeline"},
       // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's
       // iteration order); ingot-parallelize-outer-loops keeps the outer parallel dims of nests with
@@ -92,6 +99,8 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
        "convert-openmp-to-llvm,convert-to-llvm,reconcile-unrealized-casts"},
   };
+  stages.insert(stages.end(), back.begin(), back.end());
+  return stages;
 }
 
 namespace {

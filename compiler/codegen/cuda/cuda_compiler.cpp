@@ -350,22 +350,9 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
     attach += fmt::format("nvvm-attach-target{{chip={} features={} O={} l={}}},", arch, o.ptx_features, o.opt_level,
                           o.libdevice);
   }
-  return {
-      {"canonicalize", "canonicalize,cse"},
-      {"fuse",
-       "func.func(linalg-fuse-elementwise-ops),func.func(ingot-fuse-multi-use-elementwise),"
-       "canonicalize,cse,func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
-      {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
-      {"bufferize",
-       "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
-       "function-boundary-type-conversion=identity-layout-map},"
-       "func.func(ingot-distinct-results),"
-       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-       "canonicalize,func.func(ingot-copies-to-linalg)"},
-      // Parallel dims of each linalg op become scf.parallel (reduction dims scf.for inside: one
-      // thread per output element); host compute is wrapped into one-iteration loops; every nest
-      // is collapsed to 1-D and tiled by the block size (no canonicalize until the GPU mapping:
-      // it would fold the one-iteration loops back).
+  std::vector<PipelineStage> stages = default_tensor_stages();
+  stages.back().pipeline += ",func.func(ingot-copies-to-linalg)";  // copies become kernels too
+  const std::vector<PipelineStage> back = {
       // Long reductions become one block per output element (gpu.all_reduce: warp shuffles and
       // shared memory) before the loop path.
       {"reductions", fmt::format("func.func(ingot-gpu-block-reductions{{threads={} min-reduced={}}})",
@@ -378,6 +365,8 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
       {"nvvm", attach + "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,reconcile-unrealized-casts)"},
       {"binary", "gpu-module-to-binary{format=isa}"},
   };
+  stages.insert(stages.end(), back.begin(), back.end());
+  return stages;
 }
 
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,

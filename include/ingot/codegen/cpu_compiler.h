@@ -29,6 +29,12 @@ inline constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 /// Largest CpuCompileOptions::num_threads accepted (libomp caps teams far lower anyway).
 inline constexpr int kMaxThreads = 1024;
 
+/// The target-independent front of both back ends' pipelines, in order: "canonicalize"
+/// (canonicalize, cse), "fuse" (elementwise fusion incl. ingot-fuse-multi-use-elementwise),
+/// "emulate-floats" (f16/bf16 arithmetic in f32, rounded on store, as the interpreter does) and
+/// "bufferize" (one-shot bufferization, results as caller-provided out-params).
+std::vector<PipelineStage> default_tensor_stages();
+
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
 /// results as caller-provided out-params, deallocation, loops (outer parallel dims of big nests

@@ -15,11 +15,9 @@
 #include "ingot/lower/lowering.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trace/tensor.h"
+#include "ptxas.h"
 
 namespace ingot::testing {
-
-/// The CUDA toolkit's ptxas; its absence skips the ptx tests with that reason.
-inline const char* kPtxas = "/usr/local/cuda/bin/ptxas";
 
 /// Compiles `graph` with the CUDA code generator: generated loops only, or with `cublas` the
 /// f32/f64 matrix products as cuBLAS thunks.
@@ -36,19 +34,8 @@ inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codeg
 
 /// Assembles `ptx` for `arch` with ptxas; returns "" on success, else ptxas's output.
 inline std::string ptxas_errors(const std::string& ptx, const std::string& arch, const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ingot_ptx_test";
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path file = dir / (name + "." + arch + ".ptx");
-  std::ofstream(file) << ptx;
-  const std::string cmd = std::string(kPtxas) + " -arch=" + arch + " " + file.string() + " -o " +
-                          (dir / (name + "." + arch + ".cubin")).string() + " 2>&1";
-  std::string out;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return "cannot run " + cmd;
-  std::array<char, 512> buf{};
-  while (fgets(buf.data(), buf.size(), pipe) != nullptr) out += buf.data();
-  const int rc = pclose(pipe);
-  return rc == 0 ? "" : (out.empty() ? "ptxas failed" : out);
+  const PtxasResult r = run_ptxas(ptx, arch, name);
+  return r.ok ? "" : (r.output.empty() ? "ptxas failed" : r.output);
 }
 
 /// Every kernel of `p` assembles for every arch it was compiled for, and every launch is within
