@@ -64,22 +64,29 @@ void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<dou
                   c.strides[0]);
 }
 
+namespace {
+
+/// One row-major GEMM (`gemm`: sgemm_row_major or dgemm_row_major) per batch element.
+template <class T, class Gemm>
+void gemm_batched(const MemRef3D<T>& a, const MemRef3D<T>& b, MemRef3D<T>& c, int32_t trans_a, int32_t trans_b,
+                  Gemm gemm) {
+  for (int64_t i = 0; i < c.sizes[0]; ++i) {
+    gemm(trans_a != 0, trans_b != 0, c.sizes[1], c.sizes[2], trans_a ? a.sizes[1] : a.sizes[2],
+         a.aligned + a.offset + i * a.strides[0], a.strides[1], b.aligned + b.offset + i * b.strides[0], b.strides[1],
+         c.aligned + c.offset + i * c.strides[0], c.strides[1], T(0));
+  }
+}
+
+}  // namespace
+
 void gemm_batched_f32(const MemRef3D<float>& a, const MemRef3D<float>& b, MemRef3D<float>& c, int32_t trans_a,
                       int32_t trans_b) {
-  for (int64_t i = 0; i < c.sizes[0]; ++i) {
-    sgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[1], c.sizes[2], trans_a ? a.sizes[1] : a.sizes[2],
-                    a.aligned + a.offset + i * a.strides[0], a.strides[1], b.aligned + b.offset + i * b.strides[0],
-                    b.strides[1], c.aligned + c.offset + i * c.strides[0], c.strides[1]);
-  }
+  gemm_batched(a, b, c, trans_a, trans_b, sgemm_row_major);
 }
 
 void gemm_batched_f64(const MemRef3D<double>& a, const MemRef3D<double>& b, MemRef3D<double>& c, int32_t trans_a,
                       int32_t trans_b) {
-  for (int64_t i = 0; i < c.sizes[0]; ++i) {
-    dgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[1], c.sizes[2], trans_a ? a.sizes[1] : a.sizes[2],
-                    a.aligned + a.offset + i * a.strides[0], a.strides[1], b.aligned + b.offset + i * b.strides[0],
-                    b.strides[1], c.aligned + c.offset + i * c.strides[0], c.strides[1]);
-  }
+  gemm_batched(a, b, c, trans_a, trans_b, dgemm_row_major);
 }
 
 }  // namespace ingot::kernels
