@@ -43,7 +43,10 @@ set(INGOT_OPENBLAS "/usr/lib/x86_64-linux-gnu/libopenblas.a" CACHE FILEPATH "Ope
 # ride on its link interface.
 find_package(MLIR CONFIG REQUIRED PATHS "${INGOT_LLVM_LIB_DIR}/cmake/mlir" NO_DEFAULT_PATH)
 set(_ingot_empty_archive "${CMAKE_BINARY_DIR}/gpu_bundle_link/libingot_empty.a")
-file(WRITE "${_ingot_empty_archive}" "!<arch>\n")
+# Written once: rewriting it on every configure would relink every executable.
+if(NOT EXISTS "${_ingot_empty_archive}")
+  file(WRITE "${_ingot_empty_archive}" "!<arch>\n")
+endif()
 # LLVMSupport's own link interface (LLVMExports.cmake): rt, dl, m, z3, zlib, zstd. Debian ships no
 # libzstd.a and libz3 only shared; with --as-needed (below) they are recorded only if referenced.
 find_library(INGOT_ZSTD NAMES libzstd.so.1 zstd REQUIRED)
