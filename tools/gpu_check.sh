@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The GPU check: runs the bundled test binaries on the GPU machine (docs/building.md, "The GPU
+# check bundle"; /work/shared/GPU_CHECKS.md).
+#
+#   tools/gpu_check.sh OUT_DIR
+#
+# Run from the repository root with gpu_bundle.tar.xz (tools/make_gpu_bundle.sh) carried along;
+# it also runs on a machine without a GPU, where the GPU tests skip with their reason.
+#   1. unpacks gpu_bundle.tar.xz unless gpu_bundle/ is already there;
+#   2. records the machine: nvidia-smi, ptxas --version, the bundle's MANIFEST.txt, `ldd` of each
+#      binary (a library "not found" is reported before anything runs);
+#   3. runs the bundle's test binary gpu_tests (the `runtime` and `ptx` suites in one executable,
+#      see cmake/gpu_bundle.cmake) with --gtest_output=json:OUT_DIR/gpu_tests.json, its output in
+#      OUT_DIR/gpu_tests.log, under a time limit: every test, the GPU ones (CudaGpu.*, NcclGpu.*)
+#      and the ptx suite (PTX assembled by /usr/local/cuda/bin/ptxas for sm_80/sm_90) included.
+#      No suite is left out: the CPU-JIT tests (Sharding*, Spmd.*) also pass without LLVM on the
+#      machine (checked here with /usr/lib/llvm-22 hidden; MLIR then only warns "Failed to create
+#      MemoryBuffer for .../libmlir_c_runner_utils.so"). Any other binary in gpu_bundle/bin runs
+#      the same way, except `ingot` (when bundled), which runs `ingot ops` as a start-up check;
+#   4. writes OUT_DIR/summary.json (per binary: exit status, tests run/passed/failed/skipped,
+#      seconds, the failed tests, the skipped tests with their reason) and exits 1 when anything
+#      failed, 2 on bad usage or a missing bundle.
+# The whole check takes ~30 s here (2 cores, GPU tests skipped) and is meant to stay well under 10 minutes.
+set -uo pipefail
+
+if [[ $# != 1 || -z $1 ]]; then
+  echo "usage: tools/gpu_check.sh OUT_DIR   (run from the repository root, gpu_bundle.tar.xz present)" >&2
+  exit 2
+fi
+mkdir -p "$1" || { echo "gpu_check.sh: cannot create OUT_DIR '$1'" >&2; exit 2; }
+OUT=$(realpath "$1")
+cd "$(dirname "$0")/.."
+readonly OUT BUNDLE=gpu_bundle ARCHIVE=gpu_bundle.tar.xz
+readonly SUITE_LIMIT_S=240
+check_start=$(date +%s%N)
+
+if [[ ! -x $BUNDLE/bin/gpu_tests ]]; then
+  if [[ ! -f $ARCHIVE ]]; then
+    echo "gpu_check.sh: neither $BUNDLE/ nor $ARCHIVE here ($(pwd)); build it with tools/make_gpu_bundle.sh" >&2
+    exit 2
+  fi
+  echo "== unpacking $ARCHIVE"
+  tar -xJf "$ARCHIVE" || { echo "gpu_check.sh: could not unpack $ARCHIVE" >&2; exit 2; }
+fi
+
+# --- the machine ---------------------------------------------------------------------------
+{
+  echo "== date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(uname -n)  cores: $(nproc)"
+  echo "== $(ldd --version 2>&1 | head -1)"
+  echo "== nvidia-smi"
+  if command -v nvidia-smi > /dev/null; then nvidia-smi 2>&1; else echo "(no nvidia-smi on this machine)"; fi
+  echo "== ptxas"
+  /usr/local/cuda/bin/ptxas --version 2>&1 || echo "(no /usr/local/cuda/bin/ptxas: the ptx tests skip)"
+  echo "== bundle"
+  cat "$BUNDLE/MANIFEST.txt"
+  for bin in "$BUNDLE"/bin/*; do
+    echo "== ldd $(basename "$bin")"
+    ldd "$bin" 2>&1
+  done
+} 2>&1 | tee "$OUT/machine.txt"
+if grep -q "not found" "$OUT/machine.txt"; then
+  echo "gpu_check.sh: a bundled binary misses a shared library (see 'not found' above); the suites will fail to start" >&2
+fi
+
+gpu_name=""
+if command -v nvidia-smi > /dev/null; then
+  gpu_name=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+fi
+
+# --- the suites ----------------------------------------------------------------------------
+# Milliseconds since $1 (a `date +%s%N` value).
+elapsed_ms() { echo $((($(date +%s%N) - $1) / 1000000)); }
+
+# One line per run in $OUT/runs.tsv: name, exit status, milliseconds, gtest filter ("" = not gtest).
+: > "$OUT/runs.tsv"
+
+# run_suite NAME FILTER: a gtest binary of the bundle, with its JSON report and log.
+run_suite() {
+  local name=$1 filter=$2 start rc
+  echo "== $name --gtest_filter=$filter"
+  start=$(date +%s%N)
+  timeout "$SUITE_LIMIT_S" "$BUNDLE/bin/$name" --gtest_filter="$filter" \
+      --gtest_output="json:$OUT/$name.json" > "$OUT/$name.log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(elapsed_ms "$start")" "$filter" >> "$OUT/runs.tsv"
+  tail -3 "$OUT/$name.log"
+  ((rc == 124)) && echo "   $name: killed after $SUITE_LIMIT_S s"
+}
+
+for bin in "$BUNDLE"/bin/*; do
+  name=$(basename "$bin")
+  if [[ $name == ingot ]]; then
+    echo "== ingot ops"
+    start=$(date +%s%N)
+    "$bin" ops > "$OUT/ingot.log" 2>&1
+    rc=$?
+    # `ingot ops` passes when it exits 0 and lists the registry (dot_general is one of its ops).
+    if ((rc == 0)) && ! grep -qw dot_general "$OUT/ingot.log"; then rc=1; fi
+    printf '%s\t%s\t%s\t%s\n' ingot "$rc" "$(elapsed_ms "$start")" "" >> "$OUT/runs.tsv"
+    echo "   exit $rc, $(wc -l < "$OUT/ingot.log") lines"
+  else
+    run_suite "$name" '*'
+  fi
+done
+
+# --- the summary ---------------------------------------------------------------------------
+python3 - "$OUT" "$gpu_name" "$(elapsed_ms "$check_start")" "$(uname -n)" << 'EOF'
+import json, os, sys
+
+out, gpu, total_s, host = sys.argv[1], sys.argv[2], int(sys.argv[3]) / 1000, sys.argv[4]
+
+
+def skip_reasons(log_path):
+    """Test name -> GTEST_SKIP message, from the log (gtest 1.12's JSON does not carry it):
+    a skip prints "file:line: Skipped", the message lines, then "[  SKIPPED ] Suite.Test"."""
+    reasons, current, lines = {}, None, []
+    if not os.path.exists(log_path):
+        return reasons
+    for line in open(log_path, errors="replace"):
+        line = line.rstrip("\n")
+        if line.endswith(": Skipped"):
+            current, lines = True, []
+        elif line.startswith("[  SKIPPED ] ") and current:
+            reasons[line[13:].split(" (")[0]] = " ".join(l.strip() for l in lines if l.strip())
+            current = None
+        elif current:
+            lines.append(line)
+    return reasons
+
+binaries, ok = [], True
+for line in open(os.path.join(out, "runs.tsv")):
+    name, rc, ms, flt = line.rstrip("\n").split("\t")
+    entry = {"name": name, "exit_status": int(rc), "seconds": round(int(ms) / 1000, 2)}
+    report = os.path.join(out, name + ".json")
+    if name != "ingot":
+        entry["gtest_filter"] = flt
+        failed, skipped, passed = [], [], 0
+        reasons = skip_reasons(os.path.join(out, name + ".log"))
+        if os.path.exists(report):
+            for suite in json.load(open(report)).get("testsuites", []):
+                for t in suite.get("testsuite", []):
+                    full = f"{suite['name']}.{t['name']}"
+                    if t.get("failures"):
+                        failed.append(full)
+                    elif t.get("result") == "SKIPPED":
+                        skipped.append({"test": full, "reason": reasons.get(full, "")})
+                    elif t.get("status") == "RUN":
+                        passed += 1
+        else:
+            entry["error"] = f"no {name}.json: the binary did not run to the end (see {name}.log)"
+        entry.update(tests=passed + len(failed) + len(skipped), passed=passed, failed=len(failed),
+                     skipped=len(skipped), failed_tests=failed, skipped_tests=skipped)
+        ok = ok and not failed and os.path.exists(report)
+    ok = ok and int(rc) == 0
+    binaries.append(entry)
+summary = {"host": host, "gpu": gpu or None, "seconds": round(total_s, 2), "ok": ok,
+           "binaries": binaries}
+json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
+for b in binaries:
+    counts = (f"{b['passed']} passed, {b['failed']} failed, {b['skipped']} skipped"
+              if "passed" in b else "smoke run")
+    print(f"{b['name']:14} exit {b['exit_status']:3}  {counts}  {b['seconds']} s")
+print(f"GPU: {gpu or 'none'}; total {total_s:.1f} s; {'ALL PASSED' if ok else 'FAILURES'}")
+EOF
+status=$?
+rm -f "$OUT/runs.tsv"
+if ((status != 0)); then
+  echo "gpu_check.sh: could not write $OUT/summary.json (python3 failed)" >&2
+  exit 1
+fi
+python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT/summary.json"
