@@ -72,14 +72,17 @@ set(CMAKE_BUILD_WITH_INSTALL_RPATH ON)
 set(CMAKE_INSTALL_RPATH "\$ORIGIN/../lib")
 
 # The one test executable the bundle ships: the `runtime` suite (CUDA driver, GPU and NCCL tests
-# among them) and the `ptx` suite (tests/compiler/codegen/cuda) in one binary. Each suite's own
+# among them), the `ptx` suites (tests/compiler/codegen/cuda, tests/kernels) and the `gpu` suite
+# (tests/compiler/codegen/cuda_gpu: the code generator's kernels on the device against the
+# interpreter) in one binary. Each suite's own
 # executable is ~200 MiB stripped here (registerAllDialects/Passes pull in all of MLIR) and xz
 # cannot share their common MLIR/LLVM code across a 64 MiB window, so two binaries compress to
 # ~2x one; one binary holds the MLIR/LLVM code once. Same sources, flags and links as
 # tests/CMakeLists.txt's ptx_tests and runtime_tests (which the preset also builds).
 find_package(GTest REQUIRED)
 file(GLOB _ingot_gpu_test_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/runtime/*_test.cpp
-     ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda/*_test.cpp)
+     ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda/*_test.cpp
+     ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda_gpu/*_test.cpp ${PROJECT_SOURCE_DIR}/tests/kernels/*_test.cpp)
 add_executable(gpu_tests ${_ingot_gpu_test_sources})
 target_link_libraries(gpu_tests PRIVATE ingot_trainer ingot_jit ingot_codegen_cpu ingot_codegen_cuda ingot_autodiff
                                         ingot_compiler GTest::gtest GTest::gmock GTest::gtest_main ingot_warnings)
