@@ -61,7 +61,7 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
       ->capture_default_str();
   cmd->add_option("--steps-per-execution", c.steps_per_execution, "train steps per call")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
-  cmd->add_option("--device", c.device, "cpu (cuda: not built yet)")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")->capture_default_str();
   cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
   cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");

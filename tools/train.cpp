@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fashion_mnist_common.h"
+#include "ingot/runtime/cuda.h"
 #include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/output_file.h"
 #include "ingot/trainer/safetensors.h"
@@ -48,14 +49,24 @@ void check_model_name(const std::string& model) {
   if (model != "mlp" && model != "cnn") throw bad_option(fmt::format("unknown --model '{}'", model), "use mlp or cnn");
 }
 
-/// --device: only the CPU back end exists (runtime/cuda has memory and copies, no code generator).
-void check_device(const std::string& device) {
-  if (device == "cpu") return;
+/// --device: cpu, or cuda for `train` (device 0; evaluate and predict run on the CPU).
+void check_device(const std::string& device, bool cuda_allowed) {
+  if (device == "cpu" || (device == "cuda" && cuda_allowed)) return;
   if (device == "cuda") {
-    throw Error(ErrorCode::kUnimplemented, "--device cuda: the CUDA back end is not built yet (ingot compiles for the CPU only)",
-                "use --device cpu");
+    throw Error(ErrorCode::kUnimplemented, "--device cuda: evaluate and predict run on the CPU", "use --device cpu");
   }
-  throw bad_option(fmt::format("unknown --device '{}'", device), "use cpu");
+  throw bad_option(fmt::format("unknown --device '{}'", device), cuda_allowed ? "use cpu or cuda" : "use cpu");
+}
+
+/// `--device cuda`: CUDA device 0, opened through the driver (libcuda.so.1, dlopen'ed). Errors
+/// (kNotFound) without a usable driver or GPU, naming the driver's reason.
+std::unique_ptr<CudaDevice> open_cuda_device() {
+  std::shared_ptr<CudaDriver> driver = CudaDriver::load();
+  if (!driver->available()) {
+    throw Error(ErrorCode::kNotFound, fmt::format("--device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
+                "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
+  }
+  return CudaDevice::open(driver, 0);
 }
 
 void check_train_options(const TrainCommand& c) {
@@ -86,7 +97,7 @@ void check_train_options(const TrainCommand& c) {
   if (!(c.validation_split >= 0 && c.validation_split < 1)) {
     throw bad_option(fmt::format("--validation-split must be in [0, 1), got {}", c.validation_split));
   }
-  check_device(c.device);
+  check_device(c.device, /*cuda_allowed=*/true);
 }
 
 /// Throws unless a file can be written at `path` (named by `option`): symbolic links are followed
@@ -391,12 +402,14 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   check_train_options(c);
   check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}},
                      data_files(c.data_dir));
+  // The device first: a missing GPU is reported before the data are read.
+  const std::unique_ptr<CudaDevice> cuda = c.device == "cuda" ? open_cuda_device() : nullptr;
   const datasets::FashionMnist data = load_data(c.data_dir);
   const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
-                               {.perf_jitdump = c.perf_jitdump});
+                               {.perf_jitdump = c.perf_jitdump}, cuda.get());
   if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
@@ -435,7 +448,7 @@ int run_train(const TrainCommand& c, std::ostream& out) {
 int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
   if (!c.model.empty()) check_model_name(c.model);
   check_positive(c.batch_size, "--batch-size");
-  check_device(c.device);
+  check_device(c.device, false);
   check_output_paths({{"--metrics-json", c.metrics_json}}, {c.weights});
   const std::string kind = model_of(c.model, c.weights);
   std::shared_ptr<Sequential> model = load_model(kind, c.weights);
@@ -449,7 +462,7 @@ int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
 
 int run_predict(const PredictCommand& c, std::ostream& out) {
   if (!c.model.empty()) check_model_name(c.model);
-  check_device(c.device);
+  check_device(c.device, false);
   const std::string kind = model_of(c.model, c.weights);
   std::shared_ptr<Sequential> model = load_model(kind, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir, /*test_only=*/true);

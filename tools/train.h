@@ -27,7 +27,7 @@ struct TrainCommand {
   double validation_split = 0.1;           ///< in [0, 1): the last fraction of the training data
   int64_t steps_per_execution = 1;         ///< >= 1
   uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle
-  std::string device = "cpu";              ///< "cpu" ("cuda": an error, no CUDA code generator yet)
+  std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::cuda_device)
   std::string save_weights;                ///< safetensors file to write at the end (empty: none)
   std::string csv;                         ///< per-epoch logs, Keras CSVLogger format (empty: none)
   std::string metrics_json;                ///< history, test results and timings (empty: none)

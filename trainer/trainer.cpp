@@ -18,6 +18,7 @@
 #include "ingot/interp/interpreter.h"
 #include "ingot/trainer/model.h"
 #include "ingot/trainer/safetensors.h"
+#include "ingot/jit/jit.h"
 
 namespace ingot {
 
@@ -30,8 +31,12 @@ class StepFunction {
                const CompileOptions& options)
       : fn_(std::move(fn)), name_(std::move(name)) {
     if (compiled) {
-      jit_.emplace(jit(fn_, {.name = name_, .donate_argnums = std::move(donate), .lowering = options.lowering,
-                             .compile = options.compiler}));
+      jit_.emplace(jit(fn_, {.name = name_,
+                             .donate_argnums = std::move(donate),
+                             .lowering = options.lowering,
+                             .compile = options.compiler,
+                             .cuda_device = options.cuda_device,
+                             .cuda = {}}));
     }
   }
   /// Runs the step; adds its wall time to `run_seconds` (compilation excluded) and the time
@@ -84,7 +89,10 @@ std::vector<Array> values_of(const std::vector<Variable*>& vars) {
   return out;
 }
 
-double scalar(const Array& a) { return to_host(a).to_doubles().at(0); }
+/// A host copy of `a` (down from `cuda` when it lives there; `cuda` may be null).
+Array host_of(const Array& a, CudaDevice* cuda) { return cuda != nullptr ? copy_to_host_from(*cuda, a) : to_host(a); }
+
+double scalar(const Array& a, CudaDevice* cuda = nullptr) { return host_of(a, cuda).to_doubles().at(0); }
 
 /// One sample-weight array per output: ones (batch,) when the batch has none (weights of 1 give
 /// Keras's unweighted values), the one array for every output, or the per-output arrays.
@@ -94,8 +102,8 @@ std::vector<Array> weights_per_output(const Batch& b, size_t outputs) {
   return b.sample_weight.list();
 }
 
-/// Concatenates host arrays along dim 0.
-Array concat_rows(const std::vector<Array>& parts) {
+/// Concatenates arrays along dim 0 into a host array (parts on `cuda` are copied down).
+Array concat_rows(const std::vector<Array>& parts, CudaDevice* cuda = nullptr) {
   if (parts.empty()) return Array();
   Shape shape = parts[0].shape();
   shape[0] = 0;
@@ -103,7 +111,7 @@ Array concat_rows(const std::vector<Array>& parts) {
   Array out = Array::empty(shape, parts[0].dtype());
   auto* dst = static_cast<char*>(out.raw_data());
   for (const Array& p : parts) {
-    const Array h = to_host(p);
+    const Array h = host_of(p, cuda);
     std::memcpy(dst, h.raw_data(), static_cast<size_t>(h.nbytes()));
     dst += h.nbytes();
   }
@@ -492,6 +500,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
     if (live) return;
     T = values_of(trainable);
     NT = values_of(non_trainable);
+    if (CudaDevice* cuda = options.cuda_device) {  // the live state lives on the device
+      for (Array& a : T) a = copy_to_cuda_device(*cuda, a);
+      for (Array& a : NT) a = copy_to_cuda_device(*cuda, a);
+    }
     for (Variable* v : trainable) v->purge();
     for (Variable* v : non_trainable) v->purge();
     live = true;
@@ -501,8 +513,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// meanwhile), so no second copy of the state ever exists.
   void sync() {
     if (!live) return;
-    for (size_t i = 0; i < trainable.size(); ++i) trainable[i]->sync(T[i]);
-    for (size_t i = 0; i < non_trainable.size(); ++i) non_trainable[i]->sync(NT[i]);
+    // On a CUDA device the variables get host copies (their values are always host arrays).
+    for (size_t i = 0; i < trainable.size(); ++i) trainable[i]->sync(on_host(T[i]));
+    for (size_t i = 0; i < non_trainable.size(); ++i) non_trainable[i]->sync(on_host(NT[i]));
     T.clear();
     NT.clear();
     live = false;
@@ -538,8 +551,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
     args.insert(args.end(), sw.begin(), sw.end());
   }
 
+  /// A host copy of a state or result array (they live on the CUDA device when there is one).
+  Array on_host(const Array& a) const { return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a; }
+
   /// Moves any state array whose sharding differs from its variable's recorded one back to it.
+  /// (On a CUDA device the state stays where the step put it: the device.)
   void enforce_shardings() {
+    if (options.cuda_device != nullptr) return;
     for (size_t i = 0; i < trainable.size(); ++i) {
       if (!(T[i].sharding() == *trainable[i]->sharding())) T[i] = reshard(T[i], *trainable[i]->sharding());
     }
@@ -561,9 +579,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   Logs logs_from(const std::vector<Array>& out, size_t at) const {
     Logs logs;
-    logs.set("loss", scalar(out[at]));
+    logs.set("loss", scalar(out[at], options.cuda_device));
     const std::vector<std::string> names = metric_names();
-    for (size_t i = 0; i < names.size(); ++i) logs.set(names[i], scalar(out[at + 1 + i]));
+    for (size_t i = 0; i < names.size(); ++i) logs.set(names[i], scalar(out[at + 1 + i], options.cuda_device));
     return logs;
   }
 
@@ -571,7 +589,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   std::vector<Array> get_weights() override {
     if (!live) return model->get_weights();
     std::vector<Array> out;
-    for (Variable* v : model->variables()) out.push_back(state_of(v).clone());
+    for (Variable* v : model->variables()) out.push_back(host_of(state_of(v), options.cuda_device).clone());
     return out;
   }
   void set_weights(const std::vector<Array>& weights) override {
@@ -592,7 +610,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   }
   std::vector<Array> get_optimizer_state() override {
     std::vector<Array> out;
-    for (const Array& a : O) out.push_back(to_host(a).clone());
+    for (const Array& a : O) out.push_back(host_of(a, options.cuda_device).clone());
     return out;
   }
   void set_optimizer_state(const std::vector<Array>& state) override {
@@ -609,16 +627,23 @@ struct Model::Trainer : callbacks::WeightsAccess {
                                 shape_to_string(state[i].shape())));
       }
     }
-    for (size_t i = 0; i < O.size(); ++i) O[i] = device_put(to_host(state[i]).clone(), O[i].sharding());
+    for (size_t i = 0; i < O.size(); ++i) {
+      O[i] = options.cuda_device != nullptr ? copy_to_cuda_device(*options.cuda_device, to_host(state[i]))
+                                            : device_put(to_host(state[i]).clone(), O[i].sharding());
+    }
   }
   // The optimizer's learning rate for callbacks (LearningRateScheduler, ReduceLROnPlateau).
   double learning_rate() override {
-    const std::vector<Array>& o = optimizer_state("learning_rate");
-    return options.optimizer->current_learning_rate(o);
+    return options.optimizer->current_learning_rate(host_state(optimizer_state("learning_rate")));
   }
   void set_learning_rate(double value) override {
-    const std::vector<Array>& o = optimizer_state("set_learning_rate");
-    O = options.optimizer->with_learning_rate(o, value);
+    O = options.optimizer->with_learning_rate(host_state(optimizer_state("set_learning_rate")), value);
+  }
+  /// Host copies of state arrays (the optimizer's, for host-side reads and updates).
+  std::vector<Array> host_state(const std::vector<Array>& state) const {
+    std::vector<Array> out;
+    for (const Array& a : state) out.push_back(on_host(a));
+    return out;
   }
   const std::vector<Array>& optimizer_state(const char* who) const {
     if (!options.optimizer || O.empty()) {
@@ -774,6 +799,10 @@ void Model::compile(CompileOptions options) {
     }
   }
   check_compile_outputs(options);
+  if (options.cuda_device != nullptr && (options.run_eagerly || !options.jit_compile)) {
+    throw Error(ErrorCode::kInvalidArgument, "compile: cuda_device needs compiled steps, but run_eagerly / jit_compile = false was given",
+                "the interpreter runs on the host: drop cuda_device, or compile the steps");
+  }
   if (trainer_ && (trainer_->fitting || trainer_->live)) {
     throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
                 "compile before or after the loop");
@@ -1037,7 +1066,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     throw;
   }
   t.begin_loop();
-  t.T = t.options.optimizer->finalize_variable_values(t.O, t.T);  // EMA weights (use_ema), else as is
+  t.T = t.options.optimizer->finalize_variable_values(t.host_state(t.O), t.host_state(t.T));  // EMA (use_ema)
   t.sync();
   cbs.on_train_end(logs);
   return cbs.history();
@@ -1150,7 +1179,7 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
   }
   cbs.on_predict_end({});
   std::vector<Array> out;
-  for (const std::vector<Array>& p : parts) out.push_back(concat_rows(p));
+  for (const std::vector<Array>& p : parts) out.push_back(concat_rows(p, t.options.cuda_device));
   return out;
 }
 

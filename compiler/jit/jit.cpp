@@ -159,7 +159,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       }
       exe = state_->options.cuda_device != nullptr
                 ? compile_graph_cuda(graph, *state_->options.cuda_device, state_->options.cuda,
-                                     state_->options.donate_argnums)
+                                     state_->options.donate_argnums, state_->options.lowering)
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->seconds +=

@@ -16,9 +16,12 @@ namespace ingot {
 
 std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
                                                      const codegen::CudaCompileOptions& options,
-                                                     const std::vector<int64_t>& donate_argnums) {
-  const lower::LoweredModule m = lower::lower_graph(
-      graph, "main", {}, lower::LoweringOptions{.blas_gemm = true, .gemm_function = "ingot_cuda_gemm", .library_conv = false});
+                                                     const std::vector<int64_t>& donate_argnums,
+                                                     const lower::LoweringOptions& lowering) {
+  lower::LoweringOptions cuda_lowering = lowering;
+  cuda_lowering.gemm_function = "ingot_cuda_gemm";
+  cuda_lowering.library_conv = false;  // no CUDA convolution library yet: generated kernels
+  const lower::LoweredModule m = lower::lower_graph(graph, "main", {}, cuda_lowering);
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
@@ -52,9 +55,18 @@ Device& cuda_device_of(CudaDevice& device) { return device.device(); }
 
 Array copy_to_cuda(CudaDevice& device, const Array& host) {
   Array d = Array::empty(host.shape(), host.dtype(), &device.device());
-  Array src = host;
+  const Array src = to_host(host);
   device.copy_async(src, d)->wait();
   return d;
+}
+
+Array copy_to_cuda_device(CudaDevice& device, const Array& host) { return copy_to_cuda(device, host); }
+
+Array copy_to_host_from(CudaDevice& device, const Array& array) {
+  if (&array.device() != &device.device()) return to_host(array);
+  Array h = Array::empty(array.shape(), array.dtype());
+  device.copy_async(array, h)->wait();
+  return h;
 }
 
 #else
@@ -67,11 +79,13 @@ namespace {
 }  // namespace
 
 std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph&, CudaDevice&, const codegen::CudaCompileOptions&,
-                                                     const std::vector<int64_t>&) {
+                                                     const std::vector<int64_t>&, const lower::LoweringOptions&) {
   no_toolkit();
 }
 Device& cuda_device_of(CudaDevice&) { no_toolkit(); }
 Array copy_to_cuda(CudaDevice&, const Array&) { no_toolkit(); }
+Array copy_to_cuda_device(CudaDevice&, const Array&) { no_toolkit(); }
+Array copy_to_host_from(CudaDevice&, const Array& array) { return to_host(array); }
 
 #endif
 

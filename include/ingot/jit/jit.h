@@ -34,7 +34,8 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
 class CudaDevice;
 
 /// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64
-/// matrix products as cuBLAS calls and everything else as generated kernels
+/// matrix products as cuBLAS calls (`lowering.blas_gemm`, default on; off: generated kernels;
+/// `gemm_function` and `library_conv` are set for CUDA) and everything else as generated kernels
 /// (codegen::compile_cuda), loaded by a CudaExecutable, wrapped as one thunk "cuda:<graph name>"
 /// of an Executable whose run() takes and returns arrays on that device (it waits for the device
 /// before returning). `donate_argnums` as compile_graph, except that the CUDA program computes no
@@ -43,7 +44,15 @@ class CudaDevice;
 /// without the CUDA toolkit.
 std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
                                                      const codegen::CudaCompileOptions& options = {},
-                                                     const std::vector<int64_t>& donate_argnums = {});
+                                                     const std::vector<int64_t>& donate_argnums = {},
+                                                     const lower::LoweringOptions& lowering = {});
+
+/// A copy of the host array `host` on `device` (waits for the copy). Errors: kUnimplemented in a
+/// build without the CUDA toolkit; the copy's (CudaDevice::copy_async).
+Array copy_to_cuda_device(CudaDevice& device, const Array& host);
+/// A host copy of `array`: arrays on `device` are copied down (waits); others go through
+/// to_host(). Errors as copy_to_cuda_device.
+Array copy_to_host_from(CudaDevice& device, const Array& array);
 
 /// Options of jit().
 struct JitOptions {

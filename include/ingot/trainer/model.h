@@ -19,6 +19,8 @@
 
 namespace ingot {
 
+class CudaDevice;
+
 /// Options of a model.
 struct ModelOptions {
   std::string name;        ///< default "sequential" / "model"
@@ -68,6 +70,12 @@ struct CompileOptions {
   codegen::CpuCompileOptions compiler;
   /// Lowering choices of the compiled steps (library GEMM / convolutions or generated loops).
   lower::LoweringOptions lowering;
+  /// Run the compiled steps on this CUDA device (jit's JitOptions::cuda_device; not owned, must
+  /// outlive the model's loops): the live state lives on the device during fit/evaluate/predict,
+  /// batches are copied to it per step, and the variables get host copies back at every sync
+  /// (epoch ends, loop ends), so Model::get_weights / Variable values are always host arrays.
+  /// Needs jit_compile (run_eagerly with a device is kInvalidArgument at compile). Null: the CPU.
+  CudaDevice* cuda_device = nullptr;
 };
 
 /// Model::fit's arguments (keras.Model.fit). Data: arrays x/y/sample_weight, or `data` (an
