@@ -168,7 +168,8 @@ GeneratorDataAdapter::GeneratorDataAdapter(std::function<std::function<std::opti
 
 std::pair<Batch, Batch> split_validation(const Batch& data, double split) {
   if (!(split >= 0.0 && split < 1.0)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("validation_split must be in [0, 1), got {}", split));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("validation_split must be in [0, 1), got {}", split),
+                "give the fraction of the samples held out for validation, e.g. 0.1 (0: none)");
   }
   const int64_t n = data.size();
   const auto train = static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - split)));

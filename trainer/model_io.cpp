@@ -246,9 +246,9 @@ bool check_optimizer(Model& model, const Header& h, callbacks::WeightsAccess& ac
   if (!opt || h.optimizer.empty()) return false;
   if (opt->class_name() != h.optimizer) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("load_model: '{}' holds the state of an {} optimizer; model '{}' is compiled with {}", path,
+                fmt::format("load_model: '{}' holds the state of the optimizer {}; model '{}' is compiled with {}", path,
                             h.optimizer, model.name(), opt->class_name()),
-                fmt::format("compile the model with a {} optimizer (the same options) before loading", h.optimizer));
+                fmt::format("compile the model with the optimizer {} (the same options) before loading", h.optimizer));
   }
   const auto count = static_cast<int64_t>(access.get_optimizer_state().size());
   if (count != h.optimizer_variables) {

@@ -938,7 +938,13 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   }
   if (o.validation_split != 0) {
     if (o.data) throw Error(ErrorCode::kInvalidArgument, "fit: validation_split needs array data (x, y)");
-    auto [train, v] = split_validation(Batch{x, y, sw}, o.validation_split);
+    auto [train, v] = [&] {
+      try {
+        return split_validation(Batch{x, y, sw}, o.validation_split);
+      } catch (const Error& e) {
+        throw e.with_context("fit");
+      }
+    }();
     x = train.x;
     y = train.y;
     sw = train.sample_weight;

@@ -355,7 +355,7 @@ TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
   expect_error([&] { model->fit({.x = x, .y = y, .batch_size = 0, .verbose = 0}); }, ErrorCode::kInvalidArgument,
                {"batch_size", "0"});
   expect_error([&] { model->fit({.x = x, .y = y, .verbose = 0, .validation_split = 1.5}); },
-               ErrorCode::kInvalidArgument, {"validation_split", "1.5"});
+               ErrorCode::kInvalidArgument, {"fit", "validation_split", "1.5"});
   expect_error([&] { model->fit({.x = testing::f32({1, 2, 3, 4}, {2, 2}), .y = y, .verbose = 0}); },
                ErrorCode::kShapeMismatch, {"(1, 1)", "(2, 2)"});
   EXPECT_EQ(model->get_weights()[0].to_vector<float>(), std::vector<float>{1});

@@ -222,7 +222,7 @@ TEST_F(ModelIoTest, ForeignDamagedAndMismatchedFilesAreErrorsThatChangeNothing) 
   wide->build_model({8, 5});
   expect_error([&] { load_model(*wide, good); }, ErrorCode::kShapeMismatch, {"inputs f32 (8, 4)", "takes f32 (8, 5)"});
   fails(Target(make_model(std::make_shared<optimizers::SGD>()), d), good, ErrorCode::kInvalidArgument,
-        {"holds the state of an Adam optimizer", "is compiled with SGD"});
+        {"holds the state of the optimizer Adam", "is compiled with SGD"});
   fails(Target(make_model(std::make_shared<optimizers::Adam>()), d), good, ErrorCode::kInvalidArgument,
         {"holds 9 Adam optimizer variables, model 'sequential' has 10"});
 
