@@ -108,6 +108,9 @@ int main(int argc, char** argv) try {
                      losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
   auto history = model.fit({.x = x, .y = y, .batch_size = 32, .epochs = epochs, .verbose = 2});
   std::cout << model.summary();
+  const FitTiming& t = model.last_fit_timing();
+  std::cout << "compiling the train step took " << t.compile_seconds << " s; " << t.train_steps << " steps, "
+            << 1e3 * t.step_seconds / static_cast<double>(std::max<int64_t>(1, t.train_steps)) << " ms per step\n";
   const double floor = unigram_loss(text), loss = history->values("loss").back();
   std::cout << "unigram loss of the text " << floor << " nats/byte; final training loss " << loss
             << "; beats the unigram floor: " << (loss < floor ? "yes" : "no") << "\n";
