@@ -1,15 +1,15 @@
 // The CUDA back end's code generator: an MLIR module (upstream dialects, tensor level, as
-// lower_graph writes it with library calls off) -> a named pass pipeline -> GPU kernels as PTX
-// (one per kernel and target architecture, through MLIR's NVVM target with libdevice linked) and
-// a host plan: the device buffers and the kernel launches, in order, with their launch
-// configurations and arguments. Needs no GPU: the runtime turns the plan into thunks (kernel
-// launches through the CUDA driver, docs/runtime-cuda.md). docs/compiler.md, "CUDA back end".
+// lower_graph writes it, matrix products as `ingot_cuda_gemm_*` calls or generated loops) -> a
+// named pass pipeline -> GPU kernels as PTX (one per kernel and target architecture, through
+// MLIR's NVVM target with libdevice linked) and a host plan: the device buffers and the thunks of
+// one run, in order (kernel launches with their launch configurations and arguments, cuBLAS
+// GEMMs). Needs no GPU: the runtime runs the plan (CudaExecutable, docs/runtime-cuda.md).
+// docs/compiler.md, "CUDA back end".
 #pragma once
 
-#include <array>
 #include <cstdint>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
