@@ -417,9 +417,30 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   bool compiled() const { return options.jit_compile && !options.run_eagerly; }
 
+  /// The prefetch queue's distribution step (runs on its producer thread): on a CUDA device every
+  /// batch is checked on the host (`checked`: batches with targets) and copied to the device there
+  /// (CudaDevice::copy_async on the copy stream, after the compute work queued so far), so the
+  /// step gets device arrays and the copy of batch i + 1 overlaps the host side of step i. None
+  /// (the batch as is) on the CPU.
+  PrefetchQueue<Batch>::Distribute distribute(bool checked) {
+    if (options.cuda_device == nullptr) return {};
+    return [this, checked](Batch b) {
+      if (checked) check_batch(b);
+      CudaDevice& dev = *options.cuda_device;
+      const auto to_device = [&dev](const Arrays& a) {
+        std::vector<Array> out;
+        for (const Array& e : a) out.push_back(copy_to_cuda_device(dev, e));
+        return Arrays(std::move(out));
+      };
+      return Batch{to_device(b.x), to_device(b.y), to_device(b.sample_weight)};
+    };
+  }
+
   /// Every batch (arrays or a generator's): one x per input, one y per output, none, one or one
-  /// sample weight per output, sparse labels in range.
+  /// sample weight per output, sparse labels in range (on the host; batches already on the CUDA
+  /// device were checked by distribute()).
   void check_batch(const Batch& b) const {
+    if (b.x.valid() && b.x[0].device().kind() != DeviceKind::kCpu) return;
     if (!b.y.valid()) {
       throw Error(ErrorCode::kInvalidArgument, "a batch has no targets y",
                   "pass y (or validation_data.y / a generator yielding Batch{x, y, ...})");
@@ -958,14 +979,14 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     sw = class_weights_to_sample_weights(y[0], o.class_weight);
   }
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
-  EpochIterator it(adapter, o.steps_per_epoch, {}, "steps_per_epoch");
+  EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch");
   std::optional<EpochIterator> val_it;
   if (val) {
     if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
     try {
       val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
                                                         o.validation_batch_size.value_or(o.batch_size), false),
-                     o.validation_steps, PrefetchQueue<Batch>::Distribute{}, "validation_steps");
+                     o.validation_steps, t.distribute(true), "validation_steps");
     } catch (const Error& e) {
       throw e.with_context("fit: validation_data");
     }
@@ -1102,7 +1123,7 @@ Logs Model::evaluate(EvaluateOptions o) {
   Trainer& t = *trainer_;
   if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
-  EpochIterator it(adapter, o.steps, {}, "steps");
+  EpochIterator it(adapter, o.steps, t.distribute(true), "steps");
   build_model(adapter->x_types());
   t.prepare();
   check_data_counts(t, o.x, o.y, o.sample_weight, "evaluate");
@@ -1147,7 +1168,7 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
   }
   Trainer& t = *trainer_;
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Arrays(), Arrays(), o.data, o.batch_size, false, 0, "predict");
-  EpochIterator it(adapter, o.steps, {}, "steps");
+  EpochIterator it(adapter, o.steps, t.distribute(false), "steps");
   build_model(adapter->x_types());
   if (t.compiled_by_user) {
     t.prepare();
