@@ -76,15 +76,15 @@ Tensor Layer::to_compute_dtype(const LayerContext& ctx, const Tensor& x) const {
 
 Tensor Layer::operator()(LayerContext& ctx, const Tensor& input) {
   const Tensor x = to_compute_dtype(ctx, input);
-  if (!built_) {
-    build(x.shape());
-    built_ = true;
-  }
-  LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
   try {
+    if (!built_) {
+      build(x.shape());
+      built_ = true;
+    }
+    LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
     return call(ctx, x);
   } catch (const Error& e) {
-    throw e.with_context(fmt::format("layer '{}' ({}) on input {}", name_, class_name(), shape_to_string(x.shape())));
+    throw e.with_context(fmt::format("{} on input {}", describe(), shape_to_string(x.shape())));
   }
 }
 
@@ -109,17 +109,17 @@ Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& inputs) {
     xs.push_back(to_compute_dtype(ctx, x));
     shapes.push_back(x.shape());
   }
-  if (!built_) {
-    build_many(shapes);
-    built_ = true;
-  }
-  LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
   try {
+    if (!built_) {
+      build_many(shapes);
+      built_ = true;
+    }
+    LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
     return call_many(ctx, xs);
   } catch (const Error& e) {
     std::vector<std::string> s;
     for (const Shape& shape : shapes) s.push_back(shape_to_string(shape));
-    throw e.with_context(fmt::format("layer '{}' ({}) on input{} {}", name_, class_name(), xs.size() == 1 ? "" : "s",
+    throw e.with_context(fmt::format("{} on input{} {}", describe(), xs.size() == 1 ? "" : "s",
                                      fmt::join(s, ", ")));
   }
 }
@@ -226,6 +226,11 @@ Variable& Layer::add_weight(const std::string& name, const Shape& shape, const I
   return *variables_.back();
 }
 
+std::string Layer::describe() const {
+  return name_.empty() ? fmt::format("an unnamed {} layer (called outside a model)", class_name())
+                       : fmt::format("layer '{}' ({})", name_, class_name());
+}
+
 std::vector<Variable*> Layer::variables() {
   std::vector<Variable*> out;
   for (const auto& v : variables_) out.push_back(v.get());
@@ -312,7 +317,7 @@ Dense::Dense(DenseOptions options) : Layer(options.name), o_(std::move(options))
 void Dense::build(const Shape& input_shape) {
   if (input_shape.size() < 2) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("Dense '{}' expects inputs (batch, ..., features), got shape {}", name(),
+                fmt::format("{} expects inputs (batch, ..., features), got shape {}", describe(),
                             shape_to_string(input_shape)));
   }
   kernel_ = &add_weight("kernel", {input_shape.back(), o_.units}, o_.kernel_initializer);

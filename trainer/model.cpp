@@ -243,15 +243,24 @@ void Model::set_weights(const std::vector<Array>& weights) {
 std::string Model::summary() {
   std::ostringstream out;
   out << fmt::format("Model: \"{}\"\n", name());
-  const std::string rule(72, '-');
-  out << rule << "\n" << fmt::format("{:<34}{:<26}{:>12}\n", "Layer (type)", "Output Shape", "Param #") << rule << "\n";
+  // Columns widen for long layer names and shapes (Keras's 34 / 26 / 12 at least).
+  std::vector<std::pair<std::string, std::string>> rows;
+  size_t name_w = 34, shape_w = 26;
   for (const auto& layer : sublayers()) {
     std::string shape = "?";
     for (const auto& [l, s] : output_shapes_) {
       if (l == layer.get()) shape = "(None, " + fmt::format("{}", fmt::join(per_sample(s), ", ")) + ")";
     }
-    out << fmt::format("{:<34}{:<26}{:>12}\n", fmt::format("{} ({})", layer->name(), layer->class_name()), shape,
-                       layer->count_params());
+    rows.emplace_back(fmt::format("{} ({})", layer->name(), layer->class_name()), shape);
+    name_w = std::max(name_w, rows.back().first.size() + 2);
+    shape_w = std::max(shape_w, rows.back().second.size() + 2);
+  }
+  const std::string rule(name_w + shape_w + 12, '-');
+  out << rule << "\n"
+      << fmt::format("{:<{}}{:<{}}{:>12}\n", "Layer (type)", name_w, "Output Shape", shape_w, "Param #") << rule << "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    out << fmt::format("{:<{}}{:<{}}{:>12}\n", rows[i].first, name_w, rows[i].second, shape_w,
+                       sublayers()[i]->count_params());
   }
   int64_t trainable = 0, total = count_params();
   for (Variable* v : trainable_variables()) trainable += num_elements(v->shape());

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "ingot/trainer/layers_normalization.h"
 #include "ingot/trainer/model.h"
 #include "test_util.h"
 
@@ -633,6 +634,34 @@ TEST(FitReview, AConvolutionKernelLargerThanItsInputIsAnError) {
   Sequential same({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}, .padding = "same"})});
   same.build_model({1, 4, 4, 1});  // "same" padding keeps the size
   EXPECT_EQ(same.output_type()->shape, (Shape{1, 4, 4, 2}));
+}
+
+TEST(FitReview, SummaryColumnsWidenForLongNamesAndUnnamedLayersAreDescribed) {
+  auto bn = std::make_shared<BatchNormalization>(BatchNormalizationOptions{.name = "a_rather_long_batch_normalization_name"});
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 4}), bn});
+  model.build_model({2, 3});
+  const std::string s = model.summary();
+  // Every row's shape column starts where the header's does.
+  const size_t header = s.find("Output Shape");
+  const size_t header_line = s.rfind('\n', header) + 1;
+  for (const char* row : {"dense (Dense)", "a_rather_long_batch_normalization_name (BatchNormalization)"}) {
+    const size_t at = s.find(row);
+    ASSERT_NE(at, std::string::npos) << s;
+    EXPECT_EQ(s.find("(None, 4)", at) - at, header - header_line) << s;
+  }
+  Dense unnamed(DenseOptions{.units = 2});
+  expect_error(
+      [&] {
+        TraceFn f = [&](const std::vector<Tensor>& a) {
+          LayerContext ctx(false);
+          return std::vector<Tensor>{unnamed(ctx, a[0])};
+        };
+        trace(f, {{{2}, DType::kF32}}, "rank1");  // Dense needs (batch, features)
+      },
+      ErrorCode::kShapeMismatch, {"an unnamed Dense layer"});
+  KerasTensor in = Input({3});
+  Functional f(in, std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(in));
+  EXPECT_EQ(f.layers().size(), 1u);
 }
 
 }  // namespace

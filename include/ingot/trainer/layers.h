@@ -164,6 +164,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// The layers this one tracks (track()), in tracking order (Keras's `layer._layers`).
   const std::vector<std::shared_ptr<Layer>>& sublayers() const { return sublayers_; }
 
+  /// "layer 'dense_1' (Dense)" for error messages; "an unnamed Dense layer (called outside a
+  /// model)" before a model named it.
+  std::string describe() const;
   /// Every variable of this layer and its sublayers, in creation order, each once (a sublayer
   /// tracked twice, e.g. one layer used twice in a Sequential, shares its variables).
   std::vector<Variable*> variables();

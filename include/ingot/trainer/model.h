@@ -351,6 +351,8 @@ class Functional final : public Model {
   std::vector<Tensor> call_outputs(LayerContext& ctx, const std::vector<Tensor>& inputs) override;
   /// The layers producing the outputs, by name (Keras's output_names).
   std::vector<std::string> output_names() const override;
+  /// The layers in call order (Keras's `model.layers`, without the Input layers).
+  const std::vector<std::shared_ptr<Layer>>& layers() const { return sublayers(); }
 
  private:
   std::vector<KerasTensor> inputs_, outputs_;
