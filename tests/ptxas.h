@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include <unistd.h>
+
 namespace ingot::testing {
 
 /// The CUDA toolkit's ptxas; its absence skips the PTX tests with that reason.
@@ -23,7 +25,9 @@ struct PtxasResult {
 /// Assembles `ptx` for `arch` ("sm_90") into a cubin under the temporary directory (`name` names
 /// the files); with `verbose`, ptxas -v prints each kernel's registers and shared memory.
 inline PtxasResult run_ptxas(std::string_view ptx, const std::string& arch, const std::string& name, bool verbose = false) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "ingot_ptxas";
+  // One directory per process: ctest runs tests in parallel processes whose kernels share names
+  // (main_kernel_1...), and a shared file was read by one ptxas while another test rewrote it.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ingot_ptxas_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / (name + "." + arch + ".ptx");
   std::ofstream(file) << ptx;
@@ -35,6 +39,10 @@ inline PtxasResult run_ptxas(std::string_view ptx, const std::string& arch, cons
   std::array<char, 512> buf{};
   while (fgets(buf.data(), buf.size(), pipe) != nullptr) r.output += buf.data();
   r.ok = pclose(pipe) == 0;
+  std::error_code ec;  // leave nothing behind in the temporary directory
+  std::filesystem::remove(file, ec);
+  std::filesystem::remove(dir / (name + "." + arch + ".cubin"), ec);
+  std::filesystem::remove(dir, ec);  // only when empty
   return r;
 }
 
