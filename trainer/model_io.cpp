@@ -193,6 +193,12 @@ Header read_header(const SafetensorsFile& file) {
     check_layers(h.architecture.at("layers"));
     key = "optimizer_variables";
     h.optimizer_variables = std::stoll(meta(file, key));
+    if (const auto it = file.metadata.find("iterations"); it != file.metadata.end()) {
+      key = "iterations";  // informational (the optimizer's own tensor counts), but must be a count
+      size_t used = 0;
+      const long long n = std::stoll(it->second, &used);
+      if (used != it->second.size() || n < 0) throw std::invalid_argument("not a step count");
+    }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kParseError) throw;
     throw Error(ErrorCode::kParseError, fmt::format("load_model: '{}' has a malformed '{}': {}", file.path, key, e.what()),

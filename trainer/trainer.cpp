@@ -274,8 +274,14 @@ struct Model::Trainer : callbacks::WeightsAccess {
     for (const MetricSlot& slot : slots) {
       const size_t n = slot.metric->initial_state().size();
       const size_t o = slot.output;
-      std::vector<Tensor> s = slot.weighted ? slot.metric->update_state(slice(m, at, n), y[o], y_pred[o], sw[o])
-                                            : slot.metric->update_state(slice(m, at, n), y[o], y_pred[o]);
+      std::vector<Tensor> s;
+      try {
+        s = slot.weighted ? slot.metric->update_state(slice(m, at, n), y[o], y_pred[o], sw[o])
+                          : slot.metric->update_state(slice(m, at, n), y[o], y_pred[o]);
+      } catch (const Error& e) {
+        if (n_out == 1) throw;
+        throw e.with_context(fmt::format("metric '{}' of output '{}'", slot.name, model->output_names().at(o)));
+      }
       out.insert(out.end(), s.begin(), s.end());
       at += n;
     }

@@ -197,6 +197,10 @@ TEST_F(ModelIoTest, ForeignDamagedAndMismatchedFilesAreErrorsThatChangeNothing) 
   meta.erase("input_shape");
   save_safetensors(path("no_shape.safetensors"), file.tensors, meta);
   fails(target, path("no_shape.safetensors"), ErrorCode::kParseError, {"no metadata 'input_shape'"});
+  meta = file.metadata;
+  meta["iterations"] = "abc";
+  save_safetensors(path("bad_iterations.safetensors"), file.tensors, meta);
+  fails(target, path("bad_iterations.safetensors"), ErrorCode::kParseError, {"malformed 'iterations'"});
 
   // Another model class.
   auto in = Input({4});

@@ -316,6 +316,16 @@ TEST(MultiIO, MismatchedListsAreNamedBeforeAnyStep) {
                ErrorCode::kInvalidArgument, {"the same Input"});
 }
 
+TEST(MultiIO, AMetricErrorNamesItsOutput) {
+  auto model = two_by_two();
+  CompileOptions c = two_output_compile();
+  // MeanAbsoluteError on the class logits (4, 2) against labels (4,): a shape error, named.
+  c.output_metrics = {{}, {std::make_shared<metrics::MeanAbsoluteError>()}};
+  model->compile(c);
+  expect_error([&] { model->test_on_batch({kA, kB}, {kYReg, kYCls}); }, ErrorCode::kShapeMismatch,
+               {"metric 'cls_mean_absolute_error' of output 'cls'"});
+}
+
 TEST(MultiIO, OneLossAppliesToEveryOutput) {
   KerasTensor in = Input({2});
   KerasTensor o1 = std::make_shared<Dense>(DenseOptions{.units = 1, .name = "first"})->operator()(in);
