@@ -12,6 +12,7 @@
 
 #include "ingot/trainer/model.h"
 #include "ingot/trainer/safetensors.h"
+#include "resume_util.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -21,26 +22,8 @@ namespace fs = std::filesystem;
 using callbacks::BackupAndRestore;
 using testing::expect_error;
 
-/// A small classifier with dropout (seeded state) trained by Adam with a schedule: everything
-/// a resume must restore (weights, the dropout state, Adam's moments and iteration count).
-std::shared_ptr<Sequential> make_model() {
-  auto m = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
-      std::make_shared<Dropout>(DropoutOptions{.rate = 0.25}), std::make_shared<Dense>(DenseOptions{.units = 3})});
-  m->compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{
-                  .learning_rate = optimizers::schedules::CosineDecay({.initial_learning_rate = 0.01, .decay_steps = 40})}),
-              .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                  losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
-  return m;
-}
-
-struct Data {
-  Array x = Array::zeros({40, 4}, DType::kF32), y = Array::zeros({40}, DType::kI32);
-  Data() {
-    for (int64_t i = 0; i < 160; ++i) x.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
-    for (int64_t i = 0; i < 40; ++i) y.data<int32_t>()[i] = x.data<float>()[4 * i] > 0 ? 1 : (i % 3 == 0 ? 2 : 0);
-  }
-};
+using Data = testing::ResumeData;
+using testing::make_model;  // Dense - Dropout - Dense by Adam with a schedule (resume_util.h)
 
 FitOptions fit_options(const Data& d, std::vector<std::shared_ptr<callbacks::Callback>> cbs) {
   return {.x = d.x, .y = d.y, .batch_size = 8, .epochs = 4, .verbose = 0, .callbacks = std::move(cbs), .seed = 5};

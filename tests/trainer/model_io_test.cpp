@@ -13,6 +13,7 @@
 
 #include "ingot/trainer/model.h"
 #include "ingot/trainer/safetensors.h"
+#include "resume_util.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -21,31 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-/// Dense - Dropout - Dense trained by Adam with a schedule (as backup_test.cpp's): a resume must
-/// restore the weights, the dropout's seed state, Adam's moments and its iteration count.
-std::shared_ptr<Sequential> make_model(std::shared_ptr<optimizers::Optimizer> optimizer = nullptr,
-                                       std::shared_ptr<Layer> middle = nullptr, int64_t units = 8) {
-  auto m = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = units, .activation = "relu"}),
-      middle ? middle : std::make_shared<Dropout>(DropoutOptions{.rate = 0.25}),
-      std::make_shared<Dense>(DenseOptions{.units = 3})});
-  if (!optimizer) {
-    optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{
-        .learning_rate = optimizers::schedules::CosineDecay({.initial_learning_rate = 0.01, .decay_steps = 40})});
-  }
-  m->compile({.optimizer = std::move(optimizer),
-              .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                  losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
-  return m;
-}
-
-struct Data {
-  Array x = Array::zeros({40, 4}, DType::kF32), y = Array::zeros({40}, DType::kI32);
-  Data() {
-    for (int64_t i = 0; i < 160; ++i) x.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
-    for (int64_t i = 0; i < 40; ++i) y.data<int32_t>()[i] = x.data<float>()[4 * i] > 0 ? 1 : (i % 3 == 0 ? 2 : 0);
-  }
-};
+using Data = testing::ResumeData;
+using testing::make_model;
 
 FitOptions fit_options(const Data& d, int64_t epochs, int64_t initial_epoch = 0) {
   return {.x = d.x, .y = d.y, .batch_size = 8, .epochs = epochs, .verbose = 0, .seed = 5, .initial_epoch = initial_epoch};
