@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--arch", o.archs, "--target cuda: PTX architectures (default sm_80,sm_90)")->delimiter(',');
   app.add_flag("--cublas", o.cublas, "--target cuda: f32/f64 matrix products as cuBLAS calls (default: generated kernels)");
+  // --mlir-pipeline may name any upstream pass, not only those of ingot's pipelines.
+  ingot::codegen::register_all_mlir_passes();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

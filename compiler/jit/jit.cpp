@@ -157,8 +157,10 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
         copts.dump_dir = fmt::format("{}/{}-{}-{}", dir, state_->options.name,
                                      fmt::ptr(state_.get()), state_->cache.size());
       }
+      codegen::CudaCompileOptions cuda_opts = state_->options.cuda;
+      if (cuda_opts.dump_dir.empty()) cuda_opts.dump_dir = copts.dump_dir;
       exe = state_->options.cuda_device != nullptr
-                ? compile_graph_cuda(graph, *state_->options.cuda_device, state_->options.cuda,
+                ? compile_graph_cuda(graph, *state_->options.cuda_device, cuda_opts,
                                      state_->options.donate_argnums, state_->options.lowering)
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);

@@ -13,6 +13,7 @@
 #include "codegen/cpu/passes.h"
 #include "codegen/cuda/passes.h"
 #include "codegen/mlir_common.h"
+#include "codegen/mlir_registration.h"
 #include "ingot/runtime/error.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -21,9 +22,6 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -89,7 +87,7 @@ void initialise_mlir_once() {
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
-    mlir::registerAllPasses();
+    detail::register_mlir_passes();
     register_ingot_passes();
     register_ingot_cuda_passes();
   });
@@ -97,8 +95,7 @@ void initialise_mlir_once() {
 
 mlir::DialectRegistry make_registry() {
   mlir::DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  mlir::registerAllExtensions(registry);
+  detail::register_mlir_dialects(registry);
   mlir::NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   mlir::registerBuiltinDialectTranslation(registry);
   mlir::registerLLVMDialectTranslation(registry);

@@ -97,4 +97,12 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
 /// Throws like compile_cpu().
 std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages);
 
+/// Registers every upstream MLIR pass and pass pipeline (mlir::registerAllPasses) in MLIR's
+/// process-wide pass registry. The back ends register only the passes their default pipelines
+/// name (docs/compiler.md, "MLIR registration"), so a custom pipeline (CpuCompileOptions::pipeline,
+/// run_pipeline, `ingot-opt --mlir-pipeline`) that names another pass fails with "bad pass
+/// pipeline" until this is called. Thread-safe and idempotent. It links all of MLIR's passes into
+/// the executable that calls it (tens of MiB when MLIR is linked statically).
+void register_all_mlir_passes();
+
 }  // namespace ingot::codegen

@@ -65,7 +65,8 @@ struct JitOptions {
   lower::LoweringOptions lowering;
   /// Back-end options. When `compile.dump_dir` is empty and the environment variable
   /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<id>-<n> (<id> tells jitted functions apart; the one documented debug
-  /// switch; see docs/compiler.md).
+  /// switch; see docs/compiler.md). That directory also serves CUDA compiles (`cuda_device`)
+  /// whose `cuda.dump_dir` is empty.
   codegen::CpuCompileOptions compile;
   /// Compile for this CUDA device instead of the CPU (compile_graph_cuda): arguments on the host
   /// are copied to it first, arguments on another device are an error, results stay on it.
