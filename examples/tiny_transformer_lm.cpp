@@ -16,62 +16,13 @@
 #include <map>
 #include <string>
 
-#include "ingot/trainer/attention.h"
-#include "ingot/trainer/model.h"
+#include "tiny_lm.h"
 
 namespace {
 
 using namespace ingot;
 
-constexpr int64_t kContext = 64, kWidth = 64, kHeads = 4, kBlocks = 2, kVocab = 256;
-
-/// x + attention(norm(x)), then h + mlp(norm(h)): a pre-LayerNorm transformer block.
-class Block final : public Layer {
- public:
-  Block()
-      : ln1_(track(std::make_shared<LayerNormalization>(LayerNormalizationOptions{}))),
-        attn_(track(std::make_shared<MultiHeadAttention>(
-            MultiHeadAttentionOptions{.num_heads = kHeads, .key_dim = kWidth / kHeads}))),
-        ln2_(track(std::make_shared<LayerNormalization>(LayerNormalizationOptions{}))),
-        up_(track(std::make_shared<Dense>(DenseOptions{.units = 4 * kWidth, .activation = "gelu"}))),
-        down_(track(std::make_shared<Dense>(DenseOptions{.units = kWidth}))) {}
-  std::string class_name() const override { return "Block"; }
-  Tensor call(LayerContext& ctx, const Tensor& x) override {  // (batch, T, width)
-    const Tensor n = (*ln1_)(ctx, x);
-    const Tensor h = x + attn_->attend(ctx, n, n, {.use_causal_mask = true});
-    return h + (*down_)(ctx, (*up_)(ctx, (*ln2_)(ctx, h)));
-  }
-
- private:
-  std::shared_ptr<LayerNormalization> ln1_;
-  std::shared_ptr<MultiHeadAttention> attn_;
-  std::shared_ptr<LayerNormalization> ln2_;
-  std::shared_ptr<Dense> up_, down_;
-};
-
-/// Bytes (batch, T) i32 -> next-byte logits (batch, T, 256).
-class TinyLM final : public Model {
- public:
-  TinyLM()
-      : Model({.name = "tiny_lm"}),
-        tokens_(track(std::make_shared<Embedding>(EmbeddingOptions{.input_dim = kVocab, .output_dim = kWidth}))),
-        positions_(track(std::make_shared<Embedding>(EmbeddingOptions{.input_dim = kContext, .output_dim = kWidth}))),
-        norm_(track(std::make_shared<LayerNormalization>(LayerNormalizationOptions{}))),
-        head_(track(std::make_shared<Dense>(DenseOptions{.units = kVocab}))) {
-    for (int64_t i = 0; i < kBlocks; ++i) blocks_.push_back(track(std::make_shared<Block>()));
-  }
-  Tensor call(LayerContext& ctx, const Tensor& x) override {
-    Tensor h = (*tokens_)(ctx, x) + (*positions_)(ctx, iota({1, x.dim(1)}, 1, DType::kI32));
-    for (const auto& block : blocks_) h = (*block)(ctx, h);
-    return (*head_)(ctx, (*norm_)(ctx, h));
-  }
-
- private:
-  std::shared_ptr<Embedding> tokens_, positions_;
-  std::vector<std::shared_ptr<Block>> blocks_;
-  std::shared_ptr<LayerNormalization> norm_;
-  std::shared_ptr<Dense> head_;
-};
+constexpr int64_t kContext = 64, kVocab = 256;
 
 /// Cross-entropy (nats per byte) of the text's own byte frequencies.
 double unigram_loss(const std::string& text) {
@@ -100,7 +51,7 @@ int main(int argc, char** argv) try {
       y.data<int32_t>()[i * kContext + t] = static_cast<unsigned char>(text[i * kContext / 2 + t + 1]);
     }
   }
-  TinyLM model;
+  examples::TinyLm model({.context = kContext, .width = 64, .heads = 4, .blocks = 2, .vocab = kVocab});
   model.compile({.optimizer = std::make_shared<optimizers::AdamW>(optimizers::AdamWOptions{
                      .learning_rate = optimizers::schedules::CosineDecay(
                          {.initial_learning_rate = 3e-3, .decay_steps = epochs * ((n + 31) / 32)})}),

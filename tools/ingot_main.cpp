@@ -8,6 +8,7 @@
 #include <iostream>
 #include <new>
 
+#include "bench.h"
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
 #include "train.h"
@@ -94,6 +95,26 @@ CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
   return cmd;
 }
 
+CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
+  CLI::App* cmd = app.add_subcommand("bench", "time the benchmark models' train steps and GEMMs (JSON for bench/peers)");
+  cmd->add_option("--models", c.models, "mlp, cnn, lm (comma-separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0)")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step of mlp and cnn")->capture_default_str();
+  cmd->add_option("--warmup", c.warmup, "untimed steps after the compiling one")->capture_default_str();
+  cmd->add_option("--steps", c.steps, "timed steps")->capture_default_str();
+  cmd->add_option("--lm-batch", c.lm_batch, "sequences per LM step")->capture_default_str();
+  cmd->add_option("--lm-context", c.lm_context, "tokens per LM sequence")->capture_default_str();
+  cmd->add_option("--lm-width", c.lm_width, "LM width")->capture_default_str();
+  cmd->add_option("--lm-heads", c.lm_heads, "LM attention heads")->capture_default_str();
+  cmd->add_option("--lm-blocks", c.lm_blocks, "LM transformer blocks")->capture_default_str();
+  cmd->add_option("--gemm", c.gemm_sizes, "square f32 GEMM sizes to time (comma-separated; default none)")
+      ->delimiter(',');
+  cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
+  cmd->add_option("--json", c.json, "write the results as JSON");
+  return cmd;
+}
+
 }  // namespace
 
 /// Keeps large freed blocks in the process heap instead of returning them to the OS. A training
@@ -117,7 +138,9 @@ int main(int argc, char** argv) {
   CLI::App* train_cmd = add_train(app, train);
   CLI::App* evaluate_cmd = add_evaluate(app, evaluate);
   CLI::App* predict_cmd = add_predict(app, predict);
-  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd}) validate_values(cmd);
+  ingot::cli::BenchCommand bench;
+  CLI::App* bench_cmd = add_bench(app, bench);
+  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd, bench_cmd}) validate_values(cmd);
 
   ingot::cli::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(
@@ -153,6 +176,7 @@ int main(int argc, char** argv) {
     if (*train_cmd) return ingot::cli::run_train(train, std::cout);
     if (*evaluate_cmd) return ingot::cli::run_evaluate(evaluate, std::cout);
     if (*predict_cmd) return ingot::cli::run_predict(predict, std::cout);
+    if (*bench_cmd) return ingot::cli::run_bench(bench, std::cout);
     if (*demo_cmd) return ingot::cli::run_demo(demo, std::cout);
     if (*ops_cmd) {
       const auto& reg = ingot::ir::OpRegistry::builtin();

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""The peers of `ingot bench` (tools/bench.cpp): the same models, shapes, batch sizes,
+initialisation, optimizer and loss in PyTorch or JAX, timed the same way, written as the same
+JSON (bench/README.md).
+
+  bench_peers.py --framework torch|jax [--device cpu|cuda] [--models mlp,cnn,lm] [--steps 20]
+                 [--warmup 3] [--batch-size 128] [--lm-batch 32] [--lm-context 128]
+                 [--lm-width 256] [--lm-heads 4] [--lm-blocks 4] [--seed 1337] [--json OUT]
+
+Models (Keras layouts, as examples/fashion_mnist_common.h and examples/tiny_lm.h build them):
+  mlp  Flatten, Dense 256 relu, Dense 128 relu, Dense 10          inputs (batch, 28, 28)
+  cnn  Conv 32 3x3 relu, MaxPool 2, Conv 64 3x3 relu, MaxPool 2,
+       Flatten, Dense 256 relu, Dense 10 ("valid", channels last) inputs (batch, 28, 28, 1)
+  lm   token + position embeddings, pre-LayerNorm blocks of causal multi-head attention
+       (Keras MultiHeadAttention: q/k/v/output projections with biases) and a Dense 4w GELU /
+       Dense w MLP, a final LayerNorm, a vocabulary head (256)    inputs (batch, context) tokens
+Weights: Keras's glorot_uniform kernels, zero biases, uniform(-0.05, 0.05) embeddings (Keras's
+defaults). Training: Adam (lr 1e-3, beta 0.9/0.999, epsilon 1e-7: Keras's), sparse categorical
+cross-entropy from logits, averaged. Data: uniform [0, 1) pixels / random tokens and labels.
+Timing: the first step (tracing/compiling + running) is "compile_s"; then `warmup` steps; then
+`steps` steps timed one by one, each ending when its loss is on the host (as train_on_batch does).
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+
+import numpy as np
+
+
+def percentile(values, q):
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+
+def synthetic(name, args, rng):
+    """(x, y, batch, tokens per sample) as numpy arrays, like tools/bench.cpp's."""
+    if name == "lm":
+        x = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
+        y = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
+        return x, y, args.lm_batch, args.lm_context
+    shape = (args.batch_size, 28, 28) if name == "mlp" else (args.batch_size, 28, 28, 1)
+    x = rng.random(shape, dtype=np.float32)
+    y = rng.integers(0, 10, size=(args.batch_size,), dtype=np.int32)
+    return x, y, args.batch_size, 0
+
+
+def glorot(rng, fan_in, fan_out, shape):
+    limit = math.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, size=shape).astype(np.float32)
+
+
+def init_params(name, args, rng):
+    """The models' weights as a dict of numpy arrays (Keras layouts: Dense kernels (in, out),
+    conv kernels (kh, kw, in, out))."""
+    p = {}
+
+    def dense(key, n_in, n_out):
+        p[key + ".w"] = glorot(rng, n_in, n_out, (n_in, n_out))
+        p[key + ".b"] = np.zeros((n_out,), np.float32)
+
+    if name == "mlp":
+        dense("d1", 784, 256), dense("d2", 256, 128), dense("d3", 128, 10)
+    elif name == "cnn":
+        p["c1.w"] = glorot(rng, 9 * 1, 9 * 32, (3, 3, 1, 32))
+        p["c1.b"] = np.zeros((32,), np.float32)
+        p["c2.w"] = glorot(rng, 9 * 32, 9 * 64, (3, 3, 32, 64))
+        p["c2.b"] = np.zeros((64,), np.float32)
+        dense("d1", 5 * 5 * 64, 256), dense("d2", 256, 10)
+    else:
+        w = args.lm_width
+        p["tok"] = rng.uniform(-0.05, 0.05, size=(256, w)).astype(np.float32)
+        p["pos"] = rng.uniform(-0.05, 0.05, size=(args.lm_context, w)).astype(np.float32)
+        for i in range(args.lm_blocks):
+            for ln in ("ln1", "ln2"):
+                p[f"b{i}.{ln}.g"] = np.ones((w,), np.float32)
+                p[f"b{i}.{ln}.b"] = np.zeros((w,), np.float32)
+            for proj in ("q", "k", "v", "o"):
+                dense(f"b{i}.{proj}", w, w)
+            dense(f"b{i}.up", w, 4 * w), dense(f"b{i}.down", 4 * w, w)
+        p["lnf.g"] = np.ones((w,), np.float32)
+        p["lnf.b"] = np.zeros((w,), np.float32)
+        dense("head", w, 256)
+    return p
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+
+def torch_forward(torch, F, name, args, p, x):
+    if name == "mlp":
+        h = x.reshape(x.shape[0], -1)
+        h = F.relu(h @ p["d1.w"] + p["d1.b"])
+        h = F.relu(h @ p["d2.w"] + p["d2.b"])
+        return h @ p["d3.w"] + p["d3.b"]
+    if name == "cnn":
+        h = x.permute(0, 3, 1, 2)  # NHWC -> NCHW
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c1.w"].permute(3, 2, 0, 1), p["c1.b"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2.w"].permute(3, 2, 0, 1), p["c2.b"])), 2)
+        h = h.permute(0, 2, 3, 1).reshape(h.shape[0], -1)  # flatten channels last, as Keras
+        h = F.relu(h @ p["d1.w"] + p["d1.b"])
+        return h @ p["d2.w"] + p["d2.b"]
+    b, t = x.shape
+    w, heads = args.lm_width, args.lm_heads
+    h = p["tok"][x] + p["pos"][:t]
+    mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+    for i in range(args.lm_blocks):
+        n = F.layer_norm(h, (w,), p[f"b{i}.ln1.g"], p[f"b{i}.ln1.b"], eps=1e-3)
+        q, k, v = (
+            (n @ p[f"b{i}.{s}.w"] + p[f"b{i}.{s}.b"]).reshape(b, t, heads, w // heads).transpose(1, 2)
+            for s in ("q", "k", "v"))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(w // heads)
+        a = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1) @ v
+        h = h + a.transpose(1, 2).reshape(b, t, w) @ p[f"b{i}.o.w"] + p[f"b{i}.o.b"]
+        n = F.layer_norm(h, (w,), p[f"b{i}.ln2.g"], p[f"b{i}.ln2.b"], eps=1e-3)
+        u = F.gelu(n @ p[f"b{i}.up.w"] + p[f"b{i}.up.b"])
+        h = h + u @ p[f"b{i}.down.w"] + p[f"b{i}.down.b"]
+    h = F.layer_norm(h, (w,), p["lnf.g"], p["lnf.b"], eps=1e-3)
+    return h @ p["head.w"] + p["head.b"]
+
+
+def run_torch(args, names):
+    import torch
+    import torch.nn.functional as F
+    device = torch.device("cuda" if args.device == "cuda" else "cpu")
+    device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    results = {}
+    for name in names:
+        rng = np.random.default_rng(args.seed)
+        x_np, y_np, batch, tokens = synthetic(name, args, rng)
+        params = {k: torch.tensor(v, device=device, requires_grad=True)
+                  for k, v in init_params(name, args, np.random.default_rng(args.seed)).items()}
+        x = torch.tensor(x_np, device=device, dtype=torch.long if name == "lm" else torch.float32)
+        y = torch.tensor(y_np, device=device, dtype=torch.long)
+        opt = torch.optim.Adam(params.values(), lr=1e-3, eps=1e-7)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            logits = torch_forward(torch, F, name, args, params, x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss.item()
+
+        results[name] = time_steps(step, args, batch, tokens,
+                                   lambda: torch.cuda.reset_peak_memory_stats() if args.device == "cuda" else None,
+                                   lambda: torch.cuda.max_memory_allocated() if args.device == "cuda" else None,
+                                   sum(v.numel() for v in params.values()))
+        report_line(name, results[name])
+    return {"framework": "torch", "framework_version": torch.__version__, "device": args.device,
+            "device_name": device_name, "models": results}
+
+
+# ---- JAX -------------------------------------------------------------------------------------
+
+def jax_forward(jax, jnp, name, args, p, x):
+    if name == "mlp":
+        h = x.reshape(x.shape[0], -1)
+        h = jax.nn.relu(h @ p["d1.w"] + p["d1.b"])
+        h = jax.nn.relu(h @ p["d2.w"] + p["d2.b"])
+        return h @ p["d3.w"] + p["d3.b"]
+    if name == "cnn":
+        def conv(h, w, b):
+            return jax.nn.relu(jax.lax.conv_general_dilated(h, w, (1, 1), "VALID",
+                                                            dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
+
+        def pool(h):
+            return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        h = pool(conv(x, p["c1.w"], p["c1.b"]))
+        h = pool(conv(h, p["c2.w"], p["c2.b"]))
+        h = h.reshape(h.shape[0], -1)
+        h = jax.nn.relu(h @ p["d1.w"] + p["d1.b"])
+        return h @ p["d2.w"] + p["d2.b"]
+    b, t = x.shape
+    w, heads = args.lm_width, args.lm_heads
+
+    def ln(h, g, beta):
+        mean = h.mean(-1, keepdims=True)
+        var = ((h - mean) ** 2).mean(-1, keepdims=True)
+        return (h - mean) / jnp.sqrt(var + 1e-3) * g + beta
+    h = p["tok"][x] + p["pos"][:t]
+    mask = jnp.tril(jnp.ones((t, t), bool))
+    for i in range(args.lm_blocks):
+        n = ln(h, p[f"b{i}.ln1.g"], p[f"b{i}.ln1.b"])
+        q, k, v = ((n @ p[f"b{i}.{s}.w"] + p[f"b{i}.{s}.b"]).reshape(b, t, heads, w // heads).transpose(0, 2, 1, 3)
+                   for s in ("q", "k", "v"))
+        s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(w // heads)
+        a = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1) @ v
+        h = h + a.transpose(0, 2, 1, 3).reshape(b, t, w) @ p[f"b{i}.o.w"] + p[f"b{i}.o.b"]
+        n = ln(h, p[f"b{i}.ln2.g"], p[f"b{i}.ln2.b"])
+        h = h + jax.nn.gelu(n @ p[f"b{i}.up.w"] + p[f"b{i}.up.b"], approximate=False) @ p[f"b{i}.down.w"] \
+            + p[f"b{i}.down.b"]
+    h = ln(h, p["lnf.g"], p["lnf.b"])
+    return h @ p["head.w"] + p["head.b"]
+
+
+def run_jax(args, names):
+    import jax
+    import jax.numpy as jnp
+    backend = "gpu" if args.device == "cuda" else "cpu"
+    dev = jax.devices(backend)[0]
+    results = {}
+    for name in names:
+        rng = np.random.default_rng(args.seed)
+        x_np, y_np, batch, tokens = synthetic(name, args, rng)
+        params = {k: jax.device_put(v, dev) for k, v in init_params(name, args, np.random.default_rng(args.seed)).items()}
+        def zeros():
+            return {k: jnp.zeros_like(v) for k, v in params.items()}
+        state = (params, zeros(), zeros(), jnp.zeros((), jnp.int32))  # distinct buffers: all are donated
+        x, y = jax.device_put(x_np, dev), jax.device_put(y_np, dev)
+
+        def loss_fn(p):
+            logits = jax_forward(jax, jnp, name, args, p, x)
+            logp = jax.nn.log_softmax(logits.reshape(-1, logits.shape[-1]))
+            return -jnp.take_along_axis(logp, y.reshape(-1, 1), axis=1).mean()
+
+        def train_step(state):
+            p, m, v, it = state
+            loss, g = jax.value_and_grad(loss_fn)(p)
+            it = it + 1
+            lr = 1e-3 * jnp.sqrt(1 - 0.999 ** it) / (1 - 0.9 ** it)  # Keras's Adam form
+            m = {k: 0.9 * m[k] + 0.1 * g[k] for k in p}
+            v = {k: 0.999 * v[k] + 0.001 * g[k] * g[k] for k in p}
+            p = {k: p[k] - lr * m[k] / (jnp.sqrt(v[k]) + 1e-7) for k in p}
+            return (p, m, v, it), loss
+
+        jitted = jax.jit(train_step, donate_argnums=0)
+        holder = {"state": state}
+
+        def step():
+            holder["state"], loss = jitted(holder["state"])
+            return float(loss)
+
+        def peak():
+            stats = dev.memory_stats() if hasattr(dev, "memory_stats") else None
+            return stats.get("peak_bytes_in_use") if stats else None
+
+        results[name] = time_steps(step, args, batch, tokens, lambda: None, peak,
+                                   int(sum(v.size for v in params.values())))
+        report_line(name, results[name])
+    return {"framework": "jax", "framework_version": jax.__version__, "device": args.device,
+            "device_name": getattr(dev, "device_kind", str(dev)), "models": results}
+
+
+# ---- shared ----------------------------------------------------------------------------------
+
+def time_steps(step, args, batch, tokens, reset_peak, peak, params):
+    start = time.perf_counter()
+    loss_first = step()
+    compile_s = time.perf_counter() - start
+    for _ in range(args.warmup):
+        step()
+    reset_peak()
+    ms = []
+    loss_last = loss_first
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        loss_last = step()
+        ms.append(1e3 * (time.perf_counter() - start))
+    median = statistics.median(ms)
+    r = {"batch": batch, "compile_s": compile_s,
+         "step_ms": {"median": median, "p10": percentile(ms, 0.1), "p90": percentile(ms, 0.9), "min": min(ms)},
+         "samples_per_s": 1e3 * batch / median, "params": params, "loss_first": loss_first, "loss_last": loss_last}
+    if tokens:
+        r["tokens_per_s"] = 1e3 * batch * tokens / median
+    p = peak()
+    if p is not None:
+        r["peak_bytes"] = int(p)
+    return r
+
+
+def report_line(name, r):
+    print(f"{name:<4} batch {r['batch']:>4}: compile {r['compile_s']:6.2f} s, step {r['step_ms']['median']:8.3f} ms "
+          f"median (p10 {r['step_ms']['p10']:.3f}, p90 {r['step_ms']['p90']:.3f}), {r['samples_per_s']:10.0f} "
+          f"samples/s, loss {r['loss_first']:.4f} -> {r['loss_last']:.4f}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--framework", required=True, choices=["torch", "jax"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--models", default="mlp,cnn,lm")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lm-batch", type=int, default=32)
+    ap.add_argument("--lm-context", type=int, default=128)
+    ap.add_argument("--lm-width", type=int, default=256)
+    ap.add_argument("--lm-heads", type=int, default=4)
+    ap.add_argument("--lm-blocks", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    bad = [m for m in names if m not in ("mlp", "cnn", "lm")]
+    if bad or not names:
+        ap.error(f"--models: unknown {bad or 'empty'}; use mlp, cnn, lm")
+    if args.steps < 1 or args.warmup < 0 or args.lm_width % args.lm_heads:
+        ap.error("--steps >= 1, --warmup >= 0 and --lm-width a multiple of --lm-heads")
+    report = run_torch(args, names) if args.framework == "torch" else run_jax(args, names)
+    report.update({"steps": args.steps, "warmup": args.warmup})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+#include "bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <random>
+
+#include "fashion_mnist_common.h"
+#include "ingot/jit/jit.h"
+#include "ingot/runtime/cuda.h"
+#include "ingot/runtime/cuda_executable.h"
+#include "ingot/trace/ops.h"
+#include "ingot/trainer/loss_scale.h"
+#include "tiny_lm.h"
+
+namespace ingot::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+Error bad_bench_option(const std::string& what, const std::string& hint) {
+  return Error(ErrorCode::kInvalidArgument, "ingot bench: " + what, hint);
+}
+
+void check_positive(const char* option, int64_t value) {
+  if (value < 1) throw bad_bench_option(fmt::format("{} is {}", option, value), "use a value >= 1");
+}
+
+void check_options(const BenchCommand& c) {
+  if (c.models.empty()) throw bad_bench_option("--models is empty", "name one or more of mlp, cnn, lm");
+  for (const std::string& m : c.models) {
+    if (m != "mlp" && m != "cnn" && m != "lm") {
+      throw bad_bench_option(fmt::format("unknown model '{}' in --models", m), "use mlp, cnn or lm");
+    }
+  }
+  if (c.device != "cpu" && c.device != "cuda") {
+    throw bad_bench_option(fmt::format("unknown --device '{}'", c.device), "use cpu or cuda");
+  }
+  if (c.dtype_policy != "float32" && c.dtype_policy != "mixed_float16" && c.dtype_policy != "mixed_bfloat16") {
+    throw bad_bench_option(fmt::format("unknown --dtype-policy '{}'", c.dtype_policy),
+                           "use float32, mixed_float16 or mixed_bfloat16");
+  }
+  check_positive("--batch-size", c.batch_size);
+  check_positive("--steps", c.steps);
+  check_positive("--lm-batch", c.lm_batch);
+  check_positive("--lm-context", c.lm_context);
+  check_positive("--lm-width", c.lm_width);
+  check_positive("--lm-heads", c.lm_heads);
+  check_positive("--lm-blocks", c.lm_blocks);
+  if (c.warmup < 0) throw bad_bench_option(fmt::format("--warmup is {}", c.warmup), "use a value >= 0");
+  if (c.lm_width % c.lm_heads != 0) {
+    throw bad_bench_option(fmt::format("--lm-width {} is not a multiple of --lm-heads {}", c.lm_width, c.lm_heads),
+                           "choose a width divisible by the head count");
+  }
+  for (int64_t n : c.gemm_sizes) check_positive("--gemm", n);
+  if (!c.json.empty()) {
+    const std::filesystem::path dir = std::filesystem::absolute(c.json).parent_path();
+    if (!std::filesystem::is_directory(dir)) {
+      throw bad_bench_option(fmt::format("--json '{}': directory '{}' does not exist", c.json, dir.string()),
+                             "create it first or choose another path");
+    }
+  }
+}
+
+/// `--device cuda`: CUDA device 0 (kNotFound without a usable driver or GPU).
+std::unique_ptr<CudaDevice> open_cuda(const std::string& device) {
+  if (device != "cuda") return nullptr;
+  std::shared_ptr<CudaDriver> driver = CudaDriver::load();
+  if (!driver->available()) {
+    throw Error(ErrorCode::kNotFound, fmt::format("ingot bench --device cuda: no usable CUDA device: {}",
+                                                  driver->unavailable_reason()),
+                "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
+  }
+  return CudaDevice::open(driver, 0);
+}
+
+/// A model of the benchmark, built, and one batch of synthetic data for it.
+struct BenchModel {
+  std::shared_ptr<Model> model;
+  Array x, y;
+  int64_t batch = 0, tokens_per_sample = 0;  ///< tokens_per_sample: lm only
+};
+
+Array uniform_pixels(const Shape& shape, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  Array a = Array::empty(shape, DType::kF32);
+  for (float& v : std::span<float>(a.data<float>(), static_cast<size_t>(a.size()))) v = u(rng);
+  return a;
+}
+
+Array uniform_labels(const Shape& shape, int32_t classes, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> u(0, classes - 1);
+  Array a = Array::empty(shape, DType::kI32);
+  for (int32_t& v : std::span<int32_t>(a.data<int32_t>(), static_cast<size_t>(a.size()))) v = u(rng);
+  return a;
+}
+
+BenchModel make_bench_model(const std::string& name, const BenchCommand& c, std::mt19937_64& rng) {
+  const ModelOptions options{.name = name, .seed = c.seed, .dtype_policy = c.dtype_policy};
+  BenchModel b;
+  if (name == "lm") {
+    const examples::TinyLmConfig config{
+        .context = c.lm_context, .width = c.lm_width, .heads = c.lm_heads, .blocks = c.lm_blocks, .vocab = 256};
+    b.model = std::make_shared<examples::TinyLm>(config, options);
+    b.batch = c.lm_batch;
+    b.tokens_per_sample = c.lm_context;
+    b.x = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
+    b.y = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
+    b.model->build_model(Shape{1, c.lm_context}, DType::kI32);
+    return b;
+  }
+  const Shape& sample = name == "cnn" ? examples::kCnnSample : examples::kMlpSample;
+  std::shared_ptr<Sequential> seq = name == "cnn" ? examples::cnn(options) : examples::mlp(options);
+  Shape shape = {c.batch_size};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  b.batch = c.batch_size;
+  b.x = uniform_pixels(shape, rng);
+  b.y = uniform_labels({c.batch_size}, 10, rng);
+  Shape one = {1};
+  one.insert(one.end(), sample.begin(), sample.end());
+  seq->build_model(one);
+  b.model = std::move(seq);
+  return b;
+}
+
+std::shared_ptr<optimizers::Optimizer> bench_optimizer(const std::string& policy) {
+  std::shared_ptr<optimizers::Optimizer> adam = std::make_shared<optimizers::Adam>();
+  if (policy != "mixed_float16") return adam;
+  return std::make_shared<optimizers::LossScaleOptimizer>(
+      optimizers::LossScaleOptimizerOptions{.inner_optimizer = std::move(adam)});
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
+  std::mt19937_64 rng(c.seed);
+  BenchModel b = make_bench_model(name, c, rng);
+  auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+      losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
+  b.model->compile({.optimizer = bench_optimizer(c.dtype_policy), .loss = std::move(loss), .cuda_device = cuda});
+  Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
+  const Clock::time_point first = Clock::now();
+  const double loss_first = *b.model->train_on_batch(b.x, b.y).get("loss");
+  const double compile_s = seconds_since(first);
+  for (int64_t i = 0; i < c.warmup; ++i) b.model->train_on_batch(b.x, b.y);
+  allocator.reset_peak();
+  std::vector<double> ms;
+  double loss_last = loss_first;
+  for (int64_t i = 0; i < c.steps; ++i) {
+    const Clock::time_point start = Clock::now();
+    loss_last = *b.model->train_on_batch(b.x, b.y).get("loss");
+    ms.push_back(1e3 * seconds_since(start));
+  }
+  const double median = percentile(ms, 0.5);
+  json r = {{"batch", b.batch},
+            {"compile_s", compile_s},
+            {"step_ms",
+             {{"median", median}, {"p10", percentile(ms, 0.1)}, {"p90", percentile(ms, 0.9)},
+              {"min", *std::min_element(ms.begin(), ms.end())}}},
+            {"samples_per_s", 1e3 * static_cast<double>(b.batch) / median},
+            {"peak_bytes", allocator.stats().peak_bytes_in_use},
+            {"params", b.model->count_params()},
+            {"loss_first", loss_first},
+            {"loss_last", loss_last}};
+  if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
+  out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
+                     "{:10.0f} samples/s, loss {:.4f} -> {:.4f}\n",
+                     name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
+                     r["samples_per_s"].get<double>(), loss_first, loss_last);
+  return r;
+}
+
+/// Median seconds of `steps` calls of `fn` (after one untimed call).
+template <class Fn>
+double median_seconds(int64_t steps, const Fn& fn) {
+  fn();
+  std::vector<double> s;
+  for (int64_t i = 0; i < steps; ++i) {
+    const Clock::time_point start = Clock::now();
+    fn();
+    s.push_back(seconds_since(start));
+  }
+  return percentile(s, 0.5);
+}
+
+json gemm_row(int64_t n, const std::string& path, double seconds, std::ostream& out) {
+  const double tflops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / seconds / 1e12;
+  out << fmt::format("gemm n={:<5} {:<22} {:9.3f} ms {:8.2f} TFLOP/s\n", n, path, 1e3 * seconds, tflops);
+  return {{"n", n}, {"path", path}, {"ms", 1e3 * seconds}, {"tflops", tflops}};
+}
+
+/// cuBLAS sgemm on device buffers, timed with the stream synchronised after each call: the peak
+/// the jitted products are compared with.
+double cublas_direct_seconds(CudaDevice& cuda, const Array& a, const Array& b, int64_t steps) {
+  std::shared_ptr<CublasLibrary> lib = CublasLibrary::load();
+  if (!lib->available()) {
+    throw Error(ErrorCode::kFailedPrecondition, "ingot bench: cuBLAS unavailable: " + lib->unavailable_reason(),
+                "install the CUDA toolkit's cuBLAS");
+  }
+  std::unique_ptr<CudaBlas> blas = lib->create(cuda);
+  const int64_t n = a.shape()[0];
+  const Array c = Array::empty({n, n}, DType::kF32, &cuda.device());
+  auto address = [](const Array& x) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(x.buffer()->data())); };
+  const CudaBlasGemm call{.dtype = DType::kF32, .m = n, .n = n, .k = n, .a = address(a), .b = address(b),
+                          .c = address(c), .lda = n, .ldb = n, .ldc = n};
+  return median_seconds(steps, [&] {
+    blas->gemm(call, cuda.compute_stream());
+    cuda.synchronize();
+  });
+}
+
+json time_gemms(const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
+  json rows = json::array();
+  for (int64_t n : c.gemm_sizes) {
+    std::mt19937_64 rng(c.seed);
+    Array a = uniform_pixels({n, n}, rng), b = uniform_pixels({n, n}, rng);
+    if (cuda != nullptr) {
+      a = copy_to_cuda_device(*cuda, a);
+      b = copy_to_cuda_device(*cuda, b);
+    }
+    for (const bool library : {true, false}) {
+      JitOptions options;
+      options.name = "gemm";
+      options.cuda_device = cuda;
+      options.lowering.blas_gemm = library;
+      const Jitted f = jit([](const std::vector<Tensor>& x) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
+                           options);
+      const double s = median_seconds(c.steps, [&] { f({a, b}).front().block_until_ready(); });
+      rows.push_back(gemm_row(n, fmt::format("jit {}", library ? (cuda ? "cuBLAS" : "library") : "generated"), s, out));
+    }
+    if (cuda != nullptr) rows.push_back(gemm_row(n, "cuBLAS direct", cublas_direct_seconds(*cuda, a, b, c.steps), out));
+  }
+  return rows;
+}
+
+}  // namespace
+
+int run_bench(const BenchCommand& c, std::ostream& out) {
+  check_options(c);
+  const std::unique_ptr<CudaDevice> cuda = open_cuda(c.device);
+  const std::string device_name = cuda ? cuda->product_name() : "cpu";
+  out << fmt::format("ingot bench on {} ({}), {} timed steps after {} warm-up steps, dtype policy {}\n", c.device,
+                     device_name, c.steps, c.warmup, c.dtype_policy);
+  json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
+                 {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup}};
+  report["models"] = json::object();
+  for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), out);
+  report["gemm"] = time_gemms(c, cuda.get(), out);
+  if (!c.json.empty()) {
+    std::ofstream f(c.json);
+    f << report.dump(2) << "\n";
+    if (!f) throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", c.json),
+                        "choose a writable --json path");
+  }
+  return 0;
+}
+
+}  // namespace ingot::cli

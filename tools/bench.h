@@ -1,0 +1,53 @@
+// `ingot bench`: train-step speed of the benchmark models (the Fashion-MNIST MLP and CNN, a small
+// transformer LM) and GEMM throughput, on the CPU or a CUDA device, as JSON that
+// bench/peers/bench_peers.py mirrors for PyTorch and JAX (bench/README.md, docs/bench.md).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace ingot::cli {
+
+/// Options of `ingot bench` (each field is the CLI option of the same name).
+struct BenchCommand {
+  /// Models to time, in order: "mlp" (Flatten, Dense 256/128 relu, Dense 10; inputs (batch, 28, 28)),
+  /// "cnn" (examples/fashion_mnist_common.h; inputs (batch, 28, 28, 1)), "lm" (examples/tiny_lm.h
+  /// with lm_* sizes; inputs (lm_batch, lm_context) i32 tokens).
+  std::vector<std::string> models = {"mlp", "cnn", "lm"};
+  std::string device = "cpu";  ///< "cpu" or "cuda" (CUDA device 0)
+  int64_t batch_size = 128;    ///< samples per step of mlp and cnn, >= 1
+  int64_t warmup = 3;          ///< untimed steps after the first (compiling) one, >= 0
+  int64_t steps = 20;          ///< timed steps, >= 1
+  int64_t lm_batch = 32;       ///< sequences per LM step, >= 1
+  int64_t lm_context = 128;    ///< tokens per sequence, >= 1
+  int64_t lm_width = 256;      ///< model width, a multiple of lm_heads
+  int64_t lm_heads = 4;        ///< attention heads, >= 1
+  int64_t lm_blocks = 4;       ///< transformer blocks, >= 1
+  /// Square f32 GEMM sizes n (an (n, n) x (n, n) product) timed through jit with the library GEMM
+  /// (oneDNN / cuBLAS) and with generated kernels, and on CUDA through cuBLAS directly (the
+  /// peak the others are compared with). Empty: none.
+  std::vector<int64_t> gemm_sizes;
+  /// Keras dtype policy of every model: "float32", "mixed_float16" (with loss scaling) or
+  /// "mixed_bfloat16".
+  std::string dtype_policy = "float32";
+  uint64_t seed = 1337;        ///< seeds the weights and the synthetic data
+  std::string json;            ///< write the results here (empty: print only)
+};
+
+/// Times each model's Keras-style train step (Adam 1e-3, sparse categorical cross-entropy from
+/// logits, train_on_batch on synthetic data of the model's shapes: uniform [0, 1) pixels or
+/// random tokens, uniform labels): the first step (tracing + compiling + running; "compile_s"),
+/// `warmup` steps, then `steps` steps timed one by one (each returns its loss to the host, so the
+/// device has finished). Prints one line per model and per GEMM size and writes, when asked, JSON:
+/// {"framework": "ingot", "device", "device_name", "models": {name: {"batch", "compile_s",
+/// "step_ms": {"median", "p10", "p90", "min"}, "samples_per_s", "tokens_per_s" (lm),
+/// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last"}},
+/// "gemm": [{"n", "path", "ms", "tflops"}]}. Times in wall-clock seconds / milliseconds.
+/// Throws ingot::Error: kInvalidArgument naming the option for an unknown model or device, sizes
+/// < 1, lm_width not divisible by lm_heads, an unwritable --json path (checked before anything
+/// runs); kNotFound for --device cuda without a usable GPU; what training throws.
+int run_bench(const BenchCommand& command, std::ostream& out);
+
+}  // namespace ingot::cli
