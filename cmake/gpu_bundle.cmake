@@ -71,20 +71,28 @@ add_link_options(-fuse-ld=lld -static-libstdc++ -static-libgcc
 set(CMAKE_BUILD_WITH_INSTALL_RPATH ON)
 set(CMAKE_INSTALL_RPATH "\$ORIGIN/../lib")
 
-# The one test executable the bundle ships: the `runtime` suite (CUDA driver, GPU and NCCL tests
-# among them), the `ptx` suites (tests/compiler/codegen/cuda, tests/kernels) and the `gpu` suite
-# (tests/compiler/codegen/cuda_gpu: the code generator's kernels on the device against the
-# interpreter) in one binary. Each suite's own
-# executable is ~200 MiB stripped here (registerAllDialects/Passes pull in all of MLIR) and xz
-# cannot share their common MLIR/LLVM code across a 64 MiB window, so two binaries compress to
-# ~2x one; one binary holds the MLIR/LLVM code once. Same sources, flags and links as
-# tests/CMakeLists.txt's ptx_tests and runtime_tests (which the preset also builds).
+# The one executable the bundle ships, a multi-call binary (tests/gpu_bundle_main.cpp): as
+# `gpu_tests` the `runtime` suite (CUDA driver, GPU and NCCL tests among them), the `ptx` suites
+# (tests/compiler/codegen/cuda, tests/kernels) and the `gpu` suite (tests/compiler/codegen/cuda_gpu:
+# the code generator's kernels on the device against the interpreter); as `ingot` (a symbolic
+# link) the `ingot` command line (training and `ingot bench` on the GPU). Separate executables
+# would each carry the statically linked MLIR/LLVM code (~100 MB stripped even with the minimal
+# MLIR registration, compiler/codegen/mlir_registration.cpp) and xz cannot share it across a
+# 64 MiB window, so two binaries compress to ~2x one. Same sources, flags and links as
+# tests/CMakeLists.txt's ptx_tests and runtime_tests and tools/'s ingot (which the preset also
+# builds).
 find_package(GTest REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json REQUIRED)
 file(GLOB _ingot_gpu_test_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/runtime/*_test.cpp
      ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda/*_test.cpp
      ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda_gpu/*_test.cpp ${PROJECT_SOURCE_DIR}/tests/kernels/*_test.cpp)
-add_executable(gpu_tests ${_ingot_gpu_test_sources})
+set(_ingot_cli_sources ${PROJECT_SOURCE_DIR}/tools/cli.cpp ${PROJECT_SOURCE_DIR}/tools/bench.cpp
+    ${PROJECT_SOURCE_DIR}/tools/demo.cpp ${PROJECT_SOURCE_DIR}/tools/train.cpp)
+add_executable(gpu_tests ${PROJECT_SOURCE_DIR}/tests/gpu_bundle_main.cpp ${_ingot_gpu_test_sources} ${_ingot_cli_sources})
 target_link_libraries(gpu_tests PRIVATE ingot_trainer ingot_jit ingot_codegen_cpu ingot_codegen_cuda ingot_autodiff
-                                        ingot_compiler GTest::gtest GTest::gmock GTest::gtest_main ingot_warnings)
-target_include_directories(gpu_tests PRIVATE ${PROJECT_SOURCE_DIR}/compiler ${PROJECT_SOURCE_DIR}/tests)
+                                        ingot_compiler GTest::gtest GTest::gmock CLI11::CLI11
+                                        nlohmann_json::nlohmann_json ingot_warnings)
+target_include_directories(gpu_tests PRIVATE ${PROJECT_SOURCE_DIR}/compiler ${PROJECT_SOURCE_DIR}/tests
+                                             ${PROJECT_SOURCE_DIR}/tools ${PROJECT_SOURCE_DIR}/examples)
 target_compile_definitions(gpu_tests PRIVATE INGOT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -4,10 +4,14 @@
 #   tools/make_gpu_bundle.sh [--no-build]
 #
 # From the repository root (any working directory is fine): configures and builds the
-# `gpu-bundle` CMake preset (-j2), copies the stripped test executable `gpu_tests` into gpu_bundle/bin and every
-# shared library they still load (except glibc's and the CUDA driver/libraries, which the GPU
-# machine provides) into gpu_bundle/lib, checks with ldd that nothing else is needed, writes
-# gpu_bundle/MANIFEST.txt and packs gpu_bundle.tar.xz (xz -9). Both outputs are git-ignored.
+# `gpu-bundle` CMake preset (-j2), copies the stripped multi-call executable `gpu_tests` into
+# gpu_bundle/bin (with bin/ingot, a symbolic link to it: the `ingot` command line), every shared
+# library it still loads (except glibc's and the CUDA driver/libraries, which the GPU machine
+# provides) into gpu_bundle/lib and the Fashion-MNIST IDX files, decompressed (xz packs them
+# better than their gzip), into gpu_bundle/data/fashion-mnist (from $FASHION_MNIST_DIR, default
+# /usr/share/datasets/fashion-mnist; left out with a warning when missing), checks with ldd that
+# nothing else is needed, writes gpu_bundle/MANIFEST.txt and packs gpu_bundle.tar.xz (xz -9).
+# Both outputs are git-ignored.
 # Prints the sizes; exits 1 when the archive is over 60 MiB (the GPU machine takes 64 MiB in all)
 # or when a binary needs a library that is neither bundled nor part of glibc.
 #   --no-build   repack from the existing build/gpu-bundle (no cmake run).
@@ -15,10 +19,12 @@ set -euo pipefail
 
 readonly LIMIT_MIB=60
 # The executables the GPU check runs: build-tree path relative to build/gpu-bundle. One binary,
-# gpu_tests = the `runtime` + `ptx` suites (cmake/gpu_bundle.cmake): each suite's executable is
-# ~200 MiB stripped and ~31 MiB compressed, so two would not fit. The `ingot` CLI (same size, no
-# GPU path yet) is built by the preset but not shipped.
+# gpu_tests = the `runtime`, `ptx` and `gpu` suites and, invoked as `ingot`, the command line
+# (cmake/gpu_bundle.cmake): ~100 MiB stripped, ~19 MiB compressed; a second executable would
+# carry MLIR/LLVM again and not fit beside the data.
 readonly BINARIES=(gpu_tests)
+readonly DATA_SRC=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+readonly DATA_FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
 # Libraries the GPU machine's own system provides (glibc) ...
 readonly SYSTEM_LIBS='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1)$'
 # ... and its CUDA install (dlopen'ed at run time; must never be bundled).
@@ -50,7 +56,7 @@ for bin in "${BINARIES[@]}"; do
 done
 
 rm -rf "$OUT" "$ARCHIVE"
-mkdir -p "$OUT/bin" "$OUT/lib"
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/data"
 
 # Copies the shared libraries `ldd` resolves for $1 (on this machine) into lib/, named by soname.
 copy_libs() {
@@ -74,8 +80,19 @@ for bin in "${BINARIES[@]}"; do
   cp "$BUILD_DIR/$bin" "$OUT/bin/"
   strip --strip-all "$OUT/bin/$(basename "$bin")"
 done
+ln -s gpu_tests "$OUT/bin/ingot"
 chmod u+w "$OUT"/lib/*
 strip --strip-unneeded "$OUT"/lib/*
+
+# The data of the GPU training run (tools/gpu_check.sh), decompressed.
+if [[ -f $DATA_SRC/${DATA_FILES[0]}.gz ]]; then
+  mkdir -p "$OUT/data/fashion-mnist"
+  for f in "${DATA_FILES[@]}"; do
+    gzip -dc "$DATA_SRC/$f.gz" > "$OUT/data/fashion-mnist/$f"
+  done
+else
+  echo "make_gpu_bundle.sh: warning: no Fashion-MNIST in $DATA_SRC; the bundle has no data (the GPU training run will be skipped)" >&2
+fi
 
 # The check the GPU machine relies on: each bundled binary resolves every library either to the
 # bundle's lib/ (through its RPATH $ORIGIN/../lib) or to glibc.
@@ -83,6 +100,7 @@ ldd_report=$OUT/LDD.txt
 : > "$ldd_report"
 bad=0
 for bin in "$OUT"/bin/*; do
+  [[ -L $bin ]] && continue  # bin/ingot: the same file as gpu_tests
   echo "== $(basename "$bin")" >> "$ldd_report"
   while read -r name _ path _; do
     if [[ $name =~ $SYSTEM_LIBS ]]; then
@@ -111,14 +129,15 @@ glibc=$(objdump -T "$OUT"/bin/* "$OUT"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]
   echo "needs:   $glibc or newer, x86-64, /usr/local/cuda/bin/ptxas for the ptx suite"
   echo "run:     tools/gpu_check.sh OUT_DIR (from the repository root)"
   echo "files:"
-  (cd "$OUT" && find bin lib -type f -printf '  %-40p %s bytes\n' | sort)
+  (cd "$OUT" && find bin lib data -type f -printf '  %-40p %s bytes\n' | sort)
+  (cd "$OUT" && find bin -type l -printf '  %-40p -> %l\n')
 } > "$OUT/MANIFEST.txt"
 
 xz_start=$(date +%s)
 tar -cf - "$OUT" | xz -9 -T1 > "$ARCHIVE"
 xz_s=$(($(date +%s) - xz_start))
 
-bytes_bin=$(du -cb "$OUT"/bin/* | tail -1 | cut -f1)
+bytes_bin=$(du -cb "$OUT"/bin/gpu_tests | tail -1 | cut -f1)
 bytes_lib=$(du -cb "$OUT"/lib/* | tail -1 | cut -f1)
 bytes_xz=$(stat -c %s "$ARCHIVE")
 echo

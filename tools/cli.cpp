@@ -1,0 +1,205 @@
+// `ingot`'s command line (ingot::cli::ingot_main): subcommands train, evaluate, predict
+// (docs/train.md), bench (bench/README.md), demo, ops, run. tools/ingot_main.cpp calls it; so does
+// the GPU check bundle's multi-call binary (tests/gpu_bundle_main.cpp).
+#include <CLI/CLI.hpp>
+#include <malloc.h>
+#include <fmt/format.h>
+
+#include <charconv>
+#include <iostream>
+#include <new>
+
+#include "bench.h"
+#include "cli.h"
+#include "demo.h"
+#include "ingot/ir/op_registry.h"
+#include "train.h"
+
+namespace {
+
+/// Checks every value-taking option of `cmd`: no empty values (an empty path or number is a
+/// mistake, not "unset"), integers within int64 (CLI11 would otherwise saturate
+/// 99999999999999999999 to 2^63 - 1) and `--seed` not negative (it is unsigned). Violations are
+/// command-line errors (exit 2) naming the option.
+void validate_values(CLI::App* cmd) {
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string(); },
+      "", "non-empty");
+  const CLI::Validator int64_range(
+      [](std::string& v) {
+        int64_t x = 0;
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        return ec == std::errc::result_out_of_range ? "'" + v + "' is out of the 64-bit integer range" : std::string();
+      },
+      "", "int64");
+  const CLI::Validator not_negative(
+      [](std::string& v) { return !v.empty() && v[0] == '-' ? "'" + v + "' is negative" : std::string(); }, "",
+      "not-negative");
+  for (CLI::Option* o : cmd->get_options()) {
+    if (o->get_type_size() == 0) continue;  // flags
+    o->check(non_empty);
+    const std::string name = o->get_name();
+    if (name == "--epochs" || name == "--batch-size" || name == "--steps-per-execution" || name == "--seed" ||
+        name == "--limit" || name == "--index") {
+      o->check(int64_range);
+    }
+    if (name == "--seed" || name == "--index") o->check(not_negative);
+  }
+}
+
+/// The options of `ingot train` (fields of `c`).
+CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
+  CLI::App* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST (Keras-style fit), then test it");
+  cmd->add_option("--dataset", c.dataset, "dataset: fashion-mnist")->capture_default_str();
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files (package dataset-fashion-mnist)")
+      ->capture_default_str();
+  cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
+  cmd->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
+  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004), sgd, rmsprop or adagrad")->capture_default_str();
+  cmd->add_option("--learning-rate", c.learning_rate, "learning rate (default: 1e-2 for sgd, 1e-3 for the others)");
+  cmd->add_option("--lr-schedule", c.lr_schedule, "cosine (decay to 0 over the run, Keras CosineDecay) or constant")
+      ->capture_default_str();
+  cmd->add_option("--validation-split", c.validation_split, "last fraction of the training images held out")
+      ->capture_default_str();
+  cmd->add_option("--steps-per-execution", c.steps_per_execution, "train steps per call")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")->capture_default_str();
+  cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
+  cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
+  cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");
+  cmd->add_option("--limit", c.limit, "train on the first N training images (before the validation split)");
+  cmd->add_flag("--quiet", c.quiet, "print only the test result");
+  cmd->add_flag("--perf-jitdump", c.perf_jitdump,
+                "write a jitdump of the compiled steps for perf inject --jit (docs/compiler.md, Profiling)");
+  return cmd;
+}
+
+CLI::App* add_evaluate(CLI::App& app, ingot::cli::EvaluateCommand& c) {
+  CLI::App* cmd = app.add_subcommand("evaluate", "test loss and accuracy of saved weights on the Fashion-MNIST test set");
+  cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
+  cmd->add_option("--model", c.model, "mlp or cnn (default: the model the weights file names)");
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step (training's gives its exact figures)")
+      ->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu")->capture_default_str();
+  cmd->add_option("--metrics-json", c.metrics_json, "write the test loss and accuracy as JSON");
+  return cmd;
+}
+
+CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
+  CLI::App* cmd = app.add_subcommand("predict", "class and class probabilities of one Fashion-MNIST test image");
+  cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
+  cmd->add_option("--model", c.model, "mlp or cnn (default: the model the weights file names)");
+  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
+  cmd->add_option("--index", c.index, "test image index")->required();
+  cmd->add_option("--device", c.device, "cpu")->capture_default_str();
+  return cmd;
+}
+
+CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
+  CLI::App* cmd = app.add_subcommand("bench", "time the benchmark models' train steps and GEMMs (JSON for bench/peers)");
+  cmd->add_option("--models", c.models, "mlp, cnn, lm (comma-separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0)")->capture_default_str();
+  cmd->add_option("--batch-size", c.batch_size, "samples per step of mlp and cnn")->capture_default_str();
+  cmd->add_option("--warmup", c.warmup, "untimed steps after the compiling one")->capture_default_str();
+  cmd->add_option("--steps", c.steps, "timed steps")->capture_default_str();
+  cmd->add_option("--lm-batch", c.lm_batch, "sequences per LM step")->capture_default_str();
+  cmd->add_option("--lm-context", c.lm_context, "tokens per LM sequence")->capture_default_str();
+  cmd->add_option("--lm-width", c.lm_width, "LM width")->capture_default_str();
+  cmd->add_option("--lm-heads", c.lm_heads, "LM attention heads")->capture_default_str();
+  cmd->add_option("--lm-blocks", c.lm_blocks, "LM transformer blocks")->capture_default_str();
+  cmd->add_option("--gemm", c.gemm_sizes, "square f32 GEMM sizes to time (comma-separated; default none)")
+      ->delimiter(',');
+  cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
+  cmd->add_option("--json", c.json, "write the results as JSON");
+  return cmd;
+}
+
+}  // namespace
+
+/// Keeps large freed blocks in the process heap instead of returning them to the OS. A training
+/// step allocates and frees the same large temporaries (activations, im2col blocks) every step;
+/// with glibc's defaults they are mmap'ed and trimmed each time, so every step page-faults them
+/// in again. Measured on the CNN (ingot train --model cnn, 2 cores): 68 -> 54 ms per step. An
+/// application's choice (the library leaves the process's malloc settings alone).
+static void keep_large_blocks_in_the_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum: blocks up to 32 MiB come from the heap
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back to the OS only beyond 1 GiB free at the top
+}
+
+int ingot::cli::ingot_main(int argc, char** argv) {
+  keep_large_blocks_in_the_heap();
+  CLI::App app{"ingot: tensor compiler, runtime and trainer"};
+  app.require_subcommand(1);
+
+  ingot::cli::TrainCommand train;
+  ingot::cli::EvaluateCommand evaluate;
+  ingot::cli::PredictCommand predict;
+  CLI::App* train_cmd = add_train(app, train);
+  CLI::App* evaluate_cmd = add_evaluate(app, evaluate);
+  CLI::App* predict_cmd = add_predict(app, predict);
+  ingot::cli::BenchCommand bench;
+  CLI::App* bench_cmd = add_bench(app, bench);
+  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd, bench_cmd}) validate_values(cmd);
+
+  ingot::cli::DemoOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo", "trace an MLP forward pass, print its IR, interpret it on random data");
+  demo_cmd->add_option("--batch", demo.batch, "rows of the input batch")->capture_default_str();
+  demo_cmd->add_option("--features", demo.features, "input features")->capture_default_str();
+  demo_cmd->add_option("--hidden", demo.hidden, "hidden units")->capture_default_str();
+  demo_cmd->add_option("--classes", demo.classes, "output classes")->capture_default_str();
+  demo_cmd->add_option("--seed", demo.seed, "seed of weights and inputs")->capture_default_str();
+
+  CLI::App* ops_cmd = app.add_subcommand("ops", "list the IR ops the registry knows");
+
+  std::string ir_path;
+  std::vector<std::string> passes;
+  uint64_t seed = 0;
+  bool print_only = false;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "parse an IR text file, apply passes, print it and interpret it on random inputs");
+  run_cmd->add_option("file", ir_path, "IR text file (format: docs/ir.md)")->required();
+  run_cmd->add_option("--passes", passes, "passes to apply in order: dce, cse")->delimiter(',');
+  run_cmd->add_option("--seed", seed, "seed of the random arguments")->capture_default_str();
+  run_cmd->add_flag("--print-only", print_only, "print the IR without interpreting it");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // Usage errors: one line in the same form as the other errors, exit code 2.
+    fmt::print(stderr, "ingot: error: {} (run 'ingot --help' or 'ingot <command> --help' for usage)\n", e.what());
+    return 2;
+  }
+  try {
+    if (*train_cmd) return ingot::cli::run_train(train, std::cout);
+    if (*evaluate_cmd) return ingot::cli::run_evaluate(evaluate, std::cout);
+    if (*predict_cmd) return ingot::cli::run_predict(predict, std::cout);
+    if (*bench_cmd) return ingot::cli::run_bench(bench, std::cout);
+    if (*demo_cmd) return ingot::cli::run_demo(demo, std::cout);
+    if (*ops_cmd) {
+      const auto& reg = ingot::ir::OpRegistry::builtin();
+      for (const std::string& name : reg.names()) {
+        fmt::print("{:<24} {}\n", name, reg.get(name).summary);
+      }
+      return 0;
+    }
+    if (*run_cmd) return ingot::cli::run_ir_file(ir_path, passes, seed, !print_only, std::cout);
+  } catch (const ingot::Error& e) {
+    std::cout.flush();
+    fmt::print(stderr, "ingot: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cout.flush();
+    fmt::print(stderr, "ingot: error: out of host memory (hint: use smaller shapes)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    fmt::print(stderr, "ingot: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

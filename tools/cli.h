@@ -1,0 +1,15 @@
+// The `ingot` command line as a function, so that more than one executable can offer it: the
+// `ingot` tool (tools/ingot_main.cpp) and the GPU check bundle's multi-call binary, which runs it
+// when invoked as `ingot` (tests/gpu_bundle_main.cpp, docs/building.md).
+#pragma once
+
+namespace ingot::cli {
+
+/// Parses `argv` (argv[0] is the program name) and runs the subcommand: train, evaluate,
+/// predict, bench, demo, ops or run. Returns the process exit code: 0 on success, 1 for an
+/// ingot::Error or other failure (printed to stderr as one "ingot: error: ..." line), 2 for a
+/// command-line usage error. Never throws. Sets the process's malloc thresholds
+/// (keep_large_blocks_in_the_heap, an application's choice).
+int ingot_main(int argc, char** argv);
+
+}  // namespace ingot::cli
