@@ -12,9 +12,8 @@
 
 namespace ingot {
 
-namespace {
+namespace detail {
 
-/// Pairs each donated parameter with the first unpaired output of the same type.
 std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
                                                       const std::vector<int64_t>& donate_argnums) {
   const auto& params = graph.parameters();
@@ -48,13 +47,17 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
   return pairs;
 }
 
+}  // namespace detail
+
+namespace {
+
 }  // namespace
 
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const codegen::CpuCompileOptions& options,
                                                 const std::vector<int64_t>& donate_argnums,
                                                 const lower::LoweringOptions& lowering) {
-  const std::vector<std::pair<size_t, size_t>> pairs = donation_pairs(graph, donate_argnums);
+  const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
   const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs, lowering);
   std::vector<std::pair<Shape, DType>> params, results;
   for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);

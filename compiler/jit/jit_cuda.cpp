@@ -21,12 +21,18 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   lower::LoweringOptions cuda_lowering = lowering;
   cuda_lowering.gemm_function = "ingot_cuda_gemm";
   cuda_lowering.library_conv = false;  // no CUDA convolution library yet: generated kernels
-  const lower::LoweredModule m = lower::lower_graph(graph, "main", {}, cuda_lowering);
+  const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
+  const lower::LoweredModule m = lower::lower_graph(graph, "main", pairs, cuda_lowering);
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
-  std::shared_ptr<const CudaExecutable> exe =
-      CudaExecutable::create(codegen::compile_cuda(m.text, "main", in, res, options), device);
+  CudaProgram program = codegen::compile_cuda(m.text, "main", in, res, options);
+  // Donated parameters are written in place: the lowering computes each paired output into its
+  // parameter's buffer, and the thunk passes the parameter's array as that output.
+  for (const auto& [param, output] : pairs) {
+    program.donated.emplace_back(static_cast<int64_t>(param), static_cast<int64_t>(m.result_of_output[output]));
+  }
+  std::shared_ptr<const CudaExecutable> exe = CudaExecutable::create(std::move(program), device);
   const size_t n_in = in.size(), n_res = res.size();
   std::vector<std::pair<Shape, DType>> slots = in;
   slots.insert(slots.end(), res.begin(), res.end());
@@ -34,19 +40,14 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   thunk.name = "cuda:" + graph.name();
   for (size_t i = 0; i < n_in; ++i) thunk.input_slots.push_back(i);
   for (size_t i = 0; i < n_res; ++i) thunk.output_slots.push_back(n_in + i);
+  for (const auto& [param, output] : pairs) thunk.output_slots[m.result_of_output[output]] = param;
   thunk.run = [exe](std::span<const Array> inputs, std::span<Array> outputs) {
     exe->run(inputs, std::span<const Array>(outputs.data(), outputs.size()))->wait();
   };
   std::vector<size_t> outputs;
-  for (size_t r : m.result_of_output) outputs.push_back(n_in + r);
+  for (size_t r : m.result_of_output) outputs.push_back(thunk.output_slots[r]);
   std::vector<size_t> donated;
-  for (int64_t d : donate_argnums) {
-    if (d < 0 || d >= static_cast<int64_t>(n_in)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("compile_graph_cuda: donate_argnums holds {}, the graph has {} parameters", d, n_in));
-    }
-    donated.push_back(static_cast<size_t>(d));
-  }
+  for (int64_t d : donate_argnums) donated.push_back(static_cast<size_t>(d));  // checked by donation_pairs
   return std::make_shared<Executable>(std::move(slots), n_in, std::vector<Thunk>{std::move(thunk)}, std::move(outputs),
                                       std::move(donated), "cuda:" + graph.name());
 }

@@ -282,8 +282,28 @@ CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buff
   return call;
 }
 
+void check_donated(const CudaProgram& p) {
+  std::set<int64_t> ins, outs;
+  for (const auto& [in, out] : p.donated) {
+    if (in < 0 || in >= static_cast<int64_t>(p.input_types.size()) || out < 0 ||
+        out >= static_cast<int64_t>(p.output_types.size())) {
+      fail(ErrorCode::kOutOfRange, fmt::format("CudaProgram::donated: pair (input {}, output {}) is outside the "
+                                               "program's {} inputs and {} outputs",
+                                               in, out, p.input_types.size(), p.output_types.size()));
+    }
+    if (!ins.insert(in).second || !outs.insert(out).second) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("CudaProgram::donated: input {} or output {} appears in two pairs", in, out));
+    }
+    if (p.input_types[static_cast<size_t>(in)] != p.output_types[static_cast<size_t>(out)]) {
+      fail(ErrorCode::kShapeMismatch, fmt::format("CudaProgram::donated: input {} and output {} differ in type", in, out));
+    }
+  }
+}
+
 void validate_cuda_program(const CudaProgram& program) {
   check_buffers(program);
+  check_donated(program);
   std::set<std::string> names;
   for (const CudaKernelImage& k : program.kernels) {
     if (k.ptx.empty()) fail(ErrorCode::kInvalidArgument, fmt::format("CudaProgram kernel '{}' has no PTX", k.name));
@@ -450,10 +470,15 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   std::set<const Buffer*> used;
   for (const Array& a : inputs) used.insert(a.buffer().get());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!used.insert(outputs[i].buffer().get()).second) {
+    const Buffer* buffer = outputs[i].buffer().get();
+    // A donated input's own array may be passed as its paired output (written in place).
+    const bool in_place = std::any_of(program_.donated.begin(), program_.donated.end(), [&](const auto& d) {
+      return d.second == static_cast<int64_t>(i) && inputs[static_cast<size_t>(d.first)].buffer().get() == buffer;
+    });
+    if (!in_place && !used.insert(buffer).second) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("CudaExecutable::run: output {} shares its buffer with an input or an earlier output", i),
-                  "pass a separate array for every output");
+                  "pass a separate array for every output (or the donated input of CudaProgram::donated)");
     }
   }
   std::lock_guard<std::mutex> lock(run_mu_);

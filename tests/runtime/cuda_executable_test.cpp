@@ -291,6 +291,17 @@ TEST(CudaProgramValidation, MalformedProgramsNameTheProblem) {
   p = elementwise_program();
   p.buffers[3].kind = CudaBuffer::Kind::kTemporary;
   expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"output 0 has 0 buffers"});
+  // Donated pairs: in range, of one type (input (2, 3) and output (3) are not), each index once.
+  p = elementwise_program();
+  p.donated = {{1, 0}};
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange, {"pair (input 1, output 0)"});
+  p.donated = {{0, 0}};
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kShapeMismatch, {"input 0 and output 0 differ in type"});
+  p.output_types[0] = p.input_types[0];
+  p.buffers[3].shape = {2, 3};
+  p.buffers[3].bytes = 24;
+  p.donated = {{0, 0}, {0, 0}};
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"appears in two pairs"});
 }
 
 // ---------------------------------------------------------------------------------------------

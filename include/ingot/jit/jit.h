@@ -38,8 +38,9 @@ class CudaDevice;
 /// `gemm_function` and `library_conv` are set for CUDA) and everything else as generated kernels
 /// (codegen::compile_cuda), loaded by a CudaExecutable, wrapped as one thunk "cuda:<graph name>"
 /// of an Executable whose run() takes and returns arrays on that device (it waits for the device
-/// before returning). `donate_argnums` as compile_graph, except that the CUDA program computes no
-/// output in place yet: donated buffers are taken over and freed, not reused. Errors: what
+/// before returning). `donate_argnums` as compile_graph: a donated parameter's buffer receives its
+/// paired output in place on the device (CudaProgram::donated), so a train step's updated state
+/// takes no second copy of device memory. Errors: what
 /// lowering, compile_cuda and CudaExecutable::create throw; ingot::Error(kUnimplemented) in a build
 /// without the CUDA toolkit.
 std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,

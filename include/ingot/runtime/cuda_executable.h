@@ -81,7 +81,8 @@ CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> b
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
 /// contiguous; buffers have bytes = elements * dtype size (data too, for constants); inputs and
-/// outputs match `input_types` / `output_types` and each index has exactly one buffer.
+/// outputs match `input_types` / `output_types` and each index has exactly one buffer; `donated`
+/// pairs are in range, of equal types, each input and output at most once.
 void validate_cuda_program(const CudaProgram& program);
 
 // ---------------------------------------------------------------------------------------------
@@ -155,7 +156,8 @@ class CudaExecutable {
 
   /// Enqueues one run on the device's compute stream: `inputs[i]` and `outputs[i]` are arrays on
   /// this device of program().input_types[i] / output_types[i] (outputs caller-allocated, written
-  /// by the run; they must not share a buffer with an input or another output). Returns an event
+  /// by the run; they must not share a buffer with an input or another output, except that the
+  /// output of a program().donated pair may be that pair's input array: written in place). Returns an event
   /// ready when the run finished (its failure is thrown by the event's wait()). Errors, before
   /// anything is enqueued: kInvalidArgument for a wrong count, an array on another device or
   /// invalid, or aliasing outputs; kShapeMismatch / kDTypeMismatch naming the index, expected

@@ -97,6 +97,12 @@ struct CudaProgram {
   std::vector<CudaBuffer> buffers;
   std::vector<CudaThunk> thunks;
   std::vector<std::pair<Shape, DType>> input_types, output_types;
+  /// Donated inputs: (input, output) pairs whose output may be the input's own array (the run
+  /// writes the result into the donated buffer; JAX's donate_argnums). The program must have been
+  /// lowered with those pairs (lower_graph's `donated`: the result is computed in the parameter's
+  /// buffer, then copied onto itself), as compile_graph_cuda does; other outputs never alias an
+  /// input. Each input and output appears at most once, with equal types.
+  std::vector<std::pair<int64_t, int64_t>> donated;
   std::string host_mlir;  ///< the host function after the pipeline (for dumps and tests)
   /// The image of kernel `name` (ingot::Error kNotFound naming it otherwise).
   const CudaKernelImage& kernel(const std::string& name) const;

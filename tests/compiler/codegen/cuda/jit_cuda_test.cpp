@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "ingot/jit/jit.h"
 #include "ingot/trace/ops.h"
@@ -66,6 +68,96 @@ TEST(JitCuda, AnElementwiseFunctionRunsOnTheDeviceThroughTheGeneratedPlan) {
   f({x, y});
   EXPECT_EQ(f.compile_count(), 1);
   EXPECT_EQ(fake.state().launches.size(), 2u);
+}
+
+
+/// The word index of each memref argument's aligned pointer in `launch`'s parameter words, by
+/// buffer index (the descriptor ABI: allocated, aligned, offset, sizes, strides).
+std::map<int64_t, size_t> aligned_words(const CudaLaunch& launch) {
+  std::map<int64_t, size_t> words;
+  size_t word = 0;
+  for (const CudaKernelArg& a : launch.args) {
+    if (a.kind == CudaKernelArg::Kind::kIndex) {
+      word += 1;
+      continue;
+    }
+    words[a.buffer] = word + 1;
+    word += 3 + 2 * a.sizes.size();
+  }
+  return words;
+}
+
+TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
+  // p - 0.5 g with p donated (a parameter update): the plan computes into p's buffer (input 0),
+  // then copies it onto the output, which the executable makes p's own buffer.
+  const TraceFn fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.5}; };
+  const std::vector<ir::TensorType> types = {{{4, 8}, DType::kF32}, {{4, 8}, DType::kF32}};
+  const codegen::CudaProgram plan =
+      testing::compile_for_cuda(trace(fn, types, "jit"), {}, /*cublas=*/true, /*donated=*/{{0, 0}});
+  const std::vector<CudaLaunch> launches = plan.launches();
+  ASSERT_EQ(launches.size(), 2u) << plan.describe();
+  const std::map<int64_t, size_t> update = aligned_words(launches[0]), copy = aligned_words(launches[1]);
+  // The update reads g (buffer 1) and writes p (buffer 0); the copy reads p and writes output 0.
+  ASSERT_EQ(update.size(), 2u) << plan.describe();
+  ASSERT_TRUE(update.count(0) && update.count(1)) << plan.describe();
+  ASSERT_TRUE(copy.count(0) && copy.count(2)) << plan.describe();
+  // Outlining names every kernel's entry `main_kernel` (one module each), so one host body stands
+  // for both: the update and the copy alternate; another plan (no donation: one launch with three
+  // buffers) only counts.
+  FakeCudaScope fake;
+  auto word_count = [](const CudaLaunch& l) {
+    size_t n = 0;
+    for (const CudaKernelArg& a : l.args) n += a.kind == CudaKernelArg::Kind::kIndex ? 1 : 3 + 2 * a.sizes.size();
+    return n;
+  };
+  ASSERT_EQ(word_count(launches[0]), word_count(launches[1])) << plan.describe();
+  const size_t donated_words = word_count(launches[0]);
+  int64_t calls = 0, other_calls = 0;
+  std::vector<uint64_t> copied_from, copied_to;
+  fake.state().kernel_bodies["main_kernel"] = [&](const std::vector<uint64_t>& w) {
+    if (w.size() != donated_words) {
+      ++other_calls;
+      return;
+    }
+    if (calls++ % 2 == 0) {
+      auto* p = reinterpret_cast<float*>(w[update.at(0)]);
+      const auto* g = reinterpret_cast<const float*>(w[update.at(1)]);
+      for (int64_t i = 0; i < 32; ++i) p[i] = p[i] - g[i] * 0.5f;
+    } else {
+      copied_from.push_back(w[copy.at(0)]);
+      copied_to.push_back(w[copy.at(2)]);
+      std::memmove(reinterpret_cast<float*>(w[copy.at(2)]), reinterpret_cast<const float*>(w[copy.at(0)]), 128);
+    }
+  };
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  JitOptions options;
+  options.name = "update";
+  options.cuda_device = dev.get();
+  options.donate_argnums = {0};
+  Jitted f = jit(fn, options);
+  const Array p_host = testing::random_array({4, 8}, DType::kF32, 3), g_host = testing::random_array({4, 8}, DType::kF32, 4);
+  const Array p = copy_to_cuda_device(*dev, p_host), g = copy_to_cuda_device(*dev, g_host);
+  const uint64_t p_address = reinterpret_cast<uintptr_t>(p.buffer()->data());
+  const std::vector<Array> out = f({p, g});
+  ASSERT_EQ(out.size(), 1u);
+  // In place: the result is p's device buffer, and the copy ran from that buffer onto itself.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(out[0].buffer()->data()), p_address);
+  ASSERT_EQ(copied_to.size(), 1u);
+  EXPECT_EQ(copied_from[0], p_address);
+  EXPECT_EQ(copied_to[0], p_address);
+  std::vector<double> want;
+  for (size_t i = 0; i < 32; ++i) want.push_back(p_host.to_doubles()[i] - 0.5 * g_host.to_doubles()[i]);
+  testing::expect_values(copy_to_host_from(*dev, out[0]), want, 1e-6);
+  // The donated argument is consumed, as on the CPU.
+  EXPECT_THROW(copy_to_host_from(*dev, p), Error);
+  // Without donation the output is a separate buffer.
+  JitOptions plain = options;
+  plain.donate_argnums = {};
+  const Array p2 = copy_to_cuda_device(*dev, p_host);
+  const std::vector<Array> out2 = jit(fn, plain)({p2, g});
+  EXPECT_NE(out2[0].buffer()->data(), p2.buffer()->data());
+  EXPECT_EQ(calls, 2);
+  EXPECT_GE(other_calls, 1);
 }
 
 }  // namespace
