@@ -8,6 +8,7 @@
 #include <set>
 
 #include "cuda/driver_api.h"
+#include "ingot/kernels/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/runtime/error.h"
 
@@ -135,6 +136,38 @@ void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& 
     if (l.args[i].kind == CudaKernelArg::Kind::kMemref) {
       check_view(p, l.args[i], fmt::format("{} ({}) argument {}", where, l.kernel, i));
     }
+  }
+}
+
+/// A convolution thunk: f32/f64, operands contiguous 1-D views of the spec's shapes in that
+/// dtype, the kernel in the program, a valid grid and block and a whole CudaConvParams.
+void check_conv(const CudaProgram& p, const CudaConv& c, const std::string& where) {
+  if (c.dtype != DType::kF32 && c.dtype != DType::kF64) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32 or f64", where, dtype_name(c.dtype)));
+  }
+  const struct {
+    const char* name;
+    const CudaKernelArg& view;
+    const std::vector<int64_t>& shape;
+  } operands[] = {{"lhs", c.lhs, c.spec.lhs_shape}, {"rhs", c.rhs, c.spec.rhs_shape}, {"out", c.out, c.spec.out_shape}};
+  for (const auto& op : operands) {
+    const std::string what = fmt::format("{} operand {}", where, op.name);
+    check_view(p, op.view, what);
+    if (op.view.sizes != Shape{num_elements(op.shape)} || op.view.strides != Shape{1}) {
+      fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} is not a contiguous 1-D view of the spec's {}", what,
+                                                    view_name(op.view), shape_to_string(op.shape)));
+    }
+    const DType dt = p.buffers[static_cast<size_t>(op.view.buffer)].dtype;
+    if (dt != c.dtype) {
+      fail(ErrorCode::kDTypeMismatch, fmt::format("{}: buffer {} has dtype {} but the convolution is {}", what,
+                                                  op.view.buffer, dtype_name(dt), dtype_name(c.dtype)));
+    }
+  }
+  check_launch(p, CudaLaunch{.kernel = c.kernel, .grid = c.grid, .block = c.block, .args = {}}, where);
+  const size_t words = sizeof(kernels::CudaConvParams) / sizeof(int64_t);
+  if (c.params.size() != words) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: {} parameter words, the kernel's CudaConvParams has {}", where, c.params.size(), words));
   }
 }
 
@@ -295,6 +328,7 @@ void validate_cuda_program(const CudaProgram& program) {
     const CudaThunk& t = program.thunks[i];
     const std::string where = fmt::format("CudaProgram thunk {}", i);
     if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
+    else if (t.kind == CudaThunk::Kind::kConv) check_conv(program, t.conv, where + " (convolution)");
     else {
       for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
     }
@@ -444,6 +478,32 @@ void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addre
                                  fmt::join(l.block, "x"), device_.name()));
 }
 
+CUfunction CudaExecutable::function_of(const std::string& kernel) const {
+  const auto it = std::find_if(program_.kernels.begin(), program_.kernels.end(),
+                               [&](const CudaKernelImage& k) { return k.name == kernel; });
+  return functions_[static_cast<size_t>(it - program_.kernels.begin())];
+}
+
+void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const {
+  const auto element = static_cast<uint64_t>(dtype_size(c.dtype));
+  auto operand = [&](const CudaKernelArg& view, const char* name) {
+    return address_of(addresses, view.buffer, fmt::format("convolution operand {}", name)) +
+           static_cast<uint64_t>(view.offset) * element;
+  };
+  uint64_t lhs = operand(c.lhs, "lhs"), rhs = operand(c.rhs, "rhs"), out = operand(c.out, "out");
+  std::vector<int64_t> params = c.params;  // the kernel's CudaConvParams, by value
+  void* args[] = {&lhs, &rhs, &out, params.data()};
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  cuda_detail::check(api,
+                     api.cuLaunchKernel(function_of(c.kernel), u(c.grid[0]), u(c.grid[1]), u(c.grid[2]), u(c.block[0]),
+                                        u(c.block[1]), u(c.block[2]), 0, device_.compute_stream().handle(), args,
+                                        nullptr),
+                     "cuLaunchKernel",
+                     fmt::format("launching convolution kernel '{}' (grid {}) on {}", c.kernel, fmt::join(c.grid, "x"),
+                                 device_.name()));
+}
+
 std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
   check_arrays(inputs, false);
   check_arrays(outputs, true);
@@ -462,6 +522,7 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   device_.make_current();
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
+    else if (t.kind == CudaThunk::Kind::kConv) run_conv(t.conv, addresses);
     else {
       // A batched GEMM runs as one call per batch element (cublas?gemmStridedBatched would be one).
       for (const CudaGemm& g : t.gemm.batch_elements()) blas_->gemm(column_major_gemm(g, addresses), device_.compute_stream());

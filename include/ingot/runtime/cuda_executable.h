@@ -80,7 +80,9 @@ CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> b
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; buffers have bytes = elements * dtype size (data too, for constants); inputs and
+/// contiguous; convolution operands are contiguous 1-D views of the spec's shapes in the
+/// convolution's dtype (f32/f64), its kernel is in the program with a valid grid and block and
+/// `params` holds a whole CudaConvParams; buffers have bytes = elements * dtype size (data too, for constants); inputs and
 /// outputs match `input_types` / `output_types` and each index has exactly one buffer.
 void validate_cuda_program(const CudaProgram& program);
 
@@ -179,6 +181,10 @@ class CudaExecutable {
                                          std::span<const Array> outputs,
                                          std::vector<std::shared_ptr<Buffer>>& temporaries) const;
   void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses) const;
+  /// The loaded function of program kernel `kernel` (validated to exist).
+  CUfunc_st* function_of(const std::string& kernel) const;
+  /// Enqueues convolution `c` (its implicit-GEMM kernel) on the compute stream.
+  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const;
 
   CudaProgram program_;
   CudaDevice& device_;
