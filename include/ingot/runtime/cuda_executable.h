@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ingot/runtime/array.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_program.h"
 
 // Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction).
@@ -149,8 +151,15 @@ class CudaExecutable {
   /// cannot load or a missing entry (the converted CUDA error naming the kernel and arch);
   /// kFailedPrecondition when the program has GEMMs and cuBLAS is unavailable (its reason);
   /// out of device memory for the constants (kOutOfMemory). Nothing stays loaded after an error.
+  ///
+  /// `dnn` is what may run the convolution thunks besides the implicit-GEMM kernel: nullopt
+  /// (default) loads cuDNN when the program has convolutions (CudnnLibrary::load(); unavailable
+  /// or failing to create a handle: the kernel runs them, the reason recorded), a null pointer
+  /// means the kernel only, else that CudaDnn. The choice per convolution is made at its first
+  /// run (conv_choices()).
   static std::unique_ptr<CudaExecutable> create(CudaProgram program, CudaDevice& device,
-                                                std::shared_ptr<CudaBlas> blas = nullptr);
+                                                std::shared_ptr<CudaBlas> blas = nullptr,
+                                                std::optional<std::shared_ptr<CudaDnn>> dnn = std::nullopt);
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
   CudaExecutable& operator=(const CudaExecutable&) = delete;
@@ -171,6 +180,14 @@ class CudaExecutable {
   CudaDevice& device() const { return device_; }
   /// The PTX architecture loaded for each kernel, in the order of program().kernels.
   const std::vector<std::string>& kernel_archs() const { return archs_; }
+  /// How each convolution thunk runs, in the order of program().convs() (copies). At its first
+  /// run, when a CudaDnn is there and cudnn_conv_mapping expresses it, both the implicit-GEMM
+  /// kernel and the DNN's algorithm run on the run's operands (one warm-up and
+  /// kConvTimingRuns timed runs each, timed on the host around a stream synchronisation) and the
+  /// faster is kept; otherwise the kernel, with the reason. kUndecided before the first run.
+  std::vector<CudaConvChoice> conv_choices() const;
+  /// Timed runs per engine when choosing (see conv_choices).
+  static constexpr int kConvTimingRuns = 5;
 
  private:
   CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas);
@@ -186,9 +203,22 @@ class CudaExecutable {
   /// Enqueues convolution `c` (its implicit-GEMM kernel) on the compute stream.
   void run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const;
 
+  /// Decides conv_choices_[index] (the first run of that convolution thunk).
+  void choose_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address.
+  void cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
+                     std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `index` with the engine chosen.
+  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
+
   CudaProgram program_;
   CudaDevice& device_;
   std::shared_ptr<CudaBlas> blas_;
+  std::shared_ptr<CudaDnn> dnn_;       // null: the implicit-GEMM kernel only
+  std::string dnn_reason_;             // why dnn_ is null
+  mutable std::vector<CudaConvChoice> conv_choices_;           // per convolution thunk (run_mu_)
+  mutable std::vector<CudaDnnConvPlan> conv_plans_;            // likewise, when cuDNN was planned
+  mutable std::vector<std::shared_ptr<Buffer>> conv_workspaces_;  // likewise, cuDNN's workspace
   std::vector<std::string> archs_;
   std::vector<CUmod_st*> modules_;     // one per kernel
   std::vector<CUfunc_st*> functions_;  // one per kernel

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/interp/interpreter.h"
@@ -215,7 +217,7 @@ TEST_F(ConvPlan, ConvolutionProgramsRunOnTheFakeDriverLikeTheInterpreter) {
       testing::FakeCudaScope fake;
       register_bodies(fake.state(), p);
       auto dev = CudaDevice::open(fake.driver(), 0);
-      auto exe = CudaExecutable::create(p, *dev);
+      auto exe = CudaExecutable::create(p, *dev, nullptr, nullptr);  // the kernel only
       const std::vector<Array> host = {random_array(p.input_types[0].first, dtype, seed++),
                                        random_array(p.input_types[1].first, dtype, seed++)};
       std::vector<Array> inputs;
@@ -243,6 +245,170 @@ TEST_F(ConvPlan, ConvolutionProgramsRunOnTheFakeDriverLikeTheInterpreter) {
       EXPECT_EQ(conv->params[1], reinterpret_cast<uintptr_t>(inputs[1].buffer()->data()));
     }
   }
+}
+
+/// conv of x (2, 3, 9, 8) NCHW with w (4, 3, 3, 3) OIHW, padding 1, stride (1, 2): cuDNN can
+/// express it.
+ir::Graph nchw_conv_graph() {
+  return trace(
+      [](const std::vector<Tensor>& a) {
+        return emit("convolution", {a[0], a[1]},
+                    {{"window_strides", std::vector<int64_t>{1, 2}},
+                     {"padding", std::vector<int64_t>{1, 1, 1, 1}},
+                     {"lhs_dilation", std::vector<int64_t>{1, 1}},
+                     {"rhs_dilation", std::vector<int64_t>{1, 1}},
+                     {"feature_group_count", int64_t{1}},
+                     {"batch_group_count", int64_t{1}},
+                     {"input_batch_dimension", int64_t{0}},
+                     {"input_feature_dimension", int64_t{1}},
+                     {"input_spatial_dimensions", std::vector<int64_t>{2, 3}},
+                     {"kernel_input_feature_dimension", int64_t{1}},
+                     {"kernel_output_feature_dimension", int64_t{0}},
+                     {"kernel_spatial_dimensions", std::vector<int64_t>{2, 3}},
+                     {"output_batch_dimension", int64_t{0}},
+                     {"output_feature_dimension", int64_t{1}},
+                     {"output_spatial_dimensions", std::vector<int64_t>{2, 3}}});
+      },
+      {f32_type({2, 3, 9, 8}), f32_type({4, 3, 3, 3})}, "nchw_conv");
+}
+
+/// A CudaDnn on the fake driver: its "algorithm" is the CPU reference, enqueued on the stream,
+/// taking `delay` per call; plan_conv fails when `fail_plan`.
+class HostDnn final : public CudaDnn {
+ public:
+  std::chrono::milliseconds delay{0};
+  bool fail_plan = false;
+  int plans = 0, forwards = 0;
+  std::vector<uint64_t> workspaces;
+  kernels::ConvSpec spec;  // what the forward computes (the test's convolution)
+
+  CudaDnnConvPlan plan_conv(const CudnnConvMapping& mapping, DType dtype) override {
+    if (fail_plan) throw Error(ErrorCode::kFailedPrecondition, "no algorithm (host stand-in)");
+    EXPECT_TRUE(mapping.expressible);
+    EXPECT_EQ(dtype, DType::kF32);
+    ++plans;
+    return {.id = 7, .algorithm = 1, .workspace_bytes = 1024};
+  }
+  void conv_forward(const CudaDnnConvPlan& plan, uint64_t x, uint64_t w, uint64_t y, uint64_t workspace,
+                    const CudaStream& stream) override {
+    EXPECT_EQ(plan.id, 7);
+    ++forwards;
+    workspaces.push_back(workspace);
+    const kernels::ConvSpec s = spec;
+    const auto d = delay;
+    testing::fake_cuda::enqueue(stream.handle(), [s, d, x, w, y] {
+      auto n = [](const std::vector<int64_t>& shape) { return static_cast<size_t>(num_elements(shape)); };
+      std::this_thread::sleep_for(d);
+      kernels::convolution_reference(s, {pointer<const float>(x), n(s.lhs_shape)}, {pointer<const float>(w), n(s.rhs_shape)},
+                                     {pointer<float>(y), n(s.out_shape)});
+    });
+  }
+};
+
+/// Runs `p` (one f32 convolution of `g`) twice on the fake driver with `dnn` and the kernel's
+/// body delayed by `kernel_delay`; checks both runs against the interpreter; returns the choice
+/// and the number of convolution kernel launches.
+std::pair<CudaConvChoice, size_t> run_twice(const ir::Graph& g, const codegen::CudaProgram& p,
+                                            std::shared_ptr<CudaDnn> dnn, std::chrono::milliseconds kernel_delay) {
+  testing::FakeCudaScope fake;
+  register_bodies(fake.state(), p);
+  const std::string kernel = p.convs()[0].kernel;
+  auto body = fake.state().kernel_bodies[kernel];
+  fake.state().kernel_bodies[kernel] = [body, kernel_delay](const std::vector<uint64_t>& w) {
+    std::this_thread::sleep_for(kernel_delay);
+    body(w);
+  };
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(p, *dev, nullptr, dnn);
+  EXPECT_EQ(exe->conv_choices()[0].engine, CudaConvChoice::Engine::kUndecided);
+  const std::vector<Array> host = {random_array(p.input_types[0].first, DType::kF32, 21),
+                                   random_array(p.input_types[1].first, DType::kF32, 22)};
+  std::vector<Array> inputs;
+  for (const Array& h : host) {
+    inputs.push_back(Array::empty(h.shape(), h.dtype(), &dev->device()));
+    dev->copy_async(h, inputs.back())->wait();
+  }
+  const std::vector<double> want = interp::interpret(g, host)[0].to_doubles();
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<Array> outputs = exe->run(inputs);
+    Array got = Array::empty(outputs[0].shape(), DType::kF32);
+    dev->copy_async(outputs[0], got)->wait();
+    const std::vector<double> got_v = got.to_doubles();
+    EXPECT_EQ(got_v.size(), want.size());
+    for (size_t i = 0; i < std::min(got_v.size(), want.size()); ++i) {
+      EXPECT_NEAR(got_v[i], want[i], 1e-5) << "run " << run << " element " << i;
+    }
+  }
+  const auto& l = fake.state().launches;
+  const auto launches = static_cast<size_t>(std::count_if(l.begin(), l.end(), [&](const auto& x) { return x.kernel == kernel; }));
+  return {exe->conv_choices()[0], launches};
+}
+
+TEST_F(ConvPlan, TheFasterOfTheKernelAndTheDnnIsChosenAtTheFirstRun) {
+  const ir::Graph g = nchw_conv_graph();
+  const codegen::CudaProgram p = compile_with_convs(g);
+  ASSERT_EQ(p.convs().size(), 1u);
+  ASSERT_TRUE(cudnn_conv_mapping(p.convs()[0].spec).expressible) << cudnn_conv_mapping(p.convs()[0].spec).reason;
+  const int runs = CudaExecutable::kConvTimingRuns;
+  {  // a slow DNN: the kernel is kept; timing ran each engine 1 + runs times, then two real runs
+    auto dnn = std::make_shared<HostDnn>();
+    dnn->spec = p.convs()[0].spec;
+    dnn->delay = std::chrono::milliseconds(20);
+    const auto [choice, launches] = run_twice(g, p, dnn, std::chrono::milliseconds(0));
+    EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kImplicitGemm);
+    EXPECT_EQ(choice.reason, "timed");
+    EXPECT_GE(choice.cudnn_ms, 19.0);
+    EXPECT_LT(choice.implicit_gemm_ms, choice.cudnn_ms);
+    EXPECT_EQ(choice.cudnn_algorithm, 1);
+    EXPECT_EQ(dnn->plans, 1);
+    EXPECT_EQ(dnn->forwards, 1 + runs);
+    EXPECT_EQ(launches, static_cast<size_t>(1 + runs + 2));
+  }
+  {  // a slow kernel: cuDNN is kept, with its workspace from the device allocator
+    auto dnn = std::make_shared<HostDnn>();
+    dnn->spec = p.convs()[0].spec;
+    const auto [choice, launches] = run_twice(g, p, dnn, std::chrono::milliseconds(20));
+    EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kCudnn);
+    EXPECT_GE(choice.implicit_gemm_ms, 19.0);
+    EXPECT_LT(choice.cudnn_ms, choice.implicit_gemm_ms);
+    EXPECT_EQ(choice.workspace_bytes, 1024);
+    EXPECT_EQ(dnn->forwards, 1 + runs + 2);
+    EXPECT_EQ(launches, static_cast<size_t>(1 + runs));
+    ASSERT_FALSE(dnn->workspaces.empty());
+    EXPECT_NE(dnn->workspaces.back(), 0u);
+    EXPECT_EQ(dnn->workspaces.front(), dnn->workspaces.back());  // one workspace, kept
+  }
+  {  // a DNN that cannot plan it: the kernel, with the reason
+    auto dnn = std::make_shared<HostDnn>();
+    dnn->spec = p.convs()[0].spec;
+    dnn->fail_plan = true;
+    const auto [choice, launches] = run_twice(g, p, dnn, std::chrono::milliseconds(0));
+    EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kImplicitGemm);
+    EXPECT_NE(choice.reason.find("cuDNN failed: no algorithm (host stand-in)"), std::string::npos) << choice.reason;
+    EXPECT_EQ(choice.cudnn_ms, -1.0);
+    EXPECT_EQ(launches, 2u);
+  }
+  {  // no DNN
+    const auto [choice, launches] = run_twice(g, p, nullptr, std::chrono::milliseconds(0));
+    EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kImplicitGemm);
+    EXPECT_NE(choice.reason.find("no CudaDnn"), std::string::npos) << choice.reason;
+    EXPECT_EQ(launches, 2u);
+  }
+}
+
+TEST_F(ConvPlan, KerasLayoutConvolutionsAreNotExpressibleInCudnn) {
+  // conv2d's HWIO kernel is neither KCRS nor KRSC: the kernel runs it, and the DNN is not asked.
+  const ir::Graph g = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1])}; },
+                            {f32_type({2, 7, 6, 3}), f32_type({3, 2, 3, 4})}, "valid_conv");
+  const codegen::CudaProgram p = compile_with_convs(g);
+  auto dnn = std::make_shared<HostDnn>();
+  dnn->spec = p.convs()[0].spec;
+  const auto [choice, launches] = run_twice(g, p, dnn, std::chrono::milliseconds(0));
+  EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kImplicitGemm);
+  EXPECT_NE(choice.reason.find("cuDNN cannot express it"), std::string::npos) << choice.reason;
+  EXPECT_NE(choice.reason.find("neither KCRS nor KRSC"), std::string::npos) << choice.reason;
+  EXPECT_EQ(dnn->plans, 0);
+  EXPECT_EQ(launches, 2u);
 }
 
 }  // namespace
