@@ -1,8 +1,9 @@
 // Running a CudaProgram (ingot/runtime/cuda_program.h) on a CUDA device: the kernels' PTX loaded
 // as driver modules (one per kernel, the PTX of the device's architecture), constants uploaded
 // once, and each run's thunks enqueued in order on the device's compute stream -- kernel launches
-// with MLIR's memref-descriptor arguments, and GEMMs through a BLAS (cuBLAS, loaded with dlopen
-// like the driver). docs/runtime-cuda.md, "Running a CudaProgram".
+// with MLIR's memref-descriptor arguments, GEMMs through a BLAS (cuBLAS, loaded with dlopen
+// like the driver), and convolutions through the implicit-GEMM kernel or cuDNN, whichever was
+// faster at their first run (cuda_dnn.h). docs/runtime-cuda.md, "Running a CudaProgram".
 //
 // The pure parts (PTX choice, launch parameter words, the column-major GEMM call) are free
 // functions so they are tested without a device.
