@@ -50,8 +50,8 @@ std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int mi
 std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch,
                                         std::span<const uint64_t> buffer_addresses);
 
-/// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM thunks are
-/// skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
+/// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM and
+/// convolution thunks are skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
 std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
     const CudaProgram& program, std::span<const uint64_t> buffer_addresses);
 
