@@ -54,24 +54,21 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
     }
   }
   const std::optional<bool> nhwc = filter_format(s);
-  if (!nhwc) {
-    return not_expressible(fmt::format("the kernel's dims (out feature {}, in feature {}, spatial [{}]) are neither "
-                                       "KCRS nor KRSC",
-                                       s.k_out_feature, s.k_in_feature, fmt::join(s.k_spatial, ", ")));
-  }
-  const std::vector<int64_t> ls = row_major_strides(s.lhs_shape), os = row_major_strides(s.out_shape);
+  const std::vector<int64_t> ls = row_major_strides(s.lhs_shape), os = row_major_strides(s.out_shape),
+                             rs = row_major_strides(s.rhs_shape);
   std::vector<int64_t> x_dims = {s.lhs_shape[at(s.in_batch)], s.lhs_shape[at(s.in_feature)]},
                        x_strides = {ls[at(s.in_batch)], ls[at(s.in_feature)]},
                        y_dims = {s.out_shape[at(s.out_batch)], s.out_shape[at(s.out_feature)]},
                        y_strides = {os[at(s.out_batch)], os[at(s.out_feature)]},
-                       w_dims = {s.rhs_shape[at(s.k_out_feature)], s.rhs_shape[at(s.k_in_feature)]}, pads, strides,
-                       dilations;
+                       w_dims = {s.rhs_shape[at(s.k_out_feature)], s.rhs_shape[at(s.k_in_feature)]},
+                       w_strides = {rs[at(s.k_out_feature)], rs[at(s.k_in_feature)]}, pads, strides, dilations;
   if (ns == 1) {  // a leading unit spatial dim: its stride is that of a row of the real one
     x_dims.push_back(1);
     x_strides.push_back(s.lhs_shape[at(s.in_spatial[0])] * ls[at(s.in_spatial[0])]);
     y_dims.push_back(1);
     y_strides.push_back(s.out_shape[at(s.out_spatial[0])] * os[at(s.out_spatial[0])]);
     w_dims.push_back(1);
+    w_strides.push_back(s.rhs_shape[at(s.k_spatial[0])] * rs[at(s.k_spatial[0])]);
     pads.push_back(0);
     strides.push_back(1);
     dilations.push_back(1);
@@ -82,13 +79,15 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
     y_dims.push_back(s.out_shape[at(s.out_spatial[i])]);
     y_strides.push_back(os[at(s.out_spatial[i])]);
     w_dims.push_back(s.rhs_shape[at(s.k_spatial[i])]);
+    w_strides.push_back(rs[at(s.k_spatial[i])]);
     pads.push_back(s.padding[2 * i]);
     strides.push_back(s.strides[i]);
     dilations.push_back(s.rhs_dilation[i]);
   }
   CudnnConvMapping m;
   for (const auto& [from, to] : {std::pair{&x_dims, &m.x_dims}, {&x_strides, &m.x_strides}, {&y_dims, &m.y_dims},
-                                 {&y_strides, &m.y_strides}, {&w_dims, &m.w_dims}, {&pads, &m.pads},
+                                 {&y_strides, &m.y_strides}, {&w_dims, &m.w_dims}, {&w_strides, &m.w_strides},
+                                 {&pads, &m.pads},
                                  {&strides, &m.strides}, {&dilations, &m.dilations}}) {
     for (int64_t v : *from) {
       if (v > std::numeric_limits<int>::max()) {
@@ -97,7 +96,8 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
       to->push_back(static_cast<int>(v));
     }
   }
-  m.w_nhwc = *nhwc;
+  m.w_nhwc = nhwc.value_or(false);
+  m.w_packed = nhwc.has_value();
   m.groups = static_cast<int>(s.feature_groups);
   m.expressible = true;
   return m;
@@ -133,7 +133,8 @@ const char* conv_engine_name(CudaConvChoice::Engine engine) {
   X(cudnnDestroyConvolutionDescriptor)    \
   X(cudnnGetConvolutionForwardAlgorithm_v7) \
   X(cudnnGetConvolutionForwardWorkspaceSize) \
-  X(cudnnConvolutionForward)
+  X(cudnnConvolutionForward)               \
+  X(cudnnTransformTensor)
 
 /// Function pointers to cuDNN's entry points (all non-null once resolved).
 struct CudnnLibrary::Api {
@@ -166,8 +167,11 @@ struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnTensorDescriptor_t w_from = nullptr, w_to = nullptr;  // the kernel's copy into packed KCRS
   cudnnConvolutionFwdAlgo_t algorithm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t workspace = 0;
+  size_t workspace = 0;         // the algorithm's
+  size_t packed_offset = 0;     // where the packed kernel starts in the workspace (bytes)
+  size_t packed_bytes = 0;      // 0: the kernel is used in place
   DType dtype = DType::kF32;
   Descriptors() = default;
   Descriptors(const Descriptors&) = delete;
@@ -178,6 +182,8 @@ struct Descriptors {
     if (y != nullptr) (void)api->cudnnDestroyTensorDescriptor(y);
     if (w != nullptr) (void)api->cudnnDestroyFilterDescriptor(w);
     if (conv != nullptr) (void)api->cudnnDestroyConvolutionDescriptor(conv);
+    if (w_from != nullptr) (void)api->cudnnDestroyTensorDescriptor(w_from);
+    if (w_to != nullptr) (void)api->cudnnDestroyTensorDescriptor(w_to);
   }
 };
 
@@ -231,10 +237,13 @@ class CudnnDnn final : public CudaDnn {
           "cudnnSetConvolutionNdDescriptor", what);
     check(api_, api_.cudnnSetConvolutionGroupCount(d->conv, m.groups), "cudnnSetConvolutionGroupCount", what);
     check(api_, api_.cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType", what);
+    if (!m.w_packed) pack_kernel(*d, m, type, what);
     choose_algorithm(*d, what);
+    d->packed_offset = (d->workspace + 255) / 256 * 256;
     const int64_t id = next_id_++;
     CudaDnnConvPlan plan{.id = id, .algorithm = static_cast<int>(d->algorithm),
-                         .workspace_bytes = static_cast<int64_t>(d->workspace)};
+                         .workspace_bytes = static_cast<int64_t>(d->packed_bytes == 0 ? d->workspace
+                                                                                      : d->packed_offset + d->packed_bytes)};
     plans_[id] = std::move(d);
     return plan;
   }
@@ -253,15 +262,38 @@ class CudnnDnn final : public CudaDnn {
     const float one_f = 1.0f, zero_f = 0.0f;
     const double one_d = 1.0, zero_d = 0.0;
     const bool f32 = d.dtype == DType::kF32;
+    const void* one = f32 ? static_cast<const void*>(&one_f) : &one_d;
+    const void* zero = f32 ? static_cast<const void*>(&zero_f) : &zero_d;
+    if (d.packed_bytes > 0) {  // the kernel into packed KCRS, after the algorithm's workspace
+      const uint64_t packed = workspace + d.packed_offset;
+      check(api_, api_.cudnnTransformTensor(handle_, one, d.w_from, pointer(w), zero, d.w_to, pointer(packed)),
+            "cudnnTransformTensor (the kernel into KCRS)", what);
+      w = packed;
+    }
     check(api_,
-          api_.cudnnConvolutionForward(handle_, f32 ? static_cast<const void*>(&one_f) : &one_d, d.x, pointer(x), d.w,
+          api_.cudnnConvolutionForward(handle_, one, d.x, pointer(x), d.w,
                                        pointer(w), d.conv, d.algorithm, pointer(workspace), d.workspace,
-                                       f32 ? static_cast<const void*>(&zero_f) : &zero_d, d.y, pointer(y)),
+                                       zero, d.y, pointer(y)),
           "cudnnConvolutionForward", what);
   }
 
  private:
   static void* pointer(uint64_t address) { return reinterpret_cast<void*>(static_cast<uintptr_t>(address)); }
+
+  /// Descriptors copying the kernel (any layout: w_strides) into packed KCRS, and its size.
+  void pack_kernel(Descriptors& d, const CudnnConvMapping& m, cudnnDataType_t type, const std::string& what) const {
+    const int nb = static_cast<int>(m.w_dims.size());
+    std::vector<int> packed(m.w_dims.size(), 1);
+    for (size_t i = packed.size() - 1; i > 0; --i) packed[i - 1] = packed[i] * m.w_dims[i];
+    check(api_, api_.cudnnCreateTensorDescriptor(&d.w_from), "cudnnCreateTensorDescriptor", what);
+    check(api_, api_.cudnnCreateTensorDescriptor(&d.w_to), "cudnnCreateTensorDescriptor", what);
+    check(api_, api_.cudnnSetTensorNdDescriptor(d.w_from, type, nb, m.w_dims.data(), m.w_strides.data()),
+          "cudnnSetTensorNdDescriptor (the kernel as stored)", what);
+    check(api_, api_.cudnnSetTensorNdDescriptor(d.w_to, type, nb, m.w_dims.data(), packed.data()),
+          "cudnnSetTensorNdDescriptor (the packed kernel)", what);
+    d.packed_bytes = static_cast<size_t>(packed[0]) * static_cast<size_t>(m.w_dims[0]) *
+                     static_cast<size_t>(dtype_size(d.dtype));
+  }
 
   /// The first of cuDNN's heuristic ranking that succeeds with a workspace <= kMaxWorkspaceBytes.
   void choose_algorithm(Descriptors& d, const std::string& what) const {

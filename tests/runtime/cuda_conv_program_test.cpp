@@ -127,7 +127,9 @@ TEST(CudnnConvMapping, NchwWithKcrsByHand) {
   EXPECT_EQ(m.y_dims, (std::vector<int>{2, 6, 5, 8}));
   EXPECT_EQ(m.y_strides, (std::vector<int>{240, 40, 8, 1}));
   EXPECT_EQ(m.w_dims, (std::vector<int>{6, 2, 3, 3}));
+  EXPECT_EQ(m.w_strides, (std::vector<int>{18, 9, 3, 1}));
   EXPECT_FALSE(m.w_nhwc);
+  EXPECT_TRUE(m.w_packed);
   EXPECT_EQ(m.pads, (std::vector<int>{1, 2}));
   EXPECT_EQ(m.strides, (std::vector<int>{2, 1}));
   EXPECT_EQ(m.dilations, (std::vector<int>{1, 2}));
@@ -146,7 +148,23 @@ TEST(CudnnConvMapping, NhwcInputAndOutputWithKrscByHand) {
   EXPECT_EQ(m.y_dims, (std::vector<int>{2, 5, 5, 8}));
   EXPECT_EQ(m.y_strides, (std::vector<int>{200, 1, 40, 5}));
   EXPECT_EQ(m.w_dims, (std::vector<int>{5, 3, 3, 3}));
+  EXPECT_EQ(m.w_strides, (std::vector<int>{27, 1, 9, 3}));
   EXPECT_TRUE(m.w_nhwc);
+  EXPECT_TRUE(m.w_packed);
+}
+
+TEST(CudnnConvMapping, AKerasHwioKernelIsCopiedIntoPackedKcrs) {
+  // x (2, 9, 8, 4) NHWC, w (3, 3, 4, 6) HWIO (Keras's conv2d), out (2, 5, 8, 6) NHWC: the filter
+  // is described by its strides in (K, C, R, S) order and packed into KCRS (NCHW format).
+  const kernels::ConvSpec s =
+      spec_2d({2, 9, 8, 4}, {3, 3, 4, 6}, {2, 5, 8, 6}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2});
+  const CudnnConvMapping m = cudnn_conv_mapping(s);
+  ASSERT_TRUE(m.expressible) << m.reason;
+  EXPECT_EQ(m.w_dims, (std::vector<int>{6, 4, 3, 3}));
+  EXPECT_EQ(m.w_strides, (std::vector<int>{1, 6, 72, 24}));
+  EXPECT_FALSE(m.w_packed);
+  EXPECT_FALSE(m.w_nhwc);
+  EXPECT_EQ(m.x_strides, (std::vector<int>{288, 1, 32, 4}));
 }
 
 TEST(CudnnConvMapping, OneSpatialDimGetsAUnitDim) {
@@ -161,6 +179,7 @@ TEST(CudnnConvMapping, OneSpatialDimGetsAUnitDim) {
   EXPECT_EQ(m.x_dims, (std::vector<int>{2, 3, 1, 10}));
   EXPECT_EQ(m.x_strides, (std::vector<int>{30, 10, 10, 1}));
   EXPECT_EQ(m.w_dims, (std::vector<int>{4, 3, 1, 3}));
+  EXPECT_EQ(m.w_strides, (std::vector<int>{9, 3, 3, 1}));
   EXPECT_EQ(m.y_dims, (std::vector<int>{2, 4, 1, 10}));
   EXPECT_EQ(m.pads, (std::vector<int>{0, 1}));
   EXPECT_EQ(m.strides, (std::vector<int>{1, 1}));
@@ -189,11 +208,6 @@ TEST(CudnnConvMapping, WhatCudnnCannotExpressSaysWhy) {
   s = base;
   s.padding = {-1, -1, 2, 2};
   EXPECT_NE(reason(s).find("non-negative"), std::string::npos);
-  // The HWIO kernel of Keras's conv2d.
-  s = spec_2d({2, 9, 8, 4}, {3, 3, 4, 6}, {2, 5, 8, 6}, {0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2});
-  EXPECT_NE(reason(s).find("(out feature 3, in feature 2, spatial [0, 1]) are neither KCRS nor KRSC"),
-            std::string::npos)
-      << reason(s);
   // Four spatial dims.
   kernels::ConvSpec four = {.lhs_shape = {1, 1, 2, 2, 2, 2}, .rhs_shape = {1, 1, 1, 1, 1, 1},
                             .out_shape = {1, 1, 2, 2, 2, 2}, .in_batch = 0, .in_feature = 1,

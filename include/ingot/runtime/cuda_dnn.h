@@ -4,9 +4,10 @@
 //
 // cuDNN's legacy convolution API (cudnnConvolutionForward) computes StableHLO's convolution when
 // the spec fits its descriptors: cudnnSetTensorNdDescriptor with explicit strides describes any
-// input and output layout, but the filter must be packed KCRS or KRSC, padding is symmetric and
-// non-negative, there is no lhs (input) dilation and no batch grouping; its
-// CUDNN_CROSS_CORRELATION mode is StableHLO's convolution (no window reversal).
+// input and output layout; the filter must be packed KCRS or KRSC, so a kernel in any other
+// layout (Keras's HWIO) is first copied into packed KCRS in the workspace (cudnnTransformTensor);
+// padding must be symmetric and non-negative, and there is no lhs (input) dilation and no batch
+// grouping. Its CUDNN_CROSS_CORRELATION mode is StableHLO's convolution (no window reversal).
 #pragma once
 
 #include <cstdint>
@@ -30,15 +31,18 @@ struct CudnnConvMapping {
   std::vector<int> x_dims, x_strides;  ///< input (lhs): N, C, spatial...
   std::vector<int> y_dims, y_strides;  ///< output: N, K, spatial...
   std::vector<int> w_dims;             ///< filter: K, C / groups, spatial... (always in this order)
+  std::vector<int> w_strides;          ///< the kernel buffer's strides in w_dims' order
   bool w_nhwc = false;                 ///< filter stored KRSC (CUDNN_TENSOR_NHWC), else KCRS (NCHW)
+  /// The kernel is packed KCRS or KRSC as stored; else it is copied into packed KCRS (w_nhwc
+  /// false) before each convolution (cudnnTransformTensor from w_strides).
+  bool w_packed = true;
   std::vector<int> pads, strides, dilations;  ///< per spatial dim (nb_dims - 2 entries)
   int groups = 1;                      ///< feature groups (cudnnSetConvolutionGroupCount)
 };
 
 /// Maps `spec` (a valid ConvSpec) onto cuDNN's descriptors. Not expressible (with the reason):
-/// lhs dilation other than 1, batch groups > 1, asymmetric or negative padding, a kernel layout
-/// other than (out, in, spatial...) or (out, spatial..., in), more than 3 spatial dims, a size
-/// or stride beyond 2^31 - 1. Pure; never throws for a valid spec.
+/// lhs dilation other than 1, batch groups > 1, asymmetric or negative padding, more than 3
+/// spatial dims, a size or stride beyond 2^31 - 1. Pure; never throws for a valid spec.
 CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& spec);
 
 /// A convolution prepared by a CudaDnn: its handle (`id`), the algorithm chosen and the
@@ -55,7 +59,8 @@ class CudaDnn {
  public:
   virtual ~CudaDnn() = default;
   /// Prepares an expressible `mapping` of `dtype` (f32/f64): descriptors and the fastest
-  /// algorithm by the library's heuristics whose workspace fits. Throws the ingot::Error of a
+  /// algorithm by the library's heuristics whose workspace fits (the workspace also holds the
+  /// packed kernel when the mapping's is not packed). Throws the ingot::Error of a
   /// failed call (kFailedPrecondition when no algorithm supports the convolution).
   virtual CudaDnnConvPlan plan_conv(const CudnnConvMapping& mapping, DType dtype) = 0;
   /// Enqueues y = conv(x, w) of `plan` (device addresses; `workspace` of plan.workspace_bytes,
@@ -70,7 +75,8 @@ class CudnnLibrary {
  public:
   /// dlopen(`library`) and dlsym of the legacy convolution entry points (handle, tensor, filter
   /// and convolution descriptors, cudnnGetConvolutionForwardAlgorithm_v7,
-  /// cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionForward, cudnnGetErrorString).
+  /// cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionForward, cudnnTransformTensor,
+  /// cudnnGetErrorString).
   static std::shared_ptr<CudnnLibrary> load(const std::string& library = "libcudnn.so.9");
   ~CudnnLibrary();
   CudnnLibrary(const CudnnLibrary&) = delete;

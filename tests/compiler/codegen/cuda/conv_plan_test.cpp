@@ -396,18 +396,29 @@ TEST_F(ConvPlan, TheFasterOfTheKernelAndTheDnnIsChosenAtTheFirstRun) {
   }
 }
 
-TEST_F(ConvPlan, KerasLayoutConvolutionsAreNotExpressibleInCudnn) {
-  // conv2d's HWIO kernel is neither KCRS nor KRSC: the kernel runs it, and the DNN is not asked.
-  const ir::Graph g = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1])}; },
-                            {f32_type({2, 7, 6, 3}), f32_type({3, 2, 3, 4})}, "valid_conv");
-  const codegen::CudaProgram p = compile_with_convs(g);
+TEST_F(ConvPlan, KerasConvolutionsReachTheDnnUnlessTheirPaddingIsAsymmetric) {
+  // conv2d "valid" (HWIO kernel, packed by the DNN) is timed against the kernel; "same" with a
+  // 3x2 kernel pads (1, 1) and (0, 1): not expressible, so the DNN is not asked.
+  const ir::Graph valid = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1])}; },
+                                {f32_type({2, 7, 6, 3}), f32_type({3, 2, 3, 4})}, "valid_conv");
+  const codegen::CudaProgram pv = compile_with_convs(valid);
   auto dnn = std::make_shared<HostDnn>();
-  dnn->spec = p.convs()[0].spec;
-  const auto [choice, launches] = run_twice(g, p, dnn, std::chrono::milliseconds(0));
+  dnn->spec = pv.convs()[0].spec;
+  dnn->delay = std::chrono::milliseconds(20);
+  const auto [timed, timed_launches] = run_twice(valid, pv, dnn, std::chrono::milliseconds(0));
+  EXPECT_EQ(timed.reason, "timed");
+  EXPECT_EQ(timed.engine, CudaConvChoice::Engine::kImplicitGemm);
+  EXPECT_EQ(dnn->plans, 1);
+
+  const ir::Graph same = single_conv_graph(DType::kF32);
+  const codegen::CudaProgram ps = compile_with_convs(same);
+  auto dnn2 = std::make_shared<HostDnn>();
+  dnn2->spec = ps.convs()[0].spec;
+  const auto [choice, launches] = run_twice(same, ps, dnn2, std::chrono::milliseconds(0));
   EXPECT_EQ(choice.engine, CudaConvChoice::Engine::kImplicitGemm);
-  EXPECT_NE(choice.reason.find("cuDNN cannot express it"), std::string::npos) << choice.reason;
-  EXPECT_NE(choice.reason.find("neither KCRS nor KRSC"), std::string::npos) << choice.reason;
-  EXPECT_EQ(dnn->plans, 0);
+  EXPECT_NE(choice.reason.find("cuDNN cannot express it: padding [1, 1, 0, 1] is not symmetric"), std::string::npos)
+      << choice.reason;
+  EXPECT_EQ(dnn2->plans, 0);
   EXPECT_EQ(launches, 2u);
 }
 

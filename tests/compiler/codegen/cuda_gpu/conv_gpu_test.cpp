@@ -1,6 +1,7 @@
 // The `gpu` suite's convolutions: convolution thunks on device 0 against the interpreter -- an
 // NCHW/OIHW convolution cuDNN can express (f32 and f64), its input and weight gradients (which
-// it cannot: lhs dilation, kernel layouts), and Keras-layout grouped convolutions -- with the
+// cannot express the input gradient's lhs dilation), and Keras-layout convolutions (HWIO
+// kernels, packed for cuDNN; asymmetric "same" padding it cannot express) -- with the
 // engine each thunk chose at its first run recorded (CudaExecutable::conv_choices: cuDNN timed
 // against the implicit-GEMM kernel when cuDNN is there and can express it). Skips without a GPU.
 #include <fmt/format.h>
@@ -69,9 +70,14 @@ std::vector<Case> cases() {
                    return std::vector<Tensor>{vg[1], vg[2]};
                  }, {{{4, 8, 15, 15}, DType::kF32}, {{16, 8, 3, 3}, DType::kF32}, {{4, 16, 8, 8}, DType::kF32}},
                  "nchw_grads")});
+  // Keras layouts (HWIO kernels, packed for cuDNN): "same" with a 5x5 kernel pads symmetrically,
+  // with a 2x2 kernel it does not.
   out.push_back({"keras grouped same", trace([](const std::vector<Tensor>& a) {
                    return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same", .feature_group_count = 2})};
                  }, {{{4, 20, 20, 8}, DType::kF32}, {{5, 5, 4, 16}, DType::kF32}}, "keras_grouped")});
+  out.push_back({"keras same even kernel", trace([](const std::vector<Tensor>& a) {
+                   return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same"})};
+                 }, {{{4, 12, 12, 3}, DType::kF32}, {{2, 2, 3, 8}, DType::kF32}}, "keras_even")});
   return out;
 }
 
@@ -96,8 +102,8 @@ TEST(ConvGpuHarness, CasesHaveConvolutionThunksBothExpressibleInCudnnAndNot) {
     EXPECT_FALSE(p.convs().empty()) << c.name;
     for (const CudaConv& conv : p.convs()) ++(cudnn_conv_mapping(conv.spec).expressible ? expressible : not_expressible);
   }
-  EXPECT_GE(expressible, 3);  // the two plain NCHW convolutions and the grouped one
-  EXPECT_GE(not_expressible, 2);  // the input gradient (lhs dilation) and the Keras layout
+  EXPECT_GE(expressible, 4);  // the NCHW convolutions, the weight gradient, the 5x5 Keras one
+  EXPECT_GE(not_expressible, 2);  // the input gradient (lhs dilation), the 2x2 "same" padding
 }
 
 class ConvGpu : public ::testing::Test {
