@@ -35,20 +35,48 @@ __device__ __forceinline__ bool row_origin(const CudaConvParams& p, int64_t m, i
   return true;
 }
 
-/// A_g[m, k]: the input element under tap k of row m's window, 0 in a padding or dilation hole
-/// or past K.
-template <class T>
-__device__ __forceinline__ T load_a(const CudaConvParams& p, const T* __restrict__ lhs, int64_t base,
-                                    const int64_t (&origin)[kMaxSpatial], int64_t k) {
-  if (k >= p.k) return T(0);
+/// The decomposition of the K step's 16 depths k0 + kk, computed once per block (so the
+/// gathers need no divisions): k = tap * c_per_group + c, taps row-major over k_size.
+struct KStep {
+  int64_t lhs[kTK];                // c * lhs_feature_stride
+  int64_t rhs[kTK];                // c * rhs_in_stride + sum t_i * rhs_stride_i
+  int64_t tap[kMaxSpatial][kTK];   // t_i * rhs_dil_i
+  bool ok[kTK];                    // k < K
+};
+
+/// Thread kk < 16 decomposes depth k0 + kk into `step`.
+__device__ __forceinline__ void decompose(const CudaConvParams& p, int64_t k0, int kk, KStep& step) {
+  const int64_t k = k0 + kk;
+  step.ok[kk] = k < p.k;
+  if (k >= p.k) return;
   int64_t tap = k / p.c_per_group;
-  int64_t off = base + (k - tap * p.c_per_group) * p.lhs_feature_stride;
+  const int64_t c = k - tap * p.c_per_group;
+  int64_t rhs = c * p.rhs_in_stride;
 #pragma unroll
   for (int i = kMaxSpatial - 1; i >= 0; --i) {
+    step.tap[i][kk] = 0;
     if (i < p.num_spatial) {
       const int64_t t = tap % p.k_size[i];
       tap /= p.k_size[i];
-      int64_t pos = origin[i] + t * p.rhs_dil[i];
+      step.tap[i][kk] = t * p.rhs_dil[i];
+      rhs += t * p.rhs_stride[i];
+    }
+  }
+  step.lhs[kk] = c * p.lhs_feature_stride;
+  step.rhs[kk] = rhs;
+}
+
+/// A_g[m, kk]: the input element under depth kk of row m's window (`base`, `origin`: row_origin),
+/// 0 in a padding or dilation hole or past K.
+template <class T>
+__device__ __forceinline__ T load_a(const CudaConvParams& p, const T* __restrict__ lhs, int64_t base,
+                                    const int64_t (&origin)[kMaxSpatial], const KStep& step, int kk) {
+  if (!step.ok[kk]) return T(0);
+  int64_t off = base + step.lhs[kk];
+#pragma unroll
+  for (int i = 0; i < kMaxSpatial; ++i) {
+    if (i < p.num_spatial) {
+      int64_t pos = origin[i] + step.tap[i][kk];
       if (pos < 0) return T(0);
       if (p.lhs_dil[i] != 1) {
         if (pos % p.lhs_dil[i] != 0) return T(0);
@@ -61,21 +89,12 @@ __device__ __forceinline__ T load_a(const CudaConvParams& p, const T* __restrict
   return lhs[off];
 }
 
-/// B_g[k, n]: the kernel element of tap k for output feature n of group g (0 past K or N).
+/// B_g[kk, n]: the kernel element of depth kk for output feature n of group g (0 past K or N).
 template <class T>
 __device__ __forceinline__ T load_b(const CudaConvParams& p, const T* __restrict__ rhs, int64_t group, int64_t n,
-                                    int64_t k) {
-  if (k >= p.k || n >= p.n_per_group) return T(0);
-  int64_t tap = k / p.c_per_group;
-  int64_t off = (group * p.n_per_group + n) * p.rhs_out_stride + (k - tap * p.c_per_group) * p.rhs_in_stride;
-#pragma unroll
-  for (int i = kMaxSpatial - 1; i >= 0; --i) {
-    if (i < p.num_spatial) {
-      off += (tap % p.k_size[i]) * p.rhs_stride[i];
-      tap /= p.k_size[i];
-    }
-  }
-  return rhs[off];
+                                    const KStep& step, int kk) {
+  if (!step.ok[kk] || n >= p.n_per_group) return T(0);
+  return rhs[(group * p.n_per_group + n) * p.rhs_out_stride + step.rhs[kk]];
 }
 
 /// The result offset of GEMM row m (without the feature term).
@@ -92,15 +111,17 @@ __device__ __forceinline__ int64_t out_row_offset(const CudaConvParams& p, int64
 }
 
 // lhs, rhs, out: the operands' row-major buffers (shapes in the launcher's ConvSpec); p: by value.
-// grid (ceil(M / 64), ceil(N_per_group / 64), groups), block (256). Per K step of 16, each thread
-// loads 4 elements of the A tile (its row tid % 64, depths tid / 64 + 4j) and 4 of the B tile
-// (column tid % 64) into shared memory, then accumulates the 4 x 4 results of rows
-// tid % 16 + 16i and columns tid / 16 + 16j in ascending k.
+// grid (ceil(M / 64), ceil(N_per_group / 64), groups), block (256). Per K step of 16, threads
+// 0..15 decompose the step's depths into shared memory; then each thread loads 4 elements of the
+// A tile (its row tid % 64, depths tid / 64 + 4j) and 4 of the B tile (column tid % 64) into
+// shared memory, and accumulates the 4 x 4 results of rows tid % 16 + 16i and columns
+// tid / 16 + 16j in ascending k.
 template <class T>
 __device__ void conv_implicit_gemm(const T* __restrict__ lhs, const T* __restrict__ rhs, T* __restrict__ out,
                                    const CudaConvParams& p) {
   __shared__ T a_tile[kTK][kTM];
   __shared__ T b_tile[kTK][kTN];
+  __shared__ KStep step;
   const int tid = threadIdx.x;
   const int64_t group = blockIdx.z;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kTM, n0 = static_cast<int64_t>(blockIdx.y) * kTN;
@@ -116,11 +137,13 @@ __device__ void conv_implicit_gemm(const T* __restrict__ lhs, const T* __restric
     for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
   }
   for (int64_t k0 = 0; k0 < p.k; k0 += kTK) {
+    if (tid < kTK) decompose(p, k0, tid, step);
+    __syncthreads();
 #pragma unroll
     for (int j = 0; j < kTK * kTM / kThreads; ++j) {
       const int kk = depth + (kThreads / kTM) * j;
-      a_tile[kk][lane] = row_ok ? load_a(p, lhs, base, origin, k0 + kk) : T(0);
-      b_tile[kk][lane] = load_b(p, rhs, group, n0 + lane, k0 + kk);
+      a_tile[kk][lane] = row_ok ? load_a(p, lhs, base, origin, step, kk) : T(0);
+      b_tile[kk][lane] = load_b(p, rhs, group, n0 + lane, step, kk);
     }
     __syncthreads();
 #pragma unroll
@@ -264,7 +287,7 @@ CudaKernelLaunch cuda_conv_launch(const CudaConvParams& p, DType dtype, DevicePt
                      .grid = {ceil_div(p.m, kConvTileM), ceil_div(p.n_per_group, kConvTileN), p.groups},
                      .block = {kConvThreads, 1, 1}};
   l.params = {param_ptr(lhs), param_ptr(rhs), param_ptr(out)};
-  check_launch_limits(l, kConvTileK * (kConvTileM + kConvTileN) * dtype_size(dtype), who);  // the static tiles
+  check_launch_limits(l, kConvTileK * (kConvTileM + kConvTileN) * dtype_size(dtype) + kConvStepBytes, who);
   return l;
 }
 

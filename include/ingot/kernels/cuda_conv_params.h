@@ -43,10 +43,14 @@ struct CudaConvParams {
 
 /// Tile sizes of the kernels: a block computes kConvTileM x kConvTileN results of one group with
 /// kConvThreads threads (4 x 4 results each), stepping through K by kConvTileK through shared
-/// memory (2 * kConvTileK * 64 elements: 8 KiB for f32, 16 KiB for f64).
+/// memory (2 * kConvTileK * 64 elements: 8 KiB for f32, 16 KiB for f64, plus kConvStepBytes for
+/// the step's depth decomposition).
 inline constexpr int64_t kConvTileM = 64;
 inline constexpr int64_t kConvTileN = 64;
 inline constexpr int64_t kConvTileK = 16;
 inline constexpr int64_t kConvThreads = 256;
+/// Static shared memory of a K step's decomposition (bytes): per depth an lhs and an rhs offset,
+/// kConvMaxSpatial tap offsets (int64) and a flag.
+inline constexpr int64_t kConvStepBytes = kConvTileK * (2 + kConvMaxSpatial) * 8 + kConvTileK;
 
 }  // namespace ingot::kernels

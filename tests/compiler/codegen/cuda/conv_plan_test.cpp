@@ -113,6 +113,12 @@ TEST_F(ConvPlan, TheCnnTrainStepHasItsForwardAndWeightGradientConvolutions) {
                                   wgrad.out_batch, wgrad.out_feature}),
             (std::vector<int64_t>{3, 0, 0, 3, 2, 3}));
   EXPECT_EQ(convs[1].grid, (std::array<int64_t, 3>{1, 1, 1}));  // M = 1 * 3 * 3, N = 8
+  // cuDNN can run both (the HWIO kernel and dy as a kernel packed into KCRS first).
+  for (const codegen::CudaConv& c : convs) {
+    const CudnnConvMapping m = cudnn_conv_mapping(c.spec);
+    EXPECT_TRUE(m.expressible) << m.reason;
+    EXPECT_FALSE(m.w_packed);
+  }
   // Every spec the step uses: the kernel's CPU model equals the CPU reference on random data.
   unsigned seed = 11;
   for (const codegen::CudaConv& c : convs) {
