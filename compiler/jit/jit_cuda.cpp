@@ -22,7 +22,7 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   cuda_lowering.gemm_function = "ingot_cuda_gemm";
   // f32/f64 convolutions become convolution thunks (implicit GEMM or cuDNN, chosen by timing at
   // the first run), whatever their K: library_conv_min_k measured the CPU's loops against im2col.
-  cuda_lowering.library_conv = true;
+  // `library_conv = false` keeps them generated kernels.
   cuda_lowering.conv_function = "ingot_cuda_conv";
   cuda_lowering.library_conv_min_k = 0;
   const lower::LoweredModule m = lower::lower_graph(graph, "main", {}, cuda_lowering);
