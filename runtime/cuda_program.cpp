@@ -43,6 +43,14 @@ int64_t CudaProgram::gemm_count() const {
   return std::count_if(thunks.begin(), thunks.end(), [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; });
 }
 
+std::vector<CudaConv> CudaProgram::convs() const {
+  std::vector<CudaConv> out;
+  for (const CudaThunk& t : thunks) {
+    if (t.kind == CudaThunk::Kind::kConv) out.push_back(t.conv);
+  }
+  return out;
+}
+
 const CudaKernelImage& CudaProgram::kernel(const std::string& name) const {
   for (const CudaKernelImage& k : kernels) {
     if (k.name == name) return k;
@@ -66,6 +74,16 @@ std::string operand(const CudaKernelArg& a) {
   return a.offset == 0 ? fmt::format("buffer {}", a.buffer) : fmt::format("buffer {}+{}", a.buffer, a.offset);
 }
 
+/// "conv f32 lhs (8, 1, 28, 28) rhs (8, 1, 3, 3) out (8, 8, 26, 26) groups 1x1 lhs=buffer 0 ...".
+std::string describe_conv(const CudaConv& c) {
+  const kernels::ConvSpec& s = c.spec;
+  return fmt::format("conv {} lhs {} rhs {} out {} groups {}x{} lhs={} rhs={} out={}\n", dtype_name(c.dtype),
+                     shape_to_string(s.lhs_shape),
+                     shape_to_string(s.rhs_shape),
+                     shape_to_string(s.out_shape), s.feature_groups, s.batch_groups,
+                     operand(c.lhs), operand(c.rhs), operand(c.out));
+}
+
 }  // namespace
 
 std::string CudaProgram::describe() const {
@@ -83,6 +101,8 @@ std::string CudaProgram::describe() const {
       out += fmt::format("launch {} grid ({}, {}, {}) block ({}, {}, {}), {} buffers\n", t.launch.kernel, t.launch.grid[0],
                          t.launch.grid[1], t.launch.grid[2], t.launch.block[0], t.launch.block[1], t.launch.block[2],
                          memrefs);
+    } else if (t.kind == CudaThunk::Kind::kConv) {
+      out += describe_conv(t.conv);
     } else {
       const CudaGemm& g = t.gemm;
       out += fmt::format("gemm {}{} m={} n={} k={}{}{} A={} B={} C={}\n", dtype_name(g.dtype),

@@ -164,7 +164,11 @@ int run_cuda(const OptOptions& o, InputKind kind, std::ostream& out) {
   }
   const lower::LoweredModule m = lower::lower_graph(
       graph, "main", {},
-      lower::LoweringOptions{.blas_gemm = o.cublas, .gemm_function = "ingot_cuda_gemm", .library_conv = false});
+      lower::LoweringOptions{.blas_gemm = o.cublas,
+                             .gemm_function = "ingot_cuda_gemm",
+                             .library_conv = true,
+                             .library_conv_min_k = 0,
+                             .conv_function = "ingot_cuda_conv"});
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);

@@ -20,7 +20,11 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
                                                      const lower::LoweringOptions& lowering) {
   lower::LoweringOptions cuda_lowering = lowering;
   cuda_lowering.gemm_function = "ingot_cuda_gemm";
-  cuda_lowering.library_conv = false;  // no CUDA convolution library yet: generated kernels
+  // f32/f64 convolutions become convolution thunks (implicit GEMM or cuDNN, chosen by timing at
+  // the first run), whatever their K: library_conv_min_k measured the CPU's loops against im2col.
+  // `library_conv = false` keeps them generated kernels.
+  cuda_lowering.conv_function = "ingot_cuda_conv";
+  cuda_lowering.library_conv_min_k = 0;
   const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
   const lower::LoweredModule m = lower::lower_graph(graph, "main", pairs, cuda_lowering);
   std::vector<std::pair<Shape, DType>> in, res;

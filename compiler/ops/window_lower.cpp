@@ -587,7 +587,7 @@ kernels::ConvSpec conv_spec(const ConvConfig& c, const TensorType& lt, const Ten
 /// A convolution with f32/f64 operands (when LoweringOptions::library_conv and its K reaches
 /// library_conv_min_k) as a call to the
 /// im2col + BLAS GEMM kernel ingot_cpu_conv_<dtype>(lhs, rhs, result, config)
-/// (kernels/cpu/conv.cpp): both operands and the result as 1-D memrefs in their row-major
+/// (kernels/cpu/conv.cpp; `<LoweringOptions::conv_function>_<dtype>` in general): both operands and the result as 1-D memrefs in their row-major
 /// layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns false
 /// when the generated loops are to be used instead.
 bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const ConvConfig& c, const TensorType& lt,
@@ -598,7 +598,7 @@ bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const 
   if (k < ctx.options().library_conv_min_k) return false;
   const std::string e = el(out.dtype);
   const std::string dyn = fmt::format("memref<?x{}>", e);
-  const std::string fn = fmt::format("ingot_cpu_conv_{}", e);
+  const std::string fn = fmt::format("{}_{}", ctx.options().conv_function, e);
   ctx.declare(fmt::format("func.func private @{}({}, {}, {}, memref<?xi64>) attributes {{llvm.emit_c_interface}}", fn,
                           dyn, dyn, dyn));
   const std::string lhs = flat_buffer(ctx, ctx.operand(node, 0), lt);

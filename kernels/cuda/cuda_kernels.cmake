@@ -3,7 +3,7 @@
 # behind __CUDACC__) and, when the CUDA toolkit is present, by nvcc -ptx once per architecture;
 # each PTX file is embedded as a string in a generated header (embed_ptx.cmake) so that
 # cuda_kernel_ptx() hands it to cuModuleLoadData. No GPU and no libcuda are needed to build.
-set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy layernorm adam attention)
+set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy layernorm adam attention conv)
 set(INGOT_CUDA_KERNEL_ARCHS sm_80 sm_90)
 set(dir ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(gen ${CMAKE_CURRENT_BINARY_DIR}/cuda_ptx)
@@ -13,7 +13,10 @@ set(cu_sources)
 set(cpu_references)
 foreach(family ${INGOT_CUDA_KERNEL_FAMILIES})
   list(APPEND cu_sources ${dir}/${family}.cu)
-  list(APPEND cpu_references ${CMAKE_CURRENT_SOURCE_DIR}/cpu/${family}.cpp)
+  # conv's CPU reference (cpu/conv.cpp, the im2col convolutions' reference) is in ingot_kernels.
+  if(NOT family STREQUAL "conv")
+    list(APPEND cpu_references ${CMAKE_CURRENT_SOURCE_DIR}/cpu/${family}.cpp)
+  endif()
 endforeach()
 set_source_files_properties(${cu_sources} PROPERTIES LANGUAGE CXX)
 add_library(ingot_cuda_kernels ${sources} ${cu_sources} ${cpu_references})
@@ -30,8 +33,9 @@ if(INGOT_HAVE_CUDA_TOOLKIT)
       set(header ${gen}/${family}.${arch}.ptx.h)
       add_custom_command(
         OUTPUT ${ptx}
-        COMMAND ${INGOT_CUDA_ROOT}/bin/nvcc -ptx -arch=${arch} -std=c++17 -O3 -I${dir} ${dir}/${family}.cu -o ${ptx}
-        DEPENDS ${dir}/${family}.cu ${dir}/common.cuh
+        COMMAND ${INGOT_CUDA_ROOT}/bin/nvcc -ptx -arch=${arch} -std=c++17 -O3 -I${dir} -I${PROJECT_SOURCE_DIR}/include
+                ${dir}/${family}.cu -o ${ptx}
+        DEPENDS ${dir}/${family}.cu ${dir}/common.cuh ${PROJECT_SOURCE_DIR}/include/ingot/kernels/cuda_conv_params.h
         COMMENT "nvcc: ${family}.cu -> PTX for ${arch}" VERBATIM)
       add_custom_command(
         OUTPUT ${header}

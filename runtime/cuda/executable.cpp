@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <functional>
 #include <set>
 
 #include "cuda/driver_api.h"
+#include "ingot/kernels/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/runtime/error.h"
 
@@ -135,6 +138,38 @@ void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& 
     if (l.args[i].kind == CudaKernelArg::Kind::kMemref) {
       check_view(p, l.args[i], fmt::format("{} ({}) argument {}", where, l.kernel, i));
     }
+  }
+}
+
+/// A convolution thunk: f32/f64, operands contiguous 1-D views of the spec's shapes in that
+/// dtype, the kernel in the program, a valid grid and block and a whole CudaConvParams.
+void check_conv(const CudaProgram& p, const CudaConv& c, const std::string& where) {
+  if (c.dtype != DType::kF32 && c.dtype != DType::kF64) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32 or f64", where, dtype_name(c.dtype)));
+  }
+  const struct {
+    const char* name;
+    const CudaKernelArg& view;
+    const std::vector<int64_t>& shape;
+  } operands[] = {{"lhs", c.lhs, c.spec.lhs_shape}, {"rhs", c.rhs, c.spec.rhs_shape}, {"out", c.out, c.spec.out_shape}};
+  for (const auto& op : operands) {
+    const std::string what = fmt::format("{} operand {}", where, op.name);
+    check_view(p, op.view, what);
+    if (op.view.sizes != Shape{num_elements(op.shape)} || op.view.strides != Shape{1}) {
+      fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} is not a contiguous 1-D view of the spec's {}", what,
+                                                    view_name(op.view), shape_to_string(op.shape)));
+    }
+    const DType dt = p.buffers[static_cast<size_t>(op.view.buffer)].dtype;
+    if (dt != c.dtype) {
+      fail(ErrorCode::kDTypeMismatch, fmt::format("{}: buffer {} has dtype {} but the convolution is {}", what,
+                                                  op.view.buffer, dtype_name(dt), dtype_name(c.dtype)));
+    }
+  }
+  check_launch(p, CudaLaunch{.kernel = c.kernel, .grid = c.grid, .block = c.block, .args = {}}, where);
+  const size_t words = sizeof(kernels::CudaConvParams) / sizeof(int64_t);
+  if (c.params.size() != words) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: {} parameter words, the kernel's CudaConvParams has {}", where, c.params.size(), words));
   }
 }
 
@@ -315,6 +350,7 @@ void validate_cuda_program(const CudaProgram& program) {
     const CudaThunk& t = program.thunks[i];
     const std::string where = fmt::format("CudaProgram thunk {}", i);
     if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
+    else if (t.kind == CudaThunk::Kind::kConv) check_conv(program, t.conv, where + " (convolution)");
     else {
       for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
     }
@@ -327,9 +363,37 @@ void validate_cuda_program(const CudaProgram& program) {
 CudaExecutable::CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas)
     : program_(std::move(program)), device_(device), blas_(std::move(blas)) {}
 
+namespace {
+
+/// The CudaDnn for `create`'s `dnn` argument (see CudaExecutable::create), and why there is none.
+std::shared_ptr<CudaDnn> conv_library(const CudaProgram& program, CudaDevice& device,
+                                      std::optional<std::shared_ptr<CudaDnn>> dnn, std::string& reason) {
+  if (dnn) {
+    if (*dnn == nullptr) reason = "no CudaDnn was given (CudaExecutable::create)";
+    return *dnn;
+  }
+  if (program.convs().empty()) return nullptr;
+  const std::shared_ptr<CudnnLibrary> cudnn = CudnnLibrary::load();
+  if (!cudnn->available()) {
+    reason = "cuDNN is not available: " + cudnn->unavailable_reason();
+    return nullptr;
+  }
+  try {
+    return cudnn->create(device);
+  } catch (const Error& e) {
+    reason = "cuDNN is not available: " + e.message();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, CudaDevice& device,
-                                                       std::shared_ptr<CudaBlas> blas) {
+                                                       std::shared_ptr<CudaBlas> blas,
+                                                       std::optional<std::shared_ptr<CudaDnn>> dnn) {
   validate_cuda_program(program);
+  std::string dnn_reason;
+  std::shared_ptr<CudaDnn> conv_dnn = conv_library(program, device, std::move(dnn), dnn_reason);
   const bool has_gemm = program.gemm_count() > 0;
   std::unique_ptr<CudaExecutable> e(new CudaExecutable(std::move(program), device, std::move(blas)));
   e->load_modules();  // on an error the destructor unloads what was loaded
@@ -338,6 +402,12 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
     e->blas_ = cublas->create(device);
   }
   e->upload_constants();
+  e->dnn_ = std::move(conv_dnn);
+  e->dnn_reason_ = std::move(dnn_reason);
+  const size_t convs = e->program_.convs().size();
+  e->conv_choices_.resize(convs);
+  e->conv_plans_.resize(convs);
+  e->conv_workspaces_.resize(convs);
   return e;
 }
 
@@ -464,6 +534,116 @@ void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addre
                                  fmt::join(l.block, "x"), device_.name()));
 }
 
+CUfunction CudaExecutable::function_of(const std::string& kernel) const {
+  const auto it = std::find_if(program_.kernels.begin(), program_.kernels.end(),
+                               [&](const CudaKernelImage& k) { return k.name == kernel; });
+  return functions_[static_cast<size_t>(it - program_.kernels.begin())];
+}
+
+void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const {
+  const auto element = static_cast<uint64_t>(dtype_size(c.dtype));
+  auto operand = [&](const CudaKernelArg& view, const char* name) {
+    return address_of(addresses, view.buffer, fmt::format("convolution operand {}", name)) +
+           static_cast<uint64_t>(view.offset) * element;
+  };
+  uint64_t lhs = operand(c.lhs, "lhs"), rhs = operand(c.rhs, "rhs"), out = operand(c.out, "out");
+  std::vector<int64_t> params = c.params;  // the kernel's CudaConvParams, by value
+  void* args[] = {&lhs, &rhs, &out, params.data()};
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  auto u = [](int64_t v) { return static_cast<unsigned>(v); };
+  cuda_detail::check(api,
+                     api.cuLaunchKernel(function_of(c.kernel), u(c.grid[0]), u(c.grid[1]), u(c.grid[2]), u(c.block[0]),
+                                        u(c.block[1]), u(c.block[2]), 0, device_.compute_stream().handle(), args,
+                                        nullptr),
+                     "cuLaunchKernel",
+                     fmt::format("launching convolution kernel '{}' (grid {}) on {}", c.kernel, fmt::join(c.grid, "x"),
+                                 device_.name()));
+}
+
+namespace {
+
+/// Mean milliseconds of `fn` over `runs` runs after one warm-up, timed on the host around
+/// synchronisations of `stream` (the work enqueued before is drained first).
+double time_ms(const CudaStream& stream, int runs, const std::function<void()>& fn) {
+  fn();
+  stream.synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < runs; ++i) fn();
+  stream.synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / runs;
+}
+
+}  // namespace
+
+void CudaExecutable::choose_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const {
+  CudaConvChoice choice{.engine = CudaConvChoice::Engine::kImplicitGemm};
+  const CudnnConvMapping mapping = cudnn_conv_mapping(c.spec);
+  if (dnn_ == nullptr || !mapping.expressible) {
+    choice.reason = dnn_ == nullptr ? dnn_reason_ : "cuDNN cannot express it: " + mapping.reason;
+    conv_choices_[index] = choice;
+    return;
+  }
+  // Only the DNN's own failures fall back to the kernel; a device error (a failed
+  // synchronisation) propagates as from any run.
+  std::string dnn_error;
+  CudaDnnConvPlan plan;
+  std::shared_ptr<Buffer> workspace;
+  try {
+    plan = dnn_->plan_conv(mapping, c.dtype);
+    if (plan.workspace_bytes > 0) workspace = Buffer::allocate(device_.device(), plan.workspace_bytes);
+  } catch (const Error& e) {
+    dnn_error = e.message();
+  }
+  const CudaStream& stream = device_.compute_stream();
+  if (dnn_error.empty()) {
+    const uint64_t ws = workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
+    choice.implicit_gemm_ms = time_ms(stream, kConvTimingRuns, [&] { run_conv(c, addresses); });
+    choice.cudnn_ms = time_ms(stream, kConvTimingRuns, [&] {
+      if (!dnn_error.empty()) return;
+      try {
+        cudnn_forward(plan, ws, c, addresses);
+      } catch (const Error& e) {
+        dnn_error = e.message();
+      }
+    });
+  }
+  if (!dnn_error.empty()) {
+    conv_choices_[index] = {.engine = CudaConvChoice::Engine::kImplicitGemm, .reason = "cuDNN failed: " + dnn_error};
+    return;
+  }
+  choice.engine = choice.cudnn_ms < choice.implicit_gemm_ms ? CudaConvChoice::Engine::kCudnn
+                                                            : CudaConvChoice::Engine::kImplicitGemm;
+  choice.reason = "timed";
+  choice.cudnn_algorithm = plan.algorithm;
+  choice.workspace_bytes = plan.workspace_bytes;
+  conv_plans_[index] = plan;
+  if (choice.engine == CudaConvChoice::Engine::kCudnn) conv_workspaces_[index] = std::move(workspace);
+  conv_choices_[index] = choice;
+}
+
+void CudaExecutable::cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
+                                   std::span<const uint64_t> addresses) const {
+  const auto element = static_cast<uint64_t>(dtype_size(c.dtype));
+  auto operand = [&](const CudaKernelArg& view, const char* name) {
+    return address_of(addresses, view.buffer, fmt::format("convolution operand {}", name)) +
+           static_cast<uint64_t>(view.offset) * element;
+  };
+  dnn_->conv_forward(plan, operand(c.lhs, "lhs"), operand(c.rhs, "rhs"), operand(c.out, "out"), workspace,
+                     device_.compute_stream());
+}
+
+void CudaExecutable::run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const {
+  if (conv_choices_[index].engine != CudaConvChoice::Engine::kCudnn) return run_conv(c, addresses);
+  const std::shared_ptr<Buffer>& workspace = conv_workspaces_[index];
+  const uint64_t ws = workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
+  cudnn_forward(conv_plans_[index], ws, c, addresses);
+}
+
+std::vector<CudaConvChoice> CudaExecutable::conv_choices() const {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  return conv_choices_;
+}
+
 std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, std::span<const Array> outputs) const {
   check_arrays(inputs, false);
   check_arrays(outputs, true);
@@ -485,8 +665,13 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   std::vector<std::shared_ptr<Buffer>> temporaries;  // released on return: the allocator is stream-ordered
   const std::vector<uint64_t> addresses = buffer_addresses(inputs, outputs, temporaries);
   device_.make_current();
+  size_t conv = 0;
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
+    else if (t.kind == CudaThunk::Kind::kConv) {
+      if (conv_choices_[conv].engine == CudaConvChoice::Engine::kUndecided) choose_conv(conv, t.conv, addresses);
+      run_chosen_conv(conv++, t.conv, addresses);
+    }
     else {
       // A batched GEMM runs as one call per batch element (cublas?gemmStridedBatched would be one).
       for (const CudaGemm& g : t.gemm.batch_elements()) blas_->gemm(column_major_gemm(g, addresses), device_.compute_stream());

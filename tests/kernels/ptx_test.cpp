@@ -27,6 +27,8 @@ const std::map<std::string, std::pair<std::string, int64_t>>& expected_kernels()
       {"ingot_layernorm_backward_params_f32", {"layernorm", 256}},
       {"ingot_adam_multi_tensor_f32", {"adam", 256}},
       {"ingot_attention_forward_f32", {"attention", 256}},
+      {"ingot_conv_implicit_gemm_f32", {"conv", 256}},
+      {"ingot_conv_implicit_gemm_f64", {"conv", 256}},
   };
   return k;
 }

@@ -14,6 +14,7 @@
 #include "codegen/cuda/passes.h"
 #include "codegen/mlir_common.h"
 #include "codegen/mlir_registration.h"
+#include "ingot/kernels/cuda_conv.h"
 #include "ingot/runtime/error.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -42,6 +43,8 @@ namespace {
 /// The GEMM calls the host plan turns into cuBLAS thunks (LoweringOptions::gemm_function).
 constexpr llvm::StringLiteral kGemmFunction = "ingot_cuda_gemm_";
 constexpr llvm::StringLiteral kBatchedGemmFunction = "ingot_cuda_gemm_batched_";
+/// The convolution calls the host plan turns into convolution thunks (LoweringOptions::conv_function).
+constexpr llvm::StringLiteral kConvFunction = "ingot_cuda_conv_";
 
 constexpr const char* kDumpHint = "set CudaCompileOptions::dump_dir to see the IR after each stage";
 
@@ -118,7 +121,8 @@ std::optional<DType> dtype_of(mlir::Type t) {
 /// Collects the host plan from the entry function after the pipeline.
 class PlanBuilder {
  public:
-  PlanBuilder(CudaProgram& program, mlir::ModuleOp module) : p_(program), module_(module) {}
+  PlanBuilder(CudaProgram& program, mlir::ModuleOp module, std::vector<std::string> archs)
+      : p_(program), module_(module), archs_(std::move(archs)) {}
 
   void run(mlir::func::FuncOp entry) {
     const size_t n_in = p_.input_types.size(), n_out = p_.output_types.size();
@@ -185,6 +189,9 @@ class PlanBuilder {
     } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op);
                call && call.getCallee().starts_with(kGemmFunction)) {
       p_.thunks.push_back({.kind = CudaThunk::Kind::kGemm, .launch = {}, .gemm = gemm_of(call)});
+    } else if (auto conv = mlir::dyn_cast<mlir::func::CallOp>(op);
+               conv && conv.getCallee().starts_with(kConvFunction)) {
+      p_.thunks.push_back({.kind = CudaThunk::Kind::kConv, .launch = {}, .gemm = {}, .conv = conv_of(conv)});
     } else if (!mlir::isa<mlir::arith::ConstantOp, mlir::memref::DeallocOp, mlir::func::ReturnOp>(op)) {
       unsupported(op, "is left on the host after the GPU stages");
     }
@@ -253,6 +260,73 @@ class PlanBuilder {
     return g;
   }
 
+  /// A convolution call (lhs, rhs, out, config): the config is a constant buffer of the
+  /// encoded ConvSpec (kernels::encode_conv_spec); the thunk gets the implicit-GEMM kernel's
+  /// launch and that kernel's image is added to the program once per dtype.
+  CudaConv conv_of(mlir::func::CallOp call) {
+    if (call.getNumOperands() != 4) unsupported(*call, "is not a convolution call (lhs, rhs, out, config)");
+    CudaConv c;
+    const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
+    if (!dt || (*dt != DType::kF32 && *dt != DType::kF64)) unsupported(*call, "is a convolution of an unsupported dtype");
+    c.dtype = *dt;
+    c.lhs = arg_of(*call, call.getOperand(0));
+    c.rhs = arg_of(*call, call.getOperand(1));
+    c.out = arg_of(*call, call.getOperand(2));
+    const CudaKernelArg config = arg_of(*call, call.getOperand(3));
+    const CudaBuffer& cb = p_.buffers[static_cast<size_t>(config.buffer)];
+    if (cb.kind != CudaBuffer::Kind::kConstant || cb.dtype != DType::kI64 || config.sizes.size() != 1 ||
+        config.offset != 0 || config.sizes[0] * 8 != cb.bytes) {
+      unsupported(*call, "passes a convolution configuration that is not a whole constant i64 buffer");
+    }
+    std::vector<int64_t> words(static_cast<size_t>(config.sizes[0]));
+    std::memcpy(words.data(), cb.data.data(), static_cast<size_t>(cb.bytes));
+    try {
+      c.spec = kernels::decode_conv_spec(words);
+      const kernels::CudaConvParams params = kernels::cuda_conv_params(c.spec);
+      const kernels::CudaKernelLaunch l = kernels::cuda_conv_launch(params, c.dtype, 1, 1, 1);  // addresses at run time
+      c.kernel = l.kernel;
+      c.grid = l.grid;
+      c.block = l.block;
+      c.params = kernels::cuda_conv_param_words(params);
+    } catch (const Error& e) {
+      unsupported(*call, fmt::format("has a convolution the CUDA kernels cannot run: {}", e.message()));
+    }
+    const struct {
+      const CudaKernelArg& view;
+      const std::vector<int64_t>& shape;
+    } operands[] = {{c.lhs, c.spec.lhs_shape}, {c.rhs, c.spec.rhs_shape}, {c.out, c.spec.out_shape}};
+    for (const auto& o : operands) {
+      if (o.view.sizes != Shape{num_elements(o.shape)} || o.view.strides != Shape{1}) {
+        unsupported(*call, "passes a convolution operand that is not a contiguous 1-D view of its shape");
+      }
+    }
+    add_conv_kernel(c.kernel);
+    return c;
+  }
+
+  /// The implicit-GEMM kernel's image for every target arch: the newest embedded PTX at or below
+  /// it (PTX runs on its architecture and newer ones).
+  void add_conv_kernel(const std::string& name) {
+    if (std::any_of(p_.kernels.begin(), p_.kernels.end(), [&](const auto& k) { return k.name == name; })) return;
+    CudaKernelImage image{.name = name, .ptx = {}};
+    for (const std::string& arch : archs_) {
+      std::string best;
+      for (const std::string& a : kernels::cuda_kernel_archs()) {
+        if (arch_number(a) <= arch_number(arch) && (best.empty() || arch_number(a) > arch_number(best))) best = a;
+      }
+      if (best.empty()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("CUDA back end: the convolution kernels have no PTX for {} or older", arch),
+                    "target sm_80 or newer (CudaCompileOptions::archs)");
+      }
+      image.ptx[arch] = std::string(kernels::cuda_kernel_ptx("conv", best));
+    }
+    p_.kernels.push_back(std::move(image));
+  }
+
+  /// The number of "sm_<digits>[a]".
+  static int arch_number(const std::string& arch) { return std::stoi(arch.substr(3)); }
+
   CudaKernelArg arg_of(mlir::Operation& user, mlir::Value v) {
     if (auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType())) {
       const auto it = roots_.find(v);
@@ -292,6 +366,7 @@ class PlanBuilder {
 
   CudaProgram& p_;
   mlir::ModuleOp module_;
+  std::vector<std::string> archs_;  ///< CudaCompileOptions::archs
   llvm::DenseMap<mlir::Value, int64_t> roots_;
   llvm::DenseMap<mlir::Value, mlir::MemRefType> static_type_;  ///< views cast to dynamic shapes
 };
@@ -382,7 +457,7 @@ CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
   CudaProgram program;
   program.input_types = std::move(input_types);
   program.output_types = std::move(output_types);
-  PlanBuilder(program, *module).run(fn);
+  PlanBuilder(program, *module, options.archs).run(fn);
   collect_kernels(program, *module, options);
   std::string host;
   llvm::raw_string_ostream os(host);

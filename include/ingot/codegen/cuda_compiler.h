@@ -60,6 +60,7 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& optio
 // The program types (CudaProgram, CudaBuffer, CudaThunk, ...) are the runtime's
 // (ingot/runtime/cuda_program.h): the code generator fills them, the runtime runs them.
 using ::ingot::CudaBuffer;
+using ::ingot::CudaConv;
 using ::ingot::CudaGemm;
 using ::ingot::CudaKernelArg;
 using ::ingot::CudaKernelImage;
@@ -69,8 +70,9 @@ using ::ingot::CudaThunk;
 
 /// Compiles `mlir_text` (a module whose function `entry` has tensor arguments and results of
 /// static shapes, lowered with LoweringOptions{.gemm_function = "ingot_cuda_gemm",
-/// .library_conv = false} -- cuBLAS GEMMs -- or {.blas_gemm = false, .library_conv = false} --
-/// generated loops only) for NVIDIA GPUs. Errors (ingot::Error): kInvalidArgument with MLIR's
+/// .library_conv_min_k = 0, .conv_function = "ingot_cuda_conv"} -- cuBLAS GEMMs and convolution
+/// thunks -- or {.blas_gemm = false, .library_conv = false} -- generated loops only) for NVIDIA
+/// GPUs. Errors (ingot::Error): kInvalidArgument with MLIR's
 /// diagnostics for a failing stage or a host operation the plan cannot express (naming it),
 /// kNotFound for a missing libdevice; bad options as CudaCompileOptions says.
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,

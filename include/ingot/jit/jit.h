@@ -35,7 +35,9 @@ class CudaDevice;
 
 /// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64
 /// matrix products as cuBLAS calls (`lowering.blas_gemm`, default on; off: generated kernels;
-/// `gemm_function` and `library_conv` are set for CUDA) and everything else as generated kernels
+/// `gemm_function` is set for CUDA), f32/f64 convolutions as convolution thunks (`library_conv`,
+/// default on; `library_conv_min_k` and `conv_function` are set for CUDA) and everything else as
+/// generated kernels
 /// (codegen::compile_cuda), loaded by a CudaExecutable, wrapped as one thunk "cuda:<graph name>"
 /// of an Executable whose run() takes and returns arrays on that device (it waits for the device
 /// before returning). `donate_argnums` as compile_graph: a donated parameter's buffer receives its

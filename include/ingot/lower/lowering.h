@@ -63,6 +63,12 @@ struct LoweringOptions {
   /// library 4-36x faster from K = 48 (f32, 2 cores). 0: every f32/f64 convolution calls the
   /// library. Negative: lower_graph throws ingot::Error(kInvalidArgument).
   int64_t library_conv_min_k = 48;
+  /// The convolution function those calls name: `<conv_function>_<f32|f64>(lhs, rhs, result,
+  /// config)` on 1-D memrefs of the operands' row-major layouts and the i64 encoded ConvSpec
+  /// (kernels::encode_conv_spec). "ingot_cpu_conv" (im2col + BLAS, kernels/cpu/conv.cpp) for the
+  /// CPU; the CUDA code generator uses "ingot_cuda_conv", which its host plan turns into a
+  /// convolution thunk (CudaThunk::Kind::kConv).
+  std::string conv_function = "ingot_cpu_conv";
 };
 
 /// State of lowering one graph: SSA names of values and the function body being written.

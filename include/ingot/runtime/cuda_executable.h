@@ -1,8 +1,9 @@
 // Running a CudaProgram (ingot/runtime/cuda_program.h) on a CUDA device: the kernels' PTX loaded
 // as driver modules (one per kernel, the PTX of the device's architecture), constants uploaded
 // once, and each run's thunks enqueued in order on the device's compute stream -- kernel launches
-// with MLIR's memref-descriptor arguments, and GEMMs through a BLAS (cuBLAS, loaded with dlopen
-// like the driver). docs/runtime-cuda.md, "Running a CudaProgram".
+// with MLIR's memref-descriptor arguments, GEMMs through a BLAS (cuBLAS, loaded with dlopen
+// like the driver), and convolutions through the implicit-GEMM kernel or cuDNN, whichever was
+// faster at their first run (cuda_dnn.h). docs/runtime-cuda.md, "Running a CudaProgram".
 //
 // The pure parts (PTX choice, launch parameter words, the column-major GEMM call) are free
 // functions so they are tested without a device.
@@ -11,12 +12,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ingot/runtime/array.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_program.h"
 
 // Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction).
@@ -47,8 +50,8 @@ std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int mi
 std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch,
                                         std::span<const uint64_t> buffer_addresses);
 
-/// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM thunks are
-/// skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
+/// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM and
+/// convolution thunks are skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
 std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
     const CudaProgram& program, std::span<const uint64_t> buffer_addresses);
 
@@ -80,9 +83,12 @@ CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> b
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; buffers have bytes = elements * dtype size (data too, for constants); inputs and
-/// outputs match `input_types` / `output_types` and each index has exactly one buffer; `donated`
-/// pairs are in range, of equal types, each input and output at most once.
+/// contiguous; convolution operands are contiguous 1-D views of the spec's shapes in the
+/// convolution's dtype (f32/f64), its kernel is in the program with a valid grid and block and
+/// `params` holds a whole CudaConvParams; buffers have bytes = elements * dtype size (data too,
+/// for constants); inputs and outputs match `input_types` / `output_types` and each index has
+/// exactly one buffer; `donated` pairs are in range, of equal types, each input and output at
+/// most once.
 void validate_cuda_program(const CudaProgram& program);
 
 // ---------------------------------------------------------------------------------------------
@@ -148,8 +154,15 @@ class CudaExecutable {
   /// cannot load or a missing entry (the converted CUDA error naming the kernel and arch);
   /// kFailedPrecondition when the program has GEMMs and cuBLAS is unavailable (its reason);
   /// out of device memory for the constants (kOutOfMemory). Nothing stays loaded after an error.
+  ///
+  /// `dnn` is what may run the convolution thunks besides the implicit-GEMM kernel: nullopt
+  /// (default) loads cuDNN when the program has convolutions (CudnnLibrary::load(); unavailable
+  /// or failing to create a handle: the kernel runs them, the reason recorded), a null pointer
+  /// means the kernel only, else that CudaDnn. The choice per convolution is made at its first
+  /// run (conv_choices()).
   static std::unique_ptr<CudaExecutable> create(CudaProgram program, CudaDevice& device,
-                                                std::shared_ptr<CudaBlas> blas = nullptr);
+                                                std::shared_ptr<CudaBlas> blas = nullptr,
+                                                std::optional<std::shared_ptr<CudaDnn>> dnn = std::nullopt);
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
   CudaExecutable& operator=(const CudaExecutable&) = delete;
@@ -171,6 +184,14 @@ class CudaExecutable {
   CudaDevice& device() const { return device_; }
   /// The PTX architecture loaded for each kernel, in the order of program().kernels.
   const std::vector<std::string>& kernel_archs() const { return archs_; }
+  /// How each convolution thunk runs, in the order of program().convs() (copies). At its first
+  /// run, when a CudaDnn is there and cudnn_conv_mapping expresses it, both the implicit-GEMM
+  /// kernel and the DNN's algorithm run on the run's operands (one warm-up and
+  /// kConvTimingRuns timed runs each, timed on the host around a stream synchronisation) and the
+  /// faster is kept; otherwise the kernel, with the reason. kUndecided before the first run.
+  std::vector<CudaConvChoice> conv_choices() const;
+  /// Timed runs per engine when choosing (see conv_choices).
+  static constexpr int kConvTimingRuns = 5;
 
  private:
   CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas);
@@ -181,10 +202,27 @@ class CudaExecutable {
                                          std::span<const Array> outputs,
                                          std::vector<std::shared_ptr<Buffer>>& temporaries) const;
   void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses) const;
+  /// The loaded function of program kernel `kernel` (validated to exist).
+  CUfunc_st* function_of(const std::string& kernel) const;
+  /// Enqueues convolution `c` (its implicit-GEMM kernel) on the compute stream.
+  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const;
+
+  /// Decides conv_choices_[index] (the first run of that convolution thunk).
+  void choose_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address.
+  void cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
+                     std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `index` with the engine chosen.
+  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
 
   CudaProgram program_;
   CudaDevice& device_;
   std::shared_ptr<CudaBlas> blas_;
+  std::shared_ptr<CudaDnn> dnn_;       // null: the implicit-GEMM kernel only
+  std::string dnn_reason_;             // why dnn_ is null
+  mutable std::vector<CudaConvChoice> conv_choices_;           // per convolution thunk (run_mu_)
+  mutable std::vector<CudaDnnConvPlan> conv_plans_;            // likewise, when cuDNN was planned
+  mutable std::vector<std::shared_ptr<Buffer>> conv_workspaces_;  // likewise, cuDNN's workspace
   std::vector<std::string> archs_;
   std::vector<CUmod_st*> modules_;     // one per kernel
   std::vector<CUfunc_st*> functions_;  // one per kernel

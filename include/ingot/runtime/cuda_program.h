@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ingot/kernels/cpu_conv.h"  // ConvSpec (header-only: no link to the kernels)
 #include "ingot/runtime/dtype.h"
 #include "ingot/runtime/shape.h"
 
@@ -73,12 +74,30 @@ struct CudaGemm {
   std::vector<CudaGemm> batch_elements() const;
 };
 
+/// A convolution (the lowering's `ingot_cuda_conv_<dtype>` calls, f32/f64): `spec` (StableHLO
+/// semantics, include/ingot/kernels/cpu_conv.h) of the row-major buffers viewed by lhs, rhs and
+/// out (1-D contiguous kMemref views of num_elements(spec's shape) elements). It runs as the
+/// implicit-GEMM kernel `kernel` (a CudaKernelImage of the program: kernels/cuda/conv.cu) with
+/// `grid`, `block` and parameters (lhs, rhs, out addresses, then `params`, the kernel's
+/// CudaConvParams as int64 words, by value), or through cuDNN when CudaExecutable's first run
+/// timed it faster (CudaExecutable::conv_choices()).
+struct CudaConv {
+  DType dtype = DType::kF32;        ///< f32 or f64
+  CudaKernelArg lhs, rhs, out;      ///< kMemref views: input, kernel, result
+  kernels::ConvSpec spec;           ///< the convolution (shapes, dimension numbers, windows, groups)
+  std::string kernel;               ///< CudaKernelImage::name of the implicit-GEMM kernel
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  std::vector<int64_t> params;      ///< kernels::cuda_conv_param_words(cuda_conv_params(spec))
+};
+
 /// One step of a run, in order: a kernel launch or a library call.
 struct CudaThunk {
-  enum class Kind { kLaunch, kGemm };
+  enum class Kind { kLaunch, kGemm, kConv };
   Kind kind = Kind::kLaunch;
   CudaLaunch launch;  ///< kLaunch
   CudaGemm gemm;      ///< kGemm
+  CudaConv conv;      ///< kConv
 };
 
 /// One kernel's code: PTX text per target architecture. `name` is "<module>.<kernel>" as
@@ -110,10 +129,13 @@ struct CudaProgram {
   std::vector<CudaLaunch> launches() const;
   /// The number of cuBLAS calls among the thunks.
   int64_t gemm_count() const;
+  /// The convolution thunks, in order (copies).
+  std::vector<CudaConv> convs() const;
   /// A readable listing (what `ingot-opt --target cuda` prints): one line per buffer
   /// ("buffer 3: temporary f32 (32, 64), 8192 bytes"), then one per thunk in run order
   /// ("launch main_kernel_2 grid (25, 1, 1) block (256, 1, 1), 3 buffers" or
-  /// "gemm f32 m=32 n=64 k=784 A=buffer 4 B=buffer 0 C=buffer 6").
+  /// "gemm f32 m=32 n=64 k=784 A=buffer 4 B=buffer 0 C=buffer 6" or "conv f32 lhs (8, 1, 28, 28)
+  /// rhs (8, 1, 3, 3) out (8, 8, 26, 26) groups 1x1 lhs=buffer 0 rhs=buffer 1 out=buffer 5").
   std::string describe() const;
 };
 
