@@ -16,6 +16,8 @@ namespace ingot {
   X(cublasSetStream_v2)              \
   X(cublasSgemm_v2)                  \
   X(cublasDgemm_v2)                  \
+  X(cublasSgemmStridedBatched)       \
+  X(cublasDgemmStridedBatched)       \
   X(cublasGetStatusString)
 
 /// Function pointers to cuBLAS's entry points (all non-null once resolved).
@@ -41,12 +43,12 @@ void check(const CublasLibrary::Api& api, cublasStatus_t status, std::string_vie
 }
 
 void check_int_range(const CudaBlasGemm& c) {
-  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc}) {
+  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch}) {
     if (v < 1 || v > 0x7fffffff) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cuBLAS GEMM: m = {}, n = {}, k = {}, lda = {}, ldb = {}, ldc = {} must be in "
-                              "[1, 2^31 - 1]",
-                              c.m, c.n, c.k, c.lda, c.ldb, c.ldc),
+                  fmt::format("cuBLAS GEMM: m = {}, n = {}, k = {}, lda = {}, ldb = {}, ldc = {}, batch = {} must be "
+                              "in [1, 2^31 - 1]",
+                              c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch),
                   "split the product; cuBLAS's 32-bit API takes int dimensions");
     }
   }
@@ -80,7 +82,9 @@ class CublasBlas final : public CudaBlas {
     const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     auto i = [](int64_t v) { return static_cast<int>(v); };
-    if (c.dtype == DType::kF32) {
+    if (c.batch > 1) {
+      strided_batched(c, ta, tb, what);
+    } else if (c.dtype == DType::kF32) {
       const float one = 1.0f, zero = 0.0f;
       check(api_,
             api_.cublasSgemm_v2(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<float>(c.a), i(c.lda),
@@ -99,6 +103,30 @@ class CublasBlas final : public CudaBlas {
   }
 
  private:
+  /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).
+  void strided_batched(const CudaBlasGemm& c, cublasOperation_t ta, cublasOperation_t tb, const std::string& what) {
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    auto s = [](int64_t v) { return static_cast<long long>(v); };
+    if (c.dtype == DType::kF32) {
+      const float one = 1.0f, zero = 0.0f;
+      check(api_,
+            api_.cublasSgemmStridedBatched(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<float>(c.a), i(c.lda),
+                                           s(c.stride_a), pointer<float>(c.b), i(c.ldb), s(c.stride_b), &zero,
+                                           pointer<float>(c.c), i(c.ldc), s(c.stride_c), i(c.batch)),
+            "cublasSgemmStridedBatched", what);
+    } else if (c.dtype == DType::kF64) {
+      const double one = 1.0, zero = 0.0;
+      check(api_,
+            api_.cublasDgemmStridedBatched(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<double>(c.a),
+                                           i(c.lda), s(c.stride_a), pointer<double>(c.b), i(c.ldb), s(c.stride_b),
+                                           &zero, pointer<double>(c.c), i(c.ldc), s(c.stride_c), i(c.batch)),
+            "cublasDgemmStridedBatched", what);
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("cuBLAS GEMM: dtype {} is not f32 or f64", dtype_name(c.dtype)),
+                  "only f32 and f64 products become cuBLAS calls");
+    }
+  }
+
   template <typename T>
   static T* pointer(uint64_t address) {
     return reinterpret_cast<T*>(static_cast<uintptr_t>(address));

@@ -252,6 +252,28 @@ std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(const CudaProgram
   return out;
 }
 
+namespace {
+
+/// The batch count and strides of the strided-batched call of a batched GEMM (column_major_gemm):
+/// the first operand of the column-major call is B, the second A.
+void set_batch_strides(const CudaGemm& g, CudaBlasGemm& call) {
+  if (g.batch < 1) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: batch = {} must be >= 1", g.batch));
+  }
+  for (const CudaKernelArg* v : {&g.a, &g.b, &g.c}) {
+    if (v->strides.size() != 3) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("column_major_gemm: a batched GEMM operand view has rank {}", v->strides.size()));
+    }
+  }
+  call.batch = g.batch;
+  call.stride_a = g.b.strides[0];
+  call.stride_b = g.a.strides[0];
+  call.stride_c = g.c.strides[0];
+}
+
+}  // namespace
+
 CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
   if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
     fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: dtype {} is not f32 or f64", dtype_name(g.dtype)));
@@ -279,7 +301,16 @@ CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buff
   call.ldb = g.trans_a ? g.m : g.k;
   call.c = operand(g.c, "C");
   call.ldc = g.n;
+  if (g.batched) set_batch_strides(g, call);
   return call;
+}
+
+std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
+  const CudaBlasGemm one = column_major_gemm(g, buffer_addresses);
+  if (one.batch == 1 || one.stride_c >= g.m * g.n) return {one};
+  std::vector<CudaBlasGemm> calls;  // overlapping C matrices: in order, one product at a time
+  for (const CudaGemm& e : g.batch_elements()) calls.push_back(column_major_gemm(e, buffer_addresses));
+  return calls;
 }
 
 void validate_cuda_program(const CudaProgram& program) {
@@ -463,8 +494,8 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
     else {
-      // A batched GEMM runs as one call per batch element (cublas?gemmStridedBatched would be one).
-      for (const CudaGemm& g : t.gemm.batch_elements()) blas_->gemm(column_major_gemm(g, addresses), device_.compute_stream());
+      // A batched GEMM is one strided-batched call (per element only when C matrices overlap).
+      for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, device_.compute_stream());
     }
   }
   return device_.compute_stream().record();

@@ -266,6 +266,50 @@ TEST(CudaColumnMajorGemm, SwapsOperandsAndAddsOffsets) {
                ErrorCode::kInvalidArgument, {"f16 is not f32 or f64"});
 }
 
+TEST(CudaColumnMajorGemm, BatchedViewsBecomeOneStridedBatchedCall) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000};
+  // 3 products C[i] (2 x 5) = A[i] (2 x 3) B[i] (3 x 5); A's matrices 8 elements apart (padded),
+  // B's 15, C's 10; A starts at element 4, C at element 1.
+  CudaGemm g = gemm(DType::kF32, 2, 5, 3, false, false, memref(0, 4, {3, 2, 3}, {8, 3, 1}),
+                    memref(1, 0, {3, 3, 5}, {15, 5, 1}), memref(2, 1, {3, 2, 5}, {10, 5, 1}));
+  g.batched = true;
+  g.batch = 3;
+  const std::vector<CudaBlasGemm> calls = cuda_blas_calls(g, addr);
+  ASSERT_EQ(calls.size(), 1u);
+  const CudaBlasGemm& c = calls[0];
+  EXPECT_EQ(c.batch, 3);
+  EXPECT_EQ(c.stride_a, 15);  // the first column-major operand is B
+  EXPECT_EQ(c.stride_b, 8);
+  EXPECT_EQ(c.stride_c, 10);
+  EXPECT_EQ(c.m, 5);
+  EXPECT_EQ(c.n, 2);
+  EXPECT_EQ(c.k, 3);
+  EXPECT_EQ(c.a, 0x2000u);
+  EXPECT_EQ(c.lda, 5);
+  EXPECT_EQ(c.b, 0x1000u + 4 * 4);
+  EXPECT_EQ(c.ldb, 3);
+  EXPECT_EQ(c.c, 0x3000u + 1 * 4);
+  EXPECT_EQ(c.ldc, 5);
+  // A plain GEMM is one call of batch 1.
+  const CudaGemm plain = gemm(DType::kF32, 2, 5, 3, false, false, memref(0, 0, {2, 3}, {3, 1}),
+                              memref(1, 0, {3, 5}, {5, 1}), memref(2, 0, {2, 5}, {5, 1}));
+  EXPECT_EQ(cuda_blas_calls(plain, addr).at(0).batch, 1);
+  // C's matrices overlap (batch stride 0): one call per element, in order, each of batch 1.
+  g.c = memref(2, 1, {3, 2, 5}, {0, 5, 1});
+  const std::vector<CudaBlasGemm> serial = cuda_blas_calls(g, addr);
+  ASSERT_EQ(serial.size(), 3u);
+  EXPECT_EQ(serial[2].batch, 1);
+  EXPECT_EQ(serial[2].a, 0x2000u + 2 * 15 * 4);
+  EXPECT_EQ(serial[2].b, 0x1000u + (4 + 2 * 8) * 4);
+  EXPECT_EQ(serial[2].c, 0x3000u + 1 * 4);
+  g.c = memref(2, 1, {2, 5}, {5, 1});
+  expect_error([&] { column_major_gemm(g, addr); }, ErrorCode::kInvalidArgument,
+               {"a batched GEMM operand view has rank 2"});
+  g.c = memref(2, 1, {3, 2, 5}, {10, 5, 1});
+  g.batch = 0;
+  expect_error([&] { column_major_gemm(g, addr); }, ErrorCode::kInvalidArgument, {"batch = 0 must be >= 1"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Program validation
 
@@ -444,9 +488,15 @@ class HostBlas final : public CudaBlas {
  private:
   template <typename T>
   static void run(const CudaBlasGemm& c) {
-    const T* a = at<T>(c.a);
-    const T* b = at<T>(c.b);
-    T* out = at<T>(c.c);
+    for (int64_t p = 0; p < c.batch; ++p) run_one<T>(c, p);
+  }
+
+  /// Product `p` of a strided-batched call.
+  template <typename T>
+  static void run_one(const CudaBlasGemm& c, int64_t p) {
+    const T* a = at<T>(c.a) + p * c.stride_a;
+    const T* b = at<T>(c.b) + p * c.stride_b;
+    T* out = at<T>(c.c) + p * c.stride_c;
     for (int64_t j = 0; j < c.n; ++j) {
       for (int64_t i = 0; i < c.m; ++i) {
         T sum = 0;
@@ -544,7 +594,7 @@ TEST(CudaExecutableFake, GemmProgramMatchesHostMatmul) {
   EXPECT_EQ(fake.state().launches.size(), 1u);
 }
 
-TEST(CudaExecutableFake, BatchedGemmRunsOneProductPerBatchElement) {
+TEST(CudaExecutableFake, BatchedGemmIsOneStridedBatchedCall) {
   // Input 0 A (3, 2, 4) used transposed per batch element (op(A[i]) = A[i]^T (4, 2)... as (k, m)
   // storage: m = 4, k = 2), input 1 B (3, 2, 5), output C (3, 4, 5) = A[i]^T B[i].
   const int64_t batch = 3, m = 4, n = 5, k = 2;
@@ -578,8 +628,10 @@ TEST(CudaExecutableFake, BatchedGemmRunsOneProductPerBatchElement) {
           << "batch " << i << " element " << j;
     }
   }
-  ASSERT_EQ(blas->calls.size(), 3u);
-  EXPECT_EQ(blas->calls[2].c, address(out) + 2 * m * n * 4);  // batch element 2's C
+  ASSERT_EQ(blas->calls.size(), 1u);  // one cublasSgemmStridedBatched
+  EXPECT_EQ(blas->calls[0].batch, batch);
+  EXPECT_EQ(blas->calls[0].stride_c, m * n);
+  EXPECT_EQ(blas->calls[0].c, address(out));
 }
 
 TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {

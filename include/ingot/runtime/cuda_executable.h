@@ -57,12 +57,18 @@ std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
 /// `trans_a` (A stored k x m, lda >= k) else A (lda >= m); op(B) (k x n) likewise (B stored
 /// n x k with ldb >= n when `trans_b`, else k x n with ldb >= k). Pointers are device addresses
 /// of the first element; dims and leading dimensions are elements.
+///
+/// With `batch` > 1 it is one strided-batched call (cublas?gemmStridedBatched): `batch` products
+/// C_i = op(A_i) op(B_i), the i-th matrix of each operand at its pointer + i * stride (elements).
 struct CudaBlasGemm {
   DType dtype = DType::kF32;  ///< f32 (sgemm) or f64 (dgemm)
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   uint64_t a = 0, b = 0, c = 0;
   int64_t lda = 1, ldb = 1, ldc = 1;
+  int64_t batch = 1;  ///< number of products (>= 1)
+  /// Elements from one matrix of A (B, C) to the next; only read when batch > 1.
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 /// The column-major call computing the row-major `gemm` (cuda_program.h, CudaGemm): a row-major
@@ -70,9 +76,20 @@ struct CudaBlasGemm {
 /// C^T = op(B)^T op(A)^T (column-major, n x m): gemm(trans_b, trans_a, n, m, k, B, ldb, A, lda,
 /// C, ldc = n) with lda = the row length of A as stored (m when trans_a, else k), ldb = that of
 /// B (k when trans_b, else n). The operand addresses are `buffer_addresses[view.buffer]` plus
-/// view.offset * dtype size. Throws ingot::Error kOutOfRange for a buffer index outside
-/// `buffer_addresses`, kInvalidArgument for a dtype other than f32/f64 or m, n, k < 1.
+/// view.offset * dtype size. A batched `gemm` (3-D views (batch, rows, cols)) becomes one
+/// strided-batched call: batch = gemm.batch and the strides are the views' batch strides
+/// (strides[0]; a memref view's batch stride is uniform), A's and B's swapped like the operands.
+/// Throws ingot::Error kOutOfRange for a buffer index outside `buffer_addresses`,
+/// kInvalidArgument for a dtype other than f32/f64, m, n, k or batch < 1, or a batched view that
+/// is not 3-D.
 CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
+
+/// The BLAS calls that run `gemm`, in order: one call (column_major_gemm), except for a batched
+/// GEMM whose C matrices overlap (C's batch stride < m * n, e.g. 0 when a (1, m, n) result is
+/// broadcast): one strided call would write them concurrently, so it runs as one call per batch
+/// element (CudaGemm::batch_elements), in order, as the per-element loop defines it. Errors: those
+/// of column_major_gemm.
+std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
 
 /// Throws ingot::Error (kInvalidArgument / kOutOfRange / kNotFound, naming the thunk, the
 /// argument or the buffer) unless `program` is runnable: every launch names a kernel of
@@ -102,7 +119,7 @@ class CudaBlas {
 class CublasLibrary {
  public:
   /// dlopen(`library`) and dlsym of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2,
-  /// cublasSgemm_v2, cublasDgemm_v2 and cublasGetStatusString.
+  /// cublasSgemm_v2, cublasDgemm_v2, cublas{S,D}gemmStridedBatched and cublasGetStatusString.
   static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13");
   ~CublasLibrary();
   CublasLibrary(const CublasLibrary&) = delete;
@@ -112,7 +129,8 @@ class CublasLibrary {
   /// Why available() is false (empty when available).
   const std::string& unavailable_reason() const { return reason_; }
   /// A cuBLAS handle on `device` (created with its context current); its gemm() sets the
-  /// handle's stream and calls cublasSgemm/cublasDgemm. The handle is destroyed with the
+  /// handle's stream and calls cublasSgemm/cublasDgemm (batch 1) or
+  /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1). The handle is destroyed with the
   /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
   /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
   /// naming the cuBLAS status.
