@@ -120,6 +120,28 @@ void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& wher
   }
 }
 
+/// The bias view of a GEMM with an epilogue: n contiguous elements of the GEMM's dtype (f32, no
+/// batch: what cuBLASLt's epilogue path runs).
+void check_epilogue(const CudaProgram& p, const CudaGemm& g, const std::string& where) {
+  if (g.epilogue == CudaGemm::Epilogue::kNone) return;
+  const std::string what = fmt::format("{} (epilogue {})", where, epilogue_name(g.epilogue));
+  if (g.dtype != DType::kF32 || g.batched) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: epilogues run on f32 GEMMs without batch, not a {}{} GEMM", what, dtype_name(g.dtype),
+                     g.batched ? " batched" : ""));
+  }
+  check_view(p, g.bias, what + " bias");
+  if (g.bias.sizes != Shape{g.n} || g.bias.strides != Shape{1}) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: the bias {} is not {} contiguous elements (n)", what, view_name(g.bias), g.n));
+  }
+  const DType dt = p.buffers[static_cast<size_t>(g.bias.buffer)].dtype;
+  if (dt != g.dtype) {
+    fail(ErrorCode::kDTypeMismatch, fmt::format("{}: the bias's buffer {} has dtype {} but the GEMM is {}", what,
+                                                g.bias.buffer, dtype_name(dt), dtype_name(g.dtype)));
+  }
+}
+
 void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& where) {
   if (std::none_of(p.kernels.begin(), p.kernels.end(), [&](const CudaKernelImage& k) { return k.name == l.kernel; })) {
     fail(ErrorCode::kNotFound, fmt::format("{}: the program has no kernel '{}'", where, l.kernel));
@@ -302,6 +324,8 @@ CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buff
   call.c = operand(g.c, "C");
   call.ldc = g.n;
   if (g.batched) set_batch_strides(g, call);
+  call.epilogue = g.epilogue;  // the bias runs along C^T's rows (n of them): cuBLASLt's layout
+  if (g.epilogue != CudaGemm::Epilogue::kNone) call.bias = operand(g.bias, "bias");
   return call;
 }
 
@@ -327,6 +351,7 @@ void validate_cuda_program(const CudaProgram& program) {
     const std::string where = fmt::format("CudaProgram thunk {}", i);
     if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
     else {
+      check_epilogue(program, t.gemm, where + " (GEMM)");
       for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
     }
   }

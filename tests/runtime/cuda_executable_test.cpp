@@ -491,7 +491,8 @@ class HostBlas final : public CudaBlas {
     for (int64_t p = 0; p < c.batch; ++p) run_one<T>(c, p);
   }
 
-  /// Product `p` of a strided-batched call.
+  /// Product `p` of a strided-batched call, then the epilogue as cuBLASLt defines it (cublasLt.h:
+  /// the bias, one element per row of the column-major D, added to every column; then max(x, 0)).
   template <typename T>
   static void run_one(const CudaBlasGemm& c, int64_t p) {
     const T* a = at<T>(c.a) + p * c.stride_a;
@@ -505,6 +506,8 @@ class HostBlas final : public CudaBlas {
           const T bv = c.trans_b ? b[j + l * c.ldb] : b[l + j * c.ldb];
           sum += av * bv;
         }
+        if (c.epilogue != CudaGemm::Epilogue::kNone) sum += at<T>(c.bias)[i];
+        if (c.epilogue == CudaGemm::Epilogue::kBiasRelu) sum = std::max(sum, T{0});
         out[i + j * c.ldc] = sum;
       }
     }
@@ -669,6 +672,94 @@ TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {
                {"operand B: buffer 1 has dtype f32 but the GEMM is f64"});
 }
 
+/// x (m, k) . W (k, n) + b (n), then relu when `relu`: a one-GEMM program with an epilogue, the
+/// output a view at element 3 of a larger output buffer.
+CudaProgram dense_program(int64_t m, int64_t n, int64_t k, CudaGemm::Epilogue epilogue) {
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {m, k}), buffer(CudaBuffer::Kind::kInput, 1, {k, n}),
+               buffer(CudaBuffer::Kind::kInput, 2, {n}), buffer(CudaBuffer::Kind::kOutput, 0, {m * n + 3})};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kGemm;
+  t.gemm = gemm(DType::kF32, m, n, k, false, false, memref(0, 0, {m, k}, {k, 1}), memref(1, 0, {k, n}, {n, 1}),
+                memref(3, 3, {m, n}, {n, 1}));
+  t.gemm.epilogue = epilogue;
+  t.gemm.bias = memref(2, 0, {n}, {1});
+  p.thunks = {t};
+  p.input_types = {{{m, k}, DType::kF32}, {{k, n}, DType::kF32}, {{n}, DType::kF32}};
+  p.output_types = {{{m * n + 3}, DType::kF32}};
+  return p;
+}
+
+TEST(CudaColumnMajorGemm, TheEpiloguesBiasIsAPointerAlongTheColumnMajorRows) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000, 0x4000};
+  CudaGemm g = dense_program(4, 5, 3, CudaGemm::Epilogue::kBiasRelu).thunks[0].gemm;
+  g.bias.offset = 2;
+  const CudaBlasGemm c = column_major_gemm(g, addr);
+  EXPECT_EQ(c.epilogue, CudaGemm::Epilogue::kBiasRelu);
+  EXPECT_EQ(c.bias, 0x3000u + 2 * 4);
+  EXPECT_EQ(c.m, 5);  // the bias's length: the rows of the column-major C^T
+  EXPECT_EQ(column_major_gemm(dense_program(4, 5, 3, CudaGemm::Epilogue::kNone).thunks[0].gemm, addr).bias, 0u);
+}
+
+TEST(CudaExecutableFake, BiasAndBiasReluEpiloguesMatchTheHostDenseLayer) {
+  const int64_t m = 4, n = 5, k = 3;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  const std::vector<double> x = iota(m * k, 0.5, -2.5), w = iota(k * n, -0.25, 1.0), b = iota(n, 0.75, -1.5);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::from_doubles(b, {n}, DType::kF32));
+  const std::vector<double> product = matmul(x, w, m, n, k, false, false);
+  for (const CudaGemm::Epilogue e : {CudaGemm::Epilogue::kBias, CudaGemm::Epilogue::kBiasRelu}) {
+    SCOPED_TRACE(epilogue_name(e));
+    auto blas = std::make_shared<HostBlas>();
+    auto exe = CudaExecutable::create(dense_program(m, n, k, e), *dev, blas);
+    const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kF32));
+    const std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+    int64_t clamped = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      double want = product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)];
+      if (e == CudaGemm::Epilogue::kBiasRelu && want < 0) {
+        want = 0;
+        ++clamped;
+      }
+      EXPECT_NEAR(got[static_cast<size_t>(i + 3)], want, 1e-5 * (1 + std::abs(want))) << "element " << i;
+    }
+    EXPECT_EQ(got[2], 7.0f);  // before the view: untouched
+    if (e == CudaGemm::Epilogue::kBiasRelu) {
+      EXPECT_GT(clamped, 0);  // the data exercises the relu
+    }
+    ASSERT_EQ(blas->calls.size(), 1u);
+    EXPECT_EQ(blas->calls[0].bias, address(db));
+  }
+}
+
+TEST(CudaProgramValidation, AnEpiloguesBiasIsNContiguousF32) {
+  const int64_t m = 4, n = 5, k = 3;
+  EXPECT_NO_THROW(validate_cuda_program(dense_program(m, n, k, CudaGemm::Epilogue::kBias)));
+  CudaProgram p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.bias = memref(2, 0, {n - 1}, {1});
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"thunk 0 (GEMM) (epilogue bias)", "is not 5 contiguous elements (n)"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBiasRelu);
+  p.thunks[0].gemm.bias = memref(2, 1, {n}, {1});  // elements 1..5 of 5
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange, {"bias", "reaches element 5"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.bias = memref(9, 0, {n}, {1});
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange, {"bias: buffer index 9"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.buffers[2].dtype = DType::kI32;
+  p.input_types[2].second = DType::kI32;
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kDTypeMismatch,
+               {"the bias's buffer 2 has dtype i32 but the GEMM is f32"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.batched = true;
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"epilogues run on f32 GEMMs without batch, not a f32 batched GEMM"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // cuBLAS through dlopen
 
@@ -686,6 +777,21 @@ TEST(CublasLibrary, MissingOrWrongLibraryIsUnavailableWithReason) {
   auto dev = CudaDevice::open(fake.driver(), 0);
   expect_error([&] { missing->create(*dev); }, ErrorCode::kFailedPrecondition,
                {"cannot run GEMMs on cuda:0", "could not be loaded", "LD_LIBRARY_PATH"});
+}
+
+TEST(CublasLibrary, AMissingOrWrongCublasLtIsUnavailableWithReason) {
+  const std::string path = "/usr/local/cuda/lib64/libcublas.so.13";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not installed on this machine";
+  auto missing = CublasLibrary::load(path, "libingot_no_such_cublasLt.so.13");
+  EXPECT_FALSE(missing->available());
+  EXPECT_NE(missing->unavailable_reason().find("cuBLASLt library libingot_no_such_cublasLt.so.13 could not be loaded"),
+            std::string::npos)
+      << missing->unavailable_reason();
+  auto wrong = CublasLibrary::load(path, "libm.so.6");
+  EXPECT_FALSE(wrong->available());
+  EXPECT_NE(wrong->unavailable_reason().find("libm.so.6 is not a usable cuBLASLt: it lacks cublasLtCreate"),
+            std::string::npos)
+      << wrong->unavailable_reason();
 }
 
 TEST(CublasLibrary, TheToolkitsCublasHasEveryEntryPoint) {

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -22,6 +23,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace ingot::codegen {
 
@@ -401,9 +404,199 @@ class GpuBlockReductionsPass
                               llvm::cl::init(64)};
 };
 
+// ---------------------------------------------------------------------------------------------
+// ingot-cuda-gemm-epilogues
+
+/// The op computing the value a linalg.generic's body yields (its only result), or null.
+mlir::Operation* yielded_op(mlir::linalg::GenericOp g) {
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  return yield.getNumOperands() == 1 ? yield.getOperand(0).getDefiningOp() : nullptr;
+}
+
+/// Whether `v` is block argument `index` of `g`'s body.
+bool is_body_arg(mlir::Value v, mlir::linalg::GenericOp g, unsigned index) {
+  auto arg = mlir::dyn_cast<mlir::BlockArgument>(v);
+  return arg && arg.getOwner() == g.getBody() && arg.getArgNumber() == index;
+}
+
+/// A 2-D elementwise generic on tensors: `inputs` inputs, one init, identity maps, parallel loops.
+mlir::linalg::GenericOp elementwise_2d(mlir::Operation* op, unsigned inputs) {
+  auto g = mlir::dyn_cast_or_null<mlir::linalg::GenericOp>(op);
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != inputs || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != 2 || g.getNumParallelLoops() != 2) {
+    return {};
+  }
+  for (mlir::AffineMap m : g.getIndexingMapsArray()) {
+    if (!m.isIdentity()) return {};
+  }
+  return g;
+}
+
+/// The rank-1 tensor `v` broadcasts along the rows of a 2-D tensor (a generic yielding its one
+/// input through the map (d0, d1) -> (d1)), or null.
+mlir::Value row_broadcast_source(mlir::Value v) {
+  auto g = v.getDefiningOp<mlir::linalg::GenericOp>();
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 || g.getNumLoops() != 2 ||
+      g.getNumParallelLoops() != 2) {
+    return {};
+  }
+  const llvm::SmallVector<mlir::AffineMap> maps = g.getIndexingMapsArray();
+  mlir::MLIRContext* ctx = g.getContext();
+  const mlir::AffineMap row = mlir::AffineMap::get(2, 0, {mlir::getAffineDimExpr(1, ctx)}, ctx);
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  if (maps[0] != row || !maps[1].isIdentity() || !is_body_arg(yield.getOperand(0), g, 0)) return {};
+  return g.getDpsInputs()[0];
+}
+
+/// Whether `attr` is a splat of +0.0.
+bool is_positive_zero_splat(mlir::Attribute attr) {
+  auto dense = mlir::dyn_cast_or_null<mlir::DenseFPElementsAttr>(attr);
+  return dense && dense.isSplat() && dense.getSplatValue<llvm::APFloat>().isPosZero();
+}
+
+/// Whether `v` is a tensor of +0.0: a splat constant, or a scalar +0.0 broadcast by a generic.
+bool is_zero_tensor(mlir::Value v) {
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantOp>()) return is_positive_zero_splat(c.getValue());
+  auto g = v.getDefiningOp<mlir::linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1) return false;
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  if (!is_body_arg(yield.getOperand(0), g, 0)) return false;
+  auto c = g.getDpsInputs()[0].getDefiningOp<mlir::arith::ConstantOp>();
+  return c && is_positive_zero_splat(c.getValue());
+}
+
+/// ingot's relu on `x` (trace/ops.cpp: select(x <= 0, 0, x), so relu(NaN) = NaN): the select
+/// generic when `x`'s only users are the compare and the select and the mask's only user is the
+/// select; null otherwise (e.g. in training, where the backward pass reads the mask).
+mlir::linalg::GenericOp relu_of(mlir::Value x) {
+  mlir::linalg::GenericOp cmp, sel;
+  for (mlir::Operation* user : x.getUsers()) {
+    mlir::linalg::GenericOp g = elementwise_2d(user, user->getNumOperands() == 3 ? 2 : 3);
+    if (!g) return {};
+    (g.getNumDpsInputs() == 2 ? cmp : sel) = g;
+  }
+  if (!cmp || !sel || std::distance(x.getUsers().begin(), x.getUsers().end()) != 2) return {};
+  auto ext = mlir::dyn_cast_or_null<mlir::arith::ExtUIOp>(yielded_op(cmp));
+  auto f = ext ? ext.getIn().getDefiningOp<mlir::arith::CmpFOp>() : nullptr;
+  if (!f || f.getPredicate() != mlir::arith::CmpFPredicate::OLE || !is_body_arg(f.getLhs(), cmp, 0) ||
+      !is_body_arg(f.getRhs(), cmp, 1) || cmp.getDpsInputs()[0] != x || !is_zero_tensor(cmp.getDpsInputs()[1])) {
+    return {};
+  }
+  auto s = mlir::dyn_cast_or_null<mlir::arith::SelectOp>(yielded_op(sel));
+  const mlir::Value mask = cmp->getResult(0);
+  if (!s || !mask.hasOneUse() || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) ||
+      sel.getDpsInputs()[2] != x || !is_body_arg(s.getTrueValue(), sel, 1) || !is_body_arg(s.getFalseValue(), sel, 2)) {
+    return {};
+  }
+  auto t = s.getCondition().getDefiningOp<mlir::arith::TruncIOp>();
+  if (!t || !is_body_arg(t.getIn(), sel, 0)) return {};
+  return sel;
+}
+
+/// One foldable GEMM: the call, the tensor of its result, the bias add, the bias (rank 1) and the
+/// relu's select (null when only the bias folds).
+struct EpilogueMatch {
+  mlir::func::CallOp call;
+  mlir::bufferization::ToTensorOp product;
+  mlir::linalg::GenericOp add;
+  mlir::Value bias;
+  mlir::linalg::GenericOp relu;
+};
+
+/// `call` (an f32 `ingot_cuda_gemm_f32`) when its result's only use is an add of a bias broadcast
+/// along the rows, the bias defined before the call.
+std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
+  if (call.getCallee() != "ingot_cuda_gemm_f32" || call.getNumOperands() != 5) return std::nullopt;
+  auto cast = call.getOperand(2).getDefiningOp<mlir::memref::CastOp>();
+  auto alloc = cast ? cast.getSource().getDefiningOp<mlir::memref::AllocOp>() : nullptr;
+  if (!alloc) return std::nullopt;
+  mlir::bufferization::ToTensorOp product;
+  for (mlir::Operation* user : alloc->getUsers()) {
+    if (auto t = mlir::dyn_cast<mlir::bufferization::ToTensorOp>(user)) product = product ? nullptr : t;
+  }
+  if (!product || !product->getResult(0).hasOneUse()) return std::nullopt;
+  mlir::linalg::GenericOp add = elementwise_2d(*product->getUsers().begin(), 2);
+  auto f = mlir::dyn_cast_or_null<mlir::arith::AddFOp>(add ? yielded_op(add) : nullptr);
+  if (!f || !((is_body_arg(f.getLhs(), add, 0) && is_body_arg(f.getRhs(), add, 1)) ||
+              (is_body_arg(f.getLhs(), add, 1) && is_body_arg(f.getRhs(), add, 0)))) {
+    return std::nullopt;
+  }
+  const unsigned other = add.getDpsInputs()[0] == product->getResult(0) ? 1 : 0;
+  const mlir::Value bias = row_broadcast_source(add.getDpsInputs()[other]);
+  if (!bias) return std::nullopt;
+  if (mlir::Operation* def = bias.getDefiningOp(); def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
+    return std::nullopt;  // the bias is computed after the product: it cannot be an operand of the call
+  }
+  return EpilogueMatch{call, product, add, bias, relu_of(add->getResult(0))};
+}
+
+/// Replaces the call by `ingot_cuda_gemm_bias[_relu]_f32(A, B, bias, C, trans_a, trans_b)` and the
+/// add (and relu) by the product's tensor.
+void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
+  mlir::OpBuilder b(m.call);
+  const mlir::Location loc = m.call.getLoc();
+  auto bias_type = mlir::cast<mlir::RankedTensorType>(m.bias.getType());
+  auto buffer = mlir::bufferization::ToBufferOp::create(
+      b, loc, mlir::MemRefType::get(bias_type.getShape(), bias_type.getElementType()), m.bias, /*read_only=*/true);
+  buffer->setAttr("ingot.read", b.getStringAttr(llvm::formatv("bias{0}", index).str()));  // distinct reads stay distinct
+  auto dynamic = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, bias_type.getElementType());
+  mlir::Value bias = mlir::memref::CastOp::create(b, loc, dynamic, buffer.getResult());
+  const std::string name = m.relu ? "ingot_cuda_gemm_bias_relu_f32" : "ingot_cuda_gemm_bias_f32";
+  llvm::SmallVector<mlir::Value> operands = {m.call.getOperand(0), m.call.getOperand(1), bias, m.call.getOperand(2),
+                                             m.call.getOperand(3), m.call.getOperand(4)};
+  if (!module.lookupSymbol(name)) {
+    mlir::OpBuilder top(module.getBodyRegion());
+    auto type = b.getFunctionType(mlir::ValueRange(operands).getTypes(), {});
+    auto decl = mlir::func::FuncOp::create(top, loc, name, type);
+    decl.setPrivate();
+    decl->setAttr("llvm.emit_c_interface", top.getUnitAttr());
+  }
+  mlir::func::CallOp::create(b, loc, name, mlir::TypeRange{}, operands);
+  m.call.erase();
+  const mlir::Value product = m.product->getResult(0);
+  if (m.relu) {
+    mlir::Operation* cmp = m.relu.getDpsInputs()[0].getDefiningOp();
+    m.relu->getResult(0).replaceAllUsesWith(product);
+    m.relu.erase();
+    cmp->erase();
+  }
+  m.add->getResult(0).replaceAllUsesWith(product);
+  m.add.erase();
+}
+
+/// `ingot-cuda-gemm-epilogues` (module pass, tensors, before fusion): an f32 cuBLAS GEMM whose
+/// product only feeds `add(product, broadcast_in_dim(bias along the rows))` becomes
+/// `ingot_cuda_gemm_bias_f32(A, B, bias, C, trans_a, trans_b)` (cuBLASLt's BIAS epilogue), and
+/// when the sum only feeds ingot's relu (select(x <= 0, 0, x), its mask used nowhere else)
+/// `ingot_cuda_gemm_bias_relu_f32` (RELU_BIAS; a NaN pre-activation then gives 0, not NaN). f64
+/// products are left alone (docs/compiler.md, "GEMM epilogues").
+/// The bias broadcasts and zero tensors left unused are removed by the next canonicalize.
+class GemmEpiloguesPass : public mlir::PassWrapper<GemmEpiloguesPass, mlir::OperationPass<mlir::ModuleOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GemmEpiloguesPass)
+  llvm::StringRef getArgument() const final { return "ingot-cuda-gemm-epilogues"; }
+  llvm::StringRef getDescription() const final {
+    return "fold a bias add (and relu) into the cuBLAS GEMM call that produces its operand";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::bufferization::BufferizationDialect, mlir::memref::MemRefDialect, mlir::func::FuncDialect>();
+  }
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    std::vector<EpilogueMatch> matches;
+    module.walk([&](mlir::func::CallOp call) {
+      if (std::optional<EpilogueMatch> m = match_epilogue(call)) matches.push_back(*m);
+    });
+    int64_t index = 0;
+    for (EpilogueMatch& m : matches) fold_epilogue(m, module, index++);
+  }
+};
+
 }  // namespace
 
 void register_ingot_cuda_passes() {
+  mlir::PassRegistration<GemmEpiloguesPass>();
   mlir::PassRegistration<GpuBlockReductionsPass>();
   mlir::PassRegistration<CopiesToLinalgPass>();
   mlir::PassRegistration<GpuPrepareLoopsPass>();

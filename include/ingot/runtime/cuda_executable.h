@@ -69,6 +69,11 @@ struct CudaBlasGemm {
   int64_t batch = 1;  ///< number of products (>= 1)
   /// Elements from one matrix of A (B, C) to the next; only read when batch > 1.
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  /// kBias: C[i + j ldc] = sum + bias[i] (a vector of m elements, one per row of the column-major
+  /// C, as cuBLASLt's CUBLASLT_EPILOGUE_BIAS broadcasts it along the columns); kBiasRelu: then
+  /// max(., 0) (CUBLASLT_EPILOGUE_RELU_BIAS). f32 only, batch 1.
+  CudaGemm::Epilogue epilogue = CudaGemm::Epilogue::kNone;
+  uint64_t bias = 0;  ///< device address of the bias (kBias / kBiasRelu)
 };
 
 /// The column-major call computing the row-major `gemm` (cuda_program.h, CudaGemm): a row-major
@@ -76,7 +81,8 @@ struct CudaBlasGemm {
 /// C^T = op(B)^T op(A)^T (column-major, n x m): gemm(trans_b, trans_a, n, m, k, B, ldb, A, lda,
 /// C, ldc = n) with lda = the row length of A as stored (m when trans_a, else k), ldb = that of
 /// B (k when trans_b, else n). The operand addresses are `buffer_addresses[view.buffer]` plus
-/// view.offset * dtype size. A batched `gemm` (3-D views (batch, rows, cols)) becomes one
+/// view.offset * dtype size; an epilogue's bias likewise (the row-major C's n columns are the
+/// column-major C^T's rows, along which cuBLASLt's bias runs). A batched `gemm` (3-D views (batch, rows, cols)) becomes one
 /// strided-batched call: batch = gemm.batch and the strides are the views' batch strides
 /// (strides[0]; a memref view's batch stride is uniform), A's and B's swapped like the operands.
 /// Throws ingot::Error kOutOfRange for a buffer index outside `buffer_addresses`,
@@ -97,7 +103,7 @@ std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& gemm, std::span<const 
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; buffers have bytes = elements * dtype size (data too, for constants); inputs and
+/// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32; buffers have bytes = elements * dtype size (data too, for constants); inputs and
 /// outputs match `input_types` / `output_types` and each index has exactly one buffer.
 void validate_cuda_program(const CudaProgram& program);
 
@@ -113,14 +119,19 @@ class CudaBlas {
   virtual void gemm(const CudaBlasGemm& call, const CudaStream& stream) = 0;
 };
 
-/// cuBLAS (libcublas.so.13 from CUDA 13) loaded with dlopen, never linked. Loading never throws:
-/// available() is false and unavailable_reason() says why (library not found, an entry point
-/// missing). Thread-safe after construction (read-only).
+/// cuBLAS (libcublas.so.13 from CUDA 13) and cuBLASLt (libcublasLt.so.13, which libcublas itself
+/// links, so one is never installed without the other) loaded with dlopen, never linked. Loading
+/// never throws: available() is false and unavailable_reason() says why (a library not found, an
+/// entry point missing). Thread-safe after construction (read-only).
 class CublasLibrary {
  public:
   /// dlopen(`library`) and dlsym of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2,
-  /// cublasSgemm_v2, cublasDgemm_v2, cublas{S,D}gemmStridedBatched and cublasGetStatusString.
-  static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13");
+  /// cublasSgemm_v2, cublasDgemm_v2, cublas{S,D}gemmStridedBatched and cublasGetStatusString;
+  /// then dlopen(`lt_library`) and dlsym of cublasLtCreate, cublasLtDestroy,
+  /// cublasLtMatmulDesc{Create,Destroy,SetAttribute}, cublasLtMatrixLayout{Create,Destroy} and
+  /// cublasLtMatmul.
+  static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13",
+                                             const std::string& lt_library = "libcublasLt.so.13");
   ~CublasLibrary();
   CublasLibrary(const CublasLibrary&) = delete;
   CublasLibrary& operator=(const CublasLibrary&) = delete;
@@ -128,9 +139,11 @@ class CublasLibrary {
   bool available() const { return available_; }
   /// Why available() is false (empty when available).
   const std::string& unavailable_reason() const { return reason_; }
-  /// A cuBLAS handle on `device` (created with its context current); its gemm() sets the
-  /// handle's stream and calls cublasSgemm/cublasDgemm (batch 1) or
-  /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1). The handle is destroyed with the
+  /// A cuBLAS and a cuBLASLt handle on `device` (created with its context current); its gemm()
+  /// sets the handle's stream and calls cublasSgemm/cublasDgemm (batch 1) or
+  /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1); a call with an epilogue runs
+  /// as cublasLtMatmul (f32, CUBLAS_COMPUTE_32F, CUBLASLT_MATMUL_DESC_EPILOGUE BIAS or RELU_BIAS
+  /// with CUBLASLT_MATMUL_DESC_BIAS_POINTER; the heuristic's algorithm, no workspace) on `stream`. The handle is destroyed with the
   /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
   /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
   /// naming the cuBLAS status.
@@ -141,7 +154,8 @@ class CublasLibrary {
  private:
   CublasLibrary();
   std::unique_ptr<Api> api_;
-  void* library_ = nullptr;  // dlopen handle
+  void* library_ = nullptr;     // dlopen handle of cuBLAS
+  void* lt_library_ = nullptr;  // and of cuBLASLt
   bool available_ = false;
   std::string reason_;
 };

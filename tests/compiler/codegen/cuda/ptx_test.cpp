@@ -181,6 +181,70 @@ TEST_F(Ptx, MatrixProductsBecomeCublasThunksInOrder) {
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{64, 10, 32}), 1);   // dW1 = h^T g
 }
 
+/// The GEMM thunks of `p`, in order.
+std::vector<codegen::CudaGemm> gemms_of(const codegen::CudaProgram& p) {
+  std::vector<codegen::CudaGemm> out;
+  for (const codegen::CudaThunk& t : p.thunks) {
+    if (t.kind == codegen::CudaThunk::Kind::kGemm) out.push_back(t.gemm);
+  }
+  return out;
+}
+
+/// Dense (x (32, 20) . w (20, 16) + b) on `dtype`, then relu when `relu`.
+ir::Graph dense_graph(DType dtype, bool relu_after) {
+  return trace(
+      [relu_after](const std::vector<Tensor>& a) {
+        const Tensor h = matmul(a[0], a[1]) + a[2];
+        return std::vector<Tensor>{relu_after ? relu(h) : h};
+      },
+      {{{32, 20}, dtype}, {{20, 16}, dtype}, {{16}, dtype}}, "dense");
+}
+
+TEST_F(Ptx, ADenseReluForwardIsOneGemmWithABiasReluEpilogue) {
+  const codegen::CudaProgram p = compile_for_cuda(dense_graph(DType::kF32, true), {}, /*cublas=*/true);
+  expect_valid_program(p, "dense relu");
+  EXPECT_TRUE(p.launches().empty()) << p.describe();  // no bias, compare or select kernel left
+  const std::vector<codegen::CudaGemm> g = gemms_of(p);
+  ASSERT_EQ(g.size(), 1u) << p.describe();
+  EXPECT_EQ(g[0].epilogue, codegen::CudaGemm::Epilogue::kBiasRelu);
+  EXPECT_EQ((std::array<int64_t, 3>{g[0].m, g[0].n, g[0].k}), (std::array<int64_t, 3>{32, 16, 20}));
+  const codegen::CudaBuffer& bias = p.buffers[static_cast<size_t>(g[0].bias.buffer)];
+  EXPECT_EQ(bias.kind, codegen::CudaBuffer::Kind::kInput);
+  EXPECT_EQ(bias.index, 2);
+  EXPECT_EQ(g[0].bias.sizes, Shape{16});
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].c.buffer)].kind, codegen::CudaBuffer::Kind::kOutput);  // in place
+  EXPECT_NE(p.describe().find("epilogue=bias_relu bias=buffer 2"), std::string::npos) << p.describe();
+  EXPECT_NE(p.host_mlir.find("ingot_cuda_gemm_bias_relu_f32"), std::string::npos);
+}
+
+TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
+  const codegen::CudaProgram bias_only = compile_for_cuda(dense_graph(DType::kF32, false), {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(bias_only).size(), 1u);
+  EXPECT_EQ(gemms_of(bias_only)[0].epilogue, codegen::CudaGemm::Epilogue::kBias);
+  EXPECT_TRUE(bias_only.launches().empty()) << bias_only.describe();
+  // f64: cuBLASLt's epilogues are not used; the bias add and relu stay a generated kernel.
+  const codegen::CudaProgram f64 = compile_for_cuda(dense_graph(DType::kF64, true), {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(f64).size(), 1u);
+  EXPECT_EQ(gemms_of(f64)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
+  EXPECT_FALSE(f64.launches().empty());
+}
+
+TEST_F(Ptx, InTheMlpTrainStepBothForwardGemmsTakeTheirBiasButNotTheRelu) {
+  // The hidden layer's relu mask is read by the backward pass, so its GEMM gets the bias only;
+  // the output layer has no activation. The backward GEMMs have no epilogue.
+  const codegen::CudaProgram p = compile_for_cuda(mlp_train_step_graph(), {}, /*cublas=*/true);
+  expect_valid_program(p, "mlp with epilogues");
+  const std::vector<codegen::CudaGemm> g = gemms_of(p);
+  ASSERT_EQ(g.size(), 5u) << p.describe();
+  std::vector<codegen::CudaGemm::Epilogue> epilogues;
+  for (const codegen::CudaGemm& x : g) epilogues.push_back(x.epilogue);
+  using E = codegen::CudaGemm::Epilogue;
+  EXPECT_EQ(epilogues, (std::vector<E>{E::kBias, E::kBias, E::kNone, E::kNone, E::kNone})) << p.describe();
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].bias.buffer)].index, 1);  // b0
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[1].bias.buffer)].index, 3);  // b1
+  EXPECT_EQ(p.launches().size(), 28u) << p.describe();  // 29 before the bias adds were folded
+}
+
 TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {
   // Attention's scores and weighted values: (B, H, T, D) x (B, H, T, D) -> (B, H, T, T) and
   // (B, H, T, T) x (B, H, T, D) -> (B, H, T, D), with B * H = 8 batch elements.
