@@ -175,11 +175,17 @@ class CublasBlas final : public CudaBlas {
     check(api_, api_.cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, u(c.m), u(c.n), c.ldc), "cublasLtMatrixLayoutCreate",
           what);
     const float one = 1.0f, zero = 0.0f;
-    check(api_,
-          api_.cublasLtMatmul(lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
-                              pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, nullptr, nullptr, 0,
-                              stream.handle()),
-          "cublasLtMatmul", what);
+    const cublasStatus_t status =
+        api_.cublasLtMatmul(lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
+                            pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, nullptr, nullptr, 0, stream.handle());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("cublasLtMatmul has no kernel for {} with the {} epilogue (trans_a = {}, trans_b = {}, "
+                              "bias at 0x{:x})",
+                              what, epilogue_name(c.epilogue), c.trans_a, c.trans_b, c.bias),
+                  "compile with CudaCompileOptions::gemm_epilogues = false (the bias add stays a generated kernel)");
+    }
+    check(api_, status, "cublasLtMatmul", what);
   }
 
   /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).

@@ -366,7 +366,7 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   }
   std::vector<PipelineStage> stages = default_tensor_stages();
   // Bias adds (and relus) folded into cuBLAS GEMM calls as cuBLASLt epilogues, before fusion.
-  stages.insert(stages.begin() + 1, {"gemm-epilogues", "ingot-cuda-gemm-epilogues,canonicalize,cse"});
+  if (o.gemm_epilogues) stages.insert(stages.begin() + 1, {"gemm-epilogues", "ingot-cuda-gemm-epilogues,canonicalize,cse"});
   stages.back().pipeline += ",func.func(ingot-copies-to-linalg)";  // copies become kernels too
   const std::vector<PipelineStage> back = {
       // Long reductions become one block per output element (gpu.all_reduce: warp shuffles and

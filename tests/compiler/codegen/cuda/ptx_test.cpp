@@ -227,6 +227,14 @@ TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
   ASSERT_EQ(gemms_of(f64).size(), 1u);
   EXPECT_EQ(gemms_of(f64)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
   EXPECT_FALSE(f64.launches().empty());
+  // Switched off: the stage is not in the pipeline and the bias add and relu are a kernel.
+  codegen::CudaCompileOptions off;
+  off.gemm_epilogues = false;
+  for (const codegen::PipelineStage& stage : codegen::default_cuda_pipeline(off)) EXPECT_NE(stage.name, "gemm-epilogues");
+  const codegen::CudaProgram unfused = compile_for_cuda(dense_graph(DType::kF32, true), off, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(unfused).size(), 1u);
+  EXPECT_EQ(gemms_of(unfused)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
+  EXPECT_EQ(unfused.launches().size(), 1u) << unfused.describe();
 }
 
 TEST_F(Ptx, InTheMlpTrainStepBothForwardGemmsTakeTheirBiasButNotTheRelu) {
