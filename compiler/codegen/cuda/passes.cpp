@@ -16,6 +16,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -419,11 +420,12 @@ bool is_body_arg(mlir::Value v, mlir::linalg::GenericOp g, unsigned index) {
   return arg && arg.getOwner() == g.getBody() && arg.getArgNumber() == index;
 }
 
-/// A 2-D elementwise generic on tensors: `inputs` inputs, one init, identity maps, parallel loops.
-mlir::linalg::GenericOp elementwise_2d(mlir::Operation* op, unsigned inputs) {
+/// An elementwise generic on tensors of rank `rank`: `inputs` inputs, one init, identity maps,
+/// parallel loops.
+mlir::linalg::GenericOp elementwise(mlir::Operation* op, unsigned inputs, unsigned rank) {
   auto g = mlir::dyn_cast_or_null<mlir::linalg::GenericOp>(op);
   if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != inputs || g.getNumDpsInits() != 1 ||
-      g.getNumLoops() != 2 || g.getNumParallelLoops() != 2) {
+      g.getNumLoops() != rank || g.getNumParallelLoops() != rank) {
     return {};
   }
   for (mlir::AffineMap m : g.getIndexingMapsArray()) {
@@ -432,17 +434,17 @@ mlir::linalg::GenericOp elementwise_2d(mlir::Operation* op, unsigned inputs) {
   return g;
 }
 
-/// The rank-1 tensor `v` broadcasts along the rows of a 2-D tensor (a generic yielding its one
-/// input through the map (d0, d1) -> (d1)), or null.
-mlir::Value row_broadcast_source(mlir::Value v) {
+/// The rank-1 tensor `v` broadcasts along the last dim of a tensor of rank `rank` (a generic
+/// yielding its one input through the map (d0, ..., d_{rank-1}) -> (d_{rank-1})), or null.
+mlir::Value row_broadcast_source(mlir::Value v, unsigned rank) {
   auto g = v.getDefiningOp<mlir::linalg::GenericOp>();
-  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 || g.getNumLoops() != 2 ||
-      g.getNumParallelLoops() != 2) {
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != rank || g.getNumParallelLoops() != rank) {
     return {};
   }
   const llvm::SmallVector<mlir::AffineMap> maps = g.getIndexingMapsArray();
   mlir::MLIRContext* ctx = g.getContext();
-  const mlir::AffineMap row = mlir::AffineMap::get(2, 0, {mlir::getAffineDimExpr(1, ctx)}, ctx);
+  const mlir::AffineMap row = mlir::AffineMap::get(rank, 0, {mlir::getAffineDimExpr(rank - 1, ctx)}, ctx);
   auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
   if (maps[0] != row || !maps[1].isIdentity() || !is_body_arg(yield.getOperand(0), g, 0)) return {};
   return g.getDpsInputs()[0];
@@ -469,9 +471,10 @@ bool is_zero_tensor(mlir::Value v) {
 /// generic when `x`'s only users are the compare and the select and the mask's only user is the
 /// select; null otherwise (e.g. in training, where the backward pass reads the mask).
 mlir::linalg::GenericOp relu_of(mlir::Value x) {
+  const auto rank = static_cast<unsigned>(mlir::cast<mlir::RankedTensorType>(x.getType()).getRank());
   mlir::linalg::GenericOp cmp, sel;
   for (mlir::Operation* user : x.getUsers()) {
-    mlir::linalg::GenericOp g = elementwise_2d(user, user->getNumOperands() == 3 ? 2 : 3);
+    mlir::linalg::GenericOp g = elementwise(user, user->getNumOperands() == 3 ? 2 : 3, rank);
     if (!g) return {};
     (g.getNumDpsInputs() == 2 ? cmp : sel) = g;
   }
@@ -493,18 +496,32 @@ mlir::linalg::GenericOp relu_of(mlir::Value x) {
   return sel;
 }
 
-/// One foldable GEMM: the call, the tensor of its result, the bias add, the bias (rank 1) and the
-/// relu's select (null when only the bias folds).
+/// One foldable GEMM: the call, the tensor of its result and that tensor as the add reads it (the
+/// same, or its expand_shape back to the Dense layer's (batch, ..., units)), the bias add, the
+/// bias (rank 1) and the relu's select (null when only the bias folds).
 struct EpilogueMatch {
   mlir::func::CallOp call;
   mlir::bufferization::ToTensorOp product;
+  mlir::Value value;
   mlir::linalg::GenericOp add;
   mlir::Value bias;
   mlir::linalg::GenericOp relu;
 };
 
+/// The product as the bias add reads it: `t` itself, or its only user when that is an expand_shape
+/// keeping the last dim (the columns) as its own group; null when it has other uses.
+mlir::Value as_read(mlir::Value t) {
+  if (!t.hasOneUse()) return {};
+  auto expand = mlir::dyn_cast<mlir::tensor::ExpandShapeOp>(*t.getUsers().begin());
+  if (!expand) return t;
+  const llvm::SmallVector<mlir::ReassociationIndices> groups = expand.getReassociationIndices();
+  const auto last = static_cast<int64_t>(expand.getResultType().getRank()) - 1;
+  if (groups.back().size() != 1 || groups.back()[0] != last || !expand.getResult().hasOneUse()) return {};
+  return expand.getResult();
+}
+
 /// `call` (an f32 `ingot_cuda_gemm_f32`) when its result's only use is an add of a bias broadcast
-/// along the rows, the bias defined before the call.
+/// along the rows (the last dim), the bias defined before the call.
 std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
   if (call.getCallee() != "ingot_cuda_gemm_f32" || call.getNumOperands() != 5) return std::nullopt;
   auto cast = call.getOperand(2).getDefiningOp<mlir::memref::CastOp>();
@@ -514,24 +531,26 @@ std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
   for (mlir::Operation* user : alloc->getUsers()) {
     if (auto t = mlir::dyn_cast<mlir::bufferization::ToTensorOp>(user)) product = product ? nullptr : t;
   }
-  if (!product || !product->getResult(0).hasOneUse()) return std::nullopt;
-  mlir::linalg::GenericOp add = elementwise_2d(*product->getUsers().begin(), 2);
+  const mlir::Value value = product ? as_read(product->getResult(0)) : mlir::Value();
+  if (!value) return std::nullopt;
+  const auto rank = static_cast<unsigned>(mlir::cast<mlir::RankedTensorType>(value.getType()).getRank());
+  mlir::linalg::GenericOp add = elementwise(*value.getUsers().begin(), 2, rank);
   auto f = mlir::dyn_cast_or_null<mlir::arith::AddFOp>(add ? yielded_op(add) : nullptr);
   if (!f || !((is_body_arg(f.getLhs(), add, 0) && is_body_arg(f.getRhs(), add, 1)) ||
               (is_body_arg(f.getLhs(), add, 1) && is_body_arg(f.getRhs(), add, 0)))) {
     return std::nullopt;
   }
-  const unsigned other = add.getDpsInputs()[0] == product->getResult(0) ? 1 : 0;
-  const mlir::Value bias = row_broadcast_source(add.getDpsInputs()[other]);
+  const unsigned other = add.getDpsInputs()[0] == value ? 1 : 0;
+  const mlir::Value bias = row_broadcast_source(add.getDpsInputs()[other], rank);
   if (!bias) return std::nullopt;
   if (mlir::Operation* def = bias.getDefiningOp(); def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
     return std::nullopt;  // the bias is computed after the product: it cannot be an operand of the call
   }
-  return EpilogueMatch{call, product, add, bias, relu_of(add->getResult(0))};
+  return EpilogueMatch{call, product, value, add, bias, relu_of(add->getResult(0))};
 }
 
 /// Replaces the call by `ingot_cuda_gemm_bias[_relu]_f32(A, B, bias, C, trans_a, trans_b)` and the
-/// add (and relu) by the product's tensor.
+/// add (and relu) by the product as the add read it.
 void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
   mlir::OpBuilder b(m.call);
   const mlir::Location loc = m.call.getLoc();
@@ -553,7 +572,7 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
   }
   mlir::func::CallOp::create(b, loc, name, mlir::TypeRange{}, operands);
   m.call.erase();
-  const mlir::Value product = m.product->getResult(0);
+  const mlir::Value product = m.value;
   if (m.relu) {
     mlir::Operation* cmp = m.relu.getDpsInputs()[0].getDefiningOp();
     m.relu->getResult(0).replaceAllUsesWith(product);
@@ -565,7 +584,8 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
 }
 
 /// `ingot-cuda-gemm-epilogues` (module pass, tensors, before fusion): an f32 cuBLAS GEMM whose
-/// product only feeds `add(product, broadcast_in_dim(bias along the rows))` becomes
+/// product (or its expand_shape to a Dense layer's (batch, ..., units)) only feeds
+/// `add(product, broadcast_in_dim(bias along the last dim))` becomes
 /// `ingot_cuda_gemm_bias_f32(A, B, bias, C, trans_a, trans_b)` (cuBLASLt's BIAS epilogue), and
 /// when the sum only feeds ingot's relu (select(x <= 0, 0, x), its mask used nowhere else)
 /// `ingot_cuda_gemm_bias_relu_f32` (RELU_BIAS; a NaN pre-activation then gives 0, not NaN). f64

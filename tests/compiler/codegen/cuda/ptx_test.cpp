@@ -11,6 +11,7 @@
 #include "compiler/codegen/mlp_step.h"
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/ir/op_registry.h"
+#include "ingot/runtime/cuda_executable.h"
 #include "ingot/trace/ops.h"
 #include "ptx_util.h"
 #include "samples.h"
@@ -215,6 +216,7 @@ TEST_F(Ptx, ADenseReluForwardIsOneGemmWithABiasReluEpilogue) {
   EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].c.buffer)].kind, codegen::CudaBuffer::Kind::kOutput);  // in place
   EXPECT_NE(p.describe().find("epilogue=bias_relu bias=buffer 2"), std::string::npos) << p.describe();
   EXPECT_NE(p.host_mlir.find("ingot_cuda_gemm_bias_relu_f32"), std::string::npos);
+  EXPECT_NO_THROW(validate_cuda_program(p));
 }
 
 TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
@@ -235,6 +237,55 @@ TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
   ASSERT_EQ(gemms_of(unfused).size(), 1u);
   EXPECT_EQ(gemms_of(unfused)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
   EXPECT_EQ(unfused.launches().size(), 1u) << unfused.describe();
+}
+
+TEST_F(Ptx, EverySampleCompilesWithCublasGemmsAndEpilogues) {
+  // The epilogue fold only rewrites what it matches: every sample still compiles, and its plan
+  // is valid (validate_cuda_program: bias views of n contiguous f32 elements).
+  for (const Sample& s : samples()) {
+    SCOPED_TRACE(s.name);
+    codegen::CudaProgram p;
+    try {
+      p = compile_for_cuda(trace(s.fn, s.inputs, s.name), {}, /*cublas=*/true);
+    } catch (const Error& e) {
+      ADD_FAILURE() << s.name << ": " << e.what();
+      continue;
+    }
+    expect_valid_program(p, s.name);
+    EXPECT_NO_THROW(validate_cuda_program(p)) << p.describe();
+  }
+}
+
+TEST_F(Ptx, ADenseOnRank3InputsFoldsThroughTheExpandShape) {
+  // (4, 8, 20) . (20, 16) + b: the GEMM is (32, 20) . (20, 16), its result expanded back to
+  // (4, 8, 16) before the bias add; the relu folds too. What is left is at most the copy of the
+  // GEMM's buffer into the output (no bias, compare or select).
+  const ir::Graph g = trace(
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]) + a[2])}; },
+      {f32_type({4, 8, 20}), f32_type({20, 16}), f32_type({16})}, "dense3");
+  const codegen::CudaProgram p = compile_for_cuda(g, {}, /*cublas=*/true);
+  expect_valid_program(p, "dense3");
+  const std::vector<codegen::CudaGemm> gemms = gemms_of(p);
+  ASSERT_EQ(gemms.size(), 1u) << p.describe();
+  EXPECT_EQ(gemms[0].epilogue, codegen::CudaGemm::Epilogue::kBiasRelu) << p.describe();
+  EXPECT_EQ((std::array<int64_t, 3>{gemms[0].m, gemms[0].n, gemms[0].k}), (std::array<int64_t, 3>{32, 16, 20}));
+  ASSERT_LE(p.launches().size(), 1u) << p.describe();
+  for (const codegen::CudaLaunch& l : p.launches()) {  // a copy: reads the GEMM's buffer, writes the output
+    const auto memrefs = std::count_if(l.args.begin(), l.args.end(), [](const codegen::CudaKernelArg& a) {
+      return a.kind == codegen::CudaKernelArg::Kind::kMemref;
+    });
+    EXPECT_EQ(memrefs, 2) << p.describe();
+  }
+  // The product used twice (returned as well): nothing folds.
+  const ir::Graph twice = trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor y = matmul(a[0], a[1]);
+        return std::vector<Tensor>{y + a[2], y};
+      },
+      {f32_type({32, 20}), f32_type({20, 16}), f32_type({16})}, "twice");
+  const codegen::CudaProgram q = compile_for_cuda(twice, {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(q).size(), 1u);
+  EXPECT_EQ(gemms_of(q)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << q.describe();
 }
 
 TEST_F(Ptx, InTheMlpTrainStepBothForwardGemmsTakeTheirBiasButNotTheRelu) {
