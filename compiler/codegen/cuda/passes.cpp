@@ -468,8 +468,9 @@ bool is_zero_tensor(mlir::Value v) {
 }
 
 /// ingot's relu on `x` (trace/ops.cpp: select(x <= 0, 0, x), so relu(NaN) = NaN): the select
-/// generic when `x`'s only users are the compare and the select and the mask's only user is the
-/// select; null otherwise (e.g. in training, where the backward pass reads the mask).
+/// generic when `x`'s only users are the compare and the select; null otherwise. The mask may
+/// have other users (in training the backward pass reads it): fold_epilogue then computes it from
+/// the relu's output.
 mlir::linalg::GenericOp relu_of(mlir::Value x) {
   const auto rank = static_cast<unsigned>(mlir::cast<mlir::RankedTensorType>(x.getType()).getRank());
   mlir::linalg::GenericOp cmp, sel;
@@ -487,7 +488,7 @@ mlir::linalg::GenericOp relu_of(mlir::Value x) {
   }
   auto s = mlir::dyn_cast_or_null<mlir::arith::SelectOp>(yielded_op(sel));
   const mlir::Value mask = cmp->getResult(0);
-  if (!s || !mask.hasOneUse() || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) ||
+  if (!s || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) ||
       sel.getDpsInputs()[2] != x || !is_body_arg(s.getTrueValue(), sel, 1) || !is_body_arg(s.getFalseValue(), sel, 2)) {
     return {};
   }
@@ -577,7 +578,8 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
     mlir::Operation* cmp = m.relu.getDpsInputs()[0].getDefiningOp();
     m.relu->getResult(0).replaceAllUsesWith(product);
     m.relu.erase();
-    cmp->erase();
+    if (cmp->getResult(0).use_empty()) cmp->erase();
+    else cmp->setOperand(0, product);  // x <= 0 iff relu(x) <= 0 (the backward pass's mask)
   }
   m.add->getResult(0).replaceAllUsesWith(product);
   m.add.erase();
@@ -587,8 +589,9 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
 /// product (or its expand_shape to a Dense layer's (batch, ..., units)) only feeds
 /// `add(product, broadcast_in_dim(bias along the last dim))` becomes
 /// `ingot_cuda_gemm_bias_f32(A, B, bias, C, trans_a, trans_b)` (cuBLASLt's BIAS epilogue), and
-/// when the sum only feeds ingot's relu (select(x <= 0, 0, x), its mask used nowhere else)
-/// `ingot_cuda_gemm_bias_relu_f32` (RELU_BIAS; a NaN pre-activation then gives 0, not NaN). f64
+/// when the sum only feeds ingot's relu (select(x <= 0, 0, x)) `ingot_cuda_gemm_bias_relu_f32`
+/// (RELU_BIAS; a NaN pre-activation then gives 0, not NaN). A mask read elsewhere (the backward
+/// pass's) compares the relu's output instead: relu(x) <= 0 iff x <= 0 for every non-NaN x. f64
 /// products are left alone (docs/compiler.md, "GEMM epilogues").
 /// The bias broadcasts and zero tensors left unused are removed by the next canonicalize.
 class GemmEpiloguesPass : public mlir::PassWrapper<GemmEpiloguesPass, mlir::OperationPass<mlir::ModuleOp>> {

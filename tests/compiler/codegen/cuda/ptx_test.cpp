@@ -288,9 +288,10 @@ TEST_F(Ptx, ADenseOnRank3InputsFoldsThroughTheExpandShape) {
   EXPECT_EQ(gemms_of(q)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << q.describe();
 }
 
-TEST_F(Ptx, InTheMlpTrainStepBothForwardGemmsTakeTheirBiasButNotTheRelu) {
-  // The hidden layer's relu mask is read by the backward pass, so its GEMM gets the bias only;
-  // the output layer has no activation. The backward GEMMs have no epilogue.
+TEST_F(Ptx, InTheMlpTrainStepTheHiddenGemmTakesBiasAndReluAndTheOutputGemmItsBias) {
+  // The hidden layer's relu mask (x <= 0) is read by the backward pass: it is recomputed from the
+  // GEMM's output (relu(x) <= 0, the same for every non-NaN x), so the relu folds too. The
+  // backward GEMMs have no epilogue.
   const codegen::CudaProgram p = compile_for_cuda(mlp_train_step_graph(), {}, /*cublas=*/true);
   expect_valid_program(p, "mlp with epilogues");
   const std::vector<codegen::CudaGemm> g = gemms_of(p);
@@ -298,10 +299,10 @@ TEST_F(Ptx, InTheMlpTrainStepBothForwardGemmsTakeTheirBiasButNotTheRelu) {
   std::vector<codegen::CudaGemm::Epilogue> epilogues;
   for (const codegen::CudaGemm& x : g) epilogues.push_back(x.epilogue);
   using E = codegen::CudaGemm::Epilogue;
-  EXPECT_EQ(epilogues, (std::vector<E>{E::kBias, E::kBias, E::kNone, E::kNone, E::kNone})) << p.describe();
+  EXPECT_EQ(epilogues, (std::vector<E>{E::kBiasRelu, E::kBias, E::kNone, E::kNone, E::kNone})) << p.describe();
   EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].bias.buffer)].index, 1);  // b0
   EXPECT_EQ(p.buffers[static_cast<size_t>(g[1].bias.buffer)].index, 3);  // b1
-  EXPECT_EQ(p.launches().size(), 28u) << p.describe();  // 29 before the bias adds were folded
+  EXPECT_EQ(p.launches().size(), 27u) << p.describe();  // 29 before the epilogues were folded
 }
 
 TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {
