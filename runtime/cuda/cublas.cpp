@@ -30,6 +30,10 @@ namespace ingot {
   X(cublasLtMatmulDescSetAttribute)    \
   X(cublasLtMatrixLayoutCreate)        \
   X(cublasLtMatrixLayoutDestroy)       \
+  X(cublasLtMatmulPreferenceCreate)    \
+  X(cublasLtMatmulPreferenceDestroy)   \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)    \
   X(cublasLtMatmul)
 
 /// Function pointers to cuBLAS's and cuBLASLt's entry points (all non-null once resolved).
@@ -72,13 +76,25 @@ struct LtDescriptors {
   const CublasLibrary::Api& api;
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
   ~LtDescriptors() {
     for (cublasLtMatrixLayout_t l : {a, b, c}) {
       if (l != nullptr) (void)api.cublasLtMatrixLayoutDestroy(l);
     }
     if (matmul != nullptr) (void)api.cublasLtMatmulDescDestroy(matmul);
+    if (preference != nullptr) (void)api.cublasLtMatmulPreferenceDestroy(preference);
   }
 };
+
+/// The error of an epilogue GEMM cuBLASLt has no kernel for.
+[[noreturn]] void no_lt_kernel(const CudaBlasGemm& c, const std::string& what, std::string_view why) {
+  throw Error(ErrorCode::kUnimplemented,
+              fmt::format("cuBLASLt has no kernel for {} with the {} epilogue (trans_a = {}, trans_b = {}, "
+                          "alignments A {} B {} C {} bytes): {}",
+                          what, epilogue_name(c.epilogue), c.trans_a, c.trans_b, blas_alignment_bytes(c.a),
+                          blas_alignment_bytes(c.b), blas_alignment_bytes(c.c), why),
+              "compile with CudaCompileOptions::gemm_epilogues = false (the bias add stays a generated kernel)");
+}
 
 /// The cuBLASLt epilogue of `e` (cublasLt.h: BIAS adds the bias vector to every column of D,
 /// RELU_BIAS then applies max(x, 0)).
@@ -143,9 +159,18 @@ class CublasBlas final : public CudaBlas {
   }
 
  private:
-  /// cublasLtMatmul with the bias (+ relu) epilogue, D = C in place, f32 with f32 compute, the
-  /// algorithm chosen by cuBLASLt's heuristic (algo = null) and no workspace.
+  /// cublasLtMatmul with the bias (+ relu) epilogue, D = C in place, f32 with f32 compute, no
+  /// workspace, the algorithm cublasLtMatmulAlgoGetHeuristic picks for the operands' actual
+  /// alignments (its default preference assumes 256-byte aligned pointers, which views into a
+  /// buffer need not be).
   void lt_matmul(const CudaBlasGemm& c, const CudaStream& stream, const std::string& what) {
+    if (c.bias % 16 != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLASLt GEMM epilogue {}: the bias at 0x{:x} is not 16-byte aligned", epilogue_name(c.epilogue),
+                              c.bias),
+                  "cuBLASLt's heuristic does not take the bias's alignment and its kernels may assume 16 bytes "
+                  "(validate_cuda_program requires a bias offset that is a multiple of 4 elements)");
+    }
     if (c.dtype != DType::kF32 || c.batch != 1 || c.bias == 0) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("cuBLASLt GEMM epilogue {}: needs an f32 GEMM of batch 1 and a bias, got {} batch {}",
@@ -174,18 +199,40 @@ class CublasBlas final : public CudaBlas {
           "cublasLtMatrixLayoutCreate", what);
     check(api_, api_.cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, u(c.m), u(c.n), c.ldc), "cublasLtMatrixLayoutCreate",
           what);
+    const cublasLtMatmulAlgo_t algo = lt_algorithm(c, d, what);
     const float one = 1.0f, zero = 0.0f;
     const cublasStatus_t status =
         api_.cublasLtMatmul(lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
-                            pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, nullptr, nullptr, 0, stream.handle());
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
-      throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("cublasLtMatmul has no kernel for {} with the {} epilogue (trans_a = {}, trans_b = {}, "
-                              "bias at 0x{:x})",
-                              what, epilogue_name(c.epilogue), c.trans_a, c.trans_b, c.bias),
-                  "compile with CudaCompileOptions::gemm_epilogues = false (the bias add stays a generated kernel)");
-    }
+                            pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, &algo, nullptr, 0, stream.handle());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) no_lt_kernel(c, what, "cublasLtMatmul returned CUBLAS_STATUS_NOT_SUPPORTED");
     check(api_, status, "cublasLtMatmul", what);
+  }
+
+  /// The heuristic's first algorithm for `d` with no workspace and the operands' alignments
+  /// (C is D: the same pointer).
+  cublasLtMatmulAlgo_t lt_algorithm(const CudaBlasGemm& c, LtDescriptors& d, const std::string& what) {
+    check(api_, api_.cublasLtMatmulPreferenceCreate(&d.preference), "cublasLtMatmulPreferenceCreate", what);
+    const auto set = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void* value, size_t bytes) {
+      check(api_, api_.cublasLtMatmulPreferenceSetAttribute(d.preference, attribute, value, bytes),
+            "cublasLtMatmulPreferenceSetAttribute", what);
+    };
+    const uint64_t workspace = 0;
+    const uint32_t align_a = blas_alignment_bytes(c.a), align_b = blas_alignment_bytes(c.b);
+    const uint32_t align_c = blas_alignment_bytes(c.c);
+    set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status =
+        api_.cublasLtMatmulAlgoGetHeuristic(lt_, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1, &result, &found);
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      no_lt_kernel(c, what, "cublasLtMatmulAlgoGetHeuristic found no algorithm");
+    }
+    check(api_, status, "cublasLtMatmulAlgoGetHeuristic", what);
+    return result.algo;
   }
 
   /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).

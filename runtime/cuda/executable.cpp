@@ -140,6 +140,10 @@ void check_epilogue(const CudaProgram& p, const CudaGemm& g, const std::string& 
     fail(ErrorCode::kDTypeMismatch, fmt::format("{}: the bias's buffer {} has dtype {} but the GEMM is {}", what,
                                                 g.bias.buffer, dtype_name(dt), dtype_name(g.dtype)));
   }
+  if (g.bias.offset % 4 != 0) {  // 16 bytes of f32 (cuBLASLt's bias kernels may assume it)
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: the bias starts at element {}, not a multiple of 4 (16 bytes)", what, g.bias.offset));
+  }
 }
 
 void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& where) {
@@ -327,6 +331,12 @@ CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buff
   call.epilogue = g.epilogue;  // the bias runs along C^T's rows (n of them): cuBLASLt's layout
   if (g.epilogue != CudaGemm::Epilogue::kNone) call.bias = operand(g.bias, "bias");
   return call;
+}
+
+uint32_t blas_alignment_bytes(uint64_t address) {
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
 }
 
 std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {

@@ -701,6 +701,16 @@ TEST(CudaColumnMajorGemm, TheEpiloguesBiasIsAPointerAlongTheColumnMajorRows) {
   EXPECT_EQ(column_major_gemm(dense_program(4, 5, 3, CudaGemm::Epilogue::kNone).thunks[0].gemm, addr).bias, 0u);
 }
 
+TEST(CudaColumnMajorGemm, AlignmentsAsCublasLtPreferencesTakeThem) {
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000), 256u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 4 * 3), 4u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 4 * 4), 16u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 128), 128u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 8 * 3), 8u);
+  EXPECT_EQ(blas_alignment_bytes(1), 1u);
+  EXPECT_EQ(blas_alignment_bytes(0), 256u);
+}
+
 TEST(CudaExecutableFake, BiasAndBiasReluEpiloguesMatchTheHostDenseLayer) {
   const int64_t m = 4, n = 5, k = 3;
   FakeCudaScope fake;
@@ -754,6 +764,14 @@ TEST(CudaProgramValidation, AnEpiloguesBiasIsNContiguousF32) {
   p.input_types[2].second = DType::kI32;
   expect_error([&] { validate_cuda_program(p); }, ErrorCode::kDTypeMismatch,
                {"the bias's buffer 2 has dtype i32 but the GEMM is f32"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.buffers[2] = buffer(CudaBuffer::Kind::kInput, 2, {n + 2});
+  p.input_types[2].first = {n + 2};
+  p.thunks[0].gemm.bias = memref(2, 2, {n}, {1});  // 8 bytes into a buffer: cuBLASLt wants 16
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"the bias starts at element 2, not a multiple of 4 (16 bytes)"});
+  p.thunks[0].gemm.bias = memref(2, 0, {n}, {1});
+  EXPECT_NO_THROW(validate_cuda_program(p));
   p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
   p.thunks[0].gemm.batched = true;
   expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,

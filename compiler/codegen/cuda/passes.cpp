@@ -547,6 +547,11 @@ std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
   if (mlir::Operation* def = bias.getDefiningOp(); def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
     return std::nullopt;  // the bias is computed after the product: it cannot be an operand of the call
   }
+  // A whole buffer (a parameter, a constant, a computed tensor), never a slice: cuBLASLt wants
+  // the bias 16-byte aligned, and buffers start 256-byte aligned (validate_cuda_program checks).
+  if (mlir::Operation* def = bias.getDefiningOp(); def && !mlir::isa<mlir::linalg::LinalgOp, mlir::arith::ConstantOp>(def)) {
+    return std::nullopt;
+  }
   return EpilogueMatch{call, product, value, add, bias, relu_of(add->getResult(0))};
 }
 

@@ -97,13 +97,19 @@ CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> b
 /// of column_major_gemm.
 std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
 
+/// The alignment of a device address in bytes as cuBLASLt's heuristic preferences take it
+/// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES): the largest power of two <= 256 dividing
+/// `address` (256 for 0).
+uint32_t blas_alignment_bytes(uint64_t address);
+
 /// Throws ingot::Error (kInvalidArgument / kOutOfRange / kNotFound, naming the thunk, the
 /// argument or the buffer) unless `program` is runnable: every launch names a kernel of
 /// `program.kernels` with grid and block sizes >= 1; every memref view (launch arguments and
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32; buffers have bytes = elements * dtype size (data too, for constants); inputs and
+/// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32
+/// starting at a multiple of 4 elements (16 bytes: buffers are allocated at least 256-byte aligned); buffers have bytes = elements * dtype size (data too, for constants); inputs and
 /// outputs match `input_types` / `output_types` and each index has exactly one buffer.
 void validate_cuda_program(const CudaProgram& program);
 
@@ -143,7 +149,10 @@ class CublasLibrary {
   /// sets the handle's stream and calls cublasSgemm/cublasDgemm (batch 1) or
   /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1); a call with an epilogue runs
   /// as cublasLtMatmul (f32, CUBLAS_COMPUTE_32F, CUBLASLT_MATMUL_DESC_EPILOGUE BIAS or RELU_BIAS
-  /// with CUBLASLT_MATMUL_DESC_BIAS_POINTER; the heuristic's algorithm, no workspace) on `stream`. The handle is destroyed with the
+  /// with CUBLASLT_MATMUL_DESC_BIAS_POINTER; the first algorithm of cublasLtMatmulAlgoGetHeuristic
+  /// for the operands' alignments (blas_alignment_bytes), no workspace) on `stream`: a bias not
+  /// 16-byte aligned is kInvalidArgument, no algorithm kUnimplemented naming
+  /// CudaCompileOptions::gemm_epilogues. The handle is destroyed with the
   /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
   /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
   /// naming the cuBLAS status.

@@ -256,7 +256,7 @@ TEST_F(Ptx, EverySampleCompilesWithCublasGemmsAndEpilogues) {
   }
 }
 
-TEST_F(Ptx, ADenseOnRank3InputsFoldsThroughTheExpandShape) {
+TEST_F(Ptx, ADenseOnRank3InputsFoldsAndProductsThatCannotFoldDoNot) {
   // (4, 8, 20) . (20, 16) + b: the GEMM is (32, 20) . (20, 16), its result expanded back to
   // (4, 8, 16) before the bias add; the relu folds too. What is left is at most the copy of the
   // GEMM's buffer into the output (no bias, compare or select).
@@ -286,6 +286,31 @@ TEST_F(Ptx, ADenseOnRank3InputsFoldsThroughTheExpandShape) {
   const codegen::CudaProgram q = compile_for_cuda(twice, {}, /*cublas=*/true);
   ASSERT_EQ(gemms_of(q).size(), 1u);
   EXPECT_EQ(gemms_of(q)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << q.describe();
+  // A bias that is a slice of a larger tensor may start anywhere in its buffer (cuBLASLt wants
+  // 16 bytes): nothing folds. A computed bias (a kernel's whole output) does.
+  for (const bool sliced : {true, false}) {
+    const ir::Graph g2 = trace(
+        [sliced](const std::vector<Tensor>& a) {
+          const Tensor bias = sliced ? slice(a[2], {1}, {17}, {1}) : exp(slice(a[2], {1}, {17}, {1}));  // before the product
+          return std::vector<Tensor>{matmul(a[0], a[1]) + bias};
+        },
+        {f32_type({32, 20}), f32_type({20, 16}), f32_type({18})}, "bias_slice");
+    const codegen::CudaProgram r = compile_for_cuda(g2, {}, /*cublas=*/true);
+    ASSERT_EQ(gemms_of(r).size(), 1u);
+    EXPECT_EQ(gemms_of(r)[0].epilogue, sliced ? codegen::CudaGemm::Epilogue::kNone : codegen::CudaGemm::Epilogue::kBias)
+        << r.describe();
+  }
+  // A bias computed after the product cannot be an operand of the GEMM call: nothing folds.
+  const ir::Graph late = trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor y = matmul(a[0], a[1]);
+        const Tensor bias = exp(a[2]);
+        return std::vector<Tensor>{y + bias};
+      },
+      {f32_type({32, 20}), f32_type({20, 16}), f32_type({16})}, "late_bias");
+  const codegen::CudaProgram l = compile_for_cuda(late, {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(l).size(), 1u);
+  EXPECT_EQ(gemms_of(l)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << l.describe();
 }
 
 TEST_F(Ptx, InTheMlpTrainStepTheHiddenGemmTakesBiasAndReluAndTheOutputGemmItsBias) {
