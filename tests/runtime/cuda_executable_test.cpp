@@ -9,10 +9,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <filesystem>
 
 #include "fake_cuda_driver.h"
+#include "fake_cublas.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -811,6 +814,126 @@ TEST(CublasLibrary, AMissingOrWrongCublasLtIsUnavailableWithReason) {
             std::string::npos)
       << wrong->unavailable_reason();
 }
+
+#if defined(INGOT_FAKE_CUBLAS)
+/// cuBLAS's CudaBlas (CublasLibrary::create) on the fake driver, with the fake cuBLAS + cuBLASLt
+/// module (fake_cublas.cpp) loaded for both libraries: the real call sequences -- plain,
+/// strided-batched, and cuBLASLt matmuls with descriptors, layouts, heuristic and epilogue --
+/// against host results. The fake checks the layouts agree with the transposes and that the
+/// heuristic's algorithm is used; it runs each call when made (the test waits for its uploads).
+class FakeCublas : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    library_ = CublasLibrary::load(INGOT_FAKE_CUBLAS, INGOT_FAKE_CUBLAS);
+    ASSERT_TRUE(library_->available()) << library_->unavailable_reason();
+    module_ = dlopen(INGOT_FAKE_CUBLAS, RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(module_, nullptr);
+    log_ = reinterpret_cast<const FakeCublasLog* (*)()>(dlsym(module_, "ingot_fake_cublas_log"))();
+    reinterpret_cast<void (*)()>(dlsym(module_, "ingot_fake_cublas_reset_log"))();
+  }
+  void TearDown() override {
+    if (module_ != nullptr) dlclose(module_);  // the reference taken by RTLD_NOLOAD
+  }
+
+  std::shared_ptr<CublasLibrary> library_;
+  void* module_ = nullptr;
+  const FakeCublasLog* log_ = nullptr;
+};
+
+TEST_F(FakeCublas, EpilogueGemmsAreCublasLtMatmulsWithTheHeuristicsAlgorithm) {
+  const int64_t m = 6, n = 5, k = 4;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  const std::vector<double> x = iota(m * k, 0.5, -3.0), w = iota(k * n, -0.25, 1.0), b = iota(n, 0.75, -1.5);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::from_doubles(b, {n}, DType::kF32));
+  const std::vector<double> product = matmul(x, w, m, n, k, false, false);
+  int64_t runs = 0;
+  for (const CudaGemm::Epilogue e : {CudaGemm::Epilogue::kBias, CudaGemm::Epilogue::kBiasRelu}) {
+    SCOPED_TRACE(epilogue_name(e));
+    auto exe = CudaExecutable::create(dense_program(m, n, k, e), *dev, blas);
+    const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kF32));
+    const std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    ++runs;
+    const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+    int64_t clamped = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      double want = product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)];
+      if (e == CudaGemm::Epilogue::kBiasRelu && want < 0) {
+        want = 0;
+        ++clamped;
+      }
+      EXPECT_NEAR(got[static_cast<size_t>(i + 3)], want, 1e-5 * (1 + std::abs(want))) << "element " << i;
+    }
+    EXPECT_EQ(got[2], 7.0f);
+    if (e == CudaGemm::Epilogue::kBiasRelu) {
+      EXPECT_GT(clamped, 0);
+    }
+    EXPECT_EQ(log_->lt_matmul_calls, runs);
+    EXPECT_EQ(log_->gemm_calls, 0);
+    EXPECT_EQ(log_->last_epilogue, static_cast<uint32_t>(e == CudaGemm::Epilogue::kBias ? 4 : 6));  // BIAS, RELU_BIAS
+    // The column-major call's A is the row-major B (w), its B is x; C = D is 3 elements into `out`.
+    EXPECT_EQ(log_->last_alignment[0], blas_alignment_bytes(address(dw)));
+    EXPECT_EQ(log_->last_alignment[1], blas_alignment_bytes(address(dx)));
+    EXPECT_EQ(log_->last_alignment[2], 4u);
+    EXPECT_EQ(log_->last_alignment[3], 4u);
+    EXPECT_EQ(log_->last_workspace, 0u);
+  }
+}
+
+TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
+  const int64_t m = 3, n = 4, k = 5, batch = 3;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  // Plain: the dense program without an epilogue (one cublasSgemm_v2).
+  const std::vector<double> x = iota(m * k, 0.5, -2.0), w = iota(k * n, -0.25, 1.0);
+  auto plain = CudaExecutable::create(dense_program(m, n, k, CudaGemm::Epilogue::kNone), *dev, blas);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::zeros({n}, DType::kF32));
+  const Array out = to_device(*dev, Array::zeros({m * n + 3}, DType::kF32));
+  std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+  plain->run(inputs, outputs)->wait();
+  const std::vector<double> c = matmul(x, w, m, n, k, false, false);
+  testing::expect_values(to_host(*dev, out), [&] {
+    std::vector<double> v(3, 0.0);
+    v.insert(v.end(), c.begin(), c.end());
+    return v;
+  }(), 1e-5);
+  EXPECT_EQ(log_->gemm_calls, 1);
+  // Strided-batched: C[i] (m, n) = A[i]^T B[i], A stored (batch, k, m).
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {batch, k, m}), buffer(CudaBuffer::Kind::kInput, 1, {batch, k, n}),
+               buffer(CudaBuffer::Kind::kOutput, 0, {batch, m, n})};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kGemm;
+  t.gemm = gemm(DType::kF32, m, n, k, true, false, memref(0, 0, {batch, k, m}, {k * m, m, 1}),
+                memref(1, 0, {batch, k, n}, {k * n, n, 1}), memref(2, 0, {batch, m, n}, {m * n, n, 1}));
+  t.gemm.batched = true;
+  t.gemm.batch = batch;
+  p.thunks = {t};
+  p.input_types = {{{batch, k, m}, DType::kF32}, {{batch, k, n}, DType::kF32}};
+  p.output_types = {{{batch, m, n}, DType::kF32}};
+  auto batched = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> a = iota(batch * k * m, 0.5, -2.0), bb = iota(batch * k * n, -0.25, 1.5);
+  inputs = {to_device(*dev, Array::from_doubles(a, {batch, k, m}, DType::kF32)),
+            to_device(*dev, Array::from_doubles(bb, {batch, k, n}, DType::kF32))};
+  const std::vector<Array> got = batched->run(inputs);
+  std::vector<double> want;
+  for (int64_t i = 0; i < batch; ++i) {
+    const std::vector<double> ci = matmul(slice(a, i * k * m, k * m), slice(bb, i * k * n, k * n), m, n, k, true, false);
+    want.insert(want.end(), ci.begin(), ci.end());
+  }
+  testing::expect_values(to_host(*dev, got[0]), want, 1e-5);
+  EXPECT_EQ(log_->strided_calls, 1);
+  EXPECT_EQ(log_->last_batch, batch);
+  EXPECT_EQ(log_->gemm_calls, 1);  // still only the plain one
+}
+#endif  // INGOT_FAKE_CUBLAS
 
 TEST(CublasLibrary, TheToolkitsCublasHasEveryEntryPoint) {
   // The soname of CUDA 13's cuBLAS, by path (this machine's loader may not search lib64).
