@@ -884,6 +884,41 @@ TEST_F(FakeCublas, EpilogueGemmsAreCublasLtMatmulsWithTheHeuristicsAlgorithm) {
   }
 }
 
+TEST_F(FakeCublas, TransposedEpilogueGemmsAndNoAlgorithmIsANamedError) {
+  // C (m, n) = x^T W^T + b with x stored (k, m) and W stored (n, k), relu.
+  const int64_t m = 5, n = 3, k = 4;
+  CudaProgram p = dense_program(m, n, k, CudaGemm::Epilogue::kBiasRelu);
+  p.buffers[0] = buffer(CudaBuffer::Kind::kInput, 0, {k, m});
+  p.buffers[1] = buffer(CudaBuffer::Kind::kInput, 1, {n, k});
+  p.input_types[0].first = {k, m};
+  p.input_types[1].first = {n, k};
+  p.thunks[0].gemm.trans_a = p.thunks[0].gemm.trans_b = true;
+  p.thunks[0].gemm.a = memref(0, 0, {k, m}, {m, 1});
+  p.thunks[0].gemm.b = memref(1, 0, {n, k}, {k, 1});
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  auto exe = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> x = iota(k * m, 0.5, -4.0), w = iota(n * k, -0.25, 1.0), b = iota(n, 0.5, -0.5);
+  const std::vector<Array> inputs = {to_device(*dev, Array::from_doubles(x, {k, m}, DType::kF32)),
+                                     to_device(*dev, Array::from_doubles(w, {n, k}, DType::kF32)),
+                                     to_device(*dev, Array::from_doubles(b, {n}, DType::kF32))};
+  const Array out = to_device(*dev, Array::zeros({m * n + 3}, DType::kF32));
+  const std::vector<Array> outputs = {out};
+  exe->run(inputs, outputs)->wait();
+  const std::vector<double> product = matmul(x, w, m, n, k, true, true);
+  std::vector<double> want(3, 0.0);
+  for (int64_t i = 0; i < m * n; ++i) want.push_back(std::max(0.0, product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)]));
+  testing::expect_values(to_host(*dev, out), want, 1e-5);
+  EXPECT_EQ(log_->lt_matmul_calls, 1);
+  // A configuration cuBLASLt has no kernel for: kUnimplemented naming the switch, nothing run.
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_no_algorithm"))(true);
+  expect_error([&] { exe->run(inputs, outputs); }, ErrorCode::kUnimplemented,
+               {"cuBLASLt has no kernel for", "bias_relu epilogue", "trans_a = true", "found no algorithm",
+                "CudaCompileOptions::gemm_epilogues = false"});
+  EXPECT_EQ(log_->lt_matmul_calls, 1);
+}
+
 TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
   const int64_t m = 3, n = 4, k = 5, batch = 3;
   FakeCudaScope fake;

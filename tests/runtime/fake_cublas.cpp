@@ -15,7 +15,8 @@
 //   - every call runs synchronously when made (the fake driver's streams are deferred queues: a
 //     test waits for its uploads before running a program through it).
 // What it saw is logged for the test (ingot_fake_cublas_log: call counts, the last epilogue and
-// the alignments the heuristic was given). The log is file-scope state: the module is the test's
+// the alignments the heuristic was given); ingot_fake_cublas_set_no_algorithm makes the heuristic
+// find nothing. The log is file-scope state: the module is the test's
 // fake, loaded by one test process, as the fake driver's state is.
 #include <cublasLt.h>
 #include <cublas_api.h>
@@ -31,6 +32,7 @@
 namespace {
 
 FakeCublasLog g_log;
+bool g_no_algorithm = false;  // cublasLtMatmulAlgoGetHeuristic finds nothing (ingot_fake_cublas_set_no_algorithm)
 
 struct Desc {  // stored in cublasLtMatmulDescOpaque_t::data
   uint64_t trans_a, trans_b, epilogue, bias, compute;
@@ -85,7 +87,12 @@ cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
 extern "C" {
 
 __attribute__((visibility("default"))) const FakeCublasLog* ingot_fake_cublas_log() { return &g_log; }
-__attribute__((visibility("default"))) void ingot_fake_cublas_reset_log() { g_log = FakeCublasLog{}; }
+__attribute__((visibility("default"))) void ingot_fake_cublas_reset_log() {
+  g_log = FakeCublasLog{};
+  g_no_algorithm = false;
+}
+/// Makes the heuristic find no algorithm (as for a configuration cuBLASLt has no kernel for).
+__attribute__((visibility("default"))) void ingot_fake_cublas_set_no_algorithm(bool none) { g_no_algorithm = none; }
 
 // ---- cuBLAS ------------------------------------------------------------------------------
 
@@ -219,7 +226,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
   results[0] = cublasLtMatmulHeuristicResult_t{};
   results[0].algo.data[0] = kAlgoMagic;
   results[0].state = CUBLAS_STATUS_SUCCESS;
-  *found = 1;
+  *found = g_no_algorithm ? 0 : 1;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc_t desc, const void* alpha, const void* a,
