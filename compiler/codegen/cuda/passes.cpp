@@ -528,9 +528,16 @@ std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
   auto cast = call.getOperand(2).getDefiningOp<mlir::memref::CastOp>();
   auto alloc = cast ? cast.getSource().getDefiningOp<mlir::memref::AllocOp>() : nullptr;
   if (!alloc) return std::nullopt;
+  // C is written by the call and read once, as a tensor: nothing else sees the product before the
+  // bias is added.
   mlir::bufferization::ToTensorOp product;
   for (mlir::Operation* user : alloc->getUsers()) {
-    if (auto t = mlir::dyn_cast<mlir::bufferization::ToTensorOp>(user)) product = product ? nullptr : t;
+    if (auto t = mlir::dyn_cast<mlir::bufferization::ToTensorOp>(user)) {
+      if (product) return std::nullopt;
+      product = t;
+    } else if (user != cast.getOperation() || !cast->hasOneUse()) {
+      return std::nullopt;
+    }
   }
   const mlir::Value value = product ? as_read(product->getResult(0)) : mlir::Value();
   if (!value) return std::nullopt;
