@@ -31,6 +31,15 @@ std::vector<CudaGemm> CudaGemm::batch_elements() const {
   return out;
 }
 
+const char* epilogue_name(CudaGemm::Epilogue e) {
+  switch (e) {
+    case CudaGemm::Epilogue::kNone: return "none";
+    case CudaGemm::Epilogue::kBias: return "bias";
+    case CudaGemm::Epilogue::kBiasRelu: return "bias_relu";
+  }
+  return "?";
+}
+
 std::vector<CudaLaunch> CudaProgram::launches() const {
   std::vector<CudaLaunch> out;
   for (const CudaThunk& t : thunks) {
@@ -105,9 +114,12 @@ std::string CudaProgram::describe() const {
       out += describe_conv(t.conv);
     } else {
       const CudaGemm& g = t.gemm;
-      out += fmt::format("gemm {}{} m={} n={} k={}{}{} A={} B={} C={}\n", dtype_name(g.dtype),
+      out += fmt::format("gemm {}{} m={} n={} k={}{}{} A={} B={} C={}{}\n", dtype_name(g.dtype),
                          g.batched ? fmt::format(" batch={}", g.batch) : "", g.m, g.n, g.k,
-                         g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c));
+                         g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c),
+                         g.epilogue == CudaGemm::Epilogue::kNone
+                             ? ""
+                             : fmt::format(" epilogue={} bias={}", epilogue_name(g.epilogue), operand(g.bias)));
     }
   }
   return out;

@@ -63,7 +63,12 @@ file(GLOB ptx_files "${WORK_DIR}/cuda/*.sm_90.ptx")
 if(NOT ptx_files)
   message(FATAL_ERROR "cuda_plan: no PTX in ${WORK_DIR}/cuda")
 endif()
-expect_run(cuda_cublas 0 ARGS "${INPUT}" --target cuda --cublas HAS "gemm f32 m=4 n=2 k=3" "1 cuBLAS calls")
+# With cuBLAS the bias add and relu fold into the GEMM (a cuBLASLt epilogue): no kernel is left.
+expect_run(cuda_cublas 0 ARGS "${INPUT}" --target cuda --cublas --dump-dir "${WORK_DIR}/cuda_cublas"
+           HAS "gemm f32 m=4 n=2 k=3" "epilogue=bias_relu bias=buffer 2" "0 launches, 1 cuBLAS calls")
+if(NOT EXISTS "${WORK_DIR}/cuda_cublas/02-gemm-epilogues.mlir")
+  message(FATAL_ERROR "cuda_cublas: no ${WORK_DIR}/cuda_cublas/02-gemm-epilogues.mlir")
+endif()
 expect_run(cuda_bad_arch 1 ARGS "${INPUT}" --target cuda --arch compute_90 ERR "ingot-opt: error:" "compute_90")
 
 # Errors: one line on stderr starting with `ingot-opt: error:`, exit code 1.

@@ -28,7 +28,7 @@ readonly DATA_FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images
 # Libraries the GPU machine's own system provides (glibc) ...
 readonly SYSTEM_LIBS='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1)$'
 # ... and its CUDA install (dlopen'ed at run time; must never be bundled).
-readonly CUDA_LIBS='^lib(cuda|cudart|cublas|cublasLt|nccl|nvrtc)\.so'
+readonly CUDA_LIBS='^lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|nvrtc)\.so'
 
 build=1
 case "${1:-}" in

@@ -1,4 +1,6 @@
-// CublasLibrary: libcublas through dlopen, and a CudaBlas over one cuBLAS handle.
+// CublasLibrary: libcublas and libcublasLt through dlopen, and a CudaBlas over one cuBLAS handle
+// (plain and strided-batched GEMMs) and one cuBLASLt handle (GEMMs with a bias/relu epilogue).
+#include <cublasLt.h>
 #include <cublas_api.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -16,12 +18,29 @@ namespace ingot {
   X(cublasSetStream_v2)              \
   X(cublasSgemm_v2)                  \
   X(cublasDgemm_v2)                  \
+  X(cublasSgemmStridedBatched)       \
+  X(cublasDgemmStridedBatched)       \
   X(cublasGetStatusString)
 
-/// Function pointers to cuBLAS's entry points (all non-null once resolved).
+#define INGOT_CUBLASLT_ENTRY_POINTS(X) \
+  X(cublasLtCreate)                    \
+  X(cublasLtDestroy)                   \
+  X(cublasLtMatmulDescCreate)          \
+  X(cublasLtMatmulDescDestroy)         \
+  X(cublasLtMatmulDescSetAttribute)    \
+  X(cublasLtMatrixLayoutCreate)        \
+  X(cublasLtMatrixLayoutDestroy)       \
+  X(cublasLtMatmulPreferenceCreate)    \
+  X(cublasLtMatmulPreferenceDestroy)   \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)    \
+  X(cublasLtMatmul)
+
+/// Function pointers to cuBLAS's and cuBLASLt's entry points (all non-null once resolved).
 struct CublasLibrary::Api {
 #define INGOT_CUBLAS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
   INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_ENTRY)
+  INGOT_CUBLASLT_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_ENTRY)
 #undef INGOT_CUBLAS_DECLARE_ENTRY
 };
 
@@ -41,24 +60,61 @@ void check(const CublasLibrary::Api& api, cublasStatus_t status, std::string_vie
 }
 
 void check_int_range(const CudaBlasGemm& c) {
-  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc}) {
+  for (int64_t v : {c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch}) {
     if (v < 1 || v > 0x7fffffff) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cuBLAS GEMM: m = {}, n = {}, k = {}, lda = {}, ldb = {}, ldc = {} must be in "
-                              "[1, 2^31 - 1]",
-                              c.m, c.n, c.k, c.lda, c.ldb, c.ldc),
+                  fmt::format("cuBLAS GEMM: m = {}, n = {}, k = {}, lda = {}, ldb = {}, ldc = {}, batch = {} must be "
+                              "in [1, 2^31 - 1]",
+                              c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.batch),
                   "split the product; cuBLAS's 32-bit API takes int dimensions");
     }
   }
 }
 
-/// A cuBLAS handle of one device (see CublasLibrary::create).
+/// The cuBLASLt descriptors of one call, destroyed with it.
+struct LtDescriptors {
+  const CublasLibrary::Api& api;
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtDescriptors() {
+    for (cublasLtMatrixLayout_t l : {a, b, c}) {
+      if (l != nullptr) (void)api.cublasLtMatrixLayoutDestroy(l);
+    }
+    if (matmul != nullptr) (void)api.cublasLtMatmulDescDestroy(matmul);
+    if (preference != nullptr) (void)api.cublasLtMatmulPreferenceDestroy(preference);
+  }
+};
+
+/// The error of an epilogue GEMM cuBLASLt has no kernel for.
+[[noreturn]] void no_lt_kernel(const CudaBlasGemm& c, const std::string& what, std::string_view why) {
+  throw Error(ErrorCode::kUnimplemented,
+              fmt::format("cuBLASLt has no kernel for {} with the {} epilogue (trans_a = {}, trans_b = {}, "
+                          "alignments A {} B {} C {} bytes): {}",
+                          what, epilogue_name(c.epilogue), c.trans_a, c.trans_b, blas_alignment_bytes(c.a),
+                          blas_alignment_bytes(c.b), blas_alignment_bytes(c.c), why),
+              "compile with CudaCompileOptions::gemm_epilogues = false (the bias add stays a generated kernel)");
+}
+
+/// The cuBLASLt epilogue of `e` (cublasLt.h: BIAS adds the bias vector to every column of D,
+/// RELU_BIAS then applies max(x, 0)).
+cublasLtEpilogue_t lt_epilogue(CudaGemm::Epilogue e) {
+  return e == CudaGemm::Epilogue::kBiasRelu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+}
+
+/// A cuBLAS and a cuBLASLt handle of one device (see CublasLibrary::create).
 class CublasBlas final : public CudaBlas {
  public:
   /// `api` is copied: a usable cuBLAS is never unloaded, so its entry points stay valid.
   CublasBlas(const CublasLibrary::Api& api, CudaDevice& device) : api_(api), device_(device) {
     device_.make_current();
     check(api_, api_.cublasCreate_v2(&handle_), "cublasCreate", fmt::format("creating a cuBLAS handle on {}", device_.name()));
+    const cublasStatus_t lt = api_.cublasLtCreate(&lt_);
+    if (lt != CUBLAS_STATUS_SUCCESS) {
+      (void)api_.cublasDestroy_v2(handle_);
+      handle_ = nullptr;
+      check(api_, lt, "cublasLtCreate", fmt::format("creating a cuBLASLt handle on {}", device_.name()));
+    }
   }
   ~CublasBlas() override {
     if (handle_ == nullptr) return;
@@ -66,6 +122,7 @@ class CublasBlas final : public CudaBlas {
       device_.make_current();
     } catch (const Error&) {  // destroy regardless: the context is the device's primary one
     }
+    if (lt_ != nullptr) (void)api_.cublasLtDestroy(lt_);
     (void)api_.cublasDestroy_v2(handle_);
   }
   CublasBlas(const CublasBlas&) = delete;
@@ -76,11 +133,14 @@ class CublasBlas final : public CudaBlas {
                                          c.n, c.k, stream.name());
     check_int_range(c);
     device_.make_current();
+    if (c.epilogue != CudaGemm::Epilogue::kNone) return lt_matmul(c, stream, what);
     check(api_, api_.cublasSetStream_v2(handle_, stream.handle()), "cublasSetStream", what);
     const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     auto i = [](int64_t v) { return static_cast<int>(v); };
-    if (c.dtype == DType::kF32) {
+    if (c.batch > 1) {
+      strided_batched(c, ta, tb, what);
+    } else if (c.dtype == DType::kF32) {
       const float one = 1.0f, zero = 0.0f;
       check(api_,
             api_.cublasSgemm_v2(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<float>(c.a), i(c.lda),
@@ -99,6 +159,106 @@ class CublasBlas final : public CudaBlas {
   }
 
  private:
+  /// cublasLtMatmul with the bias (+ relu) epilogue, D = C in place, f32 with f32 compute, no
+  /// workspace, the algorithm cublasLtMatmulAlgoGetHeuristic picks for the operands' actual
+  /// alignments (its default preference assumes 256-byte aligned pointers, which views into a
+  /// buffer need not be).
+  void lt_matmul(const CudaBlasGemm& c, const CudaStream& stream, const std::string& what) {
+    if (c.bias % 16 != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLASLt GEMM epilogue {}: the bias at 0x{:x} is not 16-byte aligned", epilogue_name(c.epilogue),
+                              c.bias),
+                  "cuBLASLt's heuristic does not take the bias's alignment and its kernels may assume 16 bytes "
+                  "(validate_cuda_program requires a bias offset that is a multiple of 4 elements)");
+    }
+    if (c.dtype != DType::kF32 || c.batch != 1 || c.bias == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLASLt GEMM epilogue {}: needs an f32 GEMM of batch 1 and a bias, got {} batch {}",
+                              epilogue_name(c.epilogue), dtype_name(c.dtype), c.batch),
+                  "epilogues are folded into f32 GEMMs without batch only (validate_cuda_program)");
+    }
+    LtDescriptors d{api_};
+    const auto set = [&](cublasLtMatmulDescAttributes_t attribute, const void* value, size_t bytes) {
+      check(api_, api_.cublasLtMatmulDescSetAttribute(d.matmul, attribute, value, bytes),
+            "cublasLtMatmulDescSetAttribute", what);
+    };
+    check(api_, api_.cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+    const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasLtEpilogue_t epilogue = lt_epilogue(c.epilogue);
+    const void* bias = pointer<const float>(c.bias);
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+    set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    // Stored shapes (column-major): A is (m, k), or (k, m) when transposed; B (k, n) or (n, k).
+    const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+    check(api_, api_.cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, u(c.trans_a ? c.k : c.m), u(c.trans_a ? c.m : c.k), c.lda),
+          "cublasLtMatrixLayoutCreate", what);
+    check(api_, api_.cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, u(c.trans_b ? c.n : c.k), u(c.trans_b ? c.k : c.n), c.ldb),
+          "cublasLtMatrixLayoutCreate", what);
+    check(api_, api_.cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, u(c.m), u(c.n), c.ldc), "cublasLtMatrixLayoutCreate",
+          what);
+    const cublasLtMatmulAlgo_t algo = lt_algorithm(c, d, what);
+    const float one = 1.0f, zero = 0.0f;
+    const cublasStatus_t status =
+        api_.cublasLtMatmul(lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
+                            pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, &algo, nullptr, 0, stream.handle());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) no_lt_kernel(c, what, "cublasLtMatmul returned CUBLAS_STATUS_NOT_SUPPORTED");
+    check(api_, status, "cublasLtMatmul", what);
+  }
+
+  /// The heuristic's first algorithm for `d` with no workspace and the operands' alignments
+  /// (C is D: the same pointer).
+  cublasLtMatmulAlgo_t lt_algorithm(const CudaBlasGemm& c, LtDescriptors& d, const std::string& what) {
+    check(api_, api_.cublasLtMatmulPreferenceCreate(&d.preference), "cublasLtMatmulPreferenceCreate", what);
+    const auto set = [&](cublasLtMatmulPreferenceAttributes_t attribute, const void* value, size_t bytes) {
+      check(api_, api_.cublasLtMatmulPreferenceSetAttribute(d.preference, attribute, value, bytes),
+            "cublasLtMatmulPreferenceSetAttribute", what);
+    };
+    const uint64_t workspace = 0;
+    const uint32_t align_a = blas_alignment_bytes(c.a), align_b = blas_alignment_bytes(c.b);
+    const uint32_t align_c = blas_alignment_bytes(c.c);
+    set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c));
+    set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status =
+        api_.cublasLtMatmulAlgoGetHeuristic(lt_, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1, &result, &found);
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      no_lt_kernel(c, what, "cublasLtMatmulAlgoGetHeuristic found no algorithm");
+    }
+    check(api_, status, "cublasLtMatmulAlgoGetHeuristic", what);
+    return result.algo;
+  }
+
+  /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).
+  void strided_batched(const CudaBlasGemm& c, cublasOperation_t ta, cublasOperation_t tb, const std::string& what) {
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    auto s = [](int64_t v) { return static_cast<long long>(v); };
+    if (c.dtype == DType::kF32) {
+      const float one = 1.0f, zero = 0.0f;
+      check(api_,
+            api_.cublasSgemmStridedBatched(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<float>(c.a), i(c.lda),
+                                           s(c.stride_a), pointer<float>(c.b), i(c.ldb), s(c.stride_b), &zero,
+                                           pointer<float>(c.c), i(c.ldc), s(c.stride_c), i(c.batch)),
+            "cublasSgemmStridedBatched", what);
+    } else if (c.dtype == DType::kF64) {
+      const double one = 1.0, zero = 0.0;
+      check(api_,
+            api_.cublasDgemmStridedBatched(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, pointer<double>(c.a),
+                                           i(c.lda), s(c.stride_a), pointer<double>(c.b), i(c.ldb), s(c.stride_b),
+                                           &zero, pointer<double>(c.c), i(c.ldc), s(c.stride_c), i(c.batch)),
+            "cublasDgemmStridedBatched", what);
+    } else {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("cuBLAS GEMM: dtype {} is not f32 or f64", dtype_name(c.dtype)),
+                  "only f32 and f64 products become cuBLAS calls");
+    }
+  }
+
   template <typename T>
   static T* pointer(uint64_t address) {
     return reinterpret_cast<T*>(static_cast<uintptr_t>(address));
@@ -107,6 +267,7 @@ class CublasBlas final : public CudaBlas {
   CublasLibrary::Api api_;
   CudaDevice& device_;
   cublasHandle_t handle_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
 };
 
 }  // namespace
@@ -117,9 +278,10 @@ CublasLibrary::~CublasLibrary() {
   // A usable cuBLAS stays loaded (it registers exit handlers with the CUDA runtime, as libcuda
   // does); dlopen is reference counted.
   if (library_ != nullptr && !available_) dlclose(library_);
+  if (lt_library_ != nullptr && !available_) dlclose(lt_library_);
 }
 
-std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library) {
+std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, const std::string& lt_library) {
   std::shared_ptr<CublasLibrary> lib(new CublasLibrary());
   dlerror();
   lib->library_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -138,6 +300,22 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library) {
 #undef INGOT_CUBLAS_RESOLVE_ENTRY
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable cuBLAS: it lacks {}", library, fmt::join(missing, ", "));
+    return lib;
+  }
+  lib->lt_library_ = dlopen(lt_library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->lt_library_ == nullptr) {
+    const char* err = dlerror();
+    lib->reason_ = fmt::format("the cuBLASLt library {} could not be loaded: {}", lt_library,
+                               err != nullptr ? err : "unknown dlopen error");
+    return lib;
+  }
+#define INGOT_CUBLASLT_RESOLVE_ENTRY(name)                                             \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->lt_library_, #name)); \
+  if (api.name == nullptr) missing.push_back(#name);
+  INGOT_CUBLASLT_ENTRY_POINTS(INGOT_CUBLASLT_RESOLVE_ENTRY)
+#undef INGOT_CUBLASLT_RESOLVE_ENTRY
+  if (!missing.empty()) {
+    lib->reason_ = fmt::format("{} is not a usable cuBLASLt: it lacks {}", lt_library, fmt::join(missing, ", "));
     return lib;
   }
   lib->available_ = true;

@@ -123,6 +123,32 @@ void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& wher
   }
 }
 
+/// The bias view of a GEMM with an epilogue: n contiguous elements of the GEMM's dtype (f32, no
+/// batch: what cuBLASLt's epilogue path runs).
+void check_epilogue(const CudaProgram& p, const CudaGemm& g, const std::string& where) {
+  if (g.epilogue == CudaGemm::Epilogue::kNone) return;
+  const std::string what = fmt::format("{} (epilogue {})", where, epilogue_name(g.epilogue));
+  if (g.dtype != DType::kF32 || g.batched) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: epilogues run on f32 GEMMs without batch, not a {}{} GEMM", what, dtype_name(g.dtype),
+                     g.batched ? " batched" : ""));
+  }
+  check_view(p, g.bias, what + " bias");
+  if (g.bias.sizes != Shape{g.n} || g.bias.strides != Shape{1}) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: the bias {} is not {} contiguous elements (n)", what, view_name(g.bias), g.n));
+  }
+  const DType dt = p.buffers[static_cast<size_t>(g.bias.buffer)].dtype;
+  if (dt != g.dtype) {
+    fail(ErrorCode::kDTypeMismatch, fmt::format("{}: the bias's buffer {} has dtype {} but the GEMM is {}", what,
+                                                g.bias.buffer, dtype_name(dt), dtype_name(g.dtype)));
+  }
+  if (g.bias.offset % 4 != 0) {  // 16 bytes of f32 (cuBLASLt's bias kernels may assume it)
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: the bias starts at element {}, not a multiple of 4 (16 bytes)", what, g.bias.offset));
+  }
+}
+
 void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& where) {
   if (std::none_of(p.kernels.begin(), p.kernels.end(), [&](const CudaKernelImage& k) { return k.name == l.kernel; })) {
     fail(ErrorCode::kNotFound, fmt::format("{}: the program has no kernel '{}'", where, l.kernel));
@@ -287,6 +313,28 @@ std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(const CudaProgram
   return out;
 }
 
+namespace {
+
+/// The batch count and strides of the strided-batched call of a batched GEMM (column_major_gemm):
+/// the first operand of the column-major call is B, the second A.
+void set_batch_strides(const CudaGemm& g, CudaBlasGemm& call) {
+  if (g.batch < 1) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: batch = {} must be >= 1", g.batch));
+  }
+  for (const CudaKernelArg* v : {&g.a, &g.b, &g.c}) {
+    if (v->strides.size() != 3) {
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("column_major_gemm: a batched GEMM operand view has rank {}", v->strides.size()));
+    }
+  }
+  call.batch = g.batch;
+  call.stride_a = g.b.strides[0];
+  call.stride_b = g.a.strides[0];
+  call.stride_c = g.c.strides[0];
+}
+
+}  // namespace
+
 CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
   if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
     fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: dtype {} is not f32 or f64", dtype_name(g.dtype)));
@@ -314,6 +362,9 @@ CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buff
   call.ldb = g.trans_a ? g.m : g.k;
   call.c = operand(g.c, "C");
   call.ldc = g.n;
+  if (g.batched) set_batch_strides(g, call);
+  call.epilogue = g.epilogue;  // the bias runs along C^T's rows (n of them): cuBLASLt's layout
+  if (g.epilogue != CudaGemm::Epilogue::kNone) call.bias = operand(g.bias, "bias");
   return call;
 }
 
@@ -336,6 +387,20 @@ void check_donated(const CudaProgram& p) {
   }
 }
 
+uint32_t blas_alignment_bytes(uint64_t address) {
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
+  const CudaBlasGemm one = column_major_gemm(g, buffer_addresses);
+  if (one.batch == 1 || one.stride_c >= g.m * g.n) return {one};
+  std::vector<CudaBlasGemm> calls;  // overlapping C matrices: in order, one product at a time
+  for (const CudaGemm& e : g.batch_elements()) calls.push_back(column_major_gemm(e, buffer_addresses));
+  return calls;
+}
+
 void validate_cuda_program(const CudaProgram& program) {
   check_buffers(program);
   check_donated(program);
@@ -352,6 +417,7 @@ void validate_cuda_program(const CudaProgram& program) {
     if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
     else if (t.kind == CudaThunk::Kind::kConv) check_conv(program, t.conv, where + " (convolution)");
     else {
+      check_epilogue(program, t.gemm, where + " (GEMM)");
       for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
     }
   }
@@ -673,8 +739,8 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
       run_chosen_conv(conv++, t.conv, addresses);
     }
     else {
-      // A batched GEMM runs as one call per batch element (cublas?gemmStridedBatched would be one).
-      for (const CudaGemm& g : t.gemm.batch_elements()) blas_->gemm(column_major_gemm(g, addresses), device_.compute_stream());
+      // A batched GEMM is one strided-batched call (per element only when C matrices overlap).
+      for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, device_.compute_stream());
     }
   }
   return device_.compute_stream().record();

@@ -9,10 +9,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <filesystem>
 
 #include "fake_cuda_driver.h"
+#include "fake_cublas.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -266,6 +269,50 @@ TEST(CudaColumnMajorGemm, SwapsOperandsAndAddsOffsets) {
                ErrorCode::kInvalidArgument, {"f16 is not f32 or f64"});
 }
 
+TEST(CudaColumnMajorGemm, BatchedViewsBecomeOneStridedBatchedCall) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000};
+  // 3 products C[i] (2 x 5) = A[i] (2 x 3) B[i] (3 x 5); A's matrices 8 elements apart (padded),
+  // B's 15, C's 10; A starts at element 4, C at element 1.
+  CudaGemm g = gemm(DType::kF32, 2, 5, 3, false, false, memref(0, 4, {3, 2, 3}, {8, 3, 1}),
+                    memref(1, 0, {3, 3, 5}, {15, 5, 1}), memref(2, 1, {3, 2, 5}, {10, 5, 1}));
+  g.batched = true;
+  g.batch = 3;
+  const std::vector<CudaBlasGemm> calls = cuda_blas_calls(g, addr);
+  ASSERT_EQ(calls.size(), 1u);
+  const CudaBlasGemm& c = calls[0];
+  EXPECT_EQ(c.batch, 3);
+  EXPECT_EQ(c.stride_a, 15);  // the first column-major operand is B
+  EXPECT_EQ(c.stride_b, 8);
+  EXPECT_EQ(c.stride_c, 10);
+  EXPECT_EQ(c.m, 5);
+  EXPECT_EQ(c.n, 2);
+  EXPECT_EQ(c.k, 3);
+  EXPECT_EQ(c.a, 0x2000u);
+  EXPECT_EQ(c.lda, 5);
+  EXPECT_EQ(c.b, 0x1000u + 4 * 4);
+  EXPECT_EQ(c.ldb, 3);
+  EXPECT_EQ(c.c, 0x3000u + 1 * 4);
+  EXPECT_EQ(c.ldc, 5);
+  // A plain GEMM is one call of batch 1.
+  const CudaGemm plain = gemm(DType::kF32, 2, 5, 3, false, false, memref(0, 0, {2, 3}, {3, 1}),
+                              memref(1, 0, {3, 5}, {5, 1}), memref(2, 0, {2, 5}, {5, 1}));
+  EXPECT_EQ(cuda_blas_calls(plain, addr).at(0).batch, 1);
+  // C's matrices overlap (batch stride 0): one call per element, in order, each of batch 1.
+  g.c = memref(2, 1, {3, 2, 5}, {0, 5, 1});
+  const std::vector<CudaBlasGemm> serial = cuda_blas_calls(g, addr);
+  ASSERT_EQ(serial.size(), 3u);
+  EXPECT_EQ(serial[2].batch, 1);
+  EXPECT_EQ(serial[2].a, 0x2000u + 2 * 15 * 4);
+  EXPECT_EQ(serial[2].b, 0x1000u + (4 + 2 * 8) * 4);
+  EXPECT_EQ(serial[2].c, 0x3000u + 1 * 4);
+  g.c = memref(2, 1, {2, 5}, {5, 1});
+  expect_error([&] { column_major_gemm(g, addr); }, ErrorCode::kInvalidArgument,
+               {"a batched GEMM operand view has rank 2"});
+  g.c = memref(2, 1, {3, 2, 5}, {10, 5, 1});
+  g.batch = 0;
+  expect_error([&] { column_major_gemm(g, addr); }, ErrorCode::kInvalidArgument, {"batch = 0 must be >= 1"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Program validation
 
@@ -455,9 +502,16 @@ class HostBlas final : public CudaBlas {
  private:
   template <typename T>
   static void run(const CudaBlasGemm& c) {
-    const T* a = at<T>(c.a);
-    const T* b = at<T>(c.b);
-    T* out = at<T>(c.c);
+    for (int64_t p = 0; p < c.batch; ++p) run_one<T>(c, p);
+  }
+
+  /// Product `p` of a strided-batched call, then the epilogue as cuBLASLt defines it (cublasLt.h:
+  /// the bias, one element per row of the column-major D, added to every column; then max(x, 0)).
+  template <typename T>
+  static void run_one(const CudaBlasGemm& c, int64_t p) {
+    const T* a = at<T>(c.a) + p * c.stride_a;
+    const T* b = at<T>(c.b) + p * c.stride_b;
+    T* out = at<T>(c.c) + p * c.stride_c;
     for (int64_t j = 0; j < c.n; ++j) {
       for (int64_t i = 0; i < c.m; ++i) {
         T sum = 0;
@@ -466,6 +520,8 @@ class HostBlas final : public CudaBlas {
           const T bv = c.trans_b ? b[j + l * c.ldb] : b[l + j * c.ldb];
           sum += av * bv;
         }
+        if (c.epilogue != CudaGemm::Epilogue::kNone) sum += at<T>(c.bias)[i];
+        if (c.epilogue == CudaGemm::Epilogue::kBiasRelu) sum = std::max(sum, T{0});
         out[i + j * c.ldc] = sum;
       }
     }
@@ -555,7 +611,7 @@ TEST(CudaExecutableFake, GemmProgramMatchesHostMatmul) {
   EXPECT_EQ(fake.state().launches.size(), 1u);
 }
 
-TEST(CudaExecutableFake, BatchedGemmRunsOneProductPerBatchElement) {
+TEST(CudaExecutableFake, BatchedGemmIsOneStridedBatchedCall) {
   // Input 0 A (3, 2, 4) used transposed per batch element (op(A[i]) = A[i]^T (4, 2)... as (k, m)
   // storage: m = 4, k = 2), input 1 B (3, 2, 5), output C (3, 4, 5) = A[i]^T B[i].
   const int64_t batch = 3, m = 4, n = 5, k = 2;
@@ -589,8 +645,10 @@ TEST(CudaExecutableFake, BatchedGemmRunsOneProductPerBatchElement) {
           << "batch " << i << " element " << j;
     }
   }
-  ASSERT_EQ(blas->calls.size(), 3u);
-  EXPECT_EQ(blas->calls[2].c, address(out) + 2 * m * n * 4);  // batch element 2's C
+  ASSERT_EQ(blas->calls.size(), 1u);  // one cublasSgemmStridedBatched
+  EXPECT_EQ(blas->calls[0].batch, batch);
+  EXPECT_EQ(blas->calls[0].stride_c, m * n);
+  EXPECT_EQ(blas->calls[0].c, address(out));
 }
 
 TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {
@@ -628,6 +686,112 @@ TEST(CudaExecutableFake, F64GemmAndBadGemmOperands) {
                {"operand B: buffer 1 has dtype f32 but the GEMM is f64"});
 }
 
+/// x (m, k) . W (k, n) + b (n), then relu when `relu`: a one-GEMM program with an epilogue, the
+/// output a view at element 3 of a larger output buffer.
+CudaProgram dense_program(int64_t m, int64_t n, int64_t k, CudaGemm::Epilogue epilogue) {
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {m, k}), buffer(CudaBuffer::Kind::kInput, 1, {k, n}),
+               buffer(CudaBuffer::Kind::kInput, 2, {n}), buffer(CudaBuffer::Kind::kOutput, 0, {m * n + 3})};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kGemm;
+  t.gemm = gemm(DType::kF32, m, n, k, false, false, memref(0, 0, {m, k}, {k, 1}), memref(1, 0, {k, n}, {n, 1}),
+                memref(3, 3, {m, n}, {n, 1}));
+  t.gemm.epilogue = epilogue;
+  t.gemm.bias = memref(2, 0, {n}, {1});
+  p.thunks = {t};
+  p.input_types = {{{m, k}, DType::kF32}, {{k, n}, DType::kF32}, {{n}, DType::kF32}};
+  p.output_types = {{{m * n + 3}, DType::kF32}};
+  return p;
+}
+
+TEST(CudaColumnMajorGemm, TheEpiloguesBiasIsAPointerAlongTheColumnMajorRows) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000, 0x4000};
+  CudaGemm g = dense_program(4, 5, 3, CudaGemm::Epilogue::kBiasRelu).thunks[0].gemm;
+  g.bias.offset = 2;
+  const CudaBlasGemm c = column_major_gemm(g, addr);
+  EXPECT_EQ(c.epilogue, CudaGemm::Epilogue::kBiasRelu);
+  EXPECT_EQ(c.bias, 0x3000u + 2 * 4);
+  EXPECT_EQ(c.m, 5);  // the bias's length: the rows of the column-major C^T
+  EXPECT_EQ(column_major_gemm(dense_program(4, 5, 3, CudaGemm::Epilogue::kNone).thunks[0].gemm, addr).bias, 0u);
+}
+
+TEST(CudaColumnMajorGemm, AlignmentsAsCublasLtPreferencesTakeThem) {
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000), 256u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 4 * 3), 4u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 4 * 4), 16u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 128), 128u);
+  EXPECT_EQ(blas_alignment_bytes(0x7f0000001000 + 8 * 3), 8u);
+  EXPECT_EQ(blas_alignment_bytes(1), 1u);
+  EXPECT_EQ(blas_alignment_bytes(0), 256u);
+}
+
+TEST(CudaExecutableFake, BiasAndBiasReluEpiloguesMatchTheHostDenseLayer) {
+  const int64_t m = 4, n = 5, k = 3;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  const std::vector<double> x = iota(m * k, 0.5, -2.5), w = iota(k * n, -0.25, 1.0), b = iota(n, 0.75, -1.5);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::from_doubles(b, {n}, DType::kF32));
+  const std::vector<double> product = matmul(x, w, m, n, k, false, false);
+  for (const CudaGemm::Epilogue e : {CudaGemm::Epilogue::kBias, CudaGemm::Epilogue::kBiasRelu}) {
+    SCOPED_TRACE(epilogue_name(e));
+    auto blas = std::make_shared<HostBlas>();
+    auto exe = CudaExecutable::create(dense_program(m, n, k, e), *dev, blas);
+    const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kF32));
+    const std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+    int64_t clamped = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      double want = product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)];
+      if (e == CudaGemm::Epilogue::kBiasRelu && want < 0) {
+        want = 0;
+        ++clamped;
+      }
+      EXPECT_NEAR(got[static_cast<size_t>(i + 3)], want, 1e-5 * (1 + std::abs(want))) << "element " << i;
+    }
+    EXPECT_EQ(got[2], 7.0f);  // before the view: untouched
+    if (e == CudaGemm::Epilogue::kBiasRelu) {
+      EXPECT_GT(clamped, 0);  // the data exercises the relu
+    }
+    ASSERT_EQ(blas->calls.size(), 1u);
+    EXPECT_EQ(blas->calls[0].bias, address(db));
+  }
+}
+
+TEST(CudaProgramValidation, AnEpiloguesBiasIsNContiguousF32) {
+  const int64_t m = 4, n = 5, k = 3;
+  EXPECT_NO_THROW(validate_cuda_program(dense_program(m, n, k, CudaGemm::Epilogue::kBias)));
+  CudaProgram p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.bias = memref(2, 0, {n - 1}, {1});
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"thunk 0 (GEMM) (epilogue bias)", "is not 5 contiguous elements (n)"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBiasRelu);
+  p.thunks[0].gemm.bias = memref(2, 1, {n}, {1});  // elements 1..5 of 5
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange, {"bias", "reaches element 5"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.bias = memref(9, 0, {n}, {1});
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kOutOfRange, {"bias: buffer index 9"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.buffers[2].dtype = DType::kI32;
+  p.input_types[2].second = DType::kI32;
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kDTypeMismatch,
+               {"the bias's buffer 2 has dtype i32 but the GEMM is f32"});
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.buffers[2] = buffer(CudaBuffer::Kind::kInput, 2, {n + 2});
+  p.input_types[2].first = {n + 2};
+  p.thunks[0].gemm.bias = memref(2, 2, {n}, {1});  // 8 bytes into a buffer: cuBLASLt wants 16
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"the bias starts at element 2, not a multiple of 4 (16 bytes)"});
+  p.thunks[0].gemm.bias = memref(2, 0, {n}, {1});
+  EXPECT_NO_THROW(validate_cuda_program(p));
+  p = dense_program(m, n, k, CudaGemm::Epilogue::kBias);
+  p.thunks[0].gemm.batched = true;
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"epilogues run on f32 GEMMs without batch, not a f32 batched GEMM"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // cuBLAS through dlopen
 
@@ -646,6 +810,176 @@ TEST(CublasLibrary, MissingOrWrongLibraryIsUnavailableWithReason) {
   expect_error([&] { missing->create(*dev); }, ErrorCode::kFailedPrecondition,
                {"cannot run GEMMs on cuda:0", "could not be loaded", "LD_LIBRARY_PATH"});
 }
+
+TEST(CublasLibrary, AMissingOrWrongCublasLtIsUnavailableWithReason) {
+  const std::string path = "/usr/local/cuda/lib64/libcublas.so.13";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not installed on this machine";
+  auto missing = CublasLibrary::load(path, "libingot_no_such_cublasLt.so.13");
+  EXPECT_FALSE(missing->available());
+  EXPECT_NE(missing->unavailable_reason().find("cuBLASLt library libingot_no_such_cublasLt.so.13 could not be loaded"),
+            std::string::npos)
+      << missing->unavailable_reason();
+  auto wrong = CublasLibrary::load(path, "libm.so.6");
+  EXPECT_FALSE(wrong->available());
+  EXPECT_NE(wrong->unavailable_reason().find("libm.so.6 is not a usable cuBLASLt: it lacks cublasLtCreate"),
+            std::string::npos)
+      << wrong->unavailable_reason();
+}
+
+#if defined(INGOT_FAKE_CUBLAS)
+/// cuBLAS's CudaBlas (CublasLibrary::create) on the fake driver, with the fake cuBLAS + cuBLASLt
+/// module (fake_cublas.cpp) loaded for both libraries: the real call sequences -- plain,
+/// strided-batched, and cuBLASLt matmuls with descriptors, layouts, heuristic and epilogue --
+/// against host results. The fake checks the layouts agree with the transposes and that the
+/// heuristic's algorithm is used; it runs each call when made (the test waits for its uploads).
+class FakeCublas : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    library_ = CublasLibrary::load(INGOT_FAKE_CUBLAS, INGOT_FAKE_CUBLAS);
+    ASSERT_TRUE(library_->available()) << library_->unavailable_reason();
+    module_ = dlopen(INGOT_FAKE_CUBLAS, RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(module_, nullptr);
+    log_ = reinterpret_cast<const FakeCublasLog* (*)()>(dlsym(module_, "ingot_fake_cublas_log"))();
+    reinterpret_cast<void (*)()>(dlsym(module_, "ingot_fake_cublas_reset_log"))();
+  }
+  void TearDown() override {
+    if (module_ != nullptr) dlclose(module_);  // the reference taken by RTLD_NOLOAD
+  }
+
+  std::shared_ptr<CublasLibrary> library_;
+  void* module_ = nullptr;
+  const FakeCublasLog* log_ = nullptr;
+};
+
+TEST_F(FakeCublas, EpilogueGemmsAreCublasLtMatmulsWithTheHeuristicsAlgorithm) {
+  const int64_t m = 6, n = 5, k = 4;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  const std::vector<double> x = iota(m * k, 0.5, -3.0), w = iota(k * n, -0.25, 1.0), b = iota(n, 0.75, -1.5);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::from_doubles(b, {n}, DType::kF32));
+  const std::vector<double> product = matmul(x, w, m, n, k, false, false);
+  int64_t runs = 0;
+  for (const CudaGemm::Epilogue e : {CudaGemm::Epilogue::kBias, CudaGemm::Epilogue::kBiasRelu}) {
+    SCOPED_TRACE(epilogue_name(e));
+    auto exe = CudaExecutable::create(dense_program(m, n, k, e), *dev, blas);
+    const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kF32));
+    const std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    ++runs;
+    const std::vector<float> got = to_host(*dev, out).to_vector<float>();
+    int64_t clamped = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      double want = product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)];
+      if (e == CudaGemm::Epilogue::kBiasRelu && want < 0) {
+        want = 0;
+        ++clamped;
+      }
+      EXPECT_NEAR(got[static_cast<size_t>(i + 3)], want, 1e-5 * (1 + std::abs(want))) << "element " << i;
+    }
+    EXPECT_EQ(got[2], 7.0f);
+    if (e == CudaGemm::Epilogue::kBiasRelu) {
+      EXPECT_GT(clamped, 0);
+    }
+    EXPECT_EQ(log_->lt_matmul_calls, runs);
+    EXPECT_EQ(log_->gemm_calls, 0);
+    EXPECT_EQ(log_->last_epilogue, static_cast<uint32_t>(e == CudaGemm::Epilogue::kBias ? 4 : 6));  // BIAS, RELU_BIAS
+    // The column-major call's A is the row-major B (w), its B is x; C = D is 3 elements into `out`.
+    EXPECT_EQ(log_->last_alignment[0], blas_alignment_bytes(address(dw)));
+    EXPECT_EQ(log_->last_alignment[1], blas_alignment_bytes(address(dx)));
+    EXPECT_EQ(log_->last_alignment[2], 4u);
+    EXPECT_EQ(log_->last_alignment[3], 4u);
+    EXPECT_EQ(log_->last_workspace, 0u);
+  }
+}
+
+TEST_F(FakeCublas, TransposedEpilogueGemmsAndNoAlgorithmIsANamedError) {
+  // C (m, n) = x^T W^T + b with x stored (k, m) and W stored (n, k), relu.
+  const int64_t m = 5, n = 3, k = 4;
+  CudaProgram p = dense_program(m, n, k, CudaGemm::Epilogue::kBiasRelu);
+  p.buffers[0] = buffer(CudaBuffer::Kind::kInput, 0, {k, m});
+  p.buffers[1] = buffer(CudaBuffer::Kind::kInput, 1, {n, k});
+  p.input_types[0].first = {k, m};
+  p.input_types[1].first = {n, k};
+  p.thunks[0].gemm.trans_a = p.thunks[0].gemm.trans_b = true;
+  p.thunks[0].gemm.a = memref(0, 0, {k, m}, {m, 1});
+  p.thunks[0].gemm.b = memref(1, 0, {n, k}, {k, 1});
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  auto exe = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> x = iota(k * m, 0.5, -4.0), w = iota(n * k, -0.25, 1.0), b = iota(n, 0.5, -0.5);
+  const std::vector<Array> inputs = {to_device(*dev, Array::from_doubles(x, {k, m}, DType::kF32)),
+                                     to_device(*dev, Array::from_doubles(w, {n, k}, DType::kF32)),
+                                     to_device(*dev, Array::from_doubles(b, {n}, DType::kF32))};
+  const Array out = to_device(*dev, Array::zeros({m * n + 3}, DType::kF32));
+  const std::vector<Array> outputs = {out};
+  exe->run(inputs, outputs)->wait();
+  const std::vector<double> product = matmul(x, w, m, n, k, true, true);
+  std::vector<double> want(3, 0.0);
+  for (int64_t i = 0; i < m * n; ++i) want.push_back(std::max(0.0, product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)]));
+  testing::expect_values(to_host(*dev, out), want, 1e-5);
+  EXPECT_EQ(log_->lt_matmul_calls, 1);
+  // A configuration cuBLASLt has no kernel for: kUnimplemented naming the switch, nothing run.
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_no_algorithm"))(true);
+  expect_error([&] { exe->run(inputs, outputs); }, ErrorCode::kUnimplemented,
+               {"cuBLASLt has no kernel for", "bias_relu epilogue", "trans_a = true", "found no algorithm",
+                "CudaCompileOptions::gemm_epilogues = false"});
+  EXPECT_EQ(log_->lt_matmul_calls, 1);
+}
+
+TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
+  const int64_t m = 3, n = 4, k = 5, batch = 3;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  // Plain: the dense program without an epilogue (one cublasSgemm_v2).
+  const std::vector<double> x = iota(m * k, 0.5, -2.0), w = iota(k * n, -0.25, 1.0);
+  auto plain = CudaExecutable::create(dense_program(m, n, k, CudaGemm::Epilogue::kNone), *dev, blas);
+  const Array dx = to_device(*dev, Array::from_doubles(x, {m, k}, DType::kF32));
+  const Array dw = to_device(*dev, Array::from_doubles(w, {k, n}, DType::kF32));
+  const Array db = to_device(*dev, Array::zeros({n}, DType::kF32));
+  const Array out = to_device(*dev, Array::zeros({m * n + 3}, DType::kF32));
+  std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
+  plain->run(inputs, outputs)->wait();
+  const std::vector<double> c = matmul(x, w, m, n, k, false, false);
+  testing::expect_values(to_host(*dev, out), [&] {
+    std::vector<double> v(3, 0.0);
+    v.insert(v.end(), c.begin(), c.end());
+    return v;
+  }(), 1e-5);
+  EXPECT_EQ(log_->gemm_calls, 1);
+  // Strided-batched: C[i] (m, n) = A[i]^T B[i], A stored (batch, k, m).
+  CudaProgram p;
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {batch, k, m}), buffer(CudaBuffer::Kind::kInput, 1, {batch, k, n}),
+               buffer(CudaBuffer::Kind::kOutput, 0, {batch, m, n})};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kGemm;
+  t.gemm = gemm(DType::kF32, m, n, k, true, false, memref(0, 0, {batch, k, m}, {k * m, m, 1}),
+                memref(1, 0, {batch, k, n}, {k * n, n, 1}), memref(2, 0, {batch, m, n}, {m * n, n, 1}));
+  t.gemm.batched = true;
+  t.gemm.batch = batch;
+  p.thunks = {t};
+  p.input_types = {{{batch, k, m}, DType::kF32}, {{batch, k, n}, DType::kF32}};
+  p.output_types = {{{batch, m, n}, DType::kF32}};
+  auto batched = CudaExecutable::create(p, *dev, blas);
+  const std::vector<double> a = iota(batch * k * m, 0.5, -2.0), bb = iota(batch * k * n, -0.25, 1.5);
+  inputs = {to_device(*dev, Array::from_doubles(a, {batch, k, m}, DType::kF32)),
+            to_device(*dev, Array::from_doubles(bb, {batch, k, n}, DType::kF32))};
+  const std::vector<Array> got = batched->run(inputs);
+  std::vector<double> want;
+  for (int64_t i = 0; i < batch; ++i) {
+    const std::vector<double> ci = matmul(slice(a, i * k * m, k * m), slice(bb, i * k * n, k * n), m, n, k, true, false);
+    want.insert(want.end(), ci.begin(), ci.end());
+  }
+  testing::expect_values(to_host(*dev, got[0]), want, 1e-5);
+  EXPECT_EQ(log_->strided_calls, 1);
+  EXPECT_EQ(log_->last_batch, batch);
+  EXPECT_EQ(log_->gemm_calls, 1);  // still only the plain one
+}
+#endif  // INGOT_FAKE_CUBLAS
 
 TEST(CublasLibrary, TheToolkitsCublasHasEveryEntryPoint) {
   // The soname of CUDA 13's cuBLAS, by path (this machine's loader may not search lib64).

@@ -45,6 +45,9 @@ constexpr llvm::StringLiteral kGemmFunction = "ingot_cuda_gemm_";
 constexpr llvm::StringLiteral kBatchedGemmFunction = "ingot_cuda_gemm_batched_";
 /// The convolution calls the host plan turns into convolution thunks (LoweringOptions::conv_function).
 constexpr llvm::StringLiteral kConvFunction = "ingot_cuda_conv_";
+/// GEMMs with a bias operand (ingot-cuda-gemm-epilogues): (A, B, bias, C, trans_a, trans_b).
+constexpr llvm::StringLiteral kBiasGemmFunction = "ingot_cuda_gemm_bias_";
+constexpr llvm::StringLiteral kBiasReluGemmFunction = "ingot_cuda_gemm_bias_relu_";
 
 constexpr const char* kDumpHint = "set CudaCompileOptions::dump_dir to see the IR after each stage";
 
@@ -233,17 +236,28 @@ class PlanBuilder {
     return *c;
   }
 
+  /// The epilogue of a GEMM call, by its callee's name.
+  static CudaGemm::Epilogue epilogue_of(mlir::func::CallOp call) {
+    if (call.getCallee().starts_with(kBiasReluGemmFunction)) return CudaGemm::Epilogue::kBiasRelu;
+    return call.getCallee().starts_with(kBiasGemmFunction) ? CudaGemm::Epilogue::kBias : CudaGemm::Epilogue::kNone;
+  }
+
   CudaGemm gemm_of(mlir::func::CallOp call) {
-    if (call.getNumOperands() != 5) unsupported(*call, "is not a GEMM call (A, B, C, trans_a, trans_b)");
     CudaGemm g;
+    g.epilogue = epilogue_of(call);
+    const unsigned bias = g.epilogue == CudaGemm::Epilogue::kNone ? 0 : 1;  // the bias operand precedes C
+    if (call.getNumOperands() != 5 + bias) {
+      unsupported(*call, bias ? "is not a GEMM call (A, B, bias, C, trans_a, trans_b)" : "is not a GEMM call (A, B, C, trans_a, trans_b)");
+    }
     const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
     if (!dt || (*dt != DType::kF32 && *dt != DType::kF64)) unsupported(*call, "is a GEMM of an unsupported dtype");
     g.dtype = *dt;
     g.a = arg_of(*call, call.getOperand(0));
     g.b = arg_of(*call, call.getOperand(1));
-    g.c = arg_of(*call, call.getOperand(2));
-    g.trans_a = constant_index(*call, call.getOperand(3), "transpose flag") != 0;
-    g.trans_b = constant_index(*call, call.getOperand(4), "transpose flag") != 0;
+    if (bias) g.bias = arg_of(*call, call.getOperand(2));
+    g.c = arg_of(*call, call.getOperand(2 + bias));
+    g.trans_a = constant_index(*call, call.getOperand(3 + bias), "transpose flag") != 0;
+    g.trans_b = constant_index(*call, call.getOperand(4 + bias), "transpose flag") != 0;
     g.batched = call.getCallee().starts_with(kBatchedGemmFunction);
     const size_t rank = g.batched ? 3 : 2, r = rank - 2;  // r: the first matrix dim
     for (const CudaKernelArg* a : {&g.a, &g.b, &g.c}) {
@@ -423,6 +437,8 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
                           o.libdevice);
   }
   std::vector<PipelineStage> stages = default_tensor_stages();
+  // Bias adds (and relus) folded into cuBLAS GEMM calls as cuBLASLt epilogues, before fusion.
+  if (o.gemm_epilogues) stages.insert(stages.begin() + 1, {"gemm-epilogues", "ingot-cuda-gemm-epilogues,canonicalize,cse"});
   stages.back().pipeline += ",func.func(ingot-copies-to-linalg)";  // copies become kernels too
   const std::vector<PipelineStage> back = {
       // Long reductions become one block per output element (gpu.all_reduce: warp shuffles and

@@ -8,6 +8,7 @@
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -22,6 +24,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace ingot::codegen {
 
@@ -401,9 +405,233 @@ class GpuBlockReductionsPass
                               llvm::cl::init(64)};
 };
 
+// ---------------------------------------------------------------------------------------------
+// ingot-cuda-gemm-epilogues
+
+/// The op computing the value a linalg.generic's body yields (its only result), or null.
+mlir::Operation* yielded_op(mlir::linalg::GenericOp g) {
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  return yield.getNumOperands() == 1 ? yield.getOperand(0).getDefiningOp() : nullptr;
+}
+
+/// Whether `v` is block argument `index` of `g`'s body.
+bool is_body_arg(mlir::Value v, mlir::linalg::GenericOp g, unsigned index) {
+  auto arg = mlir::dyn_cast<mlir::BlockArgument>(v);
+  return arg && arg.getOwner() == g.getBody() && arg.getArgNumber() == index;
+}
+
+/// An elementwise generic on tensors of rank `rank`: `inputs` inputs, one init, identity maps,
+/// parallel loops.
+mlir::linalg::GenericOp elementwise(mlir::Operation* op, unsigned inputs, unsigned rank) {
+  auto g = mlir::dyn_cast_or_null<mlir::linalg::GenericOp>(op);
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != inputs || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != rank || g.getNumParallelLoops() != rank) {
+    return {};
+  }
+  for (mlir::AffineMap m : g.getIndexingMapsArray()) {
+    if (!m.isIdentity()) return {};
+  }
+  return g;
+}
+
+/// The rank-1 tensor `v` broadcasts along the last dim of a tensor of rank `rank` (a generic
+/// yielding its one input through the map (d0, ..., d_{rank-1}) -> (d_{rank-1})), or null.
+mlir::Value row_broadcast_source(mlir::Value v, unsigned rank) {
+  auto g = v.getDefiningOp<mlir::linalg::GenericOp>();
+  if (!g || !g.hasPureTensorSemantics() || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != rank || g.getNumParallelLoops() != rank) {
+    return {};
+  }
+  const llvm::SmallVector<mlir::AffineMap> maps = g.getIndexingMapsArray();
+  mlir::MLIRContext* ctx = g.getContext();
+  const mlir::AffineMap row = mlir::AffineMap::get(rank, 0, {mlir::getAffineDimExpr(rank - 1, ctx)}, ctx);
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  if (maps[0] != row || !maps[1].isIdentity() || !is_body_arg(yield.getOperand(0), g, 0)) return {};
+  return g.getDpsInputs()[0];
+}
+
+/// Whether `attr` is a splat of +0.0.
+bool is_positive_zero_splat(mlir::Attribute attr) {
+  auto dense = mlir::dyn_cast_or_null<mlir::DenseFPElementsAttr>(attr);
+  return dense && dense.isSplat() && dense.getSplatValue<llvm::APFloat>().isPosZero();
+}
+
+/// Whether `v` is a tensor of +0.0: a splat constant, or a scalar +0.0 broadcast by a generic.
+bool is_zero_tensor(mlir::Value v) {
+  if (auto c = v.getDefiningOp<mlir::arith::ConstantOp>()) return is_positive_zero_splat(c.getValue());
+  auto g = v.getDefiningOp<mlir::linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1) return false;
+  auto yield = mlir::cast<mlir::linalg::YieldOp>(g.getBody()->getTerminator());
+  if (!is_body_arg(yield.getOperand(0), g, 0)) return false;
+  auto c = g.getDpsInputs()[0].getDefiningOp<mlir::arith::ConstantOp>();
+  return c && is_positive_zero_splat(c.getValue());
+}
+
+/// ingot's relu on `x` (trace/ops.cpp: select(x <= 0, 0, x), so relu(NaN) = NaN): the select
+/// generic when `x`'s only users are the compare and the select; null otherwise. The mask may
+/// have other users (in training the backward pass reads it): fold_epilogue then computes it from
+/// the relu's output.
+mlir::linalg::GenericOp relu_of(mlir::Value x) {
+  const auto rank = static_cast<unsigned>(mlir::cast<mlir::RankedTensorType>(x.getType()).getRank());
+  mlir::linalg::GenericOp cmp, sel;
+  for (mlir::Operation* user : x.getUsers()) {
+    mlir::linalg::GenericOp g = elementwise(user, user->getNumOperands() == 3 ? 2 : 3, rank);
+    if (!g) return {};
+    (g.getNumDpsInputs() == 2 ? cmp : sel) = g;
+  }
+  if (!cmp || !sel || std::distance(x.getUsers().begin(), x.getUsers().end()) != 2) return {};
+  auto ext = mlir::dyn_cast_or_null<mlir::arith::ExtUIOp>(yielded_op(cmp));
+  auto f = ext ? ext.getIn().getDefiningOp<mlir::arith::CmpFOp>() : nullptr;
+  if (!f || f.getPredicate() != mlir::arith::CmpFPredicate::OLE || !is_body_arg(f.getLhs(), cmp, 0) ||
+      !is_body_arg(f.getRhs(), cmp, 1) || cmp.getDpsInputs()[0] != x || !is_zero_tensor(cmp.getDpsInputs()[1])) {
+    return {};
+  }
+  auto s = mlir::dyn_cast_or_null<mlir::arith::SelectOp>(yielded_op(sel));
+  const mlir::Value mask = cmp->getResult(0);
+  if (!s || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) ||
+      sel.getDpsInputs()[2] != x || !is_body_arg(s.getTrueValue(), sel, 1) || !is_body_arg(s.getFalseValue(), sel, 2)) {
+    return {};
+  }
+  auto t = s.getCondition().getDefiningOp<mlir::arith::TruncIOp>();
+  if (!t || !is_body_arg(t.getIn(), sel, 0)) return {};
+  return sel;
+}
+
+/// One foldable GEMM: the call, the tensor of its result and that tensor as the add reads it (the
+/// same, or its expand_shape back to the Dense layer's (batch, ..., units)), the bias add, the
+/// bias (rank 1) and the relu's select (null when only the bias folds).
+struct EpilogueMatch {
+  mlir::func::CallOp call;
+  mlir::bufferization::ToTensorOp product;
+  mlir::Value value;
+  mlir::linalg::GenericOp add;
+  mlir::Value bias;
+  mlir::linalg::GenericOp relu;
+};
+
+/// The product as the bias add reads it: `t` itself, or its only user when that is an expand_shape
+/// keeping the last dim (the columns) as its own group; null when it has other uses.
+mlir::Value as_read(mlir::Value t) {
+  if (!t.hasOneUse()) return {};
+  auto expand = mlir::dyn_cast<mlir::tensor::ExpandShapeOp>(*t.getUsers().begin());
+  if (!expand) return t;
+  const llvm::SmallVector<mlir::ReassociationIndices> groups = expand.getReassociationIndices();
+  const auto last = static_cast<int64_t>(expand.getResultType().getRank()) - 1;
+  if (groups.back().size() != 1 || groups.back()[0] != last || !expand.getResult().hasOneUse()) return {};
+  return expand.getResult();
+}
+
+/// `call` (an f32 `ingot_cuda_gemm_f32`) when its result's only use is an add of a bias broadcast
+/// along the rows (the last dim), the bias defined before the call.
+std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
+  if (call.getCallee() != "ingot_cuda_gemm_f32" || call.getNumOperands() != 5) return std::nullopt;
+  auto cast = call.getOperand(2).getDefiningOp<mlir::memref::CastOp>();
+  auto alloc = cast ? cast.getSource().getDefiningOp<mlir::memref::AllocOp>() : nullptr;
+  if (!alloc) return std::nullopt;
+  // C is written by the call and read once, as a tensor: nothing else sees the product before the
+  // bias is added.
+  mlir::bufferization::ToTensorOp product;
+  for (mlir::Operation* user : alloc->getUsers()) {
+    if (auto t = mlir::dyn_cast<mlir::bufferization::ToTensorOp>(user)) {
+      if (product) return std::nullopt;
+      product = t;
+    } else if (user != cast.getOperation() || !cast->hasOneUse()) {
+      return std::nullopt;
+    }
+  }
+  const mlir::Value value = product ? as_read(product->getResult(0)) : mlir::Value();
+  if (!value) return std::nullopt;
+  const auto rank = static_cast<unsigned>(mlir::cast<mlir::RankedTensorType>(value.getType()).getRank());
+  mlir::linalg::GenericOp add = elementwise(*value.getUsers().begin(), 2, rank);
+  auto f = mlir::dyn_cast_or_null<mlir::arith::AddFOp>(add ? yielded_op(add) : nullptr);
+  if (!f || !((is_body_arg(f.getLhs(), add, 0) && is_body_arg(f.getRhs(), add, 1)) ||
+              (is_body_arg(f.getLhs(), add, 1) && is_body_arg(f.getRhs(), add, 0)))) {
+    return std::nullopt;
+  }
+  const unsigned other = add.getDpsInputs()[0] == value ? 1 : 0;
+  const mlir::Value bias = row_broadcast_source(add.getDpsInputs()[other], rank);
+  if (!bias) return std::nullopt;
+  if (mlir::Operation* def = bias.getDefiningOp(); def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
+    return std::nullopt;  // the bias is computed after the product: it cannot be an operand of the call
+  }
+  // A whole buffer (a parameter, a constant, a computed tensor), never a slice: cuBLASLt wants
+  // the bias 16-byte aligned, and buffers start 256-byte aligned (validate_cuda_program checks).
+  if (mlir::Operation* def = bias.getDefiningOp(); def && !mlir::isa<mlir::linalg::LinalgOp, mlir::arith::ConstantOp>(def)) {
+    return std::nullopt;
+  }
+  return EpilogueMatch{call, product, value, add, bias, relu_of(add->getResult(0))};
+}
+
+/// Replaces the call by `ingot_cuda_gemm_bias[_relu]_f32(A, B, bias, C, trans_a, trans_b)` and the
+/// add (and relu) by the product as the add read it.
+void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
+  mlir::OpBuilder b(m.call);
+  const mlir::Location loc = m.call.getLoc();
+  auto bias_type = mlir::cast<mlir::RankedTensorType>(m.bias.getType());
+  auto buffer = mlir::bufferization::ToBufferOp::create(
+      b, loc, mlir::MemRefType::get(bias_type.getShape(), bias_type.getElementType()), m.bias, /*read_only=*/true);
+  buffer->setAttr("ingot.read", b.getStringAttr(llvm::formatv("bias{0}", index).str()));  // distinct reads stay distinct
+  auto dynamic = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, bias_type.getElementType());
+  mlir::Value bias = mlir::memref::CastOp::create(b, loc, dynamic, buffer.getResult());
+  const std::string name = m.relu ? "ingot_cuda_gemm_bias_relu_f32" : "ingot_cuda_gemm_bias_f32";
+  llvm::SmallVector<mlir::Value> operands = {m.call.getOperand(0), m.call.getOperand(1), bias, m.call.getOperand(2),
+                                             m.call.getOperand(3), m.call.getOperand(4)};
+  if (!module.lookupSymbol(name)) {
+    mlir::OpBuilder top(module.getBodyRegion());
+    auto type = b.getFunctionType(mlir::ValueRange(operands).getTypes(), {});
+    auto decl = mlir::func::FuncOp::create(top, loc, name, type);
+    decl.setPrivate();
+    decl->setAttr("llvm.emit_c_interface", top.getUnitAttr());
+  }
+  mlir::func::CallOp::create(b, loc, name, mlir::TypeRange{}, operands);
+  m.call.erase();
+  const mlir::Value product = m.value;
+  if (m.relu) {
+    mlir::Operation* cmp = m.relu.getDpsInputs()[0].getDefiningOp();
+    m.relu->getResult(0).replaceAllUsesWith(product);
+    m.relu.erase();
+    if (cmp->getResult(0).use_empty()) cmp->erase();
+    else cmp->setOperand(0, product);  // x <= 0 iff relu(x) <= 0 (the backward pass's mask)
+  }
+  m.add->getResult(0).replaceAllUsesWith(product);
+  m.add.erase();
+}
+
+/// `ingot-cuda-gemm-epilogues` (module pass, tensors, before fusion): an f32 cuBLAS GEMM whose
+/// product (or its expand_shape to a Dense layer's (batch, ..., units)) only feeds
+/// `add(product, broadcast_in_dim(bias along the last dim))` becomes
+/// `ingot_cuda_gemm_bias_f32(A, B, bias, C, trans_a, trans_b)` (cuBLASLt's BIAS epilogue), and
+/// when the sum only feeds ingot's relu (select(x <= 0, 0, x)) `ingot_cuda_gemm_bias_relu_f32`
+/// (RELU_BIAS; a NaN pre-activation then gives 0, not NaN). A mask read elsewhere (the backward
+/// pass's) compares the relu's output instead: relu(x) <= 0 iff x <= 0 for every non-NaN x. f64
+/// products are left alone (docs/compiler.md, "GEMM epilogues").
+/// The bias broadcasts and zero tensors left unused are removed by the next canonicalize.
+class GemmEpiloguesPass : public mlir::PassWrapper<GemmEpiloguesPass, mlir::OperationPass<mlir::ModuleOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GemmEpiloguesPass)
+  llvm::StringRef getArgument() const final { return "ingot-cuda-gemm-epilogues"; }
+  llvm::StringRef getDescription() const final {
+    return "fold a bias add (and relu) into the cuBLAS GEMM call that produces its operand";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::bufferization::BufferizationDialect, mlir::memref::MemRefDialect, mlir::func::FuncDialect>();
+  }
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    std::vector<EpilogueMatch> matches;
+    module.walk([&](mlir::func::CallOp call) {
+      if (std::optional<EpilogueMatch> m = match_epilogue(call)) matches.push_back(*m);
+    });
+    int64_t index = 0;
+    for (EpilogueMatch& m : matches) fold_epilogue(m, module, index++);
+  }
+};
+
 }  // namespace
 
 void register_ingot_cuda_passes() {
+  mlir::PassRegistration<GemmEpiloguesPass>();
   mlir::PassRegistration<GpuBlockReductionsPass>();
   mlir::PassRegistration<CopiesToLinalgPass>();
   mlir::PassRegistration<GpuPrepareLoopsPass>();

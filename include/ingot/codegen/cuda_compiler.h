@@ -38,6 +38,11 @@ struct CudaCompileOptions {
   /// erf, ...). Missing file: ingot::Error kNotFound (MLIR would silently leave the calls
   /// unresolved).
   std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+  /// Fold bias adds (and relus) into the f32 cuBLAS GEMMs that produce their operand, run as
+  /// cuBLASLt epilogues (the ingot-cuda-gemm-epilogues stage, docs/compiler.md "GEMM
+  /// epilogues"). false keeps them generated kernels (e.g. where cuBLASLt has no kernel for a
+  /// shape, or to keep relu(NaN) = NaN).
+  bool gemm_epilogues = true;
   /// LLVM optimisation level (0-3) of the NVPTX code generation.
   int opt_level = 3;
   /// Stages run in order; empty means default_cuda_pipeline(*this).
@@ -47,8 +52,8 @@ struct CudaCompileOptions {
   std::string dump_dir;
 };
 
-/// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, elementwise
-/// fusion (as on the CPU), f16/bf16 emulation in f32, one-shot bufferization with results as
+/// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, gemm-epilogues
+/// (ingot-cuda-gemm-epilogues; only with options.gemm_epilogues), elementwise fusion (as on the CPU), f16/bf16 emulation in f32, one-shot bufferization with results as
 /// out-params, copies as linalg.copy, reductions (long ones: one block per output element with
 /// gpu.all_reduce), loops (convert-linalg-to-parallel-loops, then
 /// ingot-gpu-prepare-loops: host compute wrapped into kernels, each nest collapsed to 1-D and

@@ -60,12 +60,23 @@ std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
 /// `trans_a` (A stored k x m, lda >= k) else A (lda >= m); op(B) (k x n) likewise (B stored
 /// n x k with ldb >= n when `trans_b`, else k x n with ldb >= k). Pointers are device addresses
 /// of the first element; dims and leading dimensions are elements.
+///
+/// With `batch` > 1 it is one strided-batched call (cublas?gemmStridedBatched): `batch` products
+/// C_i = op(A_i) op(B_i), the i-th matrix of each operand at its pointer + i * stride (elements).
 struct CudaBlasGemm {
   DType dtype = DType::kF32;  ///< f32 (sgemm) or f64 (dgemm)
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   uint64_t a = 0, b = 0, c = 0;
   int64_t lda = 1, ldb = 1, ldc = 1;
+  int64_t batch = 1;  ///< number of products (>= 1)
+  /// Elements from one matrix of A (B, C) to the next; only read when batch > 1.
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  /// kBias: C[i + j ldc] = sum + bias[i] (a vector of m elements, one per row of the column-major
+  /// C, as cuBLASLt's CUBLASLT_EPILOGUE_BIAS broadcasts it along the columns); kBiasRelu: then
+  /// max(., 0) (CUBLASLT_EPILOGUE_RELU_BIAS). f32 only, batch 1.
+  CudaGemm::Epilogue epilogue = CudaGemm::Epilogue::kNone;
+  uint64_t bias = 0;  ///< device address of the bias (kBias / kBiasRelu)
 };
 
 /// The column-major call computing the row-major `gemm` (cuda_program.h, CudaGemm): a row-major
@@ -73,9 +84,26 @@ struct CudaBlasGemm {
 /// C^T = op(B)^T op(A)^T (column-major, n x m): gemm(trans_b, trans_a, n, m, k, B, ldb, A, lda,
 /// C, ldc = n) with lda = the row length of A as stored (m when trans_a, else k), ldb = that of
 /// B (k when trans_b, else n). The operand addresses are `buffer_addresses[view.buffer]` plus
-/// view.offset * dtype size. Throws ingot::Error kOutOfRange for a buffer index outside
-/// `buffer_addresses`, kInvalidArgument for a dtype other than f32/f64 or m, n, k < 1.
+/// view.offset * dtype size; an epilogue's bias likewise (the row-major C's n columns are the
+/// column-major C^T's rows, along which cuBLASLt's bias runs). A batched `gemm` (3-D views (batch, rows, cols)) becomes one
+/// strided-batched call: batch = gemm.batch and the strides are the views' batch strides
+/// (strides[0]; a memref view's batch stride is uniform), A's and B's swapped like the operands.
+/// Throws ingot::Error kOutOfRange for a buffer index outside `buffer_addresses`,
+/// kInvalidArgument for a dtype other than f32/f64, m, n, k or batch < 1, or a batched view that
+/// is not 3-D.
 CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
+
+/// The BLAS calls that run `gemm`, in order: one call (column_major_gemm), except for a batched
+/// GEMM whose C matrices overlap (C's batch stride < m * n, e.g. 0 when a (1, m, n) result is
+/// broadcast): one strided call would write them concurrently, so it runs as one call per batch
+/// element (CudaGemm::batch_elements), in order, as the per-element loop defines it. Errors: those
+/// of column_major_gemm.
+std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
+
+/// The alignment of a device address in bytes as cuBLASLt's heuristic preferences take it
+/// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES): the largest power of two <= 256 dividing
+/// `address` (256 for 0).
+uint32_t blas_alignment_bytes(uint64_t address);
 
 /// Throws ingot::Error (kInvalidArgument / kOutOfRange / kNotFound, naming the thunk, the
 /// argument or the buffer) unless `program` is runnable: every launch names a kernel of
@@ -83,7 +111,9 @@ CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> b
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
 /// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; convolution operands are contiguous 1-D views of the spec's shapes in the
+/// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32
+/// starting at a multiple of 4 elements (16 bytes: buffers are allocated at least 256-byte
+/// aligned); convolution operands are contiguous 1-D views of the spec's shapes in the
 /// convolution's dtype (f32/f64), its kernel is in the program with a valid grid and block and
 /// `params` holds a whole CudaConvParams; buffers have bytes = elements * dtype size (data too,
 /// for constants); inputs and outputs match `input_types` / `output_types` and each index has
@@ -103,14 +133,19 @@ class CudaBlas {
   virtual void gemm(const CudaBlasGemm& call, const CudaStream& stream) = 0;
 };
 
-/// cuBLAS (libcublas.so.13 from CUDA 13) loaded with dlopen, never linked. Loading never throws:
-/// available() is false and unavailable_reason() says why (library not found, an entry point
-/// missing). Thread-safe after construction (read-only).
+/// cuBLAS (libcublas.so.13 from CUDA 13) and cuBLASLt (libcublasLt.so.13, which libcublas itself
+/// links, so one is never installed without the other) loaded with dlopen, never linked. Loading
+/// never throws: available() is false and unavailable_reason() says why (a library not found, an
+/// entry point missing). Thread-safe after construction (read-only).
 class CublasLibrary {
  public:
   /// dlopen(`library`) and dlsym of cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2,
-  /// cublasSgemm_v2, cublasDgemm_v2 and cublasGetStatusString.
-  static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13");
+  /// cublasSgemm_v2, cublasDgemm_v2, cublas{S,D}gemmStridedBatched and cublasGetStatusString;
+  /// then dlopen(`lt_library`) and dlsym of cublasLtCreate, cublasLtDestroy,
+  /// cublasLtMatmulDesc{Create,Destroy,SetAttribute}, cublasLtMatrixLayout{Create,Destroy} and
+  /// cublasLtMatmul.
+  static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13",
+                                             const std::string& lt_library = "libcublasLt.so.13");
   ~CublasLibrary();
   CublasLibrary(const CublasLibrary&) = delete;
   CublasLibrary& operator=(const CublasLibrary&) = delete;
@@ -118,8 +153,14 @@ class CublasLibrary {
   bool available() const { return available_; }
   /// Why available() is false (empty when available).
   const std::string& unavailable_reason() const { return reason_; }
-  /// A cuBLAS handle on `device` (created with its context current); its gemm() sets the
-  /// handle's stream and calls cublasSgemm/cublasDgemm. The handle is destroyed with the
+  /// A cuBLAS and a cuBLASLt handle on `device` (created with its context current); its gemm()
+  /// sets the handle's stream and calls cublasSgemm/cublasDgemm (batch 1) or
+  /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1); a call with an epilogue runs
+  /// as cublasLtMatmul (f32, CUBLAS_COMPUTE_32F, CUBLASLT_MATMUL_DESC_EPILOGUE BIAS or RELU_BIAS
+  /// with CUBLASLT_MATMUL_DESC_BIAS_POINTER; the first algorithm of cublasLtMatmulAlgoGetHeuristic
+  /// for the operands' alignments (blas_alignment_bytes), no workspace) on `stream`: a bias not
+  /// 16-byte aligned is kInvalidArgument, no algorithm kUnimplemented naming
+  /// CudaCompileOptions::gemm_epilogues. The handle is destroyed with the
   /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
   /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
   /// naming the cuBLAS status.
@@ -130,7 +171,8 @@ class CublasLibrary {
  private:
   CublasLibrary();
   std::unique_ptr<Api> api_;
-  void* library_ = nullptr;  // dlopen handle
+  void* library_ = nullptr;     // dlopen handle of cuBLAS
+  void* lt_library_ = nullptr;  // and of cuBLASLt
   bool available_ = false;
   std::string reason_;
 };

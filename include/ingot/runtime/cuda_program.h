@@ -72,7 +72,21 @@ struct CudaGemm {
   /// The 2-D products of a batched GEMM, one per batch element (offsets advanced by the views'
   /// batch strides); {*this} when not batched.
   std::vector<CudaGemm> batch_elements() const;
+
+  /// What is applied to the product before it is stored (cuBLASLt's epilogues, folded in by the
+  /// compiler's ingot-cuda-gemm-epilogues pass from the lowering's `ingot_cuda_gemm_bias_f32` /
+  /// `ingot_cuda_gemm_bias_relu_f32` calls): kBias C[i][j] = (op(A) op(B))[i][j] + bias[j];
+  /// kBiasRelu C[i][j] = max(that, 0) (cuBLASLt maps NaN to 0 there, unlike ingot's relu; see
+  /// docs/compiler.md, "GEMM epilogues"). Only for f32 GEMMs without batch (validate_cuda_program).
+  enum class Epilogue { kNone, kBias, kBiasRelu };
+  Epilogue epilogue = Epilogue::kNone;
+  /// kBias / kBiasRelu: a kMemref view of n contiguous elements of the GEMM's dtype (one per column
+  /// of C).
+  CudaKernelArg bias;
 };
+
+/// "none", "bias" or "bias_relu".
+const char* epilogue_name(CudaGemm::Epilogue e);
 
 /// A convolution (the lowering's `ingot_cuda_conv_<dtype>` calls, f32/f64): `spec` (StableHLO
 /// semantics, include/ingot/kernels/cpu_conv.h) of the row-major buffers viewed by lhs, rhs and

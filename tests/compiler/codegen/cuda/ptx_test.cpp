@@ -11,6 +11,7 @@
 #include "compiler/codegen/mlp_step.h"
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/ir/op_registry.h"
+#include "ingot/runtime/cuda_executable.h"
 #include "ingot/trace/ops.h"
 #include "ptx_util.h"
 #include "samples.h"
@@ -179,6 +180,154 @@ TEST_F(Ptx, MatrixProductsBecomeCublasThunksInOrder) {
   EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].index, 4);  // x follows w0, b0, w1, b1
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{784, 64, 32}), 1);  // dW0 = x^T g0
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{64, 10, 32}), 1);   // dW1 = h^T g
+}
+
+/// The GEMM thunks of `p`, in order.
+std::vector<codegen::CudaGemm> gemms_of(const codegen::CudaProgram& p) {
+  std::vector<codegen::CudaGemm> out;
+  for (const codegen::CudaThunk& t : p.thunks) {
+    if (t.kind == codegen::CudaThunk::Kind::kGemm) out.push_back(t.gemm);
+  }
+  return out;
+}
+
+/// Dense (x (32, 20) . w (20, 16) + b) on `dtype`, then relu when `relu`.
+ir::Graph dense_graph(DType dtype, bool relu_after) {
+  return trace(
+      [relu_after](const std::vector<Tensor>& a) {
+        const Tensor h = matmul(a[0], a[1]) + a[2];
+        return std::vector<Tensor>{relu_after ? relu(h) : h};
+      },
+      {{{32, 20}, dtype}, {{20, 16}, dtype}, {{16}, dtype}}, "dense");
+}
+
+TEST_F(Ptx, ADenseReluForwardIsOneGemmWithABiasReluEpilogue) {
+  const codegen::CudaProgram p = compile_for_cuda(dense_graph(DType::kF32, true), {}, /*cublas=*/true);
+  expect_valid_program(p, "dense relu");
+  EXPECT_TRUE(p.launches().empty()) << p.describe();  // no bias, compare or select kernel left
+  const std::vector<codegen::CudaGemm> g = gemms_of(p);
+  ASSERT_EQ(g.size(), 1u) << p.describe();
+  EXPECT_EQ(g[0].epilogue, codegen::CudaGemm::Epilogue::kBiasRelu);
+  EXPECT_EQ((std::array<int64_t, 3>{g[0].m, g[0].n, g[0].k}), (std::array<int64_t, 3>{32, 16, 20}));
+  const codegen::CudaBuffer& bias = p.buffers[static_cast<size_t>(g[0].bias.buffer)];
+  EXPECT_EQ(bias.kind, codegen::CudaBuffer::Kind::kInput);
+  EXPECT_EQ(bias.index, 2);
+  EXPECT_EQ(g[0].bias.sizes, Shape{16});
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].c.buffer)].kind, codegen::CudaBuffer::Kind::kOutput);  // in place
+  EXPECT_NE(p.describe().find("epilogue=bias_relu bias=buffer 2"), std::string::npos) << p.describe();
+  EXPECT_NE(p.host_mlir.find("ingot_cuda_gemm_bias_relu_f32"), std::string::npos);
+  EXPECT_NO_THROW(validate_cuda_program(p));
+}
+
+TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
+  const codegen::CudaProgram bias_only = compile_for_cuda(dense_graph(DType::kF32, false), {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(bias_only).size(), 1u);
+  EXPECT_EQ(gemms_of(bias_only)[0].epilogue, codegen::CudaGemm::Epilogue::kBias);
+  EXPECT_TRUE(bias_only.launches().empty()) << bias_only.describe();
+  // f64: cuBLASLt's epilogues are not used; the bias add and relu stay a generated kernel.
+  const codegen::CudaProgram f64 = compile_for_cuda(dense_graph(DType::kF64, true), {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(f64).size(), 1u);
+  EXPECT_EQ(gemms_of(f64)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
+  EXPECT_FALSE(f64.launches().empty());
+  // Switched off: the stage is not in the pipeline and the bias add and relu are a kernel.
+  codegen::CudaCompileOptions off;
+  off.gemm_epilogues = false;
+  for (const codegen::PipelineStage& stage : codegen::default_cuda_pipeline(off)) EXPECT_NE(stage.name, "gemm-epilogues");
+  const codegen::CudaProgram unfused = compile_for_cuda(dense_graph(DType::kF32, true), off, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(unfused).size(), 1u);
+  EXPECT_EQ(gemms_of(unfused)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
+  EXPECT_EQ(unfused.launches().size(), 1u) << unfused.describe();
+}
+
+TEST_F(Ptx, EverySampleCompilesWithCublasGemmsAndEpilogues) {
+  // The epilogue fold only rewrites what it matches: every sample still compiles, and its plan
+  // is valid (validate_cuda_program: bias views of n contiguous f32 elements).
+  for (const Sample& s : samples()) {
+    SCOPED_TRACE(s.name);
+    codegen::CudaProgram p;
+    try {
+      p = compile_for_cuda(trace(s.fn, s.inputs, s.name), {}, /*cublas=*/true);
+    } catch (const Error& e) {
+      ADD_FAILURE() << s.name << ": " << e.what();
+      continue;
+    }
+    expect_valid_program(p, s.name);
+    EXPECT_NO_THROW(validate_cuda_program(p)) << p.describe();
+  }
+}
+
+TEST_F(Ptx, ADenseOnRank3InputsFoldsAndProductsThatCannotFoldDoNot) {
+  // (4, 8, 20) . (20, 16) + b: the GEMM is (32, 20) . (20, 16), its result expanded back to
+  // (4, 8, 16) before the bias add; the relu folds too. What is left is at most the copy of the
+  // GEMM's buffer into the output (no bias, compare or select).
+  const ir::Graph g = trace(
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]) + a[2])}; },
+      {f32_type({4, 8, 20}), f32_type({20, 16}), f32_type({16})}, "dense3");
+  const codegen::CudaProgram p = compile_for_cuda(g, {}, /*cublas=*/true);
+  expect_valid_program(p, "dense3");
+  const std::vector<codegen::CudaGemm> gemms = gemms_of(p);
+  ASSERT_EQ(gemms.size(), 1u) << p.describe();
+  EXPECT_EQ(gemms[0].epilogue, codegen::CudaGemm::Epilogue::kBiasRelu) << p.describe();
+  EXPECT_EQ((std::array<int64_t, 3>{gemms[0].m, gemms[0].n, gemms[0].k}), (std::array<int64_t, 3>{32, 16, 20}));
+  ASSERT_LE(p.launches().size(), 1u) << p.describe();
+  for (const codegen::CudaLaunch& l : p.launches()) {  // a copy: reads the GEMM's buffer, writes the output
+    const auto memrefs = std::count_if(l.args.begin(), l.args.end(), [](const codegen::CudaKernelArg& a) {
+      return a.kind == codegen::CudaKernelArg::Kind::kMemref;
+    });
+    EXPECT_EQ(memrefs, 2) << p.describe();
+  }
+  // The product used twice (returned as well): nothing folds.
+  const ir::Graph twice = trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor y = matmul(a[0], a[1]);
+        return std::vector<Tensor>{y + a[2], y};
+      },
+      {f32_type({32, 20}), f32_type({20, 16}), f32_type({16})}, "twice");
+  const codegen::CudaProgram q = compile_for_cuda(twice, {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(q).size(), 1u);
+  EXPECT_EQ(gemms_of(q)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << q.describe();
+  // A bias that is a slice of a larger tensor may start anywhere in its buffer (cuBLASLt wants
+  // 16 bytes): nothing folds. A computed bias (a kernel's whole output) does.
+  for (const bool sliced : {true, false}) {
+    const ir::Graph g2 = trace(
+        [sliced](const std::vector<Tensor>& a) {
+          const Tensor bias = sliced ? slice(a[2], {1}, {17}, {1}) : exp(slice(a[2], {1}, {17}, {1}));  // before the product
+          return std::vector<Tensor>{matmul(a[0], a[1]) + bias};
+        },
+        {f32_type({32, 20}), f32_type({20, 16}), f32_type({18})}, "bias_slice");
+    const codegen::CudaProgram r = compile_for_cuda(g2, {}, /*cublas=*/true);
+    ASSERT_EQ(gemms_of(r).size(), 1u);
+    EXPECT_EQ(gemms_of(r)[0].epilogue, sliced ? codegen::CudaGemm::Epilogue::kNone : codegen::CudaGemm::Epilogue::kBias)
+        << r.describe();
+  }
+  // A bias computed after the product cannot be an operand of the GEMM call: nothing folds.
+  const ir::Graph late = trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor y = matmul(a[0], a[1]);
+        const Tensor bias = exp(a[2]);
+        return std::vector<Tensor>{y + bias};
+      },
+      {f32_type({32, 20}), f32_type({20, 16}), f32_type({16})}, "late_bias");
+  const codegen::CudaProgram l = compile_for_cuda(late, {}, /*cublas=*/true);
+  ASSERT_EQ(gemms_of(l).size(), 1u);
+  EXPECT_EQ(gemms_of(l)[0].epilogue, codegen::CudaGemm::Epilogue::kNone) << l.describe();
+}
+
+TEST_F(Ptx, InTheMlpTrainStepTheHiddenGemmTakesBiasAndReluAndTheOutputGemmItsBias) {
+  // The hidden layer's relu mask (x <= 0) is read by the backward pass: it is recomputed from the
+  // GEMM's output (relu(x) <= 0, the same for every non-NaN x), so the relu folds too. The
+  // backward GEMMs have no epilogue.
+  const codegen::CudaProgram p = compile_for_cuda(mlp_train_step_graph(), {}, /*cublas=*/true);
+  expect_valid_program(p, "mlp with epilogues");
+  const std::vector<codegen::CudaGemm> g = gemms_of(p);
+  ASSERT_EQ(g.size(), 5u) << p.describe();
+  std::vector<codegen::CudaGemm::Epilogue> epilogues;
+  for (const codegen::CudaGemm& x : g) epilogues.push_back(x.epilogue);
+  using E = codegen::CudaGemm::Epilogue;
+  EXPECT_EQ(epilogues, (std::vector<E>{E::kBiasRelu, E::kBias, E::kNone, E::kNone, E::kNone})) << p.describe();
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].bias.buffer)].index, 1);  // b0
+  EXPECT_EQ(p.buffers[static_cast<size_t>(g[1].bias.buffer)].index, 3);  // b1
+  EXPECT_EQ(p.launches().size(), 27u) << p.describe();  // 29 before the epilogues were folded
 }
 
 TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {

@@ -12,6 +12,7 @@
 #include "ingot/interp/interpreter.h"
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/trace/ops.h"
 #include "ingot/trainer/model.h"
 #include "test_util.h"
 
@@ -137,6 +138,23 @@ TEST_F(Gpu, TheCnnTrainStepMatchesTheInterpreter) {
   std::vector<Array> args = arguments(types);
   args.back() = testing::random_array(types.back().shape, DType::kI32, 7, 0, 9);
   expect_matches_interpreter(g, args);
+}
+
+/// Dense layers through cuBLASLt's epilogues: relu(x W + b) (one GEMM with the RELU_BIAS
+/// epilogue, no kernel) and x W + b (BIAS), f32, against the interpreter. The inputs make about
+/// half the pre-activations negative, so the relu clamps. The plans are checked on the CPU too
+/// (tests/compiler/codegen/cuda/ptx_test.cpp, Ptx.ADenseRelu...).
+TEST_F(Gpu, DenseLayersThroughCublasLtEpiloguesMatchTheInterpreter) {
+  for (const bool with_relu : {true, false}) {
+    SCOPED_TRACE(with_relu ? "bias_relu" : "bias");
+    const ir::Graph g = trace(
+        [with_relu](const std::vector<Tensor>& a) {
+          const Tensor h = matmul(a[0], a[1]) + a[2];
+          return std::vector<Tensor>{with_relu ? relu(h) : h};
+        },
+        {{{64, 96}, DType::kF32}, {{96, 48}, DType::kF32}, {{48}, DType::kF32}}, "dense");
+    expect_matches_interpreter(g, arguments({{{64, 96}, DType::kF32}, {{96, 48}, DType::kF32}, {{48}, DType::kF32}}));
+  }
 }
 
 /// fit on the device equals fit on the CPU: a 2-layer MLP, 3 epochs of SGD on fixed data (no
