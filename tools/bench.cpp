@@ -6,6 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
@@ -34,6 +36,11 @@ void check_positive(const char* option, int64_t value) {
   if (value < 1) throw bad_bench_option(fmt::format("{} is {}", option, value), "use a value >= 1");
 }
 
+std::string read_text(const std::string& path);
+
+/// Whether the LM trains on lm_text ("" or "none": random tokens).
+bool uses_text(const BenchCommand& c) { return !c.lm_text.empty() && c.lm_text != "none"; }
+
 void check_options(const BenchCommand& c) {
   if (c.models.empty()) throw bad_bench_option("--models is empty", "name one or more of mlp, cnn, lm");
   for (const std::string& m : c.models) {
@@ -61,6 +68,14 @@ void check_options(const BenchCommand& c) {
                            "choose a width divisible by the head count");
   }
   for (int64_t n : c.gemm_sizes) check_positive("--gemm", n);
+  if (uses_text(c) && std::find(c.models.begin(), c.models.end(), "lm") != c.models.end()) {
+    const std::string text = read_text(c.lm_text);
+    if (static_cast<int64_t>(text.size()) < c.lm_context + 1) {
+      throw bad_bench_option(fmt::format("--lm-text '{}' holds {} bytes, fewer than --lm-context + 1 = {}", c.lm_text,
+                                         text.size(), c.lm_context + 1),
+                             "use a longer text or a shorter context");
+    }
+  }
   if (!c.json.empty()) {
     const std::filesystem::path dir = std::filesystem::absolute(c.json).parent_path();
     if (!std::filesystem::is_directory(dir)) {
@@ -103,6 +118,35 @@ Array uniform_labels(const Shape& shape, int32_t classes, std::mt19937_64& rng) 
   return a;
 }
 
+/// The bytes of `path` (kNotFound naming --lm-text when unreadable).
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    throw Error(ErrorCode::kNotFound, fmt::format("ingot bench: --lm-text '{}' cannot be read", path),
+                "name a text file, or pass --lm-text none for random tokens");
+  }
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+/// (x, y): `batch` windows of `context` bytes of `text` at seeded random offsets, y the next bytes.
+std::pair<Array, Array> text_windows(const std::string& text, int64_t batch, int64_t context, std::mt19937_64& rng) {
+  const auto size = static_cast<int64_t>(text.size());
+  if (size < context + 1) {
+    throw bad_bench_option(fmt::format("--lm-text holds {} bytes, fewer than --lm-context + 1 = {}", size, context + 1),
+                           "use a longer text or a shorter context");
+  }
+  std::uniform_int_distribution<int64_t> start(0, size - context - 1);
+  Array x = Array::empty({batch, context}, DType::kI32), y = Array::empty({batch, context}, DType::kI32);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t s = start(rng);
+    for (int64_t t = 0; t < context; ++t) {
+      x.data<int32_t>()[b * context + t] = static_cast<unsigned char>(text[static_cast<size_t>(s + t)]);
+      y.data<int32_t>()[b * context + t] = static_cast<unsigned char>(text[static_cast<size_t>(s + t + 1)]);
+    }
+  }
+  return {std::move(x), std::move(y)};
+}
+
 BenchModel make_bench_model(const std::string& name, const BenchCommand& c, std::mt19937_64& rng) {
   const ModelOptions options{.name = name, .seed = c.seed, .dtype_policy = c.dtype_policy};
   BenchModel b;
@@ -112,8 +156,12 @@ BenchModel make_bench_model(const std::string& name, const BenchCommand& c, std:
     b.model = std::make_shared<examples::TinyLm>(config, options);
     b.batch = c.lm_batch;
     b.tokens_per_sample = c.lm_context;
-    b.x = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
-    b.y = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
+    if (!uses_text(c)) {
+      b.x = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
+      b.y = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
+    } else {
+      std::tie(b.x, b.y) = text_windows(read_text(c.lm_text), c.lm_batch, c.lm_context, rng);
+    }
     b.model->build_model(Shape{1, c.lm_context}, DType::kI32);
     return b;
   }

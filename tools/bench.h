@@ -25,6 +25,10 @@ struct BenchCommand {
   int64_t lm_width = 256;      ///< model width, a multiple of lm_heads
   int64_t lm_heads = 4;        ///< attention heads, >= 1
   int64_t lm_blocks = 4;       ///< transformer blocks, >= 1
+  /// Text whose bytes the LM trains on: lm_batch windows of lm_context + 1 bytes at seeded random
+  /// offsets (inputs and next-byte targets). Default: the GNU GPL 3 every Debian system ships
+  /// (package base-files). "none" (or empty): uniform random tokens.
+  std::string lm_text = "/usr/share/common-licenses/GPL-3";
   /// Square f32 GEMM sizes n (an (n, n) x (n, n) product) timed through jit with the library GEMM
   /// (oneDNN / cuBLAS) and with generated kernels, and on CUDA through cuBLAS directly (the
   /// peak the others are compared with). Empty: none.
@@ -37,8 +41,8 @@ struct BenchCommand {
 };
 
 /// Times each model's Keras-style train step (Adam 1e-3, sparse categorical cross-entropy from
-/// logits, train_on_batch on synthetic data of the model's shapes: uniform [0, 1) pixels or
-/// random tokens, uniform labels): the first step (tracing + compiling + running; "compile_s"),
+/// logits, train_on_batch on one batch of the model's shapes: uniform [0, 1) pixels with uniform
+/// labels, or byte windows of lm_text): the first step (tracing + compiling + running; "compile_s"),
 /// `warmup` steps, then `steps` steps timed one by one (each returns its loss to the host, so the
 /// device has finished). Prints one line per model and per GEMM size and writes, when asked, JSON:
 /// {"framework": "ingot", "device", "device_name", "models": {name: {"batch", "compile_s",
@@ -46,8 +50,9 @@ struct BenchCommand {
 /// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last"}},
 /// "gemm": [{"n", "path", "ms", "tflops"}]}. Times in wall-clock seconds / milliseconds.
 /// Throws ingot::Error: kInvalidArgument naming the option for an unknown model or device, sizes
-/// < 1, lm_width not divisible by lm_heads, an unwritable --json path (checked before anything
-/// runs); kNotFound for --device cuda without a usable GPU; what training throws.
+/// < 1, lm_width not divisible by lm_heads, an unwritable --json path, an lm_text shorter than
+/// lm_context + 1 bytes (checked before anything runs); kNotFound for --device cuda without a
+/// usable GPU or an unreadable lm_text; what training throws.
 int run_bench(const BenchCommand& command, std::ostream& out);
 
 }  // namespace ingot::cli

@@ -109,6 +109,8 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
   cmd->add_option("--lm-width", c.lm_width, "LM width")->capture_default_str();
   cmd->add_option("--lm-heads", c.lm_heads, "LM attention heads")->capture_default_str();
   cmd->add_option("--lm-blocks", c.lm_blocks, "LM transformer blocks")->capture_default_str();
+  cmd->add_option("--lm-text", c.lm_text, "text whose byte windows the LM trains on (none: random tokens)")
+      ->capture_default_str();
   cmd->add_option("--gemm", c.gemm_sizes, "square f32 GEMM sizes to time (comma-separated; default none)")
       ->delimiter(',');
   cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();

@@ -129,12 +129,15 @@ else
   else
     skip_step train "the bundle has no Fashion-MNIST data (tools/make_gpu_bundle.sh found none)"
   fi
+  # The LM trains on the bundle's copy of the GPL 3 (random tokens without it), ingot and peers alike.
+  lm_text=none
+  [[ -f $BUNDLE/data/GPL-3 ]] && lm_text=$BUNDLE/data/GPL-3
   run_step bench_ingot "$BENCH_LIMIT_S" "$BUNDLE/bin/ingot" bench --device cuda --gemm 1024,4096 \
-      --json "$TMP_DIR/ingot.json"
+      --lm-text "$lm_text" --json "$TMP_DIR/ingot.json"
   for fw in torch jax; do
     if python3 -c "import $fw" 2> /dev/null; then
       run_step "bench_$fw" "$PEER_LIMIT_S" python3 bench/peers/bench_peers.py --framework "$fw" --device cuda \
-          --json "$TMP_DIR/$fw.json"
+          --lm-text "$lm_text" --json "$TMP_DIR/$fw.json"
     else
       skip_step "bench_$fw" "python3 cannot import $fw"
     fi

@@ -58,6 +58,8 @@ expect_run(bad_heads 1 ARGS bench --lm-width 30 --lm-heads 4 ERR "--lm-width 30 
 expect_run(bad_steps 1 ARGS bench --steps 0 ERR "--steps is 0")
 expect_run(bad_device 1 ARGS bench --device tpu ERR "unknown --device 'tpu'")
 expect_run(bad_policy 1 ARGS bench --dtype-policy f8 ERR "unknown --dtype-policy 'f8'")
+expect_run(bad_text 1 ARGS bench --models lm --lm-text "${WORK_DIR}/no/such/text" ERR "--lm-text" "cannot be read")
+expect_run(random_tokens 0 ARGS bench --models lm --lm-text none --steps 1 --warmup 0 ${small_lm} HAS "lm   batch    4")
 expect_run(bad_json 1 ARGS bench --json "${WORK_DIR}/no/such/dir/x.json" ERR "does not exist")
 if(EXISTS "${WORK_DIR}/bad.json")
   message(FATAL_ERROR "a failed run wrote ${WORK_DIR}/bad.json")

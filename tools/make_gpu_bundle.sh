@@ -93,6 +93,8 @@ if [[ -f $DATA_SRC/${DATA_FILES[0]}.gz ]]; then
 else
   echo "make_gpu_bundle.sh: warning: no Fashion-MNIST in $DATA_SRC; the bundle has no data (the GPU training run will be skipped)" >&2
 fi
+# The text the benchmark's LM trains on (ingot bench --lm-text): the GPU machine may lack base-files.
+if [[ -f /usr/share/common-licenses/GPL-3 ]]; then cp /usr/share/common-licenses/GPL-3 "$OUT/data/GPL-3"; fi
 
 # The check the GPU machine relies on: each bundled binary resolves every library either to the
 # bundle's lib/ (through its RPATH $ORIGIN/../lib) or to glibc.

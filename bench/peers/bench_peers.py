@@ -5,7 +5,8 @@ JSON (bench/README.md).
 
   bench_peers.py --framework torch|jax [--device cpu|cuda] [--models mlp,cnn,lm] [--steps 20]
                  [--warmup 3] [--batch-size 128] [--lm-batch 32] [--lm-context 128]
-                 [--lm-width 256] [--lm-heads 4] [--lm-blocks 4] [--seed 1337] [--json OUT]
+                 [--lm-width 256] [--lm-heads 4] [--lm-blocks 4] [--lm-text PATH|none] [--seed 1337]
+                 [--json OUT]
 
 Models (Keras layouts, as examples/fashion_mnist_common.h and examples/tiny_lm.h build them):
   mlp  Flatten, Dense 256 relu, Dense 128 relu, Dense 10          inputs (batch, 28, 28)
@@ -16,7 +17,8 @@ Models (Keras layouts, as examples/fashion_mnist_common.h and examples/tiny_lm.h
        Dense w MLP, a final LayerNorm, a vocabulary head (256)    inputs (batch, context) tokens
 Weights: Keras's glorot_uniform kernels, zero biases, uniform(-0.05, 0.05) embeddings (Keras's
 defaults). Training: Adam (lr 1e-3, beta 0.9/0.999, epsilon 1e-7: Keras's), sparse categorical
-cross-entropy from logits, averaged. Data: uniform [0, 1) pixels / random tokens and labels.
+cross-entropy from logits, averaged. Data: uniform [0, 1) pixels and labels; the LM's byte windows of --lm-text (default the GPL 3 of
+Debian's base-files) or random tokens.
 Timing: the first step (tracing/compiling + running) is "compile_s"; then `warmup` steps; then
 `steps` steps timed one by one, each ending when its loss is on the host (as train_on_batch does).
 """
@@ -40,8 +42,14 @@ def percentile(values, q):
 def synthetic(name, args, rng):
     """(x, y, batch, tokens per sample) as numpy arrays, like tools/bench.cpp's."""
     if name == "lm":
-        x = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
-        y = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
+        if args.lm_text in ("", "none"):
+            x = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
+            y = rng.integers(0, 256, size=(args.lm_batch, args.lm_context), dtype=np.int32)
+        else:  # byte windows of the text and their next bytes, as ingot bench --lm-text
+            text = np.frombuffer(open(args.lm_text, "rb").read(), dtype=np.uint8).astype(np.int32)
+            starts = rng.integers(0, len(text) - args.lm_context, size=args.lm_batch)
+            x = np.stack([text[s:s + args.lm_context] for s in starts])
+            y = np.stack([text[s + 1:s + 1 + args.lm_context] for s in starts])
         return x, y, args.lm_batch, args.lm_context
     shape = (args.batch_size, 28, 28) if name == "mlp" else (args.batch_size, 28, 28, 1)
     x = rng.random(shape, dtype=np.float32)
@@ -291,6 +299,8 @@ def main():
     ap.add_argument("--lm-width", type=int, default=256)
     ap.add_argument("--lm-heads", type=int, default=4)
     ap.add_argument("--lm-blocks", type=int, default=4)
+    ap.add_argument("--lm-text", default="/usr/share/common-licenses/GPL-3",
+                    help="text whose byte windows the LM trains on (none: random tokens)")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--json")
     args = ap.parse_args()
