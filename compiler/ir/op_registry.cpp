@@ -15,6 +15,7 @@ const OpRegistry& OpRegistry::builtin() {
     register_indexing_ops(r);
     register_random_ops(r);
     register_control_ops(r);
+    register_collective_ops(r);
     register_elementwise_lowerings(r);
     register_structural_lowerings(r);
     register_window_lowerings(r);

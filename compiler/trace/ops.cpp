@@ -758,6 +758,10 @@ Tensor batched_dot(const Tensor& a, const Tensor& b, const Shape& batch) {
 
 }  // namespace
 
+Tensor all_reduce(const Tensor& x, const std::string& axis_name, const std::string& reduction) {
+  return emit1("all_reduce", {x}, ir::Attributes{{"axis_name", axis_name}, {"reduction", reduction}});
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const auto [as, bs] = matmul_shapes(a, b);
   const Shape b_batch(bs.begin(), bs.end() - 2);

@@ -106,6 +106,7 @@ void register_linalg_ops(OpRegistry& registry);       // dot_general, convolutio
 void register_indexing_ops(OpRegistry& registry);     // gather, scatter
 void register_random_ops(OpRegistry& registry);       // rng_bit_generator
 void register_control_ops(OpRegistry& registry);      // optimization_barrier
+void register_collective_ops(OpRegistry& registry);   // all_reduce (with its lowering: an error)
 /// Lowering rules to MLIR, one file per family (compiler/ops/<family>_lower.cpp).
 void register_elementwise_lowerings(OpRegistry& registry);
 void register_structural_lowerings(OpRegistry& registry);  // shape, reduction, linalg, control

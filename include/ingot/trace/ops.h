@@ -150,6 +150,15 @@ Tensor dot_general(const Tensor& lhs, const Tensor& rhs, const DotDimensions& di
 /// are promoted as in NumPy.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// ---- collectives (SPMD programs) ------------------------------------------------------------
+/// The `reduction` ("sum", "mean", "max" or "min") of `x` over the devices along mesh axis
+/// `axis_name`: every device gets the same result, of x's shape and dtype (JAX's lax.psum /
+/// lax.pmean inside shard_map; the IR op all_reduce). Only a per-device program compiled with
+/// compile_graph_spmd and run by run_spmd can execute it (include/ingot/jit/spmd.h); the
+/// interpreter and compile_graph refuse it with that hint. Differentiable for sum and mean.
+/// Errors (when traced): an empty axis name, an unknown reduction, a bool x.
+Tensor all_reduce(const Tensor& x, const std::string& axis_name, const std::string& reduction = "sum");
+
 /// Options of conv2d (NHWC input, HWIO kernel, NHWC output, as Keras/TF).
 struct Conv2DOptions {
   std::vector<int64_t> strides = {1, 1};

@@ -364,7 +364,11 @@ TEST_F(Ptx, EveryRegistryOpIsInASample) {
   }
   for (const std::string& op : ops_of(mlp_train_step_graph())) covered.insert(op);
   for (const std::string& op : ops_of(cnn_train_step_graph())) covered.insert(op);
+  // Collectives are split out of a per-device graph before code generation (compile_graph_spmd),
+  // so no kernel ever holds one.
+  const std::set<std::string> collectives = {"all_reduce"};
   for (const std::string& name : ir::OpRegistry::builtin().names()) {
+    if (collectives.count(name)) continue;
     EXPECT_TRUE(covered.count(name) == 1) << "op '" << name << "' is in no PTX sample: add it to samples()";
   }
 }

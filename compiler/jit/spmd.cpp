@@ -1,0 +1,172 @@
+// compile_graph_spmd (include/ingot/jit/spmd.h): a per-device graph split at its collectives into
+// compiled segments and collective thunks over one slot table.
+#include "ingot/jit/spmd.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ingot/jit/jit.h"
+#include "ingot/runtime/spmd.h"
+
+namespace ingot {
+namespace {
+
+bool is_collective(const ir::Node& node) { return node.op == "all_reduce"; }
+
+ReduceOp reduce_op(const std::string& reduction) {
+  if (reduction == "sum") return ReduceOp::kSum;
+  if (reduction == "mean") return ReduceOp::kMean;
+  if (reduction == "max") return ReduceOp::kMax;
+  return ReduceOp::kMin;  // the op's shape rule admits nothing else
+}
+
+/// Builds the Executable: the slot of every graph value computed so far, the slot types and the
+/// thunks, segment by segment.
+class SpmdBuilder {
+ public:
+  SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering)
+      : g_(graph), options_(options), lowering_(lowering) {
+    for (ir::ValueId p : g_.parameters()) {
+      slot_of_[p] = slots_.size();
+      slots_.emplace_back(g_.type(p).shape, g_.type(p).dtype);
+    }
+    // The last use of each value (node index; outputs count as after every node).
+    for (size_t n = 0; n < g_.nodes().size(); ++n) {
+      for (ir::ValueId v : g_.nodes()[n].inputs) last_use_[v] = n;
+    }
+    for (ir::ValueId v : g_.outputs()) last_use_[v] = g_.nodes().size();
+  }
+
+  std::shared_ptr<const Executable> build() {
+    std::vector<size_t> segment;
+    for (size_t n = 0; n < g_.nodes().size(); ++n) {
+      if (!is_collective(g_.nodes()[n])) {
+        segment.push_back(n);
+        continue;
+      }
+      add_segment(segment);
+      segment.clear();
+      add_collective(g_.nodes()[n]);
+    }
+    add_segment(segment);
+    std::vector<size_t> outputs;
+    for (ir::ValueId v : g_.outputs()) outputs.push_back(output_slot(v));
+    return std::make_shared<const Executable>(std::move(slots_), g_.parameters().size(), std::move(thunks_),
+                                              std::move(outputs), std::vector<size_t>{}, "spmd:" + g_.name());
+  }
+
+ private:
+  /// Whether value `v`, produced at node `n` or earlier, is read after node `last`.
+  bool used_after(ir::ValueId v, size_t last) const {
+    const auto it = last_use_.find(v);
+    return it != last_use_.end() && it->second > last;
+  }
+
+  void add_segment(const std::vector<size_t>& nodes) {
+    if (nodes.empty()) return;
+    ir::Graph sub(fmt::format("{}_segment{}", g_.name(), segments_), &g_.registry());
+    std::map<ir::ValueId, ir::ValueId> local;  // graph value -> sub value
+    std::vector<ir::ValueId> external;         // graph values the segment reads from outside
+    std::set<ir::ValueId> produced;
+    for (size_t n : nodes) {
+      const ir::Node& node = g_.nodes()[n];
+      std::vector<ir::ValueId> inputs;
+      for (ir::ValueId v : node.inputs) {
+        if (!local.count(v)) {
+          local[v] = sub.add_parameter(g_.type(v));
+          external.push_back(v);
+        }
+        inputs.push_back(local[v]);
+      }
+      std::vector<ir::TensorType> types;
+      for (ir::ValueId v : node.outputs) types.push_back(g_.type(v));
+      const std::vector<ir::ValueId> outs = sub.add_node_with_types(node.op, inputs, node.attrs, types);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        local[node.outputs[i]] = outs[i];
+        produced.insert(node.outputs[i]);
+      }
+    }
+    std::vector<ir::ValueId> results;  // produced here and read later
+    for (ir::ValueId v : produced) {
+      if (used_after(v, nodes.back())) results.push_back(v);
+    }
+    ++segments_;
+    if (results.empty()) return;  // nothing of it is read: dead code
+    std::vector<ir::ValueId> sub_outputs;
+    for (ir::ValueId v : results) sub_outputs.push_back(local[v]);
+    sub.set_outputs(sub_outputs);
+    std::shared_ptr<const Executable> exe;
+    try {
+      exe = compile_graph(sub, options_, {}, lowering_);
+    } catch (const Error& e) {
+      throw e.with_context(fmt::format("compile_graph_spmd: segment {} of '{}'", segments_ - 1, g_.name()));
+    }
+    append(*exe, external, results);
+  }
+
+  /// Appends `exe`'s thunks with its slots mapped into the global table: its inputs to the slots
+  /// of `external`, every other slot to a new one; then records the slots of `results`.
+  void append(const Executable& exe, const std::vector<ir::ValueId>& external, const std::vector<ir::ValueId>& results) {
+    std::vector<size_t> global(exe.slot_types().size());
+    for (size_t s = 0; s < global.size(); ++s) {
+      if (s < exe.num_inputs()) {
+        global[s] = slot_of_.at(external[s]);
+      } else {
+        global[s] = slots_.size();
+        slots_.push_back(exe.slot_types()[s]);
+      }
+    }
+    for (Thunk t : exe.thunks()) {
+      for (size_t& s : t.input_slots) s = global[s];
+      for (size_t& s : t.output_slots) s = global[s];
+      thunks_.push_back(std::move(t));
+    }
+    for (size_t i = 0; i < results.size(); ++i) slot_of_[results[i]] = global[exe.outputs()[i]];
+  }
+
+  void add_collective(const ir::Node& node) {
+    const size_t out = slots_.size();
+    slots_.emplace_back(g_.type(node.outputs[0]).shape, g_.type(node.outputs[0]).dtype);
+    thunks_.push_back(all_reduce_thunk(slot_of_.at(node.inputs[0]), out, reduce_op(node.attrs.get_string("reduction"))));
+    slot_of_[node.outputs[0]] = out;
+  }
+
+  /// The slot holding graph output `v`; a graph parameter returned as is gets a copy in its own
+  /// slot (outputs never alias the caller's inputs, as compile_graph).
+  size_t output_slot(ir::ValueId v) {
+    const size_t slot = slot_of_.at(v);
+    if (slot >= g_.parameters().size()) return slot;
+    const size_t out = slots_.size();
+    slots_.push_back(slots_[slot]);
+    Thunk copy;
+    copy.name = "copy";
+    copy.input_slots = {slot};
+    copy.output_slots = {out};
+    copy.run = [](std::span<const Array> in, std::span<Array> o) {  // host memory: CPU devices
+      if (in[0].nbytes() > 0) std::memcpy(o[0].raw_data(), in[0].raw_data(), static_cast<size_t>(in[0].nbytes()));
+    };
+    thunks_.push_back(std::move(copy));
+    return out;
+  }
+
+  const ir::Graph& g_;
+  const codegen::CpuCompileOptions& options_;
+  const lower::LoweringOptions& lowering_;
+  std::vector<std::pair<Shape, DType>> slots_;
+  std::vector<Thunk> thunks_;
+  std::map<ir::ValueId, size_t> slot_of_;
+  std::map<ir::ValueId, size_t> last_use_;
+  int segments_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph, const codegen::CpuCompileOptions& options,
+                                                     const lower::LoweringOptions& lowering) {
+  return SpmdBuilder(graph, options, lowering).build();
+}
+
+}  // namespace ingot

@@ -1,0 +1,32 @@
+// Compiling per-device (SPMD) programs: graphs holding collective ops (all_reduce, traced with
+// ingot::all_reduce) become one Executable whose compiled segments run between collective thunks,
+// for run_spmd (include/ingot/runtime/spmd.h) to run on every device of a mesh. jax.shard_map's
+// model: the graph is written for one device's shards, collectives name the mesh axis.
+// docs/distributed.md.
+#pragma once
+
+#include <memory>
+
+#include "ingot/codegen/cpu_compiler.h"
+#include "ingot/ir/graph.h"
+#include "ingot/lower/lowering.h"
+#include "ingot/runtime/executable.h"
+
+namespace ingot {
+
+/// Compiles `graph` (a per-device program) for the host CPU, split at each all_reduce node: the
+/// nodes between two collectives form a segment compiled like compile_graph (one JIT thunk; the
+/// values later segments or the outputs need are its results), and each all_reduce becomes an
+/// all_reduce_thunk (sum, mean, max, min) over the communicator run_spmd hands the thunk. The
+/// thunks run in the graph's order over one slot table: the graph's parameters, then every
+/// segment's results and every collective's output. A graph without collectives is one segment
+/// (as compile_graph, without donation). The mesh axis an all_reduce names is not checked here:
+/// run_spmd's communicators span the whole mesh, so a program run on a mesh whose devices all lie
+/// along that axis (the data-parallel case) reduces over exactly it; reductions over one axis of a
+/// several-axis mesh need sub-communicators (not built yet, docs/distributed.md).
+/// Errors: what lowering and compile_graph throw for a segment (naming the segment).
+std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,
+                                                     const codegen::CpuCompileOptions& options = {},
+                                                     const lower::LoweringOptions& lowering = {});
+
+}  // namespace ingot

@@ -1,0 +1,116 @@
+// compile_graph_spmd: per-device graphs with all_reduce split into compiled segments and
+// collective thunks, run by run_spmd on 4 CPU devices over a local Gloo group; checked against
+// the same computation on the whole batch on one device (the data-parallel identity: the mean of
+// the shards' mean-loss gradients is the whole batch's gradient).
+#include "ingot/jit/spmd.h"
+
+#include <gtest/gtest.h>
+
+#include "ingot/autodiff/autodiff.h"
+#include "ingot/interp/interpreter.h"
+#include "ingot/jit/jit.h"
+#include "ingot/runtime/gloo.h"
+#include "ingot/runtime/runtime.h"
+#include "ingot/runtime/spmd.h"
+#include "ingot/trace/ops.h"
+#include "compiler/codegen/parity.h"
+#include "test_util.h"
+
+namespace ingot {
+namespace {
+
+struct FourDevices {
+  Runtime runtime{RuntimeOptions{.num_cpu_devices = 4}};
+  Mesh mesh{{{"batch", 4}}, runtime.devices()};
+  std::vector<std::unique_ptr<Communicator>> group = make_local_gloo_group(4);
+  std::vector<Communicator*> comms() const {
+    std::vector<Communicator*> c;
+    for (const auto& g : group) c.push_back(g.get());
+    return c;
+  }
+  NamedSharding split() const { return NamedSharding(mesh, PartitionSpec{"batch"}); }
+  NamedSharding replicated() const { return NamedSharding(mesh, PartitionSpec{}); }
+};
+
+void expect_near(const Array& got, const Array& want, double tol) {
+  const std::vector<double> g = to_host(got).to_doubles(), w = to_host(want).to_doubles();
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], tol) << i;
+}
+
+TEST(SpmdCompile, SegmentsAroundAnAllReduceMatchTheWholeBatch) {
+  // Per device: column sums of x_p @ w, their mean over the devices, then 2 * mean + 1: one
+  // segment before the collective and one after it.
+  FourDevices d;
+  const TraceFn local = [](const std::vector<Tensor>& a) {
+    const Tensor s = sum(matmul(a[0], a[1]), {0});
+    return std::vector<Tensor>{all_reduce(s, "batch", "mean") * 2.0 + 1.0, matmul(a[0], a[1])};
+  };
+  const ir::Graph graph = trace(local, {{{2, 3}, DType::kF32}, {{3, 5}, DType::kF32}}, "local");
+  const std::shared_ptr<const Executable> step = compile_graph_spmd(graph);
+  // Two JIT segments and the collective, in order.
+  ASSERT_EQ(step->thunks().size(), 3u);
+  EXPECT_TRUE(static_cast<bool>(step->thunks()[1].collective));
+  const Array x = testing::random_array({8, 3}, DType::kF32, 1), w = testing::random_array({3, 5}, DType::kF32, 2);
+  const std::vector<Array> out =
+      run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated())}, {d.replicated(), d.split()}, d.comms());
+  // The whole batch: column sums over 8 rows are 4x the mean of the four 2-row shards' sums.
+  const TraceFn whole = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{sum(matmul(a[0], a[1]), {0}) * 0.5 + 1.0, matmul(a[0], a[1])};
+  };
+  const std::vector<Array> want = interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 5}, DType::kF32}}), {x, w});
+  for (const Array& replica : out[0].shards()) expect_near(replica, want[0], 1e-5);
+  expect_near(out[1], want[1], 1e-5);
+}
+
+TEST(SpmdCompile, DataParallelGradientsEqualTheWholeBatchGradient) {
+  // loss_p = mean((x_p w - y_p)^2) on each device's shard; grad = all_reduce(dloss_p/dw, mean).
+  // With equal shards that is d(mean over the whole batch)/dw, what one device computes.
+  FourDevices d;
+  const TraceFn loss = [](const std::vector<Tensor>& a) {
+    const Tensor e = matmul(a[0], a[1]) - a[2];
+    return std::vector<Tensor>{mean(e * e)};
+  };
+  const TraceFn dp_step = [&](const std::vector<Tensor>& a) {
+    const std::vector<Tensor> vg = value_and_grad(loss, {1})(a);
+    return std::vector<Tensor>{all_reduce(vg[0], "batch", "mean"), all_reduce(vg[1], "batch", "mean")};
+  };
+  const std::vector<ir::TensorType> shard = {{{4, 6}, DType::kF32}, {{6, 3}, DType::kF32}, {{4, 3}, DType::kF32}};
+  const std::shared_ptr<const Executable> step = compile_graph_spmd(trace(dp_step, shard, "dp_step"));
+  const Array x = testing::random_array({16, 6}, DType::kF32, 3), w = testing::random_array({6, 3}, DType::kF32, 4),
+              y = testing::random_array({16, 3}, DType::kF32, 5);
+  const std::vector<Array> out =
+      run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated()), device_put(y, d.split())},
+               {d.replicated(), d.replicated()}, d.comms());
+  const std::vector<ir::TensorType> whole = {{{16, 6}, DType::kF32}, {{6, 3}, DType::kF32}, {{16, 3}, DType::kF32}};
+  const std::vector<Array> want = jit(value_and_grad(loss, {1}))({x, w, y});
+  for (size_t i = 0; i < 2; ++i) {
+    for (const Array& replica : out[i].shards()) expect_near(replica, want[i], 1e-5);
+  }
+}
+
+TEST(SpmdCompile, CollectivesNeedTheSpmdPath) {
+  const TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "batch")}; };
+  const ir::Graph g = trace(f, {{{3}, DType::kF32}});
+  testing::expect_error([&] { compile_graph(g); }, ErrorCode::kUnimplemented, {"all_reduce", "compile_graph_spmd"});
+  testing::expect_error([&] { interp::interpret(g, {Array::zeros({3}, DType::kF32)}); }, ErrorCode::kFailedPrecondition,
+                        {"cannot run on one device", "run_spmd"});
+  // A graph without collectives is one segment and runs on one device like compile_graph.
+  const TraceFn plain = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * 3.0, a[0]}; };
+  const std::shared_ptr<const Executable> one = compile_graph_spmd(trace(plain, {{{2}, DType::kF32}}));
+  const Array x = Array::from_vector<float>({1, -2}, {2});
+  const std::vector<Array> out = one->run({x});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{3, -6}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, -2}));
+  EXPECT_NE(out[1].buffer(), x.buffer());  // a returned parameter is a copy
+  // Bad attributes are traced errors.
+  testing::expect_error([&] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "")}; },
+                                    {{{3}, DType::kF32}}); },
+                        ErrorCode::kInvalidArgument, {"axis_name is empty"});
+  testing::expect_error([&] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "b", "prod")}; },
+                                    {{{3}, DType::kF32}}); },
+                        ErrorCode::kInvalidArgument, {"reduction is 'prod'"});
+}
+
+}  // namespace
+}  // namespace ingot
