@@ -1,7 +1,8 @@
 // f16/bf16 matrix products on CUDA (issue 9, mixed precision): with cuBLAS GEMMs on, the lowering
 // turns them into `ingot_cuda_gemm[_batched]_<f16|bf16>` calls that the host plan keeps as GEMM
 // thunks of that dtype (cublasGemmEx with f32 compute at run time) instead of generated loops.
-// The plans run end to end on the fake driver with the fake cuBLAS module (f32 sums, one rounding)
+// A trainer Dense model's train step under mixed_bfloat16 / mixed_float16 plans its five
+// products as half GEMMs. The plans of single products run end to end on the fake driver with the fake cuBLAS module (f32 sums, one rounding)
 // and equal the interpreter's results bit for bit: both sum each product's k terms in f32 in
 // ascending order and round once.
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/interp/interpreter.h"
 #include "ingot/runtime/cuda_executable.h"
+#include "ingot/trainer/model.h"
 #include "ptx_util.h"
 #include "samples.h"
 #include "test_util.h"
@@ -26,32 +28,40 @@
 namespace ingot {
 namespace {
 
-/// A Keras mixed-precision (mixed_bfloat16 / mixed_float16 with `low` = bf16 / f16) MLP train
-/// step, 784 -> 64 (relu) -> 10, batch 32, SGD: f32 variables cast to `low` for each Dense (kernel
-/// and bias), activations in `low`, logits cast back to f32 for the softmax cross-entropy (Keras's
-/// policy: compute dtype `low`, variable dtype f32). Arguments w0, b0, w1, b1 (f32), x (32, 784)
-/// f32, labels (32) i32; results the updated variables and the loss.
-ir::Graph mixed_mlp_train_step(DType low) {
-  const auto loss = [low](const std::vector<Tensor>& a) {
-    Tensor h = convert(a[4], low);
-    for (size_t l = 0; l < 2; ++l) {
-      h = matmul(h, convert(a[2 * l], low)) + convert(a[2 * l + 1], low);
-      if (l == 0) h = relu(h);
-    }
-    const Tensor onehot = one_hot(a[5], 10, DType::kF32);
-    return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(convert(h, DType::kF32)), {1})))};
+/// The train step of a trainer Dense model (784 -> Dense 64 relu -> Dense 10, batch 32) under the
+/// dtype policy `policy` ("mixed_bfloat16" / "mixed_float16": f32 variables, each Dense computing
+/// in the half dtype, logits converted back to f32): value_and_grad of the softmax cross-entropy
+/// through the model's own forward_fn (its casts included), then SGD on every variable.
+/// Arguments: the variables (kernel, bias per Dense), x (32, 784) f32, labels (32) i32; results
+/// the updated variables and the loss.
+ir::Graph mixed_dense_train_step(const std::string& policy) {
+  auto model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 64, .activation = "relu"}),
+                                          std::make_shared<Dense>(DenseOptions{.units = 10})},
+      ModelOptions{.dtype_policy = policy});
+  model->build_model({32, 784});
+  const TraceFn forward = model->forward_fn(/*training=*/true);
+  const size_t n = model->variables().size();
+  const auto loss = [forward, n](const std::vector<Tensor>& a) {
+    const std::vector<Tensor> logits = forward(std::vector<Tensor>(a.begin(), a.begin() + static_cast<int64_t>(n) + 1));
+    const Tensor onehot = one_hot(a[n + 1], 10, DType::kF32);
+    return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(logits[0]), {1})))};
   };
+  std::vector<ir::TensorType> types;
+  for (Variable* v : model->variables()) types.push_back(v->type());
+  types.push_back(testing::f32_type({32, 784}));
+  types.push_back({{32}, DType::kI32});
   return trace(
-      [loss](const std::vector<Tensor>& a) {
-        std::vector<Tensor> vg = value_and_grad(loss, {0, 1, 2, 3})(a);
+      [loss, n](const std::vector<Tensor>& a) {
+        std::vector<int64_t> argnums;
+        for (size_t i = 0; i < n; ++i) argnums.push_back(static_cast<int64_t>(i));
+        std::vector<Tensor> vg = value_and_grad(loss, argnums)(a);
         std::vector<Tensor> out;
-        for (size_t i = 0; i < 4; ++i) out.push_back(a[i] - 0.1 * vg[1 + i]);
+        for (size_t i = 0; i < n; ++i) out.push_back(a[i] - 0.1 * vg[1 + i]);
         out.push_back(vg[0]);
         return out;
       },
-      {testing::f32_type({784, 64}), testing::f32_type({64}), testing::f32_type({64, 10}), testing::f32_type({10}),
-       testing::f32_type({32, 784}), ir::TensorType{{32}, DType::kI32}},
-      fmt::format("mixed_{}_mlp_step", dtype_name(low)));
+      types, policy + "_dense_step");
 }
 
 /// The GEMM thunks of `p`, in order.
@@ -71,9 +81,10 @@ class HalfGemm : public ::testing::Test {
 };
 
 TEST_F(HalfGemm, AMixedPrecisionTrainStepHasHalfGemmThunksAndFewerLaunches) {
-  for (const DType low : {DType::kBF16, DType::kF16}) {
-    SCOPED_TRACE(dtype_name(low));
-    const ir::Graph g = mixed_mlp_train_step(low);
+  for (const auto& [policy, low] : {std::pair{std::string("mixed_bfloat16"), DType::kBF16},
+                                    std::pair{std::string("mixed_float16"), DType::kF16}}) {
+    SCOPED_TRACE(policy);
+    const ir::Graph g = mixed_dense_train_step(policy);
     // Before: every product a generated loop kernel (what cuBLAS GEMMs on did for f16/bf16 too).
     const codegen::CudaProgram loops = testing::compile_for_cuda(g);
     const codegen::CudaProgram p = testing::compile_for_cuda(g, {}, /*cublas=*/true);
