@@ -268,18 +268,23 @@ class CublasBlas final : public CudaBlas {
     const void* a = pointer<const void>(c.a);
     const void* b = pointer<const void>(c.b);
     void* out = pointer<void>(c.c);
-    if (c.batch == 1) {
-      check(api_,
-            api_.cublasGemmEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), b, t, i(c.ldb), &zero, out,
-                              t, i(c.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-            "cublasGemmEx", what);
-      return;
+    const bool one_call = c.batch == 1;
+    const cublasStatus_t status =
+        one_call ? api_.cublasGemmEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), b, t, i(c.ldb),
+                                     &zero, out, t, i(c.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                 : api_.cublasGemmStridedBatchedEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda),
+                                                   s(c.stride_a), b, t, i(c.ldb), s(c.stride_b), &zero, out, t,
+                                                   i(c.ldc), s(c.stride_c), i(c.batch), CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT);
+    const char* call = one_call ? "cublasGemmEx" : "cublasGemmStridedBatchedEx";
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{} has no {} kernel with f32 compute on {} while {} (CUBLAS_STATUS_NOT_SUPPORTED)", call,
+                              dtype_name(c.dtype), device_.name(), what),
+                  "bf16 GEMMs need compute capability 8.0 or newer; on this GPU train with the float32 dtype policy "
+                  "(or lower with LoweringOptions::blas_gemm = false: generated loops)");
     }
-    check(api_,
-          api_.cublasGemmStridedBatchedEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), s(c.stride_a),
-                                          b, t, i(c.ldb), s(c.stride_b), &zero, out, t, i(c.ldc), s(c.stride_c),
-                                          i(c.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmStridedBatchedEx", what);
+    check(api_, status, call, what);
   }
 
   /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).

@@ -1127,6 +1127,28 @@ TEST_F(FakeCublas, HalfGemmsAreGemmExCallsWithF32Compute) {
   }
   EXPECT_EQ(log_->gemm_calls + log_->strided_calls + log_->lt_matmul_calls, 0);  // no f32 path taken
 }
+
+TEST_F(FakeCublas, AHalfGemmCublasHasNoKernelForIsUnimplementedNamingTheWayOut) {
+  const int64_t m = 2, n = 3, k = 4;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(half_dense_program(m, n, k, DType::kBF16), *dev, library_->create(*dev));
+  const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kBF16));
+  const std::vector<Array> inputs = {to_device(*dev, Array::full({m, k}, 1.0, DType::kBF16)),
+                                     to_device(*dev, Array::full({k, n}, 2.0, DType::kBF16)),
+                                     to_device(*dev, Array::zeros({n}, DType::kBF16))},
+                           outputs = {out};
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_ex_unsupported"))(true);
+  expect_error([&] { exe->run(inputs, outputs); }, ErrorCode::kUnimplemented,
+               {"cublasGemmEx has no bf16 kernel with f32 compute on cuda:0", "CUBLAS_STATUS_NOT_SUPPORTED",
+                "compute capability 8.0", "float32 dtype policy"});
+  EXPECT_EQ(to_host(*dev, out).to_doubles(), std::vector<double>(m * n + 3, 7.0));  // nothing written
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_ex_unsupported"))(false);
+  exe->run(inputs, outputs)->wait();
+  std::vector<double> want(3, 7.0);
+  want.resize(m * n + 3, 8.0);  // sum of 4 products 1 * 2
+  EXPECT_EQ(to_host(*dev, out).to_doubles(), want);
+}
 #endif  // INGOT_FAKE_CUBLAS
 
 TEST(CublasLibrary, TheToolkitsCublasHasEveryEntryPoint) {

@@ -21,7 +21,7 @@
 //     test waits for its uploads before running a program through it).
 // What it saw is logged for the test (ingot_fake_cublas_log: call counts, the last epilogue and
 // the alignments the heuristic was given); ingot_fake_cublas_set_no_algorithm makes the heuristic
-// find nothing. The log is file-scope state: the module is the test's
+// find nothing, ingot_fake_cublas_set_ex_unsupported the *Ex GEMMs answer NOT_SUPPORTED. The log is file-scope state: the module is the test's
 // fake, loaded by one test process, as the fake driver's state is.
 #include <cublasLt.h>
 #include <cublas_api.h>
@@ -40,6 +40,7 @@ namespace {
 
 FakeCublasLog g_log;
 bool g_no_algorithm = false;  // cublasLtMatmulAlgoGetHeuristic finds nothing (ingot_fake_cublas_set_no_algorithm)
+bool g_ex_unsupported = false;  // the *Ex GEMMs answer NOT_SUPPORTED (ingot_fake_cublas_set_ex_unsupported)
 
 struct Desc {  // stored in cublasLtMatmulDescOpaque_t::data
   uint64_t trans_a, trans_b, epilogue, bias, compute;
@@ -109,7 +110,9 @@ cublasStatus_t gemm_ex(cublasOperation_t ta, cublasOperation_t tb, int m, int n,
   g_log.last_ex_type = static_cast<int32_t>(at);
   g_log.last_ex_compute = static_cast<int32_t>(compute);
   const bool half = at == CUDA_R_16F || at == CUDA_R_16BF;
-  if (!half || bt != at || ct != at || compute != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (g_ex_unsupported || !half || bt != at || ct != at || compute != CUBLAS_COMPUTE_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   if (algo != CUBLAS_GEMM_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (bad_dims(ta, tb, m, n, k, lda, ldb, ldc) || batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
@@ -138,9 +141,15 @@ __attribute__((visibility("default"))) const FakeCublasLog* ingot_fake_cublas_lo
 __attribute__((visibility("default"))) void ingot_fake_cublas_reset_log() {
   g_log = FakeCublasLog{};
   g_no_algorithm = false;
+  g_ex_unsupported = false;
 }
 /// Makes the heuristic find no algorithm (as for a configuration cuBLASLt has no kernel for).
 __attribute__((visibility("default"))) void ingot_fake_cublas_set_no_algorithm(bool none) { g_no_algorithm = none; }
+/// Makes cublasGemmEx / cublasGemmStridedBatchedEx answer CUBLAS_STATUS_NOT_SUPPORTED (as a GPU
+/// without bf16 tensor cores, compute capability < 8.0, does for bf16).
+__attribute__((visibility("default"))) void ingot_fake_cublas_set_ex_unsupported(bool unsupported) {
+  g_ex_unsupported = unsupported;
+}
 
 // ---- cuBLAS ------------------------------------------------------------------------------
 
