@@ -144,9 +144,19 @@ std::optional<std::pair<TensorType, std::vector<int64_t>>> without_batch(const T
   return std::make_pair(rest, c);
 }
 
-/// A matrix product on f32/f64 operands whose contracting dims are a consecutive leading or
-/// trailing group of each operand (Dense on (batch, ..., features) inputs, its weight gradient
-/// contracting over (batch, ...), plain 2-D products) as a call to the library kernel
+/// Whether `dtype` products become GEMM calls of `gemm_function`: f32 and f64 always; f16 and bf16
+/// only for the CUDA back end's "ingot_cuda_gemm" (cuBLAS's GemmEx with f32 compute, rounding the
+/// product to the output dtype once, as the interpreter's f32 accumulation does; the CPU's GEMM
+/// kernels are f32/f64 only).
+bool gemm_dtype(const std::string& gemm_function, DType dtype) {
+  if (dtype == DType::kF32 || dtype == DType::kF64) return true;
+  return gemm_function == "ingot_cuda_gemm" && is_half(dtype);
+}
+
+/// A matrix product on f32/f64 operands (and f16/bf16 ones for CUDA: gemm_dtype) whose
+/// contracting dims are a consecutive leading or trailing group of each operand (Dense on
+/// (batch, ..., features) inputs, its weight gradient contracting over (batch, ...), plain 2-D
+/// products) as a call to the library kernel
 /// `<gemm_function>_<dtype>(A, B, C, trans_a, trans_b)` on row-major 2-D views (collapse/expand of
 /// identity layouts: no copies). Batch dims that lead both operands in order (attention's
 /// (batch, heads) products) call `<gemm_function>_batched_<dtype>` on 3-D views
@@ -155,7 +165,7 @@ bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType&
                        const TensorType& rhs_full, const TensorType& out, const std::vector<int64_t>& lb,
                        const std::vector<int64_t>& rb, const std::vector<int64_t>& lc_full,
                        const std::vector<int64_t>& rc_full) {
-  if (!ctx.options().blas_gemm || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
+  if (!ctx.options().blas_gemm || !gemm_dtype(ctx.options().gemm_function, out.dtype)) return false;
   const auto l = without_batch(lhs_full, lb, lc_full), r = without_batch(rhs_full, rb, rc_full);
   if (!l || !r) return false;
   const auto& [lhs, lc] = *l;

@@ -1,5 +1,6 @@
 // CublasLibrary: libcublas and libcublasLt through dlopen, and a CudaBlas over one cuBLAS handle
-// (plain and strided-batched GEMMs) and one cuBLASLt handle (GEMMs with a bias/relu epilogue).
+// (plain and strided-batched GEMMs: f32/f64 through ?gemm, f16/bf16 through cublasGemmEx with f32
+// compute) and one cuBLASLt handle (GEMMs with a bias/relu epilogue).
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <dlfcn.h>
@@ -36,12 +37,30 @@ namespace ingot {
   X(cublasLtMatmulAlgoGetHeuristic)    \
   X(cublasLtMatmul)
 
+/// cublasGemmEx and cublasGemmStridedBatchedEx as libcublas exports them (cublas_api.h also
+/// declares C++ overloads taking a cudaDataType compute type, so decltype(&::name) is ambiguous).
+using CublasGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                        const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                        const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using CublasGemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                                      int, const void*, const void*, cudaDataType, int, long long,
+                                                      const void*, cudaDataType, int, long long, const void*, void*,
+                                                      cudaDataType, int, long long, int, cublasComputeType_t,
+                                                      cublasGemmAlgo_t);
+
+#define INGOT_CUBLAS_EX_ENTRY_POINTS(X) \
+  X(cublasGemmEx, CublasGemmEx)         \
+  X(cublasGemmStridedBatchedEx, CublasGemmStridedBatchedEx)
+
 /// Function pointers to cuBLAS's and cuBLASLt's entry points (all non-null once resolved).
 struct CublasLibrary::Api {
 #define INGOT_CUBLAS_DECLARE_ENTRY(name) decltype(&::name) name = nullptr;
   INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_ENTRY)
   INGOT_CUBLASLT_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_ENTRY)
 #undef INGOT_CUBLAS_DECLARE_ENTRY
+#define INGOT_CUBLAS_DECLARE_TYPED_ENTRY(name, type) type name = nullptr;
+  INGOT_CUBLAS_EX_ENTRY_POINTS(INGOT_CUBLAS_DECLARE_TYPED_ENTRY)
+#undef INGOT_CUBLAS_DECLARE_TYPED_ENTRY
 };
 
 namespace {
@@ -138,7 +157,9 @@ class CublasBlas final : public CudaBlas {
     const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     auto i = [](int64_t v) { return static_cast<int>(v); };
-    if (c.batch > 1) {
+    if (c.dtype == DType::kF16 || c.dtype == DType::kBF16) {
+      gemm_ex(c, ta, tb, what);
+    } else if (c.batch > 1) {
       strided_batched(c, ta, tb, what);
     } else if (c.dtype == DType::kF32) {
       const float one = 1.0f, zero = 0.0f;
@@ -153,8 +174,9 @@ class CublasBlas final : public CudaBlas {
                                 pointer<double>(c.b), i(c.ldb), &zero, pointer<double>(c.c), i(c.ldc)),
             "cublasDgemm", what);
     } else {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("cuBLAS GEMM: dtype {} is not f32 or f64", dtype_name(c.dtype)),
-                  "only f32 and f64 products become cuBLAS calls");
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLAS GEMM: dtype {} is not f32, f64, f16 or bf16", dtype_name(c.dtype)),
+                  "only f32, f64, f16 and bf16 products become cuBLAS calls (is_blas_gemm_dtype)");
     }
   }
 
@@ -235,6 +257,36 @@ class CublasBlas final : public CudaBlas {
     return result.algo;
   }
 
+  /// cublasGemmEx (batch 1) or cublasGemmStridedBatchedEx on f16/bf16 operands and result with
+  /// CUBLAS_COMPUTE_32F (f32 alpha = 1 and beta = 0; the f32 sums rounded to the dtype once) and
+  /// CUBLAS_GEMM_DEFAULT (cuBLAS picks the algorithm; tensor cores where the shapes allow).
+  void gemm_ex(const CudaBlasGemm& c, cublasOperation_t ta, cublasOperation_t tb, const std::string& what) {
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    auto s = [](int64_t v) { return static_cast<long long>(v); };
+    const cudaDataType t = c.dtype == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float one = 1.0f, zero = 0.0f;
+    const void* a = pointer<const void>(c.a);
+    const void* b = pointer<const void>(c.b);
+    void* out = pointer<void>(c.c);
+    const bool one_call = c.batch == 1;
+    const cublasStatus_t status =
+        one_call ? api_.cublasGemmEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), b, t, i(c.ldb),
+                                     &zero, out, t, i(c.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                 : api_.cublasGemmStridedBatchedEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda),
+                                                   s(c.stride_a), b, t, i(c.ldb), s(c.stride_b), &zero, out, t,
+                                                   i(c.ldc), s(c.stride_c), i(c.batch), CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT);
+    const char* call = one_call ? "cublasGemmEx" : "cublasGemmStridedBatchedEx";
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{} has no {} kernel with f32 compute on {} while {} (CUBLAS_STATUS_NOT_SUPPORTED)", call,
+                              dtype_name(c.dtype), device_.name(), what),
+                  "bf16 GEMMs need compute capability 8.0 or newer; on this GPU train with the float32 dtype policy "
+                  "(or lower with LoweringOptions::blas_gemm = false: generated loops)");
+    }
+    check(api_, status, call, what);
+  }
+
   /// cublas{S,D}gemmStridedBatched for `c.batch` products (64-bit strides in elements).
   void strided_batched(const CudaBlasGemm& c, cublasOperation_t ta, cublasOperation_t tb, const std::string& what) {
     auto i = [](int64_t v) { return static_cast<int>(v); };
@@ -254,8 +306,9 @@ class CublasBlas final : public CudaBlas {
                                            &zero, pointer<double>(c.c), i(c.ldc), s(c.stride_c), i(c.batch)),
             "cublasDgemmStridedBatched", what);
     } else {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("cuBLAS GEMM: dtype {} is not f32 or f64", dtype_name(c.dtype)),
-                  "only f32 and f64 products become cuBLAS calls");
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("cuBLAS GEMM: dtype {} is not f32, f64, f16 or bf16", dtype_name(c.dtype)),
+                  "only f32, f64, f16 and bf16 products become cuBLAS calls (is_blas_gemm_dtype)");
     }
   }
 
@@ -271,6 +324,10 @@ class CublasBlas final : public CudaBlas {
 };
 
 }  // namespace
+
+bool is_blas_gemm_dtype(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
 
 CublasLibrary::CublasLibrary() : api_(std::make_unique<Api>()) {}
 
@@ -298,6 +355,11 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_RESOLVE_ENTRY)
 #undef INGOT_CUBLAS_RESOLVE_ENTRY
+#define INGOT_CUBLAS_RESOLVE_TYPED_ENTRY(name, type)                       \
+  api.name = reinterpret_cast<type>(dlsym(lib->library_, #name)); \
+  if (api.name == nullptr) missing.push_back(#name);
+  INGOT_CUBLAS_EX_ENTRY_POINTS(INGOT_CUBLAS_RESOLVE_TYPED_ENTRY)
+#undef INGOT_CUBLAS_RESOLVE_TYPED_ENTRY
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable cuBLAS: it lacks {}", library, fmt::join(missing, ", "));
     return lib;

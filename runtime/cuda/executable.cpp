@@ -92,8 +92,8 @@ void check_view(const CudaProgram& p, const CudaKernelArg& arg, const std::strin
 }
 
 void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& where) {
-  if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
-    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32 or f64", where, dtype_name(g.dtype)));
+  if (!is_blas_gemm_dtype(g.dtype)) {
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32, f64, f16 or bf16", where, dtype_name(g.dtype)));
   }
   if (g.m < 1 || g.n < 1 || g.k < 1) {
     fail(ErrorCode::kInvalidArgument, fmt::format("{}: m = {}, n = {}, k = {} must be >= 1", where, g.m, g.n, g.k));
@@ -336,8 +336,9 @@ void set_batch_strides(const CudaGemm& g, CudaBlasGemm& call) {
 }  // namespace
 
 CudaBlasGemm column_major_gemm(const CudaGemm& g, std::span<const uint64_t> buffer_addresses) {
-  if (g.dtype != DType::kF32 && g.dtype != DType::kF64) {
-    fail(ErrorCode::kInvalidArgument, fmt::format("column_major_gemm: dtype {} is not f32 or f64", dtype_name(g.dtype)));
+  if (!is_blas_gemm_dtype(g.dtype)) {
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("column_major_gemm: dtype {} is not f32, f64, f16 or bf16", dtype_name(g.dtype)));
   }
   if (g.m < 1 || g.n < 1 || g.k < 1) {
     fail(ErrorCode::kInvalidArgument,

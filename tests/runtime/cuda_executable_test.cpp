@@ -265,8 +265,50 @@ TEST(CudaColumnMajorGemm, SwapsOperandsAndAddsOffsets) {
   EXPECT_EQ(c.b, 0x1000u + 1 * 8);
   EXPECT_EQ(c.ldb, 2);
   EXPECT_EQ(c.ldc, 5);
-  expect_error([&] { column_major_gemm(gemm(DType::kF16, 1, 1, 1, false, false, {}, {}, {}), addr); },
-               ErrorCode::kInvalidArgument, {"f16 is not f32 or f64"});
+  expect_error([&] { column_major_gemm(gemm(DType::kI32, 1, 1, 1, false, false, {}, {}, {}), addr); },
+               ErrorCode::kInvalidArgument, {"i32 is not f32, f64, f16 or bf16"});
+}
+
+TEST(CudaColumnMajorGemm, HalfGemmsMapAsF32WithTwoByteElements) {
+  const std::vector<uint64_t> addr = {0x1000, 0x2000, 0x3000};
+  // bf16 C (2 x 5) = A (2 x 3) B^T, B stored (n, k) = (5, 3) at element 7, A at element 4, C at 10:
+  // gemmEx(T, N, m = 5, n = 2, k = 3, B, lda = 3, A, ldb = 3, C, ldc = 5), offsets in 2-byte elements.
+  CudaBlasGemm c = column_major_gemm(gemm(DType::kBF16, 2, 5, 3, false, true, memref(0, 4, {2, 3}, {3, 1}),
+                                          memref(1, 7, {5, 3}, {3, 1}), memref(2, 10, {2, 5}, {5, 1})),
+                                     addr);
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_TRUE(c.trans_a);
+  EXPECT_FALSE(c.trans_b);
+  EXPECT_EQ(c.m, 5);
+  EXPECT_EQ(c.n, 2);
+  EXPECT_EQ(c.k, 3);
+  EXPECT_EQ(c.a, 0x2000u + 7 * 2);
+  EXPECT_EQ(c.lda, 3);
+  EXPECT_EQ(c.b, 0x1000u + 4 * 2);
+  EXPECT_EQ(c.ldb, 3);
+  EXPECT_EQ(c.c, 0x3000u + 10 * 2);
+  EXPECT_EQ(c.ldc, 5);
+  EXPECT_EQ(c.batch, 1);
+  // f16, batched: 4 products C[i] (3 x 2) = A[i]^T (A stored (k, m) = (5, 3)) B[i] (5 x 2), strides
+  // in elements, A's and B's swapped with the operands.
+  CudaGemm g = gemm(DType::kF16, 3, 2, 5, true, false, memref(0, 0, {4, 5, 3}, {15, 3, 1}),
+                    memref(1, 2, {4, 5, 2}, {12, 2, 1}), memref(2, 0, {4, 3, 2}, {6, 2, 1}));
+  g.batched = true;
+  g.batch = 4;
+  c = column_major_gemm(g, addr);
+  EXPECT_EQ(c.dtype, DType::kF16);
+  EXPECT_FALSE(c.trans_a);
+  EXPECT_TRUE(c.trans_b);
+  EXPECT_EQ(c.a, 0x2000u + 2 * 2);
+  EXPECT_EQ(c.lda, 2);
+  EXPECT_EQ(c.ldb, 3);
+  EXPECT_EQ(c.batch, 4);
+  EXPECT_EQ(c.stride_a, 12);
+  EXPECT_EQ(c.stride_b, 15);
+  EXPECT_EQ(c.stride_c, 6);
+  EXPECT_TRUE(is_blas_gemm_dtype(DType::kF16));
+  EXPECT_TRUE(is_blas_gemm_dtype(DType::kBF16));
+  EXPECT_FALSE(is_blas_gemm_dtype(DType::kI32));
 }
 
 TEST(CudaColumnMajorGemm, BatchedViewsBecomeOneStridedBatchedCall) {
@@ -487,13 +529,16 @@ TEST(CudaExecutableFake, WrongArgumentsLaunchNothing) {
 // GEMM thunks through a host BLAS on the fake stream
 
 /// Reference column-major ?gemm (BLAS sgemm.f with alpha = 1, beta = 0), enqueued on the fake
-/// stream so it runs after the work queued before it.
+/// stream so it runs after the work queued before it. f16/bf16 as cublasGemmEx with
+/// CUBLAS_COMPUTE_32F: products summed in f32, rounded to the dtype once.
 class HostBlas final : public CudaBlas {
  public:
   void gemm(const CudaBlasGemm& c, const CudaStream& stream) override {
     calls.push_back(c);
     testing::fake_cuda::enqueue(stream.handle(), [c] {
       if (c.dtype == DType::kF32) run<float>(c);
+      else if (c.dtype == DType::kF16) run<f16>(c);
+      else if (c.dtype == DType::kBF16) run<bf16>(c);
       else run<double>(c);
     });
   }
@@ -512,17 +557,18 @@ class HostBlas final : public CudaBlas {
     const T* a = at<T>(c.a) + p * c.stride_a;
     const T* b = at<T>(c.b) + p * c.stride_b;
     T* out = at<T>(c.c) + p * c.stride_c;
+    using Acc = typename compute_type<T>::type;
     for (int64_t j = 0; j < c.n; ++j) {
       for (int64_t i = 0; i < c.m; ++i) {
-        T sum = 0;
+        Acc sum = 0;
         for (int64_t l = 0; l < c.k; ++l) {
-          const T av = c.trans_a ? a[l + i * c.lda] : a[i + l * c.lda];
-          const T bv = c.trans_b ? b[j + l * c.ldb] : b[l + j * c.ldb];
+          const Acc av = c.trans_a ? a[l + i * c.lda] : a[i + l * c.lda];
+          const Acc bv = c.trans_b ? b[j + l * c.ldb] : b[l + j * c.ldb];
           sum += av * bv;
         }
         if (c.epilogue != CudaGemm::Epilogue::kNone) sum += at<T>(c.bias)[i];
-        if (c.epilogue == CudaGemm::Epilogue::kBiasRelu) sum = std::max(sum, T{0});
-        out[i + j * c.ldc] = sum;
+        if (c.epilogue == CudaGemm::Epilogue::kBiasRelu) sum = std::max(sum, Acc{0});
+        out[i + j * c.ldc] = T(sum);
       }
     }
   }
@@ -792,6 +838,32 @@ TEST(CudaProgramValidation, AnEpiloguesBiasIsNContiguousF32) {
                {"epilogues run on f32 GEMMs without batch, not a f32 batched GEMM"});
 }
 
+/// `dense_program` (no epilogue) with every buffer, type and GEMM in `dtype`.
+CudaProgram half_dense_program(int64_t m, int64_t n, int64_t k, DType dtype) {
+  CudaProgram p = dense_program(m, n, k, CudaGemm::Epilogue::kNone);
+  for (CudaBuffer& b : p.buffers) {
+    b.dtype = dtype;
+    b.bytes = num_elements(b.shape) * dtype_size(dtype);
+  }
+  for (auto& t : p.input_types) t.second = dtype;
+  for (auto& t : p.output_types) t.second = dtype;
+  p.thunks[0].gemm.dtype = dtype;
+  return p;
+}
+
+TEST(CudaProgramValidation, HalfGemmsAreValidButNotWithEpilogues) {
+  for (const DType dt : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    CudaProgram p = half_dense_program(4, 5, 3, dt);
+    EXPECT_NO_THROW(validate_cuda_program(p));
+    p.thunks[0].gemm.epilogue = CudaGemm::Epilogue::kBias;  // cuBLASLt epilogues are folded on f32 only
+    expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+                 {fmt::format("epilogues run on f32 GEMMs without batch, not a {} GEMM", dtype_name(dt))});
+  }
+  CudaProgram p = half_dense_program(4, 5, 3, DType::kI32);
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"dtype i32 is not f32, f64, f16 or bf16"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // cuBLAS through dlopen
 
@@ -978,6 +1050,104 @@ TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
   EXPECT_EQ(log_->strided_calls, 1);
   EXPECT_EQ(log_->last_batch, batch);
   EXPECT_EQ(log_->gemm_calls, 1);  // still only the plain one
+}
+/// Row-major C (m x n) = op(A) op(B) of `dtype` values as cublasGemmEx with CUBLAS_COMPUTE_32F
+/// defines it: the exact product of the (already rounded) inputs, rounded to `dtype` once. The
+/// tests' inputs are multiples of 1/4 small enough that the f32 sums are exact, so this is the
+/// bit-exact answer.
+std::vector<double> half_matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n,
+                                int64_t k, bool ta, bool tb, DType dtype) {
+  std::vector<double> c = matmul(a, b, m, n, k, ta, tb);
+  for (double& v : c) {
+    v = dtype == DType::kF16 ? static_cast<float>(f16(static_cast<float>(v))) : static_cast<float>(bf16(static_cast<float>(v)));
+  }
+  return c;
+}
+
+TEST_F(FakeCublas, HalfGemmsAreGemmExCallsWithF32Compute) {
+  const int64_t m = 3, n = 4, k = 6, batch = 3;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  std::shared_ptr<CudaBlas> blas = library_->create(*dev);
+  int64_t plain = 0, strided = 0;
+  for (const DType dt : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    // Plain: x (m, k) . W (k, n) into `out` at element 3 (one cublasGemmEx). Sums of 6 products
+    // up to ~100 need more than bf16's 8 significant bits: the result is rounded.
+    const std::vector<double> x = iota(m * k, 0.75, -5.0), w = iota(k * n, -0.5, 4.25);
+    auto exe = CudaExecutable::create(half_dense_program(m, n, k, dt), *dev, blas);
+    const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, dt));
+    std::vector<Array> inputs = {to_device(*dev, Array::from_doubles(x, {m, k}, dt)),
+                                 to_device(*dev, Array::from_doubles(w, {k, n}, dt)),
+                                 to_device(*dev, Array::zeros({n}, dt))};
+    const std::vector<Array> outputs = {out};
+    exe->run(inputs, outputs)->wait();
+    std::vector<double> want = {7.0, 7.0, 7.0};
+    const std::vector<double> c = half_matmul(x, w, m, n, k, false, false, dt);
+    want.insert(want.end(), c.begin(), c.end());
+    EXPECT_EQ(to_host(*dev, out).to_doubles(), want);
+    EXPECT_EQ(log_->gemm_ex_calls, ++plain);
+    // library_types.h: CUDA_R_16F = 2, CUDA_R_16BF = 14; cublas_api.h: CUBLAS_COMPUTE_32F = 68.
+    EXPECT_EQ(log_->last_ex_type, dt == DType::kF16 ? 2 : 14);
+    EXPECT_EQ(log_->last_ex_compute, 68);
+    // The test's host BLAS computes the same bits (the runtime tests' oracle for half GEMMs).
+    const Array host_out = to_device(*dev, Array::full({m * n + 3}, 7.0, dt));
+    const std::vector<Array> host_outputs = {host_out};
+    CudaExecutable::create(half_dense_program(m, n, k, dt), *dev, std::make_shared<HostBlas>())
+        ->run(inputs, host_outputs)
+        ->wait();
+    EXPECT_EQ(to_host(*dev, host_out).to_doubles(), want);
+    // Strided-batched: C[i] (m, n) = A[i]^T B[i]^T, A stored (batch, k, m), B (batch, n, k).
+    CudaProgram p;
+    p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {batch, k, m}, dt),
+                 buffer(CudaBuffer::Kind::kInput, 1, {batch, n, k}, dt),
+                 buffer(CudaBuffer::Kind::kOutput, 0, {batch, m, n}, dt)};
+    CudaThunk t;
+    t.kind = CudaThunk::Kind::kGemm;
+    t.gemm = gemm(dt, m, n, k, true, true, memref(0, 0, {batch, k, m}, {k * m, m, 1}),
+                  memref(1, 0, {batch, n, k}, {n * k, k, 1}), memref(2, 0, {batch, m, n}, {m * n, n, 1}));
+    t.gemm.batched = true;
+    t.gemm.batch = batch;
+    p.thunks = {t};
+    p.input_types = {{{batch, k, m}, dt}, {{batch, n, k}, dt}};
+    p.output_types = {{{batch, m, n}, dt}};
+    const std::vector<double> a = iota(batch * k * m, 0.25, -6.0), b = iota(batch * n * k, -0.75, 9.5);
+    inputs = {to_device(*dev, Array::from_doubles(a, {batch, k, m}, dt)),
+              to_device(*dev, Array::from_doubles(b, {batch, n, k}, dt))};
+    const std::vector<Array> got = CudaExecutable::create(p, *dev, blas)->run(inputs);
+    std::vector<double> bwant;
+    for (int64_t i = 0; i < batch; ++i) {
+      const std::vector<double> ci =
+          half_matmul(slice(a, i * k * m, k * m), slice(b, i * n * k, n * k), m, n, k, true, true, dt);
+      bwant.insert(bwant.end(), ci.begin(), ci.end());
+    }
+    EXPECT_EQ(to_host(*dev, got[0]).to_doubles(), bwant);
+    EXPECT_EQ(log_->strided_ex_calls, ++strided);
+    EXPECT_EQ(log_->last_batch, batch);
+  }
+  EXPECT_EQ(log_->gemm_calls + log_->strided_calls + log_->lt_matmul_calls, 0);  // no f32 path taken
+}
+
+TEST_F(FakeCublas, AHalfGemmCublasHasNoKernelForIsUnimplementedNamingTheWayOut) {
+  const int64_t m = 2, n = 3, k = 4;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(half_dense_program(m, n, k, DType::kBF16), *dev, library_->create(*dev));
+  const Array out = to_device(*dev, Array::full({m * n + 3}, 7.0, DType::kBF16));
+  const std::vector<Array> inputs = {to_device(*dev, Array::full({m, k}, 1.0, DType::kBF16)),
+                                     to_device(*dev, Array::full({k, n}, 2.0, DType::kBF16)),
+                                     to_device(*dev, Array::zeros({n}, DType::kBF16))},
+                           outputs = {out};
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_ex_unsupported"))(true);
+  expect_error([&] { exe->run(inputs, outputs); }, ErrorCode::kUnimplemented,
+               {"cublasGemmEx has no bf16 kernel with f32 compute on cuda:0", "CUBLAS_STATUS_NOT_SUPPORTED",
+                "compute capability 8.0", "float32 dtype policy"});
+  EXPECT_EQ(to_host(*dev, out).to_doubles(), std::vector<double>(m * n + 3, 7.0));  // nothing written
+  reinterpret_cast<void (*)(bool)>(dlsym(module_, "ingot_fake_cublas_set_ex_unsupported"))(false);
+  exe->run(inputs, outputs)->wait();
+  std::vector<double> want(3, 7.0);
+  want.resize(m * n + 3, 8.0);  // sum of 4 products 1 * 2
+  EXPECT_EQ(to_host(*dev, out).to_doubles(), want);
 }
 #endif  // INGOT_FAKE_CUBLAS
 

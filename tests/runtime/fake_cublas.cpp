@@ -7,6 +7,11 @@
 //   - ?gemm / ?gemmStridedBatched compute C = alpha op(A) op(B) + beta C column-major as
 //     reference BLAS sgemm.f does, after checking lda/ldb/ldc against the dims
 //     (CUBLAS_STATUS_INVALID_VALUE otherwise);
+//   - cublasGemmEx / cublasGemmStridedBatchedEx take f16 or bf16 A, B and C of one type with
+//     CUBLAS_COMPUTE_32F and f32 alpha/beta only (CUBLAS_STATUS_NOT_SUPPORTED otherwise, which a
+//     real cuBLAS also answers for mixed types it has no kernel for): each element of the sum is
+//     widened to f32 (cuda_fp16.h / cuda_bf16.h's own conversions, independent of ingot's), summed
+//     in f32 and rounded to the type once, round-to-nearest-even;
 //   - cuBLASLt descriptors keep their attributes; cublasLtMatmul checks that the layouts agree
 //     with the transposes (A (m, k) as op(A), ...), that an epilogue with a bias has a bias
 //     pointer and that an algorithm from cublasLtMatmulAlgoGetHeuristic is passed, then computes
@@ -16,10 +21,12 @@
 //     test waits for its uploads before running a program through it).
 // What it saw is logged for the test (ingot_fake_cublas_log: call counts, the last epilogue and
 // the alignments the heuristic was given); ingot_fake_cublas_set_no_algorithm makes the heuristic
-// find nothing. The log is file-scope state: the module is the test's
+// find nothing, ingot_fake_cublas_set_ex_unsupported the *Ex GEMMs answer NOT_SUPPORTED. The log is file-scope state: the module is the test's
 // fake, loaded by one test process, as the fake driver's state is.
 #include <cublasLt.h>
 #include <cublas_api.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,6 +40,7 @@ namespace {
 
 FakeCublasLog g_log;
 bool g_no_algorithm = false;  // cublasLtMatmulAlgoGetHeuristic finds nothing (ingot_fake_cublas_set_no_algorithm)
+bool g_ex_unsupported = false;  // the *Ex GEMMs answer NOT_SUPPORTED (ingot_fake_cublas_set_ex_unsupported)
 
 struct Desc {  // stored in cublasLtMatmulDescOpaque_t::data
   uint64_t trans_a, trans_b, epilogue, bias, compute;
@@ -82,6 +90,49 @@ cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/// A 16-bit element of `type` (CUDA_R_16F or CUDA_R_16BF) at `p[i]` as f32, and back (round to
+/// nearest even).
+float load16(cudaDataType type, const void* p, int64_t i) {
+  if (type == CUDA_R_16F) return __half2float(static_cast<const __half*>(p)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+void store16(cudaDataType type, void* p, int64_t i, float v) {
+  if (type == CUDA_R_16F) static_cast<__half*>(p)[i] = __float2half_rn(v);
+  else static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+}
+
+/// The *Ex GEMMs: column-major C = alpha op(A) op(B) + beta C on 16-bit operands of one type,
+/// summed in f32, `batch` products `sa`/`sb`/`sc` elements apart.
+cublasStatus_t gemm_ex(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                       const void* a, cudaDataType at, int lda, long long sa, const void* b, cudaDataType bt, int ldb,
+                       long long sb, const void* beta, void* c, cudaDataType ct, int ldc, long long sc, int batch,
+                       cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  g_log.last_ex_type = static_cast<int32_t>(at);
+  g_log.last_ex_compute = static_cast<int32_t>(compute);
+  const bool half = at == CUDA_R_16F || at == CUDA_R_16BF;
+  if (g_ex_unsupported || !half || bt != at || ct != at || compute != CUBLAS_COMPUTE_32F) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (algo != CUBLAS_GEMM_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (bad_dims(ta, tb, m, n, k, lda, ldb, ldc) || batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  const bool tra = ta != CUBLAS_OP_N, trb = tb != CUBLAS_OP_N;
+  for (int64_t p = 0; p < batch; ++p) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < m; ++i) {
+        float sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          sum += load16(at, a, p * sa + (tra ? l + i * lda : i + l * lda)) *
+                 load16(at, b, p * sb + (trb ? j + l * ldb : l + j * ldb));
+        }
+        const int64_t o = p * sc + i + j * ldc;
+        store16(at, c, o, al * sum + (be == 0.0f ? 0.0f : be * load16(at, c, o)));
+      }
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -90,9 +141,15 @@ __attribute__((visibility("default"))) const FakeCublasLog* ingot_fake_cublas_lo
 __attribute__((visibility("default"))) void ingot_fake_cublas_reset_log() {
   g_log = FakeCublasLog{};
   g_no_algorithm = false;
+  g_ex_unsupported = false;
 }
 /// Makes the heuristic find no algorithm (as for a configuration cuBLASLt has no kernel for).
 __attribute__((visibility("default"))) void ingot_fake_cublas_set_no_algorithm(bool none) { g_no_algorithm = none; }
+/// Makes cublasGemmEx / cublasGemmStridedBatchedEx answer CUBLAS_STATUS_NOT_SUPPORTED (as a GPU
+/// without bf16 tensor cores, compute capability < 8.0, does for bf16).
+__attribute__((visibility("default"))) void ingot_fake_cublas_set_ex_unsupported(bool unsupported) {
+  g_ex_unsupported = unsupported;
+}
 
 // ---- cuBLAS ------------------------------------------------------------------------------
 
@@ -137,6 +194,23 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, c
   ++g_log.strided_calls;
   g_log.last_batch = batch;
   return gemm<double>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void* alpha, const void* a, cudaDataType at, int lda, const void* b, cudaDataType bt,
+                            int ldb, const void* beta, void* c, cudaDataType ct, int ldc, cublasComputeType_t compute,
+                            cublasGemmAlgo_t algo) {
+  ++g_log.gemm_ex_calls;
+  return gemm_ex(ta, tb, m, n, k, alpha, a, at, lda, 0, b, bt, ldb, 0, beta, c, ct, ldc, 0, 1, compute, algo);
+}
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void* alpha, const void* a, cudaDataType at, int lda,
+                                          long long sa, const void* b, cudaDataType bt, int ldb, long long sb,
+                                          const void* beta, void* c, cudaDataType ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  ++g_log.strided_ex_calls;
+  g_log.last_batch = batch;
+  return gemm_ex(ta, tb, m, n, k, alpha, a, at, lda, sa, b, bt, ldb, sb, beta, c, ct, ldc, sc, batch, compute, algo);
 }
 
 // ---- cuBLASLt ----------------------------------------------------------------------------

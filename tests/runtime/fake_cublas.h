@@ -13,4 +13,8 @@ struct FakeCublasLog {
   uint32_t last_epilogue = 0;       ///< cublasLtEpilogue_t of the last cublasLtMatmul
   uint32_t last_alignment[4] = {};  ///< A, B, C, D minimum alignments (bytes) of the last heuristic query
   uint64_t last_workspace = ~0ull;  ///< maximum workspace bytes of the last heuristic query
+  int64_t gemm_ex_calls = 0;        ///< cublasGemmEx
+  int64_t strided_ex_calls = 0;     ///< cublasGemmStridedBatchedEx
+  int32_t last_ex_type = -1;        ///< cudaDataType of the last *Ex call's operands
+  int32_t last_ex_compute = -1;     ///< cublasComputeType_t of the last *Ex call
 };

@@ -250,7 +250,9 @@ class PlanBuilder {
       unsupported(*call, bias ? "is not a GEMM call (A, B, bias, C, trans_a, trans_b)" : "is not a GEMM call (A, B, C, trans_a, trans_b)");
     }
     const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
-    if (!dt || (*dt != DType::kF32 && *dt != DType::kF64)) unsupported(*call, "is a GEMM of an unsupported dtype");
+    // f16/bf16: cublasGemmEx with f32 compute (the lowering emits them for "ingot_cuda_gemm").
+    const bool gemm_dtype = dt && (*dt == DType::kF32 || *dt == DType::kF64 || *dt == DType::kF16 || *dt == DType::kBF16);
+    if (!gemm_dtype) unsupported(*call, "is a GEMM of an unsupported dtype");
     g.dtype = *dt;
     g.a = arg_of(*call, call.getOperand(0));
     g.b = arg_of(*call, call.getOperand(1));

@@ -33,8 +33,8 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
 
 class CudaDevice;
 
-/// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64
-/// matrix products as cuBLAS calls (`lowering.blas_gemm`, default on; off: generated kernels;
+/// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64/
+/// f16/bf16 matrix products as cuBLAS calls (f16/bf16 through cublasGemmEx with f32 compute) (`lowering.blas_gemm`, default on; off: generated kernels;
 /// `gemm_function` is set for CUDA), f32/f64 convolutions as convolution thunks (`library_conv`,
 /// default on; `library_conv_min_k` and `conv_function` are set for CUDA) and everything else as
 /// generated kernels

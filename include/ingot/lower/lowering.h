@@ -51,7 +51,9 @@ struct LoweringOptions {
   /// The GEMM function those products call: `<gemm_function>_<f32|f64>(A, B, C, trans_a, trans_b)`
   /// on row-major 2-D memrefs, C = op(A) op(B) with op the transpose where the flag is 1.
   /// "ingot_cpu_gemm" (oneDNN / OpenBLAS, kernels/cpu/gemm.cpp) for the CPU; the CUDA code
-  /// generator uses "ingot_cuda_gemm", which its host plan turns into a cuBLAS call.
+  /// generator uses "ingot_cuda_gemm", which its host plan turns into a cuBLAS call; with it f16
+  /// and bf16 products call `ingot_cuda_gemm[_batched]_<f16|bf16>` too (cublasGemmEx, f32 compute,
+  /// the result rounded once, as the interpreter accumulates them).
   std::string gemm_function = "ingot_cpu_gemm";
   /// Convolutions with f32/f64 operands and a reduction length K (kernel taps x input features
   /// per group) of at least `library_conv_min_k` call the im2col + GEMM kernel

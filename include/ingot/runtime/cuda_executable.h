@@ -64,7 +64,7 @@ std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
 /// With `batch` > 1 it is one strided-batched call (cublas?gemmStridedBatched): `batch` products
 /// C_i = op(A_i) op(B_i), the i-th matrix of each operand at its pointer + i * stride (elements).
 struct CudaBlasGemm {
-  DType dtype = DType::kF32;  ///< f32 (sgemm) or f64 (dgemm)
+  DType dtype = DType::kF32;  ///< f32 (sgemm), f64 (dgemm), f16 or bf16 (gemmEx, f32 compute)
   bool trans_a = false, trans_b = false;
   int64_t m = 0, n = 0, k = 0;
   uint64_t a = 0, b = 0, c = 0;
@@ -89,7 +89,7 @@ struct CudaBlasGemm {
 /// strided-batched call: batch = gemm.batch and the strides are the views' batch strides
 /// (strides[0]; a memref view's batch stride is uniform), A's and B's swapped like the operands.
 /// Throws ingot::Error kOutOfRange for a buffer index outside `buffer_addresses`,
-/// kInvalidArgument for a dtype other than f32/f64, m, n, k or batch < 1, or a batched view that
+/// kInvalidArgument for a dtype other than f32/f64/f16/bf16 (is_blas_gemm_dtype), m, n, k or batch < 1, or a batched view that
 /// is not 3-D.
 CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
 
@@ -105,12 +105,17 @@ std::vector<CudaBlasGemm> cuda_blas_calls(const CudaGemm& gemm, std::span<const 
 /// `address` (256 for 0).
 uint32_t blas_alignment_bytes(uint64_t address);
 
+/// Whether GEMM thunks of `dtype` run through a BLAS: f32 (cublasSgemm), f64 (cublasDgemm), f16 and
+/// bf16 (cublasGemmEx with CUDA_R_16F / CUDA_R_16BF operands and result, CUBLAS_COMPUTE_32F:
+/// products summed in f32, rounded to the dtype once).
+bool is_blas_gemm_dtype(DType dtype);
+
 /// Throws ingot::Error (kInvalidArgument / kOutOfRange / kNotFound, naming the thunk, the
 /// argument or the buffer) unless `program` is runnable: every launch names a kernel of
 /// `program.kernels` with grid and block sizes >= 1; every memref view (launch arguments and
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
-/// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMM
-/// operands have the dtype of the GEMM, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
+/// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMMs
+/// are f32, f64, f16 or bf16 (is_blas_gemm_dtype) and their operands have the GEMM's dtype, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
 /// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32
 /// starting at a multiple of 4 elements (16 bytes: buffers are allocated at least 256-byte
 /// aligned); convolution operands are contiguous 1-D views of the spec's shapes in the

@@ -55,13 +55,15 @@ struct CudaLaunch {
   std::vector<CudaKernelArg> args;
 };
 
-/// A matrix product run by cuBLAS (the lowering's `ingot_cuda_gemm_<dtype>` calls, for f32/f64
-/// products without batch dims): row-major C (m, n) = op(A) op(B), op(A) = A^T when `trans_a`
+/// A matrix product run by cuBLAS (the lowering's `ingot_cuda_gemm_<dtype>` calls, for f32/f64/
+/// f16/bf16 products without batch dims): row-major C (m, n) = op(A) op(B), op(A) = A^T when `trans_a`
 /// (A stored (k, m)), else A (stored (m, k)); likewise B (stored (n, k) when `trans_b`, else
 /// (k, n)). The operands are contiguous views (offset into their buffer, in elements). A
 /// column-major BLAS computes it as C^T = op(B)^T op(A)^T: gemm(op_b, op_a, n, m, k, B, A, C).
 struct CudaGemm {
-  DType dtype = DType::kF32;   ///< f32 (cublasSgemm) or f64 (cublasDgemm)
+  /// f32 (cublasSgemm), f64 (cublasDgemm), f16 or bf16 (cublasGemmEx: operands and C in the dtype,
+  /// CUBLAS_COMPUTE_32F, so the sums are f32 rounded to the dtype once, as the interpreter does)
+  DType dtype = DType::kF32;
   CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes (3-D (batch, rows, cols) when batched)
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
