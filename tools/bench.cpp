@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +27,7 @@ namespace ingot::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in run order
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -37,15 +40,20 @@ void check_positive(const char* option, int64_t value) {
 }
 
 std::string read_text(const std::string& path);
+void check_json_path(const std::string& path);
 
 /// Whether the LM trains on lm_text ("" or "none": random tokens).
 bool uses_text(const BenchCommand& c) { return !c.lm_text.empty() && c.lm_text != "none"; }
 
 void check_options(const BenchCommand& c) {
   if (c.models.empty()) throw bad_bench_option("--models is empty", "name one or more of mlp, cnn, lm");
-  for (const std::string& m : c.models) {
+  for (size_t i = 0; i < c.models.size(); ++i) {
+    const std::string& m = c.models[i];
     if (m != "mlp" && m != "cnn" && m != "lm") {
       throw bad_bench_option(fmt::format("unknown model '{}' in --models", m), "use mlp, cnn or lm");
+    }
+    if (std::find(c.models.begin(), c.models.begin() + static_cast<std::ptrdiff_t>(i), m) != c.models.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw bad_bench_option(fmt::format("--models names '{}' twice", m), "name each model once");
     }
   }
   if (c.device != "cpu" && c.device != "cuda") {
@@ -67,7 +75,12 @@ void check_options(const BenchCommand& c) {
     throw bad_bench_option(fmt::format("--lm-width {} is not a multiple of --lm-heads {}", c.lm_width, c.lm_heads),
                            "choose a width divisible by the head count");
   }
-  for (int64_t n : c.gemm_sizes) check_positive("--gemm", n);
+  for (size_t i = 0; i < c.gemm_sizes.size(); ++i) {
+    check_positive("--gemm", c.gemm_sizes[i]);
+    if (std::count(c.gemm_sizes.begin(), c.gemm_sizes.end(), c.gemm_sizes[i]) > 1) {
+      throw bad_bench_option(fmt::format("--gemm names {} twice", c.gemm_sizes[i]), "name each size once");
+    }
+  }
   if (uses_text(c) && std::find(c.models.begin(), c.models.end(), "lm") != c.models.end()) {
     const std::string text = read_text(c.lm_text);
     if (static_cast<int64_t>(text.size()) < c.lm_context + 1) {
@@ -76,11 +89,78 @@ void check_options(const BenchCommand& c) {
                              "use a longer text or a shorter context");
     }
   }
-  if (!c.json.empty()) {
-    const std::filesystem::path dir = std::filesystem::absolute(c.json).parent_path();
-    if (!std::filesystem::is_directory(dir)) {
-      throw bad_bench_option(fmt::format("--json '{}': directory '{}' does not exist", c.json, dir.string()),
-                             "create it first or choose another path");
+  if (!c.json.empty()) check_json_path(c.json);
+
+}
+
+/// --json must name a file that can be created or replaced: its directory exists and takes a new
+/// file (probed with a temporary file next to it, removed again), and it is not a directory.
+void check_json_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::absolute(path);
+  if (fs::is_directory(target)) {
+    throw bad_bench_option(fmt::format("--json '{}' is a directory", path), "name a file, e.g. bench.json");
+  }
+  if (!fs::is_directory(target.parent_path())) {
+    throw bad_bench_option(fmt::format("--json '{}': directory '{}' does not exist", path, target.parent_path().string()),
+                           "create it first or choose another path");
+  }
+  const fs::path probe = target.string() + ".probe";
+  const bool ok = static_cast<bool>(std::ofstream(probe));
+  std::error_code ec;
+  fs::remove(probe, ec);
+  if (!ok) {
+    throw bad_bench_option(fmt::format("--json '{}': cannot create a file in '{}'", path, target.parent_path().string()),
+                           "choose a writable directory");
+  }
+}
+
+/// Writes `text` to a temporary file next to `path`, checks that it was written and closed, then
+/// renames it over `path`: a failed write never leaves a partial report.
+void write_report(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::binary);
+  f << text;
+  f.close();
+  std::error_code ec;
+  bool ok = static_cast<bool>(f);
+  if (ok) {
+    std::filesystem::rename(tmp, path, ec);
+    ok = !ec;
+  }
+  if (!ok) {
+    std::filesystem::remove(tmp, ec);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", path),
+                "choose a writable --json path with free space");
+  }
+}
+
+/// Bytes of host memory (the CPU device's) or of the CUDA device's memory.
+int64_t memory_bytes(CudaDevice* cuda) {
+  if (cuda != nullptr) return cuda->memory_info().total_bytes;
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+/// Refuses sizes whose largest arrays alone exceed the device's memory, naming the option (the
+/// compiled code would fail its allocations): the LM's attention scores and their gradients,
+/// 4 arrays of (lm_batch, lm_heads, lm_context, lm_context) f32; a GEMM's 3 (n, n) f32 operands.
+void check_memory(const BenchCommand& c, CudaDevice* cuda) {
+  const double total = static_cast<double>(memory_bytes(cuda));
+  const bool lm = std::find(c.models.begin(), c.models.end(), "lm") != c.models.end();
+  const double ctx = static_cast<double>(c.lm_context);
+  const double scores = 16.0 * static_cast<double>(c.lm_batch) * static_cast<double>(c.lm_heads) * ctx * ctx;
+  if (lm && scores > total) {
+    throw bad_bench_option(fmt::format("--lm-context {} with --lm-batch {} and --lm-heads {} needs {:.3g} GB of attention "
+                                       "scores; the device has {:.3g} GB",
+                                       c.lm_context, c.lm_batch, c.lm_heads, scores / 1e9, total / 1e9),
+                           "use a shorter context or a smaller batch");
+  }
+  for (int64_t n : c.gemm_sizes) {
+    const double bytes = 12.0 * static_cast<double>(n) * static_cast<double>(n);
+    if (bytes > total) {
+      throw bad_bench_option(fmt::format("--gemm {} needs {:.3g} GB for its three matrices; the device has {:.3g} GB", n,
+                                         bytes / 1e9, total / 1e9),
+                             "use a smaller size");
     }
   }
 }
@@ -120,6 +200,15 @@ Array uniform_labels(const Shape& shape, int32_t classes, std::mt19937_64& rng) 
 
 /// The bytes of `path` (kNotFound naming --lm-text when unreadable).
 std::string read_text(const std::string& path) {
+  constexpr int64_t kMaxTextBytes = int64_t{1} << 30;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorCode::kNotFound, fmt::format("ingot bench: --lm-text '{}' is not a regular file", path),
+                "name a text file, or pass --lm-text none for random tokens");
+  }
+  if (static_cast<int64_t>(std::filesystem::file_size(path, ec)) > kMaxTextBytes) {
+    throw bad_bench_option(fmt::format("--lm-text '{}' is over 1 GiB", path), "use a smaller text (the LM reads it whole)");
+  }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     throw Error(ErrorCode::kNotFound, fmt::format("ingot bench: --lm-text '{}' cannot be read", path),
@@ -226,9 +315,16 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"loss_last", loss_last}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
   out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
-                     "{:10.0f} samples/s, loss {:.4f} -> {:.4f}\n",
+                     "{:10.0f} samples/s{}, loss {:.4f} -> {:.4f}\n",
                      name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
-                     r["samples_per_s"].get<double>(), loss_first, loss_last);
+                     r["samples_per_s"].get<double>(),
+                     b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
+                     loss_first, loss_last);
+  if (!std::isfinite(loss_first) || !std::isfinite(loss_last)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ingot bench: model '{}' trained to a non-finite loss ({} -> {})", name, loss_first, loss_last),
+                "the timings of a diverged run mean nothing: check the dtype policy and sizes");
+  }
   return r;
 }
 
@@ -300,20 +396,20 @@ json time_gemms(const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
 int run_bench(const BenchCommand& c, std::ostream& out) {
   check_options(c);
   const std::unique_ptr<CudaDevice> cuda = open_cuda(c.device);
+  check_memory(c, cuda.get());
   const std::string device_name = cuda ? cuda->product_name() : "cpu";
-  out << fmt::format("ingot bench on {} ({}), {} timed steps after {} warm-up steps, dtype policy {}\n", c.device,
-                     device_name, c.steps, c.warmup, c.dtype_policy);
+  out << fmt::format("ingot bench on {}, {} timed steps after {} warm-up steps, dtype policy {}\n",
+                     cuda ? fmt::format("cuda ({})", device_name) : std::string("cpu"), c.steps, c.warmup,
+                     c.dtype_policy);
   json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
-                 {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup}};
+                 {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
+                 {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
+                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
+                             {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed}}}};
   report["models"] = json::object();
   for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), out);
   report["gemm"] = time_gemms(c, cuda.get(), out);
-  if (!c.json.empty()) {
-    std::ofstream f(c.json);
-    f << report.dump(2) << "\n";
-    if (!f) throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", c.json),
-                        "choose a writable --json path");
-  }
+  if (!c.json.empty()) write_report(c.json, report.dump(2) + "\n");
   return 0;
 }
 

@@ -1,6 +1,6 @@
 // `ingot bench`: train-step speed of the benchmark models (the Fashion-MNIST MLP and CNN, a small
 // transformer LM) and GEMM throughput, on the CPU or a CUDA device, as JSON that
-// bench/peers/bench_peers.py mirrors for PyTorch and JAX (bench/README.md, docs/bench.md).
+// bench/peers/bench_peers.py mirrors for PyTorch and JAX (bench/README.md).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,8 @@ struct BenchCommand {
   int64_t lm_blocks = 4;       ///< transformer blocks, >= 1
   /// Text whose bytes the LM trains on: lm_batch windows of lm_context + 1 bytes at seeded random
   /// offsets (inputs and next-byte targets). Default: the GNU GPL 3 every Debian system ships
-  /// (package base-files). "none" (or empty): uniform random tokens.
+  /// (package base-files); a regular file of at most 1 GiB. "none" (or empty, from C++): uniform
+  /// random tokens.
   std::string lm_text = "/usr/share/common-licenses/GPL-3";
   /// Square f32 GEMM sizes n (an (n, n) x (n, n) product) timed through jit with the library GEMM
   /// (oneDNN / cuBLAS) and with generated kernels, and on CUDA through cuBLAS directly (the
@@ -45,14 +46,19 @@ struct BenchCommand {
 /// labels, or byte windows of lm_text): the first step (tracing + compiling + running; "compile_s"),
 /// `warmup` steps, then `steps` steps timed one by one (each returns its loss to the host, so the
 /// device has finished). Prints one line per model and per GEMM size and writes, when asked, JSON:
-/// {"framework": "ingot", "device", "device_name", "models": {name: {"batch", "compile_s",
+/// {"framework": "ingot", "device", "device_name", "dtype_policy", "steps", "warmup", "config"
+/// (batch_size, lm_* sizes, lm_text, seed), "models": {name (run order): {"batch", "compile_s",
 /// "step_ms": {"median", "p10", "p90", "min"}, "samples_per_s", "tokens_per_s" (lm),
 /// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last"}},
 /// "gemm": [{"n", "path", "ms", "tflops"}]}. Times in wall-clock seconds / milliseconds.
 /// Throws ingot::Error: kInvalidArgument naming the option for an unknown model or device, sizes
-/// < 1, lm_width not divisible by lm_heads, an unwritable --json path, an lm_text shorter than
-/// lm_context + 1 bytes (checked before anything runs); kNotFound for --device cuda without a
-/// usable GPU or an unreadable lm_text; what training throws.
+/// < 1, a model or GEMM size named twice, lm_width not divisible by lm_heads, a --json path that
+/// is a directory or cannot be created, an lm_text shorter than lm_context + 1 bytes or over
+/// 1 GiB, LM attention scores or GEMM operands larger than the device's memory (checked before
+/// anything runs); kNotFound for --device cuda without a usable GPU or an lm_text that is not a
+/// readable regular file; kInvalidArgument when a model's loss is not finite (a diverged run's
+/// timings are not reported); what training throws. The JSON is written to a temporary file and
+/// renamed, so a failed run leaves none.
 int run_bench(const BenchCommand& command, std::ostream& out);
 
 }  // namespace ingot::cli

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <iostream>
 #include <new>
+#include <set>
 
 #include "bench.h"
 #include "cli.h"
@@ -39,8 +40,11 @@ void validate_values(CLI::App* cmd) {
     if (o->get_type_size() == 0) continue;  // flags
     o->check(non_empty);
     const std::string name = o->get_name();
-    if (name == "--epochs" || name == "--batch-size" || name == "--steps-per-execution" || name == "--seed" ||
-        name == "--limit" || name == "--index") {
+    static const std::set<std::string> integers = {"--epochs",   "--batch-size", "--steps-per-execution", "--seed",
+                                                   "--limit",    "--index",      "--steps",               "--warmup",
+                                                   "--lm-batch", "--lm-context", "--lm-width",            "--lm-heads",
+                                                   "--lm-blocks", "--gemm"};
+    if (integers.count(name)) {
       o->check(int64_range);
     }
     if (name == "--seed" || name == "--index") o->check(not_negative);

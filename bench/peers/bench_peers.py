@@ -25,10 +25,12 @@ Timing: the first step (tracing/compiling + running) is "compile_s"; then `warmu
 import argparse
 import json
 import math
+import os
 import statistics
+import sys
 import time
 
-import numpy as np
+np = None  # numpy, imported in main() so that --help works without it
 
 
 def percentile(values, q):
@@ -286,6 +288,24 @@ def report_line(name, r):
           f"samples/s, loss {r['loss_first']:.4f} -> {r['loss_last']:.4f}", flush=True)
 
 
+def check_framework(args):
+    """Exits with one line when the framework is missing or has no GPU for --device cuda."""
+    try:
+        if args.framework == "torch":
+            import torch
+            if args.device == "cuda" and not torch.cuda.is_available():
+                sys.exit("bench_peers: error: --device cuda: PyTorch sees no CUDA GPU")
+        else:
+            import jax
+            if args.device == "cuda":
+                try:
+                    jax.devices("gpu")
+                except RuntimeError as e:
+                    sys.exit(f"bench_peers: error: --device cuda: JAX has no GPU backend ({e})")
+    except ImportError as e:
+        sys.exit(f"bench_peers: error: --framework {args.framework}: {e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", required=True, choices=["torch", "jax"])
@@ -304,17 +324,50 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--json")
     args = ap.parse_args()
-    names = [m for m in args.models.split(",") if m]
-    bad = [m for m in names if m not in ("mlp", "cnn", "lm")]
-    if bad or not names:
-        ap.error(f"--models: unknown {bad or 'empty'}; use mlp, cnn, lm")
-    if args.steps < 1 or args.warmup < 0 or args.lm_width % args.lm_heads:
-        ap.error("--steps >= 1, --warmup >= 0 and --lm-width a multiple of --lm-heads")
-    report = run_torch(args, names) if args.framework == "torch" else run_jax(args, names)
-    report.update({"steps": args.steps, "warmup": args.warmup})
+    names = [m for m in args.models.split(",")]
+    for m in names:
+        if m not in ("mlp", "cnn", "lm"):
+            ap.error(f"--models: unknown model '{m}' (use mlp, cnn, lm)")
+    if len(set(names)) != len(names):
+        ap.error(f"--models: a model is named twice in '{args.models}'")
+    for option in ("steps", "batch_size", "lm_batch", "lm_context", "lm_width", "lm_heads", "lm_blocks"):
+        if getattr(args, option) < 1:
+            ap.error(f"--{option.replace('_', '-')} is {getattr(args, option)}; use a value >= 1")
+    if args.warmup < 0:
+        ap.error(f"--warmup is {args.warmup}; use a value >= 0")
+    if args.seed < 0:
+        ap.error(f"--seed is {args.seed}; use a value >= 0")
+    if args.lm_width % args.lm_heads:
+        ap.error(f"--lm-width {args.lm_width} is not a multiple of --lm-heads {args.lm_heads}")
+    if "lm" in names and args.lm_text not in ("", "none"):
+        if not os.path.isfile(args.lm_text):
+            ap.error(f"--lm-text '{args.lm_text}' is not a regular file (or pass none for random tokens)")
+        if os.path.getsize(args.lm_text) < args.lm_context + 1:
+            ap.error(f"--lm-text '{args.lm_text}' holds fewer than --lm-context + 1 = {args.lm_context + 1} bytes")
     if args.json:
-        with open(args.json, "w") as f:
+        target = os.path.abspath(args.json)
+        if os.path.isdir(target):
+            ap.error(f"--json '{args.json}' is a directory")
+        if not os.path.isdir(os.path.dirname(target)) or not os.access(os.path.dirname(target), os.W_OK):
+            ap.error(f"--json '{args.json}': its directory does not exist or is not writable")
+    global np
+    try:
+        import numpy
+    except ImportError:
+        sys.exit("bench_peers: error: numpy is missing (install python3-numpy, or use the interpreter that has "
+                 f"{args.framework})")
+    np = numpy
+    check_framework(args)
+    report = run_torch(args, names) if args.framework == "torch" else run_jax(args, names)
+    report.update({"steps": args.steps, "warmup": args.warmup, "dtype_policy": "float32",
+                   "config": {"batch_size": args.batch_size, "lm_batch": args.lm_batch, "lm_context": args.lm_context,
+                              "lm_width": args.lm_width, "lm_heads": args.lm_heads, "lm_blocks": args.lm_blocks,
+                              "lm_text": args.lm_text or "none", "seed": args.seed}})
+    if args.json:
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
             json.dump(report, f, indent=2)
+        os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":
