@@ -456,8 +456,15 @@ std::shared_ptr<CudaDnn> conv_library(const CudaProgram& program, CudaDevice& de
 
 std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, CudaDevice& device,
                                                        std::shared_ptr<CudaBlas> blas,
-                                                       std::optional<std::shared_ptr<CudaDnn>> dnn) {
+                                                       std::optional<std::shared_ptr<CudaDnn>> dnn,
+                                                       CudaExecutableOptions options) {
   validate_cuda_program(program);
+  if (options.graph_cache_size < 1 || options.graph_cache_size > 1024) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CudaExecutable::create: CudaExecutableOptions::graph_cache_size is {}, not in [1, 1024]",
+                            options.graph_cache_size),
+                "keep a few graphs (the default 4 covers a trainer's alternating batch buffers)");
+  }
   std::string dnn_reason;
   std::shared_ptr<CudaDnn> conv_dnn = conv_library(program, device, std::move(dnn), dnn_reason);
   const bool has_gemm = program.gemm_count() > 0;
@@ -468,6 +475,8 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
     e->blas_ = cublas->create(device);
   }
   e->upload_constants();
+  e->options_ = options;
+  if (options.cuda_graphs) e->allocate_arena();
   e->dnn_ = std::move(conv_dnn);
   e->dnn_reason_ = std::move(dnn_reason);
   const size_t convs = e->program_.convs().size();
@@ -484,6 +493,7 @@ CudaExecutable::~CudaExecutable() {
     device_.compute_stream().synchronize();
   } catch (const Error&) {  // a failed run was reported through its event; unload regardless
   }
+  destroy_graphs();
   for (CUmod_st* m : modules_) {
     if (m != nullptr) (void)api.cuModuleUnload(m);
   }
@@ -573,6 +583,10 @@ std::vector<uint64_t> CudaExecutable::buffer_addresses(std::span<const Array> in
       case CudaBuffer::Kind::kOutput: out[i] = address(outputs[static_cast<size_t>(b.index)].buffer()->data()); break;
       case CudaBuffer::Kind::kConstant: out[i] = address(constants_[i]->data()); break;
       case CudaBuffer::Kind::kTemporary:
+        if (arena_ != nullptr) {  // graphs: fixed addresses
+          out[i] = address(arena_->data()) + static_cast<uint64_t>(arena_offsets_[i]);
+          break;
+        }
         temporaries.push_back(Buffer::allocate(device_.device(), b.bytes));
         out[i] = address(temporaries.back()->data());
         break;
@@ -731,6 +745,12 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   std::vector<std::shared_ptr<Buffer>> temporaries;  // released on return: the allocator is stream-ordered
   const std::vector<uint64_t> addresses = buffer_addresses(inputs, outputs, temporaries);
   device_.make_current();
+  if (options_.cuda_graphs) run_with_graphs(addresses);
+  else enqueue_thunks(addresses);
+  return device_.compute_stream().record();
+}
+
+void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses) const {
   size_t conv = 0;
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
@@ -743,7 +763,6 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
       for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, device_.compute_stream());
     }
   }
-  return device_.compute_stream().record();
 }
 
 std::vector<Array> CudaExecutable::run(std::span<const Array> inputs) const {
