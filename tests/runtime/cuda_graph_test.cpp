@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fake_cuda_driver.h"
+#include "ingot/kernels/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "test_util.h"
 
@@ -302,7 +303,82 @@ TEST(CudaGraphs, ACacheSizeOutsideItsRangeIsAClearErrorAtCreate) {
   EXPECT_EQ(dev->allocator().stats().bytes_in_use, before);
 }
 
-// The fake's capture rules, which the tests above rely on.
+// x (1, 1, 5) conv w (2, 1, 3) -> out (1, 2, 3), NCW / OIW, valid: one convolution thunk
+// (buffers 0 input x, 1 input w, 2 output) whose kernel's host body reads the three operand
+// addresses (the fake entry declares 3 parameters; the CudaConvParams block is not read).
+CudaProgram conv_program() {
+  CudaProgram p;
+  CudaKernelImage k = image("ingot_conv_implicit_gemm_f32", 3);
+  k.name = "ingot_conv_implicit_gemm_f32";
+  p.kernels = {k};
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {1, 1, 5}), buffer(CudaBuffer::Kind::kInput, 1, {2, 1, 3}),
+               buffer(CudaBuffer::Kind::kOutput, 0, {1, 2, 3})};
+  p.input_types = {{{1, 1, 5}, DType::kF32}, {{2, 1, 3}, DType::kF32}};
+  p.output_types = {{{1, 2, 3}, DType::kF32}};
+  CudaThunk t;
+  t.kind = CudaThunk::Kind::kConv;
+  t.conv.dtype = DType::kF32;
+  t.conv.lhs = memref1(0, 5);
+  t.conv.rhs = memref1(1, 6);
+  t.conv.out = memref1(2, 6);
+  t.conv.spec = {.lhs_shape = {1, 1, 5}, .rhs_shape = {2, 1, 3}, .out_shape = {1, 2, 3}, .in_batch = 0,
+                 .in_feature = 1, .in_spatial = {2}, .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2},
+                 .out_batch = 0, .out_feature = 1, .out_spatial = {2}, .strides = {1}, .padding = {0, 0},
+                 .lhs_dilation = {1}, .rhs_dilation = {1}};
+  t.conv.kernel = "ingot_conv_implicit_gemm_f32";
+  t.conv.block = {256, 1, 1};
+  t.conv.params.assign(sizeof(kernels::CudaConvParams) / 8, 0);
+  p.thunks = {t};
+  return p;
+}
+
+TEST(CudaGraphs, AConvolutionsFirstRunChoosesItsEngineUncapturedThenRunsAreGraphs) {
+  FakeCudaScope fake;
+  fake.state().kernel_bodies["ingot_conv_implicit_gemm_f32"] = [](const std::vector<uint64_t>& w) {
+    const float* x = at<float>(w[0]);
+    const float* k = at<float>(w[1]);
+    float* out = at<float>(w[2]);
+    for (int o = 0; o < 2; ++o) {
+      for (int i = 0; i < 3; ++i) out[3 * o + i] = x[i] * k[3 * o] + x[i + 1] * k[3 * o + 1] + x[i + 2] * k[3 * o + 2];
+    }
+  };
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  auto exe = CudaExecutable::create(conv_program(), *dev, nullptr, nullptr, {.cuda_graphs = true});
+  EXPECT_EQ(exe->graph_stats().arena_bytes, 0);  // no temporaries, no arena
+  auto upload = [&](const std::vector<float>& v, Shape shape) {
+    Array d = Array::empty(shape, DType::kF32, &dev->device());
+    dev->copy_async(Array::from_vector<float>(v, shape), d)->wait();
+    return d;
+  };
+  const Array w = upload({1, 0, -1, 0.5f, 0.5f, 0.5f}, {2, 1, 3}), x = upload({0, 0, 0, 0, 0}, {1, 1, 5});
+  const Array out = Array::empty({1, 2, 3}, DType::kF32, &dev->device());
+  const std::vector<std::vector<float>> xs = {{1, 2, 3, 4, 5}, {0, 2, 0, 2, 0}, {-1, 1, -1, 1, -1}};
+  for (size_t r = 0; r < xs.size(); ++r) {
+    Array target = x;  // new data in the same buffer
+    dev->copy_async(Array::from_vector<float>(xs[r], {1, 1, 5}), target)->wait();
+    const std::vector<Array> in = {x, w}, o = {out};
+    exe->run(in, o)->wait();
+    Array h = Array::empty({1, 2, 3}, DType::kF32);
+    dev->copy_async(out, h)->wait();
+    const std::vector<float>& v = xs[r];
+    std::vector<float> want;
+    for (size_t i = 0; i < 3; ++i) want.push_back(v[i] - v[i + 2]);
+    for (size_t i = 0; i < 3; ++i) want.push_back(0.5f * v[i] + 0.5f * v[i + 1] + 0.5f * v[i + 2]);
+    EXPECT_EQ(h.to_vector<float>(), want) << "run " << r;
+    if (r == 0) {
+      EXPECT_EQ(exe->graph_stats().uncaptured_runs, 1);  // the engine was chosen, uncaptured
+      EXPECT_EQ(fake.state().captures, 0);
+    }
+  }
+  EXPECT_EQ(exe->conv_choices()[0].engine, CudaConvChoice::Engine::kImplicitGemm);
+  const CudaGraphStats s = exe->graph_stats();
+  EXPECT_EQ(s.uncaptured_runs, 1);
+  EXPECT_EQ(s.captures, 1);
+  EXPECT_EQ(s.replays, 1);
+  EXPECT_EQ(fake.state().graph_launches, 2);
+}
+
+// The fake's own capture rules, which the tests above rely on.
 TEST(FakeCudaCapture, CaptureRecordsReplayRunsAndIllegalCallsInvalidate) {
   FakeCudaScope fake;
   auto dev = CudaDevice::open(fake.driver(), 0);
