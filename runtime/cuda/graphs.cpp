@@ -64,6 +64,16 @@ void CudaExecutable::run_with_graphs(std::span<const uint64_t> addresses) const 
                        where);
     cached->last_use = ++graph_clock_;
     ++graph_stats_.replays;
+    captures_in_a_row_ = 0;
+    return;
+  }
+  if (captures_in_a_row_ > 2 * options_.graph_cache_size) {
+    graph_stats_.disabled_reason = fmt::format(
+        "the buffer addresses changed on {} runs in a row (graph_cache_size {}): every run would be captured anew",
+        captures_in_a_row_ + 1, options_.graph_cache_size);
+    destroy_graphs();
+    ++graph_stats_.uncaptured_runs;
+    enqueue_thunks(addresses);
     return;
   }
   CUgraphExec exec = capture(addresses);
@@ -89,6 +99,7 @@ void CudaExecutable::run_with_graphs(std::span<const uint64_t> addresses) const 
   }
   graphs_.push_back({std::vector<uint64_t>(addresses.begin(), addresses.end()), exec, ++graph_clock_});
   ++graph_stats_.captures;
+  ++captures_in_a_row_;
 }
 
 CUgraphExec_st* CudaExecutable::capture(std::span<const uint64_t> addresses) const {
@@ -123,7 +134,7 @@ CUgraphExec_st* CudaExecutable::capture(std::span<const uint64_t> addresses) con
   return exec;
 }
 
-void CudaExecutable::destroy_graphs() {
+void CudaExecutable::destroy_graphs() const {
   const cuda_detail::DriverApi& api = device_.driver()->api();
   for (const CachedGraph& g : graphs_) (void)api.cuGraphExecDestroy(g.exec);
   graphs_.clear();

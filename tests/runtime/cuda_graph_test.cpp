@@ -226,6 +226,36 @@ TEST(CudaGraphs, NewAddressesCaptureANewGraphAndTheCacheIsLru) {
   EXPECT_EQ(f.fake.state().launches[0].params, f.fake.state().launches[3].params);
 }
 
+TEST(CudaGraphs, AddressesThatChangeEveryRunTurnGraphsOff) {
+  Fixture f({.cuda_graphs = true, .graph_cache_size = 1});
+  const Array x = f.upload({0, 0, 0, 0, 0, 0}, {2, 3}), w = f.upload(kW, {3, 2});
+  const std::vector<Array> outs = {f.output(), f.output(), f.output(), f.output(), f.output()};
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  // Captures 1, 2, 3 (= 2 * 1 + 1 in a row, none replayed), then the fourth run turns graphs off.
+  for (const Array& out : outs) EXPECT_EQ(f.run(x, xv, w, out), expected(xv, kW));
+  const CudaGraphStats s = f.exe->graph_stats();
+  EXPECT_EQ(s.captures, 3);
+  EXPECT_EQ(s.replays, 0);
+  EXPECT_EQ(s.uncaptured_runs, 2);
+  EXPECT_EQ(s.cached, 0);
+  EXPECT_EQ(s.disabled_reason,
+            "the buffer addresses changed on 4 runs in a row (graph_cache_size 1): every run would be captured anew");
+  EXPECT_EQ(f.fake.state().live_graph_execs, 0);
+}
+
+TEST(CudaGraphs, AReplayResetsTheCountOfCapturesInARow) {
+  Fixture f({.cuda_graphs = true, .graph_cache_size = 1});
+  const Array x = f.upload({0, 0, 0, 0, 0, 0}, {2, 3}), w = f.upload(kW, {3, 2});
+  const Array a = f.output(), b = f.output(), c = f.output();
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  // a b c (3 captures), c (replay), a b c again: 3 more captures, never more than 3 in a row.
+  for (const Array* out : {&a, &b, &c, &c, &a, &b, &c}) EXPECT_EQ(f.run(x, xv, w, *out), expected(xv, kW));
+  const CudaGraphStats s = f.exe->graph_stats();
+  EXPECT_EQ(s.captures, 6);
+  EXPECT_EQ(s.replays, 1);
+  EXPECT_EQ(s.disabled_reason, "");
+}
+
 TEST(CudaGraphs, AFailedBeginCaptureFallsBackToLaunchesWithTheReason) {
   Fixture f;
   f.fake.state().begin_capture_result = testing::kCudaErrorOutOfMemory;

@@ -192,7 +192,10 @@ struct CudaExecutableOptions {
   /// of being allocated per run. A run whose convolution engines are not chosen yet runs
   /// uncaptured (the choice times both engines). A failed capture or instantiation turns graphs
   /// off for this executable with the reason (graph_stats().disabled_reason) and the run, and
-  /// every later one, runs uncaptured. Off by default until measured on a GPU.
+  /// every later one, runs uncaptured. So do runs whose addresses keep changing: after
+  /// 2 * graph_cache_size + 1 captures in a row without a replay, graphs are turned off with that
+  /// reason (each capture costs more than the launches it saves once). Off by default until
+  /// measured on a GPU.
   bool cuda_graphs = false;
   /// Graphs kept, least recently used evicted first (a trainer's batches alternate between a
   /// few addresses; donated state keeps its own). In [1, 1024] (ingot::Error kInvalidArgument
@@ -311,8 +314,9 @@ class CudaExecutable {
   /// Captures the thunks into an instantiated graph; null (graphs turned off, the reason
   /// recorded) when capture or instantiation fails.
   CUgraphExec_st* capture(std::span<const uint64_t> addresses) const;
-  /// Destroys every cached graph (the destructor, after the stream drained).
-  void destroy_graphs();
+  /// Destroys every cached graph (the destructor, after the stream drained; or when graphs are
+  /// turned off: a graph still executing is freed when it completes, as cuGraphExecDestroy does).
+  void destroy_graphs() const;
 
   /// A captured run: its key (every buffer address) and when it was last launched.
   struct CachedGraph {
@@ -338,6 +342,7 @@ class CudaExecutable {
   std::vector<int64_t> arena_offsets_;             // bytes into arena_, by buffer index (temporaries)
   mutable std::vector<CachedGraph> graphs_;        // at most options_.graph_cache_size (run_mu_)
   mutable uint64_t graph_clock_ = 0;               // runs through the graph path (run_mu_)
+  mutable int64_t captures_in_a_row_ = 0;          // captures since the last replay (run_mu_)
   mutable CudaGraphStats graph_stats_;             // run_mu_
   mutable std::mutex run_mu_;
 };
