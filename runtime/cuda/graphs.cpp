@@ -49,57 +49,60 @@ void CudaExecutable::run_with_graphs(std::span<const uint64_t> addresses) const 
   const bool undecided = std::any_of(conv_choices_.begin(), conv_choices_.end(), [](const CudaConvChoice& c) {
     return c.engine == CudaConvChoice::Engine::kUndecided;
   });
-  if (!graph_stats_.disabled_reason.empty() || undecided) {
-    ++graph_stats_.uncaptured_runs;
-    enqueue_thunks(addresses);
-    return;
-  }
-  const cuda_detail::DriverApi& api = device_.driver()->api();
-  const std::string where = fmt::format("replaying the CUDA graph of a run on {}", device_.name());
-  const auto cached = std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph& g) {
-    return std::equal(g.addresses.begin(), g.addresses.end(), addresses.begin(), addresses.end());
-  });
-  if (cached != graphs_.end()) {
-    cuda_detail::check(api, api.cuGraphLaunch(cached->exec, device_.compute_stream().handle()), "cuGraphLaunch",
-                       where);
-    cached->last_use = ++graph_clock_;
-    ++graph_stats_.replays;
-    captures_in_a_row_ = 0;
-    return;
-  }
+  if (!graph_stats_.disabled_reason.empty() || undecided) return run_uncaptured(addresses);
+  if (replay(addresses)) return;
   if (captures_in_a_row_ > 2 * options_.graph_cache_size) {
     graph_stats_.disabled_reason = fmt::format(
         "the buffer addresses changed on {} runs in a row (graph_cache_size {}): every run would be captured anew",
         captures_in_a_row_ + 1, options_.graph_cache_size);
     destroy_graphs();
-    ++graph_stats_.uncaptured_runs;
-    enqueue_thunks(addresses);
-    return;
+    return run_uncaptured(addresses);
   }
   CUgraphExec exec = capture(addresses);
-  if (exec == nullptr) {  // graphs are off now, the reason recorded
-    ++graph_stats_.uncaptured_runs;
-    enqueue_thunks(addresses);
-    return;
-  }
+  if (exec == nullptr) return run_uncaptured(addresses);  // graphs are off now, the reason recorded
+  const cuda_detail::DriverApi& api = device_.driver()->api();
   const CUresult launched = api.cuGraphLaunch(exec, device_.compute_stream().handle());
   if (launched != CUDA_SUCCESS) {
     (void)api.cuGraphExecDestroy(exec);
-    cuda_detail::check(api, launched, "cuGraphLaunch", where);
+    cuda_detail::check(api, launched, "cuGraphLaunch",
+                       fmt::format("launching a newly captured CUDA graph on {}", device_.name()));
   }
+  keep_graph(exec, addresses);
+  ++graph_stats_.captures;
+  ++captures_in_a_row_;
+}
+
+void CudaExecutable::run_uncaptured(std::span<const uint64_t> addresses) const {
+  ++graph_stats_.uncaptured_runs;
+  enqueue_thunks(addresses);
+}
+
+bool CudaExecutable::replay(std::span<const uint64_t> addresses) const {
+  const auto cached = std::find_if(graphs_.begin(), graphs_.end(), [&](const CachedGraph& g) {
+    return std::equal(g.addresses.begin(), g.addresses.end(), addresses.begin(), addresses.end());
+  });
+  if (cached == graphs_.end()) return false;
+  const cuda_detail::DriverApi& api = device_.driver()->api();
+  cuda_detail::check(api, api.cuGraphLaunch(cached->exec, device_.compute_stream().handle()), "cuGraphLaunch",
+                     fmt::format("replaying the CUDA graph of a run on {}", device_.name()));
+  cached->last_use = ++graph_clock_;
+  ++graph_stats_.replays;
+  captures_in_a_row_ = 0;
+  return true;
+}
+
+void CudaExecutable::keep_graph(CUgraphExec_st* exec, std::span<const uint64_t> addresses) const {
   if (static_cast<int64_t>(graphs_.size()) >= options_.graph_cache_size) {
     // The least recently used goes; a launch still in flight completes (cuGraphExecDestroy frees
     // an executing graph asynchronously, on completion).
     const auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const CachedGraph& a, const CachedGraph& b) {
       return a.last_use < b.last_use;
     });
-    (void)api.cuGraphExecDestroy(oldest->exec);
+    (void)device_.driver()->api().cuGraphExecDestroy(oldest->exec);
     graphs_.erase(oldest);
     ++graph_stats_.evictions;
   }
   graphs_.push_back({std::vector<uint64_t>(addresses.begin(), addresses.end()), exec, ++graph_clock_});
-  ++graph_stats_.captures;
-  ++captures_in_a_row_;
 }
 
 CUgraphExec_st* CudaExecutable::capture(std::span<const uint64_t> addresses) const {

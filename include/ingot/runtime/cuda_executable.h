@@ -311,6 +311,12 @@ class CudaExecutable {
   /// Enqueues a run through a cached or newly captured graph, or thunk by thunk (see
   /// CudaExecutableOptions::cuda_graphs).
   void run_with_graphs(std::span<const uint64_t> addresses) const;
+  /// enqueue_thunks, counted as an uncaptured run.
+  void run_uncaptured(std::span<const uint64_t> addresses) const;
+  /// Launches the cached graph of `addresses` if there is one (false otherwise).
+  bool replay(std::span<const uint64_t> addresses) const;
+  /// Caches `exec` for `addresses`, evicting the least recently used graph when full.
+  void keep_graph(CUgraphExec_st* exec, std::span<const uint64_t> addresses) const;
   /// Captures the thunks into an instantiated graph; null (graphs turned off, the reason
   /// recorded) when capture or instantiation fails.
   CUgraphExec_st* capture(std::span<const uint64_t> addresses) const;
