@@ -24,7 +24,8 @@ int64_t round_up(int64_t bytes) { return (bytes + kArenaAlignment - 1) / kArenaA
 
 }  // namespace
 
-void CudaExecutable::allocate_arena() {
+void CudaExecutable::prepare_graphs() {
+  capture_stream_ = device_.create_stream("graph capture");
   arena_offsets_.assign(program_.buffers.size(), 0);
   int64_t total = 0;
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
@@ -74,7 +75,7 @@ void CudaExecutable::run_with_graphs(std::span<const uint64_t> addresses) const 
 
 void CudaExecutable::run_uncaptured(std::span<const uint64_t> addresses) const {
   ++graph_stats_.uncaptured_runs;
-  enqueue_thunks(addresses);
+  enqueue_thunks(addresses, device_.compute_stream());
 }
 
 bool CudaExecutable::replay(std::span<const uint64_t> addresses) const {
@@ -107,7 +108,9 @@ void CudaExecutable::keep_graph(CUgraphExec_st* exec, std::span<const uint64_t> 
 
 CUgraphExec_st* CudaExecutable::capture(std::span<const uint64_t> addresses) const {
   const cuda_detail::DriverApi& api = device_.driver()->api();
-  CUstream stream = device_.compute_stream().handle();
+  // A private stream: work other threads enqueue on the compute stream meanwhile is not
+  // captured; the graph is launched on the compute stream, ordered after the work before it.
+  CUstream stream = capture_stream_->handle();
   auto off = [&](std::string reason) {
     graph_stats_.disabled_reason = std::move(reason);
     return nullptr;
@@ -119,7 +122,7 @@ CUgraphExec_st* CudaExecutable::capture(std::span<const uint64_t> addresses) con
   if (r != CUDA_SUCCESS) return off("cuStreamBeginCapture failed: " + cuda_detail::describe(api, r));
   std::string error;
   try {
-    enqueue_thunks(addresses);
+    enqueue_thunks(addresses, *capture_stream_);
   } catch (const Error& e) {  // e.g. a library call that cannot be captured
     error = "a thunk failed during the capture: " + e.message();
   }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 
 #include "fake_cuda_driver.h"
 #include "ingot/kernels/cuda_conv_params.h"
@@ -108,6 +109,8 @@ class HostBlas final : public CudaBlas {
  public:
   void gemm(const CudaBlasGemm& c, const CudaStream& stream) override {
     ++calls;
+    streams.push_back(stream.name());
+    if (on_call) on_call();
     if (synchronise_first) stream.synchronize();  // a library that waits for its stream
     testing::fake_cuda::enqueue(stream.handle(), [c] {
       for (int64_t j = 0; j < c.n; ++j) {
@@ -121,6 +124,8 @@ class HostBlas final : public CudaBlas {
   }
   int calls = 0;
   bool synchronise_first = false;
+  std::vector<std::string> streams;  // the stream of each call, by name
+  std::function<void()> on_call;     // runs at each call, before the GEMM is enqueued
 };
 
 /// Row-major (x + 1) @ w, the oracle.
@@ -190,6 +195,20 @@ TEST(CudaGraphs, ARunIsCapturedOnceAndReplayedWithTheSameAddresses) {
   EXPECT_TRUE(s.disabled_reason.empty());
   EXPECT_EQ(fake.live_graph_execs, 1);
   EXPECT_EQ(fake.live_graphs, 0);  // the template is destroyed once instantiated
+}
+
+TEST(CudaGraphs, CapturesOnAPrivateStreamSoOtherWorkOnTheComputeStreamIsNotCaptured) {
+  Fixture f;
+  int other = 0;
+  // Stands for another thread enqueuing on the compute stream while the run is being captured.
+  f.blas->on_call = [&] { testing::fake_cuda::enqueue(f.dev->compute_stream().handle(), [&] { ++other; }); };
+  const Array x = f.upload({0, 0, 0, 0, 0, 0}, {2, 3}), w = f.upload(kW, {3, 2}), out = f.output();
+  const std::vector<float> x1 = {1, 2, 3, 4, 5, 6}, x2 = {0, 1, 0, 1, 0, 1};
+  EXPECT_EQ(f.run(x, x1, w, out), expected(x1, kW));
+  EXPECT_EQ(f.run(x, x2, w, out), expected(x2, kW));
+  EXPECT_EQ(f.blas->streams, (std::vector<std::string>{"cuda:0 graph capture"}));
+  EXPECT_EQ(other, 1);  // ran once, on the compute stream; the replay did not repeat it
+  EXPECT_EQ(f.exe->graph_stats().replays, 1);
 }
 
 TEST(CudaGraphs, TemporariesLiveInTheArenaForTheExecutablesLifetime) {

@@ -289,25 +289,28 @@ class CudaExecutable {
   std::vector<uint64_t> buffer_addresses(std::span<const Array> inputs,
                                          std::span<const Array> outputs,
                                          std::vector<std::shared_ptr<Buffer>>& temporaries) const;
-  void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses) const;
+  /// Enqueues `launch` on `stream`.
+  void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses, const CudaStream& stream) const;
   /// The loaded function of program kernel `kernel` (validated to exist).
   CUfunc_st* function_of(const std::string& kernel) const;
-  /// Enqueues convolution `c` (its implicit-GEMM kernel) on the compute stream.
-  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `c` (its implicit-GEMM kernel) on `stream`.
+  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses, const CudaStream& stream) const;
 
   /// Decides conv_choices_[index] (the first run of that convolution thunk).
   void choose_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
-  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address.
+  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address on `stream`.
   void cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
-                     std::span<const uint64_t> addresses) const;
-  /// Enqueues convolution `index` with the engine chosen.
-  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
-  /// Enqueues every thunk in order on the compute stream (choosing undecided convolutions).
-  void enqueue_thunks(std::span<const uint64_t> addresses) const;
+                     std::span<const uint64_t> addresses, const CudaStream& stream) const;
+  /// Enqueues convolution `index` with the engine chosen on `stream`.
+  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses,
+                       const CudaStream& stream) const;
+  /// Enqueues every thunk in order on `stream` (choosing undecided convolutions, which only
+  /// happens on the compute stream: see run_with_graphs).
+  void enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const;
 
   // CUDA graphs (runtime/cuda/graphs.cpp; run_mu_ held).
-  /// Allocates the temporaries' arena (create, with graphs on).
-  void allocate_arena();
+  /// Allocates the temporaries' arena and creates the capture stream (create, with graphs on).
+  void prepare_graphs();
   /// Enqueues a run through a cached or newly captured graph, or thunk by thunk (see
   /// CudaExecutableOptions::cuda_graphs).
   void run_with_graphs(std::span<const uint64_t> addresses) const;
@@ -345,6 +348,7 @@ class CudaExecutable {
   std::vector<std::shared_ptr<Buffer>> constants_;  // by buffer index (null for others)
   CudaExecutableOptions options_;
   std::shared_ptr<Buffer> arena_;                  // the temporaries, with graphs on
+  std::unique_ptr<CudaStream> capture_stream_;     // graphs are captured here, launched on compute
   std::vector<int64_t> arena_offsets_;             // bytes into arena_, by buffer index (temporaries)
   mutable std::vector<CachedGraph> graphs_;        // at most options_.graph_cache_size (run_mu_)
   mutable uint64_t graph_clock_ = 0;               // runs through the graph path (run_mu_)
