@@ -275,6 +275,29 @@ TEST(CudaGraphs, AReplayResetsTheCountOfCapturesInARow) {
   EXPECT_EQ(s.disabled_reason, "");
 }
 
+TEST(CudaGraphs, AFailedGraphLaunchIsThrownLikeAFailedKernelLaunch) {
+  Fixture f;
+  const Array x = f.upload({0, 0, 0, 0, 0, 0}, {2, 3}), w = f.upload(kW, {3, 2}), out = f.output();
+  const std::vector<float> xv = {1, 2, 3, 4, 5, 6};
+  EXPECT_EQ(f.run(x, xv, w, out), expected(xv, kW));  // captured
+  f.fake.state().graph_launch_result = testing::kCudaErrorIllegalAddress;
+  const std::vector<Array> in = {x, w}, o = {out};
+  expect_error([&] { f.exe->run(in, o); }, ErrorCode::kFailedPrecondition,
+               {"cuGraphLaunch failed while replaying the CUDA graph of a run on cuda:0", "CUDA_ERROR_ILLEGAL_ADDRESS"});
+  const CudaGraphStats s = f.exe->graph_stats();
+  EXPECT_EQ(s.replays, 0);  // nothing counted for the failed call
+  EXPECT_EQ(s.cached, 1);
+  EXPECT_EQ(s.disabled_reason, "");
+  // A failed first launch of a new capture destroys that graph instead of caching it.
+  const Array other = f.output();
+  const std::vector<Array> o2 = {other};
+  expect_error([&] { f.exe->run(in, o2); }, ErrorCode::kFailedPrecondition,
+               {"cuGraphLaunch failed while launching a newly captured CUDA graph on cuda:0"});
+  EXPECT_EQ(f.exe->graph_stats().cached, 1);
+  EXPECT_EQ(f.exe->graph_stats().captures, 1);
+  EXPECT_EQ(f.fake.state().live_graph_execs, 1);
+}
+
 TEST(CudaGraphs, AFailedBeginCaptureFallsBackToLaunchesWithTheReason) {
   Fixture f;
   f.fake.state().begin_capture_result = testing::kCudaErrorOutOfMemory;

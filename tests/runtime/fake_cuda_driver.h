@@ -137,6 +137,7 @@ struct FakeCuda {
   // Stream capture and graphs.
   int begin_capture_result = kCudaSuccess;  // returned by cuStreamBeginCapture when not success
   int instantiate_result = kCudaSuccess;    // returned by cuGraphInstantiateWithFlags likewise
+  int graph_launch_result = kCudaSuccess;   // returned by cuGraphLaunch likewise (nothing enqueued)
   int64_t captures = 0;                     // successful cuStreamEndCapture calls
   int64_t graph_launches = 0;               // cuGraphLaunch calls
   int live_graphs = 0, live_graph_execs = 0;
@@ -523,6 +524,7 @@ inline int cuGraphLaunch(CUgraphExec_st* exec, CUstream_st* s) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuGraphLaunch");
   if (exec == nullptr) return kCudaErrorInvalidHandle;
+  if (g_fake_cuda->graph_launch_result != kCudaSuccess) return g_fake_cuda->graph_launch_result;
   for (const auto& op : exec->work) push(s, op);
   ++g_fake_cuda->graph_launches;
   return kCudaSuccess;
