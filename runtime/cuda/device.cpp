@@ -68,6 +68,10 @@ CudaStream::CudaStream(std::shared_ptr<CudaDriver> driver, CUctx_st* context, st
                      "cuStreamCreate", what);
 }
 
+std::unique_ptr<CudaStream> CudaDevice::create_stream(const std::string& purpose) const {
+  return std::unique_ptr<CudaStream>(new CudaStream(driver_, context_, name() + " " + purpose));
+}
+
 CudaStream::~CudaStream() {
   if (stream_ == nullptr) return;
   (void)driver_->api().cuCtxSetCurrent(context_);

@@ -44,7 +44,13 @@ namespace ingot::cuda_detail {
   X(cuModuleLoadData)                                                                      \
   X(cuModuleGetFunction)                                                                   \
   X(cuModuleUnload)                                                                        \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                                                                        \
+  X(cuStreamBeginCapture_v2)                                                               \
+  X(cuStreamEndCapture)                                                                    \
+  X(cuGraphInstantiateWithFlags)                                                           \
+  X(cuGraphLaunch)                                                                         \
+  X(cuGraphExecDestroy)                                                                    \
+  X(cuGraphDestroy)
 
 /// Function pointers to the driver's entry points (all non-null once resolved).
 struct DriverApi {

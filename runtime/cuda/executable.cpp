@@ -457,8 +457,15 @@ std::shared_ptr<CudaDnn> conv_library(const CudaProgram& program, CudaDevice& de
 
 std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, CudaDevice& device,
                                                        std::shared_ptr<CudaBlas> blas,
-                                                       std::optional<std::shared_ptr<CudaDnn>> dnn) {
+                                                       std::optional<std::shared_ptr<CudaDnn>> dnn,
+                                                       CudaExecutableOptions options) {
   validate_cuda_program(program);
+  if (options.graph_cache_size < 1 || options.graph_cache_size > 1024) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("CudaExecutable::create: CudaExecutableOptions::graph_cache_size is {}, not in [1, 1024]",
+                            options.graph_cache_size),
+                "keep a few graphs (the default 4 covers a trainer's alternating batch buffers)");
+  }
   std::string dnn_reason;
   std::shared_ptr<CudaDnn> conv_dnn = conv_library(program, device, std::move(dnn), dnn_reason);
   const bool has_gemm = program.gemm_count() > 0;
@@ -469,6 +476,8 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
     e->blas_ = cublas->create(device);
   }
   e->upload_constants();
+  e->options_ = options;
+  if (options.cuda_graphs) e->prepare_graphs();
   e->dnn_ = std::move(conv_dnn);
   e->dnn_reason_ = std::move(dnn_reason);
   const size_t convs = e->program_.convs().size();
@@ -485,6 +494,7 @@ CudaExecutable::~CudaExecutable() {
     device_.compute_stream().synchronize();
   } catch (const Error&) {  // a failed run was reported through its event; unload regardless
   }
+  destroy_graphs();
   for (CUmod_st* m : modules_) {
     if (m != nullptr) (void)api.cuModuleUnload(m);
   }
@@ -574,6 +584,10 @@ std::vector<uint64_t> CudaExecutable::buffer_addresses(std::span<const Array> in
       case CudaBuffer::Kind::kOutput: out[i] = address(outputs[static_cast<size_t>(b.index)].buffer()->data()); break;
       case CudaBuffer::Kind::kConstant: out[i] = address(constants_[i]->data()); break;
       case CudaBuffer::Kind::kTemporary:
+        if (arena_ != nullptr) {  // graphs: fixed addresses
+          out[i] = address(arena_->data()) + static_cast<uint64_t>(arena_offsets_[i]);
+          break;
+        }
         temporaries.push_back(Buffer::allocate(device_.device(), b.bytes));
         out[i] = address(temporaries.back()->data());
         break;
@@ -582,7 +596,7 @@ std::vector<uint64_t> CudaExecutable::buffer_addresses(std::span<const Array> in
   return out;
 }
 
-void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addresses) const {
+void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addresses, const CudaStream& stream) const {
   const auto it = std::find_if(program_.kernels.begin(), program_.kernels.end(),
                                [&](const CudaKernelImage& k) { return k.name == l.kernel; });
   CUfunction function = functions_[static_cast<size_t>(it - program_.kernels.begin())];
@@ -594,7 +608,7 @@ void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addre
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
   cuda_detail::check(api,
                      api.cuLaunchKernel(function, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]),
-                                        u(l.block[1]), u(l.block[2]), 0, device_.compute_stream().handle(),
+                                        u(l.block[1]), u(l.block[2]), 0, stream.handle(),
                                         params.empty() ? nullptr : params.data(), nullptr),
                      "cuLaunchKernel",
                      fmt::format("launching kernel '{}' (grid {}, block {}) on {}", l.kernel, fmt::join(l.grid, "x"),
@@ -607,7 +621,7 @@ CUfunction CudaExecutable::function_of(const std::string& kernel) const {
   return functions_[static_cast<size_t>(it - program_.kernels.begin())];
 }
 
-void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const {
+void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addresses, const CudaStream& stream) const {
   const auto element = static_cast<uint64_t>(dtype_size(c.dtype));
   auto operand = [&](const CudaKernelArg& view, const char* name) {
     return address_of(addresses, view.buffer, fmt::format("convolution operand {}", name)) +
@@ -620,7 +634,7 @@ void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addre
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
   cuda_detail::check(api,
                      api.cuLaunchKernel(function_of(c.kernel), u(c.grid[0]), u(c.grid[1]), u(c.grid[2]), u(c.block[0]),
-                                        u(c.block[1]), u(c.block[2]), 0, device_.compute_stream().handle(), args,
+                                        u(c.block[1]), u(c.block[2]), 0, stream.handle(), args,
                                         nullptr),
                      "cuLaunchKernel",
                      fmt::format("launching convolution kernel '{}' (grid {}) on {}", c.kernel, fmt::join(c.grid, "x"),
@@ -664,11 +678,11 @@ void CudaExecutable::choose_conv(size_t index, const CudaConv& c, std::span<cons
   const CudaStream& stream = device_.compute_stream();
   if (dnn_error.empty()) {
     const uint64_t ws = workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
-    choice.implicit_gemm_ms = time_ms(stream, kConvTimingRuns, [&] { run_conv(c, addresses); });
+    choice.implicit_gemm_ms = time_ms(stream, kConvTimingRuns, [&] { run_conv(c, addresses, stream); });
     choice.cudnn_ms = time_ms(stream, kConvTimingRuns, [&] {
       if (!dnn_error.empty()) return;
       try {
-        cudnn_forward(plan, ws, c, addresses);
+        cudnn_forward(plan, ws, c, addresses, stream);
       } catch (const Error& e) {
         dnn_error = e.message();
       }
@@ -689,21 +703,21 @@ void CudaExecutable::choose_conv(size_t index, const CudaConv& c, std::span<cons
 }
 
 void CudaExecutable::cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
-                                   std::span<const uint64_t> addresses) const {
+                                   std::span<const uint64_t> addresses, const CudaStream& stream) const {
   const auto element = static_cast<uint64_t>(dtype_size(c.dtype));
   auto operand = [&](const CudaKernelArg& view, const char* name) {
     return address_of(addresses, view.buffer, fmt::format("convolution operand {}", name)) +
            static_cast<uint64_t>(view.offset) * element;
   };
-  dnn_->conv_forward(plan, operand(c.lhs, "lhs"), operand(c.rhs, "rhs"), operand(c.out, "out"), workspace,
-                     device_.compute_stream());
+  dnn_->conv_forward(plan, operand(c.lhs, "lhs"), operand(c.rhs, "rhs"), operand(c.out, "out"), workspace, stream);
 }
 
-void CudaExecutable::run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const {
-  if (conv_choices_[index].engine != CudaConvChoice::Engine::kCudnn) return run_conv(c, addresses);
+void CudaExecutable::run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses,
+                                     const CudaStream& stream) const {
+  if (conv_choices_[index].engine != CudaConvChoice::Engine::kCudnn) return run_conv(c, addresses, stream);
   const std::shared_ptr<Buffer>& workspace = conv_workspaces_[index];
   const uint64_t ws = workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
-  cudnn_forward(conv_plans_[index], ws, c, addresses);
+  cudnn_forward(conv_plans_[index], ws, c, addresses, stream);
 }
 
 std::vector<CudaConvChoice> CudaExecutable::conv_choices() const {
@@ -732,19 +746,24 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   std::vector<std::shared_ptr<Buffer>> temporaries;  // released on return: the allocator is stream-ordered
   const std::vector<uint64_t> addresses = buffer_addresses(inputs, outputs, temporaries);
   device_.make_current();
+  if (options_.cuda_graphs) run_with_graphs(addresses);
+  else enqueue_thunks(addresses, device_.compute_stream());
+  return device_.compute_stream().record();
+}
+
+void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const {
   size_t conv = 0;
   for (const CudaThunk& t : program_.thunks) {
-    if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses);
+    if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses, stream);
     else if (t.kind == CudaThunk::Kind::kConv) {
       if (conv_choices_[conv].engine == CudaConvChoice::Engine::kUndecided) choose_conv(conv, t.conv, addresses);
-      run_chosen_conv(conv++, t.conv, addresses);
+      run_chosen_conv(conv++, t.conv, addresses, stream);
     }
     else {
       // A batched GEMM is one strided-batched call (per element only when C matrices overlap).
-      for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, device_.compute_stream());
+      for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, stream);
     }
   }
-  return device_.compute_stream().record();
 }
 
 std::vector<Array> CudaExecutable::run(std::span<const Array> inputs) const {

@@ -20,7 +20,18 @@
 //     cuLaunchKernel records the launch (kernel, grid, block, parameter words read as 8 bytes
 //     each) when it is enqueued and, in stream order, runs the host body a test registered for
 //     the kernel (kernel_bodies), so launches see what earlier queued work wrote;
-//   - the compute capability (cuDeviceGetAttribute) is settable.
+//   - the compute capability (cuDeviceGetAttribute) is settable;
+//   - stream capture (cuStreamBeginCapture .. cuStreamEndCapture) moves what is enqueued on the
+//     stream into a graph instead of its queue (launches are still recorded in `launches` when
+//     enqueued, i.e. once per capture); cuGraphLaunch enqueues a copy of the graph's work, so a
+//     replay runs the kernel bodies and host functions with the words captured. As on a GPU, a
+//     synchronisation of the capturing stream, an event record on it (stricter than a GPU, which
+//     makes it a capture-internal event; the runtime never records one there), a wait for an event
+//     recorded outside the capture and, in global or thread-local mode, a cuMemAlloc on the
+//     capturing thread are refused (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED / _ISOLATION) and
+//     invalidate the capture (cuStreamEndCapture then fails with _INVALIDATED). Begin-capture and
+//     instantiate results can be forced to test fallbacks; captures, graph launches and live
+//     graphs are counted.
 // The entry points are C functions, so the fake's state is one object reached through a
 // file-scope pointer, installed and removed by FakeCudaScope (tests only; one at a time).
 #pragma once
@@ -36,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ingot/runtime/cuda.h"
@@ -43,6 +55,16 @@
 // The handle types, defined here for the fake (cuda.h only declares them).
 struct CUstream_st {
   std::deque<std::function<void()>> pending;
+  bool capturing = false;          // between cuStreamBeginCapture and cuStreamEndCapture
+  bool capture_invalidated = false;  // an illegal call during the capture
+  int capture_mode = 0;            // CUstreamCaptureMode
+  std::vector<std::function<void()>> captured;  // what the capture recorded, in order
+};
+struct CUgraph_st {
+  std::vector<std::function<void()>> work;
+};
+struct CUgraphExec_st {
+  std::vector<std::function<void()>> work;
 };
 struct CUevent_st {
   CUstream_st* stream = nullptr;         // the stream of the last record
@@ -77,6 +99,9 @@ constexpr int kCudaErrorIllegalAddress = 700;
 constexpr int kCudaErrorInvalidPtx = 218;
 constexpr int kCudaErrorNotFound = 500;
 constexpr int kCudaErrorInvalidHandle = 400;
+constexpr int kCudaErrorStreamCaptureUnsupported = 900;
+constexpr int kCudaErrorStreamCaptureInvalidated = 901;
+constexpr int kCudaErrorStreamCaptureIsolation = 905;
 
 /// One cuLaunchKernel call as the fake saw it.
 struct FakeLaunch {
@@ -108,6 +133,17 @@ struct FakeCuda {
   std::vector<FakeLaunch> launches;          // in enqueue order
   /// Host bodies of kernels by entry name, run in stream order with the launch's words.
   std::map<std::string, std::function<void(const std::vector<uint64_t>&)>> kernel_bodies;
+
+  // Stream capture and graphs.
+  int begin_capture_result = kCudaSuccess;  // returned by cuStreamBeginCapture when not success
+  int instantiate_result = kCudaSuccess;    // returned by cuGraphInstantiateWithFlags likewise
+  int graph_launch_result = kCudaSuccess;   // returned by cuGraphLaunch likewise (nothing enqueued)
+  int64_t captures = 0;                     // successful cuStreamEndCapture calls
+  int64_t graph_launches = 0;               // cuGraphLaunch calls
+  int live_graphs = 0, live_graph_execs = 0;
+  CUstream_st* capturing_stream = nullptr;  // the stream capturing on some thread (one at a time)
+  bool capture_thread_local = false;        // whether its mode restricts only its own thread
+  std::thread::id capture_thread;
 };
 
 inline FakeCuda* g_fake_cuda = nullptr;
@@ -123,6 +159,26 @@ inline std::unique_lock<std::recursive_mutex> lock() {
 inline int no_context(const char* call) {
   g_fake_cuda->calls_without_context.push_back(call);
   return kCudaErrorInvalidContext;
+}
+
+/// Enqueues `op` on `s`, or records it into the capture when `s` is capturing.
+inline void push(CUstream_st* s, std::function<void()> op) {
+  if (s->capturing) s->captured.push_back(std::move(op));
+  else s->pending.push_back(std::move(op));
+}
+
+/// A call that a capture of `s` forbids: invalidates the capture and returns the error.
+inline int refuse_in_capture(CUstream_st* s, int error) {
+  s->capture_invalidated = true;
+  return error;
+}
+
+/// Whether the calling thread may not allocate now (a global-mode capture anywhere, or a
+/// thread-local one on this thread: CUDA's "potentially unsafe API calls").
+inline bool allocation_forbidden() {
+  const FakeCuda& f = *g_fake_cuda;
+  if (f.capturing_stream == nullptr || f.capturing_stream->capture_mode == 2) return false;  // relaxed
+  return !f.capture_thread_local || f.capture_thread == std::this_thread::get_id();
 }
 
 /// Runs queued work of `s` until `until` returns true or the queue is empty.
@@ -162,6 +218,9 @@ inline int cuGetErrorName(int r, const char** s) {
     case kCudaErrorInvalidPtx: *s = "CUDA_ERROR_INVALID_PTX"; return kCudaSuccess;
     case kCudaErrorNotFound: *s = "CUDA_ERROR_NOT_FOUND"; return kCudaSuccess;
     case kCudaErrorInvalidHandle: *s = "CUDA_ERROR_INVALID_HANDLE"; return kCudaSuccess;
+    case kCudaErrorStreamCaptureUnsupported: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return kCudaSuccess;
+    case kCudaErrorStreamCaptureInvalidated: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; return kCudaSuccess;
+    case kCudaErrorStreamCaptureIsolation: *s = "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"; return kCudaSuccess;
     default: *s = nullptr; return kCudaErrorInvalidValue;
   }
 }
@@ -227,6 +286,9 @@ inline int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
 inline int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuMemAlloc");
+  if (allocation_forbidden()) {
+    return refuse_in_capture(g_fake_cuda->capturing_stream, kCudaErrorStreamCaptureUnsupported);
+  }
   const auto n = static_cast<int64_t>(bytes);
   if (n > g_fake_cuda->capacity - g_fake_cuda->used) return kCudaErrorOutOfMemory;
   void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -260,14 +322,14 @@ inline int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t 
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuMemcpyHtoDAsync");
   void* d = reinterpret_cast<void*>(static_cast<uintptr_t>(dst));
-  s->pending.push_back([d, src, n] { run_copy(d, src, n); });
+  push(s, [d, src, n] { run_copy(d, src, n); });
   return kCudaSuccess;
 }
 inline int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, CUstream_st* s) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuMemcpyDtoHAsync");
   const void* from = reinterpret_cast<const void*>(static_cast<uintptr_t>(src));
-  s->pending.push_back([dst, from, n] { run_copy(dst, from, n); });
+  push(s, [dst, from, n] { run_copy(dst, from, n); });
   return kCudaSuccess;
 }
 inline int cuStreamCreate(CUstream_st** s, unsigned) {
@@ -286,6 +348,7 @@ inline int cuStreamDestroy_v2(CUstream_st* s) {
 inline int cuStreamSynchronize(CUstream_st* s) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuStreamSynchronize");
+  if (s->capturing) return refuse_in_capture(s, kCudaErrorStreamCaptureUnsupported);
   drain(s, [] { return false; });
   return g_fake_cuda->sticky_error;
 }
@@ -293,6 +356,7 @@ inline int cuStreamWaitEvent(CUstream_st* s, CUevent_st* e, unsigned) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuStreamWaitEvent");
   if (e->stream == nullptr) return kCudaSuccess;  // never recorded: nothing to wait for
+  if (s->capturing) return refuse_in_capture(s, kCudaErrorStreamCaptureIsolation);  // recorded outside
   CUstream_st* other = e->stream;
   std::shared_ptr<bool> done = e->done;
   s->pending.push_back([other, done] { drain(other, [done] { return *done; }); });
@@ -301,7 +365,7 @@ inline int cuStreamWaitEvent(CUstream_st* s, CUevent_st* e, unsigned) {
 inline int cuLaunchHostFunc(CUstream_st* s, void (*fn)(void*), void* user) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuLaunchHostFunc");
-  s->pending.push_back([fn, user] {
+  push(s, [fn, user] {
     if (g_fake_cuda->sticky_error != kCudaSuccess) return;  // a failed context skips them
     ++g_fake_cuda->host_functions_run;
     fn(user);
@@ -317,6 +381,7 @@ inline int cuEventCreate(CUevent_st** e, unsigned) {
 inline int cuEventRecord(CUevent_st* e, CUstream_st* s) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuEventRecord");
+  if (s->capturing) return refuse_in_capture(s, kCudaErrorStreamCaptureUnsupported);
   e->stream = s;
   e->done = std::make_shared<bool>(false);
   std::shared_ptr<bool> done = e->done;
@@ -399,7 +464,7 @@ inline int cuLaunchKernel(CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, u
   if (body != g_fake_cuda->kernel_bodies.end()) {
     auto fn = body->second;
     std::vector<uint64_t> words = launch.params;
-    s->pending.push_back([fn, words] {
+    push(s, [fn, words] {
       if (g_fake_cuda->sticky_error == kCudaSuccess) fn(words);
     });
   }
@@ -410,9 +475,73 @@ inline int cuLaunchKernel(CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, u
 /// it runs in stream order, and not at all once the context failed.
 inline void enqueue(CUstream_st* s, std::function<void()> fn) {
   auto l = lock();
-  s->pending.push_back([fn = std::move(fn)] {
+  push(s, [fn = std::move(fn)] {
     if (g_fake_cuda->sticky_error == kCudaSuccess) fn();
   });
+}
+
+inline int cuStreamBeginCapture_v2(CUstream_st* s, int mode) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuStreamBeginCapture");
+  if (g_fake_cuda->begin_capture_result != kCudaSuccess) return g_fake_cuda->begin_capture_result;
+  if (s->capturing || g_fake_cuda->capturing_stream != nullptr || mode < 0 || mode > 2) return kCudaErrorInvalidValue;
+  s->capturing = true;
+  s->capture_invalidated = false;
+  s->capture_mode = mode;
+  s->captured.clear();
+  g_fake_cuda->capturing_stream = s;
+  g_fake_cuda->capture_thread_local = mode == 1;
+  g_fake_cuda->capture_thread = std::this_thread::get_id();
+  return kCudaSuccess;
+}
+inline int cuStreamEndCapture(CUstream_st* s, CUgraph_st** graph) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuStreamEndCapture");
+  if (!s->capturing) return kCudaErrorInvalidValue;
+  s->capturing = false;
+  g_fake_cuda->capturing_stream = nullptr;
+  std::vector<std::function<void()>> work = std::move(s->captured);
+  s->captured.clear();
+  if (s->capture_invalidated) {
+    *graph = nullptr;
+    return kCudaErrorStreamCaptureInvalidated;
+  }
+  *graph = new CUgraph_st{std::move(work)};
+  ++g_fake_cuda->captures;
+  ++g_fake_cuda->live_graphs;
+  return kCudaSuccess;
+}
+inline int cuGraphInstantiateWithFlags(CUgraphExec_st** exec, CUgraph_st* graph, unsigned long long) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuGraphInstantiate");
+  if (graph == nullptr) return kCudaErrorInvalidValue;
+  if (g_fake_cuda->instantiate_result != kCudaSuccess) return g_fake_cuda->instantiate_result;
+  *exec = new CUgraphExec_st{graph->work};
+  ++g_fake_cuda->live_graph_execs;
+  return kCudaSuccess;
+}
+inline int cuGraphLaunch(CUgraphExec_st* exec, CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuGraphLaunch");
+  if (exec == nullptr) return kCudaErrorInvalidHandle;
+  if (g_fake_cuda->graph_launch_result != kCudaSuccess) return g_fake_cuda->graph_launch_result;
+  for (const auto& op : exec->work) push(s, op);
+  ++g_fake_cuda->graph_launches;
+  return kCudaSuccess;
+}
+inline int cuGraphExecDestroy(CUgraphExec_st* exec) {
+  auto l = lock();
+  if (exec == nullptr) return kCudaErrorInvalidHandle;
+  delete exec;  // the work already enqueued by cuGraphLaunch holds its own copies
+  --g_fake_cuda->live_graph_execs;
+  return kCudaSuccess;
+}
+inline int cuGraphDestroy(CUgraph_st* graph) {
+  auto l = lock();
+  if (graph == nullptr) return kCudaErrorInvalidHandle;
+  delete graph;
+  --g_fake_cuda->live_graphs;
+  return kCudaSuccess;
 }
 
 /// Resolver for CudaDriver::from_resolver; `omit` names one symbol to leave out.
@@ -436,7 +565,10 @@ inline CudaSymbolResolver resolver(std::string omit = "") {
         INGOT_FAKE_ENTRY(cuEventSynchronize) INGOT_FAKE_ENTRY(cuEventDestroy_v2)
         INGOT_FAKE_ENTRY(cuDeviceGetAttribute) INGOT_FAKE_ENTRY(cuModuleLoadData)
         INGOT_FAKE_ENTRY(cuModuleGetFunction) INGOT_FAKE_ENTRY(cuModuleUnload)
-        INGOT_FAKE_ENTRY(cuLaunchKernel)
+        INGOT_FAKE_ENTRY(cuLaunchKernel) INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2)
+        INGOT_FAKE_ENTRY(cuStreamEndCapture) INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)
+        INGOT_FAKE_ENTRY(cuGraphLaunch) INGOT_FAKE_ENTRY(cuGraphExecDestroy)
+        INGOT_FAKE_ENTRY(cuGraphDestroy)
 #undef INGOT_FAKE_ENTRY
     };
     if (omit == name) return nullptr;

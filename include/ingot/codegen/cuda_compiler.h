@@ -50,6 +50,11 @@ struct CudaCompileOptions {
   /// If non-empty, the module is written to `<dump_dir>/<NN>-<stage>.mlir` after every stage and
   /// each kernel's PTX to `<dump_dir>/<kernel>.<arch>.ptx`.
   std::string dump_dir;
+  /// Run the compiled program through CUDA graphs (CudaExecutableOptions::cuda_graphs, which
+  /// compile_graph_cuda and so jit pass it to): a run is captured once per set of input/output
+  /// addresses and replayed as one cuGraphLaunch, the temporaries held in a per-executable arena.
+  /// Off by default until measured on a GPU (docs/runtime-cuda.md, "CUDA graphs").
+  bool cuda_graphs = false;
 };
 
 /// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, gemm-epilogues

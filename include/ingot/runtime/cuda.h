@@ -188,6 +188,11 @@ class CudaDevice {
   CachingAllocator& allocator() { return *allocator_; }
   const CudaStream& compute_stream() const { return *compute_; }
   const CudaStream& copy_stream() const { return *copy_; }
+  /// A new non-blocking stream of this device named "<device> <purpose>", owned by the caller
+  /// (e.g. the private stream a CudaExecutable captures CUDA graphs on, so other threads' work
+  /// on the compute stream never enters a capture). Destroy it before the device. Errors:
+  /// cuStreamCreate's.
+  std::unique_ptr<CudaStream> create_stream(const std::string& purpose) const;
   const std::shared_ptr<CudaDriver>& driver() const { return driver_; }
   /// Free and total device memory (cuMemGetInfo), in bytes.
   DeviceMemoryInfo memory_info() const;

@@ -22,9 +22,10 @@
 #include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_program.h"
 
-// Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction).
+// Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction, CUgraphExec).
 struct CUmod_st;
 struct CUfunc_st;
+struct CUgraphExec_st;
 
 namespace ingot {
 
@@ -185,13 +186,50 @@ class CublasLibrary {
 // ---------------------------------------------------------------------------------------------
 // CudaExecutable
 
+/// How a CudaExecutable runs, beyond the program and its libraries (CudaExecutable::create).
+/// docs/runtime-cuda.md, "CUDA graphs".
+struct CudaExecutableOptions {
+  /// Capture a run into a CUDA graph (cuStreamBeginCapture .. cuStreamEndCapture, then
+  /// cuGraphInstantiate) and replay it (one cuGraphLaunch instead of one launch per thunk) when a
+  /// later run has the same buffer addresses: graphs are keyed by the device addresses of the
+  /// run's inputs and outputs. The temporaries then live in one arena allocated by create and
+  /// kept for the executable's lifetime (the sum of their bytes, each rounded up to 256) instead
+  /// of being allocated per run. A run whose convolution engines are not chosen yet runs
+  /// uncaptured (the choice times both engines). A failed capture or instantiation turns graphs
+  /// off for this executable with the reason (graph_stats().disabled_reason) and the run, and
+  /// every later one, runs uncaptured. So do runs whose addresses keep changing: after
+  /// 2 * graph_cache_size + 1 captures in a row without a replay, graphs are turned off with that
+  /// reason (each capture costs more than the launches it saves once). Off by default until
+  /// measured on a GPU.
+  bool cuda_graphs = false;
+  /// Graphs kept, least recently used evicted first (a trainer's batches alternate between a
+  /// few addresses; donated state keeps its own). In [1, 1024] (ingot::Error kInvalidArgument
+  /// at create otherwise).
+  int64_t graph_cache_size = 4;
+};
+
+/// What the graph path of a CudaExecutable did so far (CudaExecutable::graph_stats).
+struct CudaGraphStats {
+  int64_t captures = 0;         ///< runs captured into a new graph (then launched)
+  int64_t replays = 0;          ///< runs that launched a cached graph
+  int64_t uncaptured_runs = 0;  ///< runs with graphs on enqueued thunk by thunk (see CudaExecutableOptions)
+  int64_t evictions = 0;        ///< graphs destroyed to keep graph_cache_size
+  int64_t cached = 0;           ///< graphs held now
+  int64_t arena_bytes = 0;      ///< device bytes of the temporaries' arena (0 with graphs off)
+  /// Why graphs are off for this executable after a capture failed ("cuStreamEndCapture failed
+  /// ..."); empty while they are on (or never were).
+  std::string disabled_reason;
+};
+
 /// A CudaProgram loaded on one CudaDevice. Construction (create) validates the program, picks
 /// each kernel's PTX for the device (select_cuda_ptx_arch), loads one module per kernel
 /// (cuModuleLoadData) and looks its function up by CudaKernelImage::name, allocates the constant
 /// buffers from the device's allocator and uploads them once (the compute stream waits for the
 /// upload). Temporaries are allocated per run from the device's caching allocator and released
 /// when run() returns: the allocator is stream-ordered with respect to the compute stream, so
-/// the memory is reused only by work enqueued after this run's. Destroy the executable before
+/// the memory is reused only by work enqueued after this run's. With CUDA graphs on
+/// (CudaExecutableOptions) they live in one arena for the executable's lifetime instead, and
+/// runs with recurring buffer addresses replay a captured graph. Destroy the executable before
 /// its CudaDevice. Thread-safe: concurrent run() calls are serialized.
 class CudaExecutable {
  public:
@@ -207,9 +245,14 @@ class CudaExecutable {
   /// or failing to create a handle: the kernel runs them, the reason recorded), a null pointer
   /// means the kernel only, else that CudaDnn. The choice per convolution is made at its first
   /// run (conv_choices()).
+  ///
+  /// `options`: CUDA graphs (CudaExecutableOptions); with them on, the temporaries' arena is
+  /// allocated here (kOutOfMemory when it does not fit), and a graph_cache_size outside
+  /// [1, 1024] is kInvalidArgument naming the value.
   static std::unique_ptr<CudaExecutable> create(CudaProgram program, CudaDevice& device,
                                                 std::shared_ptr<CudaBlas> blas = nullptr,
-                                                std::optional<std::shared_ptr<CudaDnn>> dnn = std::nullopt);
+                                                std::optional<std::shared_ptr<CudaDnn>> dnn = std::nullopt,
+                                                CudaExecutableOptions options = {});
   ~CudaExecutable();
   CudaExecutable(const CudaExecutable&) = delete;
   CudaExecutable& operator=(const CudaExecutable&) = delete;
@@ -239,6 +282,9 @@ class CudaExecutable {
   std::vector<CudaConvChoice> conv_choices() const;
   /// Timed runs per engine when choosing (see conv_choices).
   static constexpr int kConvTimingRuns = 5;
+  const CudaExecutableOptions& options() const { return options_; }
+  /// A copy of the graph counters (CudaGraphStats); all zero with graphs off.
+  CudaGraphStats graph_stats() const;
 
  private:
   CudaExecutable(CudaProgram program, CudaDevice& device, std::shared_ptr<CudaBlas> blas);
@@ -248,19 +294,50 @@ class CudaExecutable {
   std::vector<uint64_t> buffer_addresses(std::span<const Array> inputs,
                                          std::span<const Array> outputs,
                                          std::vector<std::shared_ptr<Buffer>>& temporaries) const;
-  void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses) const;
+  /// Enqueues `launch` on `stream`.
+  void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses, const CudaStream& stream) const;
   /// The loaded function of program kernel `kernel` (validated to exist).
   CUfunc_st* function_of(const std::string& kernel) const;
-  /// Enqueues convolution `c` (its implicit-GEMM kernel) on the compute stream.
-  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses) const;
+  /// Enqueues convolution `c` (its implicit-GEMM kernel) on `stream`.
+  void run_conv(const CudaConv& c, std::span<const uint64_t> addresses, const CudaStream& stream) const;
 
   /// Decides conv_choices_[index] (the first run of that convolution thunk).
   void choose_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
-  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address.
+  /// Enqueues convolution `c` through dnn_ with `plan` and the workspace's device address on `stream`.
   void cudnn_forward(const CudaDnnConvPlan& plan, uint64_t workspace, const CudaConv& c,
-                     std::span<const uint64_t> addresses) const;
-  /// Enqueues convolution `index` with the engine chosen.
-  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses) const;
+                     std::span<const uint64_t> addresses, const CudaStream& stream) const;
+  /// Enqueues convolution `index` with the engine chosen on `stream`.
+  void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses,
+                       const CudaStream& stream) const;
+  /// Enqueues every thunk in order on `stream` (choosing undecided convolutions, which only
+  /// happens on the compute stream: see run_with_graphs).
+  void enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const;
+
+  // CUDA graphs (runtime/cuda/graphs.cpp; run_mu_ held).
+  /// Allocates the temporaries' arena and creates the capture stream (create, with graphs on).
+  void prepare_graphs();
+  /// Enqueues a run through a cached or newly captured graph, or thunk by thunk (see
+  /// CudaExecutableOptions::cuda_graphs).
+  void run_with_graphs(std::span<const uint64_t> addresses) const;
+  /// enqueue_thunks, counted as an uncaptured run.
+  void run_uncaptured(std::span<const uint64_t> addresses) const;
+  /// Launches the cached graph of `addresses` if there is one (false otherwise).
+  bool replay(std::span<const uint64_t> addresses) const;
+  /// Caches `exec` for `addresses`, evicting the least recently used graph when full.
+  void keep_graph(CUgraphExec_st* exec, std::span<const uint64_t> addresses) const;
+  /// Captures the thunks into an instantiated graph; null (graphs turned off, the reason
+  /// recorded) when capture or instantiation fails.
+  CUgraphExec_st* capture(std::span<const uint64_t> addresses) const;
+  /// Destroys every cached graph (the destructor, after the stream drained; or when graphs are
+  /// turned off: a graph still executing is freed when it completes, as cuGraphExecDestroy does).
+  void destroy_graphs() const;
+
+  /// A captured run: its key (every buffer address) and when it was last launched.
+  struct CachedGraph {
+    std::vector<uint64_t> addresses;
+    CUgraphExec_st* exec = nullptr;
+    uint64_t last_use = 0;
+  };
 
   CudaProgram program_;
   CudaDevice& device_;
@@ -274,6 +351,14 @@ class CudaExecutable {
   std::vector<CUmod_st*> modules_;     // one per kernel
   std::vector<CUfunc_st*> functions_;  // one per kernel
   std::vector<std::shared_ptr<Buffer>> constants_;  // by buffer index (null for others)
+  CudaExecutableOptions options_;
+  std::shared_ptr<Buffer> arena_;                  // the temporaries, with graphs on
+  std::unique_ptr<CudaStream> capture_stream_;     // graphs are captured here, launched on compute
+  std::vector<int64_t> arena_offsets_;             // bytes into arena_, by buffer index (temporaries)
+  mutable std::vector<CachedGraph> graphs_;        // at most options_.graph_cache_size (run_mu_)
+  mutable uint64_t graph_clock_ = 0;               // runs through the graph path (run_mu_)
+  mutable int64_t captures_in_a_row_ = 0;          // captures since the last replay (run_mu_)
+  mutable CudaGraphStats graph_stats_;             // run_mu_
   mutable std::mutex run_mu_;
 };
 
