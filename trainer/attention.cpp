@@ -26,8 +26,10 @@ void require_rank3(const Shape& s, const char* what) {
   }
 }
 
-/// Keras's Softmax-with-mask constant for f32 (keras.src.layers.activations.softmax).
-constexpr double kLargeNegative = -1e9;
+/// Keras's Softmax-with-mask constant (keras.src.layers.activations.softmax,
+/// _large_negative_number): -1e9, but -3e4 for float16, whose range ends at 65504 -- -1e9 would
+/// round to -inf there and (1 - mask) * -inf is NaN where the mask is 1 (mixed_float16 models).
+double large_negative(DType dtype) { return dtype == DType::kF16 ? -3e4 : -1e9; }
 
 }  // namespace
 
@@ -130,7 +132,9 @@ AttentionOutput MultiHeadAttention::attend_with_scores(LayerContext& ctx, const 
   const Tensor v = project(ctx, value, *v_kernel_, v_bias_);
   Tensor logits = matmul(q, transpose(k, {0, 1, 3, 2}));  // (batch, H, T, S)
   const Tensor mask = mask_for(query, value, inputs);
-  if (mask.valid()) logits = logits + (1.0 - convert(expand_dims(mask, 1), logits.dtype())) * kLargeNegative;
+  if (mask.valid()) {
+    logits = logits + (1.0 - convert(expand_dims(mask, 1), logits.dtype())) * large_negative(logits.dtype());
+  }
   const Tensor scores = softmax(logits, -1);
   const Tensor heads = transpose(matmul(scores, v), {0, 2, 1, 3});  // (batch, T, H, V)
   const Shape& ok = o_kernel_->shape();

@@ -120,6 +120,31 @@ TEST(MultiHeadAttention, MatchesTheFormulaWithCausalAndPaddingMasks) {
   }
 }
 
+TEST(MultiHeadAttention, MasksStayFiniteInFloat16) {
+  // mixed_float16 computes attention in f16: the mask's large negative must not round to -inf
+  // ((1 - mask) * -inf is NaN where the mask is 1). Keras uses -3e4 there.
+  auto mha = make_mha();
+  std::vector<Array> args32 = {testing::random_array({B, T, F}, DType::kF32, 4)};
+  for (Variable* v : mha->variables()) args32.push_back(testing::random_array(v->shape(), DType::kF32, 10 + args32.size(), -1, 1));
+  std::vector<Array> args16;
+  std::vector<ir::TensorType> t32, t16;
+  for (const Array& a : args32) {
+    args16.push_back(Array::from_doubles(a.to_doubles(), a.shape(), DType::kF16));
+    t32.push_back({a.shape(), DType::kF32});
+    t16.push_back({a.shape(), DType::kF16});
+  }
+  Array pad = Array::from_vector<bool>({true, true, true, true, true, true, true, false}, {B, 1, T});
+  const std::vector<Array> want = interp::interpret(trace(attention_fn(mha, pad, true), t32, "mha32"), args32);
+  const std::vector<Array> got = interp::interpret(trace(attention_fn(mha, pad, true), t16, "mha16"), args16);
+  for (size_t o = 0; o < 2; ++o) {
+    const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
+    for (size_t i = 0; i < g.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(g[i])) << "output " << o << " element " << i;
+      EXPECT_NEAR(g[i], w[i], 0.05 * std::max(1.0, std::abs(w[i]))) << "output " << o << " element " << i;
+    }
+  }
+}
+
 TEST(MultiHeadAttention, AFullyMaskedRowAttendsUniformly) {
   auto mha = make_mha();
   std::vector<Array> args = {testing::random_array({B, T, F}, DType::kF32, 3)};
