@@ -109,7 +109,7 @@ inline ingot::Array first_labels(const ingot::Array& y, int64_t count) {
 /// (null: Adam with Keras's defaults, learning rate 1e-3) and the steps' compiler options.
 inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optimizers::Optimizer> optimizer = nullptr,
                                int64_t steps_per_execution = 1, ingot::codegen::CpuCompileOptions compiler = {},
-                               ingot::CudaDevice* cuda_device = nullptr) {
+                               ingot::CudaDevice* cuda_device = nullptr, ingot::codegen::CudaCompileOptions cuda = {}) {
   using namespace ingot;
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
@@ -119,7 +119,8 @@ inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optim
                  .metrics = {std::move(accuracy)},
                  .steps_per_execution = steps_per_execution,
                  .compiler = std::move(compiler),
-                 .cuda_device = cuda_device});
+                 .cuda_device = cuda_device,
+                 .cuda = std::move(cuda)});
 }
 
 /// Trains `model` on inputs of per-sample shape `sample` (kMlpSample or kCnnSample).

@@ -59,6 +59,9 @@ void check_options(const BenchCommand& c) {
   if (c.device != "cpu" && c.device != "cuda") {
     throw bad_bench_option(fmt::format("unknown --device '{}'", c.device), "use cpu or cuda");
   }
+  if (c.cuda_graphs && c.device != "cuda") {
+    throw bad_bench_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
+  }
   if (c.dtype_policy != "float32" && c.dtype_policy != "mixed_float16" && c.dtype_policy != "mixed_bfloat16") {
     throw bad_bench_option(fmt::format("unknown --dtype-policy '{}'", c.dtype_policy),
                            "use float32, mixed_float16 or mixed_bfloat16");
@@ -288,7 +291,10 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   BenchModel b = make_bench_model(name, c, rng);
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
-  b.model->compile({.optimizer = bench_optimizer(c.dtype_policy), .loss = std::move(loss), .cuda_device = cuda});
+  b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
+                    .loss = std::move(loss),
+                    .cuda_device = cuda,
+                    .cuda = {.cuda_graphs = c.cuda_graphs}});
   Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
   const Clock::time_point first = Clock::now();
   const double loss_first = *b.model->train_on_batch(b.x, b.y).get("loss");
@@ -405,7 +411,8 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
                  {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
                              {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
-                             {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed}}}};
+                             {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
+                             {"cuda_graphs", c.cuda_graphs}}}};
   report["models"] = json::object();
   for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), out);
   report["gemm"] = time_gemms(c, cuda.get(), out);

@@ -37,6 +37,9 @@ struct BenchCommand {
   /// Keras dtype policy of every model: "float32", "mixed_float16" (with loss scaling) or
   /// "mixed_bfloat16".
   std::string dtype_policy = "float32";
+  /// With --device cuda: capture each step into a CUDA graph and replay it
+  /// (CudaCompileOptions::cuda_graphs); recorded in the JSON's config.
+  bool cuda_graphs = false;
   uint64_t seed = 1337;        ///< seeds the weights and the synthetic data
   std::string json;            ///< write the results here (empty: print only)
 };

@@ -69,6 +69,7 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--steps-per-execution", c.steps_per_execution, "train steps per call")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
   cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")->capture_default_str();
+  cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
   cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
   cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");
@@ -118,6 +119,7 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
   cmd->add_option("--gemm", c.gemm_sizes, "square f32 GEMM sizes to time (comma-separated; default none)")
       ->delimiter(',');
   cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();
+  cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;

@@ -17,7 +17,8 @@
 #   4. with a GPU (nvidia-smi lists one): trains the Fashion-MNIST MLP on it (`ingot train
 #      --device cuda`, 10 epochs, the bundle's data; OUT_DIR/train.json, test accuracy >= 0.88
 #      required), then `ingot bench --device cuda` (MLP, CNN, small transformer LM, GEMMs against
-#      cuBLAS directly) and the same models in PyTorch and JAX when python3 imports them
+#      cuBLAS directly; MLP and CNN again with --cuda-graphs) and the same models in PyTorch and
+#      JAX when python3 imports them
 #      (bench/peers/bench_peers.py): OUT_DIR/bench.json (all results) and bench_report.md (the
 #      ratios, bench/peers/bench_report.py). Without a GPU these steps are skipped with that reason.
 #      Their output goes to OUT_DIR/runs.log;
@@ -39,7 +40,7 @@ mkdir -p "$1" || { echo "gpu_check.sh: cannot create OUT_DIR '$1'" >&2; exit 2; 
 OUT=$(realpath "$1")
 cd "$(dirname "$0")/.."
 readonly OUT BUNDLE=gpu_bundle ARCHIVE=gpu_bundle.tar.xz
-readonly SUITE_LIMIT_S=180 TRAIN_LIMIT_S=120 BENCH_LIMIT_S=120 PEER_LIMIT_S=90
+readonly SUITE_LIMIT_S=150 TRAIN_LIMIT_S=110 BENCH_LIMIT_S=110 GRAPHS_LIMIT_S=50 PEER_LIMIT_S=70
 check_start=$(date +%s%N)
 
 if [[ ! -x $BUNDLE/bin/gpu_tests ]]; then
@@ -121,7 +122,7 @@ readonly DATA=$BUNDLE/data/fashion-mnist
 TMP_DIR=$(mktemp -d)
 readonly TMP_DIR
 if [[ -z $gpu_name ]]; then
-  for step in train bench_ingot bench_torch bench_jax; do skip_step "$step" "no GPU (nvidia-smi lists none)"; done
+  for step in train bench_ingot bench_graphs bench_torch bench_jax; do skip_step "$step" "no GPU (nvidia-smi lists none)"; done
 else
   if [[ -f $DATA/train-images-idx3-ubyte ]]; then
     run_step train "$TRAIN_LIMIT_S" "$BUNDLE/bin/ingot" train --device cuda --data-dir "$DATA" --epochs 10 \
@@ -134,6 +135,9 @@ else
   [[ -f $BUNDLE/data/GPL-3 ]] && lm_text=$BUNDLE/data/GPL-3
   run_step bench_ingot "$BENCH_LIMIT_S" "$BUNDLE/bin/ingot" bench --device cuda --gemm 1024,4096 \
       --lm-text "$lm_text" --json "$TMP_DIR/ingot.json"
+  # The same MLP and CNN steps replayed as CUDA graphs (launch overhead dominates small models).
+  run_step bench_graphs "$GRAPHS_LIMIT_S" "$BUNDLE/bin/ingot" bench --device cuda --models mlp,cnn --cuda-graphs \
+      --json "$TMP_DIR/ingot_graphs.json"
   for fw in torch jax; do
     if python3 -c "import $fw" 2> /dev/null; then
       run_step "bench_$fw" "$PEER_LIMIT_S" python3 bench/peers/bench_peers.py --framework "$fw" --device cuda \
@@ -148,7 +152,7 @@ else
     python3 -c '
 import json, os, sys
 runs = {fw: json.load(open(os.path.join(sys.argv[1], fw + ".json")))
-        for fw in ("ingot", "torch", "jax") if os.path.exists(os.path.join(sys.argv[1], fw + ".json"))}
+        for fw in ("ingot", "ingot_graphs", "torch", "jax") if os.path.exists(os.path.join(sys.argv[1], fw + ".json"))}
 json.dump(runs, open(sys.argv[2], "w"), indent=2)' "$TMP_DIR" "$OUT/bench.json"
     cat "$OUT/bench_report.md" 2> /dev/null
   fi

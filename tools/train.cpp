@@ -98,6 +98,9 @@ void check_train_options(const TrainCommand& c) {
     throw bad_option(fmt::format("--validation-split must be in [0, 1), got {}", c.validation_split));
   }
   check_device(c.device, /*cuda_allowed=*/true);
+  if (c.cuda_graphs && c.device != "cuda") {
+    throw bad_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
+  }
 }
 
 /// Throws unless a file can be written at `path` (named by `option`): symbolic links are followed
@@ -409,7 +412,7 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
-                               {.perf_jitdump = c.perf_jitdump}, cuda.get());
+                               {.perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs});
   if (!c.quiet) print_header(out, c, *model, d);
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.

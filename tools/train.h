@@ -28,6 +28,7 @@ struct TrainCommand {
   int64_t steps_per_execution = 1;         ///< >= 1
   uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle
   std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::cuda_device)
+  bool cuda_graphs = false;                ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
   std::string save_weights;                ///< safetensors file to write at the end (empty: none)
   std::string csv;                         ///< per-epoch logs, Keras CSVLogger format (empty: none)
   std::string metrics_json;                ///< history, test results and timings (empty: none)

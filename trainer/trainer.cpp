@@ -36,7 +36,7 @@ class StepFunction {
                              .lowering = options.lowering,
                              .compile = options.compiler,
                              .cuda_device = options.cuda_device,
-                             .cuda = {}}));
+                             .cuda = options.cuda}));
     }
   }
   /// Runs the step; adds its wall time to `run_seconds` (compilation excluded) and the time

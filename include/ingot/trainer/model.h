@@ -76,6 +76,9 @@ struct CompileOptions {
   /// (epoch ends, loop ends), so Model::get_weights / Variable values are always host arrays.
   /// Needs jit_compile (run_eagerly with a device is kInvalidArgument at compile). Null: the CPU.
   CudaDevice* cuda_device = nullptr;
+  /// With cuda_device: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
+  /// `.cuda_graphs = true` to capture each step into a CUDA graph and replay it; architectures).
+  codegen::CudaCompileOptions cuda;
 };
 
 /// Model::fit's arguments (keras.Model.fit). Data: arrays x/y/sample_weight, or `data` (an
