@@ -9,23 +9,13 @@
 #include "ingot/runtime/gloo.h"
 #include "ingot/runtime/runtime.h"
 #include "ingot/trace/ops.h"
+#include "runtime/four_devices.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
-struct FourDevices {
-  Runtime runtime{RuntimeOptions{.num_cpu_devices = 4}};
-  Mesh mesh{{{"batch", 4}}, runtime.devices()};
-  std::vector<std::unique_ptr<Communicator>> group = make_local_gloo_group(4);
-  std::vector<Communicator*> comms() const {
-    std::vector<Communicator*> c;
-    for (const auto& g : group) c.push_back(g.get());
-    return c;
-  }
-  NamedSharding split() const { return NamedSharding(mesh, PartitionSpec{"batch"}); }
-  NamedSharding replicated() const { return NamedSharding(mesh, PartitionSpec{}); }
-};
+using testing::FourDevices;
 
 Array iota_i32(const Shape& shape) {
   std::vector<int32_t> v(static_cast<size_t>(num_elements(shape)));

@@ -14,23 +14,13 @@
 #include "ingot/runtime/spmd.h"
 #include "ingot/trace/ops.h"
 #include "compiler/codegen/parity.h"
+#include "runtime/four_devices.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
-struct FourDevices {
-  Runtime runtime{RuntimeOptions{.num_cpu_devices = 4}};
-  Mesh mesh{{{"batch", 4}}, runtime.devices()};
-  std::vector<std::unique_ptr<Communicator>> group = make_local_gloo_group(4);
-  std::vector<Communicator*> comms() const {
-    std::vector<Communicator*> c;
-    for (const auto& g : group) c.push_back(g.get());
-    return c;
-  }
-  NamedSharding split() const { return NamedSharding(mesh, PartitionSpec{"batch"}); }
-  NamedSharding replicated() const { return NamedSharding(mesh, PartitionSpec{}); }
-};
+using testing::FourDevices;
 
 void expect_near(const Array& got, const Array& want, double tol) {
   const std::vector<double> g = to_host(got).to_doubles(), w = to_host(want).to_doubles();

@@ -71,22 +71,6 @@ TEST(JitCuda, AnElementwiseFunctionRunsOnTheDeviceThroughTheGeneratedPlan) {
 }
 
 
-/// The word index of each memref argument's aligned pointer in `launch`'s parameter words, by
-/// buffer index (the descriptor ABI: allocated, aligned, offset, sizes, strides).
-std::map<int64_t, size_t> aligned_words(const CudaLaunch& launch) {
-  std::map<int64_t, size_t> words;
-  size_t word = 0;
-  for (const CudaKernelArg& a : launch.args) {
-    if (a.kind == CudaKernelArg::Kind::kIndex) {
-      word += 1;
-      continue;
-    }
-    words[a.buffer] = word + 1;
-    word += 3 + 2 * a.sizes.size();
-  }
-  return words;
-}
-
 TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   // p - 0.5 g with p donated (a parameter update): the plan computes into p's buffer (input 0),
   // then copies it onto the output, which the executable makes p's own buffer.
@@ -96,7 +80,9 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
       testing::compile_for_cuda(trace(fn, types, "jit"), {}, /*cublas=*/true, /*donated=*/{{0, 0}});
   const std::vector<CudaLaunch> launches = plan.launches();
   ASSERT_EQ(launches.size(), 2u) << plan.describe();
-  const std::map<int64_t, size_t> update = aligned_words(launches[0]), copy = aligned_words(launches[1]);
+  size_t update_words = 0, copy_words = 0;
+  const std::map<int64_t, size_t> update = testing::aligned_words(launches[0], &update_words);
+  const std::map<int64_t, size_t> copy = testing::aligned_words(launches[1], &copy_words);
   // The update reads g (buffer 1) and writes p (buffer 0); the copy reads p and writes output 0.
   ASSERT_EQ(update.size(), 2u) << plan.describe();
   ASSERT_TRUE(update.count(0) && update.count(1)) << plan.describe();
@@ -105,13 +91,8 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   // for both: the update and the copy alternate; another plan (no donation: one launch with three
   // buffers) only counts.
   FakeCudaScope fake;
-  auto word_count = [](const CudaLaunch& l) {
-    size_t n = 0;
-    for (const CudaKernelArg& a : l.args) n += a.kind == CudaKernelArg::Kind::kIndex ? 1 : 3 + 2 * a.sizes.size();
-    return n;
-  };
-  ASSERT_EQ(word_count(launches[0]), word_count(launches[1])) << plan.describe();
-  const size_t donated_words = word_count(launches[0]);
+  ASSERT_EQ(update_words, copy_words) << plan.describe();
+  const size_t donated_words = update_words;
   int64_t calls = 0, other_calls = 0;
   std::vector<uint64_t> copied_from, copied_to;
   fake.state().kernel_bodies["main_kernel"] = [&](const std::vector<uint64_t>& w) {

@@ -20,22 +20,6 @@ namespace {
 
 using testing::FakeCudaScope;
 
-/// The word index of each memref argument's aligned pointer in `launch`'s words, by buffer, and
-/// the launch's word count (the descriptor ABI: allocated, aligned, offset, sizes, strides).
-std::map<int64_t, size_t> aligned_words(const CudaLaunch& launch, size_t& count) {
-  std::map<int64_t, size_t> words;
-  count = 0;
-  for (const CudaKernelArg& a : launch.args) {
-    if (a.kind == CudaKernelArg::Kind::kIndex) {
-      count += 1;
-      continue;
-    }
-    words[a.buffer] = count + 1;
-    count += 3 + 2 * a.sizes.size();
-  }
-  return words;
-}
-
 TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   // p - 0.5 g with p donated: the plan updates p's buffer (input 0) in place, then copies it onto
   // output 0 (p's own buffer again), as jit_cuda_test.cpp's donation test checks.
@@ -46,8 +30,8 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   const std::vector<CudaLaunch> launches = plan.launches();
   ASSERT_EQ(launches.size(), 2u) << plan.describe();
   size_t update_words = 0, copy_words = 0;
-  const std::map<int64_t, size_t> update = aligned_words(launches[0], update_words);
-  const std::map<int64_t, size_t> copy = aligned_words(launches[1], copy_words);
+  const std::map<int64_t, size_t> update = testing::aligned_words(launches[0], &update_words);
+  const std::map<int64_t, size_t> copy = testing::aligned_words(launches[1], &copy_words);
   ASSERT_TRUE(update.count(0) && update.count(1) && copy.count(0) && copy.count(2)) << plan.describe();
   ASSERT_EQ(update_words, copy_words) << plan.describe();
   FakeCudaScope fake;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "ingot/codegen/cuda_compiler.h"
@@ -31,6 +32,24 @@ inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codeg
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) out.emplace_back(t.shape, t.dtype);
   return codegen::compile_cuda(m.text, "main", in, out, options);
+}
+
+/// The word index of each memref argument's aligned pointer in `launch`'s parameter words, by
+/// buffer index (MLIR's descriptor ABI: allocated, aligned, offset, sizes, strides; an index
+/// argument is one word); `count`, when given, receives the launch's word count.
+inline std::map<int64_t, size_t> aligned_words(const codegen::CudaLaunch& launch, size_t* count = nullptr) {
+  std::map<int64_t, size_t> words;
+  size_t word = 0;
+  for (const codegen::CudaKernelArg& a : launch.args) {
+    if (a.kind == codegen::CudaKernelArg::Kind::kIndex) {
+      word += 1;
+      continue;
+    }
+    words[a.buffer] = word + 1;
+    word += 3 + 2 * a.sizes.size();
+  }
+  if (count != nullptr) *count = word;
+  return words;
 }
 
 /// Assembles `ptx` for `arch` with ptxas; returns "" on success, else ptxas's output.
