@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/conv_program.h"
+
 #include "ingot/kernels/cuda_conv_params.h"
 #include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_executable.h"
@@ -16,37 +18,13 @@ namespace {
 
 using testing::expect_error;
 
-CudaBuffer buffer(CudaBuffer::Kind kind, int64_t index, Shape shape, DType dtype = DType::kF32) {
-  return {.kind = kind, .index = index, .shape = shape, .dtype = dtype, .bytes = num_elements(shape) * dtype_size(dtype)};
-}
-
 CudaKernelArg view(int64_t buffer, int64_t size) {
   return {.kind = CudaKernelArg::Kind::kMemref, .buffer = buffer, .offset = 0, .sizes = {size}, .strides = {1}};
 }
 
-/// x (1, 1, 5) conv w (2, 1, 3) -> (1, 2, 3), NCW / OIW: buffers 0 input x, 1 input w, 2 output.
+/// The shared one-convolution program (tests/runtime/conv_program.h) with a stub PTX entry.
 CudaProgram conv_program() {
-  CudaProgram p;
-  p.kernels = {{.name = "ingot_conv_implicit_gemm_f32", .ptx = {{"sm_80", ".entry ingot_conv_implicit_gemm_f32("}}}};
-  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {1, 1, 5}), buffer(CudaBuffer::Kind::kInput, 1, {2, 1, 3}),
-               buffer(CudaBuffer::Kind::kOutput, 0, {1, 2, 3})};
-  p.input_types = {{{1, 1, 5}, DType::kF32}, {{2, 1, 3}, DType::kF32}};
-  p.output_types = {{{1, 2, 3}, DType::kF32}};
-  CudaThunk t;
-  t.kind = CudaThunk::Kind::kConv;
-  t.conv.dtype = DType::kF32;
-  t.conv.lhs = view(0, 5);
-  t.conv.rhs = view(1, 6);
-  t.conv.out = view(2, 6);
-  t.conv.spec = {.lhs_shape = {1, 1, 5}, .rhs_shape = {2, 1, 3}, .out_shape = {1, 2, 3}, .in_batch = 0,
-                 .in_feature = 1, .in_spatial = {2}, .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2},
-                 .out_batch = 0, .out_feature = 1, .out_spatial = {2}, .strides = {1}, .padding = {0, 0},
-                 .lhs_dilation = {1}, .rhs_dilation = {1}};
-  t.conv.kernel = "ingot_conv_implicit_gemm_f32";
-  t.conv.block = {256, 1, 1};
-  t.conv.params.assign(sizeof(kernels::CudaConvParams) / 8, 0);
-  p.thunks = {t};
-  return p;
+  return testing::conv1d_program({.name = "", .ptx = {{"sm_80", ".entry ingot_conv_implicit_gemm_f32("}}});
 }
 
 TEST(CudaConvProgram, AValidConvolutionThunkPassesAndIsDescribed) {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "runtime/conv_program.h"
+
 #include <cstring>
 #include <functional>
 
@@ -378,31 +380,7 @@ TEST(CudaGraphs, ACacheSizeOutsideItsRangeIsAClearErrorAtCreate) {
 // x (1, 1, 5) conv w (2, 1, 3) -> out (1, 2, 3), NCW / OIW, valid: one convolution thunk
 // (buffers 0 input x, 1 input w, 2 output) whose kernel's host body reads the three operand
 // addresses (the fake entry declares 3 parameters; the CudaConvParams block is not read).
-CudaProgram conv_program() {
-  CudaProgram p;
-  CudaKernelImage k = image("ingot_conv_implicit_gemm_f32", 3);
-  k.name = "ingot_conv_implicit_gemm_f32";
-  p.kernels = {k};
-  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {1, 1, 5}), buffer(CudaBuffer::Kind::kInput, 1, {2, 1, 3}),
-               buffer(CudaBuffer::Kind::kOutput, 0, {1, 2, 3})};
-  p.input_types = {{{1, 1, 5}, DType::kF32}, {{2, 1, 3}, DType::kF32}};
-  p.output_types = {{{1, 2, 3}, DType::kF32}};
-  CudaThunk t;
-  t.kind = CudaThunk::Kind::kConv;
-  t.conv.dtype = DType::kF32;
-  t.conv.lhs = memref1(0, 5);
-  t.conv.rhs = memref1(1, 6);
-  t.conv.out = memref1(2, 6);
-  t.conv.spec = {.lhs_shape = {1, 1, 5}, .rhs_shape = {2, 1, 3}, .out_shape = {1, 2, 3}, .in_batch = 0,
-                 .in_feature = 1, .in_spatial = {2}, .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2},
-                 .out_batch = 0, .out_feature = 1, .out_spatial = {2}, .strides = {1}, .padding = {0, 0},
-                 .lhs_dilation = {1}, .rhs_dilation = {1}};
-  t.conv.kernel = "ingot_conv_implicit_gemm_f32";
-  t.conv.block = {256, 1, 1};
-  t.conv.params.assign(sizeof(kernels::CudaConvParams) / 8, 0);
-  p.thunks = {t};
-  return p;
-}
+CudaProgram conv_program() { return testing::conv1d_program(image("ingot_conv_implicit_gemm_f32", 3)); }
 
 TEST(CudaGraphs, AConvolutionsFirstRunChoosesItsEngineUncapturedThenRunsAreGraphs) {
   FakeCudaScope fake;
