@@ -19,6 +19,9 @@
 #include "ingot/trainer/model.h"
 #include "ingot/trainer/safetensors.h"
 #include "ingot/jit/jit.h"
+#include "ingot/jit/spmd.h"
+#include "ingot/runtime/gloo.h"
+#include "ingot/runtime/spmd.h"
 
 namespace ingot {
 
@@ -27,10 +30,22 @@ namespace {
 /// A step function run compiled (jit with donation) or by the reference interpreter.
 class StepFunction {
  public:
+  /// The SPMD mode of a step under a distribution: traced on the per-device shapes (each
+  /// argument's first shard), compiled with compile_graph_spmd (the step's all_reduce nodes become
+  /// collective thunks) and run by run_spmd with one communicator per device; outputs
+  /// `split_outputs` and later are split over the batch axis like the batches, the others
+  /// replicated. No donation there yet.
+  struct Spmd {
+    const distribution::Distribution* distribution = nullptr;
+    std::vector<Communicator*> communicators;
+    size_t split_outputs = SIZE_MAX;
+  };
+
   StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled,
-               const CompileOptions& options)
-      : fn_(std::move(fn)), name_(std::move(name)) {
-    if (compiled) {
+               const CompileOptions& options, Spmd spmd)
+      : fn_(std::move(fn)), name_(std::move(name)), spmd_(std::move(spmd)), lowering_(options.lowering),
+        compiler_(options.compiler) {
+    if (compiled && spmd_.distribution == nullptr) {
       jit_.emplace(jit(fn_, {.name = name_,
                              .donate_argnums = std::move(donate),
                              .lowering = options.lowering,
@@ -43,14 +58,17 @@ class StepFunction {
   /// spent tracing/compiling a new signature to `compile_seconds`.
   std::vector<Array> operator()(const std::vector<Array>& args) {
     const auto start = std::chrono::steady_clock::now();
-    const double compiled_before = jit_ ? jit_->compile_seconds() : 0;
-    std::vector<Array> out = call(args);
-    const double compile = jit_ ? jit_->compile_seconds() - compiled_before : 0;
+    const double compiled_before = jit_ ? jit_->compile_seconds() : spmd_seconds_;
+    std::vector<Array> out = spmd_.distribution != nullptr ? call_spmd(args) : call(args);
+    const double compile = (jit_ ? jit_->compile_seconds() : spmd_seconds_) - compiled_before;
     compile_seconds += compile;
     run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - compile;
     return out;
   }
-  int64_t compile_count() const { return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size()); }
+  int64_t compile_count() const {
+    if (spmd_.distribution != nullptr) return static_cast<int64_t>(spmd_cache_.size());
+    return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size());
+  }
 
   double run_seconds = 0;      ///< wall time inside the step, compilation excluded
   double compile_seconds = 0;  ///< wall time tracing and compiling (jit only)
@@ -69,10 +87,38 @@ class StepFunction {
     return interp::interpret(it->second, args);
   }
 
+  std::vector<Array> call_spmd(const std::vector<Array>& args) {
+    std::string key;
+    std::vector<ir::TensorType> types;
+    for (const Array& a : args) {
+      const Array shard = a.shards().front();  // the per-device shapes
+      types.push_back({shard.shape(), shard.dtype()});
+      key += types.back().to_string() + ";";
+    }
+    auto it = spmd_cache_.find(key);
+    if (it == spmd_cache_.end()) {
+      const auto start = std::chrono::steady_clock::now();
+      it = spmd_cache_.emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_)).first;
+      spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    const Executable& exe = *it->second;
+    const NamedSharding replicated(spmd_.distribution->device_mesh().mesh(), PartitionSpec{});
+    std::vector<NamedSharding> out_shardings;
+    for (size_t i = 0; i < exe.outputs().size(); ++i) {
+      out_shardings.push_back(i >= spmd_.split_outputs ? spmd_.distribution->data_sharding() : replicated);
+    }
+    return run_spmd(exe, args, out_shardings, spmd_.communicators);
+  }
+
   TraceFn fn_;
   std::string name_;
   std::optional<Jitted> jit_;
   std::map<std::string, ir::Graph> graphs_;
+  Spmd spmd_;
+  lower::LoweringOptions lowering_;
+  codegen::CpuCompileOptions compiler_;
+  std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
+  double spmd_seconds_ = 0;
 };
 
 std::vector<Array> slice(const std::vector<Array>& v, size_t begin, size_t count) {
@@ -145,6 +191,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
   bool live = false;                // T/NT hold the state (variables purged)
   bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
+  /// Under a distribution: one communicator per mesh device (a local Gloo group), for the steps'
+  /// collectives.
+  std::vector<std::unique_ptr<Communicator>> group;
 
   /// Resolves the compiled losses, loss weights and metrics against the built model's outputs
   /// (once, before the step functions exist). Errors (kInvalidArgument) name the option, its
@@ -364,6 +413,17 @@ struct Model::Trainer : callbacks::WeightsAccess {
     };
   }
 
+  /// Under a distribution: before + all_reduce(after - before) over the batch axis: each state's
+  /// per-device change summed ("sum": metric totals and counts) or averaged ("mean").
+  std::vector<Tensor> combined(const std::vector<Tensor>& before, const std::vector<Tensor>& after,
+                               const std::string& reduction) const {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < after.size(); ++i) {
+      out.push_back(before[i] + all_reduce(after[i] - before[i], options.distribution->batch_dim_name(), reduction));
+    }
+    return out;
+  }
+
   TraceFn train_step() const {
     return [this](const std::vector<Tensor>& a) {
       const size_t nt = trainable.size(), nn = non_trainable.size(), no = O.size(), nm = metric_state_size();
@@ -375,11 +435,16 @@ struct Model::Trainer : callbacks::WeightsAccess {
                        slice(a, xi, n_in),
                        slice(a, xi + n_in, n_out),
                        slice(a, xi + n_in + n_out, n_out)};
+      const std::vector<Tensor> nt_before = s.non_trainable, m_before = s.metrics;
       model->train_step(s);
       check_state(s.trainable, nt, "trainable");
       check_state(s.non_trainable, nn, "non_trainable");
       check_state(s.optimizer, no, "optimizer");
       check_state(s.metrics, nm, "metrics");
+      if (options.distribution) {  // the devices' updates combined (the gradients were, in compute_gradients)
+        s.non_trainable = combined(nt_before, s.non_trainable, "mean");
+        s.metrics = combined(m_before, s.metrics, "sum");
+      }
       std::vector<Tensor> out = s.trainable;
       out.insert(out.end(), s.non_trainable.begin(), s.non_trainable.end());
       out.insert(out.end(), s.optimizer.begin(), s.optimizer.end());
@@ -406,8 +471,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
       const std::vector<Tensor> data = slice(a, xi, n_in + 2 * n_out);
       b.insert(b.end(), data.begin(), data.end());
       const std::vector<Tensor> r = loss_fn(false)(b);  // [loss, NT'..., loss, output losses..., y_pred...]
-      return update_metrics(slice(a, nt + nn, nm), r[1 + nn], slice(r, 2 + nn, k), slice(a, xi + n_in, n_out),
-                            slice(r, 2 + nn + k, n_out), slice(a, xi + n_in + n_out, n_out));
+      const std::vector<Tensor> m = slice(a, nt + nn, nm);
+      std::vector<Tensor> out = update_metric_state(m, r[1 + nn], slice(r, 2 + nn, k), slice(a, xi + n_in, n_out),
+                                                    slice(r, 2 + nn + k, n_out), slice(a, xi + n_in + n_out, n_out));
+      if (options.distribution) out = combined(m, out, "sum");
+      const std::vector<Tensor> results = metric_results(out);
+      out.insert(out.end(), results.begin(), results.end());
+      return out;
     };
   }
 
@@ -504,8 +574,20 @@ struct Model::Trainer : callbacks::WeightsAccess {
     // Shardings are recorded before the first step and enforced on every step's outputs
     // (one device today; the multi-device trainer builds on this).
     for (Variable* v : model->variables()) {
-      if (!v->sharding()) v->set_sharding(v->value().sharding());
+      if (options.distribution) {  // the distribution decides every variable's layout
+        v->set_sharding(options.distribution->variable_sharding(v->name(), v->shape()));
+      } else if (!v->sharding()) {
+        v->set_sharding(v->value().sharding());
+      }
     }
+    StepFunction::Spmd spmd;
+    if (options.distribution) {
+      group = make_local_gloo_group(static_cast<int>(options.distribution->device_mesh().mesh().size()));
+      spmd.distribution = options.distribution.get();
+      for (const auto& c : group) spmd.communicators.push_back(c.get());
+    }
+    StepFunction::Spmd predict_spmd = spmd;
+    predict_spmd.split_outputs = 0;  // predictions are split over the batch axis like the batches
     if (options.optimizer) {
       std::vector<ir::TensorType> types;
       for (Variable* v : trainable) types.push_back(v->type());
@@ -516,10 +598,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
     for (size_t i = 0; i < nt + nn + O.size() + nm; ++i) donate_train.push_back(static_cast<int64_t>(i));
     for (size_t i = 0; i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
     train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
-                                              options);
-    test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options);
+                                              options, spmd);
+    test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options,
+                                             spmd);
     predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
-                                                compiled(), options);
+                                                compiled(), options, predict_spmd);
   }
 
   /// Takes the state out of the variables (they are purged while the loop runs).
@@ -570,16 +653,42 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return logs_from(out, at);
   }
 
-  /// The step arguments of a checked batch: x..., y..., one sample weight per output.
+  /// The step arguments of a checked batch: x..., y..., one sample weight per output. Under a
+  /// distribution the state arguments already in `args` are placed on the mesh (replicated, once:
+  /// the steps return them there) and the batch is split over the batch axis.
   void append_batch(std::vector<Array>& args, const Batch& batch) const {
+    const size_t n_state = args.size();
     args.insert(args.end(), batch.x.begin(), batch.x.end());
     args.insert(args.end(), batch.y.begin(), batch.y.end());
     const std::vector<Array> sw = weights_per_output(batch, n_out);
     args.insert(args.end(), sw.begin(), sw.end());
+    if (options.distribution) distribute_args(args, n_state);
+  }
+
+  void distribute_args(std::vector<Array>& args, size_t n_state) const {
+    const distribution::Distribution& d = *options.distribution;
+    const NamedSharding replicated(d.device_mesh().mesh(), PartitionSpec{});
+    for (size_t i = 0; i < n_state; ++i) {
+      if (!(args[i].sharding().mesh() == d.device_mesh().mesh())) args[i] = device_put(args[i], replicated);
+    }
+    const int64_t n = d.batch_axis_size();
+    for (size_t i = n_state; i < args.size(); ++i) {
+      const int64_t rows = args[i].rank() > 0 ? args[i].shape()[0] : 0;
+      if (rows % n != 0) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: a batch of {} samples does not split over the {} devices of mesh axis '{}'",
+                                d.class_name(), rows, n, d.batch_dim_name()),
+                    fmt::format("use a batch size and a sample count whose last batch are multiples of {}", n));
+      }
+      args[i] = device_put(args[i], d.data_sharding());
+    }
   }
 
   /// A host copy of a state or result array (they live on the CUDA device when there is one).
-  Array on_host(const Array& a) const { return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a; }
+  Array on_host(const Array& a) const {
+    if (options.distribution) return to_host(a);  // replicated on the mesh: one copy on the host
+    return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a;
+  }
 
   /// Moves any state array whose sharding differs from its variable's recorded one back to it.
   /// (On a CUDA device the state stays where the step put it: the device.)
@@ -759,7 +868,11 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
   std::vector<Tensor> vg = value_and_grad(t.loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
   const size_t k = t.output_loss_trackers.size();
   const size_t y_at = 2 + nn + k;
-  return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), slice(vg, y_at + t.n_out, nt), slice(vg, 1, nn)};
+  std::vector<Tensor> gradients = slice(vg, y_at + t.n_out, nt);
+  if (t.options.distribution) {  // data parallel: every device applies the devices' mean gradient
+    for (Tensor& g : gradients) g = all_reduce(g, t.options.distribution->batch_dim_name(), "mean");
+  }
+  return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), std::move(gradients), slice(vg, 1, nn)};
 }
 
 void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradients) {
@@ -826,6 +939,12 @@ void Model::compile(CompileOptions options) {
     }
   }
   check_compile_outputs(options);
+  if (options.distribution && (options.cuda_device != nullptr || options.run_eagerly || !options.jit_compile)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "compile: a distribution needs compiled steps on CPU devices, but cuda_device, run_eagerly or "
+                "jit_compile = false was given",
+                "drop the distribution, or compile the steps for the CPU devices of its mesh");
+  }
   if (options.cuda_device != nullptr && (options.run_eagerly || !options.jit_compile)) {
     throw Error(ErrorCode::kInvalidArgument, "compile: cuda_device needs compiled steps, but run_eagerly / jit_compile = false was given",
                 "the interpreter runs on the host: drop cuda_device, or compile the steps");
@@ -1200,7 +1319,9 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
                     fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(), t.n_in),
                     "yield one array per model input");
       }
+      const size_t n_state = args.size();
       args.insert(args.end(), b->x.begin(), b->x.end());
+      if (t.options.distribution) t.distribute_args(args, n_state);
       std::vector<Array> out = (*t.predict_fn)(args);
       for (size_t i = 0; i < parts.size(); ++i) parts[i].push_back(out.at(i));
       cbs.on_predict_batch_end(step++, {});
