@@ -965,6 +965,25 @@ void Model::compile(CompileOptions options) {
 
 namespace {
 
+/// Under a distribution, refuses array data whose batches do not all split over the batch axis
+/// (each batch's sample count a multiple of its device count), before any step runs: full batches
+/// of `batch_size` and the last one of n % batch_size samples. Adapters (generators) are checked
+/// batch by batch when each comes.
+void check_distributed_batches(const Model::Trainer& t, const Arrays& x, int64_t batch_size, const char* who) {
+  if (!t.options.distribution || !x.valid() || x[0].rank() == 0 || batch_size <= 0) return;
+  const distribution::Distribution& d = *t.options.distribution;
+  const int64_t n = x[0].shape()[0], devices = d.batch_axis_size();
+  for (const int64_t size : {n >= batch_size ? batch_size : int64_t{0}, n % batch_size}) {
+    if (size % devices != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {} samples in batches of {} give a batch of {}, which does not split over the {} "
+                              "devices of mesh axis '{}' ({})",
+                              who, n, batch_size, size, devices, d.batch_dim_name(), d.class_name()),
+                  fmt::format("use a batch size and a sample count that are multiples of {}", devices));
+    }
+  }
+}
+
 /// The adapter of array data or the given one; checks the arguments first.
 std::shared_ptr<DataAdapter> make_adapter(const Arrays& x, const Arrays& y, const Arrays& sw,
                                           const std::shared_ptr<DataAdapter>& data, int64_t batch_size, bool shuffle,
@@ -1103,6 +1122,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
     }
     sw = class_weights_to_sample_weights(y[0], o.class_weight);
   }
+  check_distributed_batches(t, x, o.batch_size, "fit");
+  if (val) check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
   EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch");
   std::optional<EpochIterator> val_it;
@@ -1247,6 +1268,7 @@ Logs Model::evaluate(EvaluateOptions o) {
   }
   Trainer& t = *trainer_;
   if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
+  check_distributed_batches(t, o.x, o.batch_size, "evaluate");
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
   EpochIterator it(adapter, o.steps, t.distribute(true), "steps");
   build_model(adapter->x_types());
@@ -1292,6 +1314,7 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
     trainer_->model = this;
   }
   Trainer& t = *trainer_;
+  check_distributed_batches(t, o.x, o.batch_size, "predict");
   std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Arrays(), Arrays(), o.data, o.batch_size, false, 0, "predict");
   EpochIterator it(adapter, o.steps, t.distribute(false), "steps");
   build_model(adapter->x_types());

@@ -103,7 +103,21 @@ TEST(DataParallel, BadLayoutsAreClearErrors) {
   const std::vector<Array> before = m->get_weights();
   // A batch of 10 does not split over 4 devices: refused before the step runs; nothing changes.
   expect_error([&] { m->fit({.x = data.x, .y = data.y, .batch_size = 10, .epochs = 1, .verbose = 0}); },
-               ErrorCode::kInvalidArgument, {"a batch of 10 samples does not split over the 4 devices", "'batch'"});
+               ErrorCode::kInvalidArgument, {"fit: 64 samples in batches of 10 give a batch of 10", "4 devices", "'batch'"});
+  // Batches of 8 are fine but 60 samples end with a batch of 4... and 62 with one of 6: refused
+  // before the first step, not when the last batch comes.
+  const Array x62 = testing::random_array({62, 8}, DType::kF32, 12);
+  Array y62 = Array::zeros({62}, DType::kI32);
+  expect_error([&] { m->fit({.x = x62, .y = y62, .batch_size = 8, .epochs = 1, .verbose = 0}); },
+               ErrorCode::kInvalidArgument, {"62 samples in batches of 8 give a batch of 6"});
+  expect_error([&] { m->evaluate({.x = x62, .y = y62, .batch_size = 8, .verbose = 0}); }, ErrorCode::kInvalidArgument,
+               {"evaluate: 62 samples"});
+  expect_error([&] { m->predict({.x = x62, .batch_size = 8, .verbose = 0}); }, ErrorCode::kInvalidArgument,
+               {"predict: 62 samples"});
+  // A generator's batches are checked as they come, each before its step.
+  expect_error([&] {
+    m->fit({.data = std::make_shared<ArrayDataAdapter>(x62, y62, Arrays(), 10, false), .epochs = 1, .verbose = 0});
+  }, ErrorCode::kInvalidArgument, {"a batch of 10 samples does not split over the 4 devices"});
   const std::vector<Array> after = m->get_weights();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i].bitwise_equal(after[i])) << i;
   // A two-axis mesh is not data parallel; a distribution needs compiled CPU steps.
