@@ -19,6 +19,8 @@
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_executable.h"
+#include "ingot/runtime/runtime.h"
+#include "ingot/trainer/distribution.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/loss_scale.h"
 #include "tiny_lm.h"
@@ -58,6 +60,19 @@ void check_options(const BenchCommand& c) {
   }
   if (c.device != "cpu" && c.device != "cuda") {
     throw bad_bench_option(fmt::format("unknown --device '{}'", c.device), "use cpu or cuda");
+  }
+  if (c.cpu_devices < 1 || c.cpu_devices > RuntimeOptions::kMaxCpuDevices) {
+    throw bad_bench_option(fmt::format("--cpu-devices is {}", c.cpu_devices),
+                           fmt::format("use 1 to {} CPU devices", RuntimeOptions::kMaxCpuDevices));
+  }
+  if (c.cpu_devices > 1) {
+    if (c.device != "cpu") throw bad_bench_option("--cpu-devices needs --device cpu", "drop one of them");
+    for (const auto& [option, size] : {std::pair<const char*, int64_t>{"--batch-size", c.batch_size}, {"--lm-batch", c.lm_batch}}) {
+      if (size % c.cpu_devices != 0) {
+        throw bad_bench_option(fmt::format("{} {} does not split over --cpu-devices {}", option, size, c.cpu_devices),
+                               "use a multiple of the device count");
+      }
+    }
   }
   if (c.cuda_graphs && c.device != "cuda") {
     throw bad_bench_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
@@ -286,7 +301,8 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
-json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
+json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
+                std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
   std::mt19937_64 rng(c.seed);
   BenchModel b = make_bench_model(name, c, rng);
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
@@ -294,6 +310,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
                     .loss = std::move(loss),
                     .cuda_device = cuda,
+                    .distribution = std::move(dp),
                     .cuda = {.cuda_graphs = c.cuda_graphs}});
   Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
   const Clock::time_point first = Clock::now();
@@ -412,9 +429,18 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
                              {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
                              {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
-                             {"cuda_graphs", c.cuda_graphs}}}};
+                             {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices}}}};
   report["models"] = json::object();
-  for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), out);
+  // --cpu-devices N: data parallel over N CPU virtual devices (their own Runtime).
+  std::unique_ptr<Runtime> runtime;
+  std::shared_ptr<distribution::Distribution> dp;
+  if (c.cpu_devices > 1) {
+    runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
+    dp = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
+        {.shape = {c.cpu_devices}, .axis_names = {"batch"}, .devices = runtime->devices()}));
+    out << fmt::format("data parallel over {} CPU devices\n", c.cpu_devices);
+  }
+  for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), dp, out);
   report["gemm"] = time_gemms(c, cuda.get(), out);
   if (!c.json.empty()) write_report(c.json, report.dump(2) + "\n");
   return 0;

@@ -17,6 +17,9 @@ struct BenchCommand {
   /// with lm_* sizes; inputs (lm_batch, lm_context) i32 tokens).
   std::vector<std::string> models = {"mlp", "cnn", "lm"};
   std::string device = "cpu";  ///< "cpu" or "cuda" (CUDA device 0)
+  /// With --device cpu: train data parallel over this many CPU virtual devices of a Runtime
+  /// (distribution::DataParallel; batch sizes must be multiples of it); 1: the process's cpu:0.
+  int64_t cpu_devices = 1;
   int64_t batch_size = 128;    ///< samples per step of mlp and cnn, >= 1
   int64_t warmup = 3;          ///< untimed steps after the first (compiling) one, >= 0
   int64_t steps = 20;          ///< timed steps, >= 1

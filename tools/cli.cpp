@@ -43,7 +43,7 @@ void validate_values(CLI::App* cmd) {
     static const std::set<std::string> integers = {"--epochs",   "--batch-size", "--steps-per-execution", "--seed",
                                                    "--limit",    "--index",      "--steps",               "--warmup",
                                                    "--lm-batch", "--lm-context", "--lm-width",            "--lm-heads",
-                                                   "--lm-blocks", "--gemm"};
+                                                   "--lm-blocks", "--gemm",       "--cpu-devices"};
     if (integers.count(name)) {
       o->check(int64_range);
     }
@@ -120,6 +120,8 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
       ->delimiter(',');
   cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();
   cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
+  cmd->add_option("--cpu-devices", c.cpu_devices, "data parallel over this many CPU virtual devices")
+      ->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;

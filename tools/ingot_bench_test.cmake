@@ -53,6 +53,22 @@ if(NOT n_gemm EQUAL 2)
   message(FATAL_ERROR "expected 2 GEMM rows (library, generated), got ${n_gemm}")
 endif()
 
+# Data parallel over 2 CPU devices: the same losses as one device (Adam on one fixed batch).
+expect_run(dp 0 ARGS bench --models mlp --steps 2 --warmup 0 --batch-size 32 --cpu-devices 2 --json "${WORK_DIR}/dp.json"
+           HAS "data parallel over 2 CPU devices")
+expect_run(one 0 ARGS bench --models mlp --steps 2 --warmup 0 --batch-size 32 --json "${WORK_DIR}/one.json")
+file(READ "${WORK_DIR}/dp.json" dp_report)
+file(READ "${WORK_DIR}/one.json" one_report)
+string(JSON dp_loss GET "${dp_report}" models mlp loss_last)
+string(JSON one_loss GET "${one_report}" models mlp loss_last)
+# Compared on their first 6 characters (4 decimals) of the printed doubles.
+string(SUBSTRING "${dp_loss}" 0 6 dp_short)
+string(SUBSTRING "${one_loss}" 0 6 one_short)
+if(NOT dp_short STREQUAL one_short)
+  message(FATAL_ERROR "data-parallel loss ${dp_loss} differs from the 1-device ${one_loss}")
+endif()
+expect_run(dp_split 1 ARGS bench --models mlp --batch-size 30 --cpu-devices 4 ERR "--batch-size 30 does not split over --cpu-devices 4")
+expect_run(dp_cuda 1 ARGS bench --device cuda --cpu-devices 2 ERR "--cpu-devices needs --device cpu")
 expect_run(bad_model 1 ARGS bench --models mlp,xyz --json "${WORK_DIR}/bad.json" ERR "unknown model 'xyz'")
 expect_run(bad_heads 1 ARGS bench --lm-width 30 --lm-heads 4 ERR "--lm-width 30 is not a multiple of --lm-heads 4")
 expect_run(bad_steps 1 ARGS bench --steps 0 ERR "--steps is 0")

@@ -499,6 +499,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// step gets device arrays and the copy of batch i + 1 overlaps the host side of step i. None
   /// (the batch as is) on the CPU.
   PrefetchQueue<Batch>::Distribute distribute(bool checked) {
+    if (options.distribution) {
+      // Data parallel: each batch is checked and split over the batch axis on the producer
+      // thread, so the copies to the devices overlap the previous step.
+      return [this, checked](Batch b) {
+        if (checked) check_batch(b);
+        const auto split = [this](const Arrays& a) {
+          std::vector<Array> out;
+          for (const Array& e : a) out.push_back(split_batch_array(e));
+          return Arrays(std::move(out));
+        };
+        return Batch{split(b.x), split(b.y), split(b.sample_weight)};
+      };
+    }
     if (options.cuda_device == nullptr) return {};
     return [this, checked](Batch b) {
       if (checked) check_batch(b);
@@ -516,7 +529,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// sample weight per output, sparse labels in range (on the host; batches already on the CUDA
   /// device were checked by distribute()).
   void check_batch(const Batch& b) const {
-    if (b.x.valid() && b.x[0].device().kind() != DeviceKind::kCpu) return;
+    // Batches already split over a mesh or on a CUDA device were checked by distribute().
+    if (b.x.valid() && (b.x[0].sharding().num_devices() > 1 || b.x[0].device().kind() != DeviceKind::kCpu)) return;
     if (!b.y.valid()) {
       throw Error(ErrorCode::kInvalidArgument, "a batch has no targets y",
                   "pass y (or validation_data.y / a generator yielding Batch{x, y, ...})");
@@ -671,17 +685,23 @@ struct Model::Trainer : callbacks::WeightsAccess {
     for (size_t i = 0; i < n_state; ++i) {
       if (!(args[i].sharding().mesh() == d.device_mesh().mesh())) args[i] = device_put(args[i], replicated);
     }
-    const int64_t n = d.batch_axis_size();
-    for (size_t i = n_state; i < args.size(); ++i) {
-      const int64_t rows = args[i].rank() > 0 ? args[i].shape()[0] : 0;
-      if (rows % n != 0) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: a batch of {} samples does not split over the {} devices of mesh axis '{}'",
-                                d.class_name(), rows, n, d.batch_dim_name()),
-                    fmt::format("use a batch size and a sample count whose last batch are multiples of {}", n));
-      }
-      args[i] = device_put(args[i], d.data_sharding());
+    for (size_t i = n_state; i < args.size(); ++i) args[i] = split_batch_array(args[i]);
+  }
+
+  /// A batch array split over the batch axis (as is when it already is). Throws
+  /// ingot::Error(kInvalidArgument) when its sample count is not a multiple of the axis's devices.
+  Array split_batch_array(const Array& a) const {
+    const distribution::Distribution& d = *options.distribution;
+    const NamedSharding split = d.data_sharding();
+    if (a.sharding() == split) return a;
+    const int64_t n = d.batch_axis_size(), rows = a.rank() > 0 ? a.shape()[0] : 0;
+    if (rows % n != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: a batch of {} samples does not split over the {} devices of mesh axis '{}'",
+                              d.class_name(), rows, n, d.batch_dim_name()),
+                  fmt::format("use a batch size and a sample count whose last batch are multiples of {}", n));
     }
+    return device_put(a, split);
   }
 
   /// A host copy of a state or result array (they live on the CUDA device when there is one).
