@@ -300,6 +300,12 @@ Optimizer::Optimizer(std::string class_name, std::string default_name, Optimizer
   }
   check_clipping(class_name_, config_);
   check_ema(class_name_, config_);
+  if (config_.gradient_accumulation_steps && *config_.gradient_accumulation_steps < 2) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: gradient_accumulation_steps = {} is invalid: it must be >= 2", class_name_,
+                            *config_.gradient_accumulation_steps),
+                "leave it unset to update on every step");
+  }
   if (config_.loss_scale_factor) {
     check_at_least(class_name_, "loss_scale_factor", *config_.loss_scale_factor, 0.0, true);
   }
@@ -308,8 +314,8 @@ Optimizer::Optimizer(std::string class_name, std::string default_name, Optimizer
 int64_t Optimizer::header_size() const { return config_.learning_rate.is_schedule() ? 1 : 2; }
 
 int64_t Optimizer::num_optimizer_variables(int64_t num_variables) const {
-  const int64_t per_variable =
-      static_cast<int64_t>(slot_names().size()) + (config_.use_ema ? 1 : 0);
+  const int64_t per_variable = static_cast<int64_t>(slot_names().size()) + (config_.use_ema ? 1 : 0) +
+                               (config_.gradient_accumulation_steps ? 1 : 0);
   return header_size() + per_variable * num_variables;
 }
 
@@ -322,7 +328,8 @@ std::vector<ir::TensorType> Optimizer::variable_types(
     const std::vector<ir::TensorType>& variables) const {
   std::vector<ir::TensorType> types = {{{}, DType::kI64}};
   if (!config_.learning_rate.is_schedule()) types.push_back({{}, DType::kF32});
-  const int64_t kinds = static_cast<int64_t>(slot_names().size()) + (config_.use_ema ? 1 : 0);
+  const int64_t kinds = static_cast<int64_t>(slot_names().size()) + (config_.use_ema ? 1 : 0) +
+                       (config_.gradient_accumulation_steps ? 1 : 0);
   for (int64_t k = 0; k < kinds; ++k) types.insert(types.end(), variables.begin(), variables.end());
   return types;
 }
@@ -461,10 +468,8 @@ Tensor scheduled_rate(const std::string& owner, const ScheduleFn& schedule,
 
 /// Steps 1-2 of apply(): gradients divided by the loss scale, then clipped (Keras's
 /// BaseOptimizer.apply and _clip_gradients).
-std::vector<Tensor> unscale_and_clip(const OptimizerConfig& config, std::vector<Tensor> grads) {
-  if (config.loss_scale_factor) {
-    for (Tensor& g : grads) g = g / *config.loss_scale_factor;
-  }
+/// Gradient clipping (Keras's order: clipnorm, else global_clipnorm, else clipvalue).
+std::vector<Tensor> clip(const OptimizerConfig& config, std::vector<Tensor> grads) {
   if (config.clipnorm) {
     for (Tensor& g : grads) g = clip_by_norm(g, *config.clipnorm);
   } else if (config.global_clipnorm) {
@@ -511,15 +516,32 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
   if (variables.empty()) return {variables, optimizer_variables};  // Keras: no-op
 
   const size_t n = variables.size();
-  const Tensor& iterations = optimizer_variables[0];
+  const std::optional<int64_t> accumulate = config_.gradient_accumulation_steps;
+  // With accumulation the schedule and the update steps count optimizer updates (Keras's
+  // `iterations` property divides by gradient_accumulation_steps).
+  const Tensor iterations =
+      accumulate ? optimizer_variables[0] / static_cast<double>(*accumulate) : optimizer_variables[0];  // i64: floor
   const Tensor lr = config_.learning_rate.is_schedule()
                         ? scheduled_rate(class_name_, config_.learning_rate.schedule(), iterations)
                         : optimizer_variables[1];
 
-  // 1-2. Unscale and clip the gradients that exist.
+  // 1-2. Unscale the gradients that exist; with accumulation, their mean over the window so far
+  // (this step's plus the accumulators, divided by the steps); then clip.
   std::vector<Tensor> grads;
+  const size_t acc_at = optimizer_variables.size() - n;
   for (size_t i : present) grads.push_back(gradients[i]);
-  grads = unscale_and_clip(config_, std::move(grads));
+  if (config_.loss_scale_factor) {
+    for (Tensor& g : grads) g = g / *config_.loss_scale_factor;
+  }
+  std::vector<Tensor> accumulated;  // accumulators + this step's gradients, per present variable
+  if (accumulate) {
+    for (size_t j = 0; j < present.size(); ++j) {
+      const Tensor& acc = optimizer_variables[acc_at + present[j]];
+      accumulated.push_back(acc + cast(grads[j], acc.dtype()));
+      grads[j] = accumulated.back() / static_cast<double>(*accumulate);
+    }
+  }
+  grads = clip(config_, std::move(grads));
 
   // 3-4. Weight decay and the update step, per variable with a gradient.
   std::vector<Tensor> new_variables = variables;
@@ -547,8 +569,21 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
     std::copy(averages.begin(), averages.end(), new_state.begin() + header_size());
   }
 
+  // With accumulation only every gradient_accumulation_steps-th call updates: the others keep
+  // the variables and slots and add to the accumulators, which the update resets.
+  if (accumulate) {
+    const Tensor next = optimizer_variables[0] + 1.0;
+    const Tensor update = equal(remainder(next, full_like(next, static_cast<double>(*accumulate))), zeros_like(next));
+    for (size_t i = 0; i < n; ++i) new_variables[i] = where(update, new_variables[i], variables[i]);
+    for (size_t s2 = 1; s2 < acc_at; ++s2) new_state[s2] = where(update, new_state[s2], optimizer_variables[s2]);
+    for (size_t j = 0; j < present.size(); ++j) {
+      const size_t a = acc_at + present[j];
+      new_state[a] = where(update, zeros_like(accumulated[j]), accumulated[j]);
+    }
+  }
+
   // 6. One more iteration.
-  new_state[0] = iterations + 1.0;
+  new_state[0] = optimizer_variables[0] + 1.0;
   return {new_variables, new_state};
 }
 
@@ -565,7 +600,8 @@ int64_t Optimizer::iterations(const std::vector<Array>& optimizer_variables) {
 }
 
 double Optimizer::current_learning_rate(const std::vector<Array>& optimizer_variables) const {
-  const int64_t step = iterations(optimizer_variables);
+  const int64_t calls = iterations(optimizer_variables);
+  const int64_t step = config_.gradient_accumulation_steps ? calls / *config_.gradient_accumulation_steps : calls;
   if (!config_.learning_rate.is_schedule()) {
     if (optimizer_variables.size() < 2 || optimizer_variables[1].dtype() != DType::kF32 ||
         optimizer_variables[1].rank() != 0) {
@@ -639,6 +675,7 @@ OptimizerConfig common_config(const Options& o) {
                          .ema_momentum = o.ema_momentum,
                          .ema_overwrite_frequency = o.ema_overwrite_frequency,
                          .loss_scale_factor = o.loss_scale_factor,
+                         .gradient_accumulation_steps = o.gradient_accumulation_steps,
                          .name = o.name};
 }
 
@@ -725,6 +762,7 @@ AdamOptions adam_options(const AdamWOptions& o) {
                      .ema_momentum = o.ema_momentum,
                      .ema_overwrite_frequency = o.ema_overwrite_frequency,
                      .loss_scale_factor = o.loss_scale_factor,
+                     .gradient_accumulation_steps = o.gradient_accumulation_steps,
                      .name = o.name.empty() ? std::string("adamw") : o.name};
 }
 

@@ -195,6 +195,13 @@ struct OptimizerConfig {
   std::optional<int64_t> ema_overwrite_frequency;
   /// Loss scale (> 0): scale_loss() multiplies the loss by it, apply() divides the gradients.
   std::optional<double> loss_scale_factor;
+  /// Keras's gradient_accumulation_steps (>= 2; unset: none): apply() adds each step's gradients
+  /// to accumulators and updates the variables every this many steps with the accumulated mean
+  /// (clipping, weight decay and the update step see the mean); steps in between change only the
+  /// accumulators and the step count. The learning-rate schedule and the update steps (Adam's bias
+  /// correction) count optimizer updates: iterations / gradient_accumulation_steps, as Keras's
+  /// `optimizer.iterations` does then.
+  std::optional<int64_t> gradient_accumulation_steps;
   /// The optimizer's name (Keras's `name`).
   std::string name;
 };
@@ -208,7 +215,9 @@ struct OptimizerConfig {
 ///   then the slots            slot kind-major: all variables' first slot (e.g. Adam's
 ///                             momentum), then all variables' second slot (velocity), ...;
 ///                             each of its variable's shape and dtype, starting at
-///                             slot_initial_value(kind) (zero except Adagrad's accumulator).
+///                             slot_initial_value(kind) (zero except Adagrad's accumulator);
+///   last n (gradient_accumulation_steps only) the gradient accumulators (zero).
+/// iterations counts apply() calls (micro-steps when accumulating).
 /// for n trainable variables. Optimizers are immutable and may be shared between threads.
 class Optimizer {
  public:
@@ -328,6 +337,7 @@ struct SGDOptions {
   double ema_momentum = 0.99;
   std::optional<int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
+  std::optional<int64_t> gradient_accumulation_steps;  ///< OptimizerConfig::gradient_accumulation_steps
   std::string name = "SGD";
 };
 
@@ -375,6 +385,7 @@ struct AdamOptions {
   double ema_momentum = 0.99;
   std::optional<int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
+  std::optional<int64_t> gradient_accumulation_steps;  ///< OptimizerConfig::gradient_accumulation_steps
   std::string name = "adam";
 };
 
@@ -426,6 +437,7 @@ struct AdamWOptions {
   double ema_momentum = 0.99;
   std::optional<int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
+  std::optional<int64_t> gradient_accumulation_steps;  ///< OptimizerConfig::gradient_accumulation_steps
   std::string name = "adamw";
 };
 
@@ -464,6 +476,7 @@ struct RMSpropOptions {
   double ema_momentum = 0.99;
   std::optional<int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
+  std::optional<int64_t> gradient_accumulation_steps;  ///< OptimizerConfig::gradient_accumulation_steps
   std::string name = "rmsprop";
 };
 
@@ -511,6 +524,7 @@ struct AdagradOptions {
   double ema_momentum = 0.99;
   std::optional<int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
+  std::optional<int64_t> gradient_accumulation_steps;  ///< OptimizerConfig::gradient_accumulation_steps
   std::string name = "adagrad";
 };
 
