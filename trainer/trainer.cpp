@@ -34,7 +34,7 @@ class StepFunction {
   /// argument's first shard), compiled with compile_graph_spmd (the step's all_reduce nodes become
   /// collective thunks) and run by run_spmd with one communicator per device; outputs
   /// `split_outputs` and later are split over the batch axis like the batches, the others
-  /// replicated. No donation there yet.
+  /// replicated. The state is donated as in the single-device step (compile_graph_spmd).
   struct Spmd {
     const distribution::Distribution* distribution = nullptr;
     std::vector<Communicator*> communicators;
@@ -44,7 +44,7 @@ class StepFunction {
   StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled,
                const CompileOptions& options, Spmd spmd)
       : fn_(std::move(fn)), name_(std::move(name)), spmd_(std::move(spmd)), lowering_(options.lowering),
-        compiler_(options.compiler) {
+        compiler_(options.compiler), donate_(donate) {
     if (compiled && spmd_.distribution == nullptr) {
       jit_.emplace(jit(fn_, {.name = name_,
                              .donate_argnums = std::move(donate),
@@ -98,7 +98,7 @@ class StepFunction {
     auto it = spmd_cache_.find(key);
     if (it == spmd_cache_.end()) {
       const auto start = std::chrono::steady_clock::now();
-      it = spmd_cache_.emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_)).first;
+      it = spmd_cache_.emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_, donate_)).first;
       spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     const Executable& exe = *it->second;
@@ -119,6 +119,7 @@ class StepFunction {
   codegen::CpuCompileOptions compiler_;
   std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
   double spmd_seconds_ = 0;
+  std::vector<int64_t> donate_;  ///< the SPMD steps' donated arguments (the state)
 };
 
 std::vector<Array> slice(const std::vector<Array>& v, size_t begin, size_t count) {

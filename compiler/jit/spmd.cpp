@@ -4,12 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/spmd.h"
+#include "jit/jit_cuda.h"
 
 namespace ingot {
 namespace {
@@ -27,8 +29,9 @@ ReduceOp reduce_op(const std::string& reduction) {
 /// thunks, segment by segment.
 class SpmdBuilder {
  public:
-  SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering)
-      : g_(graph), options_(options), lowering_(lowering) {
+  SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering,
+              const std::vector<int64_t>& donate_argnums)
+      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(donate_argnums) {
     for (ir::ValueId p : g_.parameters()) {
       slot_of_[p] = slots_.size();
       slots_.emplace_back(g_.type(p).shape, g_.type(p).dtype);
@@ -38,6 +41,11 @@ class SpmdBuilder {
       for (ir::ValueId v : g_.nodes()[n].inputs) last_use_[v] = n;
     }
     for (ir::ValueId v : g_.outputs()) last_use_[v] = g_.nodes().size();
+    // Donation: each donated parameter paired with an output (as compile_graph pairs them) is
+    // written in place by the segment that computes that output, if no later node reads it.
+    for (const auto& [param, output] : detail::donation_pairs(g_, donate_argnums_)) {
+      donate_into_[g_.outputs()[output]] = g_.parameters()[param];
+    }
   }
 
   std::shared_ptr<const Executable> build() {
@@ -54,8 +62,10 @@ class SpmdBuilder {
     add_segment(segment);
     std::vector<size_t> outputs;
     for (ir::ValueId v : g_.outputs()) outputs.push_back(output_slot(v));
+    std::vector<size_t> donated;
+    for (int64_t a : donate_argnums_) donated.push_back(static_cast<size_t>(a));
     return std::make_shared<const Executable>(std::move(slots_), g_.parameters().size(), std::move(thunks_),
-                                              std::move(outputs), std::vector<size_t>{}, "spmd:" + g_.name());
+                                              std::move(outputs), std::move(donated), "spmd:" + g_.name());
   }
 
  private:
@@ -95,16 +105,35 @@ class SpmdBuilder {
     }
     ++segments_;
     if (results.empty()) return;  // nothing of it is read: dead code
+    // Results written into a donated parameter's buffer come first, in donation order, so that
+    // compile_graph pairs each donated sub-parameter with its own result.
+    std::vector<int64_t> sub_donate;
+    std::vector<ir::ValueId> ordered;
+    for (ir::ValueId v : results) {
+      const auto d = donate_into_.find(v);
+      if (d == donate_into_.end() || used_after(d->second, nodes.back())) continue;
+      if (!local.count(d->second)) {  // the segment does not read the parameter: it is only the destination
+        local[d->second] = sub.add_parameter(g_.type(d->second));
+        external.push_back(d->second);
+      }
+      const ir::ValueId sub_param = local[d->second];
+      const auto& params = sub.parameters();
+      sub_donate.push_back(std::find(params.begin(), params.end(), sub_param) - params.begin());
+      ordered.push_back(v);
+    }
+    for (ir::ValueId v : results) {
+      if (std::find(ordered.begin(), ordered.end(), v) == ordered.end()) ordered.push_back(v);
+    }
     std::vector<ir::ValueId> sub_outputs;
-    for (ir::ValueId v : results) sub_outputs.push_back(local[v]);
+    for (ir::ValueId v : ordered) sub_outputs.push_back(local[v]);
     sub.set_outputs(sub_outputs);
     std::shared_ptr<const Executable> exe;
     try {
-      exe = compile_graph(sub, options_, {}, lowering_);
+      exe = compile_graph(sub, options_, sub_donate, lowering_);
     } catch (const Error& e) {
       throw e.with_context(fmt::format("compile_graph_spmd: segment {} of '{}'", segments_ - 1, g_.name()));
     }
-    append(*exe, external, results);
+    append(*exe, external, ordered);
   }
 
   /// Appends `exe`'s thunks with its slots mapped into the global table: its inputs to the slots
@@ -135,10 +164,11 @@ class SpmdBuilder {
   }
 
   /// The slot holding graph output `v`; a graph parameter returned as is gets a copy in its own
-  /// slot (outputs never alias the caller's inputs, as compile_graph).
+  /// slot (outputs never alias the caller's non-donated inputs, as compile_graph).
   size_t output_slot(ir::ValueId v) {
     const size_t slot = slot_of_.at(v);
-    if (slot >= g_.parameters().size()) return slot;
+    // A computed value in a parameter's slot was written into a donated buffer: returned as is.
+    if (slot >= g_.parameters().size() || g_.value(v).producer >= 0) return slot;
     const size_t out = slots_.size();
     slots_.push_back(slots_[slot]);
     Thunk copy;
@@ -159,14 +189,17 @@ class SpmdBuilder {
   std::vector<Thunk> thunks_;
   std::map<ir::ValueId, size_t> slot_of_;
   std::map<ir::ValueId, size_t> last_use_;
+  std::vector<int64_t> donate_argnums_;
+  std::map<ir::ValueId, ir::ValueId> donate_into_;  ///< graph output -> the donated parameter it may overwrite
   int segments_ = 0;
 };
 
 }  // namespace
 
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph, const codegen::CpuCompileOptions& options,
-                                                     const lower::LoweringOptions& lowering) {
-  return SpmdBuilder(graph, options, lowering).build();
+                                                     const lower::LoweringOptions& lowering,
+                                                     const std::vector<int64_t>& donate_argnums) {
+  return SpmdBuilder(graph, options, lowering, donate_argnums).build();
 }
 
 }  // namespace ingot

@@ -79,6 +79,33 @@ TEST(SpmdCompile, DataParallelGradientsEqualTheWholeBatchGradient) {
   }
 }
 
+TEST(SpmdCompile, ADonatedParameterIsUpdatedInPlaceOnEveryDevice) {
+  // w' = w - 0.1 * mean over the devices of x_p^T x_p w: the update segment comes after the
+  // all_reduce and is the last to read w, so w's shards receive w' in place.
+  FourDevices d;
+  const TraceFn step = [](const std::vector<Tensor>& a) {
+    const Tensor g = matmul(transpose(a[0], {1, 0}), matmul(a[0], a[1]));
+    return std::vector<Tensor>{a[1] - all_reduce(g, "batch", "mean") * 0.1};
+  };
+  const std::vector<ir::TensorType> shard = {{{2, 3}, DType::kF32}, {{3, 2}, DType::kF32}};
+  const std::shared_ptr<const Executable> exe = compile_graph_spmd(trace(step, shard, "update"), {}, {}, {1});
+  EXPECT_EQ(exe->outputs(), (std::vector<size_t>{1})) << "the output is the donated parameter's slot";
+  EXPECT_EQ(exe->donated_inputs(), (std::vector<size_t>{1}));
+  const Array x = testing::random_array({8, 3}, DType::kF32, 7), w = testing::random_array({3, 2}, DType::kF32, 8);
+  const Array w_on_mesh = device_put(w, d.replicated());
+  std::vector<const void*> before;
+  for (const Array& s : w_on_mesh.shards()) before.push_back(s.buffer()->data());
+  const std::vector<Array> out = run_spmd(*exe, {device_put(x, d.split()), w_on_mesh}, {d.replicated()}, d.comms());
+  const std::vector<Array> shards = out[0].shards();
+  for (size_t p = 0; p < shards.size(); ++p) EXPECT_EQ(shards[p].buffer()->data(), before[p]) << "device " << p;
+  // The whole batch on one device: w - 0.1 * (x^T x w) / 4 (the mean of the four shards' sums).
+  const TraceFn whole = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{a[1] - matmul(transpose(a[0], {1, 0}), matmul(a[0], a[1])) * 0.025};
+  };
+  const std::vector<Array> want = interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 2}, DType::kF32}}), {x, w});
+  for (const Array& replica : shards) expect_near(replica, want[0], 1e-5);
+}
+
 TEST(SpmdCompile, CollectivesNeedTheSpmdPath) {
   const TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "batch")}; };
   const ir::Graph g = trace(f, {{{3}, DType::kF32}});

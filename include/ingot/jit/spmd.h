@@ -5,7 +5,9 @@
 // docs/distributed.md.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
 #include "ingot/ir/graph.h"
@@ -19,14 +21,19 @@ namespace ingot {
 /// values later segments or the outputs need are its results), and each all_reduce becomes an
 /// all_reduce_thunk (sum, mean, max, min) over the communicator run_spmd hands the thunk. The
 /// thunks run in the graph's order over one slot table: the graph's parameters, then every
-/// segment's results and every collective's output. A graph without collectives is one segment
-/// (as compile_graph, without donation). The mesh axis an all_reduce names is not checked here:
+/// segment's results and every collective's output. A graph without collectives is one segment.
+/// `donate_argnums` as compile_graph's (JAX's donate_argnums): a donated parameter paired with an
+/// output is written in place by the segment that computes that output when nothing after that
+/// segment reads the parameter (otherwise the output gets its own buffer); every donated
+/// argument's buffer is taken over. The mesh axis an all_reduce names is not checked here:
 /// run_spmd's communicators span the whole mesh, so a program run on a mesh whose devices all lie
 /// along that axis (the data-parallel case) reduces over exactly it; reductions over one axis of a
 /// several-axis mesh need sub-communicators (not built yet, docs/distributed.md).
-/// Errors: what lowering and compile_graph throw for a segment (naming the segment).
+/// Errors: what lowering and compile_graph throw for a segment (naming the segment); a
+/// donate_argnum out of range or repeated (kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,
                                                      const codegen::CpuCompileOptions& options = {},
-                                                     const lower::LoweringOptions& lowering = {});
+                                                     const lower::LoweringOptions& lowering = {},
+                                                     const std::vector<int64_t>& donate_argnums = {});
 
 }  // namespace ingot
