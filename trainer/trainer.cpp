@@ -39,6 +39,7 @@ class StepFunction {
     const distribution::Distribution* distribution = nullptr;
     std::vector<Communicator*> communicators;
     size_t split_outputs = SIZE_MAX;
+    std::vector<NamedSharding> state_outputs;  ///< the first outputs' shardings (the state's)
   };
 
   StepFunction(TraceFn fn, std::string name, std::vector<int64_t> donate, bool compiled,
@@ -105,7 +106,11 @@ class StepFunction {
     const NamedSharding replicated(spmd_.distribution->device_mesh().mesh(), PartitionSpec{});
     std::vector<NamedSharding> out_shardings;
     for (size_t i = 0; i < exe.outputs().size(); ++i) {
-      out_shardings.push_back(i >= spmd_.split_outputs ? spmd_.distribution->data_sharding() : replicated);
+      if (i < spmd_.state_outputs.size()) {
+        out_shardings.push_back(spmd_.state_outputs[i]);
+      } else {
+        out_shardings.push_back(i >= spmd_.split_outputs ? spmd_.distribution->data_sharding() : replicated);
+      }
     }
     return run_spmd(exe, args, out_shardings, spmd_.communicators);
   }
@@ -383,7 +388,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return [this, training, scaled](const std::vector<Tensor>& b) {
       const size_t nt = trainable.size(), nn = non_trainable.size();
       LayerContext ctx(training);
-      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], b[i]);
+      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], gathered(i, b[i]));
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], b[nt + i]);
       const size_t xi = nt + nn, yi = xi + n_in, si = yi + n_out, oi = si + n_out;
       std::vector<Tensor> y_pred = model->forward(ctx, slice(b, xi, n_in));
@@ -412,6 +417,42 @@ struct Model::Trainer : callbacks::WeightsAccess {
       out.insert(out.end(), y_pred.begin(), y_pred.end());
       return out;
     };
+  }
+
+  /// Whether trainable variable i is split over the mesh (FSDP): its state is one block per device.
+  bool is_split(size_t i) const {
+    return options.distribution && trainable[i]->sharding() && !trainable[i]->sharding()->is_fully_replicated();
+  }
+
+  /// Trainable variable i's whole value in the traced per-device step: its block all-gathered over
+  /// the batch axis when it is split (FSDP), else as is.
+  Tensor gathered(size_t i, const Tensor& block) const {
+    if (!is_split(i)) return block;
+    const distribution::Distribution& d = *options.distribution;
+    return all_gather(block, d.batch_dim_name(), d.batch_axis_size());
+  }
+
+  /// The shardings of a step's state arguments, in order: T (each variable's), NT (replicated),
+  /// O (with_optimizer: an optimizer variable of a split variable's shape at that variable's place
+  /// in the optimizer's per-variable layout is split like it, the rest replicated), M (with_metrics,
+  /// replicated). The per-variable entries start after the optimizer's leading scalars
+  /// (iterations, learning rate), every kind n entries long (docs/trainer-optimizers.md).
+  std::vector<NamedSharding> state_shardings(bool with_optimizer, bool with_metrics) const {
+    const NamedSharding replicated(options.distribution->device_mesh().mesh(), PartitionSpec{});
+    std::vector<NamedSharding> out;
+    for (Variable* v : trainable) out.push_back(*v->sharding());
+    out.insert(out.end(), non_trainable.size(), replicated);
+    if (with_optimizer) {
+      size_t header = 0;
+      while (header < O.size() && O[header].rank() == 0) ++header;
+      for (size_t j = 0; j < O.size(); ++j) {
+        const size_t i = trainable.empty() || j < header ? 0 : (j - header) % trainable.size();
+        const bool split = j >= header && !trainable.empty() && is_split(i) && O[j].shape() == trainable[i]->shape();
+        out.push_back(split ? *trainable[i]->sharding() : replicated);
+      }
+    }
+    if (with_metrics) out.insert(out.end(), M.size(), replicated);
+    return out;
   }
 
   /// Under a distribution: before + all_reduce(after - before) over the batch axis: each state's
@@ -486,7 +527,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return [this](const std::vector<Tensor>& a) {
       const size_t nt = trainable.size(), nn = non_trainable.size();
       LayerContext ctx(false);
-      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], a[i]);
+      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], gathered(i, a[i]));
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
       return model->forward(ctx, slice(a, nt + nn, a.size() - nt - nn));
     };
@@ -589,11 +630,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
     // Shardings are recorded before the first step and enforced on every step's outputs
     // (one device today; the multi-device trainer builds on this).
     for (Variable* v : model->variables()) {
-      if (options.distribution) {  // the distribution decides every variable's layout
-        v->set_sharding(options.distribution->variable_sharding(v->name(), v->shape()));
+      if (options.distribution) {  // the distribution lays out the trainable variables (FSDP)
+        const bool is_trainable = std::find(trainable.begin(), trainable.end(), v) != trainable.end();
+        v->set_sharding(is_trainable ? options.distribution->variable_sharding(v->name(), v->shape())
+                                     : NamedSharding(options.distribution->device_mesh().mesh(), PartitionSpec{}));
       } else if (!v->sharding()) {
         v->set_sharding(v->value().sharding());
       }
+    }
+    if (options.optimizer) {
+      std::vector<ir::TensorType> types;
+      for (Variable* v : trainable) types.push_back(v->type());
+      O = options.optimizer->build(types);
     }
     StepFunction::Spmd spmd;
     if (options.distribution) {
@@ -601,19 +649,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
       spmd.distribution = options.distribution.get();
       for (const auto& c : group) spmd.communicators.push_back(c.get());
     }
-    StepFunction::Spmd predict_spmd = spmd;
+    StepFunction::Spmd train_spmd = spmd, predict_spmd = spmd;
     predict_spmd.split_outputs = 0;  // predictions are split over the batch axis like the batches
-    if (options.optimizer) {
-      std::vector<ir::TensorType> types;
-      for (Variable* v : trainable) types.push_back(v->type());
-      O = options.optimizer->build(types);
+    if (options.distribution) {
+      // The train step returns T', NT', O' laid out as they came in; the rest is replicated.
+      train_spmd.state_outputs = state_shardings(true, false);
     }
     const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
     std::vector<int64_t> donate_train, donate_test;
     for (size_t i = 0; i < nt + nn + O.size() + nm; ++i) donate_train.push_back(static_cast<int64_t>(i));
     for (size_t i = 0; i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
     train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
-                                              options, spmd);
+                                              options, train_spmd);
     test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options,
                                              spmd);
     predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
@@ -680,11 +727,15 @@ struct Model::Trainer : callbacks::WeightsAccess {
     if (options.distribution) distribute_args(args, n_state);
   }
 
+  /// Places a step's state arguments (`n_state` of them: T, NT, then O and/or M as the step
+  /// takes them) with their shardings (state_shardings) and splits the batch arguments.
   void distribute_args(std::vector<Array>& args, size_t n_state) const {
-    const distribution::Distribution& d = *options.distribution;
-    const NamedSharding replicated(d.device_mesh().mesh(), PartitionSpec{});
+    const size_t nt = trainable.size(), nn = non_trainable.size();
+    // train: T NT O M; test: T NT M; predict: T NT.
+    const bool with_optimizer = n_state == nt + nn + O.size() + M.size() && !O.empty();
+    const std::vector<NamedSharding> shardings = state_shardings(with_optimizer, n_state > nt + nn);
     for (size_t i = 0; i < n_state; ++i) {
-      if (!(args[i].sharding().mesh() == d.device_mesh().mesh())) args[i] = device_put(args[i], replicated);
+      if (!(args[i].sharding() == shardings.at(i))) args[i] = device_put(to_host(args[i]), shardings[i]);
     }
     for (size_t i = n_state; i < args.size(); ++i) args[i] = split_batch_array(args[i]);
   }
@@ -890,8 +941,15 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
   const size_t k = t.output_loss_trackers.size();
   const size_t y_at = 2 + nn + k;
   std::vector<Tensor> gradients = slice(vg, y_at + t.n_out, nt);
-  if (t.options.distribution) {  // data parallel: every device applies the devices' mean gradient
-    for (Tensor& g : gradients) g = all_reduce(g, t.options.distribution->batch_dim_name(), "mean");
+  if (t.options.distribution) {  // every device applies the devices' mean gradient
+    const distribution::Distribution& d = *t.options.distribution;
+    for (size_t i = 0; i < gradients.size(); ++i) {
+      if (!gradients[i].valid()) continue;
+      // A split variable's gradient came through all_gather's VJP: its block already summed over
+      // the devices (reduce_scatter); a replicated one's is all-reduced.
+      gradients[i] = t.is_split(i) ? gradients[i] / static_cast<double>(d.batch_axis_size())
+                                   : all_reduce(gradients[i], d.batch_dim_name(), "mean");
+    }
   }
   return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), std::move(gradients), slice(vg, 1, nn)};
 }

@@ -16,7 +16,9 @@
 namespace ingot {
 namespace {
 
-bool is_collective(const ir::Node& node) { return node.op == "all_reduce"; }
+bool is_collective(const ir::Node& node) {
+  return node.op == "all_reduce" || node.op == "all_gather" || node.op == "reduce_scatter";
+}
 
 ReduceOp reduce_op(const std::string& reduction) {
   if (reduction == "sum") return ReduceOp::kSum;
@@ -157,9 +159,15 @@ class SpmdBuilder {
   }
 
   void add_collective(const ir::Node& node) {
-    const size_t out = slots_.size();
+    const size_t in = slot_of_.at(node.inputs[0]), out = slots_.size();
     slots_.emplace_back(g_.type(node.outputs[0]).shape, g_.type(node.outputs[0]).dtype);
-    thunks_.push_back(all_reduce_thunk(slot_of_.at(node.inputs[0]), out, reduce_op(node.attrs.get_string("reduction"))));
+    if (node.op == "all_gather") {
+      thunks_.push_back(all_gather_thunk(in, out));
+    } else if (node.op == "reduce_scatter") {
+      thunks_.push_back(reduce_scatter_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
+    } else {
+      thunks_.push_back(all_reduce_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
+    }
     slot_of_[node.outputs[0]] = out;
   }
 

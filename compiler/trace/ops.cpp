@@ -762,6 +762,15 @@ Tensor all_reduce(const Tensor& x, const std::string& axis_name, const std::stri
   return emit1("all_reduce", {x}, ir::Attributes{{"axis_name", axis_name}, {"reduction", reduction}});
 }
 
+Tensor all_gather(const Tensor& x, const std::string& axis_name, int64_t axis_size) {
+  return emit1("all_gather", {x}, ir::Attributes{{"axis_name", axis_name}, {"axis_size", axis_size}});
+}
+
+Tensor reduce_scatter(const Tensor& x, const std::string& axis_name, int64_t axis_size, const std::string& reduction) {
+  return emit1("reduce_scatter", {x},
+               ir::Attributes{{"axis_name", axis_name}, {"axis_size", axis_size}, {"reduction", reduction}});
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const auto [as, bs] = matmul_shapes(a, b);
   const Shape b_batch(bs.begin(), bs.end() - 2);

@@ -106,6 +106,43 @@ TEST(SpmdCompile, ADonatedParameterIsUpdatedInPlaceOnEveryDevice) {
   for (const Array& replica : shards) expect_near(replica, want[0], 1e-5);
 }
 
+TEST(SpmdCompile, FsdpGradientsThroughAllGatherAreTheBlocksOfTheWholeBatchGradient) {
+  // Each device holds rows 2p, 2p + 1 of w (8, 3): w = all_gather(block); loss_p = mean((x_p w -
+  // y_p)^2); the block's gradient (all_gather's VJP: reduce_scatter sum) / 4 is block p of the
+  // whole batch's gradient.
+  FourDevices d;
+  const TraceFn loss = [](const std::vector<Tensor>& a) {
+    const Tensor e = matmul(a[0], a[1]) - a[2];
+    return std::vector<Tensor>{mean(e * e)};
+  };
+  const TraceFn fsdp_step = [&](const std::vector<Tensor>& a) {
+    const TraceFn gathered = [&](const std::vector<Tensor>& b) {
+      return loss({b[0], all_gather(b[1], "batch", 4), b[2]});
+    };
+    const std::vector<Tensor> vg = value_and_grad(gathered, {1})(a);
+    return std::vector<Tensor>{all_reduce(vg[0], "batch", "mean"), vg[1] / 4.0};
+  };
+  const std::vector<ir::TensorType> shard = {{{4, 8}, DType::kF32}, {{2, 3}, DType::kF32}, {{4, 3}, DType::kF32}};
+  const std::shared_ptr<const Executable> step = compile_graph_spmd(trace(fsdp_step, shard, "fsdp_step"));
+  const Array x = testing::random_array({16, 8}, DType::kF32, 13), w = testing::random_array({8, 3}, DType::kF32, 14),
+              y = testing::random_array({16, 3}, DType::kF32, 15);
+  const std::vector<Array> out =
+      run_spmd(*step, {device_put(x, d.split()), device_put(w, d.split()), device_put(y, d.split())},
+               {d.replicated(), d.split()}, d.comms());
+  const std::vector<Array> want = jit(value_and_grad(loss, {1}))({x, w, y});
+  for (const Array& replica : out[0].shards()) expect_near(replica, want[0], 1e-5);
+  expect_near(out[1], want[1], 1e-5);  // the blocks assemble into the whole gradient
+  // Shape rules: a block whose rows do not split; a bad axis size.
+  testing::expect_error(
+      [] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{reduce_scatter(a[0], "batch", 4)}; },
+                 {{{6}, DType::kF32}}); },
+      ErrorCode::kShapeMismatch, {"does not split into 4 parts"});
+  testing::expect_error(
+      [] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_gather(a[0], "batch", 0)}; },
+                 {{{6}, DType::kF32}}); },
+      ErrorCode::kInvalidArgument, {"axis_size is 0"});
+}
+
 TEST(SpmdCompile, CollectivesNeedTheSpmdPath) {
   const TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "batch")}; };
   const ir::Graph g = trace(f, {{{3}, DType::kF32}});

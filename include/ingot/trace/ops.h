@@ -158,6 +158,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 /// interpreter and compile_graph refuse it with that hint. Differentiable for sum and mean.
 /// Errors (when traced): an empty axis name, an unknown reduction, a bool x.
 Tensor all_reduce(const Tensor& x, const std::string& axis_name, const std::string& reduction = "sum");
+/// The devices' `x` along mesh axis `axis_name` (`axis_size` devices) concatenated on dimension 0
+/// in mesh order: (axis_size * x.dim(0), ...) on every device (JAX's lax.all_gather with tiled=True;
+/// the IR op all_gather). The VJP is reduce_scatter sum. SPMD programs only, as all_reduce.
+Tensor all_gather(const Tensor& x, const std::string& axis_name, int64_t axis_size);
+/// The `reduction` of `x` over the devices along `axis_name`, each device keeping its block of
+/// dimension 0: (x.dim(0) / axis_size, ...) (JAX's lax.psum_scatter with tiled=True; the IR op
+/// reduce_scatter). x.dim(0) must be a multiple of axis_size. VJP for sum and mean (all_gather).
+Tensor reduce_scatter(const Tensor& x, const std::string& axis_name, int64_t axis_size,
+                      const std::string& reduction = "sum");
 
 /// Options of conv2d (NHWC input, HWIO kernel, NHWC output, as Keras/TF).
 struct Conv2DOptions {

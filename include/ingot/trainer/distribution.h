@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/runtime/device.h"
@@ -77,6 +80,47 @@ class DataParallel final : public Distribution {
   explicit DataParallel(DeviceMesh mesh);
   NamedSharding variable_sharding(const std::string& path, const Shape& shape) const override;
   std::string class_name() const override { return "DataParallel"; }
+};
+
+/// Variable-path patterns -> PartitionSpecs (keras.distribution.LayoutMap): a variable's layout is
+/// the spec of the first pattern that matches anywhere in its path ("<layer>/<weight>", e.g.
+/// "dense_1/kernel"; std::regex_search, as Keras's re.search), replicated when none does.
+class LayoutMap {
+ public:
+  explicit LayoutMap(DeviceMesh mesh);
+  /// Keras's `layout_map[pattern] = spec`. Throws ingot::Error(kInvalidArgument) naming the
+  /// pattern for an invalid regular expression or a repeated pattern, kNotFound naming the axis
+  /// and the mesh's axes for a spec naming an axis the mesh lacks.
+  void set(const std::string& pattern, PartitionSpec spec);
+  /// The spec of the first matching pattern, nullopt when none matches.
+  std::optional<PartitionSpec> get(const std::string& path) const;
+  const DeviceMesh& device_mesh() const { return mesh_; }
+
+ private:
+  DeviceMesh mesh_;
+  std::vector<std::pair<std::string, std::regex>> patterns_;
+  std::vector<PartitionSpec> specs_;
+};
+
+/// Model parallelism (keras.distribution.ModelParallel(layout_map, batch_dim_name)): batches split
+/// over `batch_dim_name`, each variable laid out by the layout map. Built so far: FSDP on a one-axis
+/// mesh -- a variable may be split on its dimension 0 over the batch axis ({"batch"}); it is
+/// all-gathered before the forward pass, its gradient reduce-scattered (mean) and the optimizer
+/// updates each device's block, so a device holds 1/N of the variable and of its optimizer slots.
+/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile.
+class ModelParallel final : public Distribution {
+ public:
+  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks.
+  ModelParallel(LayoutMap layout_map, std::string batch_dim_name);
+  /// The layout map's spec for `path` (replicated when none matches). Throws ingot::Error:
+  /// kInvalidArgument naming the variable, the dimension and the axis size when a split dimension
+  /// is not a multiple of it; kUnimplemented for a layout other than dimension 0 over the batch axis.
+  NamedSharding variable_sharding(const std::string& path, const Shape& shape) const override;
+  std::string class_name() const override { return "ModelParallel"; }
+  const LayoutMap& layout_map() const { return layout_map_; }
+
+ private:
+  LayoutMap layout_map_;
 };
 
 }  // namespace ingot::distribution

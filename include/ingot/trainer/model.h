@@ -77,10 +77,11 @@ struct CompileOptions {
   /// (epoch ends, loop ends), so Model::get_weights / Variable values are always host arrays.
   /// Needs jit_compile (run_eagerly with a device is kInvalidArgument at compile). Null: the CPU.
   CudaDevice* cuda_device = nullptr;
-  /// Several devices (keras.distribution; ingot/trainer/distribution.h): e.g. DataParallel over a
+  /// Several devices (keras.distribution; ingot/trainer/distribution.h): DataParallel over a
   /// DeviceMesh of a Runtime's CPU devices -- the steps are traced per device, gradients are
   /// averaged over the batch axis, batches are split over it (their sizes must be multiples of its
-  /// device count) and the state is replicated. Needs compiled steps and no cuda_device
+  /// device count) and the state is replicated -- or ModelParallel with a LayoutMap, which also
+  /// splits matching trainable variables and their optimizer slots over the devices (FSDP). Needs compiled steps and no cuda_device
   /// (kInvalidArgument at compile). Null: one device. docs/distributed.md.
   std::shared_ptr<distribution::Distribution> distribution;
   /// With cuda_device: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
