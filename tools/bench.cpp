@@ -303,6 +303,7 @@ double percentile(std::vector<double> v, double q) {
 
 json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
                 std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
+  const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
   std::mt19937_64 rng(c.seed);
   BenchModel b = make_bench_model(name, c, rng);
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
@@ -318,6 +319,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   const double compile_s = seconds_since(first);
   for (int64_t i = 0; i < c.warmup; ++i) b.model->train_on_batch(b.x, b.y);
   allocator.reset_peak();
+  const double collective0 = b.model->train_step_collective_seconds();
   std::vector<double> ms;
   double loss_last = loss_first;
   for (int64_t i = 0; i < c.steps; ++i) {
@@ -337,12 +339,20 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"loss_first", loss_first},
             {"loss_last", loss_last}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
+  if (dp_devices > 1) {  // the share of the timed steps a device spent in collectives
+    double total_ms = 0;
+    for (double m : ms) total_ms += m;
+    r["collective_share"] = 1e3 * (b.model->train_step_collective_seconds() - collective0) / total_ms;
+  }
   out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
                      "{:10.0f} samples/s{}, loss {:.4f} -> {:.4f}\n",
                      name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
                      r["samples_per_s"].get<double>(),
                      b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
                      loss_first, loss_last);
+  if (r.contains("collective_share")) {
+    out << fmt::format("     {:.1f}% of the step time in collectives\n", 100 * r["collective_share"].get<double>());
+  }
   if (!std::isfinite(loss_first) || !std::isfinite(loss_last)) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ingot bench: model '{}' trained to a non-finite loss ({} -> {})", name, loss_first, loss_last),

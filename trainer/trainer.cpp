@@ -10,6 +10,7 @@
 // with one x per model input and one y and sample weight per model output.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -99,7 +100,9 @@ class StepFunction {
     auto it = spmd_cache_.find(key);
     if (it == spmd_cache_.end()) {
       const auto start = std::chrono::steady_clock::now();
-      it = spmd_cache_.emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_, donate_)).first;
+      it = spmd_cache_
+               .emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_, donate_, collective_ns_))
+               .first;
       spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     const Executable& exe = *it->second;
@@ -125,6 +128,16 @@ class StepFunction {
   std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
   double spmd_seconds_ = 0;
   std::vector<int64_t> donate_;  ///< the SPMD steps' donated arguments (the state)
+  /// Nanoseconds all devices spent in the SPMD steps' collectives (summed over the devices).
+  std::shared_ptr<std::atomic<int64_t>> collective_ns_ = std::make_shared<std::atomic<int64_t>>(0);
+
+ public:
+  /// Seconds one device spent in collectives (the devices' total over their count).
+  double collective_seconds() const {
+    if (spmd_.distribution == nullptr) return 0;
+    return 1e-9 * static_cast<double>(collective_ns_->load()) /
+           static_cast<double>(spmd_.distribution->device_mesh().mesh().size());
+  }
 };
 
 std::vector<Array> slice(const std::vector<Array>& v, size_t begin, size_t count) {
@@ -1241,7 +1254,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   FittingFlag fitting(t.fitting);
   Logs logs;
   fit_timing_ = {};
-  const double run0 = t.train_fn->run_seconds, compile0 = t.train_fn->compile_seconds;
+  const double run0 = t.train_fn->run_seconds, compile0 = t.train_fn->compile_seconds,
+               collective0 = t.train_fn->collective_seconds();
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -1276,6 +1290,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       fit_timing_.train_steps += step;
       fit_timing_.step_seconds = t.train_fn->run_seconds - run0;
       fit_timing_.compile_seconds = t.train_fn->compile_seconds - compile0;
+      fit_timing_.collective_seconds = t.train_fn->collective_seconds() - collective0;
       it.stop();
       Logs epoch_logs = logs;
       const bool validate = val_it && (o.validation_epochs.empty()
@@ -1491,6 +1506,10 @@ callbacks::WeightsAccess* Model::training_state() {
   if (!trainer_) return nullptr;
   if (input_type() && trainer_->options.optimizer) trainer_->prepare();  // builds the optimizer state once
   return trainer_.get();
+}
+
+double Model::train_step_collective_seconds() const {
+  return trainer_ && trainer_->train_fn ? trainer_->train_fn->collective_seconds() : 0;
 }
 
 int64_t Model::train_step_compile_count() const {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -32,8 +33,9 @@ ReduceOp reduce_op(const std::string& reduction) {
 class SpmdBuilder {
  public:
   SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering,
-              const std::vector<int64_t>& donate_argnums)
-      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(donate_argnums) {
+              const std::vector<int64_t>& donate_argnums, std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds)
+      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(donate_argnums),
+        collective_ns_(std::move(collective_nanoseconds)) {
     for (ir::ValueId p : g_.parameters()) {
       slot_of_[p] = slots_.size();
       slots_.emplace_back(g_.type(p).shape, g_.type(p).dtype);
@@ -168,7 +170,18 @@ class SpmdBuilder {
     } else {
       thunks_.push_back(all_reduce_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
     }
+    if (collective_ns_) timed(thunks_.back());
     slot_of_[node.outputs[0]] = out;
+  }
+
+  /// Makes `t` add its wall time to collective_ns_.
+  void timed(Thunk& t) const {
+    t.collective = [inner = std::move(t.collective), total = collective_ns_](Communicator& c, std::span<const Array> in,
+                                                                              std::span<Array> out) {
+      const auto start = std::chrono::steady_clock::now();
+      inner(c, in, out);
+      *total += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+    };
   }
 
   /// The slot holding graph output `v`; a graph parameter returned as is gets a copy in its own
@@ -199,6 +212,7 @@ class SpmdBuilder {
   std::map<ir::ValueId, size_t> last_use_;
   std::vector<int64_t> donate_argnums_;
   std::map<ir::ValueId, ir::ValueId> donate_into_;  ///< graph output -> the donated parameter it may overwrite
+  std::shared_ptr<std::atomic<int64_t>> collective_ns_;
   int segments_ = 0;
 };
 
@@ -206,8 +220,9 @@ class SpmdBuilder {
 
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph, const codegen::CpuCompileOptions& options,
                                                      const lower::LoweringOptions& lowering,
-                                                     const std::vector<int64_t>& donate_argnums) {
-  return SpmdBuilder(graph, options, lowering, donate_argnums).build();
+                                                     const std::vector<int64_t>& donate_argnums,
+                                                     std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds) {
+  return SpmdBuilder(graph, options, lowering, donate_argnums, std::move(collective_nanoseconds)).build();
 }
 
 }  // namespace ingot

@@ -64,6 +64,10 @@ TEST(DataParallel, TwentyStepsEqualTheOneDeviceRun) {
     for (size_t e = 0; e < 5; ++e) EXPECT_NEAR(h4->values(log)[e], h1->values(log)[e], 1e-5) << log << " epoch " << e;
   }
   EXPECT_LT(h4->values("loss").back(), h4->values("loss").front());  // it trained
+  // The collectives' share of the step time is measured (it is part of the step time).
+  EXPECT_GT(four->last_fit_timing().collective_seconds, 0);
+  EXPECT_LT(four->last_fit_timing().collective_seconds, four->last_fit_timing().step_seconds);
+  EXPECT_EQ(one->last_fit_timing().collective_seconds, 0);
   const std::vector<Array> w1 = one->get_weights(), w4 = four->get_weights();
   ASSERT_EQ(w1.size(), w4.size());
   for (size_t i = 0; i < w1.size(); ++i) {

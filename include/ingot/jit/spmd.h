@@ -5,6 +5,7 @@
 // docs/distributed.md.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,11 +30,15 @@ namespace ingot {
 /// run_spmd's communicators span the whole mesh, so a program run on a mesh whose devices all lie
 /// along that axis (the data-parallel case) reduces over exactly it; reductions over one axis of a
 /// several-axis mesh need sub-communicators (not built yet, docs/distributed.md).
+/// `collective_nanoseconds`, when given, accumulates the wall time every device spends in the
+/// collective thunks (nanoseconds, summed over the devices: divide by their count for the
+/// per-device time, which includes waiting for the slowest device).
 /// Errors: what lowering and compile_graph throw for a segment (naming the segment); a
 /// donate_argnum out of range or repeated (kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,
                                                      const codegen::CpuCompileOptions& options = {},
                                                      const lower::LoweringOptions& lowering = {},
-                                                     const std::vector<int64_t>& donate_argnums = {});
+                                                     const std::vector<int64_t>& donate_argnums = {},
+                                                     std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds = nullptr);
 
 }  // namespace ingot

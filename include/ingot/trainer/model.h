@@ -170,6 +170,10 @@ struct FitTiming {
   double compile_seconds = 0;     ///< tracing and compiling train steps (first call of each batch shape)
   double validation_seconds = 0;  ///< the validation passes (test steps, their compilation, hooks)
   double validation_compile_seconds = 0;  ///< the part of validation_seconds compiling test steps
+  /// Under a distribution: the part of step_seconds a device spends in the train steps'
+  /// collectives (all-reduce, all-gather, reduce-scatter; averaged over the devices, waiting for
+  /// the slowest included). 0 on one device.
+  double collective_seconds = 0;
   /// Mean seconds per train step spent outside the step function and its compilation:
   /// (train_seconds - step_seconds - compile_seconds) / train_steps; 0 before any step.
   double overhead_per_step() const {
@@ -282,6 +286,9 @@ class Model : public Layer {
   /// Number of input signatures the train step was traced and compiled for (the contract: at
   /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
   int64_t train_step_compile_count() const;
+  /// Seconds a device has spent in the train steps' collectives since compile (under a
+  /// distribution; averaged over the devices, waiting included); 0 on one device.
+  double train_step_collective_seconds() const;
   /// The timing of the last fit (zeros before the first; a fit that threw keeps what it ran).
   const FitTiming& last_fit_timing() const { return fit_timing_; }
   /// Saves every variable to a safetensors file under its name (docs/trainer-weights-io.md).
