@@ -19,6 +19,7 @@
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/trace/ops.h"
 #include "compiler/codegen/parity.h"
+#include "compiler/codegen/cuda_gpu/gpu_fixture.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -81,24 +82,13 @@ std::vector<Case> cases() {
   return out;
 }
 
-/// `graph` through the CUDA code generator with convolution thunks (as jit's CUDA path).
-CudaProgram compile(const ir::Graph& graph) {
-  const lower::LoweredModule m =
-      lower::lower_graph(graph, "main", {},
-                         {.gemm_function = "ingot_cuda_gemm", .library_conv = true, .library_conv_min_k = 0,
-                          .conv_function = "ingot_cuda_conv"});
-  std::vector<std::pair<Shape, DType>> in, res;
-  for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
-  for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
-  return codegen::compile_cuda(m.text, "main", in, res);
-}
 
 /// Without a GPU: the cases compile to convolution thunks, some cuDNN can express and some it
 /// cannot, so the GPU test exercises both engines' paths.
 TEST(ConvGpuHarness, CasesHaveConvolutionThunksBothExpressibleInCudnnAndNot) {
   int expressible = 0, not_expressible = 0;
   for (const Case& c : cases()) {
-    const CudaProgram p = compile(c.graph);
+    const CudaProgram p = testing::compile_like_jit(c.graph);
     EXPECT_FALSE(p.convs().empty()) << c.name;
     for (const CudaConv& conv : p.convs()) ++(cudnn_conv_mapping(conv.spec).expressible ? expressible : not_expressible);
   }
@@ -106,22 +96,13 @@ TEST(ConvGpuHarness, CasesHaveConvolutionThunksBothExpressibleInCudnnAndNot) {
   EXPECT_GE(not_expressible, 2);  // the input gradient (lhs dilation), the 2x2 "same" padding
 }
 
-class ConvGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    driver_ = CudaDriver::load();
-    if (!driver_->available()) GTEST_SKIP() << "no CUDA driver/GPU: " << driver_->unavailable_reason();
-    device_ = CudaDevice::open(driver_, 0);
-  }
-  std::shared_ptr<CudaDriver> driver_;
-  std::unique_ptr<CudaDevice> device_;
-};
+class ConvGpu : public testing::CudaDeviceTest {};
 
 TEST_F(ConvGpu, ConvolutionThunksMatchTheInterpreterAndRecordTheirEngine) {
   const bool have_cudnn = CudnnLibrary::load()->available();
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    const CudaProgram p = compile(c.graph);
+    const CudaProgram p = testing::compile_like_jit(c.graph);
     const std::vector<std::pair<Shape, DType>>& in = p.input_types;
     ASSERT_FALSE(p.convs().empty());
     auto exe = CudaExecutable::create(p, *device_);

@@ -14,19 +14,14 @@
 #include "ingot/runtime/cuda.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/model.h"
+#include "compiler/codegen/cuda_gpu/gpu_fixture.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
-class Gpu : public ::testing::Test {
+class Gpu : public testing::CudaDeviceTest {
  protected:
-  void SetUp() override {
-    driver_ = CudaDriver::load();
-    if (!driver_->available()) GTEST_SKIP() << "no CUDA driver/GPU: " << driver_->unavailable_reason();
-    device_ = CudaDevice::open(driver_, 0);
-  }
-
   /// Runs `graph` through jit on the device and returns the results on the host.
   std::vector<Array> run_on_gpu(const ir::Graph& graph, const std::vector<Array>& args) {
     JitOptions options;
@@ -92,8 +87,6 @@ class Gpu : public ::testing::Test {
     return args;
   }
 
-  std::shared_ptr<CudaDriver> driver_;
-  std::unique_ptr<CudaDevice> device_;
 };
 
 /// The harness itself, without a GPU: the replayed samples jitted for the CPU equal the

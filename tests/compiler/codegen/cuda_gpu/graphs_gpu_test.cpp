@@ -18,32 +18,14 @@
 #include "ingot/lower/lowering.h"
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_executable.h"
+#include "compiler/codegen/cuda_gpu/gpu_fixture.h"
 #include "test_util.h"
 
 namespace ingot {
 namespace {
 
-class GpuGraphs : public ::testing::Test {
+class GpuGraphs : public testing::CudaDeviceTest {
  protected:
-  void SetUp() override {
-    driver_ = CudaDriver::load();
-    if (!driver_->available()) GTEST_SKIP() << "no CUDA driver/GPU: " << driver_->unavailable_reason();
-    device_ = CudaDevice::open(driver_, 0);
-  }
-
-  /// `graph` through the CUDA code generator as jit's CUDA path compiles it (cuBLAS GEMMs,
-  /// convolution thunks).
-  static CudaProgram compile(const ir::Graph& graph) {
-    const lower::LoweredModule m =
-        lower::lower_graph(graph, "main", {},
-                           {.gemm_function = "ingot_cuda_gemm", .library_conv = true, .library_conv_min_k = 0,
-                            .conv_function = "ingot_cuda_conv"});
-    std::vector<std::pair<Shape, DType>> in, res;
-    for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
-    for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
-    return codegen::compile_cuda(m.text, "main", in, res);
-  }
-
   Array to_device(const Array& host) {
     Array d = Array::empty(host.shape(), host.dtype(), &device_->device());
     device_->copy_async(host, d)->wait();
@@ -59,7 +41,7 @@ class GpuGraphs : public ::testing::Test {
   /// sets of output arrays (so two graphs are captured), and checks every run's outputs agree and
   /// the graph counters (`expected_uncaptured`: runs before the convolutions chose their engines).
   void expect_same_with_and_without_graphs(const ir::Graph& graph, int runs, int expected_uncaptured) {
-    const CudaProgram program = compile(graph);
+    const CudaProgram program = testing::compile_like_jit(graph);
     auto plain = CudaExecutable::create(program, *device_);
     auto graphed = CudaExecutable::create(program, *device_, nullptr, std::nullopt, {.cuda_graphs = true});
     std::vector<Array> inputs;
@@ -98,8 +80,6 @@ class GpuGraphs : public ::testing::Test {
                              program.thunks.size(), s.arena_bytes, s.captures, s.replays);
   }
 
-  std::shared_ptr<CudaDriver> driver_;
-  std::unique_ptr<CudaDevice> device_;
 };
 
 TEST_F(GpuGraphs, TheMlpTrainStepGivesTheSameResultsReplayed) {

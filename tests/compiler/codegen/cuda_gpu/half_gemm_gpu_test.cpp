@@ -18,6 +18,7 @@
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/trace/ops.h"
+#include "compiler/codegen/cuda_gpu/gpu_fixture.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -84,16 +85,7 @@ TEST(HalfGemmGpuHarness, CasesHaveHalfGemmThunks) {
   }
 }
 
-class HalfGemmGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    driver_ = CudaDriver::load();
-    if (!driver_->available()) GTEST_SKIP() << "no CUDA driver/GPU: " << driver_->unavailable_reason();
-    device_ = CudaDevice::open(driver_, 0);
-  }
-  std::shared_ptr<CudaDriver> driver_;
-  std::unique_ptr<CudaDevice> device_;
-};
+class HalfGemmGpu : public testing::CudaDeviceTest {};
 
 TEST_F(HalfGemmGpu, HalfProductsThroughCublasGemmExMatchTheInterpreter) {
   for (const DType dt : {DType::kBF16, DType::kF16}) {
