@@ -75,24 +75,16 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   // p - 0.5 g with p donated (a parameter update): the plan computes into p's buffer (input 0),
   // then copies it onto the output, which the executable makes p's own buffer.
   const TraceFn fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.5}; };
-  const std::vector<ir::TensorType> types = {{{4, 8}, DType::kF32}, {{4, 8}, DType::kF32}};
-  const codegen::CudaProgram plan =
-      testing::compile_for_cuda(trace(fn, types, "jit"), {}, /*cublas=*/true, /*donated=*/{{0, 0}});
-  const std::vector<CudaLaunch> launches = plan.launches();
-  ASSERT_EQ(launches.size(), 2u) << plan.describe();
-  size_t update_words = 0, copy_words = 0;
-  const std::map<int64_t, size_t> update = testing::aligned_words(launches[0], &update_words);
-  const std::map<int64_t, size_t> copy = testing::aligned_words(launches[1], &copy_words);
   // The update reads g (buffer 1) and writes p (buffer 0); the copy reads p and writes output 0.
-  ASSERT_EQ(update.size(), 2u) << plan.describe();
-  ASSERT_TRUE(update.count(0) && update.count(1)) << plan.describe();
-  ASSERT_TRUE(copy.count(0) && copy.count(2)) << plan.describe();
+  const testing::DonatedUpdatePlan d = testing::donated_update_plan(fn);
+  ASSERT_FALSE(HasFailure());
+  const std::map<int64_t, size_t>& update = d.update;
+  const std::map<int64_t, size_t>& copy = d.copy;
   // Outlining names every kernel's entry `main_kernel` (one module each), so one host body stands
   // for both: the update and the copy alternate; another plan (no donation: one launch with three
   // buffers) only counts.
   FakeCudaScope fake;
-  ASSERT_EQ(update_words, copy_words) << plan.describe();
-  const size_t donated_words = update_words;
+  const size_t donated_words = d.words;
   int64_t calls = 0, other_calls = 0;
   std::vector<uint64_t> copied_from, copied_to;
   fake.state().kernel_bodies["main_kernel"] = [&](const std::vector<uint64_t>& w) {

@@ -24,21 +24,15 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   // p - 0.5 g with p donated: the plan updates p's buffer (input 0) in place, then copies it onto
   // output 0 (p's own buffer again), as jit_cuda_test.cpp's donation test checks.
   const TraceFn fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.5}; };
-  const std::vector<ir::TensorType> types = {{{4, 8}, DType::kF32}, {{4, 8}, DType::kF32}};
-  const codegen::CudaProgram plan =
-      testing::compile_for_cuda(trace(fn, types, "jit"), {}, /*cublas=*/true, /*donated=*/{{0, 0}});
-  const std::vector<CudaLaunch> launches = plan.launches();
-  ASSERT_EQ(launches.size(), 2u) << plan.describe();
-  size_t update_words = 0, copy_words = 0;
-  const std::map<int64_t, size_t> update = testing::aligned_words(launches[0], &update_words);
-  const std::map<int64_t, size_t> copy = testing::aligned_words(launches[1], &copy_words);
-  ASSERT_TRUE(update.count(0) && update.count(1) && copy.count(0) && copy.count(2)) << plan.describe();
-  ASSERT_EQ(update_words, copy_words) << plan.describe();
+  const testing::DonatedUpdatePlan d = testing::donated_update_plan(fn);
+  ASSERT_FALSE(HasFailure());
+  const std::map<int64_t, size_t>& update = d.update;
+  const std::map<int64_t, size_t>& copy = d.copy;
   FakeCudaScope fake;
   // Both kernels' entries are `main_kernel`: the update and the copy alternate, in stream order.
   int64_t calls = 0;
   fake.state().kernel_bodies["main_kernel"] = [&](const std::vector<uint64_t>& w) {
-    ASSERT_EQ(w.size(), update_words);
+    ASSERT_EQ(w.size(), d.words);
     if (calls++ % 2 == 0) {
       auto* p = reinterpret_cast<float*>(w[update.at(0)]);
       const auto* g = reinterpret_cast<const float*>(w[update.at(1)]);

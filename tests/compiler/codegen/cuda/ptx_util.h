@@ -52,6 +52,33 @@ inline std::map<int64_t, size_t> aligned_words(const codegen::CudaLaunch& launch
   return words;
 }
 
+/// The plan of the donated parameter update p - 0.5 g (p, g (4, 8) f32; p donated to output 0),
+/// as jit compiles it: launch 0 updates p's buffer (buffer 0) from g's (buffer 1), launch 1 copies
+/// it onto output 0 (buffer 2; the executable passes p's own array there). `update` / `copy` map
+/// those launches' buffers to their aligned-pointer words; both launches take `words` words.
+/// Plan shapes other than that fail the calling test (EXPECT), with the plan printed.
+struct DonatedUpdatePlan {
+  codegen::CudaProgram plan;
+  std::map<int64_t, size_t> update, copy;
+  size_t words = 0;
+};
+
+inline DonatedUpdatePlan donated_update_plan(const TraceFn& fn) {
+  const std::vector<ir::TensorType> types = {{{4, 8}, DType::kF32}, {{4, 8}, DType::kF32}};
+  DonatedUpdatePlan d;
+  d.plan = compile_for_cuda(trace(fn, types, "jit"), {}, /*cublas=*/true, /*donated=*/{{0, 0}});
+  const std::vector<codegen::CudaLaunch> launches = d.plan.launches();
+  EXPECT_EQ(launches.size(), 2u) << d.plan.describe();
+  if (launches.size() != 2) return d;
+  size_t copy_words = 0;
+  d.update = aligned_words(launches[0], &d.words);
+  d.copy = aligned_words(launches[1], &copy_words);
+  EXPECT_EQ(d.update.size(), 2u) << d.plan.describe();
+  EXPECT_TRUE(d.update.count(0) && d.update.count(1) && d.copy.count(0) && d.copy.count(2)) << d.plan.describe();
+  EXPECT_EQ(d.words, copy_words) << d.plan.describe();
+  return d;
+}
+
 /// Assembles `ptx` for `arch` with ptxas; returns "" on success, else ptxas's output.
 inline std::string ptxas_errors(const std::string& ptx, const std::string& arch, const std::string& name) {
   const PtxasResult r = run_ptxas(ptx, arch, name);
