@@ -55,15 +55,21 @@ void check_communicators(const std::vector<Communicator*>& communicators, const 
                             mesh.size()),
                 "pass one communicator per mesh device, in mesh order (or none)");
   }
+  // This process's devices are ranks first .. first + mesh.size() - 1 of a group of whole meshes'
+  // worth of ranks (one process: first = 0 and the group is the mesh).
+  const Communicator* c0 = communicators[0];
+  const int n = static_cast<int>(mesh.size());
+  const int first = c0 != nullptr ? c0->rank() : -1, size = c0 != nullptr ? c0->size() : 0;
   for (size_t p = 0; p < communicators.size(); ++p) {
-    if (communicators[p] == nullptr || communicators[p]->rank() != static_cast<int>(p) ||
-        communicators[p]->size() != static_cast<int>(mesh.size())) {
+    const Communicator* c = communicators[p];
+    if (c == nullptr || first % n != 0 || size % n != 0 || c->rank() != first + static_cast<int>(p) || c->size() != size) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("run_spmd: communicator {} is {}", p,
-                              communicators[p] == nullptr
-                                  ? std::string("null")
-                                  : fmt::format("rank {} of {}", communicators[p]->rank(), communicators[p]->size())),
-                  fmt::format("communicator p must be rank p of a group of {} (mesh order)", mesh.size()));
+                              c == nullptr ? std::string("null") : fmt::format("rank {} of {}", c->rank(), c->size())),
+                  fmt::format("communicator p must be rank first + p of a group whose size is a multiple of the "
+                              "mesh's {} devices (first: communicator 0's rank, a multiple of {}; one process: "
+                              "first = 0, a group of {})",
+                              n, n, n));
     }
   }
 }

@@ -69,14 +69,23 @@ void BackupAndRestore::on_train_begin(const Logs&) {
 
 void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
   const auto tensors = model_io::training_state_tensors(*model(), *weights_access(), /*with_optimizer=*/true);
-  save_safetensors(backup_path(), tensors, {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
+  model()->write_once(
+      [&] {
+        save_safetensors(backup_path(), tensors,
+                         {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
+      },
+      "BackupAndRestore('" + backup_path() + "')");
 }
 
 void BackupAndRestore::on_train_end(const Logs&) {
   if (!options_.delete_checkpoint) return;
-  std::error_code ec;
-  fs::remove(backup_path(), ec);
-  fs::remove(options_.backup_dir, ec);  // only if now empty, as Keras removes its backup directory
+  model()->write_once(
+      [&] {
+        std::error_code ec;
+        fs::remove(backup_path(), ec);
+        fs::remove(options_.backup_dir, ec);  // only if now empty, as Keras removes its backup directory
+      },
+      "BackupAndRestore: removing '" + backup_path() + "'");
 }
 
 }  // namespace ingot::callbacks

@@ -1,6 +1,7 @@
 // CSVLogger and python_float / csv_field: Keras 3's keras.callbacks.CSVLogger over Python's csv
 // module (excel dialect) and repr(float). Guide: docs/trainer-callbacks.md, "CSVLogger".
 #include "ingot/trainer/callbacks_logging.h"
+#include "ingot/trainer/model.h"
 #include "ingot/trainer/output_file.h"
 
 #include <fmt/format.h>
@@ -116,7 +117,9 @@ void CSVLogger::on_train_begin(const Logs&) {
   text_.clear();
   previous_.clear();
   write_header_ = true;
-  if (options_.write == CSVLoggerWrite::kInMemory) return;
+  // Several processes log the same values (their metrics are reduced over all of them): process 0
+  // writes the file.
+  if (options_.write == CSVLoggerWrite::kInMemory || (model() != nullptr && model()->process_id() != 0)) return;
   if (options_.append) {
     // Keras: the header is written unless the existing file's first line is non-empty.
     previous_ = read_if_exists(options_.filename);
@@ -155,14 +158,16 @@ void CSVLogger::on_epoch_end(int64_t epoch, const Logs& logs) {
     lines += options_.separator + (v ? python_float(*v) : std::string("NA"));
   }
   lines += "\r\n";
-  if (options_.write == CSVLoggerWrite::kEachEpoch) write_to(options_.filename, lines, std::ios::app);
+  const bool writes = model() == nullptr || model()->process_id() == 0;
+  if (options_.write == CSVLoggerWrite::kEachEpoch && writes) write_to(options_.filename, lines, std::ios::app);
   keys_ = keys;  // only once the row is written: a failed write changes nothing
   started_ = true;
   text_ += lines;
 }
 
 void CSVLogger::on_train_end(const Logs&) {
-  if (options_.write == CSVLoggerWrite::kAtTrainEnd) replace_file(options_.filename, previous_ + text_);
+  const bool writes = model() == nullptr || model()->process_id() == 0;
+  if (options_.write == CSVLoggerWrite::kAtTrainEnd && writes) replace_file(options_.filename, previous_ + text_);
 }
 
 }  // namespace ingot::callbacks

@@ -7,6 +7,7 @@
 namespace ingot::distribution {
 namespace {
 
+/// The axes of this process's part of the mesh: the first axis divided by the process count.
 std::vector<MeshAxis> axes_of(const DeviceMeshOptions& o) {
   if (o.shape.size() != o.axis_names.size()) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -15,13 +16,73 @@ std::vector<MeshAxis> axes_of(const DeviceMeshOptions& o) {
   }
   std::vector<MeshAxis> axes;
   for (size_t i = 0; i < o.shape.size(); ++i) axes.push_back({o.axis_names[i], o.shape[i]});
+  if (o.processes) {
+    const int p = o.processes->num_processes();
+    if (axes.empty() || axes[0].size < 1 || axes[0].size % p != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("DeviceMesh: the first axis ({} devices) does not split over the {} processes",
+                              axes.empty() ? 0 : axes[0].size, p),
+                  fmt::format("make shape[0] a multiple of {} (each process holds shape[0] / {} of it)", p, p));
+    }
+    axes[0].size /= p;
+  }
   return axes;
+}
+
+/// This process's devices: the process group's (checked) or the given ones.
+std::vector<Device*> devices_of(const DeviceMeshOptions& o) {
+  if (!o.processes || o.devices.empty()) return o.processes ? o.processes->local_devices() : o.devices;
+  if (o.devices != o.processes->local_devices()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "DeviceMesh: devices are not the process group's devices (in their order)",
+                "leave DeviceMeshOptions::devices empty to use the process group's devices");
+  }
+  return o.devices;
 }
 
 }  // namespace
 
+ProcessGroup::ProcessGroup(GlooProcessGroup groups, std::vector<Device*> local_devices, int num_processes,
+                           int process_id)
+    : groups_(std::move(groups)),
+      local_devices_(std::move(local_devices)),
+      num_processes_(num_processes),
+      process_id_(process_id) {}
+
+std::vector<Communicator*> ProcessGroup::device_communicators() const {
+  std::vector<Communicator*> out;
+  for (const auto& c : groups_.ranks) out.push_back(c.get());
+  return out;
+}
+
+std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, std::vector<Device*> local_devices,
+                                         const GlooOptions& options) {
+  if (local_devices.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "distribution::initialize: no local devices",
+                "pass this process's CPU devices (e.g. Runtime::devices())");
+  }
+  for (size_t i = 0; i < local_devices.size(); ++i) {
+    if (local_devices[i] == nullptr || local_devices[i]->kind() != DeviceKind::kCpu) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("distribution::initialize: local device {} is {}", i,
+                              local_devices[i] == nullptr ? std::string("null") : local_devices[i]->name()),
+                  "several processes run on CPU devices (Gloo); pass the Runtime's CPU devices");
+    }
+  }
+  GlooProcessGroup groups = connect_gloo_processes(group, static_cast<int>(local_devices.size()), options);
+  return std::make_shared<ProcessGroup>(std::move(groups), std::move(local_devices), group.world_size, group.rank);
+}
+
 DeviceMesh::DeviceMesh(DeviceMeshOptions options)
-    : shape_(options.shape), names_(options.axis_names), mesh_(axes_of(options), options.devices) {}
+    : shape_(options.shape),
+      names_(options.axis_names),
+      processes_(options.processes),
+      mesh_(axes_of(options), devices_of(options)) {}
+
+int64_t DeviceMesh::axis_size(const std::string& name) const {
+  const int64_t local = mesh_.axis_size(name);
+  return mesh_.axis_index(name) == 0 ? local * num_processes() : local;
+}
 
 Distribution::Distribution(DeviceMesh mesh, std::string batch_dim_name)
     : mesh_(std::move(mesh)), batch_dim_name_(std::move(batch_dim_name)) {}
@@ -72,6 +133,13 @@ std::optional<PartitionSpec> LayoutMap::get(const std::string& path) const {
 ModelParallel::ModelParallel(LayoutMap layout_map, std::string batch_dim_name)
     : Distribution(layout_map.device_mesh(), batch_dim_name), layout_map_(std::move(layout_map)) {
   device_mesh().mesh().axis_index(batch_dim_name);  // kNotFound naming the axis and the mesh's axes
+  if (device_mesh().num_processes() > 1) {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("ModelParallel: the mesh spans {} processes; variables split across processes are not "
+                            "built",
+                            device_mesh().num_processes()),
+                "use DataParallel across processes, or ModelParallel over one process's devices");
+  }
 }
 
 NamedSharding ModelParallel::variable_sharding(const std::string& path, const Shape& shape) const {

@@ -341,7 +341,7 @@ void save_model(Model& model, const std::string& path) {
     metadata["optimizer_variables"] = std::to_string(state.size());
     metadata["iterations"] = std::to_string(optimizers::Optimizer::iterations(state));
   }
-  save_safetensors(path, tensors, metadata);
+  model.write_once([&] { save_safetensors(path, tensors, metadata); }, "save_model('" + path + "')");
 }
 
 void load_model(Model& model, const std::string& path) {

@@ -570,7 +570,12 @@ struct Model::Trainer : callbacks::WeightsAccess {
       LayerContext ctx(false);
       for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], gathered(i, a[i]));
       for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
-      return model->forward(ctx, slice(a, nt + nn, a.size() - nt - nn));
+      std::vector<Tensor> out = model->forward(ctx, slice(a, nt + nn, a.size() - nt - nn));
+      if (num_processes() > 1) {  // every device gets the whole batch's predictions (replicated outputs)
+        const distribution::Distribution& d = *options.distribution;
+        for (Tensor& y : out) y = all_gather(y, d.batch_dim_name(), d.batch_axis_size());
+      }
+      return out;
     };
   }
 
@@ -592,7 +597,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
           for (const Array& e : a) out.push_back(split_batch_array(e));
           return Arrays(std::move(out));
         };
-        return Batch{split(b.x), split(b.y), split(b.sample_weight)};
+        // Ones for missing sample weights are made here, at the batch's whole size (the split
+        // batch's size is one process's part).
+        const Arrays sw = checked && !b.sample_weight.valid() ? Arrays(weights_per_output(b, n_out)) : b.sample_weight;
+        return Batch{split(b.x), split(b.y), split(sw)};
       };
     }
     if (options.cuda_device == nullptr) return {};
@@ -686,12 +694,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
     }
     StepFunction::Spmd spmd;
     if (options.distribution) {
-      group = make_local_gloo_group(static_cast<int>(options.distribution->device_mesh().mesh().size()));
       spmd.distribution = options.distribution.get();
-      for (const auto& c : group) spmd.communicators.push_back(c.get());
+      if (const std::shared_ptr<distribution::ProcessGroup>& processes = options.distribution->device_mesh().processes()) {
+        spmd.communicators = processes->device_communicators();
+        broadcast_variables(processes->process_communicator());
+      } else {
+        group = make_local_gloo_group(static_cast<int>(options.distribution->device_mesh().mesh().size()));
+        for (const auto& c : group) spmd.communicators.push_back(c.get());
+      }
     }
     StepFunction::Spmd train_spmd = spmd, predict_spmd = spmd;
-    predict_spmd.split_outputs = 0;  // predictions are split over the batch axis like the batches
+    // Predictions are split over the batch axis like the batches; across processes they are
+    // all-gathered in the step (predict_step), so every process gets all of them.
+    if (num_processes() == 1) predict_spmd.split_outputs = 0;
     if (options.distribution) {
       // The train step returns T', NT', O' laid out as they came in; the rest is replicated.
       train_spmd.state_outputs = state_shardings(true, false);
@@ -706,6 +721,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
                                              spmd);
     predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
                                                 compiled(), options, predict_spmd);
+  }
+
+  /// Processes of the distribution (1 without one).
+  int num_processes() const { return options.distribution ? options.distribution->device_mesh().num_processes() : 1; }
+
+  /// Every variable takes process 0's value (PyTorch DDP broadcasts rank 0's parameters when it
+  /// wraps a model), so processes whose weights were initialised differently still train one model.
+  void broadcast_variables(Communicator& processes) {
+    for (Variable* v : model->variables()) {
+      Array value = to_host(v->value()).clone();
+      processes.broadcast(value, 0);
+      v->assign(value);
+    }
   }
 
   /// Takes the state out of the variables (they are purged while the loop runs).
@@ -781,8 +809,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
     for (size_t i = n_state; i < args.size(); ++i) args[i] = split_batch_array(args[i]);
   }
 
-  /// A batch array split over the batch axis (as is when it already is). Throws
-  /// ingot::Error(kInvalidArgument) when its sample count is not a multiple of the axis's devices.
+  /// A batch array split over the batch axis (as is when it already is): across processes, this
+  /// process's block of rows (process p of P: rows [p * n / P, (p + 1) * n / P), every process
+  /// reading the same batches), split over its devices. Throws ingot::Error(kInvalidArgument) when
+  /// its sample count is not a multiple of the axis's devices (all processes').
   Array split_batch_array(const Array& a) const {
     const distribution::Distribution& d = *options.distribution;
     const NamedSharding split = d.data_sharding();
@@ -794,7 +824,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
                               d.class_name(), rows, n, d.batch_dim_name()),
                   fmt::format("use a batch size and a sample count whose last batch are multiples of {}", n));
     }
-    return device_put(a, split);
+    const int processes = num_processes();
+    if (processes == 1) return device_put(a, split);
+    return device_put(process_rows(to_host(a), d.device_mesh().process_id(), processes), split);
+  }
+
+  /// Block `p` of `parts` equal blocks of `a`'s rows (a host array whose row count divides).
+  static Array process_rows(const Array& a, int p, int parts) {
+    Shape shape = a.shape();
+    shape[0] /= parts;
+    Array out = Array::empty(shape, a.dtype());
+    const int64_t bytes = out.nbytes();
+    if (bytes > 0) std::memcpy(out.raw_data(), static_cast<const char*>(a.raw_data()) + p * bytes, static_cast<size_t>(bytes));
+    return out;
   }
 
   /// A host copy of a state or result array (they live on the CUDA device when there is one).
@@ -1560,7 +1602,37 @@ void Model::save_weights(const std::string& path) {
   std::vector<Array> values = get_weights();  // the live state when called from a callback
   std::vector<Variable*> vars = variables();
   for (size_t i = 0; i < vars.size(); ++i) tensors.emplace_back(vars[i]->name(), values[i]);
-  save_safetensors(path, tensors, {{"format", "ingot"}, {"model", name()}});
+  write_once([&] { save_safetensors(path, tensors, {{"format", "ingot"}, {"model", name()}}); },
+             "save_weights('" + path + "')");
+}
+
+int Model::process_id() const {
+  return trainer_ && trainer_->options.distribution ? trainer_->options.distribution->device_mesh().process_id() : 0;
+}
+
+void Model::write_once(const std::function<void()>& write, const std::string& what) {
+  const std::shared_ptr<distribution::ProcessGroup> processes =
+      trainer_ && trainer_->options.distribution ? trainer_->options.distribution->device_mesh().processes() : nullptr;
+  if (!processes || processes->num_processes() == 1) {
+    write();
+    return;
+  }
+  std::exception_ptr error;
+  Array failed = Array::zeros({}, DType::kI32);
+  if (processes->process_id() == 0) {
+    try {
+      write();
+    } catch (...) {
+      error = std::current_exception();
+      failed.data<int32_t>()[0] = 1;
+    }
+  }
+  processes->process_communicator().broadcast(failed, 0);  // also the barrier: process 0 is done
+  if (error) std::rethrow_exception(error);
+  if (failed.data<int32_t>()[0] != 0) {
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("{}: process 0 failed to write it", what),
+                "see process 0's error");
+  }
 }
 
 void Model::load_weights(const std::string& path) {

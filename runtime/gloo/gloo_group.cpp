@@ -139,20 +139,96 @@ void check_group(const ProcessGroupOptions& g) {
   }
 }
 
-// Rank 0 publishes its world size; the others compare theirs with it.
-void check_world_size(TcpStore& store, const ProcessGroupOptions& g) {
-  const std::string key = "ingot/world_size";
+// Rank 0 publishes its world size and ranks per process; the others compare theirs with them.
+void check_world_size(TcpStore& store, const ProcessGroupOptions& g, int local_ranks, const char* what) {
+  const std::string key = "ingot/world_size", local_key = "ingot/local_ranks";
   if (g.rank == 0) {
     store.set(key, std::to_string(g.world_size));
+    store.set(local_key, std::to_string(local_ranks));
     return;
   }
-  std::string rank0 = store.get(key);
+  const std::string rank0 = store.get(key), local0 = store.get(local_key);
   if (rank0 != std::to_string(g.world_size)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("connect_gloo: world_size is {} on rank {} but {} on rank 0",
-                            g.world_size, g.rank, rank0),
+                fmt::format("{}: world_size is {} on rank {} but {} on rank 0", what, g.world_size, g.rank, rank0),
                 "start every rank with the same WORLD_SIZE");
   }
+  if (local0 != std::to_string(local_ranks)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} ranks per process on rank {} but {} on rank 0", what, local_ranks, g.rank, local0),
+                "give every process the same number of devices");
+  }
+}
+
+// Runs f(0) .. f(n - 1) on n threads, joins them all, then rethrows the first error (by index).
+template <class F>
+void on_threads(int n, F&& f) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  auto run = [&](int i) {
+    try {
+      f(i);
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();
+    }
+  };
+  try {
+    for (int i = 0; i < n; ++i) threads.emplace_back(run, i);
+  } catch (...) {
+    for (std::thread& th : threads) th.join();
+    throw;
+  }
+  for (std::thread& th : threads) th.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// The groups of one process: `local_ranks` ranks of world_size * local_ranks and, when
+// `with_process`, one rank of world_size. Each connects from its own thread with its own store
+// client (a TcpStore client serves one thread).
+GlooProcessGroup join_processes(const ProcessGroupOptions& g, int local_ranks, bool with_process,
+                                const GlooOptions& options, const char* what) {
+  check_group(g);
+  if (local_ranks < 1 || local_ranks > 4096) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: local_ranks {} is outside [1, 4096]", what, local_ranks),
+                "pass the number of this process's devices");
+  }
+  const std::chrono::milliseconds t = timeout_from_seconds(g.timeout, what);
+  check_options(options, what);
+  const std::string host = is_loopback(g.master_addr) ? g.master_addr : "";
+  const int n = local_ranks + (with_process ? 1 : 0);
+  std::vector<std::shared_ptr<gloo::transport::Device>> devices;
+  for (int i = 0; i < n; ++i) devices.push_back(make_device(options, host, what));
+  std::unique_ptr<TcpStoreServer> server;
+  if (g.rank == 0) server = std::make_unique<TcpStoreServer>(g.master_addr, g.master_port);
+  std::vector<std::shared_ptr<gloo::Context>> contexts(static_cast<size_t>(n));
+  {
+    TcpStore store(g.master_addr, g.master_port, t);
+    check_world_size(store, g, local_ranks, what);
+  }
+  on_threads(n, [&](int i) {
+    TcpStore store(g.master_addr, g.master_port, t);
+    const bool process = i == local_ranks;
+    TcpStoreForGloo gloo_store(store, process ? "ingot/gloo/process/" : "ingot/gloo/ranks/");
+    const int rank = process ? g.rank : g.rank * local_ranks + i;
+    const int size = process ? g.world_size : g.world_size * local_ranks;
+    contexts[static_cast<size_t>(i)] =
+        connect_full_mesh(rank, size, gloo_store, devices[static_cast<size_t>(i)], t, "the store at " + store.address(), what);
+  });
+  GlooProcessGroup out;
+  for (int i = 0; i < n; ++i) {
+    auto comm = std::make_unique<GlooCommunicator>(make_state(devices[static_cast<size_t>(i)],
+                                                              contexts[static_cast<size_t>(i)], options, t));
+    if (i == local_ranks) {
+      out.process = std::move(comm);
+    } else {
+      out.ranks.push_back(std::move(comm));
+    }
+  }
+  // After the barriers every rank is connected and done with the store: rank 0 may stop it.
+  on_threads(n, [&](int i) { (i == local_ranks ? *out.process : *out.ranks[static_cast<size_t>(i)]).barrier(); });
+  return out;
 }
 
 }  // namespace
@@ -170,26 +246,10 @@ std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, doubl
 
   gloo::rendezvous::HashStore store;
   std::vector<std::shared_ptr<gloo::Context>> contexts(static_cast<size_t>(size));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
-  std::vector<std::thread> threads;
-  auto connect = [&](int r) {
-    try {
-      contexts[r] = connect_full_mesh(r, size, store, devices[r], t, "an in-process HashStore",
-                                      what);
-    } catch (...) {
-      errors[r] = std::current_exception();
-    }
-  };
-  try {
-    for (int r = 0; r < size; ++r) threads.emplace_back(connect, r);
-  } catch (...) {
-    for (std::thread& th : threads) th.join();
-    throw;
-  }
-  for (std::thread& th : threads) th.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  on_threads(size, [&](int r) {
+    contexts[static_cast<size_t>(r)] =
+        connect_full_mesh(r, size, store, devices[static_cast<size_t>(r)], t, "an in-process HashStore", what);
+  });
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < size; ++r) {
     group.push_back(std::make_unique<GlooCommunicator>(
@@ -200,25 +260,12 @@ std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, doubl
 
 std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group,
                                            const GlooOptions& options) {
-  constexpr const char* what = "connect_gloo";
-  check_group(group);
-  const std::chrono::milliseconds t = timeout_from_seconds(group.timeout, what);
-  check_options(options, what);
-  auto device = make_device(options, is_loopback(group.master_addr) ? group.master_addr : "", what);
-  std::unique_ptr<TcpStoreServer> server;
-  if (group.rank == 0) server = std::make_unique<TcpStoreServer>(group.master_addr, group.master_port);
-  std::unique_ptr<Communicator> comm;
-  {
-    TcpStore store(group.master_addr, group.master_port, t);
-    check_world_size(store, group);
-    TcpStoreForGloo gloo_store(store, "ingot/gloo/");
-    auto context = connect_full_mesh(group.rank, group.world_size, gloo_store, device, t,
-                                     "the store at " + store.address(), what);
-    comm = std::make_unique<GlooCommunicator>(make_state(device, context, options, t));
-  }
-  // After the barrier every rank is connected and done with the store: rank 0 may stop it.
-  comm->barrier();
-  return comm;
+  return std::move(join_processes(group, 1, false, options, "connect_gloo").ranks.front());
+}
+
+GlooProcessGroup connect_gloo_processes(const ProcessGroupOptions& group, int local_ranks,
+                                        const GlooOptions& options) {
+  return join_processes(group, local_ranks, true, options, "connect_gloo_processes");
 }
 
 }  // namespace ingot

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ingot/runtime/tcp_store.h"
+#include "child_process.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -88,18 +89,6 @@ double expected_reduction(ReduceOp op, int size, int64_t i, bool integer) {
 double tolerance(DType d) { return d == DType::kF32 ? 1e-5 : d == DType::kF64 ? 1e-12 : 0.0; }
 
 // A port that was free a moment ago (bound to 127.0.0.1:0, read back, closed).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 // ---------------------------------------------------------------------------------------------
 // One process, one thread per rank.
 
@@ -612,7 +601,7 @@ ProcessGroupOptions pg(int rank, int world_size, int port, double timeout) {
 }
 
 TEST(GlooProcessGroup, ConnectGlooThreeRanksInOneProcess) {
-  int port = free_port();
+  int port = testing::free_port();
   std::vector<Joined> joined = connect_threads({pg(0, 3, port, 10), pg(1, 3, port, 10),
                                                 pg(2, 3, port, 10)});
   Group group;
@@ -633,7 +622,7 @@ TEST(GlooProcessGroup, ConnectGlooThreeRanksInOneProcess) {
 }
 
 TEST(GlooProcessGroup, MissingRankTimesOutNamingAddressAndTimeout) {
-  int port = free_port();
+  int port = testing::free_port();
   std::string address = "127.0.0.1:" + std::to_string(port);
   auto start = Clock::now();
   // Rank 0 serves the store but rank 1 never comes.
@@ -646,7 +635,7 @@ TEST(GlooProcessGroup, MissingRankTimesOutNamingAddressAndTimeout) {
 }
 
 TEST(GlooProcessGroup, WorldSizeMismatchIsAnError) {
-  int port = free_port();
+  int port = testing::free_port();
   std::vector<Joined> joined = connect_threads({pg(0, 2, port, 0.5), pg(1, 3, port, 0.5)});
   ASSERT_TRUE(joined[1].error);
   EXPECT_EQ(joined[1].error->code(), ErrorCode::kInvalidArgument);
@@ -657,71 +646,93 @@ TEST(GlooProcessGroup, WorldSizeMismatchIsAnError) {
   EXPECT_EQ(joined[0].error->code(), ErrorCode::kFailedPrecondition);
 }
 
+// Two "processes" (threads here) with two ranks each: global ranks 2p and 2p + 1, and a
+// one-rank-per-process group beside them.
+TEST(GlooProcessGroup, SeveralRanksPerProcess) {
+  const int port = testing::free_port();
+  std::vector<GlooProcessGroup> groups(2);
+  std::vector<std::optional<Error>> errors(2);
+  {
+    std::vector<std::thread> threads;
+    for (int p = 0; p < 2; ++p) {
+      threads.emplace_back([&, p] {
+        try {
+          groups[p] = connect_gloo_processes(pg(p, 2, port, 10.0), 2);
+        } catch (const Error& e) {
+          errors[p] = e;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  ASSERT_FALSE(errors[0] || errors[1]) << (errors[0] ? errors[0]->what() : errors[1]->what());
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(groups[p].ranks.size(), 2u);
+    EXPECT_EQ(groups[p].process->rank(), p);
+    EXPECT_EQ(groups[p].process->size(), 2);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(groups[p].ranks[i]->rank(), 2 * p + i);
+      EXPECT_EQ(groups[p].ranks[i]->size(), 4);
+    }
+  }
+  // The 4 device ranks sum their rank + 1; the 2 process ranks broadcast process 1's value.
+  std::vector<Array> values(4), process_values(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      values[r] = Array::full({3}, r + 1.0, DType::kF32);
+      groups[r / 2].ranks[r % 2]->all_reduce(values[r], ReduceOp::kSum);
+    });
+  }
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      process_values[p] = Array::full({2}, 10.0 * p, DType::kF64);
+      groups[p].process->broadcast(process_values[p], 1);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(values[r].to_vector<float>(), (std::vector<float>{10, 10, 10})) << r;
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(process_values[p].to_vector<double>(), (std::vector<double>{10, 10})) << p;
+}
+
+TEST(GlooProcessGroup, RanksPerProcessMismatchAndRangeAreErrors) {
+  expect_error([] { connect_gloo_processes(pg(0, 1, 1, 1.0), 0); }, ErrorCode::kInvalidArgument,
+               {"local_ranks 0 is outside [1, 4096]"});
+  const int port = testing::free_port();
+  std::vector<std::optional<Error>> errors(2);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < 2; ++p) {
+    threads.emplace_back([&, p] {
+      try {
+        connect_gloo_processes(pg(p, 2, port, 1.0), p + 1);
+      } catch (const Error& e) {
+        errors[p] = e;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(errors[1]);
+  EXPECT_EQ(errors[1]->code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(std::string(errors[1]->what()).find("2 ranks per process on rank 1 but 1 on rank 0"), std::string::npos)
+      << errors[1]->what();
+  ASSERT_TRUE(errors[0]);  // rank 0 waited for a rank 1 that gave up
+}
+
 // ---------------------------------------------------------------------------------------------
 // Two processes on loopback: this test starts two copies of this binary running
 // GlooProcessWorker.RunsCollectives with RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT set.
 
 constexpr const char* kWorkerFlag = "INGOT_GLOO_TEST_WORKER";
 
-// The environment of a worker: ours without the rendezvous variables and gtest output
-// settings, plus the worker's.
-std::vector<std::string> worker_env(int rank, int world_size, int port) {
-  std::vector<std::string> env;
-  const std::vector<std::string> drop = {"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
-                                         "GTEST_OUTPUT=", std::string(kWorkerFlag) + "="};
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry(*e);
-    bool dropped = false;
-    for (const std::string& prefix : drop) dropped |= entry.rfind(prefix, 0) == 0;
-    if (!dropped) env.push_back(entry);
-  }
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("WORLD_SIZE=" + std::to_string(world_size));
-  env.push_back("MASTER_ADDR=127.0.0.1");
-  env.push_back("MASTER_PORT=" + std::to_string(port));
-  env.push_back(std::string(kWorkerFlag) + "=1");
-  return env;
-}
-
-pid_t spawn_worker(int rank, int world_size, int port) {
-  std::vector<std::string> args = {"/proc/self/exe",
-                                   "--gtest_filter=GlooProcessWorker.RunsCollectives",
-                                   "--gtest_brief=1"};
-  std::vector<std::string> env = worker_env(rank, world_size, port);
-  std::vector<char*> argv, envp;
-  for (std::string& a : args) argv.push_back(a.data());
-  for (std::string& e : env) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data());
-  EXPECT_EQ(rc, 0) << "posix_spawn failed: " << std::strerror(rc);
-  return rc == 0 ? pid : -1;
-}
-
-// Waits for `pid` until `deadline` (then kills it); returns its exit status, -1 if it did not
-// exit normally.
-int wait_worker(pid_t pid, Clock::time_point deadline) {
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "worker " << pid << " did not finish in time";
-      return -1;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(GlooProcesses, TwoProcessesOnLoopback) {
-  const int port = free_port();
-  pid_t workers[2] = {spawn_worker(0, 2, port), spawn_worker(1, 2, port)};
+  const int port = testing::free_port();
+  const char* filter = "GlooProcessWorker.RunsCollectives";
+  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kWorkerFlag)),
+                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kWorkerFlag))};
   auto deadline = Clock::now() + 60s;
   for (int r = 0; r < 2; ++r) {
     if (workers[r] <= 0) continue;
-    EXPECT_EQ(wait_worker(workers[r], deadline), 0) << "worker rank " << r << " failed";
+    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
   }
 }
 

@@ -8,6 +8,7 @@
 #include "ingot/trainer/distribution.h"
 #include "ingot/trainer/model.h"
 #include "compiler/codegen/parity.h"
+#include "spmd_models.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -15,29 +16,13 @@ namespace {
 
 using testing::expect_error;
 
-std::shared_ptr<Sequential> mlp() {
-  return std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
-                                          std::make_shared<Dense>(DenseOptions{.units = 4})},
-      ModelOptions{.name = "dp_mlp", .seed = 7});
-}
+std::shared_ptr<Sequential> mlp() { return testing::spmd_mlp("dp_mlp", 7); }
 
-void compile(Model& m, std::shared_ptr<distribution::Distribution> d) {
-  auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-      losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
-  std::shared_ptr<metrics::Metric> acc = metrics::get_for_compile("accuracy", {.loss = loss.get()});
-  m.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01}),
-             .loss = loss,
-             .metrics = {acc},
-             .distribution = std::move(d)});
-}
+void compile(Model& m, std::shared_ptr<distribution::Distribution> d) { testing::spmd_compile(m, std::move(d)); }
 
-struct Data {
-  Array x = testing::random_array({64, 8}, DType::kF32, 11);
-  Array y = Array::empty({64}, DType::kI32);
-  Data() {
-    for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 7) % 4);
-  }
+/// The data of these tests.
+struct Data : testing::SpmdData {
+  Data() : SpmdData(11, 7) {}
 };
 
 struct FourDeviceDataParallel {
@@ -49,11 +34,9 @@ struct FourDeviceDataParallel {
 TEST(DataParallel, TwentyStepsEqualTheOneDeviceRun) {
   const Data data;
   auto one = mlp();
-  one->build_model({1, 8});
   compile(*one, nullptr);
   FourDeviceDataParallel d;
   auto four = mlp();
-  four->build_model({1, 8});
   compile(*four, d.dp);
   // 64 samples in batches of 16: 4 steps an epoch, 5 epochs = 20 steps, no shuffling.
   const FitOptions fit{.x = data.x, .y = data.y, .batch_size = 16, .epochs = 5, .verbose = 0, .shuffle = false};
@@ -68,13 +51,7 @@ TEST(DataParallel, TwentyStepsEqualTheOneDeviceRun) {
   EXPECT_GT(four->last_fit_timing().collective_seconds, 0);
   EXPECT_LT(four->last_fit_timing().collective_seconds, four->last_fit_timing().step_seconds);
   EXPECT_EQ(one->last_fit_timing().collective_seconds, 0);
-  const std::vector<Array> w1 = one->get_weights(), w4 = four->get_weights();
-  ASSERT_EQ(w1.size(), w4.size());
-  for (size_t i = 0; i < w1.size(); ++i) {
-    EXPECT_EQ(w4[i].shape(), w1[i].shape());
-    const std::vector<double> a = w1[i].to_doubles(), b = w4[i].to_doubles();
-    for (size_t j = 0; j < a.size(); ++j) EXPECT_NEAR(b[j], a[j], 1e-5) << "weight " << i << " element " << j;
-  }
+  testing::expect_arrays_near(four->get_weights(), one->get_weights(), 1e-5);
   // evaluate and predict on the mesh agree with one device too.
   const Logs e1 = one->evaluate({.x = data.x, .y = data.y, .batch_size = 16, .verbose = 0});
   const Logs e4 = four->evaluate({.x = data.x, .y = data.y, .batch_size = 16, .verbose = 0});
@@ -91,7 +68,6 @@ TEST(DataParallel, TheStepCompilesOnceAcrossEpochsWithValidation) {
   const Data data;
   FourDeviceDataParallel d;
   auto m = mlp();
-  m->build_model({1, 8});
   compile(*m, d.dp);
   m->fit({.x = data.x, .y = data.y, .batch_size = 8, .epochs = 3, .verbose = 0,
           .validation_data = Batch{.x = {data.x}, .y = {data.y}, .sample_weight = {}}});
@@ -102,7 +78,6 @@ TEST(DataParallel, BadLayoutsAreClearErrors) {
   const Data data;
   FourDeviceDataParallel d;
   auto m = mlp();
-  m->build_model({1, 8});
   compile(*m, d.dp);
   const std::vector<Array> before = m->get_weights();
   // A batch of 10 does not split over 4 devices: refused before the step runs; nothing changes.
@@ -134,7 +109,6 @@ TEST(DataParallel, BadLayoutsAreClearErrors) {
   expect_error([&] { distribution::DeviceMesh({.shape = {3}, .axis_names = {"batch"}, .devices = d.runtime.devices()}); },
                ErrorCode::kInvalidArgument, {});
   auto eager = mlp();
-  eager->build_model({1, 8});
   expect_error([&] {
     eager->compile({.optimizer = std::make_shared<optimizers::SGD>(),
                     .loss = std::make_shared<losses::MeanSquaredError>(),

@@ -9,6 +9,7 @@
 #include "ingot/trainer/callbacks.h"
 #include "ingot/trainer/distribution.h"
 #include "ingot/trainer/model.h"
+#include "spmd_models.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -16,30 +17,15 @@ namespace {
 
 using testing::expect_error;
 
-std::shared_ptr<Sequential> mlp() {
-  auto m = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
-                                          std::make_shared<Dense>(DenseOptions{.units = 4})},
-      ModelOptions{.name = "fsdp_mlp", .seed = 5});
-  m->build_model({1, 8});
-  return m;
-}
+std::shared_ptr<Sequential> mlp() { return testing::spmd_mlp("fsdp_mlp", 5); }
 
-void compile(Model& m, std::shared_ptr<distribution::Distribution> d) {
-  m.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01}),
-             .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                 losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-             .distribution = std::move(d)});
-}
+void compile(Model& m, std::shared_ptr<distribution::Distribution> d) { testing::spmd_compile(m, std::move(d), false); }
 
 struct FsdpSetup {
   Runtime runtime{RuntimeOptions{.num_cpu_devices = 4}};
   distribution::DeviceMesh mesh{{.shape = {4}, .axis_names = {"batch"}, .devices = runtime.devices()}};
-  Array x = testing::random_array({64, 8}, DType::kF32, 21);
-  Array y = Array::empty({64}, DType::kI32);
-  FsdpSetup() {
-    for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = static_cast<int32_t>((i * 5) % 4);
-  }
+  testing::SpmdData data{21, 5};
+  Array x = data.x, y = data.y;
   std::shared_ptr<distribution::ModelParallel> fsdp() const {
     distribution::LayoutMap layouts(mesh);
     layouts.set(".*/kernel", PartitionSpec{"batch"});
@@ -64,12 +50,7 @@ TEST(Fsdp, SplitKernelsTrainLikeOneDevice) {
   const auto h1 = one->fit(fit);
   const auto h4 = four->fit(fit);
   for (size_t e = 0; e < 5; ++e) EXPECT_NEAR(h4->values("loss")[e], h1->values("loss")[e], 1e-5) << e;
-  const std::vector<Array> w1 = one->get_weights(), w4 = four->get_weights();
-  ASSERT_EQ(w1.size(), w4.size());
-  for (size_t i = 0; i < w1.size(); ++i) {
-    ASSERT_EQ(w4[i].shape(), w1[i].shape());  // whole values on the host
-    testing::expect_values(w4[i], w1[i].to_doubles(), 1e-5);
-  }
+  testing::expect_arrays_near(four->get_weights(), one->get_weights(), 1e-5);  // whole values on the host
   const Array p1 = one->predict({.x = s.x, .batch_size = 16}), p4 = four->predict({.x = s.x, .batch_size = 16});
   testing::expect_values(p4, p1.to_doubles(), 1e-5);
 }

@@ -118,4 +118,27 @@ std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, doubl
 std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group,
                                            const GlooOptions& options = {});
 
+/// A process's communicators in a multi-process group with several ranks per process
+/// (connect_gloo_processes): one per local device and one for the process itself.
+struct GlooProcessGroup {
+  /// One rank per process (rank = ProcessGroupOptions::rank, size = world_size): host-level
+  /// barriers and broadcasts between the processes (e.g. rank 0's checkpoint written before the
+  /// others read it).
+  std::unique_ptr<Communicator> process;
+  /// `local_ranks` ranks of a group of world_size * local_ranks: element i is global rank
+  /// rank * local_ranks + i (processes in rank order, each one's ranks consecutive), to be used
+  /// from one thread each (e.g. one per local device, by run_spmd).
+  std::vector<std::unique_ptr<Communicator>> ranks;
+};
+
+/// Joins the process group described by `group` with `local_ranks` (>= 1) ranks from this process
+/// (every process passes the same world_size, master address and port, and local_ranks): rank 0
+/// serves the TcpStore for the duration of the call; every rank (one connecting thread each)
+/// exchanges Gloo's transport addresses through it; both groups pass a barrier before returning.
+/// connect_gloo is this with local_ranks = 1 (its `ranks[0]`).
+/// Errors: those of connect_gloo; kInvalidArgument for local_ranks < 1 or above 4096, or when it
+/// differs from rank 0's (naming both values).
+GlooProcessGroup connect_gloo_processes(const ProcessGroupOptions& group, int local_ranks,
+                                        const GlooOptions& options = {});
+
 }  // namespace ingot

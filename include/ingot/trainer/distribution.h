@@ -12,33 +12,90 @@
 #include <vector>
 
 #include "ingot/runtime/device.h"
+#include "ingot/runtime/gloo.h"
 #include "ingot/runtime/sharding.h"
 
 namespace ingot::distribution {
 
+/// This process's part in a run of several processes (what keras.distribution.initialize sets up
+/// for JAX): its CPU devices, its rank among the processes, and Gloo communicators spanning every
+/// process's devices. Process p's devices are ranks p * L .. p * L + L - 1 of the devices' group
+/// (L devices per process, the same in every process). Made by initialize(); shared by the meshes
+/// built on it (DeviceMeshOptions::processes). The communicators are used by one step at a time:
+/// the models of a process group take turns (fit, evaluate and predict block), and every process
+/// must run the same steps in the same order (the same program with the same data and options).
+class ProcessGroup {
+ public:
+  /// Takes the connected groups (connect_gloo_processes with local_devices.size() ranks).
+  ProcessGroup(GlooProcessGroup groups, std::vector<Device*> local_devices, int num_processes, int process_id);
+  int num_processes() const { return num_processes_; }
+  /// This process's rank among the processes, in [0, num_processes()) (jax.process_index()).
+  int process_id() const { return process_id_; }
+  /// This process's devices, in mesh order (not owned).
+  const std::vector<Device*>& local_devices() const { return local_devices_; }
+  /// One rank per process: barriers and broadcasts between the processes themselves.
+  Communicator& process_communicator() const { return *groups_.process; }
+  /// One communicator per local device (global ranks process_id() * L + i), for run_spmd.
+  std::vector<Communicator*> device_communicators() const;
+
+ private:
+  GlooProcessGroup groups_;
+  std::vector<Device*> local_devices_;
+  int num_processes_ = 1;
+  int process_id_ = 0;
+};
+
+/// keras.distribution.initialize(job_addresses, num_processes, process_id): joins the processes of
+/// a multi-process run (`group`: this process's rank, the number of processes and rank 0's
+/// address, e.g. ProcessGroupOptions::from_env() under `ingot launch` or torchrun), contributing
+/// `local_devices` (this process's CPU devices, the same number in every process; not owned: they
+/// must outlive the group). Blocks until every process has joined (group.timeout seconds). Errors:
+/// kInvalidArgument for no devices, a null or non-CPU device (Gloo moves host memory; naming it),
+/// and connect_gloo_processes's errors (bad options, a process not joining in time, processes
+/// with different device counts).
+std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, std::vector<Device*> local_devices,
+                                         const GlooOptions& options = {});
+
 /// Options of DeviceMesh (keras.distribution.DeviceMesh(shape, axis_names, devices)).
 struct DeviceMeshOptions {
-  std::vector<int64_t> shape;           ///< devices along each axis, each >= 1
+  std::vector<int64_t> shape;           ///< devices along each axis, each >= 1 (all processes')
   std::vector<std::string> axis_names;  ///< one unique, non-empty name per axis
   /// The devices in row-major mesh order, product(shape) of them (not owned: they must outlive the
-  /// mesh and the models using it, e.g. a Runtime's devices).
+  /// mesh and the models using it, e.g. a Runtime's devices). With `processes`: this process's
+  /// devices (empty: the process group's local devices, which they must be).
   std::vector<Device*> devices;
+  /// Several processes (initialize()): the mesh's first axis is split over the processes in rank
+  /// order, so shape[0] must be a multiple of the process count and each process holds
+  /// product(shape) / num_processes devices (Keras/JAX: a global mesh whose devices are spread
+  /// over processes). Null: every device is in this process.
+  std::shared_ptr<ProcessGroup> processes;
 };
 
 /// Devices on named axes: a Mesh (include/ingot/runtime/sharding.h) made from Keras's arguments.
 /// Throws ingot::Error(kInvalidArgument) naming the argument for shape and axis_names of
 /// different lengths, and Mesh's errors (sizes < 1, repeated or empty names, a device count that
-/// is not the product of the shape, null or repeated devices).
+/// is not the product of the shape, null or repeated devices). With several processes also for
+/// a shape[0] that is not a multiple of the process count and devices other than the process
+/// group's.
 class DeviceMesh {
  public:
   explicit DeviceMesh(DeviceMeshOptions options);
+  /// This process's devices on the axes (the first axis's size divided by the process count).
   const Mesh& mesh() const { return mesh_; }
   const std::vector<std::string>& axis_names() const { return names_; }
+  /// The whole mesh's shape (all processes' devices).
   const std::vector<int64_t>& shape() const { return shape_; }
+  /// Devices along axis `name` over all processes (Mesh::axis_size's error for an unknown name).
+  int64_t axis_size(const std::string& name) const;
+  /// The process group (null: one process).
+  const std::shared_ptr<ProcessGroup>& processes() const { return processes_; }
+  int num_processes() const { return processes_ ? processes_->num_processes() : 1; }
+  int process_id() const { return processes_ ? processes_->process_id() : 0; }
 
  private:
   std::vector<int64_t> shape_;
   std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> processes_;
   Mesh mesh_;
 };
 
@@ -49,9 +106,11 @@ class Distribution {
   const DeviceMesh& device_mesh() const { return mesh_; }
   /// The mesh axis the batch dimension is split over.
   const std::string& batch_dim_name() const { return batch_dim_name_; }
-  /// Devices along the batch axis: every batch's leading dimension must be a multiple of it.
-  int64_t batch_axis_size() const { return mesh_.mesh().axis_size(batch_dim_name_); }
-  /// The sharding of a batch array: dim 0 split over the batch axis (Keras's get_data_layout).
+  /// Devices along the batch axis over all processes: every batch's leading dimension must be a
+  /// multiple of it.
+  int64_t batch_axis_size() const { return mesh_.axis_size(batch_dim_name_); }
+  /// The sharding of this process's part of a batch array over its devices: dim 0 split over the
+  /// batch axis (Keras's get_data_layout).
   NamedSharding data_sharding() const;
   /// The sharding of variable `path` of shape `shape` (Keras's get_variable_layout).
   virtual NamedSharding variable_sharding(const std::string& path, const Shape& shape) const = 0;
@@ -107,10 +166,12 @@ class LayoutMap {
 /// mesh -- a variable may be split on its dimension 0 over the batch axis ({"batch"}); it is
 /// all-gathered before the forward pass, its gradient reduce-scattered (mean) and the optimizer
 /// updates each device's block, so a device holds 1/N of the variable and of its optimizer slots.
-/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile.
+/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile,
+/// as is a mesh of several processes (use DataParallel there).
 class ModelParallel final : public Distribution {
  public:
-  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks.
+  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks, kUnimplemented for a mesh
+  /// spanning several processes.
   ModelParallel(LayoutMap layout_map, std::string batch_dim_name);
   /// The layout map's spec for `path` (replicated when none matches). Throws ingot::Error:
   /// kInvalidArgument naming the variable, the dimension and the axis size when a split dimension

@@ -3,6 +3,7 @@
 // and compiled prediction. compile/fit/evaluate arrive with the trainer (docs/trainer.md).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -292,7 +293,17 @@ class Model : public Layer {
   /// The timing of the last fit (zeros before the first; a fit that threw keeps what it ran).
   const FitTiming& last_fit_timing() const { return fit_timing_; }
   /// Saves every variable to a safetensors file under its name (docs/trainer-weights-io.md).
+  /// Under a distribution spanning several processes the file is written once, by process 0
+  /// (write_once).
   void save_weights(const std::string& path);
+  /// This process's rank among the processes of the compiled distribution (0 without one).
+  int process_id() const;
+  /// Under a distribution spanning several processes: runs `write` (writing a file) on process 0
+  /// only, then every process waits for it (the processes' barrier) and learns whether it worked:
+  /// process 0 rethrows its error, the others throw ingot::Error(kFailedPrecondition) naming
+  /// `what`. So every process can read the file once the call returns (PyTorch's rank-0 save
+  /// followed by a barrier). Otherwise runs `write`. Every process must make the same calls.
+  void write_once(const std::function<void()>& write, const std::string& what);
   /// Loads every variable from a safetensors file; a missing name or another shape is an
   /// ingot::Error naming the variable and both shapes, and nothing changes.
   void load_weights(const std::string& path);
