@@ -157,12 +157,18 @@ int64_t pick_free_port(const std::string& addr) {
 /// While alive: SIGCHLD, SIGINT and SIGTERM are blocked in the calling thread (the launcher takes
 /// them with sigtimedwait, so no handler and no global state are needed) and SIGCHLD has its
 /// default disposition (an inherited SIG_IGN would make the kernel reap the ranks itself).
-/// Restores both on destruction. The children get `original_mask()` back before exec.
+/// Restores both on destruction. The children get `original_mask()` back before exec. SIGINT or
+/// SIGTERM that the launcher ignores (SIG_IGN, e.g. SIGINT of a background job of `sh`) stays
+/// ignored: it is neither taken nor forwarded (the ranks inherit SIG_IGN).
 class BlockedSignals {
  public:
   BlockedSignals() {
     sigemptyset(&set_);
-    for (int s : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&set_, s);
+    sigaddset(&set_, SIGCHLD);
+    for (int s : {SIGINT, SIGTERM}) {
+      struct sigaction current {};
+      if (::sigaction(s, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) sigaddset(&set_, s);
+    }
     ::pthread_sigmask(SIG_BLOCK, &set_, &original_mask_);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;

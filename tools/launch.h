@@ -48,8 +48,8 @@ std::string check_launch(const LaunchCommand& command);
 /// Returns 0 when every rank exits 0. When a rank exits non-zero or is killed by a signal, the
 /// others get SIGTERM, then SIGKILL after `grace` seconds; one line naming that first failing
 /// rank, its pid and how it ended is written to `err`, and the result is its exit code (128 + s
-/// for signal s, as shells report it). SIGINT or SIGTERM sent to the launcher is forwarded to the
-/// running ranks, followed by the same grace period and SIGKILL (a second one sends SIGKILL at
+/// for signal s, as shells report it). SIGINT or SIGTERM sent to the launcher (unless it ignores
+/// that signal, SIG_IGN, as a background job of `sh` does SIGINT) is forwarded to the running ranks, followed by the same grace period and SIGKILL (a second one sends SIGKILL at
 /// once); the result is then 128 + that signal. Every child is reaped before returning, on every
 /// path. The calling thread's signal mask and the SIGCHLD disposition are restored on return;
 /// call it while the process has no other threads (they would receive the signals instead).
