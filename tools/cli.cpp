@@ -1,5 +1,5 @@
 // `ingot`'s command line (ingot::cli::ingot_main): subcommands train, evaluate, predict
-// (docs/train.md), bench (bench/README.md), demo, ops, run. tools/ingot_main.cpp calls it; so does
+// (docs/train.md), bench (bench/README.md), launch (docs/distributed.md), demo, ops, run. tools/ingot_main.cpp calls it; so does
 // the GPU check bundle's multi-call binary (tests/gpu_bundle_main.cpp).
 #include <CLI/CLI.hpp>
 #include <malloc.h>
@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
+#include "launch.h"
 #include "train.h"
 
 namespace {
@@ -21,7 +22,8 @@ namespace {
 /// Checks every value-taking option of `cmd`: no empty values (an empty path or number is a
 /// mistake, not "unset"), integers within int64 (CLI11 would otherwise saturate
 /// 99999999999999999999 to 2^63 - 1) and `--seed` not negative (it is unsigned). Violations are
-/// command-line errors (exit 2) naming the option.
+/// command-line errors (exit 2) naming the option. Positional arguments are left alone (`ingot
+/// launch` passes them to the program verbatim, empty ones included).
 void validate_values(CLI::App* cmd) {
   const CLI::Validator non_empty(
       [](std::string& v) { return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string(); },
@@ -37,13 +39,14 @@ void validate_values(CLI::App* cmd) {
       [](std::string& v) { return !v.empty() && v[0] == '-' ? "'" + v + "' is negative" : std::string(); }, "",
       "not-negative");
   for (CLI::Option* o : cmd->get_options()) {
-    if (o->get_type_size() == 0) continue;  // flags
+    if (o->get_type_size() == 0 || !o->nonpositional()) continue;  // flags, positionals
     o->check(non_empty);
     const std::string name = o->get_name();
     static const std::set<std::string> integers = {"--epochs",   "--batch-size", "--steps-per-execution", "--seed",
                                                    "--limit",    "--index",      "--steps",               "--warmup",
                                                    "--lm-batch", "--lm-context", "--lm-width",            "--lm-heads",
-                                                   "--lm-blocks", "--gemm",       "--cpu-devices"};
+                                                   "--lm-blocks", "--gemm",       "--cpu-devices",
+                                                   "--nproc-per-node", "--master-port"};
     if (integers.count(name)) {
       o->check(int64_range);
     }
@@ -127,6 +130,19 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
   return cmd;
 }
 
+/// The options of `ingot launch`; everything after `--` is the program and its arguments.
+CLI::App* add_launch(CLI::App& app, ingot::cli::LaunchCommand& c) {
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "start N processes of a program with the torchrun variables (RANK, WORLD_SIZE, MASTER_ADDR, ...)");
+  cmd->add_option("-n,--nproc-per-node", c.nproc_per_node, "processes to start, 1..1024")->capture_default_str();
+  cmd->add_option("--master-addr", c.master_addr, "MASTER_ADDR: where rank 0 serves the rendezvous store")
+      ->capture_default_str();
+  cmd->add_option("--master-port", c.master_port, "MASTER_PORT (default: a free port on --master-addr)");
+  cmd->add_option("--grace", c.grace, "seconds the ranks get after SIGTERM before SIGKILL")->capture_default_str();
+  cmd->add_option("command", c.command, "-- PROGRAM [ARGS...]: looked up on PATH, arguments passed verbatim");
+  return cmd;
+}
+
 }  // namespace
 
 /// Keeps large freed blocks in the process heap instead of returning them to the OS. A training
@@ -152,7 +168,9 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   CLI::App* predict_cmd = add_predict(app, predict);
   ingot::cli::BenchCommand bench;
   CLI::App* bench_cmd = add_bench(app, bench);
-  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd, bench_cmd}) validate_values(cmd);
+  ingot::cli::LaunchCommand launch;
+  CLI::App* launch_cmd = add_launch(app, launch);
+  for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd, bench_cmd, launch_cmd}) validate_values(cmd);
 
   ingot::cli::DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(
@@ -184,7 +202,16 @@ int ingot::cli::ingot_main(int argc, char** argv) {
     fmt::print(stderr, "ingot: error: {} (run 'ingot --help' or 'ingot <command> --help' for usage)\n", e.what());
     return 2;
   }
+  if (*launch_cmd) {
+    try {
+      ingot::cli::check_launch(launch);
+    } catch (const ingot::Error& e) {  // launch's option errors are usage errors, as CLI11's
+      fmt::print(stderr, "ingot: error: {}\n", e.what());
+      return 2;
+    }
+  }
   try {
+    if (*launch_cmd) return ingot::cli::run_launch(launch, std::cerr);
     if (*train_cmd) return ingot::cli::run_train(train, std::cout);
     if (*evaluate_cmd) return ingot::cli::run_evaluate(evaluate, std::cout);
     if (*predict_cmd) return ingot::cli::run_predict(predict, std::cout);

@@ -6,9 +6,10 @@
 namespace ingot::cli {
 
 /// Parses `argv` (argv[0] is the program name) and runs the subcommand: train, evaluate,
-/// predict, bench, demo, ops or run. Returns the process exit code: 0 on success, 1 for an
-/// ingot::Error or other failure (printed to stderr as one "ingot: error: ..." line), 2 for a
-/// command-line usage error. Never throws. Sets the process's malloc thresholds
+/// predict, bench, launch, demo, ops or run. Returns the process exit code: 0 on success, 1 for
+/// an ingot::Error or other failure (printed to stderr as one "ingot: error: ..." line), 2 for a
+/// command-line usage error (for launch also a bad option value or program, check_launch);
+/// launch returns its ranks' result (run_launch). Never throws. Sets the process's malloc thresholds
 /// (keep_large_blocks_in_the_heap, an application's choice).
 int ingot_main(int argc, char** argv);
 
