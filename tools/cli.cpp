@@ -73,6 +73,10 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
   cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")->capture_default_str();
   cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
+  cmd->add_option("--cpu-devices", c.cpu_devices,
+                  "data parallel over this many CPU devices (under ingot launch: per process, every process's "
+                  "devices forming one mesh)")
+      ->capture_default_str();
   cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
   cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");

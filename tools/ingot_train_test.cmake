@@ -225,6 +225,38 @@ if(PART STREQUAL "train")
   if(NOT schedule_default STREQUAL "cosine" OR NOT schedule STREQUAL "constant" OR loss_cosine EQUAL loss_constant)
     message(FATAL_ERROR "schedules '${schedule_default}' / '${schedule}', epoch-2 losses ${loss_cosine} / ${loss_constant}")
   endif()
+
+  # --- Data parallel: 2 CPU devices, then 2 processes x 2 devices under `ingot launch`, train the
+  # one-device run's model (the same test loss to 4 decimals and accuracy); the launched run
+  # prints once and writes its files once (process 0).
+  set(dp_common train --data-dir "${DATA_DIR}" --epochs 1 --limit 4000 --batch-size 64 --quiet)
+  expect_run(dp_one 0 ARGS ${dp_common} OUT dp_one_out)
+  string(REGEX MATCH "test loss ([0-9]+\\.[0-9][0-9][0-9][0-9])[0-9]*, accuracy ([0-9.]+)" dp_line "${dp_one_out}")
+  set(dp_want "test loss ${CMAKE_MATCH_1}[0-9]*, accuracy ${CMAKE_MATCH_2}")
+  if(NOT dp_line)
+    message(FATAL_ERROR "no test line in:\n${dp_one_out}")
+  endif()
+  expect_run(dp_two_devices 0 ARGS ${dp_common} --cpu-devices 2 --metrics-json dp2.json OUT dp2_out)
+  if(NOT dp2_out MATCHES "${dp_want}")
+    message(FATAL_ERROR "2 devices: '${dp2_out}', 1 device: '${dp_line}'")
+  endif()
+  json_get(dp2_devices "${WORK_DIR}/dp2.json" config cpu_devices)
+  json_get(dp2_processes "${WORK_DIR}/dp2.json" config processes)
+  if(NOT dp2_devices EQUAL 2 OR NOT dp2_processes EQUAL 1)
+    message(FATAL_ERROR "dp2.json: cpu_devices ${dp2_devices}, processes ${dp2_processes}")
+  endif()
+  expect_run(dp_launch 0 ARGS launch -n 2 -- "${INGOT}" ${dp_common} --cpu-devices 2 --csv dp.csv
+             --save-weights dp.safetensors OUT dp_launch_out)
+  string(REGEX MATCHALL "test loss" dp_lines "${dp_launch_out}")
+  list(LENGTH dp_lines dp_n)
+  if(NOT dp_n EQUAL 1 OR NOT dp_launch_out MATCHES "${dp_want}")
+    message(FATAL_ERROR "2 processes x 2 devices printed '${dp_launch_out}', 1 device: '${dp_line}'")
+  endif()
+  expect_crlf_lines("${WORK_DIR}/dp.csv" 2)  # header + 1 epoch: written once
+  expect_run(dp_evaluate 0 ARGS evaluate --weights dp.safetensors --data-dir "${DATA_DIR}" --batch-size 64 OUT dp_eval)
+  if(NOT dp_eval MATCHES "${dp_want}")
+    message(FATAL_ERROR "evaluate of the launched run's weights: '${dp_eval}', expected '${dp_want}'")
+  endif()
   return()
 endif()
 
@@ -246,6 +278,14 @@ execute_process(COMMAND gzip -dc "${fm}/train-images-idx3-ubyte.gz" COMMAND head
 execute_process(COMMAND head -c 100000 "${fm}/train-images-idx3-ubyte.gz"
                 OUTPUT_FILE "${WORK_DIR}/truncated_gz/train-images-idx3-ubyte.gz")
 file(COPY_FILE "${fm}/t10k-images-idx3-ubyte.gz" "${WORK_DIR}/counts/train-images-idx3-ubyte.gz")
+
+# Data parallel: the device count, the device, and batches that do not split over the devices.
+expect_run(cpu_devices_zero 1 ARGS ${train} --cpu-devices 0 ${outputs} ERR "--cpu-devices must be in [1, 256], got 0")
+expect_run(cpu_devices_cuda 1 ARGS ${train} --cpu-devices 2 --device cuda ${outputs}
+           ERR "--cpu-devices needs --device cpu")
+expect_run(cpu_devices_split 1 ARGS ${train} --cpu-devices 3 ${outputs}
+           ERR "does not split over the 3 devices of mesh axis 'batch'")
+expect_missing(${out_files})
 
 expect_run(missing_data_dir 1 ARGS train --data-dir "${WORK_DIR}/no_such_dir" ${outputs}
            ERR "ingot: error:" "no_such_dir' does not exist" "install the Debian package dataset-fashion-mnist"

@@ -20,6 +20,7 @@
 
 #include "fashion_mnist_common.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/runtime.h"
 #include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/output_file.h"
 #include "ingot/trainer/safetensors.h"
@@ -100,6 +101,12 @@ void check_train_options(const TrainCommand& c) {
   check_device(c.device, /*cuda_allowed=*/true);
   if (c.cuda_graphs && c.device != "cuda") {
     throw bad_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
+  }
+  if (c.cpu_devices < 1 || c.cpu_devices > 256) {
+    throw bad_option(fmt::format("--cpu-devices must be in [1, 256], got {}", c.cpu_devices));
+  }
+  if (c.cpu_devices > 1 && c.device != "cpu") {
+    throw bad_option("--cpu-devices needs --device cpu", "drop one of them");
   }
 }
 
@@ -260,6 +267,52 @@ std::shared_ptr<Sequential> load_model(const std::string& model, const std::stri
   return m;
 }
 
+// ---- several devices and processes ---------------------------------------------------------------
+
+/// Where a run's steps run: one device, or data parallel over this process's --cpu-devices and,
+/// under `ingot launch`, every process's. Declared before the model, which must not outlive it.
+struct Placement {
+  std::unique_ptr<Runtime> runtime;  ///< the CPU devices of a data-parallel run
+  std::shared_ptr<distribution::DataParallel> distribution;
+  int process_id = 0;
+  int num_processes = 1;
+  /// "cpu", "cuda", "4 CPU devices" or "2 processes x 2 CPU devices".
+  std::string describe(const std::string& device) const {
+    if (!distribution) return device;
+    const int64_t local = static_cast<int64_t>(runtime->devices().size());
+    if (num_processes == 1) return fmt::format("data parallel over {} CPU devices", local);
+    return fmt::format("data parallel over {} processes x {} CPU devices", num_processes, local);
+  }
+};
+
+/// Launched by `ingot launch` or torchrun: the rendezvous variables are set. The command line reads
+/// them, as a torchrun script's init_process_group("env://") does; the library never does.
+bool launched() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+Placement placement(const TrainCommand& c) {
+  Placement p;
+  if (c.cpu_devices == 1 && !launched()) return p;
+  p.runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
+  std::shared_ptr<distribution::ProcessGroup> processes;
+  if (launched()) {
+    if (c.device != "cpu") {
+      throw bad_option("ingot launch: several processes train on CPU devices", "use --device cpu (and --cpu-devices N)");
+    }
+    processes = distribution::initialize(ProcessGroupOptions::from_env(), p.runtime->devices());
+    p.process_id = processes->process_id();
+    p.num_processes = processes->num_processes();
+  }
+  p.distribution = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
+      {.shape = {c.cpu_devices * p.num_processes}, .axis_names = {"batch"}, .devices = p.runtime->devices(),
+       .processes = processes}));
+  return p;
+}
+
+/// Discards what is written to it (the output of processes other than 0).
+struct NullStream final : std::ostream {
+  NullStream() : std::ostream(nullptr) {}
+};
+
 // ---- logs, timing and output files ---------------------------------------------------------------
 
 double now_seconds() {
@@ -340,11 +393,11 @@ Array test_pixels(const datasets::FashionMnist& data, const std::string& model) 
   return examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(model));
 }
 
-void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d) {
+void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d, const std::string& where) {
   out << model.summary();
   out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
                      c.model, d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
-                     c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, c.device);
+                     c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, where);
   out.flush();
 }
 
@@ -371,7 +424,7 @@ void print_timings(std::ostream& out, const Timings& t) {
 }
 
 Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
-                  const TrainData& d) {
+                  const TrainData& d, const Placement& p) {
   Json h = Json::object();
   for (const auto& [name, values] : history.history()) h[name] = values;
   return Json{{"history", h},
@@ -393,6 +446,8 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
                 {"validation_split", c.validation_split},
                 {"steps_per_execution", c.steps_per_execution},
                 {"seed", c.seed},
+                {"cpu_devices", c.cpu_devices},
+                {"processes", p.num_processes},
                 {"train_samples", d.train.size()},
                 {"validation_samples", d.validation_size()}}}};
 }
@@ -401,25 +456,29 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
 
 // ---- the commands --------------------------------------------------------------------------------
 
-int run_train(const TrainCommand& c, std::ostream& out) {
+int run_train(const TrainCommand& c, std::ostream& all_out) {
   check_train_options(c);
   check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}},
                      data_files(c.data_dir));
   // The device first: a missing GPU is reported before the data are read.
   const std::unique_ptr<CudaDevice> cuda = c.device == "cuda" ? open_cuda_device() : nullptr;
+  const Placement where = placement(c);
+  NullStream discard;
+  std::ostream& out = where.process_id == 0 ? all_out : discard;  // process 0 speaks for all
   const datasets::FashionMnist data = load_data(c.data_dir);
   const TrainData d = training_data(c, data);
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
-                               {.perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs});
-  if (!c.quiet) print_header(out, c, *model, d);
+                               {.perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
+                               where.distribution);
+  if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
   auto csv = std::make_shared<callbacks::CSVLogger>(callbacks::CSVLoggerOptions{.write = callbacks::CSVLoggerWrite::kInMemory});
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
-      {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet ? 0 : 1,
+      {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet || where.process_id != 0 ? 0 : 1,
        .callbacks = {timer, csv, std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out})},
        .validation_data = d.validation,
        .seed = c.seed,
@@ -435,9 +494,13 @@ int run_train(const TrainCommand& c, std::ostream& out) {
   const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
   if (!c.quiet) print_timings(out, t);
+  // Written once (by process 0 when there are several; they all have the same results).
   if (!c.save_weights.empty()) model->save_weights(c.save_weights);
-  if (!c.csv.empty()) write_file(c.csv, csv->text());
-  if (!c.metrics_json.empty()) write_file(c.metrics_json, metrics_json(c, *history, test, t, d).dump(2) + "\n");
+  if (!c.csv.empty()) model->write_once([&] { write_file(c.csv, csv->text()); }, "--csv");
+  if (!c.metrics_json.empty()) {
+    const std::string text = metrics_json(c, *history, test, t, d, where).dump(2) + "\n";
+    model->write_once([&] { write_file(c.metrics_json, text); }, "--metrics-json");
+  }
   if (!c.quiet) {
     const std::vector<std::pair<std::string, std::string>> written = {
         {"weights", c.save_weights}, {"per-epoch logs", c.csv}, {"metrics", c.metrics_json}};

@@ -29,6 +29,11 @@ struct TrainCommand {
   uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle
   std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::cuda_device)
   bool cuda_graphs = false;                ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
+  /// Data parallel over this many CPU devices of this process (distribution::DataParallel), in
+  /// [1, 256]; 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+  /// set) every process contributes this many devices to one mesh over Gloo, --batch-size is the
+  /// global batch (each process trains on its share), and process 0 alone prints and writes files.
+  int64_t cpu_devices = 1;
   std::string save_weights;                ///< safetensors file to write at the end (empty: none)
   std::string csv;                         ///< per-epoch logs, Keras CSVLogger format (empty: none)
   std::string metrics_json;                ///< history, test results and timings (empty: none)
@@ -64,8 +69,11 @@ struct PredictCommand {
 /// over the target, so an error never leaves a partial file. Returns 0; throws ingot::Error:
 /// kInvalidArgument naming the option (unknown dataset / model / optimizer / device, epochs,
 /// batch size or steps per execution < 1, a learning rate <= 0, a validation split outside
-/// [0, 1), a limit outside [1, training images], an unwritable or repeated output path),
-/// kUnimplemented for --device cuda, kNotFound / kParseError for missing or broken data files.
+/// [0, 1), a limit outside [1, training images], an unwritable or repeated output path,
+/// --cpu-devices outside [1, 256] or with --device cuda, batches that do not split over the
+/// devices), kNotFound for --device cuda without a GPU, kNotFound / kParseError for missing or
+/// broken data files; launched by `ingot launch`, what ProcessGroupOptions::from_env and
+/// distribution::initialize throw (a bad variable, a process not joining in time).
 int run_train(const TrainCommand& command, std::ostream& out);
 
 /// Loads the weights into the model and prints the test loss and accuracy (over all test images,

@@ -82,8 +82,11 @@ struct CompileOptions {
   /// DeviceMesh of a Runtime's CPU devices -- the steps are traced per device, gradients are
   /// averaged over the batch axis, batches are split over it (their sizes must be multiples of its
   /// device count) and the state is replicated -- or ModelParallel with a LayoutMap, which also
-  /// splits matching trainable variables and their optimizer slots over the devices (FSDP). Needs compiled steps and no cuda_device
-  /// (kInvalidArgument at compile). Null: one device. docs/distributed.md.
+  /// splits matching trainable variables and their optimizer slots over the devices (FSDP). A
+  /// DataParallel mesh may span several processes (DeviceMeshOptions::processes): each process
+  /// takes its block of every batch, weights start as process 0's, and files are written by
+  /// process 0 (Model::write_once). Needs compiled steps and no cuda_device (kInvalidArgument at
+  /// compile). Null: one device. docs/distributed.md.
   std::shared_ptr<distribution::Distribution> distribution;
   /// With cuda_device: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
   /// `.cuda_graphs = true` to capture each step into a CUDA graph and replay it; architectures).
