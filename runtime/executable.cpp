@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <future>
 
 namespace ingot {
 
@@ -34,11 +35,22 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   // slot the caller still owns (only donated ones).
   std::vector<bool> defined(slot_types_.size(), false);
   for (size_t i = 0; i < num_inputs_; ++i) defined[i] = true;
-  for (const Thunk& t : thunks_) {
+  std::vector<bool> waited(thunks_.size(), false);
+  for (size_t k = 0; k < thunks_.size(); ++k) {
+    const Thunk& t = thunks_[k];
+    if (t.wait_for) {  // the asynchronous collective's outputs are written from here on
+      check_wait(k, waited);
+      for (size_t s : thunks_[*t.wait_for].output_slots) defined[s] = true;
+      continue;
+    }
     if (static_cast<bool>(t.run) == static_cast<bool>(t.collective)) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("Executable: thunk '{}' has {}", t.name, t.run ? "both run and collective" : "no work"),
                   "set exactly one of Thunk::run and Thunk::collective");
+    }
+    if (t.async && !t.collective) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable: thunk '{}' is async but not a collective", t.name),
+                  "only collectives run asynchronously");
     }
     for (size_t s : t.input_slots) {
       check_slot(s, "thunk '" + t.name + "'");
@@ -59,7 +71,16 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
                     "or list the input in donated_inputs");
       }
     }
-    for (size_t s : t.output_slots) defined[s] = true;
+    if (!t.async) {
+      for (size_t s : t.output_slots) defined[s] = true;
+    }
+  }
+  for (size_t k = 0; k < thunks_.size(); ++k) {
+    if (thunks_[k].async && !waited[k]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: asynchronous collective '{}' (thunk {}) is never waited for", thunks_[k].name, k),
+                  "add a thunk with wait_for = its index before its outputs are used");
+    }
   }
   for (size_t s : outputs_) {
     check_slot(s, "the output list");
@@ -103,7 +124,17 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
   for (size_t d : donated_) {
     slots[d] = Array::from_buffer(inputs[d].shape(), inputs[d].dtype(), inputs[d].buffer()->donate(name_));
   }
-  for (const Thunk& t : thunks_) {
+  // Asynchronous collectives in flight, by thunk index; `last` is the latest started (each waits
+  // for the one before it). A run that throws destroys them here, which waits for them (futures
+  // of std::async), so no helper thread outlives the slots it uses.
+  std::vector<std::shared_future<void>> pending(thunks_.size());
+  std::shared_future<void> last;
+  for (size_t k = 0; k < thunks_.size(); ++k) {
+    const Thunk& t = thunks_[k];
+    if (t.wait_for) {
+      pending[*t.wait_for].get();  // rethrows the collective's error
+      continue;
+    }
     std::vector<Array> in, out;
     for (size_t s : t.input_slots) in.push_back(slots[s]);
     for (size_t s : t.output_slots) {
@@ -119,11 +150,36 @@ std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* dev
                   fmt::format("{}: thunk '{}' is a collective and no communicator was given", name_, t.name),
                   "run the executable on every device of a mesh with run_spmd and one communicator per device");
     }
-    t.collective(*communicator, in, out);
+    if (!t.async) {
+      t.collective(*communicator, in, out);
+      continue;
+    }
+    pending[k] = std::async(std::launch::async, [&t, communicator, before = last, in = std::move(in),
+                                                 out = std::move(out)]() mutable {
+                   if (before.valid()) before.wait();
+                   t.collective(*communicator, in, out);
+                 }).share();
+    last = pending[k];
   }
   std::vector<Array> result;
   for (size_t s : outputs_) result.push_back(slots[s]);
   return result;
+}
+
+void Executable::check_wait(size_t k, std::vector<bool>& waited) const {
+  const Thunk& t = thunks_[k];
+  const size_t w = *t.wait_for;
+  if (t.run || t.collective || t.async || !t.input_slots.empty() || !t.output_slots.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable: wait thunk '{}' (thunk {}) also has work or slots", t.name, k),
+                "a wait thunk only names the asynchronous collective it waits for");
+  }
+  if (w >= k || !thunks_[w].async || waited[w]) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Executable: thunk {} waits for thunk {}, which is {}", k, w,
+                            w >= k ? "not before it" : !thunks_[w].async ? "not an asynchronous collective" : "waited for already"),
+                "wait once for each asynchronous collective, after it");
+  }
+  waited[w] = true;
 }
 
 void Executable::check_donation(const std::vector<Array>& inputs) const {

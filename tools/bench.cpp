@@ -77,6 +77,9 @@ void check_options(const BenchCommand& c) {
   if (c.cuda_graphs && c.device != "cuda") {
     throw bad_bench_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
   }
+  if (c.sync_collectives && c.cpu_devices == 1) {
+    throw bad_bench_option("--sync-collectives needs --cpu-devices 2 or more", "add --cpu-devices N");
+  }
   if (c.dtype_policy != "float32" && c.dtype_policy != "mixed_float16" && c.dtype_policy != "mixed_bfloat16") {
     throw bad_bench_option(fmt::format("unknown --dtype-policy '{}'", c.dtype_policy),
                            "use float32, mixed_float16 or mixed_bfloat16");
@@ -439,16 +442,20 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
                              {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
                              {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
-                             {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices}}}};
+                             {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
+                             {"sync_collectives", c.sync_collectives}}}};
   report["models"] = json::object();
   // --cpu-devices N: data parallel over N CPU virtual devices (their own Runtime).
   std::unique_ptr<Runtime> runtime;
   std::shared_ptr<distribution::Distribution> dp;
   if (c.cpu_devices > 1) {
     runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
-    dp = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
+    auto parallel = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
         {.shape = {c.cpu_devices}, .axis_names = {"batch"}, .devices = runtime->devices()}));
-    out << fmt::format("data parallel over {} CPU devices\n", c.cpu_devices);
+    parallel->set_overlap_collectives(!c.sync_collectives);
+    dp = parallel;
+    out << fmt::format("data parallel over {} CPU devices{}\n", c.cpu_devices,
+                       c.sync_collectives ? ", collectives in graph order" : ", collectives overlapped with compute");
   }
   for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), dp, out);
   report["gemm"] = time_gemms(c, cuda.get(), out);

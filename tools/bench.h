@@ -20,6 +20,10 @@ struct BenchCommand {
   /// With --device cpu: train data parallel over this many CPU virtual devices of a Runtime
   /// (distribution::DataParallel; batch sizes must be multiples of it); 1: the process's cpu:0.
   int64_t cpu_devices = 1;
+  /// With cpu_devices > 1: run the collectives synchronously in the step's graph order instead of
+  /// overlapping them with compute (Distribution::set_overlap_collectives(false)), to measure what
+  /// the overlap gains; recorded in the JSON's config.
+  bool sync_collectives = false;
   int64_t batch_size = 128;    ///< samples per step of mlp and cnn, >= 1
   int64_t warmup = 3;          ///< untimed steps after the first (compiling) one, >= 0
   int64_t steps = 20;          ///< timed steps, >= 1

@@ -127,6 +127,8 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
       ->delimiter(',');
   cmd->add_option("--dtype-policy", c.dtype_policy, "float32, mixed_float16 or mixed_bfloat16")->capture_default_str();
   cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
+  cmd->add_flag("--sync-collectives", c.sync_collectives,
+                "with --cpu-devices: collectives in graph order, not overlapped with compute");
   cmd->add_option("--cpu-devices", c.cpu_devices, "data parallel over this many CPU virtual devices")
       ->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();

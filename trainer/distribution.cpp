@@ -87,6 +87,14 @@ int64_t DeviceMesh::axis_size(const std::string& name) const {
 Distribution::Distribution(DeviceMesh mesh, std::string batch_dim_name)
     : mesh_(std::move(mesh)), batch_dim_name_(std::move(batch_dim_name)) {}
 
+void Distribution::set_gradient_bucket_bytes(int64_t bytes) {
+  if (bytes < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Distribution: gradient_bucket_bytes {} must be >= 1", bytes),
+                "give the largest bucket size in bytes (PyTorch DDP's default: 25 MiB)");
+  }
+  gradient_bucket_bytes_ = bytes;
+}
+
 NamedSharding Distribution::data_sharding() const { return NamedSharding(mesh_.mesh(), PartitionSpec{batch_dim_name_}); }
 
 DataParallel::DataParallel(DeviceMesh mesh)

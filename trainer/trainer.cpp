@@ -101,7 +101,10 @@ class StepFunction {
     if (it == spmd_cache_.end()) {
       const auto start = std::chrono::steady_clock::now();
       it = spmd_cache_
-               .emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_, donate_, collective_ns_))
+               .emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_,
+                                                     {.donate_argnums = donate_,
+                                                      .collective_nanoseconds = collective_ns_,
+                                                      .overlap_collectives = spmd_.distribution->overlap_collectives()}))
                .first;
       spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
@@ -140,25 +143,47 @@ class StepFunction {
   }
 };
 
-/// The `reduction` ("sum" or "mean") over the devices of xs[i] for i in `which`, as one
-/// all_reduce per dtype: the tensors flattened and concatenated into one bucket, reduced, then
-/// sliced and reshaped back (PyTorch DDP's gradient buckets: one collective instead of one per
-/// tensor, whose latency dominated small models' data-parallel steps -- MLP step on 2 CPU devices
-/// 49-64 ms -> 5-8 ms).
+/// Buckets of the tensors `which` (indices into xs) of one dtype: last index first, each bucket at
+/// most `cap` bytes (a larger tensor alone), the first at most min(cap, 1 MiB) (PyTorch DDP's
+/// bucket_cap_mb and small first bucket).
+std::vector<std::vector<size_t>> buckets(const std::vector<Tensor>& xs, const std::vector<size_t>& which, int64_t cap) {
+  std::vector<std::vector<size_t>> out;
+  int64_t bytes = 0;
+  for (auto it = which.rbegin(); it != which.rend(); ++it) {
+    const int64_t size = num_elements(xs[*it].shape()) * dtype_size(xs[*it].dtype());
+    const int64_t limit = out.size() == 1 ? std::min<int64_t>(cap, int64_t{1} << 20) : cap;
+    if (out.empty() || (bytes + size > limit && !out.back().empty())) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    out.back().push_back(*it);
+    bytes += size;
+  }
+  return out;
+}
+
+/// The `reduction` ("sum" or "mean") over the devices of xs[i] for i in `which`, as few
+/// all_reduces: per dtype, the tensors of each bucket (buckets(), `cap` bytes) flattened and
+/// concatenated, reduced, then sliced and reshaped back (PyTorch DDP's gradient buckets: one
+/// collective per bucket instead of one per tensor, whose latency dominated small models'
+/// data-parallel steps -- MLP step on 2 CPU devices 49-64 ms -> 5-8 ms; several buckets let the
+/// scheduler start the last layers' all-reduce while the earlier layers' gradients are computed).
 void all_reduce_bucketed(std::vector<Tensor>& xs, const std::vector<size_t>& which, const std::string& axis,
-                         const std::string& reduction) {
+                         const std::string& reduction, int64_t cap) {
   std::map<DType, std::vector<size_t>> by_dtype;
   for (size_t i : which) by_dtype[xs[i].dtype()].push_back(i);
-  for (const auto& [dtype, members] : by_dtype) {
-    std::vector<Tensor> flat;
-    for (size_t i : members) flat.push_back(flatten(xs[i]));
-    const Tensor bucket = all_reduce(flat.size() == 1 ? flat[0] : concatenate(flat, 0), axis, reduction);
-    int64_t at = 0;
-    for (size_t i : members) {
-      const Shape shape = xs[i].shape();
-      const int64_t n = num_elements(shape);
-      xs[i] = reshape(slice_axis(bucket, 0, at, at + n), shape);
-      at += n;
+  for (const auto& [dtype, all] : by_dtype) {
+    for (const std::vector<size_t>& members : buckets(xs, all, cap)) {
+      std::vector<Tensor> flat;
+      for (size_t i : members) flat.push_back(flatten(xs[i]));
+      const Tensor bucket = all_reduce(flat.size() == 1 ? flat[0] : concatenate(flat, 0), axis, reduction);
+      int64_t at = 0;
+      for (size_t i : members) {
+        const Shape shape = xs[i].shape();
+        const int64_t n = num_elements(shape);
+        xs[i] = reshape(slice_axis(bucket, 0, at, at + n), shape);
+        at += n;
+      }
     }
   }
 }
@@ -501,7 +526,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
       deltas.push_back(after[i] - before[i]);
       all.push_back(i);
     }
-    all_reduce_bucketed(deltas, all, options.distribution->batch_dim_name(), reduction);
+    all_reduce_bucketed(deltas, all, options.distribution->batch_dim_name(), reduction,
+                        options.distribution->gradient_bucket_bytes());
     std::vector<Tensor> out;
     for (size_t i = 0; i < after.size(); ++i) out.push_back(before[i] + deltas[i]);
     return out;
@@ -1037,7 +1063,7 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
         replicated.push_back(i);
       }
     }
-    all_reduce_bucketed(gradients, replicated, d.batch_dim_name(), "mean");
+    all_reduce_bucketed(gradients, replicated, d.batch_dim_name(), "mean", d.gradient_bucket_bytes());
   }
   return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), std::move(gradients), slice(vg, 1, nn)};
 }

@@ -28,40 +28,138 @@ ReduceOp reduce_op(const std::string& reduction) {
   return ReduceOp::kMin;  // the op's shape rule admits nothing else
 }
 
+/// One step of an SPMD program's schedule: a compute node, or the start or the end (wait) of a
+/// collective node.
+struct Step {
+  enum Kind { kNode, kStart, kWait } kind;
+  size_t node;
+};
+
+/// The graph's nodes in the order they run, collectives split into start and wait. Without
+/// `overlap`: the graph's order, each collective waited for at once. With it, list scheduling
+/// (the start/done split of XLA's async collectives): a collective starts as soon as its input is
+/// computed, ready compute nodes run in graph order, and a collective is waited for (oldest
+/// first) only when no compute node is ready without it. In a data-parallel train step the last
+/// layers' gradient bucket so reduces while the earlier layers' gradients are computed, and the
+/// metric states' all-reduce while the optimizer updates the first buckets' variables. (Ranking
+/// ready nodes by the collective they feed started the metric all-reduce before the backward
+/// pass, but cut the step into more segments: the CNN step compiled in 3.8 s instead of 2.8 s,
+/// 1.6 s in graph order, for no measurable step-time gain on 2 cores.)
+std::vector<Step> schedule(const ir::Graph& g, bool overlap) {
+  const size_t n = g.nodes().size();
+  std::vector<Step> steps;
+  if (!overlap) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!is_collective(g.nodes()[i])) {
+        steps.push_back({Step::kNode, i});
+      } else {
+        steps.push_back({Step::kStart, i});
+        steps.push_back({Step::kWait, i});
+      }
+    }
+    return steps;
+  }
+  // Predecessor and successor nodes (through the nodes' inputs).
+  std::vector<std::vector<size_t>> preds(n), succs(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::set<size_t> from;
+    for (ir::ValueId v : g.nodes()[i].inputs) {
+      if (g.value(v).producer >= 0) from.insert(static_cast<size_t>(g.value(v).producer));
+    }
+    preds[i].assign(from.begin(), from.end());
+    for (size_t p : from) succs[p].push_back(i);
+  }
+  std::vector<size_t> missing(n);
+  for (size_t i = 0; i < n; ++i) missing[i] = preds[i].size();
+  std::set<size_t> ready_compute;
+  std::set<size_t> ready_collectives;
+  std::vector<size_t> in_flight;  // FIFO
+  auto make_ready = [&](size_t i) {
+    if (is_collective(g.nodes()[i])) {
+      ready_collectives.insert(i);
+    } else {
+      ready_compute.insert(i);
+    }
+  };
+  auto available = [&](size_t i) {  // node i's outputs can be read
+    for (size_t s : succs[i]) {
+      if (--missing[s] == 0) make_ready(s);
+    }
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (missing[i] == 0) make_ready(i);
+  }
+  while (!ready_collectives.empty() || !ready_compute.empty() || !in_flight.empty()) {
+    if (!ready_collectives.empty()) {
+      const size_t c = *ready_collectives.begin();
+      ready_collectives.erase(ready_collectives.begin());
+      steps.push_back({Step::kStart, c});
+      in_flight.push_back(c);
+    } else if (!ready_compute.empty()) {
+      const size_t i = *ready_compute.begin();
+      ready_compute.erase(ready_compute.begin());
+      steps.push_back({Step::kNode, i});
+      available(i);
+    } else {
+      const size_t c = in_flight.front();
+      in_flight.erase(in_flight.begin());
+      steps.push_back({Step::kWait, c});
+      available(c);
+    }
+  }
+  return steps;
+}
+
 /// Builds the Executable: the slot of every graph value computed so far, the slot types and the
-/// thunks, segment by segment.
+/// thunks, segment by segment along the schedule.
 class SpmdBuilder {
  public:
   SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering,
-              const std::vector<int64_t>& donate_argnums, std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds)
-      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(donate_argnums),
-        collective_ns_(std::move(collective_nanoseconds)) {
+              const SpmdOptions& spmd)
+      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(spmd.donate_argnums),
+        collective_ns_(spmd.collective_nanoseconds), steps_(schedule(graph, spmd.overlap_collectives)) {
     for (ir::ValueId p : g_.parameters()) {
       slot_of_[p] = slots_.size();
       slots_.emplace_back(g_.type(p).shape, g_.type(p).dtype);
     }
-    // The last use of each value (node index; outputs count as after every node).
-    for (size_t n = 0; n < g_.nodes().size(); ++n) {
-      for (ir::ValueId v : g_.nodes()[n].inputs) last_use_[v] = n;
+    // The last use of each value (schedule position; a collective reads its input until its wait;
+    // outputs count as after every step).
+    for (size_t p = 0; p < steps_.size(); ++p) {
+      const ir::Node& node = g_.nodes()[steps_[p].node];
+      if (steps_[p].kind == Step::kStart) continue;
+      for (ir::ValueId v : node.inputs) last_use_[v] = p;
     }
-    for (ir::ValueId v : g_.outputs()) last_use_[v] = g_.nodes().size();
+    for (ir::ValueId v : g_.outputs()) last_use_[v] = steps_.size();
     // Donation: each donated parameter paired with an output (as compile_graph pairs them) is
-    // written in place by the segment that computes that output, if no later node reads it.
+    // written in place by the segment that computes that output, if no later step reads it.
     for (const auto& [param, output] : detail::donation_pairs(g_, donate_argnums_)) {
       donate_into_[g_.outputs()[output]] = g_.parameters()[param];
     }
   }
 
   std::shared_ptr<const Executable> build() {
-    std::vector<size_t> segment;
-    for (size_t n = 0; n < g_.nodes().size(); ++n) {
-      if (!is_collective(g_.nodes()[n])) {
-        segment.push_back(n);
+    std::vector<size_t> segment;  // schedule positions of consecutive compute nodes
+    std::map<size_t, size_t> started;  // collective node -> its start thunk
+    for (size_t p = 0; p < steps_.size(); ++p) {
+      const Step& step = steps_[p];
+      if (step.kind == Step::kNode) {
+        segment.push_back(p);
         continue;
       }
       add_segment(segment);
       segment.clear();
-      add_collective(g_.nodes()[n]);
+      const ir::Node& node = g_.nodes()[step.node];
+      if (step.kind == Step::kStart) {
+        // Waited for at once: a plain (synchronous) collective.
+        const bool async = p + 1 >= steps_.size() || steps_[p + 1].kind != Step::kWait || steps_[p + 1].node != step.node;
+        started[step.node] = thunks_.size();
+        add_collective(node, async);
+      } else if (thunks_[started.at(step.node)].async) {
+        Thunk wait;
+        wait.name = "wait " + thunks_[started.at(step.node)].name;
+        wait.wait_for = started.at(step.node);
+        thunks_.push_back(std::move(wait));
+      }
     }
     add_segment(segment);
     std::vector<size_t> outputs;
@@ -73,14 +171,17 @@ class SpmdBuilder {
   }
 
  private:
-  /// Whether value `v`, produced at node `n` or earlier, is read after node `last`.
+  /// Whether value `v` is read after schedule position `last`.
   bool used_after(ir::ValueId v, size_t last) const {
     const auto it = last_use_.find(v);
     return it != last_use_.end() && it->second > last;
   }
 
-  void add_segment(const std::vector<size_t>& nodes) {
-    if (nodes.empty()) return;
+  void add_segment(const std::vector<size_t>& positions) {
+    if (positions.empty()) return;
+    const size_t end = positions.back();
+    std::vector<size_t> nodes;
+    for (size_t p : positions) nodes.push_back(steps_[p].node);
     ir::Graph sub(fmt::format("{}_segment{}", g_.name(), segments_), &g_.registry());
     std::map<ir::ValueId, ir::ValueId> local;  // graph value -> sub value
     std::vector<ir::ValueId> external;         // graph values the segment reads from outside
@@ -105,7 +206,7 @@ class SpmdBuilder {
     }
     std::vector<ir::ValueId> results;  // produced here and read later
     for (ir::ValueId v : produced) {
-      if (used_after(v, nodes.back())) results.push_back(v);
+      if (used_after(v, end)) results.push_back(v);
     }
     ++segments_;
     if (results.empty()) return;  // nothing of it is read: dead code
@@ -115,7 +216,7 @@ class SpmdBuilder {
     std::vector<ir::ValueId> ordered;
     for (ir::ValueId v : results) {
       const auto d = donate_into_.find(v);
-      if (d == donate_into_.end() || used_after(d->second, nodes.back())) continue;
+      if (d == donate_into_.end() || used_after(d->second, end)) continue;
       if (!local.count(d->second)) {  // the segment does not read the parameter: it is only the destination
         local[d->second] = sub.add_parameter(g_.type(d->second));
         external.push_back(d->second);
@@ -160,7 +261,7 @@ class SpmdBuilder {
     for (size_t i = 0; i < results.size(); ++i) slot_of_[results[i]] = global[exe.outputs()[i]];
   }
 
-  void add_collective(const ir::Node& node) {
+  void add_collective(const ir::Node& node, bool async) {
     const size_t in = slot_of_.at(node.inputs[0]), out = slots_.size();
     slots_.emplace_back(g_.type(node.outputs[0]).shape, g_.type(node.outputs[0]).dtype);
     if (node.op == "all_gather") {
@@ -171,6 +272,7 @@ class SpmdBuilder {
       thunks_.push_back(all_reduce_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
     }
     if (collective_ns_) timed(thunks_.back());
+    thunks_.back().async = async;
     slot_of_[node.outputs[0]] = out;
   }
 
@@ -213,16 +315,15 @@ class SpmdBuilder {
   std::vector<int64_t> donate_argnums_;
   std::map<ir::ValueId, ir::ValueId> donate_into_;  ///< graph output -> the donated parameter it may overwrite
   std::shared_ptr<std::atomic<int64_t>> collective_ns_;
+  std::vector<Step> steps_;
   int segments_ = 0;
 };
 
 }  // namespace
 
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph, const codegen::CpuCompileOptions& options,
-                                                     const lower::LoweringOptions& lowering,
-                                                     const std::vector<int64_t>& donate_argnums,
-                                                     std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds) {
-  return SpmdBuilder(graph, options, lowering, donate_argnums, std::move(collective_nanoseconds)).build();
+                                                     const lower::LoweringOptions& lowering, const SpmdOptions& spmd) {
+  return SpmdBuilder(graph, options, lowering, spmd).build();
 }
 
 }  // namespace ingot

@@ -4,10 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "ingot/runtime/gloo.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -220,6 +226,99 @@ TEST(Executable, ConstructionChecksTheSlotTable) {
                ErrorCode::kInvalidArgument, {"thunk 'clobber'", "writes input slot 0", "not donated"});
   expect_error([&] { Executable(three, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {1, 2}); },
                ErrorCode::kInvalidArgument, {"output slot 2", "neither an input nor written"});
+}
+
+/// An asynchronous "collective" that copies in[0] into out[0] after `sleep_ms`, logging its start
+/// and end (it ignores the communicator), or throws `error` when not empty.
+Thunk async_copy(std::string name, size_t in, size_t out, int sleep_ms, std::vector<std::string>* log,
+                 std::mutex* mu, std::string error = {}) {
+  Thunk t;
+  t.name = name;
+  t.input_slots = {in};
+  t.output_slots = {out};
+  t.async = true;
+  t.collective = [=](Communicator&, std::span<const Array> inputs, std::span<Array> outputs) {
+    {
+      std::lock_guard<std::mutex> lock(*mu);
+      log->push_back(name + " start");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    if (!error.empty()) throw Error(ErrorCode::kFailedPrecondition, error);
+    std::memcpy(outputs[0].raw_data(), inputs[0].raw_data(), static_cast<size_t>(inputs[0].nbytes()));
+    std::lock_guard<std::mutex> lock(*mu);
+    log->push_back(name + " end");
+  };
+  return t;
+}
+
+Thunk wait_thunk(size_t k) {
+  Thunk t;
+  t.name = "wait";
+  t.wait_for = k;
+  return t;
+}
+
+TEST(Executable, AsyncCollectivesRunInOrderWhileComputeRunsAndAreWaitedFor) {
+  // slot 1 = copy(x) (async, slow), slot 2 = copy(x) (async, after the first), slot 3 = 2 x
+  // meanwhile; outputs after the waits.
+  std::vector<std::string> log;
+  std::mutex mu;
+  std::vector<Thunk> thunks;
+  thunks.push_back(async_copy("first", 0, 1, 50, &log, &mu));
+  thunks.push_back(async_copy("second", 0, 2, 0, &log, &mu));
+  thunks.push_back(scale_thunk("compute", 0, 3, 2, 0, &log));
+  thunks.push_back(wait_thunk(0));
+  thunks.push_back(wait_thunk(1));
+  Executable exe(Slots(4, {Shape{2}, DType::kF32}), 1, std::move(thunks), {1, 2, 3});
+  std::vector<std::unique_ptr<Communicator>> one = make_local_gloo_group(1);
+  const std::vector<Array> out = exe.run({f32({1, -2})}, nullptr, one[0].get());
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, -2}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, -2}));
+  EXPECT_EQ(out[2].to_vector<float>(), (std::vector<float>{2, -4}));
+  // The compute ran while the first collective slept; the second started after the first ended.
+  ASSERT_EQ(log.size(), 5u);
+  const auto at = [&](const std::string& what) { return std::find(log.begin(), log.end(), what) - log.begin(); };
+  EXPECT_LT(at("compute"), at("first end"));
+  EXPECT_LT(at("first end"), at("second start"));
+}
+
+TEST(Executable, AnAsyncCollectivesErrorIsThrownAtItsWait) {
+  std::vector<std::string> log;
+  std::mutex mu;
+  std::vector<Thunk> thunks;
+  thunks.push_back(async_copy("broken", 0, 1, 0, &log, &mu, "peer went away"));
+  thunks.push_back(scale_thunk("compute", 0, 2, 2, 0, &log));
+  thunks.push_back(wait_thunk(0));
+  Executable exe(Slots(3, {Shape{2}, DType::kF32}), 1, std::move(thunks), {1, 2});
+  std::vector<std::unique_ptr<Communicator>> one = make_local_gloo_group(1);
+  expect_error([&] { exe.run({f32({1, 2})}, nullptr, one[0].get()); }, ErrorCode::kFailedPrecondition, {"peer went away"});
+  EXPECT_EQ(std::count(log.begin(), log.end(), "compute"), 1);
+}
+
+TEST(Executable, AsyncCollectivesAndWaitsAreChecked) {
+  std::vector<std::string> log;
+  std::mutex mu;
+  const Slots slots(3, {Shape{2}, DType::kF32});
+  // Reading the output before the wait.
+  std::vector<Thunk> early = {async_copy("c", 0, 1, 0, &log, &mu), scale_thunk("reader", 1, 2, 1, 0, &log), wait_thunk(0)};
+  expect_error([&] { Executable(slots, 1, early, {2}); }, ErrorCode::kInvalidArgument, {"thunk 'reader' reads slot 1 before"});
+  // Never waited for; waited twice; waiting for a plain thunk or a later one; a wait with work.
+  expect_error([&] { Executable(slots, 1, {async_copy("c", 0, 1, 0, &log, &mu)}, {0}); }, ErrorCode::kInvalidArgument,
+               {"'c' (thunk 0) is never waited for"});
+  std::vector<Thunk> twice = {async_copy("c", 0, 1, 0, &log, &mu), wait_thunk(0), wait_thunk(0)};
+  expect_error([&] { Executable(slots, 1, twice, {1}); }, ErrorCode::kInvalidArgument, {"waited for already"});
+  std::vector<Thunk> plain = {scale_thunk("t", 0, 1, 1, 0, &log), wait_thunk(0)};
+  expect_error([&] { Executable(slots, 1, plain, {1}); }, ErrorCode::kInvalidArgument, {"not an asynchronous collective"});
+  std::vector<Thunk> later = {wait_thunk(1), async_copy("c", 0, 1, 0, &log, &mu)};
+  expect_error([&] { Executable(slots, 1, later, {0}); }, ErrorCode::kInvalidArgument, {"not before it"});
+  Thunk busy = wait_thunk(0);
+  busy.input_slots = {0};
+  std::vector<Thunk> with_slots = {async_copy("c", 0, 1, 0, &log, &mu), busy};
+  expect_error([&] { Executable(slots, 1, with_slots, {1}); }, ErrorCode::kInvalidArgument, {"also has work or slots"});
+  Thunk not_collective = scale_thunk("t", 0, 1, 1, 0, &log);
+  not_collective.async = true;
+  expect_error([&] { Executable(slots, 1, {not_collective}, {1}); }, ErrorCode::kInvalidArgument,
+               {"'t' is async but not a collective"});
 }
 
 }  // namespace

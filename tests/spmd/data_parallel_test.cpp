@@ -64,6 +64,29 @@ TEST(DataParallel, TwentyStepsEqualTheOneDeviceRun) {
   for (size_t j = 0; j < a.size(); ++j) EXPECT_NEAR(b[j], a[j], 1e-5) << j;
 }
 
+TEST(DataParallel, GradientBucketsAndOverlapKeepTheOneDeviceResults) {
+  // 64-byte buckets: every gradient its own all-reduce, started as soon as it is computed and
+  // overlapped with the rest of the backward pass; then the same in graph order, synchronously.
+  const Data data;
+  auto one = mlp();
+  compile(*one, nullptr);
+  const FitOptions fit{.x = data.x, .y = data.y, .batch_size = 16, .epochs = 3, .verbose = 0, .shuffle = false};
+  const auto h1 = one->fit(fit);
+  for (const bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped" : "in order");
+    FourDeviceDataParallel d;
+    d.dp->set_gradient_bucket_bytes(64);
+    d.dp->set_overlap_collectives(overlap);
+    auto four = mlp();
+    compile(*four, d.dp);
+    const auto h4 = four->fit(fit);
+    for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(h4->values("loss")[e], h1->values("loss")[e], 1e-5) << e;
+    testing::expect_arrays_near(four->get_weights(), one->get_weights(), 1e-5);
+  }
+  FourDeviceDataParallel d;
+  expect_error([&] { d.dp->set_gradient_bucket_bytes(0); }, ErrorCode::kInvalidArgument, {"gradient_bucket_bytes 0"});
+}
+
 TEST(DataParallel, TheStepCompilesOnceAcrossEpochsWithValidation) {
   const Data data;
   FourDeviceDataParallel d;

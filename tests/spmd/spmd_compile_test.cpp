@@ -37,20 +37,30 @@ TEST(SpmdCompile, SegmentsAroundAnAllReduceMatchTheWholeBatch) {
     return std::vector<Tensor>{all_reduce(s, "batch", "mean") * 2.0 + 1.0, matmul(a[0], a[1])};
   };
   const ir::Graph graph = trace(local, {{{2, 3}, DType::kF32}, {{3, 5}, DType::kF32}}, "local");
-  const std::shared_ptr<const Executable> step = compile_graph_spmd(graph);
-  // Two JIT segments and the collective, in order.
-  ASSERT_EQ(step->thunks().size(), 3u);
-  EXPECT_TRUE(static_cast<bool>(step->thunks()[1].collective));
+  // In the graph's order: two JIT segments around a synchronous collective.
+  const std::shared_ptr<const Executable> in_order = compile_graph_spmd(graph, {}, {}, {.overlap_collectives = false});
+  ASSERT_EQ(in_order->thunks().size(), 3u);
+  EXPECT_TRUE(static_cast<bool>(in_order->thunks()[1].collective));
+  EXPECT_FALSE(in_order->thunks()[1].async);
+  // Overlapped (the default): the collective starts once the sums are computed, the second
+  // product (which does not need it) runs meanwhile, and the wait comes before 2 * mean + 1.
+  const std::shared_ptr<const Executable> overlapped = compile_graph_spmd(graph);
+  ASSERT_EQ(overlapped->thunks().size(), 5u);
+  EXPECT_TRUE(overlapped->thunks()[1].async);
+  EXPECT_TRUE(static_cast<bool>(overlapped->thunks()[2].run));
+  EXPECT_EQ(overlapped->thunks()[3].wait_for, std::optional<size_t>(1));
   const Array x = testing::random_array({8, 3}, DType::kF32, 1), w = testing::random_array({3, 5}, DType::kF32, 2);
-  const std::vector<Array> out =
-      run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated())}, {d.replicated(), d.split()}, d.comms());
   // The whole batch: column sums over 8 rows are 4x the mean of the four 2-row shards' sums.
   const TraceFn whole = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{sum(matmul(a[0], a[1]), {0}) * 0.5 + 1.0, matmul(a[0], a[1])};
   };
   const std::vector<Array> want = interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 5}, DType::kF32}}), {x, w});
-  for (const Array& replica : out[0].shards()) expect_near(replica, want[0], 1e-5);
-  expect_near(out[1], want[1], 1e-5);
+  for (const auto& step : {in_order, overlapped}) {
+    const std::vector<Array> out =
+        run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated())}, {d.replicated(), d.split()}, d.comms());
+    for (const Array& replica : out[0].shards()) expect_near(replica, want[0], 1e-5);
+    expect_near(out[1], want[1], 1e-5);
+  }
 }
 
 TEST(SpmdCompile, DataParallelGradientsEqualTheWholeBatchGradient) {
@@ -88,7 +98,7 @@ TEST(SpmdCompile, ADonatedParameterIsUpdatedInPlaceOnEveryDevice) {
     return std::vector<Tensor>{a[1] - all_reduce(g, "batch", "mean") * 0.1};
   };
   const std::vector<ir::TensorType> shard = {{{2, 3}, DType::kF32}, {{3, 2}, DType::kF32}};
-  const std::shared_ptr<const Executable> exe = compile_graph_spmd(trace(step, shard, "update"), {}, {}, {1});
+  const std::shared_ptr<const Executable> exe = compile_graph_spmd(trace(step, shard, "update"), {}, {}, {.donate_argnums = {1}});
   EXPECT_EQ(exe->outputs(), (std::vector<size_t>{1})) << "the output is the donated parameter's slot";
   EXPECT_EQ(exe->donated_inputs(), (std::vector<size_t>{1}));
   const Array x = testing::random_array({8, 3}, DType::kF32, 7), w = testing::random_array({3, 2}, DType::kF32, 8);

@@ -17,28 +17,41 @@
 
 namespace ingot {
 
-/// Compiles `graph` (a per-device program) for the host CPU, split at each all_reduce node: the
-/// nodes between two collectives form a segment compiled like compile_graph (one JIT thunk; the
-/// values later segments or the outputs need are its results), and each all_reduce becomes an
-/// all_reduce_thunk (sum, mean, max, min) over the communicator run_spmd hands the thunk. The
-/// thunks run in the graph's order over one slot table: the graph's parameters, then every
-/// segment's results and every collective's output. A graph without collectives is one segment.
-/// `donate_argnums` as compile_graph's (JAX's donate_argnums): a donated parameter paired with an
-/// output is written in place by the segment that computes that output when nothing after that
-/// segment reads the parameter (otherwise the output gets its own buffer); every donated
-/// argument's buffer is taken over. The mesh axis an all_reduce names is not checked here:
-/// run_spmd's communicators span the whole mesh, so a program run on a mesh whose devices all lie
-/// along that axis (the data-parallel case) reduces over exactly it; reductions over one axis of a
-/// several-axis mesh need sub-communicators (not built yet, docs/distributed.md).
-/// `collective_nanoseconds`, when given, accumulates the wall time every device spends in the
-/// collective thunks (nanoseconds, summed over the devices: divide by their count for the
-/// per-device time, which includes waiting for the slowest device).
+/// Options of compile_graph_spmd beyond the CPU compiler's.
+struct SpmdOptions {
+  /// As compile_graph's (JAX's donate_argnums): a donated parameter paired with an output is
+  /// written in place by the segment that computes that output when nothing scheduled after that
+  /// segment reads the parameter (otherwise the output gets its own buffer); every donated
+  /// argument's buffer is taken over. Each in [0, parameters), no repeats.
+  std::vector<int64_t> donate_argnums;
+  /// When given, accumulates the wall time every device spends in the collective thunks
+  /// (nanoseconds, summed over the devices: divide by their count for the per-device time, which
+  /// includes waiting for the slowest device; overlapped collectives count in full).
+  std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds;
+  /// Overlap collectives with compute: each collective starts as soon as its input is computed
+  /// and runs on a helper thread (Thunk::async) while the compute that does not need its result
+  /// runs; its wait comes when nothing else is ready. false: the graph's order, every collective
+  /// waited for where it stands (synchronous).
+  bool overlap_collectives = true;
+};
+
+/// Compiles `graph` (a per-device program) for the host CPU, split at its collective nodes
+/// (all_reduce, all_gather, reduce_scatter): the nodes between two collective steps form a
+/// segment compiled like compile_graph (one JIT thunk; the values later segments or the outputs
+/// need are its results), and each collective becomes a collective thunk (all_reduce_thunk etc.)
+/// over the communicator run_spmd hands the thunk -- asynchronous, with a wait thunk where its
+/// result is first needed, when `spmd.overlap_collectives` moved compute between the two. The
+/// thunks run in schedule order over one slot table: the graph's parameters, then every segment's
+/// results and every collective's output. A graph without collectives is one segment. The mesh
+/// axis a collective names is not checked here: run_spmd's communicators span the whole mesh, so
+/// a program run on a mesh whose devices all lie along that axis (the data-parallel case)
+/// reduces over exactly it; reductions over one axis of a several-axis mesh need
+/// sub-communicators (not built yet, docs/distributed.md).
 /// Errors: what lowering and compile_graph throw for a segment (naming the segment); a
 /// donate_argnum out of range or repeated (kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,
                                                      const codegen::CpuCompileOptions& options = {},
                                                      const lower::LoweringOptions& lowering = {},
-                                                     const std::vector<int64_t>& donate_argnums = {},
-                                                     std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds = nullptr);
+                                                     const SpmdOptions& spmd = {});
 
 }  // namespace ingot

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,6 +26,18 @@ struct Thunk {
   /// `run` and `collective` is set.
   std::function<void(Communicator& communicator, std::span<const Array> inputs, std::span<Array> outputs)>
       collective;
+  /// With `collective`: started, not waited for (an asynchronous collective, as XLA's
+  /// all-reduce-start / all-reduce-done pair). It runs on a helper thread once every asynchronous
+  /// collective started before it has finished (one at a time, in program order: the communicator
+  /// is used by one thread at a time and every rank issues the same sequence), while the following
+  /// thunks run. Its outputs count as written at its wait thunk (below): reading them earlier is
+  /// refused at construction; not writing its inputs before the wait is the builder's job
+  /// (compile_graph_spmd treats the wait as their last use).
+  bool async = false;
+  /// A wait (neither `run` nor `collective`): blocks until the asynchronous collective at this
+  /// thunk index finishes, rethrowing its error. Each asynchronous collective is waited for by
+  /// exactly one later thunk.
+  std::optional<size_t> wait_for;
 };
 
 /// A program over Arrays: input types, the slot table, thunks run in order, and which slots are
@@ -61,6 +74,8 @@ class Executable {
 
  private:
   void check_donation(const std::vector<Array>& inputs) const;
+  /// Checks wait thunk `k` (an earlier asynchronous collective, not yet waited for; no work).
+  void check_wait(size_t k, std::vector<bool>& waited) const;
 
   std::vector<std::pair<Shape, DType>> slot_types_;
   size_t num_inputs_;

@@ -117,12 +117,29 @@ class Distribution {
   /// Keras's class name ("DataParallel").
   virtual std::string class_name() const = 0;
 
+  /// Whether the compiled steps overlap their collectives with the compute that does not need
+  /// their results (SpmdOptions::overlap_collectives; e.g. the metric states' all-reduce with the
+  /// backward pass, a gradient bucket's with the earlier layers' gradients). Default true; read
+  /// when a model using the distribution first compiles its steps.
+  bool overlap_collectives() const { return overlap_collectives_; }
+  void set_overlap_collectives(bool on) { overlap_collectives_ = on; }
+  /// The largest gradient bucket of the data-parallel all-reduce, in bytes: the replicated
+  /// variables' gradients of one dtype are flattened into buckets of at most this size (a
+  /// gradient larger than it is a bucket of its own), last variables first -- their gradients
+  /// are computed first in the backward pass -- and the first bucket at most 1 MiB, so that it
+  /// can start early (PyTorch DDP's bucket_cap_mb = 25 and first bucket). Default 25 MiB.
+  int64_t gradient_bucket_bytes() const { return gradient_bucket_bytes_; }
+  /// Throws ingot::Error(kInvalidArgument) naming the value for bytes < 1.
+  void set_gradient_bucket_bytes(int64_t bytes);
+
  protected:
   Distribution(DeviceMesh mesh, std::string batch_dim_name);
 
  private:
   DeviceMesh mesh_;
   std::string batch_dim_name_;
+  bool overlap_collectives_ = true;
+  int64_t gradient_bucket_bytes_ = int64_t{25} << 20;
 };
 
 /// Data parallelism (keras.distribution.DataParallel): the batch is split over the mesh's first
