@@ -67,7 +67,8 @@ Tensor LossScaleOptimizer::scale_loss(const Tensor& loss, const std::vector<Tens
 
 std::pair<std::vector<Tensor>, std::vector<Tensor>> LossScaleOptimizer::apply(const std::vector<Tensor>& state,
                                                                               const std::vector<Tensor>& variables,
-                                                                              const std::vector<Tensor>& gradients) const {
+                                                                              const std::vector<Tensor>& gradients,
+                                                                              const GradientLayout& layout) const {
   const int64_t want = num_optimizer_variables(static_cast<int64_t>(variables.size()));
   if (static_cast<int64_t>(state.size()) != want) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -80,16 +81,27 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> LossScaleOptimizer::apply(co
   const Tensor& scale = state[n_inner + 1];
   std::vector<Tensor> unscaled;
   Tensor finite = constant(Array::scalar(1, DType::kBool));
-  for (const Tensor& g : gradients) {
+  Tensor split_nonfinite;  // devices whose block of a split gradient has a non-finite value
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    const Tensor& g = gradients[i];
     if (!g.valid()) {
       unscaled.push_back(g);
       continue;
     }
-    finite = logical_and(finite, all(isfinite(g)));
+    if (layout.is_split(i)) {
+      const Tensor bad = convert(logical_not(all(isfinite(g))), DType::kF32);
+      split_nonfinite = split_nonfinite.valid() ? split_nonfinite + bad : bad;
+    } else {
+      finite = logical_and(finite, all(isfinite(g)));
+    }
     unscaled.push_back(g / convert(scale, g.dtype()));
   }
+  if (split_nonfinite.valid()) {
+    layout.check(class_name());
+    finite = logical_and(finite, equal(layout.sum_over_devices(split_nonfinite), zeros_like(split_nonfinite)));
+  }
   const std::vector<Tensor> inner_state = take(state, 0, n_inner);
-  auto [new_vars, new_inner] = options_.inner_optimizer->apply(inner_state, variables, unscaled);
+  auto [new_vars, new_inner] = options_.inner_optimizer->apply(inner_state, variables, unscaled, layout);
   std::vector<Tensor> vars_out, state_out;
   for (size_t i = 0; i < variables.size(); ++i) vars_out.push_back(where(finite, new_vars[i], variables[i]));
   for (size_t i = 0; i < n_inner; ++i) state_out.push_back(where(finite, new_inner[i], inner_state[i]));

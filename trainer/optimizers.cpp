@@ -69,11 +69,13 @@ DType promoted_float(const std::vector<Tensor>& xs) {
 }
 
 /// Keras's BaseOptimizer._clip_by_norm: g * c / max(||g||, c), with the norm's square root taken
-/// only where the sum of squares is positive (so a zero gradient stays exactly zero).
-Tensor clip_by_norm(const Tensor& g, double clipnorm) {
+/// only where the sum of squares is positive (so a zero gradient stays exactly zero). `whole`
+/// (optional) turns the block's sum of squares into the whole gradient's (split variables).
+Tensor clip_by_norm(const Tensor& g, double clipnorm, const std::function<Tensor(const Tensor&)>& whole = {}) {
   std::vector<int64_t> all_axes(static_cast<size_t>(g.rank()));
   for (size_t i = 0; i < all_axes.size(); ++i) all_axes[i] = static_cast<int64_t>(i);
-  const Tensor l2sum = sum(square(g), all_axes, /*keepdims=*/true);
+  Tensor l2sum = sum(square(g), all_axes, /*keepdims=*/true);
+  if (whole) l2sum = whole(l2sum);
   const Tensor pred = greater(l2sum, zeros_like(l2sum));
   const Tensor l2sum_safe = where(pred, l2sum, ones_like(l2sum));
   const Tensor l2norm = where(pred, sqrt(l2sum_safe), l2sum);
@@ -82,11 +84,16 @@ Tensor clip_by_norm(const Tensor& g, double clipnorm) {
 
 /// Keras's clip_by_global_norm: every gradient times clip * min(1 / norm, 1 / clip), where norm is
 /// the L2 norm of all gradients together; a non-finite norm makes the scale NaN.
-std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double clip) {
+/// `split[i]`: grads[i] is one device's block, its sum of squares summed over the devices by
+/// `sum_over_devices` (one collective for all of them).
+std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double clip, const std::vector<bool>& split,
+                                        const std::function<Tensor(const Tensor&)>& sum_over_devices) {
   const DType nd = promoted_float(grads);
-  std::vector<Tensor> squared_norms;
-  squared_norms.reserve(grads.size());
-  for (const Tensor& g : grads) squared_norms.push_back(reshape(cast(sum(square(g)), nd), {1}));
+  std::vector<Tensor> squared_norms, split_norms;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    (split[i] ? split_norms : squared_norms).push_back(reshape(cast(sum(square(grads[i])), nd), {1}));
+  }
+  if (!split_norms.empty()) squared_norms.push_back(reshape(sum_over_devices(sum(concatenate(split_norms, 0))), {1}));
   const Tensor norm = sqrt(sum(concatenate(squared_norms, 0)));
   const Tensor scale_for_finite = clip * minimum(1.0 / norm, full_like(norm, 1.0 / clip));
   const Tensor scale = scale_for_finite + (norm - norm);
@@ -469,11 +476,15 @@ Tensor scheduled_rate(const std::string& owner, const ScheduleFn& schedule,
 /// Steps 1-2 of apply(): gradients divided by the loss scale, then clipped (Keras's
 /// BaseOptimizer.apply and _clip_gradients).
 /// Gradient clipping (Keras's order: clipnorm, else global_clipnorm, else clipvalue).
-std::vector<Tensor> clip(const OptimizerConfig& config, std::vector<Tensor> grads) {
+/// `split[j]`: grads[j] is one device's block of a split variable (GradientLayout).
+std::vector<Tensor> clip(const OptimizerConfig& config, std::vector<Tensor> grads, const std::vector<bool>& split,
+                         const GradientLayout& layout) {
   if (config.clipnorm) {
-    for (Tensor& g : grads) g = clip_by_norm(g, *config.clipnorm);
+    for (size_t j = 0; j < grads.size(); ++j) {
+      grads[j] = clip_by_norm(grads[j], *config.clipnorm, split[j] ? layout.sum_over_devices : nullptr);
+    }
   } else if (config.global_clipnorm) {
-    grads = clip_by_global_norm(grads, *config.global_clipnorm);
+    grads = clip_by_global_norm(grads, *config.global_clipnorm, split, layout.sum_over_devices);
   } else if (config.clipvalue) {
     for (Tensor& g : grads) g = clamp(g, -*config.clipvalue, *config.clipvalue);
   }
@@ -506,9 +517,19 @@ void update_moving_averages(const OptimizerConfig& config, const Tensor& iterati
 
 }  // namespace
 
+void GradientLayout::check(const std::string& owner) const {
+  if (!sum_over_devices && std::find(split.begin(), split.end(), true) != split.end()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: a gradient is split over the devices but the GradientLayout has no sum_over_devices",
+                            owner),
+                "set GradientLayout::sum_over_devices (e.g. all_reduce(x, axis, \"sum\")), or split nothing");
+  }
+}
+
 std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
     const std::vector<Tensor>& optimizer_variables, const std::vector<Tensor>& variables,
-    const std::vector<Tensor>& gradients) const {
+    const std::vector<Tensor>& gradients, const GradientLayout& layout) const {
+  layout.check(class_name_);
   const std::vector<size_t> present = check_apply_arguments(class_name_, variables, gradients);
   std::vector<ir::TensorType> types;
   for (const Tensor& v : variables) types.push_back(v.type());
@@ -541,7 +562,9 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
       grads[j] = accumulated.back() / static_cast<double>(*accumulate);
     }
   }
-  grads = clip(config_, std::move(grads));
+  std::vector<bool> split;
+  for (size_t i : present) split.push_back(layout.is_split(i));
+  grads = clip(config_, std::move(grads), split, layout);
 
   // 3-4. Weight decay and the update step, per variable with a gradient.
   std::vector<Tensor> new_variables = variables;

@@ -1070,7 +1070,16 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
 
 void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradients) {
   Trainer& t = compiled_trainer(trainer_, "apply_gradients");
-  auto [new_t, new_o] = t.options.optimizer->apply(s.optimizer, s.trainable, gradients);
+  // Split variables' gradients are one device's block: norms and finiteness checks sum over the
+  // devices (FSDP; docs/distributed.md).
+  optimizers::GradientLayout layout;
+  if (t.options.distribution) {
+    for (size_t i = 0; i < s.trainable.size(); ++i) layout.split.push_back(t.is_split(i));
+    layout.sum_over_devices = [axis = t.options.distribution->batch_dim_name()](const Tensor& x) {
+      return all_reduce(x, axis, "sum");
+    };
+  }
+  auto [new_t, new_o] = t.options.optimizer->apply(s.optimizer, s.trainable, gradients, layout);
   s.trainable = std::move(new_t);
   s.optimizer = std::move(new_o);
 }

@@ -55,6 +55,26 @@ TEST(Fsdp, SplitKernelsTrainLikeOneDevice) {
   testing::expect_values(p4, p1.to_doubles(), 1e-5);
 }
 
+TEST(Fsdp, GlobalNormClippingSeesTheWholeSplitGradients) {
+  // global_clipnorm 0.05 clips every SGD step; under FSDP the norm sums the split kernels' blocks
+  // over the devices (GradientLayout), so the run still equals one device.
+  FsdpSetup s;
+  auto one = mlp(), four = mlp();
+  using Run = std::pair<std::shared_ptr<Sequential>, std::shared_ptr<distribution::Distribution>>;
+  for (const auto& [m, d] : {Run{one, nullptr}, Run{four, s.fsdp()}}) {
+    m->compile({.optimizer = std::make_shared<optimizers::SGD>(
+                    optimizers::SGDOptions{.learning_rate = 0.5, .global_clipnorm = 0.05}),
+                .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                    losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+                .distribution = d});
+  }
+  const FitOptions fit{.x = s.x, .y = s.y, .batch_size = 16, .epochs = 3, .verbose = 0, .shuffle = false};
+  const auto h1 = one->fit(fit);
+  const auto h4 = four->fit(fit);
+  for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(h4->values("loss")[e], h1->values("loss")[e], 1e-5) << e;
+  testing::expect_arrays_near(four->get_weights(), one->get_weights(), 1e-5);
+}
+
 TEST(Fsdp, ADeviceHoldsAQuarterOfTheSplitVariablesAndTheirSlots) {
   // Each run on its own devices: a model keeps its optimizer state on them after fit.
   FsdpSetup a, b;

@@ -37,9 +37,11 @@ class LossScaleOptimizer final : public Optimizer {
   explicit LossScaleOptimizer(LossScaleOptimizerOptions options);
 
   std::vector<Array> build(const std::vector<ir::TensorType>& variables) const override;
+  /// Steps with a non-finite gradient anywhere (over all devices' blocks, `layout`) are skipped.
   std::pair<std::vector<Tensor>, std::vector<Tensor>> apply(const std::vector<Tensor>& optimizer_variables,
                                                             const std::vector<Tensor>& variables,
-                                                            const std::vector<Tensor>& gradients) const override;
+                                                            const std::vector<Tensor>& gradients,
+                                                            const GradientLayout& layout = {}) const override;
   using Optimizer::scale_loss;
   /// loss * the current dynamic scale (optimizer_variables' last entry).
   Tensor scale_loss(const Tensor& loss, const std::vector<Tensor>& optimizer_variables) const override;

@@ -206,6 +206,25 @@ struct OptimizerConfig {
   std::string name;
 };
 
+/// How the gradients apply() gets lie over the devices of a traced per-device step (a
+/// distribution; docs/distributed.md): which are one device's block of a variable split over the
+/// devices (FSDP), and how to sum a per-device value over the devices. Whatever needs the whole
+/// gradient -- clipnorm's and global_clipnorm's norms, LossScaleOptimizer's finiteness check -- then
+/// sums the blocks' parts over the devices, so every device takes the same decision as one device
+/// would. Default: every gradient whole (one device, or replicated).
+struct GradientLayout {
+  /// Per gradient (apply()'s order): true for one device's block. Empty: none.
+  std::vector<bool> split;
+  /// The sum over the devices of a per-device tensor (the trainer passes all_reduce(x, batch
+  /// axis, "sum")); needed when any gradient is split.
+  std::function<Tensor(const Tensor&)> sum_over_devices;
+  /// Whether gradient i is split.
+  bool is_split(size_t i) const { return i < split.size() && split[i]; }
+  /// Throws ingot::Error(kInvalidArgument) naming `owner` when a gradient is split but
+  /// sum_over_devices is not set.
+  void check(const std::string& owner) const;
+};
+
 /// Base class of the optimizers: Keras's BaseOptimizer with explicit state.
 ///
 /// Optimizer variables, in order (Keras's `optimizer.variables`):
@@ -247,9 +266,11 @@ class Optimizer {
   /// kShapeMismatch / kDTypeMismatch naming the index and both types for an optimizer variable
   /// that does not match build(types of `variables`); kDTypeMismatch for a non-float variable or
   /// gradient, or a schedule returning a non-float or non-scalar rate (kShapeMismatch).
+  /// `layout`: which gradients are per-device blocks of split variables (GradientLayout); a split
+  /// gradient without layout.sum_over_devices is kInvalidArgument.
   virtual std::pair<std::vector<Tensor>, std::vector<Tensor>> apply(
       const std::vector<Tensor>& optimizer_variables, const std::vector<Tensor>& variables,
-      const std::vector<Tensor>& gradients) const;
+      const std::vector<Tensor>& gradients, const GradientLayout& layout = {}) const;
 
   /// The loss as differentiated: loss * loss_scale_factor, or `loss` unchanged when unset.
   Tensor scale_loss(const Tensor& loss) const;
