@@ -141,13 +141,6 @@ std::optional<PartitionSpec> LayoutMap::get(const std::string& path) const {
 ModelParallel::ModelParallel(LayoutMap layout_map, std::string batch_dim_name)
     : Distribution(layout_map.device_mesh(), batch_dim_name), layout_map_(std::move(layout_map)) {
   device_mesh().mesh().axis_index(batch_dim_name);  // kNotFound naming the axis and the mesh's axes
-  if (device_mesh().num_processes() > 1) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("ModelParallel: the mesh spans {} processes; variables split across processes are not "
-                            "built",
-                            device_mesh().num_processes()),
-                "use DataParallel across processes, or ModelParallel over one process's devices");
-  }
 }
 
 NamedSharding ModelParallel::variable_sharding(const std::string& path, const Shape& shape) const {
@@ -162,7 +155,7 @@ NamedSharding ModelParallel::variable_sharding(const std::string& path, const Sh
                             path, s.to_string(), batch_dim_name()),
                 "use PartitionSpec{\"" + batch_dim_name() + "\"} or leave the variable replicated");
   }
-  const int64_t n = mesh.axis_size(batch_dim_name());
+  const int64_t n = device_mesh().axis_size(batch_dim_name());  // all processes' devices
   if (shape.empty() || shape[0] % n != 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("ModelParallel: variable '{}' of shape {} cannot split dimension 0 over the {} devices of "

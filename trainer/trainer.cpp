@@ -508,7 +508,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
       while (header < O.size() && O[header].rank() == 0) ++header;
       for (size_t j = 0; j < O.size(); ++j) {
         const size_t i = trainable.empty() || j < header ? 0 : (j - header) % trainable.size();
-        const bool split = j >= header && !trainable.empty() && is_split(i) && O[j].shape() == trainable[i]->shape();
+        const bool split = j >= header && !trainable.empty() && is_split(i) && whole_shape(O[j]) == trainable[i]->shape();
         out.push_back(split ? *trainable[i]->sharding() : replicated);
       }
     }
@@ -830,7 +830,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     const bool with_optimizer = n_state == nt + nn + O.size() + M.size() && !O.empty();
     const std::vector<NamedSharding> shardings = state_shardings(with_optimizer, n_state > nt + nn);
     for (size_t i = 0; i < n_state; ++i) {
-      if (!(args[i].sharding() == shardings.at(i))) args[i] = device_put(to_host(args[i]), shardings[i]);
+      if (!(args[i].sharding() == shardings.at(i))) args[i] = device_put(state_part(args[i], shardings[i]), shardings[i]);
     }
     for (size_t i = n_state; i < args.size(); ++i) args[i] = split_batch_array(args[i]);
   }
@@ -865,10 +865,36 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return out;
   }
 
+  /// Whether a state array laid out by `s` is split over the processes too (FSDP over a mesh
+  /// spanning processes: dimension 0 over the mesh's first axis, which the processes split).
+  bool across_processes(const NamedSharding& s) const { return num_processes() > 1 && !s.is_fully_replicated(); }
+
+  /// This process's part of a whole state value (a host array or this process's replica) to be
+  /// laid out by `s`: its block of rows when `s` splits it across the processes.
+  Array state_part(const Array& whole, const NamedSharding& s) const {
+    const Array host = to_host(whole);
+    if (!across_processes(s)) return host;
+    return process_rows(host, options.distribution->device_mesh().process_id(), num_processes());
+  }
+
+  /// The whole shape of a state array (a split one's rows over all processes).
+  Shape whole_shape(const Array& a) const {
+    Shape shape = a.shape();
+    if (options.distribution && across_processes(a.sharding())) shape[0] *= num_processes();
+    return shape;
+  }
+
   /// A host copy of a state or result array (they live on the CUDA device when there is one).
+  /// Under a distribution: one copy of a replicated array; a state array split across processes
+  /// is all-gathered from them (every process makes the same calls, at the same points of the
+  /// loop: epoch ends, callbacks' get_weights, checkpoints).
   Array on_host(const Array& a) const {
-    if (options.distribution) return to_host(a);  // replicated on the mesh: one copy on the host
-    return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a;
+    if (!options.distribution) return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a;
+    const Array local = to_host(a);
+    if (!across_processes(a.sharding())) return local;
+    Array whole = Array::empty(whole_shape(a), local.dtype());
+    options.distribution->device_mesh().processes()->process_communicator().all_gather(local, whole);
+    return whole;
   }
 
   /// Moves any state array whose sharding differs from its variable's recorded one back to it.
@@ -906,7 +932,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   std::vector<Array> get_weights() override {
     if (!live) return model->get_weights();
     std::vector<Array> out;
-    for (Variable* v : model->variables()) out.push_back(host_of(state_of(v), options.cuda_device).clone());
+    for (Variable* v : model->variables()) out.push_back(on_host(state_of(v)).clone());
     return out;
   }
   void set_weights(const std::vector<Array>& weights) override {
@@ -927,7 +953,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   }
   std::vector<Array> get_optimizer_state() override {
     std::vector<Array> out;
-    for (const Array& a : O) out.push_back(host_of(a, options.cuda_device).clone());
+    for (const Array& a : O) out.push_back(on_host(a).clone());
     return out;
   }
   void set_optimizer_state(const std::vector<Array>& state) override {
@@ -937,16 +963,16 @@ struct Model::Trainer : callbacks::WeightsAccess {
                   "pass what get_optimizer_state returned for this model and optimizer");
     }
     for (size_t i = 0; i < O.size(); ++i) {
-      if (state[i].shape() != O[i].shape() || state[i].dtype() != O[i].dtype()) {
+      if (state[i].shape() != whole_shape(O[i]) || state[i].dtype() != O[i].dtype()) {
         throw Error(state[i].dtype() != O[i].dtype() ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
                     fmt::format("set_optimizer_state: optimizer variable {} is {} {}, the array is {} {}", i,
-                                dtype_name(O[i].dtype()), shape_to_string(O[i].shape()), dtype_name(state[i].dtype()),
-                                shape_to_string(state[i].shape())));
+                                dtype_name(O[i].dtype()), shape_to_string(whole_shape(O[i])),
+                                dtype_name(state[i].dtype()), shape_to_string(state[i].shape())));
       }
     }
     for (size_t i = 0; i < O.size(); ++i) {
       O[i] = options.cuda_device != nullptr ? copy_to_cuda_device(*options.cuda_device, to_host(state[i]))
-                                            : device_put(to_host(state[i]).clone(), O[i].sharding());
+                                            : device_put(state_part(state[i], O[i].sharding()).clone(), O[i].sharding());
     }
   }
   // The optimizer's learning rate for callbacks (LearningRateScheduler, ReduceLROnPlateau).

@@ -25,6 +25,18 @@ using namespace std::chrono_literals;
 
 constexpr const char* kWorkerFlag = "INGOT_SPMD_TEST_WORKER";
 constexpr const char* kDirVariable = "INGOT_SPMD_TEST_DIR";
+constexpr const char* kLayoutVariable = "INGOT_SPMD_TEST_LAYOUT";  // "dp" or "fsdp"
+
+// DataParallel over the 4 devices of both processes, or FSDP: the Dense kernels split on
+// dimension 0 over all 4 (ModelParallel with a LayoutMap).
+std::shared_ptr<distribution::Distribution> make_distribution(const std::string& layout,
+                                                              std::shared_ptr<distribution::ProcessGroup> processes) {
+  distribution::DeviceMesh mesh({.shape = {4}, .axis_names = {"batch"}, .processes = std::move(processes)});
+  if (layout == "dp") return std::make_shared<distribution::DataParallel>(mesh);
+  distribution::LayoutMap layouts(mesh);
+  layouts.set(".*/kernel", PartitionSpec{"batch"});
+  return std::make_shared<distribution::ModelParallel>(layouts, "batch");
+}
 
 // The run both sides make: 64 samples in shuffled batches of 16 for 5 epochs (20 steps).
 FitOptions fit_options(const testing::SpmdData& d, std::vector<std::shared_ptr<callbacks::Callback>> cbs = {}) {
@@ -45,18 +57,16 @@ std::vector<std::pair<std::string, Array>> results(Model& m, const callbacks::Hi
 }
 
 TEST(MultiProcessWorker, TrainsDataParallel) {
-  if (std::getenv(kWorkerFlag) == nullptr || std::getenv(kDirVariable) == nullptr) {
-    GTEST_SKIP() << "worker of MultiProcess.TwoProcessesOfTwoDevicesEqualOneDevice: runs only in the processes that "
-                    "test starts ("
-                 << kWorkerFlag << " unset)";
+  if (std::getenv(kWorkerFlag) == nullptr || std::getenv(kDirVariable) == nullptr || std::getenv(kLayoutVariable) == nullptr) {
+    GTEST_SKIP() << "worker of the MultiProcess tests: runs only in the processes they start (" << kWorkerFlag
+                 << " unset)";
   }
   const std::string dir = std::getenv(kDirVariable);
   ProcessGroupOptions group = ProcessGroupOptions::from_env();
   group.timeout = 60;
   Runtime runtime(RuntimeOptions{.num_cpu_devices = 2});
   auto processes = distribution::initialize(group, runtime.devices());
-  auto dp = std::make_shared<distribution::DataParallel>(
-      distribution::DeviceMesh({.shape = {4}, .axis_names = {"batch"}, .processes = processes}));
+  const auto dp = make_distribution(std::getenv(kLayoutVariable), processes);
   ASSERT_EQ(dp->batch_axis_size(), 4);
   // Process 1 starts from other weights: fit trains process 0's (broadcast first, as DDP does).
   auto m = testing::spmd_mlp("mp_mlp", group.rank == 0 ? 7 : 99);
@@ -74,13 +84,15 @@ TEST(MultiProcessWorker, TrainsDataParallel) {
   for (size_t i = 0; i < mine.size(); ++i) EXPECT_TRUE(mine[i].bitwise_equal(read[i])) << i;
 }
 
-TEST(MultiProcess, TwoProcessesOfTwoDevicesEqualOneDevice) {
-  const fs::path dir = fs::temp_directory_path() / ("ingot_multiprocess_" + std::to_string(::getpid()));
+// Runs the worker in 2 processes with `layout` and compares their results with one device's.
+void expect_two_processes_equal_one_device(const std::string& layout) {
+  const fs::path dir = fs::temp_directory_path() / ("ingot_multiprocess_" + layout + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   const int port = testing::free_port();
   const std::string filter = "MultiProcessWorker.TrainsDataParallel";
-  const std::vector<std::string> extra = {std::string(kDirVariable) + "=" + dir.string()};
+  const std::vector<std::string> extra = {std::string(kDirVariable) + "=" + dir.string(),
+                                          std::string(kLayoutVariable) + "=" + layout};
   pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kWorkerFlag, extra)),
                       testing::spawn_self(filter, testing::rank_env(1, 2, port, kWorkerFlag, extra))};
   // Meanwhile, the reference: one device, the same global batches.
@@ -112,6 +124,12 @@ TEST(MultiProcess, TwoProcessesOfTwoDevicesEqualOneDevice) {
   EXPECT_EQ(lines, 6);
   fs::remove_all(dir);
 }
+
+TEST(MultiProcess, TwoProcessesOfTwoDevicesEqualOneDevice) { expect_two_processes_equal_one_device("dp"); }
+
+// FSDP across processes: each process holds its two devices' blocks of the kernels (rows 2p..2p+1
+// of 4 blocks); get_weights, save_weights and the variables after fit all-gather them.
+TEST(MultiProcess, FsdpOverTwoProcessesOfTwoDevicesEqualsOneDevice) { expect_two_processes_equal_one_device("fsdp"); }
 
 TEST(MultiProcess, BadMeshesAreClearErrors) {
   Runtime runtime(RuntimeOptions{.num_cpu_devices = 2});

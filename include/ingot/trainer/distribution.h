@@ -183,12 +183,13 @@ class LayoutMap {
 /// mesh -- a variable may be split on its dimension 0 over the batch axis ({"batch"}); it is
 /// all-gathered before the forward pass, its gradient reduce-scattered (mean) and the optimizer
 /// updates each device's block, so a device holds 1/N of the variable and of its optimizer slots.
-/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile,
-/// as is a mesh of several processes (use DataParallel there).
+/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile.
+/// Over a mesh spanning processes a split variable's rows are spread over all processes' devices:
+/// each process holds its devices' blocks, and host views of the state (get_weights, the
+/// variables after fit, checkpoints) all-gather the blocks from the processes.
 class ModelParallel final : public Distribution {
  public:
-  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks, kUnimplemented for a mesh
-  /// spanning several processes.
+  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks.
   ModelParallel(LayoutMap layout_map, std::string batch_dim_name);
   /// The layout map's spec for `path` (replicated when none matches). Throws ingot::Error:
   /// kInvalidArgument naming the variable, the dimension and the axis size when a split dimension
