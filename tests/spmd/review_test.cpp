@@ -1,7 +1,8 @@
 // Data parallelism as a model author uses it (docs/distributed.md, "Processes"): checkpoints,
 // backups, validation, ragged last batches and weight files with two processes of two CPU devices
 // each; steps_per_execution, gradient accumulation and gradient buckets on four devices of one
-// process. The bar: the 1-device run's values to 1e-5 and files written once.
+// process; and a process that dies mid-training. The bar: the 1-device run's values to 1e-5, files
+// written once, and a peer's death reported as the collective's failure within the timeout.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "child_process.h"
 #include "ingot/runtime/runtime.h"
 #include "ingot/trainer/backup.h"
+#include "ingot/trainer/callbacks.h"
 #include "ingot/trainer/callbacks_checkpoint.h"
 #include "ingot/trainer/distribution.h"
 #include "ingot/trainer/model.h"
@@ -195,6 +197,39 @@ TEST(ReviewMultiProcess, CheckpointsBackupAndRaggedBatchesEqualOneDevice) {
                                           "ckpt_3.safetensors", "ckpt_4.safetensors", "ckpt_5.safetensors",
                                           "final.safetensors", "one_device", "results0.safetensors",
                                           "results1.safetensors"}));
+  fs::remove_all(dir);
+}
+
+TEST(ReviewWorker, PeerDiesMidTraining) {
+  if (!is_worker()) GTEST_SKIP() << "worker of ReviewMultiProcess.APeerDyingMidTrainingIsAClearErrorInTheOthers";
+  Worker w(3);
+  const testing::SpmdData data(11, 7);
+  auto m = testing::spmd_mlp("rv_mlp", 7);
+  testing::spmd_compile(*m, w.dp);
+  // Process 1 dies after its third step, as a killed process would (no goodbye to its peers).
+  auto die = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+        if (w.group.rank == 1 && batch == 2) std::_Exit(0);
+      }});
+  const auto start = std::chrono::steady_clock::now();
+  // The survivor's error names the collective that failed, not a consequence of it.
+  testing::expect_error([&] { m->fit({.x = data.x, .y = data.y, .batch_size = 16, .epochs = 5, .verbose = 0,
+                                      .callbacks = {die}}); },
+                        ErrorCode::kFailedPrecondition, {"run_spmd", "rank"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  // The model is usable again: weights can be loaded into it and it evaluates on one process.
+  auto fresh = testing::spmd_mlp("rv_mlp", 7);
+  fresh->save_weights(w.dir + "/fresh.safetensors");
+  m->load_weights(w.dir + "/fresh.safetensors");
+  const std::vector<Array> a = m->get_weights(), b = fresh->get_weights();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].bitwise_equal(b[i])) << i;
+}
+
+TEST(ReviewMultiProcess, APeerDyingMidTrainingIsAClearErrorInTheOthers) {
+  const fs::path dir = fresh_dir("ingot_review_death");
+  const std::vector<int> codes = run_workers("ReviewWorker.PeerDiesMidTraining", dir, 120s);
+  EXPECT_EQ(codes[0], 0) << "the surviving process 0 did not see the expected error (its output says why)";
+  EXPECT_EQ(codes[1], 0);
   fs::remove_all(dir);
 }
 
