@@ -285,6 +285,11 @@ expect_run(cpu_devices_cuda 1 ARGS ${train} --cpu-devices 2 --device cuda ${outp
            ERR "--cpu-devices needs --device cpu")
 expect_run(cpu_devices_split 1 ARGS ${train} --cpu-devices 3 ${outputs}
            ERR "does not split over the 3 devices of mesh axis 'batch'")
+# Training batches that split but a ragged test batch (10000 % 63 = 46) that does not: refused
+# before training, not after it.
+expect_run(cpu_devices_test_split 1 ARGS train --data-dir "${DATA_DIR}" --epochs 1 --limit 252 --validation-split 0
+           --batch-size 63 --cpu-devices 3 ${outputs}
+           ERR "--batch-size 63: the 10000 test images give a batch of 46, which does not split over the 3 CPU devices")
 expect_missing(${out_files})
 
 expect_run(missing_data_dir 1 ARGS train --data-dir "${WORK_DIR}/no_such_dir" ${outputs}

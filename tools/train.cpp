@@ -308,6 +308,20 @@ Placement placement(const TrainCommand& c) {
   return p;
 }
 
+/// Throws before training when the test evaluation after it could not run: under data parallelism
+/// every batch of the `test_images` test images (batches of `batch_size`, the last one shorter)
+/// must split over the `devices` devices of the mesh (evaluate refuses it otherwise), and finding
+/// that out after the whole run would waste it.
+void check_test_split(int64_t test_images, int64_t batch_size, int64_t devices) {
+  const int64_t last = test_images % batch_size;
+  if (batch_size % devices != 0 || last % devices == 0) return;  // fit refuses such a batch size itself
+  throw bad_option(fmt::format("--batch-size {}: the {} test images give a batch of {}, which does not split over "
+                               "the {} CPU devices of the run (the test evaluation after training needs it)",
+                               batch_size, test_images, last, devices),
+                   fmt::format("use a --batch-size that is a multiple of {} and whose remainder of {} is too", devices,
+                               test_images));
+}
+
 /// Discards what is written to it (the output of processes other than 0).
 struct NullStream final : std::ostream {
   NullStream() : std::ostream(nullptr) {}
@@ -467,6 +481,9 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   std::ostream& out = where.process_id == 0 ? all_out : discard;  // process 0 speaks for all
   const datasets::FashionMnist data = load_data(c.data_dir);
   const TrainData d = training_data(c, data);
+  if (where.distribution) {
+    check_test_split(data.y_test.shape()[0], c.batch_size, where.distribution->batch_axis_size());
+  }
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,

@@ -788,6 +788,30 @@ struct Model::Trainer : callbacks::WeightsAccess {
     live = false;
   }
 
+  /// sync() after a step threw. A step that failed after taking its donated state (an SPMD step
+  /// whose collective failed when a peer process died or timed out) leaves nothing to write back:
+  /// then the live state is dropped (the loop is no longer running, the variables stay empty
+  /// until loaded or assigned) and false is returned, so that the step's own error is reported.
+  bool sync_after_failure() {
+    try {
+      sync();
+      return true;
+    } catch (const Error&) {
+      T.clear();
+      NT.clear();
+      live = false;
+      return false;
+    }
+  }
+  /// The error of a failed step that took the model's state with it (sync_after_failure false).
+  static Error state_lost(const Error& e) {
+    return Error(e.code(),
+                 e.message() + "; the model's weights were lost with the failed step (it had taken them over: "
+                               "donated state)",
+                 "load_weights (e.g. a ModelCheckpoint or BackupAndRestore file) before using the model again" +
+                     (e.hint().empty() ? std::string() : "; " + e.hint()));
+  }
+
   /// One training step on `batch`; returns the logs (loss, then the metrics).
   Logs train_batch(const Batch& batch) {
     check_batch(batch);
@@ -1462,10 +1486,15 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       t.sync();  // callbacks and the user see (and may assign) this epoch's weights
       logs = cbs.on_epoch_end(epoch, epoch_logs);  // with the entries callbacks added (learning_rate)
     }
+  } catch (const Error& e) {
+    it.stop();
+    if (val_it) val_it->stop();
+    if (!t.sync_after_failure()) throw t.state_lost(e);
+    throw;  // nothing trained is lost
   } catch (...) {
     it.stop();
     if (val_it) val_it->stop();
-    t.sync();  // nothing trained is lost
+    t.sync_after_failure();
     throw;
   }
   t.begin_loop();
@@ -1710,7 +1739,8 @@ void Model::load_weights(const std::string& path) {
   std::vector<std::pair<std::string, Array*>> targets;
   std::vector<Variable*> vars = variables();
   values.reserve(vars.size());
-  for (Variable* v : vars) values.push_back(v->value());
+  // A variable emptied by a failed fit (its state lost with the step) takes the file's value too.
+  for (Variable* v : vars) values.push_back(v->purged() ? Array::empty(v->shape(), v->dtype()) : v->value());
   for (size_t i = 0; i < vars.size(); ++i) targets.emplace_back(vars[i]->name(), &values[i]);
   load_into(file, targets);  // checks every name, shape and dtype first; throws before changing anything
   for (size_t i = 0; i < vars.size(); ++i) vars[i]->assign(values[i]);

@@ -21,9 +21,12 @@ Variable::Variable(std::string name, Array value, bool trainable)
 const Array& Variable::value() const {
   if (!value_.valid()) {
     throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("Variable '{}' is purged: a running fit/evaluate/predict holds its live value", name_),
+                fmt::format("Variable '{}' is purged: a running fit/evaluate/predict holds its live value (or a "
+                            "failed fit step lost it)",
+                            name_),
                 "in a callback use model.get_weights()/set_weights() (or weights_access()), which see the live state; "
-                "variables hold their values again when the loop ends");
+                "variables hold their values again when the loop ends; after a fit that lost the weights, "
+                "load_weights");
   }
   return value_;
 }
