@@ -280,7 +280,7 @@ execute_process(COMMAND head -c 100000 "${fm}/train-images-idx3-ubyte.gz"
 file(COPY_FILE "${fm}/t10k-images-idx3-ubyte.gz" "${WORK_DIR}/counts/train-images-idx3-ubyte.gz")
 
 # Data parallel: the device count, the device, and batches that do not split over the devices.
-expect_run(cpu_devices_zero 1 ARGS ${train} --cpu-devices 0 ${outputs} ERR "--cpu-devices must be in [1, 256], got 0")
+expect_run(cpu_devices_zero 1 ARGS ${train} --cpu-devices 0 ${outputs} ERR "--cpu-devices must be in [1, 1024], got 0")
 expect_run(cpu_devices_cuda 1 ARGS ${train} --cpu-devices 2 --device cuda ${outputs}
            ERR "--cpu-devices needs --device cpu")
 expect_run(cpu_devices_split 1 ARGS ${train} --cpu-devices 3 ${outputs}

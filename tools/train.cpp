@@ -102,8 +102,8 @@ void check_train_options(const TrainCommand& c) {
   if (c.cuda_graphs && c.device != "cuda") {
     throw bad_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
   }
-  if (c.cpu_devices < 1 || c.cpu_devices > 256) {
-    throw bad_option(fmt::format("--cpu-devices must be in [1, 256], got {}", c.cpu_devices));
+  if (c.cpu_devices < 1 || c.cpu_devices > RuntimeOptions::kMaxCpuDevices) {
+    throw bad_option(fmt::format("--cpu-devices must be in [1, {}], got {}", RuntimeOptions::kMaxCpuDevices, c.cpu_devices));
   }
   if (c.cpu_devices > 1 && c.device != "cpu") {
     throw bad_option("--cpu-devices needs --device cpu", "drop one of them");

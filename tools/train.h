@@ -30,7 +30,7 @@ struct TrainCommand {
   std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::cuda_device)
   bool cuda_graphs = false;                ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
   /// Data parallel over this many CPU devices of this process (distribution::DataParallel), in
-  /// [1, 256]; 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+  /// [1, 1024] (RuntimeOptions::kMaxCpuDevices); 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
   /// set) every process contributes this many devices to one mesh over Gloo, --batch-size is the
   /// global batch (each process trains on its share), and process 0 alone prints and writes files.
   int64_t cpu_devices = 1;
@@ -70,7 +70,7 @@ struct PredictCommand {
 /// kInvalidArgument naming the option (unknown dataset / model / optimizer / device, epochs,
 /// batch size or steps per execution < 1, a learning rate <= 0, a validation split outside
 /// [0, 1), a limit outside [1, training images], an unwritable or repeated output path,
-/// --cpu-devices outside [1, 256] or with --device cuda, batches that do not split over the
+/// --cpu-devices outside [1, 1024] (RuntimeOptions::kMaxCpuDevices) or with --device cuda, batches that do not split over the
 /// devices), kNotFound for --device cuda without a GPU, kNotFound / kParseError for missing or
 /// broken data files; launched by `ingot launch`, what ProcessGroupOptions::from_env and
 /// distribution::initialize throw (a bad variable, a process not joining in time).

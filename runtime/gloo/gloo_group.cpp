@@ -139,24 +139,42 @@ void check_group(const ProcessGroupOptions& g) {
   }
 }
 
-// Rank 0 publishes its world size and ranks per process; the others compare theirs with them.
+// Rank 0 publishes its world size and ranks per process; every other rank compares its own with
+// them and reports the result under "ingot/checked/<rank>" (empty: agreed), which rank 0 waits for,
+// so that a mismatch is one clear error on both sides at once instead of rank 0 timing out later
+// in the rendezvous.
 void check_world_size(TcpStore& store, const ProcessGroupOptions& g, int local_ranks, const char* what) {
   const std::string key = "ingot/world_size", local_key = "ingot/local_ranks";
+  const auto checked = [](int rank) { return "ingot/checked/" + std::to_string(rank); };
   if (g.rank == 0) {
     store.set(key, std::to_string(g.world_size));
     store.set(local_key, std::to_string(local_ranks));
+    for (int r = 1; r < g.world_size; ++r) {
+      std::string report;
+      try {
+        report = store.get(checked(r));
+      } catch (const Error& e) {
+        throw e.with_context(fmt::format("{}: rank 0 of {} waited for rank {}, which did not join", what, g.world_size, r));
+      }
+      if (!report.empty()) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: rank {} disagrees with rank 0: {}", what, r, report),
+                    "start every process with the same WORLD_SIZE and the same number of devices");
+      }
+    }
     return;
   }
   const std::string rank0 = store.get(key), local0 = store.get(local_key);
+  std::string report;
   if (rank0 != std::to_string(g.world_size)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: world_size is {} on rank {} but {} on rank 0", what, g.world_size, g.rank, rank0),
-                "start every rank with the same WORLD_SIZE");
+    report = fmt::format("world_size is {} on rank {} but {} on rank 0", g.world_size, g.rank, rank0);
+  } else if (local0 != std::to_string(local_ranks)) {
+    report = fmt::format("{} ranks per process on rank {} but {} on rank 0", local_ranks, g.rank, local0);
   }
-  if (local0 != std::to_string(local_ranks)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} ranks per process on rank {} but {} on rank 0", what, local_ranks, g.rank, local0),
-                "give every process the same number of devices");
+  store.set(checked(g.rank), report);
+  if (!report.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}", what, report),
+                report.starts_with("world_size") ? "start every rank with the same WORLD_SIZE"
+                                                 : "give every process the same number of devices");
   }
 }
 
@@ -201,12 +219,18 @@ GlooProcessGroup join_processes(const ProcessGroupOptions& g, int local_ranks, b
   std::vector<std::shared_ptr<gloo::transport::Device>> devices;
   for (int i = 0; i < n; ++i) devices.push_back(make_device(options, host, what));
   std::unique_ptr<TcpStoreServer> server;
-  if (g.rank == 0) server = std::make_unique<TcpStoreServer>(g.master_addr, g.master_port);
   std::vector<std::shared_ptr<gloo::Context>> contexts(static_cast<size_t>(n));
-  {
-    TcpStore store(g.master_addr, g.master_port, t);
-    check_world_size(store, g, local_ranks, what);
+  const std::string where = fmt::format("{}: the store at master_addr:master_port (MASTER_ADDR:MASTER_PORT) {}:{}", what,
+                                        g.master_addr, g.master_port);
+  std::unique_ptr<TcpStore> store;
+  try {
+    if (g.rank == 0) server = std::make_unique<TcpStoreServer>(g.master_addr, g.master_port);
+    store = std::make_unique<TcpStore>(g.master_addr, g.master_port, t);
+  } catch (const Error& e) {
+    throw e.with_context(where);
   }
+  check_world_size(*store, g, local_ranks, what);
+  store.reset();
   on_threads(n, [&](int i) {
     TcpStore store(g.master_addr, g.master_port, t);
     const bool process = i == local_ranks;
