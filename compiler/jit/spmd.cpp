@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/spmd.h"
@@ -138,30 +139,40 @@ class SpmdBuilder {
   }
 
   std::shared_ptr<const Executable> build() {
+    // 1. The events in schedule order: segments (prepared, not yet compiled), collective starts
+    // and waits.
     std::vector<size_t> segment;  // schedule positions of consecutive compute nodes
-    std::map<size_t, size_t> started;  // collective node -> its start thunk
     for (size_t p = 0; p < steps_.size(); ++p) {
       const Step& step = steps_[p];
       if (step.kind == Step::kNode) {
         segment.push_back(p);
         continue;
       }
-      add_segment(segment);
+      prepare_segment(segment);
       segment.clear();
-      const ir::Node& node = g_.nodes()[step.node];
-      if (step.kind == Step::kStart) {
-        // Waited for at once: a plain (synchronous) collective.
-        const bool async = p + 1 >= steps_.size() || steps_[p + 1].kind != Step::kWait || steps_[p + 1].node != step.node;
-        started[step.node] = thunks_.size();
-        add_collective(node, async);
-      } else if (thunks_[started.at(step.node)].async) {
+      // A start waited for at once is a plain (synchronous) collective.
+      const bool async = step.kind == Step::kStart &&
+                         (p + 1 >= steps_.size() || steps_[p + 1].kind != Step::kWait || steps_[p + 1].node != step.node);
+      events_.push_back({step.kind == Step::kStart ? Event::kStart : Event::kWait, step.node, async});
+    }
+    prepare_segment(segment);
+    // 2. The segments compile concurrently (each compile_graph has its own MLIR context and JIT).
+    const std::vector<std::shared_ptr<const Executable>> compiled = compile_segments();
+    // 3. The thunks in schedule order over one slot table.
+    std::map<size_t, size_t> started;  // collective node -> its start thunk
+    for (const Event& e : events_) {
+      if (e.kind == Event::kSegment) {
+        append(*compiled[e.index], pending_[e.index].external, pending_[e.index].ordered);
+      } else if (e.kind == Event::kStart) {
+        started[e.index] = thunks_.size();
+        add_collective(g_.nodes()[e.index], e.async);
+      } else if (thunks_[started.at(e.index)].async) {
         Thunk wait;
-        wait.name = "wait " + thunks_[started.at(step.node)].name;
-        wait.wait_for = started.at(step.node);
+        wait.name = "wait " + thunks_[started.at(e.index)].name;
+        wait.wait_for = started.at(e.index);
         thunks_.push_back(std::move(wait));
       }
     }
-    add_segment(segment);
     std::vector<size_t> outputs;
     for (ir::ValueId v : g_.outputs()) outputs.push_back(output_slot(v));
     std::vector<size_t> donated;
@@ -177,7 +188,9 @@ class SpmdBuilder {
     return it != last_use_.end() && it->second > last;
   }
 
-  void add_segment(const std::vector<size_t>& positions) {
+  /// A segment's sub-graph (the nodes at schedule `positions`), its donations and the graph values
+  /// it reads and produces for later steps, queued for compile_segments(); dead code is dropped.
+  void prepare_segment(const std::vector<size_t>& positions) {
     if (positions.empty()) return;
     const size_t end = positions.back();
     std::vector<size_t> nodes;
@@ -232,13 +245,39 @@ class SpmdBuilder {
     std::vector<ir::ValueId> sub_outputs;
     for (ir::ValueId v : ordered) sub_outputs.push_back(local[v]);
     sub.set_outputs(sub_outputs);
-    std::shared_ptr<const Executable> exe;
-    try {
-      exe = compile_graph(sub, options_, sub_donate, lowering_);
-    } catch (const Error& e) {
-      throw e.with_context(fmt::format("compile_graph_spmd: segment {} of '{}'", segments_ - 1, g_.name()));
+    events_.push_back({Event::kSegment, pending_.size(), false});
+    pending_.push_back({std::move(sub), std::move(sub_donate), std::move(external), std::move(ordered), segments_ - 1});
+  }
+
+  /// Compiles the prepared segments, at most hardware_concurrency() at a time; the first failing
+  /// segment's error (in schedule order) is thrown, naming it.
+  std::vector<std::shared_ptr<const Executable>> compile_segments() const {
+    std::vector<std::shared_ptr<const Executable>> out(pending_.size());
+    std::vector<std::exception_ptr> errors(pending_.size());
+    std::atomic<size_t> next{0};
+    const auto work = [&] {
+      for (size_t i = next++; i < pending_.size(); i = next++) {
+        try {
+          out[i] = compile_graph(pending_[i].graph, options_, pending_[i].donate, lowering_);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      }
+    };
+    const size_t workers = std::min<size_t>(pending_.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    for (size_t i = 0; i < errors.size(); ++i) {
+      if (!errors[i]) continue;
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (const Error& e) {
+        throw e.with_context(fmt::format("compile_graph_spmd: segment {} of '{}'", pending_[i].number, g_.name()));
+      }
     }
-    append(*exe, external, ordered);
+    return out;
   }
 
   /// Appends `exe`'s thunks with its slots mapped into the global table: its inputs to the slots
@@ -317,6 +356,23 @@ class SpmdBuilder {
   std::shared_ptr<std::atomic<int64_t>> collective_ns_;
   std::vector<Step> steps_;
   int segments_ = 0;
+  /// A segment prepared for compilation: its sub-graph and donated parameters, the graph values
+  /// its parameters are (external) and its results (ordered), its number (for errors).
+  struct PendingSegment {
+    ir::Graph graph;
+    std::vector<int64_t> donate;
+    std::vector<ir::ValueId> external, ordered;
+    int number;
+  };
+  /// What build() emits, in schedule order: a prepared segment (index into pending_), or a
+  /// collective's start (async: waited for later) or wait (index: the collective node).
+  struct Event {
+    enum Kind { kSegment, kStart, kWait } kind;
+    size_t index;
+    bool async;
+  };
+  std::vector<PendingSegment> pending_;
+  std::vector<Event> events_;
 };
 
 }  // namespace
