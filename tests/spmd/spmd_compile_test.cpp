@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/interp/interpreter.h"
 #include "ingot/jit/jit.h"
@@ -174,6 +176,35 @@ TEST(SpmdCompile, CollectivesNeedTheSpmdPath) {
   testing::expect_error([&] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "b", "prod")}; },
                                     {{{3}, DType::kF32}}); },
                         ErrorCode::kInvalidArgument, {"reduction is 'prod'"});
+}
+
+TEST(SpmdCompile, ASegmentThatFailsToCompileIsNamed) {
+  // The segments compile concurrently; the failing one (after the all_reduce: an `add` whose
+  // lowering this registry lacks) is named in the error.
+  ir::OpRegistry registry;
+  for (const std::string& name : ir::OpRegistry::builtin().names()) {
+    ir::OpDef def = ir::OpRegistry::builtin().get(name);
+    if (name == "add") def.lower = nullptr;
+    registry.add(def);
+  }
+  const TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0] * 2.0, "batch", "sum") + a[0]}; };
+  const ir::Graph traced = trace(f, {{{4}, DType::kF32}}, "broken");
+  ir::Graph g("broken", &registry);
+  std::map<ir::ValueId, ir::ValueId> map;
+  for (ir::ValueId p : traced.parameters()) map[p] = g.add_parameter(traced.type(p));
+  for (const ir::Node& n : traced.nodes()) {
+    std::vector<ir::ValueId> in;
+    for (ir::ValueId v : n.inputs) in.push_back(map.at(v));
+    std::vector<ir::TensorType> types;
+    for (ir::ValueId v : n.outputs) types.push_back(traced.type(v));
+    const std::vector<ir::ValueId> out = g.add_node_with_types(n.op, in, n.attrs, types);
+    for (size_t i = 0; i < out.size(); ++i) map[n.outputs[i]] = out[i];
+  }
+  std::vector<ir::ValueId> outputs;
+  for (ir::ValueId v : traced.outputs()) outputs.push_back(map.at(v));
+  g.set_outputs(outputs);
+  testing::expect_error([&] { compile_graph_spmd(g); }, ErrorCode::kUnimplemented,
+                        {"compile_graph_spmd: segment 1 of 'broken'", "no lowering for op 'add'"});
 }
 
 }  // namespace
