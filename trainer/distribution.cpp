@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "ingot/runtime/error.h"
 
 namespace ingot::distribution {
@@ -136,6 +138,19 @@ std::optional<PartitionSpec> LayoutMap::get(const std::string& path) const {
     if (std::regex_search(path, patterns_[i].second)) return specs_[i];
   }
   return std::nullopt;
+}
+
+void LayoutMap::check_matches(const std::vector<std::string>& paths) const {
+  for (const auto& [pattern, re] : patterns_) {
+    const bool matched = std::any_of(paths.begin(), paths.end(), [&](const std::string& p) { return std::regex_search(p, re); });
+    if (!matched) {
+      std::string all;
+      for (const std::string& p : paths) all += (all.empty() ? "" : ", ") + p;
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("LayoutMap: pattern '{}' matches none of the model's variables ({})", pattern, all),
+                  "fix the pattern (std::regex_search on \"<layer>/<weight>\" paths) or remove it");
+    }
+  }
 }
 
 ModelParallel::ModelParallel(LayoutMap layout_map, std::string batch_dim_name)

@@ -702,8 +702,12 @@ struct Model::Trainer : callbacks::WeightsAccess {
     if (train_fn) return;
     trainable = model->trainable_variables();
     non_trainable = model->non_trainable_variables();
-    // Shardings are recorded before the first step and enforced on every step's outputs
-    // (one device today; the multi-device trainer builds on this).
+    // Shardings are recorded before the first step and enforced on every step's outputs.
+    if (const auto* mp = dynamic_cast<const distribution::ModelParallel*>(options.distribution.get())) {
+      std::vector<std::string> paths;
+      for (Variable* v : model->variables()) paths.push_back(v->name());
+      mp->layout_map().check_matches(paths);
+    }
     for (Variable* v : model->variables()) {
       if (options.distribution) {  // the distribution lays out the trainable variables (FSDP)
         const bool is_trainable = std::find(trainable.begin(), trainable.end(), v) != trainable.end();

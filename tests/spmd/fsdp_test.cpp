@@ -115,6 +115,14 @@ TEST(Fsdp, BadLayoutsAreClearErrorsBeforeAnyStep) {
   compile(*m2, std::make_shared<distribution::ModelParallel>(columns, "batch"));
   expect_error([&] { m2->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
                ErrorCode::kUnimplemented, {"only dimension 0 split over the batch axis"});
+  // A pattern that lays out none of the model's variables is a typo: refused, naming it.
+  distribution::LayoutMap typo(s.mesh);
+  typo.set(".*/kernel", PartitionSpec{"batch"});
+  typo.set("dense_9/.*", PartitionSpec{"batch"});
+  auto m3 = mlp();
+  compile(*m3, std::make_shared<distribution::ModelParallel>(typo, "batch"));
+  expect_error([&] { m3->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
+               ErrorCode::kInvalidArgument, {"pattern 'dense_9/.*' matches none of the model's variables", "dense/kernel"});
 }
 
 }  // namespace

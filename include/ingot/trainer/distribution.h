@@ -170,6 +170,10 @@ class LayoutMap {
   void set(const std::string& pattern, PartitionSpec spec);
   /// The spec of the first matching pattern, nullopt when none matches.
   std::optional<PartitionSpec> get(const std::string& path) const;
+  /// Throws ingot::Error(kInvalidArgument) naming the first pattern that matches none of `paths`
+  /// (a model's variable paths) and listing them (Keras warns; a pattern that lays out nothing is
+  /// almost always a typo).
+  void check_matches(const std::vector<std::string>& paths) const;
   const DeviceMesh& device_mesh() const { return mesh_; }
 
  private:
