@@ -76,28 +76,35 @@ void check_communicators(const std::vector<Communicator*>& communicators, const 
 
 }  // namespace
 
-Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op) {
+namespace {
+/// The communicator of a collective over `axis` (empty: the whole group).
+Communicator& group(Communicator& c, const std::string& axis) { return axis.empty() ? c : c.along(axis); }
+}  // namespace
+
+Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis) {
   return collective_thunk(fmt::format("all_reduce({})", reduce_op_name(op)), in, out,
-                          [op](Communicator& c, const Array& x, Array& y) {
+                          [op, axis](Communicator& c, const Array& x, Array& y) {
                             copy_into(x, y);
-                            c.all_reduce(y, op);
+                            group(c, axis).all_reduce(y, op);
                           });
 }
 
-Thunk all_gather_thunk(size_t in, size_t out) {
-  return collective_thunk("all_gather", in, out, [](Communicator& c, const Array& x, Array& y) { c.all_gather(x, y); });
+Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis) {
+  return collective_thunk("all_gather", in, out,
+                          [axis](Communicator& c, const Array& x, Array& y) { group(c, axis).all_gather(x, y); });
 }
 
-Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op) {
+Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis) {
   return collective_thunk(fmt::format("reduce_scatter({})", reduce_op_name(op)), in, out,
-                          [op](Communicator& c, const Array& x, Array& y) { c.reduce_scatter(x, y, op); });
+                          [op, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).reduce_scatter(x, y, op); });
 }
 
-Thunk broadcast_thunk(size_t in, size_t out, int root) {
-  return collective_thunk(fmt::format("broadcast(root {})", root), in, out, [root](Communicator& c, const Array& x, Array& y) {
-    copy_into(x, y);
-    c.broadcast(y, root);
-  });
+Thunk broadcast_thunk(size_t in, size_t out, int root, const std::string& axis) {
+  return collective_thunk(fmt::format("broadcast(root {})", root), in, out,
+                          [root, axis](Communicator& c, const Array& x, Array& y) {
+                            copy_into(x, y);
+                            group(c, axis).broadcast(y, root);
+                          });
 }
 
 std::vector<Array> run_spmd(const Executable& executable, const std::vector<Array>& args,

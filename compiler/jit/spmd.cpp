@@ -303,12 +303,13 @@ class SpmdBuilder {
   void add_collective(const ir::Node& node, bool async) {
     const size_t in = slot_of_.at(node.inputs[0]), out = slots_.size();
     slots_.emplace_back(g_.type(node.outputs[0]).shape, g_.type(node.outputs[0]).dtype);
+    const std::string& axis = node.attrs.get_string("axis_name");
     if (node.op == "all_gather") {
-      thunks_.push_back(all_gather_thunk(in, out));
+      thunks_.push_back(all_gather_thunk(in, out, axis));
     } else if (node.op == "reduce_scatter") {
-      thunks_.push_back(reduce_scatter_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
+      thunks_.push_back(reduce_scatter_thunk(in, out, reduce_op(node.attrs.get_string("reduction")), axis));
     } else {
-      thunks_.push_back(all_reduce_thunk(in, out, reduce_op(node.attrs.get_string("reduction"))));
+      thunks_.push_back(all_reduce_thunk(in, out, reduce_op(node.attrs.get_string("reduction")), axis));
     }
     if (collective_ns_) timed(thunks_.back());
     thunks_.back().async = async;

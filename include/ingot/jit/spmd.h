@@ -42,11 +42,10 @@ struct SpmdOptions {
 /// over the communicator run_spmd hands the thunk -- asynchronous, with a wait thunk where its
 /// result is first needed, when `spmd.overlap_collectives` moved compute between the two. The
 /// thunks run in schedule order over one slot table: the graph's parameters, then every segment's
-/// results and every collective's output. A graph without collectives is one segment. The mesh
-/// axis a collective names is not checked here: run_spmd's communicators span the whole mesh, so
-/// a program run on a mesh whose devices all lie along that axis (the data-parallel case)
-/// reduces over exactly it; reductions over one axis of a several-axis mesh need
-/// sub-communicators (not built yet, docs/distributed.md).
+/// results and every collective's output. A graph without collectives is one segment. Each
+/// collective runs over the group of its `axis_name` (Communicator::along): on a one-axis mesh's
+/// plain group, every device; with MeshCommunicators (mesh_communicator.h), the devices along
+/// that axis only.
 /// Errors: what lowering and compile_graph throw for a segment (naming the segment); a
 /// donate_argnum out of range or repeated (kInvalidArgument).
 std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,

@@ -47,6 +47,14 @@ class Communicator {
   virtual void broadcast(Array& inout, int root) = 0;
   /// Returns once every rank has called barrier().
   virtual void barrier() = 0;
+  /// The group of this rank's devices along mesh axis `axis` (JAX's named-axis collectives:
+  /// psum(x, 'model') reduces over the devices along 'model' only). A plain group is one axis:
+  /// it returns itself, whatever the name. MeshCommunicator (mesh_communicator.h) returns the
+  /// axis's sub-group, and throws ingot::Error(kNotFound) naming an axis it lacks.
+  virtual Communicator& along(const std::string& axis) {
+    (void)axis;
+    return *this;
+  }
 };
 
 }  // namespace ingot

@@ -3,6 +3,7 @@
 // collectives name the whole mesh).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ingot/runtime/communicator.h"
@@ -11,16 +12,19 @@
 
 namespace ingot {
 
-/// A thunk that writes slot `out` = the all_reduce (`op`) over all devices of slot `in` (same
+/// Collective thunks over the communicator run_spmd hands each device, or its group along mesh
+/// axis `axis` (Communicator::along; empty or the one axis of a plain group: the whole group).
+
+/// A thunk that writes slot `out` = the all_reduce (`op`) over the devices of slot `in` (same
 /// shape and dtype; `in` is left unchanged). Errors are the communicator's.
-Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op);
+Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis = {});
 /// Slot `out` (devices * in.shape[0], in.shape[1:]...) = every device's slot `in` concatenated
 /// along dim 0 in mesh order.
-Thunk all_gather_thunk(size_t in, size_t out);
+Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis = {});
 /// Slot `out` (in.shape[0] / devices, ...) = this device's block of the reduction of slot `in`.
-Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op);
-/// Slot `out` = device `root`'s slot `in` (mesh position `root`).
-Thunk broadcast_thunk(size_t in, size_t out, int root);
+Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis = {});
+/// Slot `out` = device `root`'s slot `in` (rank `root` of the group).
+Thunk broadcast_thunk(size_t in, size_t out, int root, const std::string& axis = {});
 
 /// Runs `executable` once per device of the mesh that `args` are sharded over, SPMD: device p's
 /// run gets shard p of every argument (Array::shards()), runs on that device's worker
