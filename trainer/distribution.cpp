@@ -156,29 +156,53 @@ void LayoutMap::check_matches(const std::vector<std::string>& paths) const {
 ModelParallel::ModelParallel(LayoutMap layout_map, std::string batch_dim_name)
     : Distribution(layout_map.device_mesh(), batch_dim_name), layout_map_(std::move(layout_map)) {
   device_mesh().mesh().axis_index(batch_dim_name);  // kNotFound naming the axis and the mesh's axes
+  if (device_mesh().num_processes() > 1 && device_mesh().axis_names().size() > 1) {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("ModelParallel: a mesh of {} axes spanning {} processes is not built (its per-axis groups "
+                            "would span processes)",
+                            device_mesh().axis_names().size(), device_mesh().num_processes()),
+                "use a one-axis mesh across processes, or several axes within one process");
+  }
 }
 
 NamedSharding ModelParallel::variable_sharding(const std::string& path, const Shape& shape) const {
   const std::optional<PartitionSpec> spec = layout_map_.get(path);
-  const Mesh& mesh = device_mesh().mesh();
-  if (!spec || spec->normalized().size() == 0) return NamedSharding(mesh, PartitionSpec{});
+  const DeviceMesh& mesh = device_mesh();
+  if (!spec || spec->normalized().size() == 0) return NamedSharding(mesh.mesh(), PartitionSpec{});
   const PartitionSpec s = spec->normalized();
-  if (s.size() != 1 || s.dim(0).axes != std::vector<std::string>{batch_dim_name()}) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("ModelParallel: variable '{}' has layout {}; only dimension 0 split over the batch axis "
-                            "'{}' (FSDP) is built",
-                            path, s.to_string(), batch_dim_name()),
-                "use PartitionSpec{\"" + batch_dim_name() + "\"} or leave the variable replicated");
-  }
-  const int64_t n = device_mesh().axis_size(batch_dim_name());  // all processes' devices
-  if (shape.empty() || shape[0] % n != 0) {
+  if (s.size() > static_cast<int64_t>(shape.size())) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ModelParallel: variable '{}' of shape {} cannot split dimension 0 over the {} devices of "
-                            "axis '{}'",
-                            path, shape_to_string(shape), n, batch_dim_name()),
-                "choose sizes divisible by the axis, or leave the variable replicated in the LayoutMap");
+                fmt::format("ModelParallel: variable '{}' of shape {} has layout {} with more entries than dimensions",
+                            path, shape_to_string(shape), s.to_string()),
+                "give at most one PartitionSpec entry per dimension");
   }
-  return NamedSharding(mesh, s);
+  for (int64_t d = 0; d < s.size(); ++d) {
+    const PartitionDim dim = s.dim(d);
+    if (dim.replicated()) continue;
+    if (dim.axes.size() > 1) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("ModelParallel: variable '{}' has layout {}: dimension {} split over several axes is not "
+                              "built",
+                              path, s.to_string(), d),
+                  "split each dimension over one mesh axis");
+    }
+    if (mesh.num_processes() > 1 && (d != 0 || dim.axes[0] != mesh.axis_names()[0])) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("ModelParallel: variable '{}' has layout {}; across processes only dimension 0 over the "
+                              "mesh's first axis '{}' is built",
+                              path, s.to_string(), mesh.axis_names()[0]),
+                  "split dimension 0 over the first axis, or train in one process");
+    }
+    const int64_t n = mesh.axis_size(dim.axes[0]);  // all processes' devices
+    if (shape[static_cast<size_t>(d)] % n != 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("ModelParallel: variable '{}' of shape {} cannot split dimension {} over the {} devices "
+                              "of axis '{}'",
+                              path, shape_to_string(shape), d, n, dim.axes[0]),
+                  "choose sizes divisible by the axis, or leave the variable replicated in the LayoutMap");
+    }
+  }
+  return NamedSharding(mesh.mesh(), s);
 }
 
 }  // namespace ingot::distribution

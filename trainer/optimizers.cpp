@@ -71,11 +71,12 @@ DType promoted_float(const std::vector<Tensor>& xs) {
 /// Keras's BaseOptimizer._clip_by_norm: g * c / max(||g||, c), with the norm's square root taken
 /// only where the sum of squares is positive (so a zero gradient stays exactly zero). `whole`
 /// (optional) turns the block's sum of squares into the whole gradient's (split variables).
-Tensor clip_by_norm(const Tensor& g, double clipnorm, const std::function<Tensor(const Tensor&)>& whole = {}) {
+Tensor clip_by_norm(const Tensor& g, double clipnorm, const std::function<Tensor(const Tensor&)>& whole = {},
+                    int64_t copies = 1) {
   std::vector<int64_t> all_axes(static_cast<size_t>(g.rank()));
   for (size_t i = 0; i < all_axes.size(); ++i) all_axes[i] = static_cast<int64_t>(i);
   Tensor l2sum = sum(square(g), all_axes, /*keepdims=*/true);
-  if (whole) l2sum = whole(l2sum);
+  if (whole) l2sum = whole(copies > 1 ? l2sum / static_cast<double>(copies) : l2sum);
   const Tensor pred = greater(l2sum, zeros_like(l2sum));
   const Tensor l2sum_safe = where(pred, l2sum, ones_like(l2sum));
   const Tensor l2norm = where(pred, sqrt(l2sum_safe), l2sum);
@@ -87,11 +88,14 @@ Tensor clip_by_norm(const Tensor& g, double clipnorm, const std::function<Tensor
 /// `split[i]`: grads[i] is one device's block, its sum of squares summed over the devices by
 /// `sum_over_devices` (one collective for all of them).
 std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double clip, const std::vector<bool>& split,
+                                        const std::vector<int64_t>& copies,
                                         const std::function<Tensor(const Tensor&)>& sum_over_devices) {
   const DType nd = promoted_float(grads);
   std::vector<Tensor> squared_norms, split_norms;
   for (size_t i = 0; i < grads.size(); ++i) {
-    (split[i] ? split_norms : squared_norms).push_back(reshape(cast(sum(square(grads[i])), nd), {1}));
+    Tensor sq = reshape(cast(sum(square(grads[i])), nd), {1});
+    if (split[i] && copies[i] > 1) sq = sq / static_cast<double>(copies[i]);  // each block counted once
+    (split[i] ? split_norms : squared_norms).push_back(sq);
   }
   if (!split_norms.empty()) squared_norms.push_back(reshape(sum_over_devices(sum(concatenate(split_norms, 0))), {1}));
   const Tensor norm = sqrt(sum(concatenate(squared_norms, 0)));
@@ -476,15 +480,16 @@ Tensor scheduled_rate(const std::string& owner, const ScheduleFn& schedule,
 /// Steps 1-2 of apply(): gradients divided by the loss scale, then clipped (Keras's
 /// BaseOptimizer.apply and _clip_gradients).
 /// Gradient clipping (Keras's order: clipnorm, else global_clipnorm, else clipvalue).
-/// `split[j]`: grads[j] is one device's block of a split variable (GradientLayout).
+/// `split[j]`: grads[j] is one device's block of a split variable held by `copies[j]` devices
+/// (GradientLayout).
 std::vector<Tensor> clip(const OptimizerConfig& config, std::vector<Tensor> grads, const std::vector<bool>& split,
-                         const GradientLayout& layout) {
+                         const std::vector<int64_t>& copies, const GradientLayout& layout) {
   if (config.clipnorm) {
     for (size_t j = 0; j < grads.size(); ++j) {
-      grads[j] = clip_by_norm(grads[j], *config.clipnorm, split[j] ? layout.sum_over_devices : nullptr);
+      grads[j] = clip_by_norm(grads[j], *config.clipnorm, split[j] ? layout.sum_over_devices : nullptr, copies[j]);
     }
   } else if (config.global_clipnorm) {
-    grads = clip_by_global_norm(grads, *config.global_clipnorm, split, layout.sum_over_devices);
+    grads = clip_by_global_norm(grads, *config.global_clipnorm, split, copies, layout.sum_over_devices);
   } else if (config.clipvalue) {
     for (Tensor& g : grads) g = clamp(g, -*config.clipvalue, *config.clipvalue);
   }
@@ -563,8 +568,12 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
     }
   }
   std::vector<bool> split;
-  for (size_t i : present) split.push_back(layout.is_split(i));
-  grads = clip(config_, std::move(grads), split, layout);
+  std::vector<int64_t> copies;
+  for (size_t i : present) {
+    split.push_back(layout.is_split(i));
+    copies.push_back(layout.copies_of(i));
+  }
+  grads = clip(config_, std::move(grads), split, copies, layout);
 
   // 3-4. Weight decay and the update step, per variable with a gradient.
   std::vector<Tensor> new_variables = variables;

@@ -22,6 +22,7 @@
 #include "ingot/jit/jit.h"
 #include "ingot/jit/spmd.h"
 #include "ingot/runtime/gloo.h"
+#include "ingot/runtime/mesh_communicator.h"
 #include "ingot/runtime/spmd.h"
 
 namespace ingot {
@@ -485,12 +486,54 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return options.distribution && trainable[i]->sharding() && !trainable[i]->sharding()->is_fully_replicated();
   }
 
-  /// Trainable variable i's whole value in the traced per-device step: its block all-gathered over
-  /// the batch axis when it is split (FSDP), else as is.
+  /// The mesh axes trainable variable i is split over (one per split dimension; none: replicated).
+  std::vector<std::string> split_axes(size_t i) const {
+    std::vector<std::string> axes;
+    if (!is_split(i)) return axes;
+    for (const PartitionDim& dim : trainable[i]->sharding()->spec().dims()) axes.insert(axes.end(), dim.axes.begin(), dim.axes.end());
+    return axes;
+  }
+
+  /// The number of devices holding each block of trainable variable i: the product of the sizes of
+  /// the mesh axes it is not split over (1 for a variable split over every axis).
+  int64_t copies(size_t i) const {
+    const distribution::DeviceMesh& mesh = options.distribution->device_mesh();
+    const std::vector<std::string> axes = split_axes(i);
+    int64_t n = 1;
+    for (const std::string& a : mesh.axis_names()) {
+      if (std::find(axes.begin(), axes.end(), a) == axes.end()) n *= mesh.axis_size(a);
+    }
+    return n;
+  }
+
+  /// Trainable variable i's whole value in the traced per-device step: its block all-gathered
+  /// along each split dimension over that dimension's mesh axis (all_gather tiles dimension 0: the
+  /// others are moved there and back), else as is.
   Tensor gathered(size_t i, const Tensor& block) const {
     if (!is_split(i)) return block;
-    const distribution::Distribution& d = *options.distribution;
-    return all_gather(block, d.batch_dim_name(), d.batch_axis_size());
+    const distribution::DeviceMesh& mesh = options.distribution->device_mesh();
+    const std::vector<PartitionDim>& dims = trainable[i]->sharding()->spec().dims();
+    Tensor x = block;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].replicated()) continue;
+      const std::string& axis = dims[d].axes.at(0);
+      if (d == 0) {
+        x = all_gather(x, axis, mesh.axis_size(axis));
+        continue;
+      }
+      std::vector<int64_t> perm(static_cast<size_t>(x.rank()));
+      for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int64_t>(k);
+      std::swap(perm[0], perm[d]);  // its own inverse
+      x = transpose(all_gather(transpose(x, perm), axis, mesh.axis_size(axis)), perm);
+    }
+    return x;
+  }
+
+  /// The sum of `x` over every device of the mesh (one all_reduce per axis).
+  Tensor sum_over_mesh(const Tensor& x) const {
+    Tensor y = x;
+    for (const std::string& axis : options.distribution->device_mesh().axis_names()) y = all_reduce(y, axis, "sum");
+    return y;
   }
 
   /// The shardings of a step's state arguments, in order: T (each variable's), NT (replicated),
@@ -729,7 +772,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
         spmd.communicators = processes->device_communicators();
         broadcast_variables(processes->process_communicator());
       } else {
-        group = make_local_gloo_group(static_cast<int>(options.distribution->device_mesh().mesh().size()));
+        // One group per mesh axis line besides the whole mesh's (MeshCommunicator) when the mesh has
+        // several axes, so that each collective runs along its axis.
+        group = make_mesh_communicators(options.distribution->device_mesh().mesh(),
+                                        [](int size) { return make_local_gloo_group(size); });
         for (const auto& c : group) spmd.communicators.push_back(c.get());
       }
     }
@@ -1106,18 +1152,22 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
   std::vector<Tensor> gradients = slice(vg, y_at + t.n_out, nt);
   if (t.options.distribution) {  // every device applies the devices' mean gradient
     const distribution::Distribution& d = *t.options.distribution;
-    std::vector<size_t> replicated;
+    std::vector<size_t> averaged;  // all-reduced (mean) over the batch axis together, below
     for (size_t i = 0; i < gradients.size(); ++i) {
       if (!gradients[i].valid()) continue;
-      // A split variable's gradient came through all_gather's VJP: its block already summed over
-      // the devices (reduce_scatter); the replicated ones are all-reduced together below.
-      if (t.is_split(i)) {
-        gradients[i] = gradients[i] / static_cast<double>(d.batch_axis_size());
-      } else {
-        replicated.push_back(i);
-      }
+      // A split variable's gradient came through all_gather's VJP: its block summed (reduce_scatter)
+      // over the devices along each axis it is split over. Along the batch axis that sums the
+      // shards' gradients; along another axis the devices saw the same data, so it multiplies one
+      // gradient by the axis size. Dividing by every split axis's size leaves the batch mean when
+      // the batch axis is one of them, else one shard's gradient, averaged over the batch axis
+      // below like a replicated variable's.
+      const std::vector<std::string> axes = t.split_axes(i);
+      double parts = 1;
+      for (const std::string& a : axes) parts *= static_cast<double>(d.device_mesh().axis_size(a));
+      if (parts > 1) gradients[i] = gradients[i] / parts;
+      if (std::find(axes.begin(), axes.end(), d.batch_dim_name()) == axes.end()) averaged.push_back(i);
     }
-    all_reduce_bucketed(gradients, replicated, d.batch_dim_name(), "mean", d.gradient_bucket_bytes());
+    all_reduce_bucketed(gradients, averaged, d.batch_dim_name(), "mean", d.gradient_bucket_bytes());
   }
   return {vg[1 + nn], slice(vg, y_at, t.n_out), slice(vg, 2 + nn, k), std::move(gradients), slice(vg, 1, nn)};
 }
@@ -1128,10 +1178,11 @@ void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradie
   // devices (FSDP; docs/distributed.md).
   optimizers::GradientLayout layout;
   if (t.options.distribution) {
-    for (size_t i = 0; i < s.trainable.size(); ++i) layout.split.push_back(t.is_split(i));
-    layout.sum_over_devices = [axis = t.options.distribution->batch_dim_name()](const Tensor& x) {
-      return all_reduce(x, axis, "sum");
-    };
+    for (size_t i = 0; i < s.trainable.size(); ++i) {
+      layout.split.push_back(t.is_split(i));
+      layout.copies.push_back(t.is_split(i) ? t.copies(i) : 1);
+    }
+    layout.sum_over_devices = [&t](const Tensor& x) { return t.sum_over_mesh(x); };
   }
   auto [new_t, new_o] = t.options.optimizer->apply(s.optimizer, s.trainable, gradients, layout);
   s.trainable = std::move(new_t);

@@ -108,13 +108,13 @@ TEST(Fsdp, BadLayoutsAreClearErrorsBeforeAnyStep) {
   expect_error([&] { m->fit({.x = x, .y = y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
                ErrorCode::kInvalidArgument, {"of shape (6, 4) cannot split dimension 0 over the 4 devices"});
   EXPECT_TRUE(before[0].bitwise_equal(m->get_weights()[0]));
-  // Splitting another dimension is tensor parallelism, not built yet.
-  distribution::LayoutMap columns(s.mesh);
-  columns.set(".*/kernel", PartitionSpec{{}, "batch"});
+  // A layout with more entries than the variable has dimensions.
+  distribution::LayoutMap too_long(s.mesh);
+  too_long.set(".*/kernel", PartitionSpec{{}, {}, "batch"});
   auto m2 = mlp();
-  compile(*m2, std::make_shared<distribution::ModelParallel>(columns, "batch"));
+  compile(*m2, std::make_shared<distribution::ModelParallel>(too_long, "batch"));
   expect_error([&] { m2->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
-               ErrorCode::kUnimplemented, {"only dimension 0 split over the batch axis"});
+               ErrorCode::kInvalidArgument, {"more entries than dimensions"});
   // A pattern that lays out none of the model's variables is a typo: refused, naming it.
   distribution::LayoutMap typo(s.mesh);
   typo.set(".*/kernel", PartitionSpec{"batch"});

@@ -183,21 +183,25 @@ class LayoutMap {
 };
 
 /// Model parallelism (keras.distribution.ModelParallel(layout_map, batch_dim_name)): batches split
-/// over `batch_dim_name`, each variable laid out by the layout map. Built so far: FSDP on a one-axis
-/// mesh -- a variable may be split on its dimension 0 over the batch axis ({"batch"}); it is
-/// all-gathered before the forward pass, its gradient reduce-scattered (mean) and the optimizer
-/// updates each device's block, so a device holds 1/N of the variable and of its optimizer slots.
-/// Other layouts (other dimensions, other axes: tensor parallelism) are kUnimplemented at compile.
-/// Over a mesh spanning processes a split variable's rows are spread over all processes' devices:
-/// each process holds its devices' blocks, and host views of the state (get_weights, the
-/// variables after fit, checkpoints) all-gather the blocks from the processes.
+/// over `batch_dim_name` (replicated along the other axes), each variable laid out by the layout
+/// map: a variable may split any of its dimensions over one mesh axis each, on a mesh of any
+/// number of axes (e.g. ("batch", "model") with kernels PartitionSpec{{}, "model"}). A device
+/// stores and updates only its block of a split variable and of its optimizer slots; the traced
+/// step all-gathers the whole variable before use (along each split dimension over its axis), and
+/// its gradient comes back reduce-scattered over those axes (ZeRO-3 / FSDP generalised to every
+/// axis: the state is sharded, the compute is not -- each device still computes with whole
+/// weights; Megatron-style partitioned compute is not built). Across processes only dimension 0
+/// over the mesh's first axis may be split (kUnimplemented otherwise, at compile).
 class ModelParallel final : public Distribution {
  public:
-  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks.
+  /// Throws ingot::Error(kNotFound) for a batch_dim_name the mesh lacks, kUnimplemented for a mesh
+  /// of several axes spanning processes.
   ModelParallel(LayoutMap layout_map, std::string batch_dim_name);
   /// The layout map's spec for `path` (replicated when none matches). Throws ingot::Error:
   /// kInvalidArgument naming the variable, the dimension and the axis size when a split dimension
-  /// is not a multiple of it; kUnimplemented for a layout other than dimension 0 over the batch axis.
+  /// is not a multiple of it, or for a spec longer than the variable's rank; kUnimplemented for a
+  /// dimension split over several axes, or a layout across processes other than dimension 0 over
+  /// the first axis.
   NamedSharding variable_sharding(const std::string& path, const Shape& shape) const override;
   std::string class_name() const override { return "ModelParallel"; }
   const LayoutMap& layout_map() const { return layout_map_; }

@@ -215,11 +215,17 @@ struct OptimizerConfig {
 struct GradientLayout {
   /// Per gradient (apply()'s order): true for one device's block. Empty: none.
   std::vector<bool> split;
-  /// The sum over the devices of a per-device tensor (the trainer passes all_reduce(x, batch
-  /// axis, "sum")); needed when any gradient is split.
+  /// Per split gradient: how many devices hold each of its blocks (on a mesh of several axes, the
+  /// devices along the axes it is not split over hold copies); a block's share of a sum over the
+  /// devices is divided by it. Empty or missing entries: 1.
+  std::vector<int64_t> copies;
+  /// The sum over every device of the mesh of a per-device tensor (the trainer passes an
+  /// all_reduce sum over each mesh axis); needed when any gradient is split.
   std::function<Tensor(const Tensor&)> sum_over_devices;
   /// Whether gradient i is split.
   bool is_split(size_t i) const { return i < split.size() && split[i]; }
+  /// copies[i], or 1.
+  int64_t copies_of(size_t i) const { return i < copies.size() ? copies[i] : 1; }
   /// Throws ingot::Error(kInvalidArgument) naming `owner` when a gradient is split but
   /// sum_over_devices is not set.
   void check(const std::string& owner) const;
