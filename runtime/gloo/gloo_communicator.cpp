@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "collective_common.h"
 #include "gloo_state.h"
 #include "ingot/runtime/array.h"
 #include "reduce_kernels.h"
@@ -21,90 +22,6 @@
 namespace ingot {
 
 namespace {
-
-// ---- argument checks (each throws the ingot::Error the Communicator contract names) ----
-
-void check_host_array(const Array& a, const char* what, const char* name) {
-  if (!a.valid()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `{}` is an invalid (default-constructed) Array", what, name));
-  }
-  if (a.device().kind() != DeviceKind::kCpu) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `{}` lives on {}; the Gloo communicator needs host arrays", what,
-                            name, a.device().name()),
-                "copy the array to a CPU device, or use the NCCL communicator for CUDA arrays");
-  }
-  (void)a.raw_data();  // throws kFailedPrecondition for a donated array
-}
-
-bool is_reducible(DType d) {
-  return d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64;
-}
-
-void check_reduce_dtype(DType d, const char* what) {
-  if (!is_reducible(d)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: dtype {} is not supported (f32, f64, i32, i64 are)", what,
-                            dtype_name(d)),
-                "convert the array to f32/f64/i32/i64 before reducing it");
-  }
-}
-
-void check_same_dtype(const Array& in, const Array& out, const char* what) {
-  if (in.dtype() != out.dtype()) {
-    throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: `in` has dtype {} but `out` has dtype {}", what,
-                            dtype_name(in.dtype()), dtype_name(out.dtype())));
-  }
-}
-
-void check_not_aliased(const Array& in, const Array& out, const char* what) {
-  if (in.buffer() == out.buffer()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `in` and `out` share one buffer", what),
-                "pass a separate output array");
-  }
-}
-
-void check_rank_at_least_1(const Array& a, const char* what, const char* name) {
-  if (a.rank() < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `{}` must have rank >= 1 (the split / concatenation dimension), "
-                            "got shape {}",
-                            what, name, shape_to_string(a.shape())));
-  }
-}
-
-// `big` must be (size * small.shape[0], small.shape[1:]...).
-void check_stacked_shape(const Array& small, const Array& big, int size, const char* what,
-                         const char* small_name, const char* big_name) {
-  Shape expected = small.shape();
-  expected[0] *= size;
-  if (big.shape() != expected) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: `{}` has shape {} and `{}` has shape {}; with {} ranks `{}` "
-                            "must have shape {}",
-                            what, small_name, shape_to_string(small.shape()), big_name,
-                            shape_to_string(big.shape()), size, big_name,
-                            shape_to_string(expected)));
-  }
-}
-
-// ---- typed bodies ----
-
-template <class F>
-void dispatch_reducible(DType d, F&& f) {
-  switch (d) {
-    case DType::kF32: return f(TypeTag<float>{});
-    case DType::kF64: return f(TypeTag<double>{});
-    case DType::kI32: return f(TypeTag<int32_t>{});
-    case DType::kI64: return f(TypeTag<int64_t>{});
-    default: break;
-  }
-  throw Error(ErrorCode::kInternal, fmt::format("unchecked dtype {} reached a reduction",
-                                                dtype_name(d)));
-}
 
 template <class T>
 void gloo_all_reduce(GlooCommunicator::State& s, T* data, size_t n, ReduceOp op) {
@@ -182,7 +99,7 @@ void GlooCommunicator::all_reduce(Array& inout, ReduceOp op) {
   State& s = *state_;
   s.check_usable(what);
   std::optional<Error> err = capture_error([&] {
-    check_host_array(inout, what, "inout");
+    check_host_array(inout, what, "inout", "Gloo");
     check_reduce_dtype(inout.dtype(), what);
   });
   agree_on_call(s, what, describe_call(CallKind::kAllReduce, op, &inout, -1, 0), err);
@@ -200,8 +117,8 @@ void GlooCommunicator::all_gather(const Array& in, Array& out) {
   State& s = *state_;
   s.check_usable(what);
   std::optional<Error> err = capture_error([&] {
-    check_host_array(in, what, "in");
-    check_host_array(out, what, "out");
+    check_host_array(in, what, "in", "Gloo");
+    check_host_array(out, what, "out", "Gloo");
     check_rank_at_least_1(in, what, "in");
     check_same_dtype(in, out, what);
     check_stacked_shape(in, out, s.size(), what, "in", "out");
@@ -229,8 +146,8 @@ void GlooCommunicator::reduce_scatter(const Array& in, Array& out, ReduceOp op) 
   State& s = *state_;
   s.check_usable(what);
   std::optional<Error> err = capture_error([&] {
-    check_host_array(in, what, "in");
-    check_host_array(out, what, "out");
+    check_host_array(in, what, "in", "Gloo");
+    check_host_array(out, what, "out", "Gloo");
     check_rank_at_least_1(out, what, "out");
     check_reduce_dtype(in.dtype(), what);
     check_same_dtype(in, out, what);
@@ -263,7 +180,7 @@ void GlooCommunicator::broadcast(Array& inout, int root) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{}: root {} is outside [0, {})", what, root, s.size()));
     }
-    check_host_array(inout, what, "inout");
+    check_host_array(inout, what, "inout", "Gloo");
   });
   agree_on_call(s, what, describe_call(CallKind::kBroadcast, std::nullopt, &inout, root, 0), err);
   const size_t bytes = static_cast<size_t>(inout.nbytes());

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "collective_common.h"
 #include "ingot/runtime/error.h"
 #include "ingot/runtime/gloo.h"
 
@@ -49,41 +50,6 @@ struct GlooCommunicator::State {
   Error fail(const char* what, const std::string& cause);
 };
 
-/// Which collective a call is (values are exchanged between ranks; keep them stable).
-enum class CallKind : int64_t {
-  kAllReduce = 1,
-  kAllGather = 2,
-  kReduceScatter = 3,
-  kBroadcast = 4,
-  kBarrier = 5,
-};
-
-/// A fixed-size description of one rank's call, exchanged before the collective when
-/// GlooOptions::verify_calls is set. Fields (int64 each): kind, reduce op (-1: none), dtype
-/// (-1: none), root (-1: none), rank of the array (-1: none or invalid), element count, extra
-/// (reduce_scatter's chunk bytes, else 0), status (0: arguments valid, 1: rejected), then the
-/// first 8 dimensions; for arrays of more than 8 dimensions the last slot also mixes in (by an
-/// FNV-1a style hash) every dimension past the 8th, so any shape difference shows.
-struct CallRecord {
-  static constexpr int kFields = 16;
-  std::array<int64_t, kFields> f{};
-};
-
-/// Describes a call. `array` may be null (barrier) or invalid.
-CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array* array, int root,
-                         int64_t extra);
-
-/// Runs `checks`; returns the ingot::Error it threw, if any.
-template <class F>
-std::optional<Error> capture_error(F&& checks) {
-  try {
-    checks();
-  } catch (const Error& e) {
-    return e;
-  }
-  return std::nullopt;
-}
-
 /// Makes the ranks agree on the call: with verify_calls, exchanges `record` (status set from
 /// `local_error`) with every rank; then throws `local_error` if set, kFailedPrecondition if
 /// another rank rejected its arguments, or the same mismatch error on every rank if the calls
@@ -92,9 +58,5 @@ std::optional<Error> capture_error(F&& checks) {
 /// verify_calls, just throws `local_error` if set.
 void agree_on_call(GlooCommunicator::State& state, const char* what, CallRecord record,
                    const std::optional<Error>& local_error);
-
-/// Seconds (> 0, finite, at most 10^7) as milliseconds, rounded up; kInvalidArgument naming
-/// `what` otherwise.
-std::chrono::milliseconds timeout_from_seconds(double seconds, const char* what);
 
 }  // namespace ingot

@@ -1,54 +1,24 @@
 // Element-wise reduction kernels of the Gloo collectives, in the two signatures Gloo calls:
 // gloo::allreduce's `c = op(a, b)` over void pointers and gloo::ReductionFunction's in-place
-// `x = op(x, y)`. Integer sums wrap around (computed in the unsigned type: no signed overflow);
-// float max/min propagate NaN (as torch.maximum); kMean reduces with the sum and divides after.
+// `x = op(x, y)`, over the element-wise operations of reduce_ops.h (kMean reduces with the sum
+// and divides after).
 #pragma once
 
 #include <gloo/algorithm.h>
 #include <gloo/allreduce.h>
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "ingot/runtime/communicator.h"
+#include "reduce_ops.h"
 
 namespace ingot::gloo_kernels {
 
-struct Sum {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      using U = std::make_unsigned_t<T>;
-      return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return a + b;
-    }
-  }
-};
-
-struct Max {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return a < b ? b : a;
-  }
-};
-
-struct Min {
-  template <class T>
-  static T apply(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a)) return a;
-      if (std::isnan(b)) return b;
-    }
-    return b < a ? b : a;
-  }
-};
+using reduce_ops::Max;
+using reduce_ops::Min;
+using reduce_ops::Sum;
+using reduce_ops::divide;
 
 /// c[i] = Op(a[i], b[i]); c may alias a or b.
 template <class T, class Op>
@@ -87,13 +57,6 @@ gloo::ReductionFunction<T> reduction_function(ReduceOp op) {
     case ReduceOp::kMean: break;
   }
   return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Sum>);
-}
-
-/// data[i] /= divisor (integers: truncation toward zero), for kMean.
-template <class T>
-void divide(T* data, int64_t n, int divisor) {
-  const T d = static_cast<T>(divisor);
-  for (int64_t i = 0; i < n; ++i) data[i] = data[i] / d;
 }
 
 }  // namespace ingot::gloo_kernels
