@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Combines the JSON of `ingot bench` and of bench_peers.py (same run, same machine) into one
-Markdown table with ratios (bench/README.md).
+Markdown table with ratios (bench/README.md). bench/run imports this module for the whole
+report (aggregate_rounds, full_report): one implementation of the tables.
 
   bench_report.py INGOT_JSON [PEER_JSON ...] [--out REPORT.md] [--title TITLE]
 
 Per model: the median step time (ms) and samples/s (tokens/s for the LM) of each framework, and
 ingot's step time divided by each peer's (< 1: ingot is faster); compile time (first step, s);
-peak device memory (MiB) where reported. Then the GEMM rows of ingot's JSON (TFLOP/s, and each
-path against the fastest measured path of the same size). Missing files or models are listed as
-such, never invented.
+peak device memory (MiB) where reported. Then ingot's variants (`ingot bench --variants`: step
+time, ratio to the baseline variant, kernels per step, peak memory) when its JSON has them, and
+the GEMM rows of ingot's JSON (TFLOP/s, and each path against the fastest measured path of the
+same size). Missing files or models are listed as such, never invented.
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 
 
@@ -35,6 +38,14 @@ def check_run(run, path):
                 float(m["step_ms"][key])
         except (KeyError, TypeError, ValueError) as e:
             raise BadReport(f"{path}: model '{name}' lacks a number at {e}") from None
+        variants = m.get("variants", {})
+        if not isinstance(variants, dict):
+            raise BadReport(f"{path}: model '{name}': 'variants' is not an object")
+        for vname, v in variants.items():
+            try:
+                float(v["step_ms"]["median"])
+            except (KeyError, TypeError, ValueError):
+                raise BadReport(f"{path}: model '{name}' variant '{vname}' lacks step_ms.median") from None
     for row in run.get("gemm", []):
         if not all(isinstance(row.get(k), (int, float)) for k in ("n", "ms", "tflops")) or not isinstance(row.get("path"), str):
             raise BadReport(f"{path}: a 'gemm' row lacks n, path, ms or tflops")
@@ -64,12 +75,17 @@ def mismatches(runs):
             if r.get(key) != base.get(key):
                 out.append(f"{r['framework']} ran with {key} = {r.get(key)}, ingot with {base.get(key)}")
         for key, value in (base.get("config") or {}).items():
-            if (r.get("config") or {}).get(key) != value:
+            # ingot-only settings (cuda_graphs, cpu_devices, ...) are not in the peers' config
+            if key in (r.get("config") or {}) and r["config"][key] != value:
                 out.append(f"{r['framework']} ran with {key} = {(r.get('config') or {}).get(key)}, ingot with {value}")
         for name, m in r["models"].items():
             if name in base["models"] and m["batch"] != base["models"][name]["batch"]:
                 out.append(f"{name}: {r['framework']} used batch {m['batch']}, ingot {base['models'][name]['batch']}")
     return out
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def fmt(v, spec):
@@ -89,9 +105,12 @@ def model_table(runs):
         rows = {
             "step ms (median)": lambda r: r["step_ms"]["median"],
             "step ms (p10-p90)": lambda r: f"{r['step_ms']['p10']:.3f}-{r['step_ms']['p90']:.3f}",
+            "step ms (rounds' medians)": lambda r: (", ".join(f"{v:.3f}" for v in r["round_medians"])
+                                                    if len(r.get("round_medians", [])) > 1 else None),
             "samples/s": lambda r: r["samples_per_s"],
             "tokens/s": lambda r: r.get("tokens_per_s"),
             "compile s": lambda r: r["compile_s"],
+            "kernels per step": lambda r: r.get("kernels_per_step"),
             "peak MiB": lambda r: r["peak_bytes"] / 2**20 if "peak_bytes" in r else None,
             "loss first -> last": lambda r: f"{fmt(r.get('loss_first'), '.3f')} -> {fmt(r.get('loss_last'), '.3f')}",
         }
@@ -104,12 +123,12 @@ def model_table(runs):
                     vals.append(None)
             if all(v is None for v in vals):
                 continue
-            cells = [v if isinstance(v, str) else fmt(v, ".3f" if metric != "samples/s" and metric != "tokens/s" else ".0f")
+            cells = [v if isinstance(v, str) else fmt(v, ".0f" if metric in ("samples/s", "tokens/s", "kernels per step") else ".3f")
                      for v in vals]
             ratios = []
             for v in vals[1:]:
                 base = vals[0]
-                if metric == "step ms (median)" and isinstance(base, float) and isinstance(v, float) and v > 0:
+                if metric == "step ms (median)" and is_number(base) and is_number(v) and v > 0:
                     ratios.append(f"**{base / v:.2f}**")
                 else:
                     ratios.append("")
@@ -128,6 +147,147 @@ def gemm_table(run):
     for r in rows:
         lines.append(f"| {r['n']} | {r['path']} | {r['ms']:.3f} | {r['tflops']:.2f} | {r['tflops'] / best[r['n']]:.2f} |")
     return lines
+
+
+# ---- rounds (bench/run) ------------------------------------------------------------------------
+
+def combine(entries):
+    """One entry from the same entry of several rounds (dicts of the JSON's shape): numbers become
+    the median over the rounds (a `min` field the minimum), objects are combined key by key,
+    anything else is the first round's. Keys only some rounds have are combined over those."""
+    out = {}
+    for key in dict.fromkeys(k for e in entries for k in e):
+        vals = [e[key] for e in entries if key in e]
+        if all(is_number(v) for v in vals):
+            out[key] = min(vals) if key == "min" else statistics.median(vals)
+        elif all(isinstance(v, dict) for v in vals):
+            out[key] = combine(vals)
+        else:
+            out[key] = vals[0]
+    return out
+
+
+def aggregate(runs):
+    """The runs of one framework in several rounds (same settings) as one run of the same shape:
+    per model (and per variant) the median over the rounds of each round's median step time,
+    p10, p90, samples/s, compile time, peak bytes...; `round_medians` lists each round's median
+    step time; GEMM rows are combined per (n, path); `rounds` counts the runs."""
+    if not runs:
+        raise BadReport("aggregate: no runs")
+    out = {k: v for k, v in runs[0].items() if k not in ("models", "gemm")}
+    out["rounds"] = len(runs)
+    out["models"] = {}
+    for name in dict.fromkeys(m for r in runs for m in r["models"]):
+        entries = [r["models"][name] for r in runs if name in r["models"]]
+        out["models"][name] = combine(entries)
+        out["models"][name]["round_medians"] = [e["step_ms"]["median"] for e in entries]
+    rows = {}
+    for r in runs:
+        for row in r.get("gemm", []):
+            rows.setdefault((row["n"], row["path"]), []).append(row)
+    out["gemm"] = [combine(v) for v in rows.values()]
+    return out
+
+
+def aggregate_rounds(rounds):
+    """{framework: aggregated run} from a list of rounds, each {framework: run}; a framework
+    missing from some rounds is aggregated over the rounds that have it."""
+    names = dict.fromkeys(f for r in rounds for f in r)
+    return {f: aggregate([r[f] for r in rounds if f in r]) for f in names}
+
+
+def ordered_runs(agg):
+    """The aggregated runs in table order: ingot first (the ratios' numerator), then jax, torch
+    and any other framework."""
+    order = ["ingot", "jax", "torch"]
+    return [agg[f] for f in sorted(agg, key=lambda f: (order.index(f) if f in order else len(order), f))]
+
+
+def variant_table(run):
+    """Per model and variant of ingot: the step time, its ratio to the `baseline` variant
+    (< 1: faster than the baseline), kernels per step, peak memory, compile time and host
+    overhead per step. Empty when the JSON has no variants (an ingot bench without --variants)."""
+    lines = []
+    for name, m in run.get("models", {}).items():
+        variants = m.get("variants") or {}
+        base = (variants.get("baseline") or {}).get("step_ms", {}).get("median")
+        for vname, v in variants.items():
+            st = v.get("step_ms", {})
+            med = st.get("median")
+            ratio = f"**{med / base:.2f}**" if is_number(med) and is_number(base) and base > 0 else "-"
+            peak = v.get("peak_bytes")
+            lines.append("| " + " | ".join([
+                name, vname, fmt(med, ".3f"),
+                f"{fmt(st.get('p10'), '.3f')}-{fmt(st.get('p90'), '.3f')}", ratio,
+                fmt(v.get("kernels_per_step"), ".0f"), fmt(peak / 2**20 if is_number(peak) else None, ".2f"),
+                fmt(v.get("compile_s"), ".2f"), fmt(v.get("overhead_ms"), ".3f")]) + " |")
+    if not lines:
+        return []
+    return ["| model | variant | step ms (median) | p10-p90 | / baseline | kernels per step | peak MiB | compile s | "
+            "overhead ms |", "|---|---|---|---|---|---|---|---|---|"] + lines
+
+
+def frameworks_table(frameworks):
+    """One row per framework: its version and interpreter or binary, or why it did not run."""
+    lines = ["| framework | version | ran with | status |", "|---|---|---|---|"]
+    for name, f in frameworks.items():
+        status = "ran" if f.get("status") == "ok" else f"**missing**: {f.get('reason', 'unknown reason')}"
+        lines.append(f"| {name} | {f.get('version') or '-'} | `{f.get('command') or '-'}` | {status} |")
+    return lines
+
+
+def machine_lines(machine):
+    keys = [("cpu", "CPU"), ("cores", "cores"), ("memory_gib", "memory GiB"), ("os", "OS"), ("kernel", "kernel"),
+            ("compiler", "compiler"), ("build_type", "ingot build type"), ("libraries", "libraries"),
+            ("git_commit", "git commit"), ("date", "date")]
+    out = []
+    for key, label in keys:
+        v = machine.get(key)
+        if isinstance(v, dict):
+            v = ", ".join(f"{k} {x}" for k, x in v.items()) or None
+        out.append(f"- {label}: {v if v not in (None, '') else 'unknown'}")
+    return out
+
+
+def full_report(report):
+    """The Markdown of bench/run's report.json (keys machine, settings, frameworks, rounds,
+    aggregate, plot; see bench/README.md): machine, frameworks, the models table over the
+    aggregate (medians of the rounds' medians), ingot's variants, the GEMM rows, the plot."""
+    settings = report.get("settings", {})
+    agg = report.get("aggregate", {})
+    runs = ordered_runs(agg)
+    lines = [f"# ingot bench against its peers ({report.get('machine', {}).get('date', '?')}, "
+             f"{report.get('machine', {}).get('slug', '?')})", "",
+             "Made by `bench/run` (bench/README.md). Each round ran ingot bench and the peers one after the other "
+             "with the same options; each number is the median over the rounds of that round's median "
+             "(ratios: ingot's median step time over the peer's, < 1: ingot is faster).", "",
+             f"Settings: {settings.get('rounds', '?')} rounds, models {settings.get('models', '?')}, "
+             f"{settings.get('steps', '?')} timed steps after {settings.get('warmup', '?')} warm-up steps"
+             + (", **--quick** (tiny sizes: a smoke run, not a measurement)" if settings.get("quick") else "")
+             + f"; ingot: `{settings.get('ingot', '?')}`.", ""]
+    for w in report.get("warnings", []):
+        lines += [f"**Warning:** {w}", ""]
+    lines += ["## Machine", ""] + machine_lines(report.get("machine", {}))
+    lines += ["", "## Frameworks", ""] + frameworks_table(report.get("frameworks", {}))
+    lines += ["", "## Models", ""]
+    if runs and runs[0].get("framework") == "ingot":
+        warnings = mismatches(runs)
+        if warnings:
+            lines += ["**Not comparable as run:** " + "; ".join(warnings) + ".", ""]
+        lines += model_table(runs)
+        variants = variant_table(runs[0])
+        lines += ["", "## ingot's variants", ""]
+        lines += variants or ["This ingot bench wrote no variants (an ingot without `--variants`, or `--variants none`)."]
+        gemm = gemm_table(runs[0])
+        if gemm:
+            lines += ["", "## GEMM (ingot bench --gemm)"] + gemm
+    else:
+        lines += ["No ingot results."]
+    plot = report.get("plot", {})
+    lines += ["", "## Step times", ""]
+    lines += [f"![step time per model and configuration]({plot['file']})"] if plot.get("file") else \
+        [f"No plot: {plot.get('reason', 'not made')}."]
+    return "\n".join(lines) + "\n"
 
 
 def main():
@@ -154,7 +314,11 @@ def main():
     warnings = mismatches(runs)
     if warnings:
         lines += ["**Not comparable as run:** " + "; ".join(warnings) + ".", ""]
-    lines += model_table(runs) + gemm_table(ours)
+    lines += model_table(runs)
+    variants = variant_table(ours)
+    if variants:
+        lines += [""] + variants
+    lines += gemm_table(ours)
     missing = [p for p in args.peers if not os.path.exists(p)]
     if missing:
         lines += ["", "Peers without results: " + ", ".join(missing)]
