@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <chrono>
 #include <filesystem>
@@ -14,8 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
+#include <string_view>
 
 #include "fashion_mnist_common.h"
+#include "ingot/codegen/cuda_compiler.h"
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_executable.h"
@@ -43,6 +46,35 @@ void check_positive(const char* option, int64_t value) {
 
 std::string read_text(const std::string& path);
 void check_json_path(const std::string& path);
+
+/// The variants of --variants, in run order (bench.h, BenchCommand::variants).
+constexpr std::array<std::string_view, 6> kVariants = {"baseline", "no-fusion", "no-donation",
+                                                       "no-prefetch", "spe8", "codegen-gemm"};
+/// steps_per_execution of the spe8 variant.
+constexpr int64_t kVariantSpe = 8;
+
+/// --variants with "all" expanded (names checked by check_variants).
+std::vector<std::string> variant_names(const std::vector<std::string>& given) {
+  if (given.size() == 1 && given[0] == "all") return {kVariants.begin(), kVariants.end()};
+  return given;
+}
+
+void check_variants(const std::vector<std::string>& given) {
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string& v = given[i];
+    if (v == "all") {
+      if (given.size() > 1) throw bad_bench_option("--variants names 'all' with others", "use all alone, or a list");
+      continue;
+    }
+    if (std::find(kVariants.begin(), kVariants.end(), v) == kVariants.end()) {
+      throw bad_bench_option(fmt::format("unknown variant '{}' in --variants", v),
+                             "use all, or some of baseline, no-fusion, no-donation, no-prefetch, spe8, codegen-gemm");
+    }
+    if (std::count(given.begin(), given.end(), v) > 1) {
+      throw bad_bench_option(fmt::format("--variants names '{}' twice", v), "name each variant once");
+    }
+  }
+}
 
 /// Whether the LM trains on lm_text ("" or "none": random tokens).
 bool uses_text(const BenchCommand& c) { return !c.lm_text.empty() && c.lm_text != "none"; }
@@ -110,6 +142,7 @@ void check_options(const BenchCommand& c) {
                              "use a longer text or a shorter context");
     }
   }
+  check_variants(c.variants);
   if (!c.json.empty()) check_json_path(c.json);
 
 }
@@ -257,6 +290,26 @@ std::pair<Array, Array> text_windows(const std::string& text, int64_t batch, int
   return {std::move(x), std::move(y)};
 }
 
+/// (x, y) of `rows` samples of model `name`: uniform [0, 1) pixels of the model's sample shape with
+/// uniform labels of 10 classes, or for the LM `rows` byte windows of lm_text (or random tokens).
+std::pair<Array, Array> bench_data(const std::string& name, const BenchCommand& c, int64_t rows, std::mt19937_64& rng) {
+  if (name == "lm") {
+    if (!uses_text(c)) {
+      Array x = uniform_labels({rows, c.lm_context}, 256, rng);
+      Array y = uniform_labels({rows, c.lm_context}, 256, rng);
+      return {std::move(x), std::move(y)};
+    }
+    return text_windows(read_text(c.lm_text), rows, c.lm_context, rng);
+  }
+  const Shape& sample = name == "cnn" ? examples::kCnnSample : examples::kMlpSample;
+  Shape shape = {rows};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  Array x = uniform_pixels(shape, rng);
+  Array y = uniform_labels({rows}, 10, rng);
+  return {std::move(x), std::move(y)};
+}
+
+/// Model `name` built (weights drawn from c.seed), with its batch size, and one batch of data.
 BenchModel make_bench_model(const std::string& name, const BenchCommand& c, std::mt19937_64& rng) {
   const ModelOptions options{.name = name, .seed = c.seed, .dtype_policy = c.dtype_policy};
   BenchModel b;
@@ -266,22 +319,14 @@ BenchModel make_bench_model(const std::string& name, const BenchCommand& c, std:
     b.model = std::make_shared<examples::TinyLm>(config, options);
     b.batch = c.lm_batch;
     b.tokens_per_sample = c.lm_context;
-    if (!uses_text(c)) {
-      b.x = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
-      b.y = uniform_labels({c.lm_batch, c.lm_context}, 256, rng);
-    } else {
-      std::tie(b.x, b.y) = text_windows(read_text(c.lm_text), c.lm_batch, c.lm_context, rng);
-    }
+    std::tie(b.x, b.y) = bench_data(name, c, b.batch, rng);
     b.model->build_model(Shape{1, c.lm_context}, DType::kI32);
     return b;
   }
   const Shape& sample = name == "cnn" ? examples::kCnnSample : examples::kMlpSample;
   std::shared_ptr<Sequential> seq = name == "cnn" ? examples::cnn(options) : examples::mlp(options);
-  Shape shape = {c.batch_size};
-  shape.insert(shape.end(), sample.begin(), sample.end());
   b.batch = c.batch_size;
-  b.x = uniform_pixels(shape, rng);
-  b.y = uniform_labels({c.batch_size}, 10, rng);
+  std::tie(b.x, b.y) = bench_data(name, c, b.batch, rng);
   Shape one = {1};
   one.insert(one.end(), sample.begin(), sample.end());
   seq->build_model(one);
@@ -340,7 +385,8 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"peak_bytes", allocator.stats().peak_bytes_in_use},
             {"params", b.model->count_params()},
             {"loss_first", loss_first},
-            {"loss_last", loss_last}};
+            {"loss_last", loss_last},
+            {"kernels_per_step", b.model->train_step_kernel_count()}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
   if (dp_devices > 1) {  // the share of the timed steps a device spent in collectives
     double total_ms = 0;
@@ -348,11 +394,11 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
     r["collective_share"] = 1e3 * (b.model->train_step_collective_seconds() - collective0) / total_ms;
   }
   out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
-                     "{:10.0f} samples/s{}, loss {:.4f} -> {:.4f}\n",
+                     "{:10.0f} samples/s{}, loss {:.4f} -> {:.4f}, {} kernels/step\n",
                      name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
                      r["samples_per_s"].get<double>(),
                      b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
-                     loss_first, loss_last);
+                     loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
   if (r.contains("collective_share")) {
     out << fmt::format("     {:.1f}% of the step time in collectives\n", 100 * r["collective_share"].get<double>());
   }
@@ -361,6 +407,115 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                 fmt::format("ingot bench: model '{}' trained to a non-finite loss ({} -> {})", name, loss_first, loss_last),
                 "the timings of a diverged run mean nothing: check the dtype policy and sizes");
   }
+  return r;
+}
+
+/// Records the wall-clock time at the first train batch's begin and at every batch's end, with
+/// the index of each call's first step, so that fit's per-call times can be recovered.
+class StepClock final : public callbacks::Callback {
+ public:
+  void on_train_batch_begin(int64_t batch, const Logs&) override {
+    if (batch == 0) start_ = Clock::now();
+  }
+  void on_train_batch_end(int64_t batch, const Logs&) override { ends_.emplace_back(batch, Clock::now()); }
+  /// Milliseconds per step of every call: the time from the previous call's end (the first
+  /// call: from its begin) to its end, over the call's steps (`total_steps`: the fit's steps).
+  std::vector<double> step_ms(int64_t total_steps) const {
+    std::vector<double> ms;
+    Clock::time_point previous = start_;
+    for (size_t i = 0; i < ends_.size(); ++i) {
+      const int64_t next = i + 1 < ends_.size() ? ends_[i + 1].first : total_steps;
+      const int64_t steps = std::max<int64_t>(1, next - ends_[i].first);
+      const double call_ms = 1e3 * std::chrono::duration<double>(ends_[i].second - previous).count();
+      for (int64_t k = 0; k < steps; ++k) ms.push_back(call_ms / static_cast<double>(steps));
+      previous = ends_[i].second;
+    }
+    return ms;
+  }
+
+ private:
+  Clock::time_point start_;
+  std::vector<std::pair<int64_t, Clock::time_point>> ends_;
+};
+
+/// The pipeline `stages` without the stage named "fuse" (elementwise fusion).
+std::vector<codegen::PipelineStage> without_fusion(std::vector<codegen::PipelineStage> stages) {
+  std::erase_if(stages, [](const codegen::PipelineStage& s) { return s.name == "fuse"; });
+  return stages;
+}
+
+/// Applies variant `v` (one of kVariants) to the baseline's compile and fit options.
+void apply_variant(const std::string& v, CompileOptions& compile, FitOptions& fit) {
+  if (v == "no-fusion") {
+    if (compile.cuda_device != nullptr) {
+      compile.cuda.pipeline = without_fusion(codegen::default_cuda_pipeline(compile.cuda));
+    } else {
+      compile.compiler.pipeline = without_fusion(codegen::default_cpu_pipeline(compile.compiler.num_threads));
+    }
+  } else if (v == "no-donation") {
+    compile.donate_state = false;
+  } else if (v == "no-prefetch") {
+    fit.prefetch = false;
+  } else if (v == "spe8") {
+    compile.steps_per_execution = kVariantSpe;
+  } else if (v == "codegen-gemm") {
+    compile.lowering.blas_gemm = false;
+  }
+}
+
+/// Model `name` under variant `v`, trained with fit (module comment of bench.h): a warm-up fit over
+/// max(warmup, 1) batches compiles the step (its tracing and compiling time is compile_s), then a
+/// timed fit over `steps` batches (a multiple of 8 with spe8) gives the per-step times.
+json time_variant(const std::string& name, const std::string& v, const BenchCommand& c, CudaDevice* cuda,
+                  const std::shared_ptr<distribution::Distribution>& dp, std::ostream& out) {
+  std::mt19937_64 rng(c.seed);
+  BenchModel b = make_bench_model(name, c, rng);  // the same weights and first batch as the baseline
+  const int64_t warm_batches = std::max<int64_t>(c.warmup, 1);
+  const int64_t steps = v == "spe8" ? (c.steps + kVariantSpe - 1) / kVariantSpe * kVariantSpe : c.steps;
+  const auto [warm_x, warm_y] = bench_data(name, c, warm_batches * b.batch, rng);
+  const auto [x, y] = bench_data(name, c, steps * b.batch, rng);
+  CompileOptions compile{.optimizer = bench_optimizer(c.dtype_policy),
+                         .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                             losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+                         .cuda_device = cuda,
+                         .distribution = dp,
+                         .cuda = {.cuda_graphs = c.cuda_graphs}};
+  FitOptions fit{.batch_size = b.batch, .epochs = 1, .verbose = 0, .shuffle = false};
+  apply_variant(v, compile, fit);
+  b.model->compile(std::move(compile));
+  fit.x = warm_x;
+  fit.y = warm_y;
+  b.model->fit(fit);
+  const double compile_s = b.model->last_fit_timing().compile_seconds;
+  Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
+  allocator.reset_peak();
+  auto clock = std::make_shared<StepClock>();
+  fit.x = x;
+  fit.y = y;
+  fit.callbacks = {clock};
+  const std::vector<double> losses = b.model->fit(fit)->values("loss");
+  const FitTiming& timing = b.model->last_fit_timing();
+  const std::vector<double> ms = clock->step_ms(timing.train_steps);
+  if (ms.empty() || losses.empty() || !std::isfinite(losses.back())) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("ingot bench: model '{}' variant '{}' trained to a non-finite loss", name, v),
+                "the timings of a diverged run mean nothing: check the dtype policy and sizes");
+  }
+  const double median = percentile(ms, 0.5);
+  json r = {{"step_ms",
+             {{"median", median}, {"p10", percentile(ms, 0.1)}, {"p90", percentile(ms, 0.9)},
+              {"min", *std::min_element(ms.begin(), ms.end())}}},
+            {"samples_per_s", 1e3 * static_cast<double>(b.batch) / median},
+            {"compile_s", compile_s},
+            {"peak_bytes", allocator.stats().peak_bytes_in_use},
+            {"kernels_per_step", b.model->train_step_kernel_count()},
+            {"overhead_ms", 1e3 * timing.overhead_per_step()},
+            {"steps", timing.train_steps}};
+  if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
+  out << fmt::format("     {:<13} compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), {:10.0f} samples/s, "
+                     "{} kernels/step, {:.3f} ms overhead/step\n",
+                     v, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9), r["samples_per_s"].get<double>(),
+                     r["kernels_per_step"].get<int64_t>(), r["overhead_ms"].get<double>());
   return r;
 }
 
@@ -443,7 +598,8 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
                              {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
                              {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
                              {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
-                             {"sync_collectives", c.sync_collectives}}}};
+                             {"sync_collectives", c.sync_collectives},
+                             {"variants", variant_names(c.variants)}}}};
   report["models"] = json::object();
   // --cpu-devices N: data parallel over N CPU virtual devices (their own Runtime).
   std::unique_ptr<Runtime> runtime;
@@ -457,7 +613,14 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
     out << fmt::format("data parallel over {} CPU devices{}\n", c.cpu_devices,
                        c.sync_collectives ? ", collectives in graph order" : ", collectives overlapped with compute");
   }
-  for (const std::string& m : c.models) report["models"][m] = time_model(m, c, cuda.get(), dp, out);
+  const std::vector<std::string> variants = variant_names(c.variants);
+  for (const std::string& m : c.models) {
+    report["models"][m] = time_model(m, c, cuda.get(), dp, out);
+    if (variants.empty()) continue;
+    out << fmt::format("{:<4} variants (fit, {} steps after {} warm-up):\n", m, c.steps, std::max<int64_t>(c.warmup, 1));
+    report["models"][m]["variants"] = json::object();
+    for (const std::string& v : variants) report["models"][m]["variants"][v] = time_variant(m, v, c, cuda.get(), dp, out);
+  }
   report["gemm"] = time_gemms(c, cuda.get(), out);
   if (!c.json.empty()) write_report(c.json, report.dump(2) + "\n");
   return 0;

@@ -47,6 +47,14 @@ struct BenchCommand {
   /// With --device cuda: capture each step into a CUDA graph and replay it
   /// (CudaCompileOptions::cuda_graphs); recorded in the JSON's config.
   bool cuda_graphs = false;
+  /// Variants each model is additionally timed under, with Model::fit (run_bench): "baseline"
+  /// (the default options), "no-fusion" (the CPU or CUDA pipeline without its "fuse" stage),
+  /// "no-donation" (CompileOptions::donate_state false), "no-prefetch" (FitOptions::prefetch
+  /// false), "spe8" (CompileOptions::steps_per_execution 8; the timed steps rounded up to a
+  /// multiple of 8), "codegen-gemm" (LoweringOptions::blas_gemm false: generated GEMM loops), in
+  /// this order; {"all"}: every one. Each applies with --device cuda and --cpu-devices too. Empty
+  /// (the default): none.
+  std::vector<std::string> variants;
   uint64_t seed = 1337;        ///< seeds the weights and the synthetic data
   std::string json;            ///< write the results here (empty: print only)
 };
@@ -59,9 +67,25 @@ struct BenchCommand {
 /// {"framework": "ingot", "device", "device_name", "dtype_policy", "steps", "warmup", "config"
 /// (batch_size, lm_* sizes, lm_text, seed), "models": {name (run order): {"batch", "compile_s",
 /// "step_ms": {"median", "p10", "p90", "min"}, "samples_per_s", "tokens_per_s" (lm),
-/// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last"}},
-/// "gemm": [{"n", "path", "ms", "tflops"}]}. Times in wall-clock seconds / milliseconds.
-/// Throws ingot::Error: kInvalidArgument naming the option for an unknown model or device, sizes
+/// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last",
+/// "kernels_per_step" (Model::train_step_kernel_count: on the CPU the loop nests, library calls
+/// and copies of the compiled step, codegen::CpuKernelStats; on CUDA its kernel launches plus
+/// cuBLAS and convolution calls; under --cpu-devices one device's program, collectives not
+/// counted), and with --variants "variants": {variant (run order): {"step_ms": {"median", "p10",
+/// "p90", "min"}, "samples_per_s", "tokens_per_s" (lm), "compile_s", "peak_bytes",
+/// "kernels_per_step", "overhead_ms", "steps"}}}}, "gemm": [{"n", "path", "ms", "tflops"}]};
+/// config also lists "variants" ("all" expanded). Times in wall-clock seconds / milliseconds.
+///
+/// A variant is timed with fit on a fresh model (the same weights): synthetic data of the same
+/// generator, batch_size the model's batch, one epoch, shuffle off, verbose 0. A warm-up fit over
+/// max(warmup, 1) batches compiles the step ("compile_s": the fit's tracing and compiling time,
+/// FitTiming::compile_seconds), then a fit over `steps` batches (rounded up to a multiple of 8
+/// with spe8; "steps") is timed: "step_ms" from the wall time of each train call (from the
+/// previous call's end, or the first call's begin hook, to its end hook, which includes taking
+/// the next batch) over its steps; "overhead_ms" is FitTiming::overhead_per_step (time per step
+/// outside the step function); "peak_bytes" the allocator's peak during the timed fit.
+/// Throws ingot::Error: kInvalidArgument naming the option for an unknown model, variant or
+/// device, "all" among other variants, a variant named twice, sizes
 /// < 1, a model or GEMM size named twice, lm_width not divisible by lm_heads, a --json path that
 /// is a directory or cannot be created, an lm_text shorter than lm_context + 1 bytes or over
 /// 1 GiB, LM attention scores or GEMM operands larger than the device's memory (checked before

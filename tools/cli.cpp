@@ -131,6 +131,10 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
                 "with --cpu-devices: collectives in graph order, not overlapped with compute");
   cmd->add_option("--cpu-devices", c.cpu_devices, "data parallel over this many CPU virtual devices")
       ->capture_default_str();
+  cmd->add_option("--variants", c.variants,
+                  "also time each model with fit under: baseline, no-fusion, no-donation, no-prefetch, spe8, "
+                  "codegen-gemm, or all (comma-separated; default none)")
+      ->delimiter(',');
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;

@@ -210,8 +210,8 @@ Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pai
 }
 
 EpochIterator::EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch,
-                             PrefetchQueue<Batch>::Distribute distribute, std::string steps_name)
-    : adapter_(std::move(adapter)), steps_(steps_per_epoch), distribute_(std::move(distribute)) {
+                             PrefetchQueue<Batch>::Distribute distribute, std::string steps_name, bool prefetch)
+    : adapter_(std::move(adapter)), steps_(steps_per_epoch), distribute_(std::move(distribute)), prefetch_(prefetch) {
   if (!adapter_) throw Error(ErrorCode::kInvalidArgument, "EpochIterator: no data adapter");
   if (steps_ && *steps_ <= 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{} must be > 0, got {}", steps_name, *steps_));
@@ -228,22 +228,38 @@ std::optional<int64_t> EpochIterator::num_steps() const { return steps_ ? steps_
 void EpochIterator::begin_epoch(int64_t epoch) {
   stop();
   taken_ = 0;
-  queue_ = std::make_unique<PrefetchQueue<Batch>>(adapter_->epoch(epoch), distribute_);
+  if (prefetch_) {
+    queue_ = std::make_unique<PrefetchQueue<Batch>>(adapter_->epoch(epoch), distribute_);
+  } else {
+    producer_ = adapter_->epoch(epoch);
+    started_ = true;
+  }
 }
 
 std::optional<Batch> EpochIterator::next() {
-  if (!queue_) throw Error(ErrorCode::kFailedPrecondition, "EpochIterator::next before begin_epoch");
+  if (!queue_ && !started_) throw Error(ErrorCode::kFailedPrecondition, "EpochIterator::next before begin_epoch");
   if (steps_ && taken_ >= *steps_) {
     stop();
     return std::nullopt;
   }
-  std::optional<Batch> b = queue_->next();
+  std::optional<Batch> b = prefetch_ ? queue_->next() : next_unprefetched();
   if (b) ++taken_;
   return b;
 }
 
+std::optional<Batch> EpochIterator::next_unprefetched() {
+  if (!producer_) return std::nullopt;  // the epoch ended or was stopped
+  std::optional<Batch> b = producer_();
+  if (!b) {
+    producer_ = nullptr;
+    return std::nullopt;
+  }
+  return distribute_ ? distribute_(std::move(*b)) : std::move(*b);
+}
+
 void EpochIterator::stop() {
   if (queue_) queue_->stop();
+  producer_ = nullptr;
 }
 
 }  // namespace ingot

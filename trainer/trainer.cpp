@@ -69,6 +69,12 @@ class StepFunction {
     run_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - compile;
     return out;
   }
+  /// Kernels per call of the signature compiled last (Executable::kernel_count; under a
+  /// distribution one device's program, collectives not counted); 0 when the step is interpreted.
+  int64_t kernel_count() const {
+    if (spmd_.distribution != nullptr) return spmd_kernels_;
+    return jit_ ? jit_->kernel_count() : 0;
+  }
   int64_t compile_count() const {
     if (spmd_.distribution != nullptr) return static_cast<int64_t>(spmd_cache_.size());
     return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size());
@@ -109,6 +115,7 @@ class StepFunction {
                                                       .overlap_collectives = spmd_.distribution->overlap_collectives()}))
                .first;
       spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      spmd_kernels_ = it->second->kernel_count();
     }
     const Executable& exe = *it->second;
     const NamedSharding replicated(spmd_.distribution->device_mesh().mesh(), PartitionSpec{});
@@ -132,6 +139,7 @@ class StepFunction {
   codegen::CpuCompileOptions compiler_;
   std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
   double spmd_seconds_ = 0;
+  int64_t spmd_kernels_ = 0;  ///< kernel_count() of the SPMD executable compiled last
   std::vector<int64_t> donate_;  ///< the SPMD steps' donated arguments (the state)
   /// Nanoseconds all devices spent in the SPMD steps' collectives (summed over the devices).
   std::shared_ptr<std::atomic<int64_t>> collective_ns_ = std::make_shared<std::atomic<int64_t>>(0);
@@ -792,9 +800,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
       train_spmd.state_outputs = state_shardings(true, false);
     }
     const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
-    std::vector<int64_t> donate_train, donate_test;
-    for (size_t i = 0; i < nt + nn + O.size() + nm; ++i) donate_train.push_back(static_cast<int64_t>(i));
-    for (size_t i = 0; i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
+    std::vector<int64_t> donate_train, donate_test;  // none with donate_state false
+    for (size_t i = 0; options.donate_state && i < nt + nn + O.size() + nm; ++i) {
+      donate_train.push_back(static_cast<int64_t>(i));
+    }
+    for (size_t i = 0; options.donate_state && i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
     train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
                                               options, train_spmd);
     test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options,
@@ -1436,14 +1446,14 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   check_distributed_batches(t, x, o.batch_size, "fit");
   if (val) check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
-  EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch");
+  EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch", o.prefetch);
   std::optional<EpochIterator> val_it;
   if (val) {
     if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
     try {
       val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
                                                         o.validation_batch_size.value_or(o.batch_size), false),
-                     o.validation_steps, t.distribute(true), "validation_steps");
+                     o.validation_steps, t.distribute(true), "validation_steps", o.prefetch);
     } catch (const Error& e) {
       throw e.with_context("fit: validation_data");
     }
@@ -1734,6 +1744,10 @@ callbacks::WeightsAccess* Model::training_state() {
 
 double Model::train_step_collective_seconds() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->collective_seconds() : 0;
+}
+
+int64_t Model::train_step_kernel_count() const {
+  return trainer_ && trainer_->train_fn ? trainer_->train_fn->kernel_count() : 0;
 }
 
 int64_t Model::train_step_compile_count() const {

@@ -75,6 +75,7 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
   // A donated output is written into the donated parameter's slot (its buffer).
   for (const auto& [param, output] : pairs) thunk.output_slots[lowered.result_of_output[output]] = param;
   thunk.run = [kernel](std::span<const Array> in, std::span<Array> out) { kernel->run(in, out); };
+  thunk.kernels = kernel->stats().kernels();
   std::vector<size_t> outputs;
   for (size_t r : lowered.result_of_output) outputs.push_back(thunk.output_slots[r]);
   std::vector<size_t> donated;
@@ -91,6 +92,7 @@ struct Jitted::State {
   mutable std::mutex mutex;
   std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
   double seconds = 0;
+  int64_t last_kernels = 0;  ///< kernel_count() of the executable compiled last
 };
 
 Jitted::Jitted(TraceFn fn, JitOptions options) : state_(std::make_shared<State>()) {
@@ -167,6 +169,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
                                      state_->options.donate_argnums, state_->options.lowering)
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
+      state_->last_kernels = exe->kernel_count();
       state_->seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
@@ -179,6 +182,11 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
 int64_t Jitted::compile_count() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return static_cast<int64_t>(state_->cache.size());
+}
+
+int64_t Jitted::kernel_count() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last_kernels;
 }
 
 double Jitted::compile_seconds() const {

@@ -43,6 +43,9 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   slots.insert(slots.end(), res.begin(), res.end());
   Thunk thunk;
   thunk.name = "cuda:" + graph.name();
+  // Kernels per run: the generated kernels' launches plus the library calls (cuBLAS, convolutions).
+  thunk.kernels = static_cast<int64_t>(exe->program().launches().size()) + exe->program().gemm_count() +
+                  static_cast<int64_t>(exe->program().convs().size());
   for (size_t i = 0; i < n_in; ++i) thunk.input_slots.push_back(i);
   for (size_t i = 0; i < n_res; ++i) thunk.output_slots.push_back(n_in + i);
   for (const auto& [param, output] : pairs) thunk.output_slots[m.result_of_output[output]] = param;

@@ -4,10 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "codegen/cpu/passes.h"
@@ -153,14 +156,48 @@ void check_all_llvm(mlir::ModuleOp module, const std::string& dump_dir) {
               "pipeline from the start (ingot-opt --until lower-to-llvm)");
 }
 
+/// Whether `name` is an operation counted as one loop nest at the top level of the entry.
+bool is_loop_nest(llvm::StringRef name, llvm::StringRef dialect) {
+  static constexpr std::array<llvm::StringRef, 7> kLoops = {"scf.for",    "scf.parallel",    "scf.forall", "scf.while",
+                                                           "affine.for", "affine.parallel", "omp.parallel"};
+  if (std::find(kLoops.begin(), kLoops.end(), name) != kLoops.end()) return true;
+  return dialect == "linalg" && name != "linalg.yield" && name != "linalg.index";
+}
+
+/// The CpuKernelStats of function `entry` of `module`, or nullopt when the module has no
+/// `func.func @entry` (after the lowering to LLVM).
+std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::string& entry) {
+  mlir::Operation* fn = module.lookupSymbol(entry);
+  if (fn == nullptr || fn->getName().getStringRef() != "func.func" || fn->getNumRegions() != 1 ||
+      fn->getRegion(0).empty()) {
+    return std::nullopt;
+  }
+  CpuKernelStats stats;
+  for (mlir::Operation& op : fn->getRegion(0).front()) {
+    const llvm::StringRef name = op.getName().getStringRef();
+    if (is_loop_nest(name, op.getName().getDialectNamespace())) {
+      ++stats.loop_nests;
+    } else if (name == "func.call") {
+      ++stats.library_calls;
+    } else if (name == "memref.copy") {
+      ++stats.copies;
+    }
+  }
+  return stats;
+}
+
 /// Parses `text` and runs the stages, dumping after each when `dump_dir` is set; the module must be
-/// all LLVM after `lower-to-llvm`.
+/// all LLVM after `lower-to-llvm`. When `stats` is given it receives the kernel counts of
+/// function `entry` after the last stage that leaves it a func.func (count_kernels).
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
                                                 const std::vector<PipelineStage>& stages,
-                                                const std::string& dump_dir) {
+                                                const std::string& dump_dir, const std::string& entry = "",
+                                                CpuKernelStats* stats = nullptr) {
   return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint,
                                [&](const std::string& stage, mlir::ModuleOp module) {
                                  if (stage == "lower-to-llvm") check_all_llvm(module, dump_dir);
+                                 if (stats == nullptr) return;
+                                 if (std::optional<CpuKernelStats> s = count_kernels(module, entry)) *stats = *s;
                                });
 }
 
@@ -206,9 +243,9 @@ class JitKernel final : public CpuKernel {
  public:
   JitKernel(std::unique_ptr<mlir::MLIRContext> ctx, std::unique_ptr<mlir::ExecutionEngine> engine,
             void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
-            std::vector<std::pair<Shape, DType>> out)
+            std::vector<std::pair<Shape, DType>> out, CpuKernelStats stats)
       : ctx_(std::move(ctx)), engine_(std::move(engine)), fn_(fn), in_(std::move(in)),
-        out_(std::move(out)) {}
+        out_(std::move(out)), stats_(stats) {}
 
   void run(std::span<const Array> inputs, std::span<Array> outputs) const override {
     check_types("input", inputs, in_);
@@ -229,12 +266,14 @@ class JitKernel final : public CpuKernel {
   }
   const std::vector<std::pair<Shape, DType>>& input_types() const override { return in_; }
   const std::vector<std::pair<Shape, DType>>& output_types() const override { return out_; }
+  const CpuKernelStats& stats() const override { return stats_; }
 
  private:
   std::unique_ptr<mlir::MLIRContext> ctx_;  // outlives the engine's module
   std::unique_ptr<mlir::ExecutionEngine> engine_;
   void (*fn_)(void**);
   std::vector<std::pair<Shape, DType>> in_, out_;
+  CpuKernelStats stats_;
 };
 
 }  // namespace
@@ -253,8 +292,9 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
   auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
   const std::vector<PipelineStage> stages =
       options.pipeline.empty() ? default_cpu_pipeline(options.num_threads) : options.pipeline;
+  CpuKernelStats stats;
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      parse_and_run(*ctx, mlir_text, stages, options.dump_dir);
+      parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &stats);
 
   DiagnosticCollector diags(*ctx);
   auto tm_builder = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -300,7 +340,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     fail(fmt::format("lookup of '{}'", entry), llvm::toString(fn.takeError()), options.dump_dir);
   }
   return std::make_unique<JitKernel>(std::move(ctx), std::move(*engine), *fn,
-                                     std::move(input_types), std::move(output_types));
+                                     std::move(input_types), std::move(output_types), stats);
 }
 
 }  // namespace ingot::codegen

@@ -70,6 +70,28 @@ struct CpuCompileOptions {
                                                 "/usr/lib/llvm-22/lib/libomp.so"};
 };
 
+/// What a CpuKernel runs per call, counted statically in its entry function's body (top-level
+/// operations only) after the last pipeline stage that leaves the entry a `func.func` (in the
+/// default pipeline: after "openmp", before "lower-to-llvm"). A loop nest or call inside a
+/// counted loop nest belongs to that nest; a branch (scf.if) is not counted. The measure of
+/// `ingot bench`'s kernels_per_step (bench/README.md); bench/README.md, "Kernel count".
+struct CpuKernelStats {
+  /// Top-level loop nests: scf.for / scf.parallel / scf.forall / scf.while, affine.for /
+  /// affine.parallel, omp.parallel (an OpenMP worksharing loop), and linalg operations a custom
+  /// pipeline left unlowered (each one loop nest). Elementwise fusion merges loop nests, so this
+  /// drops with the "fuse" stage.
+  int64_t loop_nests = 0;
+  /// Top-level calls of external functions (func.call: the library GEMM ingot_cpu_gemm_*, the
+  /// im2col convolution ingot_cpu_conv_*).
+  int64_t library_calls = 0;
+  /// Top-level memref.copy operations (a memcpy or MLIR's memrefCopy each; a state output copied
+  /// into its donated parameter's buffer counts even where the two are one buffer at run time).
+  int64_t copies = 0;
+  /// Kernels per call: loop_nests + library_calls + copies (each one pass of work over memory,
+  /// as one launch of a generated CUDA kernel or library call is on a GPU).
+  int64_t kernels() const { return loop_nests + library_calls + copies; }
+};
+
 /// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs
 /// and caller-allocated outputs as identity-layout row-major buffers.
 class CpuKernel {
@@ -81,6 +103,8 @@ class CpuKernel {
   /// The input and output types the kernel was compiled for.
   virtual const std::vector<std::pair<Shape, DType>>& input_types() const = 0;
   virtual const std::vector<std::pair<Shape, DType>>& output_types() const = 0;
+  /// The loop nests, library calls and copies of one call (CpuKernelStats).
+  virtual const CpuKernelStats& stats() const = 0;
 };
 
 /// Parses `mlir_text` (a module whose function `entry` has tensor arguments and results and the

@@ -93,6 +93,11 @@ class Jitted {
   int64_t compile_count() const;
   /// Total seconds spent tracing and compiling.
   double compile_seconds() const;
+  /// Kernels one call runs (Executable::kernel_count) of the signature compiled last: on the CPU
+  /// the loop nests, library calls and copies of the JIT-compiled function (codegen::
+  /// CpuKernelStats), on a CUDA device the kernel launches plus cuBLAS and convolution calls.
+  /// 0 before the first call.
+  int64_t kernel_count() const;
 
  private:
   /// Copies host arguments to the CUDA device and runs `exe` there.

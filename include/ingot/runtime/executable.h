@@ -1,6 +1,7 @@
 // Executable: a compiled program as an ordered list of thunks over a table of buffers.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <span>
@@ -38,6 +39,10 @@ struct Thunk {
   /// thunk index finishes, rethrowing its error. Each asynchronous collective is waited for by
   /// exactly one later thunk.
   std::optional<size_t> wait_for;
+  /// Kernels one run of this thunk executes, where its builder counted them (a JIT-compiled CPU
+  /// function: codegen::CpuKernelStats::kernels; a CUDA program: kernel launches plus cuBLAS and
+  /// convolution calls); 0 when not counted (copies, collectives, hand-written thunks).
+  int64_t kernels = 0;
 };
 
 /// A program over Arrays: input types, the slot table, thunks run in order, and which slots are
@@ -71,6 +76,12 @@ class Executable {
   /// The slots run() returns, in order.
   const std::vector<size_t>& outputs() const { return outputs_; }
   const std::string& name() const { return name_; }
+  /// Kernels one run executes: the sum of the thunks' `kernels` counts.
+  int64_t kernel_count() const {
+    int64_t n = 0;
+    for (const Thunk& t : thunks_) n += t.kernels;
+    return n;
+  }
 
  private:
   void check_donation(const std::vector<Array>& inputs) const;

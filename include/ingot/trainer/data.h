@@ -123,16 +123,21 @@ Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pai
 
 /// One epoch after another: feeds the adapter's batches through a two-slot PrefetchQueue
 /// (`distribute` runs on the producer thread), stopping after `steps_per_epoch` batches when given.
+/// Without prefetching (`prefetch` false) no producer thread runs: next() produces and
+/// distributes each batch on the calling thread, when it is asked for (for measuring what the
+/// queue's overlap gains; FitOptions::prefetch). The batches are the same either way.
 /// Errors: steps_per_epoch <= 0, or more steps than the adapter's known batches
 /// (kInvalidArgument naming both).
 class EpochIterator {
  public:
   /// `steps_name` names the limit in errors ("steps_per_epoch", "validation_steps", "steps").
   EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch = {},
-                PrefetchQueue<Batch>::Distribute distribute = {}, std::string steps_name = "steps_per_epoch");
+                PrefetchQueue<Batch>::Distribute distribute = {}, std::string steps_name = "steps_per_epoch",
+                bool prefetch = true);
   /// Steps per epoch when known (steps_per_epoch, else the adapter's batches).
   std::optional<int64_t> num_steps() const;
-  /// Starts epoch `epoch` (a new queue; a running one is stopped first).
+  /// Starts epoch `epoch` (a new queue, or without prefetching the epoch's producer; a running
+  /// queue is stopped first).
   void begin_epoch(int64_t epoch);
   /// The next batch of the current epoch, or nullopt at its end. Rethrows data errors.
   std::optional<Batch> next();
@@ -141,10 +146,17 @@ class EpochIterator {
   const DataAdapter& adapter() const { return *adapter_; }
 
  private:
+  /// Without prefetching: the producer's next batch, distributed on this thread.
+  std::optional<Batch> next_unprefetched();
+
   std::shared_ptr<DataAdapter> adapter_;
   std::optional<int64_t> steps_;
   PrefetchQueue<Batch>::Distribute distribute_;
   std::unique_ptr<PrefetchQueue<Batch>> queue_;
+  bool prefetch_ = true;
+  /// Without prefetching: the current epoch's producer (empty once it reached its end).
+  std::function<std::optional<Batch>()> producer_;
+  bool started_ = false;  ///< without prefetching: begin_epoch was called
   int64_t taken_ = 0;
 };
 

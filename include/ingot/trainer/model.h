@@ -68,6 +68,12 @@ struct CompileOptions {
   /// run_eagerly does (Keras's jit_compile / run_eagerly).
   bool jit_compile = true;
   bool run_eagerly = false;
+  /// Donate the state to the compiled steps (JAX's donate_argnums for the state arguments): the
+  /// train step writes the new variables, optimizer slots and metric state into the old ones'
+  /// buffers, and the test step the metric state. false keeps the old and the new state alive
+  /// together during each step (twice the state's memory, a copy per step): for measurements
+  /// (`ingot bench --variants no-donation`), not in Keras.
+  bool donate_state = true;
   /// Compiler options of the compiled steps (threads of the loop nests, IR dumps; docs/compiler.md).
   codegen::CpuCompileOptions compiler;
   /// Lowering choices of the compiled steps (library GEMM / convolutions or generated loops).
@@ -116,6 +122,12 @@ struct FitOptions {
   int64_t validation_freq = 1;                   ///< validate every n epochs ...
   std::vector<int64_t> validation_epochs;        ///< ... or at these 1-based epochs when given
   callbacks::ProgbarLoggerOptions progbar;       ///< output stream etc. of the progress bar
+  /// Prepare the next batches on a producer thread while a step runs (the contract's two-slot
+  /// PrefetchQueue; training and validation batches). false prepares each batch (slicing,
+  /// shuffling, the split over a distribution's devices or the copy to the CUDA device) on the
+  /// calling thread right before its step, with no overlap: for measuring what prefetching gains
+  /// (`ingot bench --variants no-prefetch`), not in Keras. The batches and results are the same.
+  bool prefetch = true;
 };
 
 /// Model::evaluate's arguments.
@@ -290,6 +302,13 @@ class Model : public Layer {
   /// Number of input signatures the train step was traced and compiled for (the contract: at
   /// most two per batch shape family, full and ragged last batch). For tests and benchmarks.
   int64_t train_step_compile_count() const;
+  /// Kernels the compiled train step runs per call, for the signature compiled last: on the CPU
+  /// the top-level loop nests plus library calls of its JIT-compiled function
+  /// (codegen::CpuKernelStats::kernels, bench/README.md "Kernel count"); on a CUDA device the
+  /// kernel launches plus cuBLAS / convolution library calls of its CudaExecutable; under a
+  /// distribution one device's program, its collectives not counted. 0 before the first
+  /// compiled step and for steps run by the interpreter (run_eagerly, jit_compile false).
+  int64_t train_step_kernel_count() const;
   /// Seconds a device has spent in the train steps' collectives since compile (under a
   /// distribution; averaged over the devices, waiting included); 0 on one device.
   double train_step_collective_seconds() const;
