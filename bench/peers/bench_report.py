@@ -145,7 +145,7 @@ def gemm_table(run):
         best[r["n"]] = max(best.get(r["n"], 0), r["tflops"])
     lines = ["", "| n | path | ms | TFLOP/s | of the best path |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['n']} | {r['path']} | {r['ms']:.3f} | {r['tflops']:.2f} | {r['tflops'] / best[r['n']]:.2f} |")
+        lines.append(f"| {int(r['n'])} | {r['path']} | {r['ms']:.3f} | {r['tflops']:.2f} | {r['tflops'] / best[r['n']]:.2f} |")
     return lines
 
 
