@@ -18,6 +18,7 @@
 #include "ingot/trainer/model.h"
 #include "ingot/trainer/model_io.h"
 #include "ingot/trainer/safetensors.h"
+#include "linear_model.h"
 #include "test_util.h"
 
 namespace ingot::callbacks {
@@ -26,14 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::ingot::testing::expect_error;
 
-/// y = w x + b: one Dense unit on one feature (as fit_test.cpp's).
-std::shared_ptr<Sequential> linear(float w, float b) {
-  auto model = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 1})});
-  model->build_model({1, 1});
-  model->set_weights({testing::f32({w}, {1, 1}), testing::f32({b}, {1})});
-  return model;
-}
+using testing::linear;
 
 /// (w, b) of a checkpoint file, read back through Model::load_weights.
 std::vector<float> weights_in(const std::string& path) {

@@ -12,6 +12,7 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/model.h"
+#include "linear_model.h"
 #include "test_util.h"
 
 namespace ingot::callbacks {
@@ -177,14 +178,7 @@ TEST(LearningRateScheduler, RejectsBadSchedulesAndOptions) {
 // ----------------------------------------------------------------------------------------------
 // In a real fit: the rate reaches the optimizer.
 
-/// y = w x + b: one Dense unit on one feature (as fit_test.cpp's).
-std::shared_ptr<Sequential> linear(float w, float b) {
-  auto model = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 1})});
-  model->build_model({1, 1});
-  model->set_weights({testing::f32({w}, {1, 1}), testing::f32({b}, {1})});
-  return model;
-}
+using testing::linear;
 
 FitOptions two_points(std::vector<std::shared_ptr<Callback>> callbacks, int64_t epochs) {
   return {.x = testing::f32({1, 2}, {2, 1}),

@@ -9,6 +9,7 @@
 
 #include "ingot/trainer/layers_normalization.h"
 #include "ingot/trainer/model.h"
+#include "linear_model.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -16,14 +17,7 @@ namespace {
 
 using testing::expect_error;
 
-/// y = w x + b: one Dense unit on one feature, weights set by hand.
-std::shared_ptr<Sequential> linear(float w, float b) {
-  auto model = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 1})});
-  model->build_model({1, 1});
-  model->set_weights({testing::f32({w}, {1, 1}), testing::f32({b}, {1})});
-  return model;
-}
+using testing::linear;
 
 CompileOptions sgd_mse(double lr, int64_t steps_per_execution = 1) {
   return {.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = lr}),
