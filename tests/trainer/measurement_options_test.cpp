@@ -196,5 +196,25 @@ TEST(KernelCount, TheStatsOfSmallFunctionsAreTheHandCountedKernels) {
   EXPECT_EQ(mm.kernel_count(), 2);
 }
 
+TEST(KernelCount, ADonatedUpdateIsOneLoopNestAndNoCopyOntoItself) {
+  // w - 0.1 g with w donated: the loop writes w's buffer; the returned w is its out-param, so the
+  // copy of the returned argument is guarded away (it used to copy every byte onto itself).
+  JitOptions options;
+  options.donate_argnums = {0};
+  const Jitted update = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.1}; }, options);
+  Array w = testing::f32({1, 2, 3, 4}, {4});
+  const void* buffer = w.raw_data();
+  const std::vector<Array> out = update({w, testing::f32({10, 20, 30, 40}, {4})});
+  EXPECT_EQ(out[0].raw_data(), buffer);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_EQ(update.kernel_count(), 1);
+  // A parameter returned unchanged (not donated) is still copied into its own output.
+  const Jitted identity = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0], a[0] * 2.0}; });
+  const Array x = testing::f32({1, 2}, {2});
+  const std::vector<Array> both = identity({x});
+  EXPECT_NE(both[0].raw_data(), x.raw_data());
+  EXPECT_EQ(both[0].to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
 }  // namespace
 }  // namespace ingot

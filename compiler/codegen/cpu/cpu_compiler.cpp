@@ -76,6 +76,14 @@ std::vector<PipelineStage> default_tensor_stages() {
 std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
   const int threads = resolve_threads(num_threads);
   std::vector<PipelineStage> stages = default_tensor_stages();
+  // On the CPU a donated output's out-param is the parameter's own buffer: no copy onto itself.
+  for (PipelineStage& stage : stages) {
+    const std::string pass = "func.func(ingot-distinct-results)";
+    const size_t at = stage.pipeline.find(pass);
+    if (at != std::string::npos) {
+      stage.pipeline.replace(at, pass.size(), "func.func(ingot-distinct-results{guard-argument-copies=true})");
+    }
+  }
   const std::vector<PipelineStage> back = {
       {"deallocate", "buffer-deallocation-pipeline"},
       // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's

@@ -92,7 +92,11 @@ class FuseMultiUseElementwisePass
 /// memref.alloc of static shape (a fresh alloc + memref.copy for a repeated value, a function
 /// argument, a global or a view), so that buffer-results-to-out-params can hoist each result's
 /// allocation into the caller's out-param (no final copy) without two out-params sharing one
-/// buffer (which crashes the MLIR 22 hoisting).
+/// buffer (which crashes the MLIR 22 hoisting). With `guard-argument-copies` (the CPU pipeline),
+/// the copy of a returned function argument runs only when the out-param is another buffer: a
+/// donated parameter's output is written in place and its out-param is the parameter's own
+/// buffer (compile_graph), where the copy would move every byte onto itself (the MLP train step
+/// did 22 such copies per step). The CUDA plan handles donated outputs itself (CudaProgram).
 class DistinctResultsPass
     : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
@@ -101,11 +105,17 @@ class DistinctResultsPass
   llvm::StringRef getDescription() const final {
     return "Make each returned memref a distinct static identity-layout allocation (ingot)";
   }
+  DistinctResultsPass() = default;
+  DistinctResultsPass(const DistinctResultsPass& other) : PassWrapper(other) {}
   void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::memref::MemRefDialect>();
+    registry.insert<mlir::memref::MemRefDialect, mlir::arith::ArithDialect, mlir::scf::SCFDialect>();
   }
+  Option<bool> guard_argument_copies{*this, "guard-argument-copies",
+                                     llvm::cl::desc("copy a returned argument only into another buffer"),
+                                     llvm::cl::init(false)};
   void runOnOperation() override {
-    getOperation().walk([](mlir::func::ReturnOp ret) {
+    const bool guard = guard_argument_copies;
+    getOperation().walk([guard](mlir::func::ReturnOp ret) {
       llvm::DenseSet<mlir::Value> seen;
       mlir::OpBuilder b(ret);
       for (mlir::OpOperand& operand : ret->getOpOperands()) {
@@ -113,8 +123,18 @@ class DistinctResultsPass
         auto type = mlir::dyn_cast<mlir::MemRefType>(v.getType());
         if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity()) continue;
         if (v.getDefiningOp<mlir::memref::AllocOp>() && seen.insert(v).second) continue;
-        auto alloc = mlir::memref::AllocOp::create(b, ret.getLoc(), type, b.getI64IntegerAttr(64));
-        mlir::memref::CopyOp::create(b, ret.getLoc(), v, alloc);
+        const mlir::Location loc = ret.getLoc();
+        auto alloc = mlir::memref::AllocOp::create(b, loc, type, b.getI64IntegerAttr(64));
+        if (guard && mlir::isa<mlir::BlockArgument>(v)) {
+          const mlir::Value from = mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, v);
+          const mlir::Value to = mlir::memref::ExtractAlignedPointerAsIndexOp::create(b, loc, alloc);
+          const mlir::Value differ = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ne, from, to);
+          auto guarded = mlir::scf::IfOp::create(b, loc, differ, /*withElseRegion=*/false);
+          mlir::OpBuilder then = guarded.getThenBodyBuilder();
+          mlir::memref::CopyOp::create(then, loc, v, alloc);
+        } else {
+          mlir::memref::CopyOp::create(b, loc, v, alloc);
+        }
         operand.set(alloc);
         seen.insert(alloc);
       }
