@@ -208,6 +208,26 @@ TEST(KernelCount, ADonatedUpdateIsOneLoopNestAndNoCopyOntoItself) {
   EXPECT_EQ(out[0].raw_data(), buffer);
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
   EXPECT_EQ(update.kernel_count(), 1);
+  // Adam's shape: m' = 0.9 m + 0.1 g and w' = w - 0.1 m', both donated. Fusion makes w' read the
+  // old m; m' is computed after that read (ingot-sink-donated-updates), so both are written in
+  // place: two loop nests, no temporary copied over m.
+  JitOptions two_donated;
+  two_donated.donate_argnums = {0, 1};
+  const Jitted adam_like = jit(
+      [](const std::vector<Tensor>& a) {
+        const Tensor m = a[1] * 0.9 + a[2] * 0.1;
+        return std::vector<Tensor>{a[0] - m * 0.1, m};
+      },
+      two_donated);
+  Array w2 = testing::f32({1, 2}, {2}), m2 = testing::f32({10, 20}, {2});
+  const void* wb = w2.raw_data();
+  const void* mb = m2.raw_data();
+  const std::vector<Array> r = adam_like({w2, m2, testing::f32({100, 200}, {2})});
+  EXPECT_EQ(r[0].raw_data(), wb);
+  EXPECT_EQ(r[1].raw_data(), mb);
+  testing::expect_values(r[1], {19, 38}, 1e-5);
+  testing::expect_values(r[0], {1 - 1.9, 2 - 3.8}, 1e-5);
+  EXPECT_EQ(adam_like.kernel_count(), 2);
   // A parameter returned unchanged (not donated) is still copied into its own output.
   const Jitted identity = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0], a[0] * 2.0}; });
   const Array x = testing::f32({1, 2}, {2});

@@ -76,8 +76,13 @@ std::vector<PipelineStage> default_tensor_stages() {
 std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
   const int threads = resolve_threads(num_threads);
   std::vector<PipelineStage> stages = default_tensor_stages();
-  // On the CPU a donated output's out-param is the parameter's own buffer: no copy onto itself.
+  // On the CPU a donated output's out-param is the parameter's own buffer: no copy onto itself;
+  // and a donated parameter's new value is computed after its other readers, so in place.
   for (PipelineStage& stage : stages) {
+    const std::string first = "eliminate-empty-tensors,";
+    if (const size_t at = stage.pipeline.find(first); at != std::string::npos) {
+      stage.pipeline.insert(at, "func.func(ingot-sink-donated-updates),");
+    }
     const std::string pass = "func.func(ingot-distinct-results)";
     const size_t at = stage.pipeline.find(pass);
     if (at != std::string::npos) {
