@@ -1,6 +1,8 @@
 // Data adapters and the epoch iterator (include/ingot/trainer/data.h).
 #include "ingot/trainer/data.h"
 
+#include "rows.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,27 +14,8 @@ namespace ingot {
 
 namespace {
 
-/// Rows `rows` of `a` (n, ...) as a new host array (rows.size(), ...); invalid stays invalid.
-Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
-  if (!a.valid()) return a;
-  Shape shape = a.shape();
-  const int64_t n = shape[0];
-  shape[0] = static_cast<int64_t>(rows.size());
-  Array out = Array::empty(shape, a.dtype());
-  const int64_t row_bytes = n == 0 ? 0 : a.nbytes() / n;
-  const auto* src = static_cast<const char*>(a.raw_data());
-  auto* dst = static_cast<char*>(out.raw_data());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::memcpy(dst + static_cast<int64_t>(i) * row_bytes, src + rows[i] * row_bytes, static_cast<size_t>(row_bytes));
-  }
-  return out;
-}
-
-std::vector<int64_t> iota(int64_t begin, int64_t end) {
-  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
-  std::iota(v.begin(), v.end(), begin);
-  return v;
-}
+using detail::iota;
+using detail::take_rows;
 
 /// Rows `rows` of every array of `a`.
 Arrays take_rows(const Arrays& a, const std::vector<int64_t>& rows) {
@@ -261,5 +244,30 @@ void EpochIterator::stop() {
   if (queue_) queue_->stop();
   producer_ = nullptr;
 }
+
+namespace detail {
+
+Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
+  if (!a.valid()) return a;
+  Shape shape = a.shape();
+  const int64_t n = shape[0];
+  shape[0] = static_cast<int64_t>(rows.size());
+  Array out = Array::empty(shape, a.dtype());
+  const int64_t row_bytes = n == 0 ? 0 : a.nbytes() / n;
+  const auto* src = static_cast<const char*>(a.raw_data());
+  auto* dst = static_cast<char*>(out.raw_data());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(dst + static_cast<int64_t>(i) * row_bytes, src + rows[i] * row_bytes, static_cast<size_t>(row_bytes));
+  }
+  return out;
+}
+
+std::vector<int64_t> iota(int64_t begin, int64_t end) {
+  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
+  std::iota(v.begin(), v.end(), begin);
+  return v;
+}
+
+}  // namespace detail
 
 }  // namespace ingot

@@ -25,6 +25,7 @@
 #include "ingot/runtime/mesh_communicator.h"
 #include "ingot/runtime/shared_memory.h"
 #include "ingot/runtime/spmd.h"
+#include "rows.h"
 
 namespace ingot {
 
@@ -945,12 +946,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   /// Block `p` of `parts` equal blocks of `a`'s rows (a host array whose row count divides).
   static Array process_rows(const Array& a, int p, int parts) {
-    Shape shape = a.shape();
-    shape[0] /= parts;
-    Array out = Array::empty(shape, a.dtype());
-    const int64_t bytes = out.nbytes();
-    if (bytes > 0) std::memcpy(out.raw_data(), static_cast<const char*>(a.raw_data()) + p * bytes, static_cast<size_t>(bytes));
-    return out;
+    const int64_t n = a.shape()[0] / parts;
+    return detail::take_rows(a, detail::iota(p * n, (p + 1) * n));
   }
 
   /// Whether a state array laid out by `s` is split over the processes too (FSDP over a mesh

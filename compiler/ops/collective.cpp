@@ -50,12 +50,19 @@ std::vector<Array> all_reduce_kernel(std::span<const Array>, const Attributes& a
               kSpmdHint);
 }
 
-std::vector<std::optional<Tensor>> all_reduce_vjp(const VjpArgs& args) {
+/// The reduction of a differentiated `op` node: sum or mean (max and min have no VJP rule here:
+/// kUnimplemented naming the op and the reduction).
+const std::string& differentiable_reduction(const char* op, const VjpArgs& args) {
   const std::string& reduction = args.attrs.get_string("reduction");
   if (reduction != "sum" && reduction != "mean") {
-    throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for all_reduce with reduction '{}'", reduction),
-                "differentiate through all_reduce sum or mean only");
+    throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for {} with reduction '{}'", op, reduction),
+                fmt::format("differentiate through {} sum or mean only", op));
   }
+  return reduction;
+}
+
+std::vector<std::optional<Tensor>> all_reduce_vjp(const VjpArgs& args) {
+  const std::string& reduction = differentiable_reduction("all_reduce", args);
   if (!args.cotangents[0]) return {std::nullopt};
   return {all_reduce(*args.cotangents[0], args.attrs.get_string("axis_name"), reduction)};
 }
@@ -120,11 +127,7 @@ std::vector<std::optional<Tensor>> all_gather_vjp(const VjpArgs& args) {
 }
 
 std::vector<std::optional<Tensor>> reduce_scatter_vjp(const VjpArgs& args) {
-  const std::string& reduction = args.attrs.get_string("reduction");
-  if (reduction != "sum" && reduction != "mean") {
-    throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for reduce_scatter with reduction '{}'", reduction),
-                "differentiate through reduce_scatter sum or mean only");
-  }
+  const std::string& reduction = differentiable_reduction("reduce_scatter", args);
   if (!args.cotangents[0]) return {std::nullopt};
   const int64_t n = args.attrs.get_int("axis_size");
   Tensor g = all_gather(*args.cotangents[0], args.attrs.get_string("axis_name"), n);

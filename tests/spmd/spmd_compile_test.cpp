@@ -207,5 +207,17 @@ TEST(SpmdCompile, ASegmentThatFailsToCompileIsNamed) {
                         {"compile_graph_spmd: segment 1 of 'broken'", "no lowering for op 'add'"});
 }
 
+TEST(SpmdCompile, CollectivesWithoutAVjpRuleAreNamedErrors) {
+  // max / min reductions have no VJP rule: differentiating through them names the op.
+  for (const char* op : {"all_reduce", "reduce_scatter"}) {
+    const TraceFn f = [op](const std::vector<Tensor>& a) {
+      const Tensor r = std::string(op) == "all_reduce" ? all_reduce(a[0], "batch", "max") : reduce_scatter(a[0], "batch", 2, "max");
+      return std::vector<Tensor>{sum(r)};
+    };
+    testing::expect_error([&] { trace(value_and_grad(f, {0}), {{{4}, DType::kF32}}); }, ErrorCode::kUnimplemented,
+                          {std::string("no VJP rule for ") + op + " with reduction 'max'", "sum or mean only"});
+  }
+}
+
 }  // namespace
 }  // namespace ingot
