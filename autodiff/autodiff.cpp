@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -76,7 +77,27 @@ class BackwardValues {
   std::map<ir::ValueId, Tensor> recomputed_;
 };
 
+std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tensor>& cotangents);
+
+/// Pullbacks nested in this thread's running pullback (0: outermost), so nested derivatives add
+/// their time to the trace once (add_trace_autodiff_seconds).
+thread_local int pullback_depth = 0;
+
 std::vector<Tensor> run_pullback(const Tape& tape, const std::vector<Tensor>& cotangents) {
+  const auto start = std::chrono::steady_clock::now();
+  ++pullback_depth;
+  struct Leave {
+    std::chrono::steady_clock::time_point start;
+    ~Leave() {
+      if (--pullback_depth == 0) {
+        add_trace_autodiff_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    }
+  } leave{start};
+  return run_pullback_timed(tape, cotangents);
+}
+
+std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tensor>& cotangents) {
   const ir::Graph& g = tape.graph;
   if (cotangents.size() != g.outputs().size()) {
     throw Error(ErrorCode::kInvalidArgument,

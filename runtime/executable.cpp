@@ -7,6 +7,20 @@
 
 namespace ingot {
 
+CompileInfo& CompileInfo::operator+=(const CompileInfo& o) {
+  kernel_functions += o.kernel_functions;
+  lower_seconds += o.lower_seconds;
+  mlir_seconds += o.mlir_seconds;
+  llvm_seconds += o.llvm_seconds;
+  link_seconds += o.link_seconds;
+  objects += o.objects;
+  cache_hits += o.cache_hits;
+  cache_misses += o.cache_misses;
+  step_cache_hits += o.step_cache_hits;
+  return *this;
+}
+
+
 Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
                        std::vector<Thunk> thunks, std::vector<size_t> outputs,
                        std::vector<size_t> donated_inputs, std::string name)

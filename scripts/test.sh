@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake --preset dev
 cmake --build --preset dev
+# Every test (also the CLI and example ones) uses a compilation cache under the build tree, never
+# the user's ~/.cache/ingot (docs/compiler.md, "Compilation cache").
+export XDG_CACHE_HOME="$PWD/build/dev/test-compile-cache"
 ctest --preset dev -j "$(nproc)" "$@"

@@ -349,6 +349,24 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+/// The train step's compile breakdown (CompileBreakdown) as bench JSON: seconds per phase,
+/// objects and cache figures, distinct kernel functions.
+json compile_breakdown_json(const CompileBreakdown& c) {
+  return {{"compiles", c.compiles},
+          {"total_s", c.total_seconds},
+          {"trace_s", c.trace_seconds},
+          {"autodiff_s", c.autodiff_seconds},
+          {"lower_s", c.backend.lower_seconds},
+          {"mlir_s", c.backend.mlir_seconds},
+          {"llvm_s", c.backend.llvm_seconds},
+          {"link_s", c.backend.link_seconds},
+          {"objects", c.backend.objects},
+          {"cache_hits", c.backend.cache_hits},
+          {"cache_misses", c.backend.cache_misses},
+          {"step_cache_hits", c.backend.step_cache_hits},
+          {"kernel_functions", c.backend.kernel_functions}};
+}
+
 json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
                 std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
   const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
@@ -358,6 +376,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
   b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
                     .loss = std::move(loss),
+                    .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache)},
                     .cuda_device = cuda,
                     .distribution = std::move(dp),
                     .cuda = {.cuda_graphs = c.cuda_graphs}});
@@ -386,7 +405,8 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"params", b.model->count_params()},
             {"loss_first", loss_first},
             {"loss_last", loss_last},
-            {"kernels_per_step", b.model->train_step_kernel_count()}};
+            {"kernels_per_step", b.model->train_step_kernel_count()},
+            {"compile", compile_breakdown_json(b.model->train_step_compile_breakdown())}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
   if (dp_devices > 1) {  // the share of the timed steps a device spent in collectives
     double total_ms = 0;
@@ -399,6 +419,14 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                      r["samples_per_s"].get<double>(),
                      b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
                      loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
+  const json& cb = r["compile"];
+  out << fmt::format("     compile: trace {:.2f} s, autodiff {:.2f} s, lower {:.2f} s, MLIR {:.2f} s, LLVM {:.2f} s, "
+                     "link {:.2f} s; {} kernel functions for {} kernels, objects {} cached / {} compiled{}\n",
+                     cb["trace_s"].get<double>(), cb["autodiff_s"].get<double>(), cb["lower_s"].get<double>(),
+                     cb["mlir_s"].get<double>(), cb["llvm_s"].get<double>(), cb["link_s"].get<double>(),
+                     cb["kernel_functions"].get<int64_t>(), r["kernels_per_step"].get<int64_t>(),
+                     cb["cache_hits"].get<int64_t>(), cb["cache_misses"].get<int64_t>(),
+                     cb["step_cache_hits"].get<int64_t>() > 0 ? " (whole step from the cache)" : "");
   if (r.contains("collective_share")) {
     out << fmt::format("     {:.1f}% of the step time in collectives\n", 100 * r["collective_share"].get<double>());
   }
@@ -477,6 +505,7 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
   CompileOptions compile{.optimizer = bench_optimizer(c.dtype_policy),
                          .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                              losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+                         .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache)},
                          .cuda_device = cuda,
                          .distribution = dp,
                          .cuda = {.cuda_graphs = c.cuda_graphs}};
@@ -595,7 +624,7 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
                  {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
-                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks},
+                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks}, {"compile_cache", c.compile_cache},
                              {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
                              {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
                              {"sync_collectives", c.sync_collectives},

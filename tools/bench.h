@@ -32,6 +32,9 @@ struct BenchCommand {
   int64_t lm_width = 256;      ///< model width, a multiple of lm_heads
   int64_t lm_heads = 4;        ///< attention heads, >= 1
   int64_t lm_blocks = 4;       ///< transformer blocks, >= 1
+  /// Compilation cache directory, "default" ($XDG_CACHE_HOME/ingot) or "off"
+  /// (codegen::compile_cache_dir_option; docs/compiler.md, "Compilation cache").
+  std::string compile_cache = "default";
   /// Text whose bytes the LM trains on: lm_batch windows of lm_context + 1 bytes at seeded random
   /// offsets (inputs and next-byte targets). Default: the GNU GPL 3 every Debian system ships
   /// (package base-files); a regular file of at most 1 GiB. "none" (or empty, from C++): uniform

@@ -82,6 +82,9 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");
   cmd->add_option("--limit", c.limit, "train on the first N training images (before the validation split)");
   cmd->add_flag("--quiet", c.quiet, "print only the test result");
+  cmd->add_option("--compile-cache", c.compile_cache,
+                  "compilation cache directory, default ($XDG_CACHE_HOME/ingot, else ~/.cache/ingot) or off")
+      ->capture_default_str();
   cmd->add_flag("--perf-jitdump", c.perf_jitdump,
                 "write a jitdump of the compiled steps for perf inject --jit (docs/compiler.md, Profiling)");
   return cmd;
@@ -136,6 +139,9 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
                   "codegen-gemm, or all (comma-separated; default none)")
       ->delimiter(',');
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
+  cmd->add_option("--compile-cache", c.compile_cache,
+                  "compilation cache directory, default ($XDG_CACHE_HOME/ingot, else ~/.cache/ingot) or off")
+      ->capture_default_str();
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;
 }

@@ -487,7 +487,7 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
-                               {.perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
+                               {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache), .perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
                                where.distribution);
   if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();

@@ -40,6 +40,8 @@ struct TrainCommand {
   std::optional<int64_t> limit;            ///< train on the first N training images (1..60000)
   bool quiet = false;                      ///< print only the test result line
   bool perf_jitdump = false;               ///< CpuCompileOptions::perf_jitdump (profiling with perf)
+  /// Compilation cache directory, "default" or "off" (codegen::compile_cache_dir_option).
+  std::string compile_cache = "default";
 };
 
 /// Options of `ingot evaluate`.

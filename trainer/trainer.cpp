@@ -76,6 +76,11 @@ class StepFunction {
     if (spmd_.distribution != nullptr) return spmd_kernels_;
     return jit_ ? jit_->kernel_count() : 0;
   }
+  /// Where the compiles of this step spent their time (CompileBreakdown; zeros when interpreted).
+  CompileBreakdown compile_breakdown() const {
+    if (spmd_.distribution != nullptr) return spmd_breakdown_;
+    return jit_ ? jit_->compile_breakdown() : CompileBreakdown{};
+  }
   int64_t compile_count() const {
     if (spmd_.distribution != nullptr) return static_cast<int64_t>(spmd_cache_.size());
     return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size());
@@ -109,13 +114,18 @@ class StepFunction {
     auto it = spmd_cache_.find(key);
     if (it == spmd_cache_.end()) {
       const auto start = std::chrono::steady_clock::now();
+      TraceStats trace_stats;
+      ir::Graph graph = trace(fn_, types, name_, &trace_stats);
+      const double traced = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       it = spmd_cache_
-               .emplace(key, compile_graph_spmd(trace(fn_, types, name_), compiler_, lowering_,
+               .emplace(key, compile_graph_spmd(graph, compiler_, lowering_,
                                                      {.donate_argnums = donate_,
                                                       .collective_nanoseconds = collective_ns_,
                                                       .overlap_collectives = spmd_.distribution->overlap_collectives()}))
                .first;
-      spmd_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      spmd_seconds_ += total;
+      spmd_breakdown_.add(traced, trace_stats.autodiff_seconds, total, it->second->compile_info());
       spmd_kernels_ = it->second->kernel_count();
     }
     const Executable& exe = *it->second;
@@ -140,6 +150,7 @@ class StepFunction {
   codegen::CpuCompileOptions compiler_;
   std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
   double spmd_seconds_ = 0;
+  CompileBreakdown spmd_breakdown_;  ///< the SPMD compiles' breakdown
   int64_t spmd_kernels_ = 0;  ///< kernel_count() of the SPMD executable compiled last
   std::vector<int64_t> donate_;  ///< the SPMD steps' donated arguments (the state)
   /// Nanoseconds all devices spent in the SPMD steps' collectives (summed over the devices).
@@ -1745,6 +1756,10 @@ double Model::train_step_collective_seconds() const {
 
 int64_t Model::train_step_kernel_count() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->kernel_count() : 0;
+}
+
+CompileBreakdown Model::train_step_compile_breakdown() const {
+  return trainer_ && trainer_->train_fn ? trainer_->train_fn->compile_breakdown() : CompileBreakdown{};
 }
 
 int64_t Model::train_step_compile_count() const {

@@ -58,7 +58,10 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const std::vector<int64_t>& donate_argnums,
                                                 const lower::LoweringOptions& lowering) {
   const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
+  const auto lower_start = std::chrono::steady_clock::now();
   const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs, lowering);
+  const double lower_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
   std::vector<std::pair<Shape, DType>> params, results;
   for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : lowered.results) results.emplace_back(t.shape, t.dtype);
@@ -76,6 +79,8 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
   for (const auto& [param, output] : pairs) thunk.output_slots[lowered.result_of_output[output]] = param;
   thunk.run = [kernel](std::span<const Array> in, std::span<Array> out) { kernel->run(in, out); };
   thunk.kernels = kernel->stats().kernels();
+  thunk.compile = codegen::compile_info(*kernel);
+  thunk.compile.lower_seconds = lower_seconds;
   std::vector<size_t> outputs;
   for (size_t r : lowered.result_of_output) outputs.push_back(thunk.output_slots[r]);
   std::vector<size_t> donated;
@@ -93,6 +98,7 @@ struct Jitted::State {
   std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
   double seconds = 0;
   int64_t last_kernels = 0;  ///< kernel_count() of the executable compiled last
+  CompileBreakdown breakdown;
 };
 
 Jitted::Jitted(TraceFn fn, JitOptions options) : state_(std::make_shared<State>()) {
@@ -154,7 +160,9 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       const auto start = std::chrono::steady_clock::now();
       std::vector<ir::TensorType> types;
       for (const auto& [shape, dtype] : signature) types.push_back({shape, dtype});
-      ir::Graph graph = trace(state_->fn, types, state_->options.name);
+      TraceStats trace_stats;
+      ir::Graph graph = trace(state_->fn, types, state_->options.name, &trace_stats);
+      const double traced = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       codegen::CpuCompileOptions copts = state_->options.compile;
       if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
         // Distinct per Jitted object (its address) and per signature, so two jitted functions
@@ -170,8 +178,9 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->last_kernels = exe->kernel_count();
-      state_->seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      state_->seconds += total;
+      state_->breakdown.add(traced, trace_stats.autodiff_seconds, total, exe->compile_info());
     }
   }
   if (state_->options.cuda_device != nullptr) return run_on_cuda(*exe, args);
@@ -187,6 +196,19 @@ int64_t Jitted::compile_count() const {
 int64_t Jitted::kernel_count() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->last_kernels;
+}
+
+void CompileBreakdown::add(double trace_and_autodiff, double autodiff, double total, const CompileInfo& info) {
+  ++compiles;
+  trace_seconds += trace_and_autodiff - autodiff;
+  autodiff_seconds += autodiff;
+  total_seconds += total;
+  backend += info;
+}
+
+CompileBreakdown Jitted::compile_breakdown() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->breakdown;
 }
 
 double Jitted::compile_seconds() const {

@@ -59,8 +59,12 @@ int64_t Tensor::dim(int64_t axis) const {
   return shape()[static_cast<size_t>(a)];
 }
 
+void add_trace_autodiff_seconds(double seconds) {
+  if (std::shared_ptr<TraceState> state = trace_detail::current_trace()) state->autodiff_seconds += seconds;
+}
+
 ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
-                const std::string& name) {
+                const std::string& name, TraceStats* stats) {
   auto& threads = trace_detail::g_thread_traces;
   auto state = std::make_shared<TraceState>(name, threads.next_serial++);
   std::vector<Tensor> args;
@@ -93,6 +97,7 @@ ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
     outs.push_back(r.id());
   }
   state->graph.set_outputs(outs);
+  if (stats != nullptr) stats->autodiff_seconds = state->autodiff_seconds;
   return state->graph;
 }
 

@@ -16,6 +16,7 @@ struct TraceState {
   ir::Graph graph;
   int64_t serial;         ///< 1, 2, ... per thread, for error messages
   bool finished = false;  ///< set when trace() returns
+  double autodiff_seconds = 0;  ///< TraceStats::autodiff_seconds
 };
 
 /// The innermost active trace of this thread, or nullptr.

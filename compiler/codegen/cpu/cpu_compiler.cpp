@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,19 +14,17 @@
 #include <optional>
 #include <thread>
 
+#include "codegen/cpu/object_jit.h"
 #include "codegen/cpu/passes.h"
+#include "codegen/cpu/step_cache.h"
 #include "codegen/mlir_common.h"
 #include "codegen/mlir_registration.h"
 #include "ingot/kernels/cpu_gemm.h"
-#include "llvm/ExecutionEngine/Orc/Core.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -73,7 +72,7 @@ std::vector<PipelineStage> default_tensor_stages() {
 }
 
 
-std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
+std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_kernels) {
   const int threads = resolve_threads(num_threads);
   std::vector<PipelineStage> stages = default_tensor_stages();
   // On the CPU a donated output's out-param is the parameter's own buffer: no copy onto itself;
@@ -89,8 +88,12 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
       stage.pipeline.replace(at, pass.size(), "func.func(ingot-distinct-results{guard-argument-copies=true})");
     }
   }
-  const std::vector<PipelineStage> back = {
+  std::vector<PipelineStage> back = {
       {"deallocate", "buffer-deallocation-pipeline"},
+      // Each top-level loop nest becomes a function of its own (identical nests one function), so
+      // the stages below run on many small functions in parallel and LLVM compiles each kernel
+      // once and alone (compile_cpu); the entry keeps allocations, views, copies and calls.
+      {"outline", "ingot-outline-kernels"},
       // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's
       // iteration order); ingot-parallelize-outer-loops keeps the outer parallel dims of nests with
       // enough work and makes everything else serial scf.for. Loops are vectorised by LLVM's loop
@@ -113,6 +116,7 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads) {
        "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
        "convert-openmp-to-llvm,convert-to-llvm,reconcile-unrealized-casts"},
   };
+  if (!outline_kernels) back.erase(back.begin() + 1);
   stages.insert(stages.end(), back.begin(), back.end());
   return stages;
 }
@@ -126,6 +130,14 @@ void initialise_mlir_once() {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    // LLVM's ConstraintElimination (Fourier-Motzkin over the loop bounds' facts) took a quarter of
+    // the LM step's code generation (bench/results/2026-12-01-compile-time.md) and removes no
+    // check that matters in MLIR's loop nests (their bounds are static). It is an LLVM option,
+    // process-wide by LLVM's design, set once here with the rest of LLVM's initialisation.
+    auto& llvm_options = llvm::cl::getRegisteredOptions();
+    if (auto it = llvm_options.find("enable-constraint-elimination"); it != llvm_options.end()) {
+      static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(false);
+    }
     detail::register_mlir_passes();
     register_ingot_passes();
   });
@@ -186,12 +198,19 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
     return std::nullopt;
   }
   CpuKernelStats stats;
+  module.walk([&](mlir::func::FuncOp f) { stats.kernel_functions += f->hasAttr(kKernelAttr) ? 1 : 0; });
   for (mlir::Operation& op : fn->getRegion(0).front()) {
     const llvm::StringRef name = op.getName().getStringRef();
     if (is_loop_nest(name, op.getName().getDialectNamespace())) {
       ++stats.loop_nests;
-    } else if (name == "func.call") {
-      ++stats.library_calls;
+    } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op)) {
+      // An outlined kernel is the loop nest it holds; other calls are library kernels.
+      mlir::Operation* callee = module.lookupSymbol(call.getCallee());
+      if (callee != nullptr && callee->hasAttr(kKernelAttr)) {
+        ++stats.loop_nests;
+      } else {
+        ++stats.library_calls;
+      }
     } else if (name == "memref.copy") {
       ++stats.copies;
     }
@@ -254,11 +273,9 @@ void check_types(const char* what, std::span<const Array> arrays,
 
 class JitKernel final : public CpuKernel {
  public:
-  JitKernel(std::unique_ptr<mlir::MLIRContext> ctx, std::unique_ptr<mlir::ExecutionEngine> engine,
-            void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
-            std::vector<std::pair<Shape, DType>> out, CpuKernelStats stats)
-      : ctx_(std::move(ctx)), engine_(std::move(engine)), fn_(fn), in_(std::move(in)),
-        out_(std::move(out)), stats_(stats) {}
+  JitKernel(std::unique_ptr<detail::LinkedObjects> code, void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
+            std::vector<std::pair<Shape, DType>> out, CpuKernelStats stats, CpuCompileReport report)
+      : code_(std::move(code)), fn_(fn), in_(std::move(in)), out_(std::move(out)), stats_(stats), report_(report) {}
 
   void run(std::span<const Array> inputs, std::span<Array> outputs) const override {
     check_types("input", inputs, in_);
@@ -280,14 +297,82 @@ class JitKernel final : public CpuKernel {
   const std::vector<std::pair<Shape, DType>>& input_types() const override { return in_; }
   const std::vector<std::pair<Shape, DType>>& output_types() const override { return out_; }
   const CpuKernelStats& stats() const override { return stats_; }
+  const CpuCompileReport& report() const override { return report_; }
 
  private:
-  std::unique_ptr<mlir::MLIRContext> ctx_;  // outlives the engine's module
-  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  std::unique_ptr<detail::LinkedObjects> code_;  // owns the code fn_ points into
   void (*fn_)(void**);
   std::vector<std::pair<Shape, DType>> in_, out_;
   CpuKernelStats stats_;
+  CpuCompileReport report_;
 };
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// ingot's library kernels by name, for the JIT's symbol resolution.
+std::vector<std::pair<std::string, void*>> library_symbols() { return kernels::cpu_kernel_symbols(); }
+
+/// The objects of a cached step (manifest under `key`), or nullopt when any is missing or corrupt.
+std::optional<std::pair<detail::StepManifest, std::vector<std::string>>> load_cached_step(CompileCache& cache,
+                                                                                        const std::string& key) {
+  std::optional<std::string> text = cache.load(key);
+  if (!text) return std::nullopt;
+  std::optional<detail::StepManifest> manifest = detail::StepManifest::parse(*text);
+  if (!manifest) return std::nullopt;
+  std::vector<std::string> objects;
+  for (const std::string& object : manifest->objects) {
+    std::optional<std::string> bytes = cache.load(object);
+    if (!bytes) return std::nullopt;
+    objects.push_back(std::move(*bytes));
+  }
+  return std::make_pair(std::move(*manifest), std::move(objects));
+}
+
+/// MLIR module (after the pipeline) -> LLVM IR -> parts -> objects, each from the cache or
+/// compiled (in parallel) and stored. Fills `manifest`'s object keys and `report`'s LLVM figures.
+std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::string& entry,
+                                          const CpuCompileOptions& options, const detail::CacheContext& context,
+                                          CompileCache& cache, detail::StepManifest& manifest,
+                                          CpuCompileReport& report, size_t num_stages) {
+  DiagnosticCollector diags(*module.getContext());
+  llvm::LLVMContext llvm_ctx;
+  std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(module, llvm_ctx);
+  if (!llvm_module) fail("translation to LLVM IR", diags.text(), options.dump_dir);
+  if (!options.dump_dir.empty()) {
+    std::string ll;
+    llvm::raw_string_ostream os(ll);
+    llvm_module->print(os, nullptr);
+    write_file(std::filesystem::path(options.dump_dir) / fmt::format("{:02}-llvm.ll", static_cast<int>(num_stages) + 1),
+               ll);
+  }
+  detail::add_packed_entry(*llvm_module, entry);
+  const std::vector<detail::ModulePart> parts = detail::split_module(*llvm_module, kKernelPrefix);
+  std::vector<std::string> objects(parts.size());
+  std::vector<detail::ModulePart> missing;
+  std::vector<size_t> missing_at;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    manifest.objects.push_back(detail::object_key(context, parts[i].host, parts[i].bitcode));
+    if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects[i]) : std::nullopt) {
+      objects[i] = std::move(*cached);
+      ++report.cache_hits;
+    } else {
+      missing.push_back(parts[i]);
+      missing_at.push_back(i);
+    }
+  }
+  std::vector<std::string> compiled =
+      detail::compile_objects(missing, {.opt_level = options.opt_level, .threads = options.codegen_threads,
+                                        .progress = options.progress});
+  for (size_t j = 0; j < compiled.size(); ++j) {
+    if (cache.writable()) cache.store(manifest.objects[missing_at[j]], compiled[j]);
+    objects[missing_at[j]] = std::move(compiled[j]);
+  }
+  report.cache_misses = static_cast<int64_t>(missing.size());
+  report.objects = static_cast<int64_t>(parts.size());
+  return objects;
+}
 
 }  // namespace
 
@@ -297,63 +382,60 @@ std::string run_pipeline(const std::string& mlir_text, const std::vector<Pipelin
   return module_text(*parse_and_run(ctx, mlir_text, stages, ""));
 }
 
+CompileInfo compile_info(const CpuKernel& kernel) {
+  CompileInfo info;
+  info.kernel_functions = kernel.stats().kernel_functions;
+  info.mlir_seconds = kernel.report().mlir_seconds;
+  info.llvm_seconds = kernel.report().llvm_seconds;
+  info.link_seconds = kernel.report().link_seconds;
+  info.objects = kernel.report().objects;
+  info.cache_hits = kernel.report().cache_hits;
+  info.cache_misses = kernel.report().cache_misses;
+  info.step_cache_hits = kernel.report().step_cache_hit ? 1 : 0;
+  return info;
+}
+
 std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::string& entry,
                                        std::vector<std::pair<Shape, DType>> input_types,
                                        std::vector<std::pair<Shape, DType>> output_types,
                                        const CpuCompileOptions& options) {
   initialise_mlir_once();
-  auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
-  const std::vector<PipelineStage> stages =
-      options.pipeline.empty() ? default_cpu_pipeline(options.num_threads) : options.pipeline;
-  CpuKernelStats stats;
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &stats);
-
-  DiagnosticCollector diags(*ctx);
-  auto tm_builder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!tm_builder) fail("host detection", llvm::toString(tm_builder.takeError()), options.dump_dir);
-  auto tm = tm_builder->createTargetMachine();
-  if (!tm) fail("target machine creation", llvm::toString(tm.takeError()), options.dump_dir);
-  if (!options.dump_dir.empty()) {
-    llvm::LLVMContext llvm_ctx;
-    std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(*module, llvm_ctx);
-    if (!llvm_module) fail("translation to LLVM IR", diags.text(), options.dump_dir);
-    std::string ll;
-    llvm::raw_string_ostream os(ll);
-    llvm_module->print(os, nullptr);
-    write_file(std::filesystem::path(options.dump_dir) /
-                   fmt::format("{:02}-llvm.ll", static_cast<int>(stages.size()) + 1),
-               ll);
-  }
-  // ExecutionEngineOptions::transformer is an llvm::function_ref (non-owning): the callable must
-  // outlive ExecutionEngine::create. Assigning makeOptimizingTransformer's temporary directly
-  // left it dangling; in a release build LLVM's -O3 pipeline then silently did not run (no
-  // vectorisation, a 784-256-128-10 MLP step 5x slower).
-  const std::function<llvm::Error(llvm::Module*)> optimize =
-      mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, tm->get());
-  mlir::ExecutionEngineOptions engine_options;
-  engine_options.transformer = optimize;
-  engine_options.enablePerfNotificationListener = options.perf_jitdump;
-  engine_options.jitCodeGenOptLevel = options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive
-                                                             : llvm::CodeGenOptLevel::Default;
-  std::vector<llvm::StringRef> libs(options.runtime_libraries.begin(), options.runtime_libraries.end());
-  engine_options.sharedLibPaths = libs;
-  auto engine = mlir::ExecutionEngine::create(*module, engine_options);
-  if (!engine) fail("JIT compilation", llvm::toString(engine.takeError()) + diags.text(), options.dump_dir);
-  // Kernels that lowered code calls by name (BLAS GEMM, ...), resolved to this process's code.
-  (*engine)->registerSymbols([](llvm::orc::MangleAndInterner interner) {
-    llvm::orc::SymbolMap map;
-    for (const auto& [name, address] : kernels::cpu_kernel_symbols()) {
-      map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<PipelineStage> stages = options.pipeline.empty()
+                                                ? default_cpu_pipeline(options.num_threads, options.outline_kernels)
+                                                : options.pipeline;
+  const detail::CacheContext context = detail::cache_context(options, stages, entry);
+  // A dump was asked for: compile (a cached step would write none).
+  CompileCache cache(options.dump_dir.empty() ? options.compile_cache_dir : "", options.compile_cache_max_bytes);
+  const std::string key = detail::step_key(context, mlir_text);
+  CpuCompileReport report;
+  detail::StepManifest manifest;
+  std::vector<std::string> objects;
+  if (auto cached = cache.enabled() ? load_cached_step(cache, key) : std::nullopt) {
+    manifest = std::move(cached->first);
+    objects = std::move(cached->second);
+    report.step_cache_hit = true;
+    report.objects = report.cache_hits = static_cast<int64_t>(objects.size());
+  } else {
+    auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &manifest.stats);
+    report.mlir_seconds = seconds_since(start);
+    const auto llvm_start = std::chrono::steady_clock::now();
+    objects = generate_objects(*module, entry, options, context, cache, manifest, report, stages.size());
+    report.llvm_seconds = seconds_since(llvm_start);
+    if (cache.writable()) {
+      cache.store(key, manifest.serialize());
+      cache.evict();
     }
-    return map;
-  });
-  auto fn = (*engine)->lookupPacked("_mlir_ciface_" + entry);
-  if (!fn) {
-    fail(fmt::format("lookup of '{}'", entry), llvm::toString(fn.takeError()), options.dump_dir);
   }
-  return std::make_unique<JitKernel>(std::move(ctx), std::move(*engine), *fn,
-                                     std::move(input_types), std::move(output_types), stats);
+  const auto link_start = std::chrono::steady_clock::now();
+  std::unique_ptr<detail::LinkedObjects> code =
+      detail::LinkedObjects::link(objects, library_symbols(), options.runtime_libraries, options.perf_jitdump);
+  auto* fn = reinterpret_cast<void (*)(void**)>(code->lookup("ingot_packed_" + entry));
+  report.link_seconds = seconds_since(link_start);
+  return std::make_unique<JitKernel>(std::move(code), fn, std::move(input_types), std::move(output_types),
+                                     manifest.stats, report);
 }
 
 }  // namespace ingot::codegen

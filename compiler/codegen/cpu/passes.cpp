@@ -338,6 +338,7 @@ void register_ingot_passes() {
   mlir::PassRegistration<DistinctResultsPass>();
   mlir::PassRegistration<SinkDonatedUpdatesPass>();
   mlir::PassRegistration<ParallelizeOuterLoopsPass>();
+  register_outline_kernels_pass();
 }
 
 }  // namespace ingot::codegen

@@ -3,6 +3,7 @@
 //   ingot-distinct-results             distinct result buffers for out-param hoisting
 //   ingot-sink-donated-updates         donated parameters' new values after their other readers
 //   ingot-parallelize-outer-loops      which scf.parallel loops run on several cores
+//   ingot-outline-kernels              one function per loop nest, identical nests shared
 #pragma once
 
 namespace ingot::codegen {
@@ -10,5 +11,13 @@ namespace ingot::codegen {
 /// Registers ingot's passes in MLIR's global pass registry (so pipelines given as text, and
 /// ingot-opt, can name them). Call once, with the rest of MLIR's pass registration.
 void register_ingot_passes();
+
+/// The unit attribute ingot-outline-kernels puts on the kernel functions it creates (outline.cpp).
+inline constexpr const char* kKernelAttr = "ingot.kernel";
+/// Prefix of those functions' names ("ingot_k_<16 hex digits>").
+inline constexpr const char* kKernelPrefix = "ingot_k_";
+
+/// Registers ingot-outline-kernels (outline.cpp); part of register_ingot_passes().
+void register_outline_kernels_pass();
 
 }  // namespace ingot::codegen

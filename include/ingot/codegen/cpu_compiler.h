@@ -1,14 +1,18 @@
 // The CPU back end: an MLIR module (upstream dialects, tensor level) -> a named pass pipeline ->
-// LLVM -> JIT-compiled native code through mlir::ExecutionEngine at -O3 for the host CPU.
+// LLVM -> native code at -O3 for the host CPU, one object per kernel compiled in parallel and
+// linked into an in-process JIT (LLVM ORC), cached on disk (docs/compiler.md).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "ingot/codegen/compile_cache.h"
 #include "ingot/runtime/array.h"
+#include "ingot/runtime/executable.h"
 
 namespace ingot::codegen {
 
@@ -41,7 +45,9 @@ std::vector<PipelineStage> default_tensor_stages();
 /// parallel), OpenMP, lowering to LLVM (the JIT's -O3 pipeline then vectorises loops for the host
 /// CPU, AVX-512 where present). `num_threads`: threads the parallel loops use, 0 for all hardware
 /// threads, 1 for serial code. Throws ingot::Error(kInvalidArgument) outside [0, kMaxThreads].
-std::vector<PipelineStage> default_cpu_pipeline(int num_threads = 0);
+/// `outline_kernels`: the "outline" stage after "deallocate" (ingot-outline-kernels: one function
+/// per loop nest, identical nests share one; docs/compiler.md, "Kernel outlining and dedupe").
+std::vector<PipelineStage> default_cpu_pipeline(int num_threads = 0, bool outline_kernels = true);
 
 /// Options of compile_cpu().
 struct CpuCompileOptions {
@@ -57,10 +63,29 @@ struct CpuCompileOptions {
   int num_threads = 0;
   /// LLVM optimisation level (0-3) of the JIT.
   int opt_level = 3;
+  /// Outline each loop nest into its own function and compile structurally identical ones once
+  /// (the default pipeline's "outline" stage). Ignored when `pipeline` is given. Off gives one
+  /// function for the whole step, as before outlining existed (for comparisons).
+  bool outline_kernels = true;
+  /// Threads that optimise and compile the kernel functions to machine code concurrently (0: all
+  /// hardware threads). The code is the same for every value (each kernel compiles alone).
+  int codegen_threads = 0;
+  /// The persistent compilation cache's directory (docs/compiler.md, "Compilation cache"): object
+  /// code of each compiled step and kernel, keyed by the lowered IR, the pipeline, these options,
+  /// the host CPU and ingot's version. Default: $XDG_CACHE_HOME/ingot, else ~/.cache/ingot
+  /// (codegen::default_compile_cache_dir()); empty disables it. An unusable directory (a file,
+  /// read-only, full disk) gives one warning and compiles without caching; never an error. Not
+  /// used while `dump_dir` is set (a cached step would write no dumps).
+  std::string compile_cache_dir = default_compile_cache_dir();
+  /// Size cap of the cache directory in bytes; least recently used entries are evicted past it.
+  int64_t compile_cache_max_bytes = kDefaultCompileCacheMaxBytes;
+  /// Called while the kernels compile: (kernels done, kernels to compile), from compile threads
+  /// (serialised). Used by fit's progress line; may be empty.
+  std::function<void(int64_t, int64_t)> progress;
   /// Describe the JIT code to `perf` (LLVM's PerfJITEventListener): a jitdump file
   /// `jit-<pid>.dump` under $JITDUMPDIR (default ~/.debug/jit) that `perf inject --jit` turns into
   /// symbols, so `perf report` names each outlined parallel loop (`main..omp_par.N`). Off by
-  /// default: MLIR's ExecutionEngine turns it on otherwise, and every process then leaves a file
+  /// default: every process would otherwise leave a file
   /// of ~0.2 MiB behind. docs/compiler.md, "Profiling".
   bool perf_jitdump = false;
   /// Shared libraries the JIT resolves runtime symbols from: MLIR's C runner utilities provide
@@ -84,12 +109,27 @@ struct CpuKernelStats {
   /// Top-level calls of external functions (func.call: the library GEMM ingot_cpu_gemm_*, the
   /// im2col convolution ingot_cpu_conv_*).
   int64_t library_calls = 0;
+  /// Distinct kernel functions compiled for the loop nests (ingot-outline-kernels; 0 when the
+  /// step was compiled as one function). loop_nests / kernel_functions is the reuse from dedupe.
+  int64_t kernel_functions = 0;
   /// Top-level memref.copy operations (a memcpy or MLIR's memrefCopy each; a state output copied
   /// into its donated parameter's buffer counts even where the two are one buffer at run time).
   int64_t copies = 0;
   /// Kernels per call: loop_nests + library_calls + copies (each one pass of work over memory,
   /// as one launch of a generated CUDA kernel or library call is on a GPU).
   int64_t kernels() const { return loop_nests + library_calls + copies; }
+};
+
+/// Where a compile_cpu() call spent its time and what the cache did (ingot bench --json,
+/// ingot train --metrics-json; docs/compiler.md, "Compile time"). Seconds of wall-clock time.
+struct CpuCompileReport {
+  double mlir_seconds = 0;     ///< parsing the module and running the pipeline stages
+  double llvm_seconds = 0;     ///< translation to LLVM IR, splitting, optimisation and code generation
+  double link_seconds = 0;     ///< loading the object code into the JIT and resolving the entry
+  bool step_cache_hit = false; ///< the whole step came from the compilation cache (no MLIR, no LLVM)
+  int64_t objects = 0;         ///< object files linked (host entry + distinct kernels)
+  int64_t cache_hits = 0;      ///< of those, loaded from the compilation cache
+  int64_t cache_misses = 0;    ///< of those, compiled now
 };
 
 /// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs
@@ -105,7 +145,12 @@ class CpuKernel {
   virtual const std::vector<std::pair<Shape, DType>>& output_types() const = 0;
   /// The loop nests, library calls and copies of one call (CpuKernelStats).
   virtual const CpuKernelStats& stats() const = 0;
+  /// How the compile went (CpuCompileReport).
+  virtual const CpuCompileReport& report() const = 0;
 };
+
+/// The kernel's stats and report as the runtime's CompileInfo (for its Thunk).
+CompileInfo compile_info(const CpuKernel& kernel);
 
 /// Parses `mlir_text` (a module whose function `entry` has tensor arguments and results and the
 /// attribute llvm.emit_c_interface), runs the pipeline and JIT-compiles it.

@@ -79,6 +79,21 @@ struct JitOptions {
   codegen::CudaCompileOptions cuda;
 };
 
+/// Where compiles spent their wall-clock time, summed over compiles (docs/compiler.md, "Compile
+/// time"): tracing, autodiff (the pullbacks inside the trace), lowering to MLIR, the MLIR stages,
+/// LLVM code generation and linking (`backend`, which also counts objects, cache hits and misses
+/// and distinct kernel functions). Seconds.
+struct CompileBreakdown {
+  int64_t compiles = 0;         ///< signatures compiled
+  double trace_seconds = 0;     ///< tracing, autodiff excluded
+  double autodiff_seconds = 0;  ///< reverse-mode differentiation inside the traces
+  double total_seconds = 0;     ///< everything, first trace to linked code
+  CompileInfo backend;          ///< lowering, MLIR, LLVM, link and cache figures, summed
+  /// Adds one compile: `trace_and_autodiff` seconds in trace() of which `autodiff` differentiating,
+  /// `total` seconds in all, and the compiled executable's CompileInfo.
+  void add(double trace_and_autodiff, double autodiff, double total, const CompileInfo& info);
+};
+
 /// The callable returned by jit(). Thread-safe.
 class Jitted {
  public:
@@ -98,6 +113,8 @@ class Jitted {
   /// CpuKernelStats), on a CUDA device the kernel launches plus cuBLAS and convolution calls.
   /// 0 before the first call.
   int64_t kernel_count() const;
+  /// Where the compiles so far spent their time (CompileBreakdown).
+  CompileBreakdown compile_breakdown() const;
 
  private:
   /// Copies host arguments to the CUDA device and runs `exe` there.

@@ -14,6 +14,22 @@
 
 namespace ingot {
 
+/// How a thunk's code was compiled, where a compiler built it (zeros otherwise; CPU back end:
+/// codegen::CpuKernelStats and codegen::CpuCompileReport). Seconds are wall-clock seconds.
+struct CompileInfo {
+  int64_t kernel_functions = 0;  ///< distinct kernel functions compiled for the loop nests
+  double lower_seconds = 0;      ///< lowering the graph to MLIR text
+  double mlir_seconds = 0;       ///< MLIR parsing and pipeline stages
+  double llvm_seconds = 0;       ///< LLVM optimisation and code generation (translation included)
+  double link_seconds = 0;       ///< loading the object code into the JIT
+  int64_t objects = 0;           ///< object files linked
+  int64_t cache_hits = 0;        ///< objects loaded from the compilation cache
+  int64_t cache_misses = 0;      ///< objects compiled
+  int64_t step_cache_hits = 0;   ///< compiled functions loaded whole from the cache (no MLIR, no LLVM)
+  /// Adds `other`'s counts and seconds to this (several compiled segments of one program).
+  CompileInfo& operator+=(const CompileInfo& other);
+};
+
 /// One step of an Executable: reads some buffer slots and writes others. Slots 0..n_in-1 are the
 /// executable's inputs; later slots are outputs and temporaries, allocated by Executable::run.
 struct Thunk {
@@ -43,6 +59,8 @@ struct Thunk {
   /// function: codegen::CpuKernelStats::kernels; a CUDA program: kernel launches plus cuBLAS and
   /// convolution calls); 0 when not counted (copies, collectives, hand-written thunks).
   int64_t kernels = 0;
+  /// How the thunk's code was compiled (CompileInfo); zeros for thunks no compiler built.
+  CompileInfo compile;
 };
 
 /// A program over Arrays: input types, the slot table, thunks run in order, and which slots are
@@ -81,6 +99,12 @@ class Executable {
     int64_t n = 0;
     for (const Thunk& t : thunks_) n += t.kernels;
     return n;
+  }
+  /// The thunks' CompileInfo, added up.
+  CompileInfo compile_info() const {
+    CompileInfo info;
+    for (const Thunk& t : thunks_) info += t.compile;
+    return info;
   }
 
  private:

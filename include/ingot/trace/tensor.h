@@ -49,6 +49,13 @@ class Tensor {
 /// A function from tensors to tensors, the unit that trace() records.
 using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
+/// What one trace() call measured (compile-time breakdowns: ingot bench --json).
+struct TraceStats {
+  /// Wall-clock seconds of the trace spent differentiating (autodiff's pullbacks, outermost
+  /// ones only, so nested derivatives are not counted twice); the rest of the trace is tracing.
+  double autodiff_seconds = 0;
+};
+
 /// Records `fn` applied to fresh parameters of types `inputs` into a new Graph named `name`.
 ///
 /// Arrays the function turns into tensors (ingot::constant) become `constant` nodes
@@ -56,8 +63,14 @@ using TraceFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// trace may run inside another trace's function (nested tracing); tensors do not cross between
 /// them. Throws whatever an op throws (shape errors name the op and shapes), and
 /// ingot::Error(kTraceError) if `fn` returns a Tensor of another trace or an invalid Tensor.
+///
+/// `stats`, when given, receives what the trace measured (TraceStats).
 ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
-                const std::string& name = "main");
+                const std::string& name = "main", TraceStats* stats = nullptr);
+
+/// Adds `seconds` to the autodiff time of this thread's innermost active trace (TraceStats); a
+/// no-op outside any trace. Called by autodiff.
+void add_trace_autodiff_seconds(double seconds);
 
 /// Appends a raw node of `op` with `attrs` over `inputs` to the trace the inputs belong to
 /// (or, with no inputs, the innermost active trace) and returns its outputs. All the typed

@@ -309,6 +309,11 @@ class Model : public Layer {
   /// distribution one device's program, its collectives not counted. 0 before the first
   /// compiled step and for steps run by the interpreter (run_eagerly, jit_compile false).
   int64_t train_step_kernel_count() const;
+  /// Where the train step's compiles spent their time, summed over the signatures compiled
+  /// (tracing, autodiff, lowering, MLIR, LLVM, link; objects, cache hits and misses, distinct
+  /// kernel functions: CompileBreakdown, docs/compiler.md "Compile time"). Zeros before the first
+  /// compiled step and for interpreted steps.
+  CompileBreakdown train_step_compile_breakdown() const;
   /// Seconds a device has spent in the train steps' collectives since compile (under a
   /// distribution; averaged over the devices, waiting included); 0 on one device.
   double train_step_collective_seconds() const;

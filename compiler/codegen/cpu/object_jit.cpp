@@ -1,0 +1,291 @@
+// Split, parallel object compilation and linking of the CPU back end (object_jit.h).
+#include "codegen/cpu/object_jit.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "ingot/runtime/error.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
+#include "llvm/ExecutionEngine/JITEventListener.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h"
+#include "llvm/ExecutionEngine/SectionMemoryManager.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+
+namespace ingot::codegen::detail {
+
+namespace {
+
+[[noreturn]] void llvm_fail(const std::string& what, llvm::Error error) {
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("LLVM {} failed: {}", what, llvm::toString(std::move(error))),
+              "this is a bug in ingot's CPU back end when the MLIR stages succeeded: report it with the IR "
+              "dump (CpuCompileOptions::dump_dir)");
+}
+
+/// Adds to `out` the local globals `root` references, transitively (functions' instructions and
+/// global variables' initialisers, through constant expressions).
+void collect_locals(const llvm::GlobalValue* root, std::set<const llvm::GlobalValue*>& out) {
+  std::vector<const llvm::GlobalValue*> work = {root};
+  std::set<const llvm::Constant*> seen_constants;
+  auto visit = [&](const llvm::Value* v, auto& self) -> void {
+    if (const auto* gv = llvm::dyn_cast<llvm::GlobalValue>(v)) {
+      // Local definitions and every global variable travel with their users; external
+      // functions (kernels, library calls) are called by name.
+      const bool travels = gv->hasLocalLinkage() || llvm::isa<llvm::GlobalVariable>(gv);
+      if (travels && !gv->isDeclaration() && out.insert(gv).second) work.push_back(gv);
+      return;
+    }
+    const auto* c = llvm::dyn_cast<llvm::Constant>(v);
+    if (c == nullptr || !seen_constants.insert(c).second) return;
+    for (const llvm::Use& op : c->operands()) self(op.get(), self);
+  };
+  out.insert(root);
+  while (!work.empty()) {
+    const llvm::GlobalValue* gv = work.back();
+    work.pop_back();
+    if (const auto* f = llvm::dyn_cast<llvm::Function>(gv)) {
+      for (const llvm::BasicBlock& bb : *f) {
+        for (const llvm::Instruction& inst : bb) {
+          for (const llvm::Use& op : inst.operands()) visit(op.get(), visit);
+        }
+      }
+    } else if (const auto* var = llvm::dyn_cast<llvm::GlobalVariable>(gv); var != nullptr && var->hasInitializer()) {
+      visit(var->getInitializer(), visit);
+    }
+  }
+}
+
+/// A copy of `module` with the definitions in `keep` (others become declarations; unused
+/// declarations dropped) as bitcode. Global variables are made internal in the copy: each part
+/// has its own (they are constants: MLIR's memref.global constants, OpenMP's location records).
+std::string part_bitcode(const llvm::Module& module, const std::set<const llvm::GlobalValue*>& keep) {
+  llvm::ValueToValueMapTy map;
+  std::unique_ptr<llvm::Module> part =
+      llvm::CloneModule(module, map, [&](const llvm::GlobalValue* gv) { return keep.count(gv) != 0; });
+  for (llvm::GlobalVariable& var : part->globals()) {
+    if (!var.isDeclaration()) var.setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  for (llvm::Function& f : llvm::make_early_inc_range(part->functions())) {
+    if (f.isDeclaration() && f.use_empty()) f.eraseFromParent();
+  }
+  for (llvm::GlobalVariable& var : llvm::make_early_inc_range(part->globals())) {
+    if (var.isDeclaration() && var.use_empty()) var.eraseFromParent();
+  }
+  std::string bitcode;
+  llvm::raw_string_ostream os(bitcode);
+  llvm::WriteBitcodeToFile(*part, os);
+  os.flush();
+  return bitcode;
+}
+
+std::unique_ptr<llvm::TargetMachine> host_machine(llvm::CodeGenOptLevel level) {
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) llvm_fail("host detection", builder.takeError());
+  builder->setCodeGenOptLevel(level);
+  auto tm = builder->createTargetMachine();
+  if (!tm) llvm_fail("target machine creation", tm.takeError());
+  return std::move(*tm);
+}
+
+/// Optimises and compiles one part with `tm` (used by one thread at a time).
+std::string compile_part(const ModulePart& part, llvm::TargetMachine& tm,
+                         const std::function<llvm::Error(llvm::Module*)>& optimize) {
+  llvm::LLVMContext ctx;
+  auto module = llvm::parseBitcodeFile(llvm::MemoryBufferRef(part.bitcode, part.name), ctx);
+  if (!module) llvm_fail(fmt::format("reading part '{}'", part.name), module.takeError());
+  (*module)->setDataLayout(tm.createDataLayout());
+  (*module)->setTargetTriple(tm.getTargetTriple());
+  if (llvm::Error e = optimize(module->get())) llvm_fail(fmt::format("optimisation of '{}'", part.name), std::move(e));
+  llvm::SmallVector<char, 0> object;
+  llvm::raw_svector_ostream os(object);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
+    throw Error(ErrorCode::kInternal, fmt::format("LLVM: the host target cannot emit object files for '{}'", part.name));
+  }
+  pm.run(**module);
+  return std::string(object.begin(), object.end());
+}
+
+}  // namespace
+
+HostTarget host_target() {
+  HostTarget t;
+  t.triple = llvm::sys::getProcessTriple();
+  t.cpu = llvm::sys::getHostCPUName().str();
+  std::vector<std::string> features;
+  for (const auto& f : llvm::sys::getHostCPUFeatures()) features.push_back((f.second ? "+" : "-") + f.first().str());
+  std::sort(features.begin(), features.end());
+  for (const std::string& f : features) t.features += (t.features.empty() ? "" : ",") + f;
+  return t;
+}
+
+std::vector<ModulePart> split_module(llvm::Module& module, const std::string& kernel_prefix) {
+  bool appending = false;
+  for (const llvm::GlobalVariable& var : module.globals()) appending |= var.hasAppendingLinkage();
+  std::vector<const llvm::Function*> kernels;
+  std::set<const llvm::GlobalValue*> host;
+  for (const llvm::Function& f : module) {
+    if (f.isDeclaration() || f.hasLocalLinkage()) continue;
+    if (!appending && f.getName().starts_with(kernel_prefix)) {
+      kernels.push_back(&f);
+    } else {
+      collect_locals(&f, host);
+    }
+  }
+  std::vector<ModulePart> parts;
+  if (appending) {  // constructors and the like: keep the module whole
+    for (const llvm::GlobalVariable& var : module.globals()) host.insert(&var);
+    for (const llvm::Function& f : module) host.insert(&f);
+  }
+  parts.push_back({"host", part_bitcode(module, host), true});
+  for (const llvm::Function* k : kernels) {
+    std::set<const llvm::GlobalValue*> keep;
+    collect_locals(k, keep);
+    parts.push_back({k->getName().str(), part_bitcode(module, keep), false});
+  }
+  return parts;
+}
+
+std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, const ObjectCompileOptions& options) {
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const size_t threads =
+      std::min(parts.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hw));
+  std::vector<std::string> objects(parts.size());
+  std::atomic<size_t> next{0};
+  std::mutex mutex;  // guards done, first_error and the progress callback
+  int64_t done = 0;
+  std::exception_ptr first_error;
+  auto worker = [&] {
+    try {
+      // Kernels: -O<opt_level> and the aggressive code generator. The host part only calls
+      // kernels, allocates and frees: the fast instruction selector (the LM's entry has thousands
+      // of calls in one block, where the default selector's cost grows fastest).
+      std::unique_ptr<llvm::TargetMachine> kernel_tm = host_machine(
+          options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default);
+      std::unique_ptr<llvm::TargetMachine> host_tm;
+      const std::function<llvm::Error(llvm::Module*)> optimize =
+          mlir::makeOptimizingTransformer(static_cast<unsigned>(options.opt_level), 0, kernel_tm.get());
+      // The host part runs once per step and has no loops: no IR optimisation (-O0 measured 1.0 s
+      // faster than -O3 on the 4-block LM's entry, bench/results/2026-12-01-compile-time.md).
+      const std::function<llvm::Error(llvm::Module*)> optimize_host = mlir::makeOptimizingTransformer(0, 0, kernel_tm.get());
+      for (size_t i = next++; i < parts.size(); i = next++) {
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (first_error) return;
+        }
+        if (parts[i].host && !host_tm) host_tm = host_machine(llvm::CodeGenOptLevel::None);
+        objects[i] = compile_part(parts[i], parts[i].host ? *host_tm : *kernel_tm, parts[i].host ? optimize_host : optimize);
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        if (options.progress) options.progress(done, static_cast<int64_t>(parts.size()));
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!first_error) first_error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (first_error) std::rethrow_exception(first_error);
+  return objects;
+}
+
+LinkedObjects::~LinkedObjects() = default;
+
+void* LinkedObjects::lookup(const std::string& symbol) {
+  auto address = jit_->lookup(symbol);
+  if (!address) llvm_fail(fmt::format("lookup of '{}'", symbol), address.takeError());
+  return address->toPtr<void*>();
+}
+
+std::unique_ptr<LinkedObjects> LinkedObjects::link(const std::vector<std::string>& objects,
+                                                   const std::vector<std::pair<std::string, void*>>& symbols,
+                                                   const std::vector<std::string>& runtime_libraries,
+                                                   bool perf_jitdump) {
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) llvm_fail("host detection", builder.takeError());
+  auto jit = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*builder))
+                 .setObjectLinkingLayerCreator([perf_jitdump](llvm::orc::ExecutionSession& session)
+                                                   -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+                   auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                       session, [](const llvm::MemoryBuffer&) { return std::make_unique<llvm::SectionMemoryManager>(); });
+                   if (perf_jitdump) {
+                     if (llvm::JITEventListener* perf = llvm::JITEventListener::createPerfJITEventListener()) {
+                       layer->registerJITEventListener(*perf);
+                     }
+                   }
+                   return layer;
+                 })
+                 .create();
+  if (!jit) llvm_fail("JIT creation", jit.takeError());
+  llvm::orc::JITDylib& lib = (*jit)->getMainJITDylib();
+  llvm::orc::SymbolMap map;
+  for (const auto& [name, address] : symbols) {
+    map[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
+  }
+  if (llvm::Error e = lib.define(llvm::orc::absoluteSymbols(std::move(map)))) llvm_fail("symbol definition", std::move(e));
+  const char prefix = (*jit)->getDataLayout().getGlobalPrefix();
+  for (const std::string& path : runtime_libraries) {
+    auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(path.c_str(), prefix);
+    if (!generator) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("CpuCompileOptions::runtime_libraries: cannot load '{}': {}", path,
+                              llvm::toString(generator.takeError())),
+                  "install the package that provides it (scripts/install-deps.sh) or fix the path");
+    }
+    lib.addGenerator(std::move(*generator));
+  }
+  auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
+  if (!process) llvm_fail("process symbol search", process.takeError());
+  lib.addGenerator(std::move(*process));
+  for (size_t i = 0; i < objects.size(); ++i) {
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(objects[i], fmt::format("ingot-object-{}", i));
+    if (llvm::Error e = (*jit)->addObjectFile(std::move(buffer))) llvm_fail(fmt::format("adding object {}", i), std::move(e));
+  }
+  std::unique_ptr<LinkedObjects> linked(new LinkedObjects());
+  linked->jit_ = std::move(*jit);
+  return linked;
+}
+
+void add_packed_entry(llvm::Module& module, const std::string& entry) {
+  llvm::Function* ciface = module.getFunction("_mlir_ciface_" + entry);
+  if (ciface == nullptr || !ciface->getReturnType()->isVoidTy()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("the compiled module has no function '_mlir_ciface_{}' returning nothing", entry),
+                "the entry function needs the attribute llvm.emit_c_interface and results as out-params "
+                "(the default pipeline's bufferize stage)");
+  }
+  llvm::LLVMContext& ctx = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  auto* packed = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr}, false),
+                                        llvm::GlobalValue::ExternalLinkage, "ingot_packed_" + entry, module);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", packed));
+  std::vector<llvm::Value*> args;
+  for (unsigned i = 0; i < ciface->arg_size(); ++i) {
+    llvm::Value* slot = b.CreateConstGEP1_64(ptr, packed->getArg(0), i);
+    llvm::Value* storage = b.CreateLoad(ptr, slot);
+    args.push_back(b.CreateLoad(ciface->getFunctionType()->getParamType(i), storage));
+  }
+  b.CreateCall(ciface, args);
+  b.CreateRetVoid();
+}
+
+}  // namespace ingot::codegen::detail

@@ -1,0 +1,95 @@
+// The CPU back end's code generator after MLIR: an LLVM module split into one part per kernel
+// function (plus the host entry), each part optimised and compiled to an object file on its own
+// thread, the objects linked into one in-process JIT (LLVM ORC LLJIT). Internal to
+// compiler/codegen; includes LLVM headers. docs/compiler.md, "Code generation".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "llvm/IR/Module.h"
+
+namespace llvm::orc {
+class LLJIT;
+}
+
+namespace ingot::codegen::detail {
+
+/// What the object code is compiled for: part of every compilation cache key.
+struct HostTarget {
+  std::string triple;    ///< e.g. "x86_64-unknown-linux-gnu"
+  std::string cpu;       ///< llvm::sys::getHostCPUName(), e.g. "skylake-avx512"
+  std::string features;  ///< the host's feature flags, sorted, e.g. "+avx,+avx2,...,-xop"
+  std::string key() const { return triple + ";" + cpu + ";" + features; }
+};
+
+/// The host's target (detected once per call; cheap).
+HostTarget host_target();
+
+/// One piece of an LLVM module compiled on its own: `bitcode` holds a module with the part's
+/// definitions and declarations of everything else it uses.
+struct ModulePart {
+  std::string name;     ///< the kernel function's name, or the entry's for the host part
+  std::string bitcode;  ///< LLVM bitcode of the part
+  bool host = false;    ///< the part holding the entry (compiled at -O0 with the fast instruction selector)
+};
+
+/// Splits `module` (translated from MLIR) into parts: one per defined external function whose
+/// name starts with `kernel_prefix`, and one "host" part with every other definition (the entry
+/// and its C wrappers). Local (private/internal) functions and all global variables a part uses
+/// are cloned into it (so OpenMP's outlined bodies stay with their kernel); kernels are called
+/// across parts by name. Unused declarations are dropped. Deterministic: the same module gives
+/// the same parts, byte for byte. Errors: ingot::Error(kInternal) when bitcode cannot be written.
+std::vector<ModulePart> split_module(llvm::Module& module, const std::string& kernel_prefix);
+
+/// Options of compile_objects().
+struct ObjectCompileOptions {
+  int opt_level = 3;    ///< LLVM optimisation level of the parts (0-3)
+  int threads = 0;      ///< compile threads; 0: all hardware threads
+  /// Called after each part finishes (done, total), serialised; may be empty.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+/// Optimises (LLVM's -O<opt_level> pipeline for the host CPU) and compiles each part to an ELF
+/// object, `threads` parts at a time, each in its own LLVMContext and TargetMachine: the objects
+/// do not depend on the thread count or order (each part is compiled alone). Returns the objects
+/// in the order of `parts`. Errors: ingot::Error(kInvalidArgument) with LLVM's message when a part
+/// fails to parse, optimise or compile.
+std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, const ObjectCompileOptions& options);
+
+/// Objects linked into one JIT: the code stays valid while this lives.
+class LinkedObjects {
+ public:
+  ~LinkedObjects();
+  LinkedObjects(const LinkedObjects&) = delete;
+  LinkedObjects& operator=(const LinkedObjects&) = delete;
+  /// The address of `symbol` (linking what it needs on first lookup). Errors:
+  /// ingot::Error(kInvalidArgument) naming the symbol and LLVM's message (e.g. an unresolved
+  /// external).
+  void* lookup(const std::string& symbol);
+
+  /// Links `objects` in a fresh LLJIT (RuntimeDyld with SectionMemoryManager, like MLIR's
+  /// ExecutionEngine). External symbols resolve, in order, to `symbols` (name -> address: ingot's
+  /// library kernels), the `runtime_libraries` (loaded permanently, e.g. libomp) and this
+  /// process. `perf_jitdump`: register LLVM's perf JIT listener. Errors: ingot::Error
+  /// (kInvalidArgument) naming a library that cannot be loaded or an object LLVM refuses.
+  static std::unique_ptr<LinkedObjects> link(const std::vector<std::string>& objects,
+                                             const std::vector<std::pair<std::string, void*>>& symbols,
+                                             const std::vector<std::string>& runtime_libraries, bool perf_jitdump);
+
+ private:
+  LinkedObjects() = default;
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+};
+
+/// Adds `ingot_packed_<entry>(void** args)` to `module`: calls `_mlir_ciface_<entry>` with
+/// `*args[i]` as its i-th argument (MLIR ExecutionEngine's packed calling convention: args[i]
+/// points to the storage of argument i). The C interface must return void (results are
+/// out-params). Errors: ingot::Error(kInvalidArgument) when `_mlir_ciface_<entry>` is missing.
+void add_packed_entry(llvm::Module& module, const std::string& entry);
+
+}  // namespace ingot::codegen::detail

@@ -1,0 +1,146 @@
+// ingot-outline-kernels: one function per loop nest, structurally identical nests compiled once
+// (docs/compiler.md, "Kernel outlining and dedupe"). Declared in passes.h.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "codegen/cpu/passes.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/xxhash.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace ingot::codegen {
+
+namespace {
+
+/// A top-level operation of a function body that becomes a kernel: a loop nest over memrefs (a
+/// linalg operation on buffers with at least one loop, or an scf/affine loop) that returns nothing.
+bool is_outlinable(mlir::Operation& op) {
+  if (op.getNumResults() != 0) return false;
+  // A linalg operation without loops (on rank-0 buffers) is a few scalar instructions: it stays
+  // in the entry (and, as before outlining, is not counted as a loop nest).
+  if (auto linalg = mlir::dyn_cast<mlir::linalg::LinalgOp>(op)) return linalg.getNumLoops() > 0;
+  return mlir::isa<mlir::scf::ForOp, mlir::scf::ParallelOp, mlir::scf::ForallOp, mlir::scf::WhileOp,
+                   mlir::affine::AffineForOp, mlir::affine::AffineParallelOp>(op);
+}
+
+/// Constants without operands are cloned into the kernel (its loop bounds, fill values) rather
+/// than passed: two nests that differ only in which buffers they touch then print the same.
+bool is_clonable_constant(mlir::Value v) {
+  mlir::Operation* def = v.getDefiningOp();
+  return def != nullptr && def->hasTrait<mlir::OpTrait::ConstantLike>() && def->getNumOperands() == 0 &&
+         def->getNumRegions() == 0;
+}
+
+/// `ingot-outline-kernels`: after bufferization, moves every outlinable top-level operation of each
+/// function body (is_outlinable) into a function of its own, `func.func @ingot_k_<hash>(buffers...)`
+/// marked `ingot.kernel`, and calls it. The kernel's arguments are the values the nest uses from
+/// outside (buffers, views, scalars) in order of first use; operand-free constants are cloned in.
+/// Kernels are deduplicated by their printed form (with one placeholder name, no locations):
+/// nests that are identical up to the buffers they are given (the blocks of a transformer, the
+/// optimizer update of same-shaped variables) share one function, so LLVM compiles each once. The
+/// name hashes that form (xxh3, 64 bits), so it is the same in every process; the rest of the
+/// pipeline and the code generator then see many small functions instead of one huge one, and
+/// the CPU compiler compiles them in parallel (compile_cpu).
+class OutlineKernelsPass
+    : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OutlineKernelsPass)
+  llvm::StringRef getArgument() const final { return "ingot-outline-kernels"; }
+  llvm::StringRef getDescription() const final {
+    return "Outline each top-level loop nest into a function, identical nests into one (ingot)";
+  }
+  void getDependentDialects(mlir::DialectRegistry& registry) const override {
+    registry.insert<mlir::func::FuncDialect>();
+  }
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    by_text_.clear();
+    std::vector<mlir::func::FuncOp> hosts;
+    for (mlir::func::FuncOp fn : module.getOps<mlir::func::FuncOp>()) {
+      if (!fn.isExternal() && !fn->hasAttr(kKernelAttr)) hosts.push_back(fn);
+    }
+    for (mlir::func::FuncOp host : hosts) {
+      for (mlir::Block& block : host.getBody()) {
+        for (mlir::Operation& op : llvm::make_early_inc_range(block)) {
+          if (is_outlinable(op)) outline(module, op);
+        }
+      }
+    }
+  }
+
+ private:
+  /// Replaces `op` by a call of its kernel (created, or found by its printed form).
+  void outline(mlir::ModuleOp module, mlir::Operation& op) {
+    llvm::SetVector<mlir::Value> used;
+    for (mlir::Value v : op.getOperands()) used.insert(v);
+    mlir::getUsedValuesDefinedAbove(op.getRegions(), used);
+    llvm::SmallVector<mlir::Value> args;
+    llvm::SmallVector<mlir::Operation*> constants;
+    for (mlir::Value v : used) {
+      if (is_clonable_constant(v)) {
+        constants.push_back(v.getDefiningOp());
+      } else {
+        args.push_back(v);
+      }
+    }
+    mlir::OpBuilder b(module.getContext());
+    b.setInsertionPointToEnd(module.getBody());
+    llvm::SmallVector<mlir::Type> types;
+    for (mlir::Value v : args) types.push_back(v.getType());
+    auto kernel = mlir::func::FuncOp::create(b, op.getLoc(), "ingot_kernel", b.getFunctionType(types, {}));
+    kernel->setAttr(kKernelAttr, b.getUnitAttr());
+    mlir::Block* body = kernel.addEntryBlock();
+    mlir::IRMapping map;
+    for (size_t i = 0; i < args.size(); ++i) map.map(args[i], body->getArgument(static_cast<unsigned>(i)));
+    mlir::OpBuilder kb = mlir::OpBuilder::atBlockBegin(body);
+    for (mlir::Operation* c : constants) {
+      if (!map.contains(c->getResult(0))) kb.clone(*c, map);
+    }
+    kb.clone(op, map);
+    mlir::func::ReturnOp::create(kb, op.getLoc());
+
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    kernel->print(os, mlir::OpPrintingFlags().useLocalScope());
+    std::string name;
+    if (auto it = by_text_.find(text); it != by_text_.end()) {
+      name = it->second;
+      kernel.erase();
+    } else {
+      name = unique_name(module, llvm::xxh3_64bits(text));
+      kernel.setSymName(name);
+      by_text_[text] = name;
+    }
+    mlir::OpBuilder cb(&op);
+    mlir::func::CallOp::create(cb, op.getLoc(), name, mlir::TypeRange{}, args);
+    op.erase();
+  }
+
+  /// "ingot_k_<16 hex digits of hash>", with a suffix in the (astronomically unlikely) case that
+  /// two different kernels hash alike.
+  static std::string unique_name(mlir::ModuleOp module, uint64_t hash) {
+    std::string name = fmt::format("ingot_k_{:016x}", hash);
+    for (int i = 1; mlir::SymbolTable::lookupSymbolIn(module, name) != nullptr; ++i) {
+      name = fmt::format("ingot_k_{:016x}_{}", hash, i);
+    }
+    return name;
+  }
+
+  llvm::StringMap<std::string> by_text_;  ///< printed kernel (placeholder name) -> its symbol
+};
+
+}  // namespace
+
+void register_outline_kernels_pass() { mlir::PassRegistration<OutlineKernelsPass>(); }
+
+}  // namespace ingot::codegen
