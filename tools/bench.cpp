@@ -17,6 +17,7 @@
 #include <random>
 #include <string_view>
 
+#include "compile_json.h"
 #include "fashion_mnist_common.h"
 #include "ingot/codegen/cuda_compiler.h"
 #include "ingot/jit/jit.h"
@@ -48,8 +49,8 @@ std::string read_text(const std::string& path);
 void check_json_path(const std::string& path);
 
 /// The variants of --variants, in run order (bench.h, BenchCommand::variants).
-constexpr std::array<std::string_view, 6> kVariants = {"baseline", "no-fusion", "no-donation",
-                                                       "no-prefetch", "spe8", "codegen-gemm"};
+constexpr std::array<std::string_view, 7> kVariants = {"baseline", "no-fusion", "no-donation",
+                                                       "no-prefetch", "spe8", "codegen-gemm", "no-outline"};
 /// steps_per_execution of the spe8 variant.
 constexpr int64_t kVariantSpe = 8;
 
@@ -349,24 +350,6 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
-/// The train step's compile breakdown (CompileBreakdown) as bench JSON: seconds per phase,
-/// objects and cache figures, distinct kernel functions.
-json compile_breakdown_json(const CompileBreakdown& c) {
-  return {{"compiles", c.compiles},
-          {"total_s", c.total_seconds},
-          {"trace_s", c.trace_seconds},
-          {"autodiff_s", c.autodiff_seconds},
-          {"lower_s", c.backend.lower_seconds},
-          {"mlir_s", c.backend.mlir_seconds},
-          {"llvm_s", c.backend.llvm_seconds},
-          {"link_s", c.backend.link_seconds},
-          {"objects", c.backend.objects},
-          {"cache_hits", c.backend.cache_hits},
-          {"cache_misses", c.backend.cache_misses},
-          {"step_cache_hits", c.backend.step_cache_hits},
-          {"kernel_functions", c.backend.kernel_functions}};
-}
-
 json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
                 std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
   const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
@@ -488,6 +471,8 @@ void apply_variant(const std::string& v, CompileOptions& compile, FitOptions& fi
     compile.steps_per_execution = kVariantSpe;
   } else if (v == "codegen-gemm") {
     compile.lowering.blas_gemm = false;
+  } else if (v == "no-outline") {
+    compile.compiler.outline_kernels = false;
   }
 }
 

@@ -54,7 +54,8 @@ struct BenchCommand {
   /// (the default options), "no-fusion" (the CPU or CUDA pipeline without its "fuse" stage),
   /// "no-donation" (CompileOptions::donate_state false), "no-prefetch" (FitOptions::prefetch
   /// false), "spe8" (CompileOptions::steps_per_execution 8; the timed steps rounded up to a
-  /// multiple of 8), "codegen-gemm" (LoweringOptions::blas_gemm false: generated GEMM loops), in
+  /// multiple of 8), "codegen-gemm" (LoweringOptions::blas_gemm false: generated GEMM loops), "no-outline"
+  /// (CpuCompileOptions::outline_kernels false: the step as one function, as before outlining), in
   /// this order; {"all"}: every one. Each applies with --device cuda and --cpu-devices too. Empty
   /// (the default): none.
   std::vector<std::string> variants;

@@ -1,6 +1,8 @@
 // `ingot train` / `evaluate` / `predict` (tools/train.h; guide: docs/train.md).
 #include "train.h"
 
+#include "compile_json.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -438,13 +440,14 @@ void print_timings(std::ostream& out, const Timings& t) {
 }
 
 Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
-                  const TrainData& d, const Placement& p) {
+                  const TrainData& d, const Placement& p, const CompileBreakdown& compile) {
   Json h = Json::object();
   for (const auto& [name, values] : history.history()) h[name] = values;
   return Json{{"history", h},
               {"test", test_json(test)},
               {"train_seconds", t.train_seconds},
               {"compile_seconds", t.compile_seconds},
+              {"compile", compile_breakdown_json(compile)},
               {"samples_per_second", t.samples_per_second},
               {"epoch_seconds", t.epoch_seconds},
               {"timing", {{"train_steps", t.train_steps}, {"step_ms", t.step_ms}, {"overhead_ms", t.overhead_ms}}},
@@ -515,7 +518,7 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   if (!c.save_weights.empty()) model->save_weights(c.save_weights);
   if (!c.csv.empty()) model->write_once([&] { write_file(c.csv, csv->text()); }, "--csv");
   if (!c.metrics_json.empty()) {
-    const std::string text = metrics_json(c, *history, test, t, d, where).dump(2) + "\n";
+    const std::string text = metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown()).dump(2) + "\n";
     model->write_once([&] { write_file(c.metrics_json, text); }, "--metrics-json");
   }
   if (!c.quiet) {

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <iostream>
+#include <mutex>
 #include <cstring>
 #include <map>
 
@@ -50,11 +52,17 @@ class StepFunction {
                const CompileOptions& options, Spmd spmd)
       : fn_(std::move(fn)), name_(std::move(name)), spmd_(std::move(spmd)), lowering_(options.lowering),
         compiler_(options.compiler), donate_(donate) {
+    // The compile's progress reaches notice_ (shown by fit once a compile takes over a second).
+    std::function<void(int64_t, int64_t)> user_progress = compiler_.progress;
+    compiler_.progress = [notice = notice_, user_progress](int64_t done, int64_t total) {
+      if (user_progress) user_progress(done, total);
+      notice->report(done, total);
+    };
     if (compiled && spmd_.distribution == nullptr) {
       jit_.emplace(jit(fn_, {.name = name_,
                              .donate_argnums = std::move(donate),
                              .lowering = options.lowering,
-                             .compile = options.compiler,
+                             .compile = compiler_,
                              .cuda_device = options.cuda_device,
                              .cuda = options.cuda}));
     }
@@ -63,6 +71,11 @@ class StepFunction {
   /// spent tracing/compiling a new signature to `compile_seconds`.
   std::vector<Array> operator()(const std::vector<Array>& args) {
     const auto start = std::chrono::steady_clock::now();
+    notice_->begin(start);
+    struct End {
+      CompileNotice& notice;
+      ~End() { notice.end(); }
+    } end{*notice_};
     const double compiled_before = jit_ ? jit_->compile_seconds() : spmd_seconds_;
     std::vector<Array> out = spmd_.distribution != nullptr ? call_spmd(args) : call(args);
     const double compile = (jit_ ? jit_->compile_seconds() : spmd_seconds_) - compiled_before;
@@ -85,6 +98,10 @@ class StepFunction {
     if (spmd_.distribution != nullptr) return static_cast<int64_t>(spmd_cache_.size());
     return jit_ ? jit_->compile_count() : static_cast<int64_t>(graphs_.size());
   }
+
+  /// Where the progress of a compile that takes more than a second is shown
+  /// ("compiling <step>: 212/390 kernels"); nullptr: nowhere. Not owned; must outlive the calls.
+  void show_compiles_on(std::ostream* stream) { notice_->stream = stream; }
 
   double run_seconds = 0;      ///< wall time inside the step, compilation excluded
   double compile_seconds = 0;  ///< wall time tracing and compiling (jit only)
@@ -149,6 +166,36 @@ class StepFunction {
   lower::LoweringOptions lowering_;
   codegen::CpuCompileOptions compiler_;
   std::map<std::string, std::shared_ptr<const Executable>> spmd_cache_;
+  /// The progress line of a slow compile: `report` is called from compile threads.
+  struct CompileNotice {
+    explicit CompileNotice(std::string what) : what(std::move(what)) {}
+    std::string what;
+    std::ostream* stream = nullptr;
+    std::mutex mutex;
+    std::chrono::steady_clock::time_point start, last;
+    bool shown = false;
+    void begin(std::chrono::steady_clock::time_point at) {
+      std::lock_guard<std::mutex> lock(mutex);
+      start = at;
+      shown = false;
+    }
+    void report(int64_t done, int64_t total) {
+      std::lock_guard<std::mutex> lock(mutex);
+      const auto now = std::chrono::steady_clock::now();
+      if (stream == nullptr || now - start < std::chrono::seconds(1)) return;
+      if (shown && done < total && now - last < std::chrono::milliseconds(250)) return;
+      *stream << fmt::format("\rcompiling {}: {}/{} kernels", what, done, total) << std::flush;
+      shown = true;
+      last = now;
+    }
+    void end() {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (shown && stream != nullptr) *stream << "\n" << std::flush;
+      shown = false;
+    }
+  };
+  std::shared_ptr<CompileNotice> notice_ = std::make_shared<CompileNotice>(name_);
+
   double spmd_seconds_ = 0;
   CompileBreakdown spmd_breakdown_;  ///< the SPMD compiles' breakdown
   int64_t spmd_kernels_ = 0;  ///< kernel_count() of the SPMD executable compiled last
@@ -1489,6 +1536,19 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
                                             .weights = &t,
                                             .progbar = o.progbar});
   FittingFlag fitting(t.fitting);
+  // A compile taking over a second shows its progress where the progress bar goes.
+  std::ostream* notices = o.verbose != 0 && process_id() == 0 ? (o.progbar.stream ? o.progbar.stream : &std::cout) : nullptr;
+  struct ShowCompiles {
+    Trainer& t;
+    ShowCompiles(Trainer& trainer, std::ostream* stream) : t(trainer) {
+      t.train_fn->show_compiles_on(stream);
+      t.test_fn->show_compiles_on(stream);
+    }
+    ~ShowCompiles() {
+      t.train_fn->show_compiles_on(nullptr);
+      t.test_fn->show_compiles_on(nullptr);
+    }
+  } show_compiles(t, notices);
   Logs logs;
   fit_timing_ = {};
   const double run0 = t.train_fn->run_seconds, compile0 = t.train_fn->compile_seconds,

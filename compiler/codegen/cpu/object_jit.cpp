@@ -152,7 +152,8 @@ std::vector<ModulePart> split_module(llvm::Module& module, const std::string& ke
     for (const llvm::GlobalVariable& var : module.globals()) host.insert(&var);
     for (const llvm::Function& f : module) host.insert(&f);
   }
-  parts.push_back({"host", part_bitcode(module, host), true});
+  // Without kernels the host part is the whole step, loops included: optimised like a kernel.
+  parts.push_back({"host", part_bitcode(module, host), !kernels.empty()});
   for (const llvm::Function* k : kernels) {
     std::set<const llvm::GlobalValue*> keep;
     collect_locals(k, keep);

@@ -35,7 +35,9 @@ HostTarget host_target();
 struct ModulePart {
   std::string name;     ///< the kernel function's name, or the entry's for the host part
   std::string bitcode;  ///< LLVM bitcode of the part
-  bool host = false;    ///< the part holding the entry (compiled at -O0 with the fast instruction selector)
+  /// The part holding the entry of a module with kernels (compiled at -O0 with the fast
+  /// instruction selector); false for kernels and for a module without any (one part, optimised).
+  bool host = false;
 };
 
 /// Splits `module` (translated from MLIR) into parts: one per defined external function whose

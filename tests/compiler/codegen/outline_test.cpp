@@ -3,6 +3,9 @@
 // compile their kernels once.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <mutex>
+
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/trace/ops.h"
 #include "mlp_step.h"
@@ -119,6 +122,31 @@ TEST(OutlineKernels, DeduplicatedBlocksComputeWhatTheInterpreterComputes) {
   const std::vector<Array> want = interp::interpret(graph, args);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) testing::expect_values(got[i], want[i].to_doubles(), 1e-4);
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(OutlineKernels, ProgressCountsEveryObjectCompiled) {
+  const MlpCase mlp;
+  codegen::CpuCompileOptions o = uncached(true, 2);
+  std::mutex mutex;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  o.progress = [&](int64_t done, int64_t total) {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls.emplace_back(done, total);
+  };
+  const auto exe = compile_graph(mlp.graph, o);
+  const CompileInfo info = exe->compile_info();
+  ASSERT_EQ(static_cast<int64_t>(calls.size()), info.cache_misses);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].first, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(calls[i].second, info.cache_misses);
+  }
+  EXPECT_EQ(info.objects, info.kernel_functions + 1) << "one object per kernel function and the host's";
 }
 
 }  // namespace
