@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -306,7 +307,9 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO put where an entry belongs must not block the open (it is then refused
+  // as not a regular file below); reads of a regular file ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
@@ -368,6 +371,13 @@ bool CompileCache::fail_store(const std::string& key, const char* what, int err)
 bool CompileCache::store(const std::string& key, std::string_view payload) {
   const std::string path = entry_path(key);
   if (!writable_) return false;
+  // A file size limit (ulimit -f) below the entry's size would make the write raise SIGXFSZ,
+  // which kills the process by default: such an entry is not written.
+  struct rlimit limit;
+  const auto entry_bytes = static_cast<rlim_t>(kCompileCacheHeaderBytes) + static_cast<rlim_t>(payload.size());
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && entry_bytes > limit.rlim_cur) {
+    return fail_store(key, "write an entry larger than the file size limit (ulimit -f)", EFBIG);
+  }
 
   std::string temp;
   int fd = -1;

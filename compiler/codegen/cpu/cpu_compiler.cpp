@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -430,9 +431,28 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     }
   }
   const auto link_start = std::chrono::steady_clock::now();
-  std::unique_ptr<detail::LinkedObjects> code =
-      detail::LinkedObjects::link(objects, library_symbols(), options.runtime_libraries, options.perf_jitdump);
-  auto* fn = reinterpret_cast<void (*)(void**)>(code->lookup("ingot_packed_" + entry));
+  std::unique_ptr<detail::LinkedObjects> code;
+  void (*fn)(void**) = nullptr;
+  try {
+    code = detail::LinkedObjects::link(objects, library_symbols(), options.runtime_libraries, options.perf_jitdump);
+    fn = reinterpret_cast<void (*)(void**)>(code->lookup("ingot_packed_" + entry));
+  } catch (const Error& e) {
+    if (!report.step_cache_hit) throw;
+    // Entries that pass their checksums but do not link (written by a damaged or foreign tool):
+    // compile without the cache, whose fresh entries then replace them.
+    std::cerr << fmt::format("ingot: warning: compile cache '{}': the cached step {} does not link ({}); "
+                             "recompiling\n", cache.dir(), key, e.message());
+    CpuCompileOptions fresh = options;
+    fresh.compile_cache_dir = "";
+    std::unique_ptr<CpuKernel> kernel = compile_cpu(mlir_text, entry, std::move(input_types), std::move(output_types), fresh);
+    if (cache.writable()) {
+      // Forget the broken step and its objects: the next compile with the cache stores them anew.
+      std::error_code ec;
+      std::filesystem::remove(cache.entry_path(key), ec);
+      for (const std::string& object : manifest.objects) std::filesystem::remove(cache.entry_path(object), ec);
+    }
+    return kernel;
+  }
   report.link_seconds = seconds_since(link_start);
   return std::make_unique<JitKernel>(std::move(code), fn, std::move(input_types), std::move(output_types),
                                      manifest.stats, report);

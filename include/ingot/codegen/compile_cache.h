@@ -148,7 +148,9 @@ class CompileCache {
   /// (its warning came from the constructor). An I/O failure (full disk ENOSPC, file size limit,
   /// permissions, directory removed) deletes the temporary, prints one warning line naming the
   /// directory, the key and the reason (once per directory and errno value per process), and
-  /// returns false; it never throws. `payload` is only read during the call.
+  /// returns false; it never throws. An entry larger than the process's file size limit
+  /// (RLIMIT_FSIZE, `ulimit -f`) is refused before writing, the same way (writing past the limit
+  /// would raise SIGXFSZ, which kills the process by default). `payload` is only read during the call.
   bool store(const std::string& key, std::string_view payload);
 
   /// If the entries' total size exceeds max_bytes(), deletes least recently used entries (oldest

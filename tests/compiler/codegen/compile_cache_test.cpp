@@ -473,14 +473,13 @@ TEST_F(CompileCacheTest, VanishedDirectoryFailsStoresWithOneWarning) {
   EXPECT_FALSE(fs::exists(dir));
 }
 
-TEST_F(CompileCacheTest, WriteFailingPartwayRemovesTheTemporary) {
-  // A real write(2) failure mid-entry, without privileges: a 4 KiB file size limit
-  // (RLIMIT_FSIZE) makes the kernel fail the payload's write with EFBIG, in a child process so
-  // the limit does not outlive the test. Same path as a full disk: temporary deleted, false,
-  // one warning.
+TEST_F(CompileCacheTest, FileSizeLimitRefusesLargeEntriesWithoutKillingTheProcess) {
+  // A 4 KiB file size limit (RLIMIT_FSIZE, `ulimit -f 4`), in a child process so the limit does
+  // not outlive the test, with SIGXFSZ at its default action (which kills a process writing past
+  // the limit): entries larger than the limit are refused before anything is written (false, one
+  // warning, no temporary left), smaller ones still work.
   const std::string dir = dir_;
   const int rc = run_in_child([&] {
-    ::signal(SIGXFSZ, SIG_IGN);
     const struct rlimit limit = {4096, 4096};
     if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 2;
     std::ostringstream warnings;
@@ -490,8 +489,8 @@ TEST_F(CompileCacheTest, WriteFailingPartwayRemovesTheTemporary) {
     if (cache.store(key_of(18, 2), bytes_of(1, 1 << 20))) return 5;
     if (cache.store(key_of(18, 3), bytes_of(2, 1 << 20))) return 6;
     if (files_in(dir) != std::vector<std::string>{key_of(18, 1) + ".ingotc"}) return 7;
-    if (count_lines(warnings.str()) != 1 || warnings.str().find("cannot write for entry " + key_of(18, 2) +
-                                                                " (File too large)") == std::string::npos) {
+    if (count_lines(warnings.str()) != 1 || warnings.str().find("cannot write an entry larger than the file size limit (ulimit -f) for entry " +
+                                                                key_of(18, 2) + " (File too large)") == std::string::npos) {
       fprintf(stderr, "warnings: %s\n", warnings.str().c_str());
       return 8;
     }

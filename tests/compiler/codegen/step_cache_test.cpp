@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "child_process.h"
 #include "codegen/cpu/step_cache.h"
@@ -217,6 +218,43 @@ TEST(StepCache, DumpsBypassTheCache) {
   dumping.dump_dir = (dir / "dumps").string();
   EXPECT_EQ(compile_and_run(dumping).first.step_cache_hits, 0);
   EXPECT_TRUE(fs::exists(dir / "dumps" / "00-input.mlir"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(StepCache, CachedObjectsThatDoNotLinkAreRecompiledAndReplaced) {
+  // Entries with valid checksums but wrong contents: every object replaced by the first one
+  // (duplicate symbols, a missing entry point), written with correct headers by the cache itself.
+  const fs::path dir = fresh_dir("nolink");
+  const auto [first, want] = compile_and_run(cached_in(dir));
+  std::vector<std::string> object_keys;
+  for (const fs::path& p : entries(dir)) object_keys.push_back(p.stem().string());
+  codegen::CompileCache cache(dir.string());
+  std::optional<std::string> any_object;
+  for (const std::string& k : object_keys) {
+    std::optional<std::string> payload = cache.load(k);
+    ASSERT_TRUE(payload.has_value());
+    if (payload->rfind("ingot-step-manifest", 0) != 0 && !any_object) any_object = payload;
+  }
+  ASSERT_TRUE(any_object.has_value());
+  for (const std::string& k : object_keys) {
+    std::optional<std::string> payload = cache.load(k);
+    if (payload->rfind("ingot-step-manifest", 0) != 0) ASSERT_TRUE(cache.store(k, *any_object));
+  }
+  ::testing::internal::CaptureStderr();
+  const auto [second, got] = compile_and_run(cached_in(dir));
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warnings.find("does not link"), std::string::npos) << warnings;
+  expect_same_outputs(got, want);
+  const auto [third, again] = compile_and_run(cached_in(dir));
+  EXPECT_EQ(third.step_cache_hits, 0) << "the broken step was forgotten";
+  expect_same_outputs(again, want);
+  EXPECT_EQ(compile_and_run(cached_in(dir)).first.step_cache_hits, 1) << "and stored anew";
   fs::remove_all(dir);
 }
 
