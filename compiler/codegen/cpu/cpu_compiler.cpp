@@ -100,22 +100,23 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // enough work and makes everything else serial scf.for. Loops are vectorised by LLVM's loop
       // vectoriser at -O3 for the host's features (AVX-512 here): MLIR's affine-super-vectorize
       // mis-handles strided innermost accesses and single-trip loops, so it is not used.
-      {"loops", fmt::format("convert-linalg-to-parallel-loops,func.func(ingot-parallelize-outer-loops{{"
-                            "threads={} min-work={}}}),canonicalize",
+      // Function-level passes are nested in func.func from here on: MLIR runs them on the kernels
+      // (and the entry) in parallel, on the context's threads.
+      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops,ingot-parallelize-outer-loops{{"
+                            "threads={} min-work={}}},canonicalize)",
                             threads, kMinParallelWork)},
       // The remaining scf.parallel loops become OpenMP worksharing loops (libomp runs them);
       // canonicalize inlines the memref.alloca_scope the conversion wraps bodies in.
-      {"openmp", fmt::format("convert-scf-to-openmp{{num-threads={}}},canonicalize", threads)},
-      // full-unroll: vector transfers that vector-to-scf cannot map to one load (strided or
-      // possibly out of bounds) otherwise get a memref.alloca at the top of their enclosing
-      // loop body (an allocation scope), which LLVM leaves in the loop: the stack grows every
-      // iteration (with affine-super-vectorize, a 784-256-128-10 MLP step overflowed the 8 MiB
-      // main-thread stack). The default stages emit no vector ops now; this keeps custom
-      // pipelines that vectorise safe.
+      {"openmp", fmt::format("convert-scf-to-openmp{{num-threads={}}},func.func(canonicalize)", threads)},
+      // math-to-llvm before math-to-libm: ops with an LLVM intrinsic stay intrinsics (floor, fma,
+      // sqrt vectorise), the rest (erf, tanh, ...) become libm calls; convert-to-llvm then converts
+      // memref, arith, cf, func, ub and the types inside OpenMP regions in one walk (the separate
+      // finalize-memref / ub / openmp / vector conversions walked the module five more times:
+      // 0.3 s of the 4-block LM's 0.55 s here). The default stages emit no vector ops; a custom
+      // pipeline that vectorises adds convert-vector-to-scf{full-unroll=true} (docs/compiler.md).
       {"lower-to-llvm",
-       "convert-vector-to-scf{full-unroll=true},lower-affine,convert-scf-to-cf,expand-strided-metadata,finalize-memref-to-llvm,"
-       "convert-vector-to-llvm,convert-math-to-llvm,convert-math-to-libm,convert-ub-to-llvm,"
-       "convert-openmp-to-llvm,convert-to-llvm,reconcile-unrealized-casts"},
+       "func.func(lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),convert-math-to-libm,"
+       "convert-to-llvm,reconcile-unrealized-casts"},
   };
   if (!outline_kernels) back.erase(back.begin() + 1);
   stages.insert(stages.end(), back.begin(), back.end());
@@ -138,6 +139,12 @@ void initialise_mlir_once() {
     auto& llvm_options = llvm::cl::getRegisteredOptions();
     if (auto it = llvm_options.find("enable-constraint-elimination"); it != llvm_options.end()) {
       static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(false);
+    }
+    // Loop strength reduction was a fifth of the kernels' code generation (llc -time-passes on
+    // the 4-block LM's kernels) and changed no bench step time measurably (2026-12-02 report):
+    // MLIR's loops index with constant strides that instcombine and the addressing modes handle.
+    if (auto it = llvm_options.find("disable-lsr"); it != llvm_options.end()) {
+      static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
     }
     detail::register_mlir_passes();
     register_ingot_passes();
