@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "codegen/cpu/mlir_split.h"
 #include "codegen/cpu/object_jit.h"
 #include "codegen/cpu/passes.h"
 #include "codegen/cpu/step_cache.h"
@@ -26,6 +27,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -189,12 +192,16 @@ void check_all_llvm(mlir::ModuleOp module, const std::string& dump_dir) {
               "pipeline from the start (ingot-opt --until lower-to-llvm)");
 }
 
-/// Whether `name` is an operation counted as one loop nest at the top level of the entry.
-bool is_loop_nest(llvm::StringRef name, llvm::StringRef dialect) {
+/// Whether `op` (named `name`, of `dialect`) is counted as one loop nest at the top level of the
+/// entry. A linalg operation without loops (on rank-0 buffers) is a few scalar instructions, not a
+/// nest: the counts after `outline` and after `openmp` (where it is scalar code) then agree.
+bool is_loop_nest(mlir::Operation& op, llvm::StringRef name, llvm::StringRef dialect) {
   static constexpr std::array<llvm::StringRef, 7> kLoops = {"scf.for",    "scf.parallel",    "scf.forall", "scf.while",
                                                            "affine.for", "affine.parallel", "omp.parallel"};
   if (std::find(kLoops.begin(), kLoops.end(), name) != kLoops.end()) return true;
-  return dialect == "linalg" && name != "linalg.yield" && name != "linalg.index";
+  if (dialect != "linalg" || name == "linalg.yield" || name == "linalg.index") return false;
+  auto linalg = mlir::dyn_cast<mlir::linalg::LinalgOp>(op);
+  return linalg == nullptr || linalg.getNumLoops() > 0;
 }
 
 /// The CpuKernelStats of function `entry` of `module`, or nullopt when the module has no
@@ -209,7 +216,7 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
   module.walk([&](mlir::func::FuncOp f) { stats.kernel_functions += f->hasAttr(kKernelAttr) ? 1 : 0; });
   for (mlir::Operation& op : fn->getRegion(0).front()) {
     const llvm::StringRef name = op.getName().getStringRef();
-    if (is_loop_nest(name, op.getName().getDialectNamespace())) {
+    if (is_loop_nest(op, name, op.getName().getDialectNamespace())) {
       ++stats.loop_nests;
     } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op)) {
       // An outlined kernel is the loop nest it holds; other calls are library kernels.
@@ -382,6 +389,65 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
   return objects;
 }
 
+/// The split path of compile_cpu: `back` (the stages after `outline`) runs on each part of
+/// split_mlir_module in its own MLIRContext, then translation to LLVM IR, optimisation and code
+/// generation, `codegen_threads` parts at a time (all of it per part, so the stages after
+/// outlining and the translation no longer run serially over the whole step). Each part's object
+/// comes from the cache when its bytecode was compiled before (the key covers the pipeline, so
+/// a hit skips its MLIR stages too). Fills `manifest`'s object keys and `report`'s cache figures.
+std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirPart>& parts,
+                                                 const std::vector<PipelineStage>& back, const std::string& entry,
+                                                 const CpuCompileOptions& options,
+                                                 const detail::CacheContext& context, CompileCache& cache,
+                                                 detail::StepManifest& manifest, CpuCompileReport& report) {
+  std::vector<std::string> objects(parts.size());
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    manifest.objects.push_back(detail::object_key(context, parts[i].host, parts[i].bytecode));
+    if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects[i]) : std::nullopt) {
+      objects[i] = std::move(*cached);
+      ++report.cache_hits;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  const size_t threads = detail::parallel_threads(missing.size(), options.codegen_threads);
+  std::vector<std::unique_ptr<mlir::MLIRContext>> contexts(threads);
+  std::vector<std::unique_ptr<detail::ObjectCompiler>> compilers(threads);
+  auto lower_part = [&](size_t j, size_t thread) {
+    const size_t i = missing[j];
+    if (!contexts[thread]) {
+      // One thread uses it: no locking, and no thread pool of its own beside the codegen threads.
+      contexts[thread] = std::make_unique<mlir::MLIRContext>(make_registry(), mlir::MLIRContext::Threading::DISABLED);
+      compilers[thread] = std::make_unique<detail::ObjectCompiler>(options.opt_level);
+    }
+    mlir::MLIRContext& ctx = *contexts[thread];
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        detail::parse_and_run(ctx, parts[i].bytecode, back, "", kDumpHint, [](const std::string& stage, mlir::ModuleOp m) {
+          if (stage == "lower-to-llvm") check_all_llvm(m, "");
+        });
+    DiagnosticCollector diags(ctx);
+    llvm::LLVMContext llvm_ctx;
+    std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(*module, llvm_ctx, parts[i].name);
+    if (!llvm_module) fail(fmt::format("translation to LLVM IR of '{}'", parts[i].name), diags.text(), "");
+    if (i == 0) detail::add_packed_entry(*llvm_module, entry);
+    objects[i] = compilers[thread]->compile(*llvm_module, parts[i].host, parts[i].name);
+    if (cache.writable()) cache.store(manifest.objects[i], objects[i]);
+  };
+  detail::run_parallel(missing.size(), options.codegen_threads, lower_part, options.progress);
+  report.cache_misses = static_cast<int64_t>(missing.size());
+  report.objects = static_cast<int64_t>(parts.size());
+  return objects;
+}
+
+/// Index of the stage named "outline" in `stages`, or stages.size().
+size_t outline_stage(const std::vector<PipelineStage>& stages) {
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (stages[i].name == "outline") return i;
+  }
+  return stages.size();
+}
+
 }  // namespace
 
 std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages) {
@@ -426,12 +492,28 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     report.objects = report.cache_hits = static_cast<int64_t>(objects.size());
   } else {
     auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &manifest.stats);
-    report.mlir_seconds = seconds_since(start);
-    const auto llvm_start = std::chrono::steady_clock::now();
-    objects = generate_objects(*module, entry, options, context, cache, manifest, report, stages.size());
-    report.llvm_seconds = seconds_since(llvm_start);
+    // With an `outline` stage (the default pipeline) and no dumps, the stages after it run per
+    // part inside the parallel code generation; dumps show the whole module after every stage,
+    // so they take the serial path (same code: each kernel is lowered alone either way).
+    const size_t outline = outline_stage(stages);
+    if (outline < stages.size() && options.dump_dir.empty()) {
+      const std::vector<PipelineStage> front(stages.begin(), stages.begin() + static_cast<std::ptrdiff_t>(outline) + 1);
+      const std::vector<PipelineStage> back(stages.begin() + static_cast<std::ptrdiff_t>(outline) + 1, stages.end());
+      mlir::OwningOpRef<mlir::ModuleOp> module = parse_and_run(*ctx, mlir_text, front, "");
+      if (std::optional<CpuKernelStats> s = count_kernels(*module, entry)) manifest.stats = *s;
+      const std::vector<detail::MlirPart> parts = detail::split_mlir_module(*module);
+        report.mlir_seconds = seconds_since(start);
+      const auto llvm_start = std::chrono::steady_clock::now();
+      objects = lower_and_compile_parts(parts, back, entry, options, context, cache, manifest, report);
+      report.llvm_seconds = seconds_since(llvm_start);
+    } else {
+      mlir::OwningOpRef<mlir::ModuleOp> module =
+          parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &manifest.stats);
+      report.mlir_seconds = seconds_since(start);
+      const auto llvm_start = std::chrono::steady_clock::now();
+      objects = generate_objects(*module, entry, options, context, cache, manifest, report, stages.size());
+      report.llvm_seconds = seconds_since(llvm_start);
+    }
     if (cache.writable()) {
       cache.store(key, manifest.serialize());
       cache.evict();

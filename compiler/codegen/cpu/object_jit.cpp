@@ -151,22 +151,20 @@ llvm::Error optimize_kernel(llvm::Module* module, llvm::TargetMachine* tm, int l
   return llvm::Error::success();
 }
 
-/// Optimises and compiles one part with `tm` (used by one thread at a time).
-std::string compile_part(const ModulePart& part, llvm::TargetMachine& tm,
-                         const std::function<llvm::Error(llvm::Module*)>& optimize) {
-  llvm::LLVMContext ctx;
-  auto module = llvm::parseBitcodeFile(llvm::MemoryBufferRef(part.bitcode, part.name), ctx);
-  if (!module) llvm_fail(fmt::format("reading part '{}'", part.name), module.takeError());
-  (*module)->setDataLayout(tm.createDataLayout());
-  (*module)->setTargetTriple(tm.getTargetTriple());
-  if (llvm::Error e = optimize(module->get())) llvm_fail(fmt::format("optimisation of '{}'", part.name), std::move(e));
+/// Optimises `module` with `optimize` and compiles it to an ELF object with `tm` (used by one
+/// thread at a time).
+std::string compile_module(llvm::Module& module, const std::string& name, llvm::TargetMachine& tm,
+                           const std::function<llvm::Error(llvm::Module*)>& optimize) {
+  module.setDataLayout(tm.createDataLayout());
+  module.setTargetTriple(tm.getTargetTriple());
+  if (llvm::Error e = optimize(&module)) llvm_fail(fmt::format("optimisation of '{}'", name), std::move(e));
   llvm::SmallVector<char, 0> object;
   llvm::raw_svector_ostream os(object);
   llvm::legacy::PassManager pm;
   if (tm.addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile)) {
-    throw Error(ErrorCode::kInternal, fmt::format("LLVM: the host target cannot emit object files for '{}'", part.name));
+    throw Error(ErrorCode::kInternal, fmt::format("LLVM: the host target cannot emit object files for '{}'", name));
   }
-  pm.run(**module);
+  pm.run(module);
   return std::string(object.begin(), object.end());
 }
 
@@ -211,40 +209,49 @@ std::vector<ModulePart> split_module(llvm::Module& module, const std::string& ke
   return parts;
 }
 
-std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, const ObjectCompileOptions& options) {
+ObjectCompiler::ObjectCompiler(int opt_level)
+    : opt_level_(opt_level),
+      // Kernels: -O<opt_level> and the aggressive code generator.
+      kernel_tm_(host_machine(opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default)) {}
+
+ObjectCompiler::~ObjectCompiler() = default;
+
+std::string ObjectCompiler::compile(llvm::Module& module, bool host, const std::string& name) {
+  if (!host) {
+    return compile_module(module, name, *kernel_tm_,
+                          [&](llvm::Module* m) { return optimize_kernel(m, kernel_tm_.get(), opt_level_); });
+  }
+  // The host part runs once per step and has no loops: no -O pipeline (-O0 measured 1.0 s faster
+  // than -O3 on the 4-block LM's entry, bench/results/2026-12-01-compile-time.md), only
+  // simplify_host, and the fast instruction selector (the LM's entry has thousands of calls in one
+  // block, where the default selector's cost grows fastest).
+  if (!host_tm_) host_tm_ = host_machine(llvm::CodeGenOptLevel::None);
+  return compile_module(module, name, *host_tm_, simplify_host);
+}
+
+size_t parallel_threads(size_t jobs, int threads) {
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const size_t threads =
-      std::min(parts.size(), static_cast<size_t>(options.threads > 0 ? options.threads : hw));
-  std::vector<std::string> objects(parts.size());
+  return std::max<size_t>(1, std::min(jobs, static_cast<size_t>(threads > 0 ? threads : hw)));
+}
+
+void run_parallel(size_t jobs, int threads, const std::function<void(size_t, size_t)>& job,
+                  const std::function<void(int64_t, int64_t)>& progress) {
+  const size_t n_threads = parallel_threads(jobs, threads);
   std::atomic<size_t> next{0};
   std::mutex mutex;  // guards done, first_error and the progress callback
   int64_t done = 0;
   std::exception_ptr first_error;
-  auto worker = [&] {
+  auto worker = [&](size_t thread) {
     try {
-      // Kernels: -O<opt_level> and the aggressive code generator. The host part only calls
-      // kernels, allocates and frees: the fast instruction selector (the LM's entry has thousands
-      // of calls in one block, where the default selector's cost grows fastest).
-      std::unique_ptr<llvm::TargetMachine> kernel_tm = host_machine(
-          options.opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default);
-      std::unique_ptr<llvm::TargetMachine> host_tm;
-      const std::function<llvm::Error(llvm::Module*)> optimize = [&](llvm::Module* m) {
-        return optimize_kernel(m, kernel_tm.get(), options.opt_level);
-      };
-      // The host part runs once per step and has no loops: no -O pipeline (-O0 measured 1.0 s
-      // faster than -O3 on the 4-block LM's entry, bench/results/2026-12-01-compile-time.md), only
-      // simplify_host (the descriptor shuffles that dominate instruction selection).
-      const std::function<llvm::Error(llvm::Module*)> optimize_host = simplify_host;
-      for (size_t i = next++; i < parts.size(); i = next++) {
+      for (size_t i = next++; i < jobs; i = next++) {
         {
           std::lock_guard<std::mutex> lock(mutex);
           if (first_error) return;
         }
-        if (parts[i].host && !host_tm) host_tm = host_machine(llvm::CodeGenOptLevel::None);
-        objects[i] = compile_part(parts[i], parts[i].host ? *host_tm : *kernel_tm, parts[i].host ? optimize_host : optimize);
+        job(i, thread);
         std::lock_guard<std::mutex> lock(mutex);
         ++done;
-        if (options.progress) options.progress(done, static_cast<int64_t>(parts.size()));
+        if (progress) progress(done, static_cast<int64_t>(jobs));
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
@@ -252,10 +259,25 @@ std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, c
     }
   };
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
+  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(worker, t);
+  worker(0);
   for (std::thread& t : pool) t.join();
   if (first_error) std::rethrow_exception(first_error);
+}
+
+std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, const ObjectCompileOptions& options) {
+  std::vector<std::string> objects(parts.size());
+  std::vector<std::unique_ptr<ObjectCompiler>> compilers(parallel_threads(parts.size(), options.threads));
+  run_parallel(
+      parts.size(), options.threads,
+      [&](size_t i, size_t thread) {
+        if (!compilers[thread]) compilers[thread] = std::make_unique<ObjectCompiler>(options.opt_level);
+        llvm::LLVMContext ctx;
+        auto module = llvm::parseBitcodeFile(llvm::MemoryBufferRef(parts[i].bitcode, parts[i].name), ctx);
+        if (!module) llvm_fail(fmt::format("reading part '{}'", parts[i].name), module.takeError());
+        objects[i] = compilers[thread]->compile(**module, parts[i].host, parts[i].name);
+      },
+      options.progress);
   return objects;
 }
 

@@ -13,9 +13,12 @@
 
 #include "llvm/IR/Module.h"
 
-namespace llvm::orc {
+namespace llvm {
+class TargetMachine;
+namespace orc {
 class LLJIT;
 }
+}  // namespace llvm
 
 namespace ingot::codegen::detail {
 
@@ -62,6 +65,37 @@ struct ObjectCompileOptions {
 /// in the order of `parts`. Errors: ingot::Error(kInvalidArgument) with LLVM's message when a part
 /// fails to parse, optimise or compile.
 std::vector<std::string> compile_objects(const std::vector<ModulePart>& parts, const ObjectCompileOptions& options);
+
+/// Optimises and compiles LLVM modules to ELF objects for the host CPU. Owns its TargetMachines:
+/// one per thread (not thread-safe).
+class ObjectCompiler {
+ public:
+  /// `opt_level`: LLVM optimisation level of kernel parts (0-3).
+  explicit ObjectCompiler(int opt_level);
+  ~ObjectCompiler();
+  ObjectCompiler(const ObjectCompiler&) = delete;
+  ObjectCompiler& operator=(const ObjectCompiler&) = delete;
+  /// Sets `module`'s data layout and triple, optimises it and returns the object. `host`: the
+  /// entry part of a module with kernels (instsimplify + dce, -O0 code generation with the fast
+  /// instruction selector); otherwise LLVM's -O<opt_level> pipeline and code generator.
+  /// `name` appears in errors. Errors: ingot::Error(kInvalidArgument) with LLVM's message.
+  std::string compile(llvm::Module& module, bool host, const std::string& name);
+
+ private:
+  int opt_level_;
+  std::unique_ptr<llvm::TargetMachine> kernel_tm_, host_tm_;
+};
+
+/// The threads run_parallel(jobs, threads, ...) uses: min(jobs, threads, or all hardware threads
+/// when threads <= 0), at least 1.
+size_t parallel_threads(size_t jobs, int threads);
+
+/// Runs job(index, thread) for every index in [0, jobs) on parallel_threads(jobs, threads) threads
+/// (the caller's among them; `thread` is in [0, that count), so per-thread state can be indexed by
+/// it). `progress(done, jobs)`, when given, runs serialised after each job. The first exception a
+/// job throws stops the jobs not yet started and is rethrown once every thread has finished.
+void run_parallel(size_t jobs, int threads, const std::function<void(size_t, size_t)>& job,
+                  const std::function<void(int64_t, int64_t)>& progress);
 
 /// Objects linked into one JIT: the code stays valid while this lives.
 class LinkedObjects {

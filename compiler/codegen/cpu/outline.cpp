@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
@@ -40,6 +41,20 @@ bool is_clonable_constant(mlir::Value v) {
          def->getNumRegions() == 0;
 }
 
+/// Whether an argument of type `t` can be passed as a bare pointer (MLIR's `llvm.bareptr`
+/// convention: a memref of static shape, strides and offset is passed as its aligned pointer, the
+/// rest of its descriptor rebuilt from the type inside the callee); other types pass unchanged.
+bool bare_pointer_compatible(mlir::Type t) {
+  if (mlir::isa<mlir::UnrankedMemRefType>(t)) return false;
+  auto memref = mlir::dyn_cast<mlir::MemRefType>(t);
+  if (!memref) return true;
+  if (!memref.hasStaticShape()) return false;
+  llvm::SmallVector<int64_t> strides;
+  int64_t offset = 0;
+  if (mlir::failed(memref.getStridesAndOffset(strides, offset))) return false;
+  return !mlir::ShapedType::isDynamic(offset) && llvm::none_of(strides, mlir::ShapedType::isDynamic);
+}
+
 /// `ingot-outline-kernels`: after bufferization, moves every outlinable top-level operation of each
 /// function body (is_outlinable) into a function of its own, `func.func @ingot_k_<hash>(buffers...)`
 /// marked `ingot.kernel`, and calls it. The kernel's arguments are the values the nest uses from
@@ -49,7 +64,11 @@ bool is_clonable_constant(mlir::Value v) {
 /// optimizer update of same-shaped variables) share one function, so LLVM compiles each once. The
 /// name hashes that form (xxh3, 64 bits), so it is the same in every process; the rest of the
 /// pipeline and the code generator then see many small functions instead of one huge one, and
-/// the CPU compiler compiles them in parallel (compile_cpu).
+/// the CPU compiler compiles them in parallel (compile_cpu). A kernel whose memref arguments all
+/// have static shapes, strides and offsets (every kernel of a static-shape step) is marked
+/// `llvm.bareptr`: each buffer is passed as one pointer instead of a descriptor of 3 + 2 * rank
+/// values, which shrinks the entry (the 4-block LM's calls passed ~20k descriptor words) and the
+/// kernels' prologues; the loops index with the type's constant strides either way.
 class OutlineKernelsPass
     : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
@@ -99,6 +118,7 @@ class OutlineKernelsPass
     for (mlir::Value v : args) types.push_back(v.getType());
     auto kernel = mlir::func::FuncOp::create(b, op.getLoc(), "ingot_kernel", b.getFunctionType(types, {}));
     kernel->setAttr(kKernelAttr, b.getUnitAttr());
+    if (llvm::all_of(types, bare_pointer_compatible)) kernel->setAttr("llvm.bareptr", b.getUnitAttr());
     mlir::Block* body = kernel.addEntryBlock();
     mlir::IRMapping map;
     for (size_t i = 0; i < args.size(); ++i) map.map(args[i], body->getArgument(static_cast<unsigned>(i)));

@@ -123,8 +123,12 @@ struct CpuKernelStats {
 /// Where a compile_cpu() call spent its time and what the cache did (ingot bench --json,
 /// ingot train --metrics-json; docs/compiler.md, "Compile time"). Seconds of wall-clock time.
 struct CpuCompileReport {
-  double mlir_seconds = 0;     ///< parsing the module and running the pipeline stages
-  double llvm_seconds = 0;     ///< translation to LLVM IR, splitting, optimisation and code generation
+  /// Parsing the module and running the pipeline stages; with an `outline` stage and no dumps,
+  /// the stages up to it and the split into parts (the later stages run per part, in llvm_seconds).
+  double mlir_seconds = 0;
+  /// Translation to LLVM IR, splitting, optimisation and code generation, wall clock (per-part
+  /// lowering included on the split path: the stages after `outline`, run in parallel with it).
+  double llvm_seconds = 0;
   double link_seconds = 0;     ///< loading the object code into the JIT and resolving the entry
   bool step_cache_hit = false; ///< the whole step came from the compilation cache (no MLIR, no LLVM)
   int64_t objects = 0;         ///< object files linked (host entry + distinct kernels)

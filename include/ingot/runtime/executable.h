@@ -19,8 +19,10 @@ namespace ingot {
 struct CompileInfo {
   int64_t kernel_functions = 0;  ///< distinct kernel functions compiled for the loop nests
   double lower_seconds = 0;      ///< lowering the graph to MLIR text
-  double mlir_seconds = 0;       ///< MLIR parsing and pipeline stages
-  double llvm_seconds = 0;       ///< LLVM optimisation and code generation (translation included)
+  double mlir_seconds = 0;       ///< MLIR parsing and the stages up to `outline` (CpuCompileReport)
+  /// LLVM optimisation and code generation, translation included (and, on the CPU's split path,
+  /// the per-kernel MLIR stages after `outline`, which run in parallel with it)
+  double llvm_seconds = 0;
   double link_seconds = 0;       ///< loading the object code into the JIT
   int64_t objects = 0;           ///< object files linked
   int64_t cache_hits = 0;        ///< objects loaded from the compilation cache

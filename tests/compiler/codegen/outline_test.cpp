@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include "ingot/autodiff/autodiff.h"
@@ -60,8 +61,7 @@ TEST(OutlineKernels, TrainStepIsBitwiseTheSameAsOneFunctionCompiledSerially) {
 
 TEST(OutlineKernels, ReportsDistinctKernelsAndKeepsTheKernelCount) {
   const MlpCase mlp;
-  codegen::CpuCompileOptions w = uncached(false, 1), o = uncached(true, 0);
-  if (std::getenv("OUTLINE_DEBUG")) { w.dump_dir = "/tmp/d1"; o.dump_dir = "/tmp/d2"; }
+  const codegen::CpuCompileOptions w = uncached(false, 1), o = uncached(true, 0);
   const auto whole = compile_graph(mlp.graph, w);
   const auto outlined = compile_graph(mlp.graph, o);
   // Outlining moves loop nests into functions; the work per step is the same.
@@ -147,6 +147,68 @@ TEST(OutlineKernels, ProgressCountsEveryObjectCompiled) {
     EXPECT_EQ(calls[i].second, info.cache_misses);
   }
   EXPECT_EQ(info.objects, info.kernel_functions + 1) << "one object per kernel function and the host's";
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(OutlineKernels, PerKernelLoweringGivesWhatTheWholeModuleLoweringGives) {
+  // Without dumps the stages after `outline` run on each kernel's own module in parallel
+  // (split_mlir_module); with dumps on the whole module serially. Same code, same bits.
+  const MlpCase mlp;
+  const std::vector<Array> args = mlp.args();
+  codegen::CpuCompileOptions whole = uncached(true, 1);
+  const auto dir = std::filesystem::temp_directory_path() / "ingot_outline_test_whole_module";
+  std::filesystem::remove_all(dir);
+  whole.dump_dir = dir.string();
+  const auto serial = compile_graph(mlp.graph, whole);
+  const auto split = compile_graph(mlp.graph, uncached(true, 2));
+  std::filesystem::remove_all(dir);
+  expect_bitwise(serial->run(args), split->run(args), "per-kernel modules vs the whole module");
+  EXPECT_EQ(split->kernel_count(), serial->kernel_count());
+  EXPECT_EQ(split->compile_info().kernel_functions, serial->compile_info().kernel_functions);
+  EXPECT_EQ(split->compile_info().objects, serial->compile_info().objects);
+}
+
+/// A function with a static loop nest and one over a dynamically sized buffer.
+constexpr const char* kTwoNests = R"mlir(
+func.func @f(%a: memref<8xf32>, %b: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %i = %c0 to %c8 step %c1 {
+    memref.store %one, %a[%i] : memref<8xf32>
+  }
+  scf.for %i = %c0 to %n step %c1 {
+    memref.store %one, %b[%i] : memref<?xf32>
+  }
+  return
+}
+)mlir";
+
+TEST(OutlineKernels, KernelsOfStaticBuffersTakeBarePointers) {
+  const std::string out = codegen::run_pipeline(kTwoNests, {{"outline", "ingot-outline-kernels"}});
+  // Two kernels; only the static one is called with bare pointers (llvm.bareptr).
+  size_t kernels = 0, bare = 0;
+  for (size_t at = out.find("func.func @ingot_k_"); at != std::string::npos; at = out.find("func.func @ingot_k_", at + 1)) {
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    ++kernels;
+    if (line.find("llvm.bareptr") != std::string::npos) {
+      ++bare;
+      EXPECT_NE(line.find("memref<8xf32>"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(kernels, 2u) << out;
+  EXPECT_EQ(bare, 1u) << out;
+  // Lowered to LLVM, the static kernel's buffer is one pointer: @f's call passes it alone.
+  const std::string llvm = codegen::run_pipeline(
+      kTwoNests, {{"outline", "ingot-outline-kernels"},
+                  {"lower", "convert-scf-to-cf,expand-strided-metadata,convert-to-llvm,reconcile-unrealized-casts"}});
+  EXPECT_NE(llvm.find("(!llvm.ptr) -> ()"), std::string::npos) << llvm;
 }
 
 }  // namespace
