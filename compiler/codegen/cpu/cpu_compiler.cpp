@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "codegen/cpu/mlir_split.h"
@@ -345,6 +346,27 @@ std::optional<std::pair<detail::StepManifest, std::vector<std::string>>> load_ca
   return std::make_pair(std::move(*manifest), std::move(objects));
 }
 
+/// Appends each part's object key to `manifest.objects` (`parts`: whether it is the host part, and
+/// the code it is keyed by: LLVM bitcode or MLIR bytecode), sizes `objects` to the parts and fills
+/// in those the cache holds (counted in report.cache_hits); returns the indices of the others.
+std::vector<size_t> load_cached_objects(const std::vector<std::pair<bool, std::string_view>>& parts,
+                                        const detail::CacheContext& context, CompileCache& cache,
+                                        detail::StepManifest& manifest, CpuCompileReport& report,
+                                        std::vector<std::string>& objects) {
+  objects.assign(parts.size(), std::string());
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    manifest.objects.push_back(detail::object_key(context, parts[i].first, std::string(parts[i].second)));
+    if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects.back()) : std::nullopt) {
+      objects[i] = std::move(*cached);
+      ++report.cache_hits;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  return missing;
+}
+
 /// MLIR module (after the pipeline) -> LLVM IR -> parts -> objects, each from the cache or
 /// compiled (in parallel) and stored. Fills `manifest`'s object keys and `report`'s LLVM figures.
 std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::string& entry,
@@ -364,19 +386,12 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
   }
   detail::add_packed_entry(*llvm_module, entry);
   const std::vector<detail::ModulePart> parts = detail::split_module(*llvm_module, kKernelPrefix);
-  std::vector<std::string> objects(parts.size());
+  std::vector<std::pair<bool, std::string_view>> keyed;
+  for (const detail::ModulePart& part : parts) keyed.emplace_back(part.host, part.bitcode);
+  std::vector<std::string> objects;
+  const std::vector<size_t> missing_at = load_cached_objects(keyed, context, cache, manifest, report, objects);
   std::vector<detail::ModulePart> missing;
-  std::vector<size_t> missing_at;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    manifest.objects.push_back(detail::object_key(context, parts[i].host, parts[i].bitcode));
-    if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects[i]) : std::nullopt) {
-      objects[i] = std::move(*cached);
-      ++report.cache_hits;
-    } else {
-      missing.push_back(parts[i]);
-      missing_at.push_back(i);
-    }
-  }
+  for (size_t i : missing_at) missing.push_back(parts[i]);
   std::vector<std::string> compiled =
       detail::compile_objects(missing, {.opt_level = options.opt_level, .threads = options.codegen_threads,
                                         .progress = options.progress});
@@ -400,17 +415,10 @@ std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirP
                                                  const CpuCompileOptions& options,
                                                  const detail::CacheContext& context, CompileCache& cache,
                                                  detail::StepManifest& manifest, CpuCompileReport& report) {
-  std::vector<std::string> objects(parts.size());
-  std::vector<size_t> missing;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    manifest.objects.push_back(detail::object_key(context, parts[i].host, parts[i].bytecode));
-    if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects[i]) : std::nullopt) {
-      objects[i] = std::move(*cached);
-      ++report.cache_hits;
-    } else {
-      missing.push_back(i);
-    }
-  }
+  std::vector<std::pair<bool, std::string_view>> keyed;
+  for (const detail::MlirPart& part : parts) keyed.emplace_back(part.host, part.bytecode);
+  std::vector<std::string> objects;
+  const std::vector<size_t> missing = load_cached_objects(keyed, context, cache, manifest, report, objects);
   const size_t threads = detail::parallel_threads(missing.size(), options.codegen_threads);
   std::vector<std::unique_ptr<mlir::MLIRContext>> contexts(threads);
   std::vector<std::unique_ptr<detail::ObjectCompiler>> compilers(threads);

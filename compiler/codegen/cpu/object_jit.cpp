@@ -211,7 +211,7 @@ std::vector<ModulePart> split_module(llvm::Module& module, const std::string& ke
 
 ObjectCompiler::ObjectCompiler(int opt_level)
     : opt_level_(opt_level),
-      // Kernels: -O<opt_level> and the aggressive code generator.
+      // Kernels: -O<opt_level>; LLVM's aggressive code generator at -O3, its default one below.
       kernel_tm_(host_machine(opt_level >= 3 ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::Default)) {}
 
 ObjectCompiler::~ObjectCompiler() = default;

@@ -61,8 +61,11 @@ struct CpuCompileOptions {
   /// given. Library kernels the code calls (oneDNN GEMM, convolutions) use all cores regardless.
   /// Outside [0, kMaxThreads]: ingot::Error(kInvalidArgument).
   int num_threads = 0;
-  /// LLVM optimisation level (0-3) of the JIT.
-  int opt_level = 3;
+  /// LLVM optimisation level (0-3) of the kernels (clang's -O<level> pipeline and code generator
+  /// for the host CPU; the entry is always compiled at -O0). 2 by default, as XLA:CPU's
+  /// backend: -O3 spent ~13% more LLVM time on the bench LM and ran it no faster
+  /// (bench/results/2026-12-02-compile-time.md). Part of the compilation cache key.
+  int opt_level = 2;
   /// Outline each loop nest into its own function and compile structurally identical ones once
   /// (the default pipeline's "outline" stage). Ignored when `pipeline` is given. Off gives one
   /// function for the whole step, as before outlining existed (for comparisons).

@@ -122,9 +122,9 @@ TEST(StepCache, AnythingThatChangesTheCodeMisses) {
   const fs::path dir = fresh_dir("options");
   compile_and_run(cached_in(dir));
   EXPECT_EQ(compile_and_run(cached_in(dir)).first.step_cache_hits, 1);
-  codegen::CpuCompileOptions o2 = cached_in(dir);
-  o2.opt_level = 2;
-  EXPECT_EQ(compile_and_run(o2).first.step_cache_hits, 0) << "another LLVM optimisation level";
+  codegen::CpuCompileOptions o3 = cached_in(dir);
+  o3.opt_level = 3;
+  EXPECT_EQ(compile_and_run(o3).first.step_cache_hits, 0) << "another LLVM optimisation level (the default is 2)";
   codegen::CpuCompileOptions serial = cached_in(dir);
   serial.num_threads = 1;
   EXPECT_EQ(compile_and_run(serial).first.step_cache_hits, 0) << "another loop thread count";
