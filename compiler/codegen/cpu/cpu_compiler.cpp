@@ -102,7 +102,7 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's
       // iteration order); ingot-parallelize-outer-loops keeps the outer parallel dims of nests with
       // enough work and makes everything else serial scf.for. Loops are vectorised by LLVM's loop
-      // vectoriser at -O3 for the host's features (AVX-512 here): MLIR's affine-super-vectorize
+      // vectoriser at -O2 for the host's features (AVX-512 here): MLIR's affine-super-vectorize
       // mis-handles strided innermost accesses and single-trip loops, so it is not used.
       // Function-level passes are nested in func.func from here on: MLIR runs them on the kernels
       // (and the entry) in parallel, on the context's threads.

@@ -43,9 +43,9 @@ std::string bytecode(mlir::ModuleOp module, const std::string& name) {
   return bytes;
 }
 
-/// A module holding a copy of `kernel` and of the symbols it references, transitively: functions
-/// with a body that are not kernels (private helpers) whole, external functions and other
-/// kernels as private declarations, everything else (memref.global) whole.
+/// A module holding a copy of `kernel` and of the symbols it references, transitively: every
+/// other function as a private declaration (the host part defines it), everything else
+/// (memref.global) as a private copy.
 mlir::OwningOpRef<mlir::ModuleOp> kernel_module(mlir::ModuleOp module, mlir::SymbolTable& table,
                                                 mlir::func::FuncOp kernel) {
   mlir::OpBuilder b(module.getContext());
@@ -64,14 +64,20 @@ mlir::OwningOpRef<mlir::ModuleOp> kernel_module(mlir::ModuleOp module, mlir::Sym
       if (!copied.insert(name).second) continue;
       mlir::Operation* symbol = table.lookup(name);
       if (symbol == nullptr) continue;  // the verifier of the lowering reports it
-      auto fn = mlir::dyn_cast<mlir::func::FuncOp>(symbol);
-      if (fn && (fn.isExternal() || fn->hasAttr(kKernelAttr))) {
+      // Functions are declared and called across objects by name (func-to-llvm gives every
+      // function external linkage, private ones included): the host part keeps the definition.
+      if (auto fn = mlir::dyn_cast<mlir::func::FuncOp>(symbol)) {
         auto decl = mlir::cast<mlir::func::FuncOp>(b.clone(*symbol));
         if (!decl.isExternal()) decl.eraseBody();
         decl.setPrivate();
         continue;
       }
-      work.push_back(b.clone(*symbol));
+      // Globals get the part's own copy, private (a private memref.global has private linkage in
+      // LLVM): the host part keeps its definition, and two objects defining one public symbol do
+      // not link.
+      mlir::Operation* copy = b.clone(*symbol);
+      mlir::SymbolTable::setSymbolVisibility(copy, mlir::SymbolTable::Visibility::Private);
+      work.push_back(copy);
     }
   }
   strip_locations(part->getOperation());

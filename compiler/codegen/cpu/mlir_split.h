@@ -23,11 +23,14 @@ struct MlirPart {
 
 /// Splits `module` (after ingot-outline-kernels) into parts, the host part first: one per kernel
 /// function (a `func.func` with the `ingot.kernel` attribute and a body), holding that function
-/// and copies of what it references (memref.global constants, private helper functions,
-/// declarations of external ones); and the host part, the module itself with every kernel left
+/// and what it references: private copies of memref.global constants, declarations of functions
+/// (helpers are defined in the host part, library functions outside); and the host part, the
+/// module itself with every kernel left
 /// as a private declaration (called across objects by name, as split_module's parts are). Kernels
 /// and globals keep their names, so the parts link into the module they came from. `module` is
-/// modified (kernel bodies erased): lower it no further. Errors: ingot::Error(kInternal) when a
+/// modified (kernel bodies erased): lower it no further. Each part has its own copy of a global
+/// (as split_module's parts have): globals must be constants -- what ingot's lowering emits --
+/// a global the entry writes and a kernel reads is not shared. Errors: ingot::Error(kInternal) when a
 /// part cannot be written as bytecode.
 std::vector<MlirPart> split_mlir_module(mlir::ModuleOp module);
 

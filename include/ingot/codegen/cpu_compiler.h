@@ -1,5 +1,5 @@
 // The CPU back end: an MLIR module (upstream dialects, tensor level) -> a named pass pipeline ->
-// LLVM -> native code at -O3 for the host CPU, one object per kernel compiled in parallel and
+// LLVM -> native code at -O2 (CpuCompileOptions::opt_level) for the host CPU, one object per kernel compiled in parallel and
 // linked into an in-process JIT (LLVM ORC), cached on disk (docs/compiler.md).
 #pragma once
 
@@ -42,7 +42,7 @@ std::vector<PipelineStage> default_tensor_stages();
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
 /// results as caller-provided out-params, deallocation, loops (outer parallel dims of big nests
-/// parallel), OpenMP, lowering to LLVM (the JIT's -O3 pipeline then vectorises loops for the host
+/// parallel), OpenMP, lowering to LLVM (the JIT's -O2 pipeline then vectorises loops for the host
 /// CPU, AVX-512 where present). `num_threads`: threads the parallel loops use, 0 for all hardware
 /// threads, 1 for serial code. Throws ingot::Error(kInvalidArgument) outside [0, kMaxThreads].
 /// `outline_kernels`: the "outline" stage after "deallocate" (ingot-outline-kernels: one function

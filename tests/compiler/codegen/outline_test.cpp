@@ -213,3 +213,59 @@ TEST(OutlineKernels, KernelsOfStaticBuffersTakeBarePointers) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+/// An entry whose loop nest reads a public constant and calls a public helper: the kernel's part
+/// gets private copies of both, the host part keeps the public definitions.
+constexpr const char* kPublicSymbols = R"mlir(
+module {
+  memref.global constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+  func.func @helper(%x: f32) -> f32 {
+    %two = arith.constant 2.0 : f32
+    %y = arith.mulf %x, %two : f32
+    return %y : f32
+  }
+  func.func @main(%in: memref<4xf32>, %out: memref<4xf32>) attributes {llvm.emit_c_interface} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    scf.for %i = %c0 to %c4 step %c1 {
+      %t = memref.get_global @table : memref<4xf32>
+      %a = memref.load %t[%i] : memref<4xf32>
+      %b = memref.load %in[%i] : memref<4xf32>
+      %s = arith.addf %a, %b : f32
+      %h = func.call @helper(%s) : (f32) -> f32
+      memref.store %h, %out[%i] : memref<4xf32>
+    }
+    return
+  }
+}
+)mlir";
+
+TEST(OutlineKernels, KernelsUsingPublicSymbolsLinkOnBothPaths) {
+  // The default stages from `outline` on (the input is already at the buffer level).
+  std::vector<codegen::PipelineStage> stages;
+  for (const codegen::PipelineStage& stage : codegen::default_cpu_pipeline(1)) {
+    if (stage.name == "outline" || !stages.empty()) stages.push_back(stage);
+  }
+  ASSERT_FALSE(stages.empty());
+  const auto dir = std::filesystem::temp_directory_path() / "ingot_outline_test_public_symbols";
+  std::filesystem::remove_all(dir);
+  for (const std::string& dump : {std::string(), dir.string()}) {
+    codegen::CpuCompileOptions o = uncached(true, 2);
+    o.pipeline = stages;
+    o.dump_dir = dump;
+    auto kernel = codegen::compile_cpu(kPublicSymbols, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o);
+    EXPECT_EQ(kernel->stats().kernel_functions, 1) << (dump.empty() ? "split path" : "whole module");
+    std::vector<Array> in = {Array::from_vector<float>({10, 20, 30, 40}, {4})};
+    std::vector<Array> out = {Array::full({4}, -1, DType::kF32)};
+    kernel->run(in, out);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{22, 44, 66, 88})) << (dump.empty() ? "split" : "dumps");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ingot
