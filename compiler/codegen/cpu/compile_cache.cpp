@@ -270,13 +270,13 @@ CompileCache::CompileCache(std::string dir, int64_t max_bytes, std::ostream* war
       return;
     }
     if (errno != EEXIST) {
-      warn_once("open", fmt::format("ingot: warning: compile cache '{}' is not writable ({}); compiling without "
-                                    "caching", dir_, errno_text(errno)));
+      warn_once("open", fmt::format("ingot: warning: compile cache '{}' is not writable ({}); using its "
+                                    "entries, storing no new ones", dir_, errno_text(errno)));
       return;
     }
   }
   warn_once("open", fmt::format("ingot: warning: compile cache '{}' is not writable (cannot create a unique "
-                                "temporary file); compiling without caching", dir_));
+                                "temporary file); using its entries, storing no new ones", dir_));
 }
 
 CompileCache::~CompileCache() = default;

@@ -430,10 +430,18 @@ std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirP
       compilers[thread] = std::make_unique<detail::ObjectCompiler>(options.opt_level);
     }
     mlir::MLIRContext& ctx = *contexts[thread];
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        detail::parse_and_run(ctx, parts[i].bytecode, back, "", kDumpHint, [](const std::string& stage, mlir::ModuleOp m) {
-          if (stage == "lower-to-llvm") check_all_llvm(m, "");
-        });
+    mlir::OwningOpRef<mlir::ModuleOp> module;
+    try {
+      module = detail::parse_and_run(ctx, parts[i].bytecode, back, "", kDumpHint,
+                                     [](const std::string& stage, mlir::ModuleOp m) {
+                                       if (stage == "lower-to-llvm") check_all_llvm(m, "");
+                                     });
+    } catch (const Error& e) {
+      // Name the part: the stages after `outline` run on it alone (with dumps they run on the
+      // whole module, whose dump files then show the same code).
+      throw Error(e.code(), fmt::format("in the part '{}' (split after 'outline'): {}", parts[i].name, e.message()),
+                  e.hint());
+    }
     DiagnosticCollector diags(ctx);
     llvm::LLVMContext llvm_ctx;
     std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(*module, llvm_ctx, parts[i].name);

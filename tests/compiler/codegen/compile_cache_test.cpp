@@ -418,7 +418,7 @@ TEST(CompileCache, ProcIsReadableButNotWritableEvenByRoot) {
   if (first_run) {
     EXPECT_EQ(count_lines(warnings.str()), 1) << warnings.str();
     EXPECT_EQ(warnings.str().rfind("ingot: warning: compile cache '/proc' is not writable (", 0), 0u) << warnings.str();
-    EXPECT_NE(warnings.str().find("); compiling without caching\n"), std::string::npos) << warnings.str();
+    EXPECT_NE(warnings.str().find("); using its entries, storing no new ones\n"), std::string::npos) << warnings.str();
   } else {
     EXPECT_EQ(warnings.str(), "");
   }
@@ -445,7 +445,7 @@ TEST_F(CompileCacheTest, ReadOnlyDirectoryServesHitsButStoresNothing) {
   EXPECT_FALSE(cache.writable());
   EXPECT_EQ(warnings.str(),
             "ingot: warning: compile cache '" + dir_ +
-                "' is not writable (Permission denied); compiling without caching\n");
+                "' is not writable (Permission denied); using its entries, storing no new ones\n");
   EXPECT_EQ(cache.load(key_of(16, 1)), "cached before");
   EXPECT_FALSE(cache.store(key_of(16, 2), "new"));
   EXPECT_EQ(cache.evict(), 0);

@@ -267,5 +267,14 @@ TEST(OutlineKernels, KernelsUsingPublicSymbolsLinkOnBothPaths) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(OutlineKernels, AStageFailingAfterOutlineNamesThePart) {
+  // lower-to-llvm without scf-to-cf leaves the kernel's scf.for: the error names the part.
+  codegen::CpuCompileOptions o = uncached(true, 1);
+  o.pipeline = {{"outline", "ingot-outline-kernels"}, {"lower-to-llvm", "convert-to-llvm,reconcile-unrealized-casts"}};
+  testing::expect_error(
+      [&] { codegen::compile_cpu(kPublicSymbols, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o); },
+      ErrorCode::kInvalidArgument, {"in the part 'ingot_k_", "split after 'outline'", "unconverted"});
+}
+
 }  // namespace
 }  // namespace ingot
