@@ -10,6 +10,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Location.h"
 #include "mlir/IR/SymbolTable.h"
@@ -90,6 +91,14 @@ std::vector<MlirPart> split_mlir_module(mlir::ModuleOp module) {
   std::vector<mlir::func::FuncOp> kernels;
   for (mlir::func::FuncOp fn : module.getOps<mlir::func::FuncOp>()) {
     if (fn->hasAttr(kKernelAttr) && !fn.isExternal()) kernels.push_back(fn);
+  }
+  // A global that is not a constant is state the parts would each get a copy of: keep the module
+  // whole (one part, optimised like a kernel), so the entry and its kernels share it.
+  for (mlir::memref::GlobalOp global : module.getOps<mlir::memref::GlobalOp>()) {
+    if (!global.getConstant()) {
+      strip_locations(module.getOperation());
+      return {{"host", bytecode(module, "host"), false}};
+    }
   }
   mlir::SymbolTable table(module);
   std::vector<MlirPart> parts(1);

@@ -28,9 +28,9 @@ struct MlirPart {
 /// module itself with every kernel left
 /// as a private declaration (called across objects by name, as split_module's parts are). Kernels
 /// and globals keep their names, so the parts link into the module they came from. `module` is
-/// modified (kernel bodies erased): lower it no further. Each part has its own copy of a global
-/// (as split_module's parts have): globals must be constants -- what ingot's lowering emits --
-/// a global the entry writes and a kernel reads is not shared. Errors: ingot::Error(kInternal) when a
+/// modified (kernel bodies erased): lower it no further. Each part has its own copy of a constant
+/// global; a module with a global that is not constant (state the entry and its kernels share)
+/// is one part, the whole module (host false). Errors: ingot::Error(kInternal) when a
 /// part cannot be written as bytecode.
 std::vector<MlirPart> split_mlir_module(mlir::ModuleOp module);
 

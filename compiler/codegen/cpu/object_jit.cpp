@@ -182,8 +182,12 @@ HostTarget host_target() {
 }
 
 std::vector<ModulePart> split_module(llvm::Module& module, const std::string& kernel_prefix) {
+  // Constructors and the like, or a global that is not constant (state the entry and the kernels
+  // would each get a copy of): keep the module whole.
   bool appending = false;
-  for (const llvm::GlobalVariable& var : module.globals()) appending |= var.hasAppendingLinkage();
+  for (const llvm::GlobalVariable& var : module.globals()) {
+    appending |= var.hasAppendingLinkage() || (!var.isDeclaration() && !var.isConstant());
+  }
   std::vector<const llvm::Function*> kernels;
   std::set<const llvm::GlobalValue*> host;
   for (const llvm::Function& f : module) {
@@ -195,7 +199,7 @@ std::vector<ModulePart> split_module(llvm::Module& module, const std::string& ke
     }
   }
   std::vector<ModulePart> parts;
-  if (appending) {  // constructors and the like: keep the module whole
+  if (appending) {
     for (const llvm::GlobalVariable& var : module.globals()) host.insert(&var);
     for (const llvm::Function& f : module) host.insert(&f);
   }

@@ -267,6 +267,47 @@ TEST(OutlineKernels, KernelsUsingPublicSymbolsLinkOnBothPaths) {
   std::filesystem::remove_all(dir);
 }
 
+/// State in a global that is not constant: the entry writes it, a kernel reads it.
+constexpr const char* kSharedState = R"mlir(
+module {
+  memref.global "private" @state : memref<4xf32> = uninitialized
+  func.func @main(%in: memref<4xf32>, %out: memref<4xf32>) attributes {llvm.emit_c_interface} {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %c4 = arith.constant 4 : index
+    %g = memref.get_global @state : memref<4xf32>
+    memref.copy %in, %g : memref<4xf32> to memref<4xf32>
+    scf.for %i = %c0 to %c4 step %c1 {
+      %s = memref.get_global @state : memref<4xf32>
+      %v = memref.load %s[%i] : memref<4xf32>
+      memref.store %v, %out[%i] : memref<4xf32>
+    }
+    return
+  }
+}
+)mlir";
+
+TEST(OutlineKernels, AGlobalThatIsNotConstantIsSharedByTheEntryAndItsKernels) {
+  std::vector<codegen::PipelineStage> stages;
+  for (const codegen::PipelineStage& stage : codegen::default_cpu_pipeline(1)) {
+    if (stage.name == "outline" || !stages.empty()) stages.push_back(stage);
+  }
+  const auto dir = std::filesystem::temp_directory_path() / "ingot_outline_test_shared_state";
+  std::filesystem::remove_all(dir);
+  for (const std::string& dump : {std::string(), dir.string()}) {
+    codegen::CpuCompileOptions o = uncached(true, 2);
+    o.pipeline = stages;
+    o.dump_dir = dump;
+    auto kernel = codegen::compile_cpu(kSharedState, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o);
+    std::vector<Array> in = {Array::from_vector<float>({1, 2, 3, 4}, {4})};
+    std::vector<Array> out = {Array::full({4}, -1, DType::kF32)};
+    kernel->run(in, out);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4})) << (dump.empty() ? "split" : "dumps");
+    EXPECT_EQ(kernel->report().objects, 1) << "kept whole";
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(OutlineKernels, AStageFailingAfterOutlineNamesThePart) {
   // lower-to-llvm without scf-to-cf leaves the kernel's scf.for: the error names the part.
   codegen::CpuCompileOptions o = uncached(true, 1);
