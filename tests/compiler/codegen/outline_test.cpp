@@ -217,6 +217,40 @@ TEST(OutlineKernels, KernelsOfStaticBuffersTakeBarePointers) {
 namespace ingot {
 namespace {
 
+/// Compiles buffer-level `text` (entry `main`, one f32 input and output of shape {4}) with the
+/// default stages from `outline` on, on the split path and on the whole-module path (dumps), runs
+/// both on `input` and returns their outputs with the split compile's report and kernel counts.
+struct BothPaths {
+  std::vector<float> split, whole;
+  codegen::CpuCompileReport split_report;
+  codegen::CpuKernelStats split_stats;
+};
+BothPaths compile_both_paths(const char* text, const std::vector<float>& input, const std::string& tag) {
+  std::vector<codegen::PipelineStage> stages;
+  for (const codegen::PipelineStage& stage : codegen::default_cpu_pipeline(1)) {
+    if (stage.name == "outline" || !stages.empty()) stages.push_back(stage);
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("ingot_outline_test_" + tag);
+  std::filesystem::remove_all(dir);
+  BothPaths r;
+  for (const std::string& dump : {std::string(), dir.string()}) {
+    codegen::CpuCompileOptions o = uncached(true, 2);
+    o.pipeline = stages;
+    o.dump_dir = dump;
+    auto kernel = codegen::compile_cpu(text, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o);
+    std::vector<Array> in = {Array::from_vector<float>(input, {4})};
+    std::vector<Array> out = {Array::full({4}, -1, DType::kF32)};
+    kernel->run(in, out);
+    (dump.empty() ? r.split : r.whole) = out[0].to_vector<float>();
+    if (dump.empty()) {
+      r.split_report = kernel->report();
+      r.split_stats = kernel->stats();
+    }
+  }
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
 /// An entry whose loop nest reads a public constant and calls a public helper: the kernel's part
 /// gets private copies of both, the host part keeps the public definitions.
 constexpr const char* kPublicSymbols = R"mlir(
@@ -245,26 +279,11 @@ module {
 )mlir";
 
 TEST(OutlineKernels, KernelsUsingPublicSymbolsLinkOnBothPaths) {
-  // The default stages from `outline` on (the input is already at the buffer level).
-  std::vector<codegen::PipelineStage> stages;
-  for (const codegen::PipelineStage& stage : codegen::default_cpu_pipeline(1)) {
-    if (stage.name == "outline" || !stages.empty()) stages.push_back(stage);
-  }
-  ASSERT_FALSE(stages.empty());
-  const auto dir = std::filesystem::temp_directory_path() / "ingot_outline_test_public_symbols";
-  std::filesystem::remove_all(dir);
-  for (const std::string& dump : {std::string(), dir.string()}) {
-    codegen::CpuCompileOptions o = uncached(true, 2);
-    o.pipeline = stages;
-    o.dump_dir = dump;
-    auto kernel = codegen::compile_cpu(kPublicSymbols, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o);
-    EXPECT_EQ(kernel->stats().kernel_functions, 1) << (dump.empty() ? "split path" : "whole module");
-    std::vector<Array> in = {Array::from_vector<float>({10, 20, 30, 40}, {4})};
-    std::vector<Array> out = {Array::full({4}, -1, DType::kF32)};
-    kernel->run(in, out);
-    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{22, 44, 66, 88})) << (dump.empty() ? "split" : "dumps");
-  }
-  std::filesystem::remove_all(dir);
+  const BothPaths r = compile_both_paths(kPublicSymbols, {10, 20, 30, 40}, "public_symbols");
+  EXPECT_EQ(r.split, (std::vector<float>{22, 44, 66, 88}));
+  EXPECT_EQ(r.whole, (std::vector<float>{22, 44, 66, 88}));
+  EXPECT_EQ(r.split_stats.kernel_functions, 1);
+  EXPECT_EQ(r.split_report.objects, 2) << "the host part and the kernel's";
 }
 
 /// State in a global that is not constant: the entry writes it, a kernel reads it.
@@ -288,24 +307,10 @@ module {
 )mlir";
 
 TEST(OutlineKernels, AGlobalThatIsNotConstantIsSharedByTheEntryAndItsKernels) {
-  std::vector<codegen::PipelineStage> stages;
-  for (const codegen::PipelineStage& stage : codegen::default_cpu_pipeline(1)) {
-    if (stage.name == "outline" || !stages.empty()) stages.push_back(stage);
-  }
-  const auto dir = std::filesystem::temp_directory_path() / "ingot_outline_test_shared_state";
-  std::filesystem::remove_all(dir);
-  for (const std::string& dump : {std::string(), dir.string()}) {
-    codegen::CpuCompileOptions o = uncached(true, 2);
-    o.pipeline = stages;
-    o.dump_dir = dump;
-    auto kernel = codegen::compile_cpu(kSharedState, "main", {{{4}, DType::kF32}}, {{{4}, DType::kF32}}, o);
-    std::vector<Array> in = {Array::from_vector<float>({1, 2, 3, 4}, {4})};
-    std::vector<Array> out = {Array::full({4}, -1, DType::kF32)};
-    kernel->run(in, out);
-    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4})) << (dump.empty() ? "split" : "dumps");
-    EXPECT_EQ(kernel->report().objects, 1) << "kept whole";
-  }
-  std::filesystem::remove_all(dir);
+  const BothPaths r = compile_both_paths(kSharedState, {1, 2, 3, 4}, "shared_state");
+  EXPECT_EQ(r.split, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(r.whole, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(r.split_report.objects, 1) << "kept whole";
 }
 
 TEST(OutlineKernels, AStageFailingAfterOutlineNamesThePart) {
