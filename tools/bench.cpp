@@ -350,6 +350,14 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+/// The compile line's note on whole compiled functions loaded from the cache: the step, or (data
+/// parallel, several segments) how many of its compiled functions.
+std::string whole_from_cache(int64_t hits) {
+  if (hits <= 0) return "";
+  if (hits == 1) return " (whole step from the cache)";
+  return fmt::format(" ({} compiled functions loaded whole from the cache)", hits);
+}
+
 json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
                 std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
   const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
@@ -409,7 +417,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                      cb["mlir_s"].get<double>(), cb["llvm_s"].get<double>(), cb["link_s"].get<double>(),
                      cb["kernel_functions"].get<int64_t>(), r["kernels_per_step"].get<int64_t>(),
                      cb["cache_hits"].get<int64_t>(), cb["cache_misses"].get<int64_t>(),
-                     cb["step_cache_hits"].get<int64_t>() > 0 ? " (whole step from the cache)" : "");
+                     whole_from_cache(cb["step_cache_hits"].get<int64_t>()));
   if (r.contains("collective_share")) {
     out << fmt::format("     {:.1f}% of the step time in collectives\n", 100 * r["collective_share"].get<double>());
   }
