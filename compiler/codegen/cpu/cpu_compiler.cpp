@@ -347,16 +347,17 @@ std::optional<std::pair<detail::StepManifest, std::vector<std::string>>> load_ca
 }
 
 /// Appends each part's object key to `manifest.objects` (`parts`: whether it is the host part, and
-/// the code it is keyed by: LLVM bitcode or MLIR bytecode), sizes `objects` to the parts and fills
+/// the code it is keyed by: LLVM bitcode or MLIR bytecode; `lowering`: the text of the stages
+/// still to run on MLIR code, empty for bitcode), sizes `objects` to the parts and fills
 /// in those the cache holds (counted in report.cache_hits); returns the indices of the others.
 std::vector<size_t> load_cached_objects(const std::vector<std::pair<bool, std::string_view>>& parts,
-                                        const detail::CacheContext& context, CompileCache& cache,
-                                        detail::StepManifest& manifest, CpuCompileReport& report,
-                                        std::vector<std::string>& objects) {
+                                        std::string_view lowering, const detail::CacheContext& context,
+                                        CompileCache& cache, detail::StepManifest& manifest,
+                                        CpuCompileReport& report, std::vector<std::string>& objects) {
   objects.assign(parts.size(), std::string());
   std::vector<size_t> missing;
   for (size_t i = 0; i < parts.size(); ++i) {
-    manifest.objects.push_back(detail::object_key(context, parts[i].first, std::string(parts[i].second)));
+    manifest.objects.push_back(detail::object_key(context, parts[i].first, parts[i].second, lowering));
     if (std::optional<std::string> cached = cache.enabled() ? cache.load(manifest.objects.back()) : std::nullopt) {
       objects[i] = std::move(*cached);
       ++report.cache_hits;
@@ -389,7 +390,7 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
   std::vector<std::pair<bool, std::string_view>> keyed;
   for (const detail::ModulePart& part : parts) keyed.emplace_back(part.host, part.bitcode);
   std::vector<std::string> objects;
-  const std::vector<size_t> missing_at = load_cached_objects(keyed, context, cache, manifest, report, objects);
+  const std::vector<size_t> missing_at = load_cached_objects(keyed, "", context, cache, manifest, report, objects);
   std::vector<detail::ModulePart> missing;
   for (size_t i : missing_at) missing.push_back(parts[i]);
   std::vector<std::string> compiled =
@@ -408,8 +409,8 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
 /// split_mlir_module in its own MLIRContext, then translation to LLVM IR, optimisation and code
 /// generation, `codegen_threads` parts at a time (all of it per part, so the stages after
 /// outlining and the translation no longer run serially over the whole step). Each part's object
-/// comes from the cache when its bytecode was compiled before (the key covers the pipeline, so
-/// a hit skips its MLIR stages too). Fills `manifest`'s object keys and `report`'s cache figures.
+/// comes from the cache when its bytecode was compiled before with the same later stages (both
+/// are in the key), so a hit skips its MLIR stages too. Fills `manifest`'s object keys and `report`'s cache figures.
 std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirPart>& parts,
                                                  const std::vector<PipelineStage>& back, const std::string& entry,
                                                  const CpuCompileOptions& options,
@@ -418,7 +419,10 @@ std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirP
   std::vector<std::pair<bool, std::string_view>> keyed;
   for (const detail::MlirPart& part : parts) keyed.emplace_back(part.host, part.bytecode);
   std::vector<std::string> objects;
-  const std::vector<size_t> missing = load_cached_objects(keyed, context, cache, manifest, report, objects);
+  // The stages after `outline` still run on the parts: their text is part of each object's key.
+  std::string lowering;
+  for (const PipelineStage& stage : back) lowering += fmt::format("stage {}={};", stage.name, stage.pipeline);
+  const std::vector<size_t> missing = load_cached_objects(keyed, lowering, context, cache, manifest, report, objects);
   const size_t threads = detail::parallel_threads(missing.size(), options.codegen_threads);
   std::vector<std::unique_ptr<mlir::MLIRContext>> contexts(threads);
   std::vector<std::unique_ptr<detail::ObjectCompiler>> compilers(threads);

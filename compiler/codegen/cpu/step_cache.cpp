@@ -67,10 +67,10 @@ std::string hex_digest(llvm::BLAKE3& hasher) {
 }
 
 /// Hashes length-prefixed fields (so no two field lists hash alike by concatenation).
-void add_field(llvm::BLAKE3& hasher, const std::string& field) {
+void add_field(llvm::BLAKE3& hasher, std::string_view field) {
   const std::string length = fmt::format("{}:", field.size());
   hasher.update(length);
-  hasher.update(field);
+  hasher.update(llvm::StringRef(field.data(), field.size()));
 }
 
 }  // namespace
@@ -98,15 +98,16 @@ std::string step_key(const CacheContext& context, const std::string& mlir_text) 
   return hex_digest(hasher);
 }
 
-std::string object_key(const CacheContext& context, bool host, const std::string& bitcode) {
+std::string object_key(const CacheContext& context, bool host, std::string_view code, std::string_view lowering) {
   llvm::BLAKE3 hasher;
-  // Objects do not depend on the pipeline stages (their bitcode is their whole input), so kernels
-  // are shared across steps compiled with different stages before LLVM.
+  // An object depends on the stages only through `code` and `lowering` (the stages still to run
+  // on it), so kernels are shared across steps whose earlier stages differ.
   add_field(hasher, context.version);
   add_field(hasher, context.target);
   add_field(hasher, context.options.substr(0, context.options.find("stage ")));
   add_field(hasher, host ? "host" : "kernel");
-  add_field(hasher, bitcode);
+  add_field(hasher, code);
+  if (!lowering.empty()) add_field(hasher, lowering);
   return hex_digest(hasher);
 }
 

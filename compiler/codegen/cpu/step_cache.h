@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
@@ -32,8 +33,10 @@ CacheContext cache_context(const CpuCompileOptions& options, const std::vector<P
 /// lowered MLIR text.
 std::string step_key(const CacheContext& context, const std::string& mlir_text);
 
-/// Cache key of one object: the context, whether it is the host part, and its LLVM bitcode.
-std::string object_key(const CacheContext& context, bool host, const std::string& bitcode);
+/// Cache key of one object: the context (without its stages), whether it is the host part, its
+/// code (LLVM bitcode, or MLIR bytecode of a part split after `outline`) and, for MLIR code,
+/// `lowering`: the text of the stages still to run on it (empty for bitcode).
+std::string object_key(const CacheContext& context, bool host, std::string_view code, std::string_view lowering = {});
 
 /// A compiled step as the cache holds it: its kernel counts and the keys of its objects (host
 /// first).

@@ -127,7 +127,10 @@ TEST(StepCache, AnythingThatChangesTheCodeMisses) {
   EXPECT_EQ(compile_and_run(o3).first.step_cache_hits, 0) << "another LLVM optimisation level (the default is 2)";
   codegen::CpuCompileOptions serial = cached_in(dir);
   serial.num_threads = 1;
-  EXPECT_EQ(compile_and_run(serial).first.step_cache_hits, 0) << "another loop thread count";
+  const CompileInfo serial_info = compile_and_run(serial).first;
+  EXPECT_EQ(serial_info.step_cache_hits, 0) << "another loop thread count";
+  // The parts split after `outline` are the same MLIR; the loops still to be made from them are not.
+  EXPECT_EQ(serial_info.cache_hits, 0) << "no object compiled for other loops is reused";
   codegen::CpuCompileOptions whole = cached_in(dir);
   whole.outline_kernels = false;
   EXPECT_EQ(compile_and_run(whole).first.step_cache_hits, 0) << "without outlining";
@@ -156,6 +159,9 @@ TEST(StepCache, KeysDependOnVersionTargetOptionsAndIr) {
   EXPECT_NE(object, codegen::detail::object_key(other_version, false, "BC"));
   EXPECT_NE(object, codegen::detail::object_key(other_cpu, false, "BC"));
   EXPECT_NE(object, codegen::detail::object_key(base, false, "BD"));
+  EXPECT_NE(object, codegen::detail::object_key(base, false, "BC", "stage loops=x;")) << "later stages";
+  EXPECT_NE(codegen::detail::object_key(base, false, "BC", "stage loops=x;"),
+            codegen::detail::object_key(base, false, "BC", "stage loops=y;"));
 }
 
 TEST(StepCache, CorruptOrTruncatedEntriesAreRecompiledAndReplaced) {
