@@ -410,7 +410,8 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
 /// generation, `codegen_threads` parts at a time (all of it per part, so the stages after
 /// outlining and the translation no longer run serially over the whole step). Each part's object
 /// comes from the cache when its bytecode was compiled before with the same later stages (both
-/// are in the key), so a hit skips its MLIR stages too. Fills `manifest`'s object keys and `report`'s cache figures.
+/// are in the key), so a hit skips its MLIR stages too. Fills `manifest`'s object keys and
+/// `report`'s cache figures.
 std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirPart>& parts,
                                                  const std::vector<PipelineStage>& back, const std::string& entry,
                                                  const CpuCompileOptions& options,
