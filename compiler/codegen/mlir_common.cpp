@@ -7,6 +7,7 @@
 
 #include "ingot/runtime/error.h"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -49,7 +50,7 @@ void fail(const std::string& what, const std::string& diagnostics, const std::st
 
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(
     mlir::MLIRContext& ctx, const std::string& text, const std::vector<PipelineStage>& stages,
-    const std::string& dump_dir, const std::string& dump_hint,
+    const std::string& dump_dir, const std::string& dump_hint, bool verify_each_pass,
     const std::function<void(const std::string&, mlir::ModuleOp)>& after_stage) {
   DiagnosticCollector diags(ctx);
   if (!dump_dir.empty()) {
@@ -74,7 +75,12 @@ mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(
       throw Error(ErrorCode::kInvalidArgument, fmt::format("bad pass pipeline for stage '{}': {}", stage.name, err),
                   "use pass names as mlir-opt-22 --help lists them");
     }
+    pm.enableVerifier(verify_each_pass);
     if (mlir::failed(pm.run(*module))) fail(fmt::format("stage '{}'", stage.name), diags.text(), dump_dir, dump_hint);
+    if (!verify_each_pass && mlir::failed(mlir::verify(*module))) {
+      fail(fmt::format("verification after stage '{}' (set verify_each_pass to find the pass)", stage.name),
+           diags.text(), dump_dir, dump_hint);
+    }
     if (after_stage) after_stage(stage.name, *module);
     if (!dump_dir.empty()) {
       write_file(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", index, stage.name),

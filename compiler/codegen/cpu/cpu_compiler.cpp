@@ -118,9 +118,11 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // finalize-memref / ub / openmp / vector conversions walked the module five more times:
       // 0.3 s of the 4-block LM's 0.55 s here). The default stages emit no vector ops; a custom
       // pipeline that vectorises adds convert-vector-to-scf{full-unroll=true} (docs/compiler.md).
+      // ingot-noalias-scopes carries the kernels' noalias buffers (ingot-outline-kernels) into the
+      // OpenMP loop bodies as alias scopes.
       {"lower-to-llvm",
        "func.func(lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),convert-math-to-libm,"
-       "convert-to-llvm,reconcile-unrealized-casts"},
+       "convert-to-llvm,reconcile-unrealized-casts,llvm.func(ingot-noalias-scopes)"},
   };
   if (!outline_kernels) back.erase(back.begin() + 1);
   stages.insert(stages.end(), back.begin(), back.end());
@@ -239,9 +241,9 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
 /// function `entry` after the last stage that leaves it a func.func (count_kernels).
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
                                                 const std::vector<PipelineStage>& stages,
-                                                const std::string& dump_dir, const std::string& entry = "",
-                                                CpuKernelStats* stats = nullptr) {
-  return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint,
+                                                const std::string& dump_dir, bool verify_each_pass,
+                                                const std::string& entry = "", CpuKernelStats* stats = nullptr) {
+  return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint, verify_each_pass,
                                [&](const std::string& stage, mlir::ModuleOp module) {
                                  if (stage == "lower-to-llvm") check_all_llvm(module, dump_dir);
                                  if (stats == nullptr) return;
@@ -437,7 +439,7 @@ std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirP
     mlir::MLIRContext& ctx = *contexts[thread];
     mlir::OwningOpRef<mlir::ModuleOp> module;
     try {
-      module = detail::parse_and_run(ctx, parts[i].bytecode, back, "", kDumpHint,
+      module = detail::parse_and_run(ctx, parts[i].bytecode, back, "", kDumpHint, options.verify_each_pass,
                                      [](const std::string& stage, mlir::ModuleOp m) {
                                        if (stage == "lower-to-llvm") check_all_llvm(m, "");
                                      });
@@ -474,7 +476,7 @@ size_t outline_stage(const std::vector<PipelineStage>& stages) {
 std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages) {
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
-  return module_text(*parse_and_run(ctx, mlir_text, stages, ""));
+  return module_text(*parse_and_run(ctx, mlir_text, stages, "", /*verify_each_pass=*/true));
 }
 
 CompileInfo compile_info(const CpuKernel& kernel) {
@@ -520,7 +522,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     if (outline < stages.size() && options.dump_dir.empty()) {
       const std::vector<PipelineStage> front(stages.begin(), stages.begin() + static_cast<std::ptrdiff_t>(outline) + 1);
       const std::vector<PipelineStage> back(stages.begin() + static_cast<std::ptrdiff_t>(outline) + 1, stages.end());
-      mlir::OwningOpRef<mlir::ModuleOp> module = parse_and_run(*ctx, mlir_text, front, "");
+      mlir::OwningOpRef<mlir::ModuleOp> module = parse_and_run(*ctx, mlir_text, front, "", options.verify_each_pass);
       if (std::optional<CpuKernelStats> s = count_kernels(*module, entry)) manifest.stats = *s;
       const std::vector<detail::MlirPart> parts = detail::split_mlir_module(*module);
         report.mlir_seconds = seconds_since(start);
@@ -529,7 +531,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
       report.llvm_seconds = seconds_since(llvm_start);
     } else {
       mlir::OwningOpRef<mlir::ModuleOp> module =
-          parse_and_run(*ctx, mlir_text, stages, options.dump_dir, entry, &manifest.stats);
+          parse_and_run(*ctx, mlir_text, stages, options.dump_dir, options.verify_each_pass, entry, &manifest.stats);
       report.mlir_seconds = seconds_since(start);
       const auto llvm_start = std::chrono::steady_clock::now();
       objects = generate_objects(*module, entry, options, context, cache, manifest, report, stages.size());

@@ -11,10 +11,13 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -55,6 +58,52 @@ bool bare_pointer_compatible(mlir::Type t) {
   return !mlir::ShapedType::isDynamic(offset) && llvm::none_of(strides, mlir::ShapedType::isDynamic);
 }
 
+/// The memory a buffer (a memref value of a function body) is a view of, followed through view
+/// operations (subview, reshapes, casts): its memref.alloc / memref.alloca, its memref.get_global
+/// (by name), or the function's parameters as one class (two parameters may be one buffer: a
+/// donated parameter is also its step output). Null when unknown (another block's argument, a
+/// call's result). Distinct non-null roots are distinct memory while both are alive.
+const void* buffer_root(mlir::Value v) {
+  while (true) {
+    if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v)) {
+      mlir::Block* block = arg.getOwner();
+      return block->isEntryBlock() && mlir::isa<mlir::func::FuncOp>(block->getParentOp()) ? block->getParentOp()
+                                                                                          : nullptr;
+    }
+    mlir::Operation* def = v.getDefiningOp();
+    if (mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def)) return def;
+    if (auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(def)) return global.getNameAttr().getAsOpaquePointer();
+    if (auto view = mlir::dyn_cast<mlir::ViewLikeOpInterface>(def)) {
+      v = view.getViewSource();
+    } else if (auto cast = mlir::dyn_cast<mlir::memref::CastOp>(def)) {
+      v = cast.getSource();
+    } else {
+      return nullptr;
+    }
+  }
+}
+
+/// Marks `llvm.noalias` the memref arguments of `kernel` whose memory no other argument of this
+/// call can reach (buffer_root unique among `args`), when every memref argument's root is known:
+/// C's `restrict`, which lets LLVM vectorise the kernel's loops without run-time overlap checks
+/// and a scalar copy of each loop (ingot-noalias-scopes carries it into the OpenMP bodies).
+void mark_noalias_arguments(mlir::func::FuncOp kernel, llvm::ArrayRef<mlir::Value> args) {
+  llvm::SmallVector<const void*> roots;
+  for (mlir::Value v : args) {
+    if (!mlir::isa<mlir::BaseMemRefType>(v.getType())) continue;
+    roots.push_back(buffer_root(v));
+    if (roots.back() == nullptr) return;
+  }
+  mlir::UnitAttr unit = mlir::UnitAttr::get(kernel.getContext());
+  size_t memref_index = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!mlir::isa<mlir::BaseMemRefType>(args[i].getType())) continue;
+    if (llvm::count(roots, roots[memref_index++]) == 1) {
+      kernel.setArgAttr(static_cast<unsigned>(i), mlir::LLVM::LLVMDialect::getNoAliasAttrName(), unit);
+    }
+  }
+}
+
 /// `ingot-outline-kernels`: after bufferization, moves every outlinable top-level operation of each
 /// function body (is_outlinable) into a function of its own, `func.func @ingot_k_<hash>(buffers...)`
 /// marked `ingot.kernel`, and calls it. The kernel's arguments are the values the nest uses from
@@ -68,7 +117,9 @@ bool bare_pointer_compatible(mlir::Type t) {
 /// have static shapes, strides and offsets (every kernel of a static-shape step) is marked
 /// `llvm.bareptr`: each buffer is passed as one pointer instead of a descriptor of 3 + 2 * rank
 /// values, which shrinks the entry (the 4-block LM's calls passed ~20k descriptor words) and the
-/// kernels' prologues; the loops index with the type's constant strides either way.
+/// kernels' prologues; the loops index with the type's constant strides either way. A bare-pointer
+/// kernel's buffers that no other buffer of its call can overlap are marked `llvm.noalias`
+/// (mark_noalias_arguments; part of the printed form, so calls that may overlap get their own).
 class OutlineKernelsPass
     : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
@@ -78,7 +129,7 @@ class OutlineKernelsPass
     return "Outline each top-level loop nest into a function, identical nests into one (ingot)";
   }
   void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::func::FuncDialect>();
+    registry.insert<mlir::func::FuncDialect, mlir::LLVM::LLVMDialect>();
   }
 
   void runOnOperation() override {
@@ -118,7 +169,10 @@ class OutlineKernelsPass
     for (mlir::Value v : args) types.push_back(v.getType());
     auto kernel = mlir::func::FuncOp::create(b, op.getLoc(), "ingot_kernel", b.getFunctionType(types, {}));
     kernel->setAttr(kKernelAttr, b.getUnitAttr());
-    if (llvm::all_of(types, bare_pointer_compatible)) kernel->setAttr("llvm.bareptr", b.getUnitAttr());
+    if (llvm::all_of(types, bare_pointer_compatible)) {
+      kernel->setAttr("llvm.bareptr", b.getUnitAttr());
+      mark_noalias_arguments(kernel, args);
+    }
     mlir::Block* body = kernel.addEntryBlock();
     mlir::IRMapping map;
     for (size_t i = 0; i < args.size(); ++i) map.map(args[i], body->getArgument(static_cast<unsigned>(i)));

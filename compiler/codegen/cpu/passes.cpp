@@ -339,6 +339,7 @@ void register_ingot_passes() {
   mlir::PassRegistration<SinkDonatedUpdatesPass>();
   mlir::PassRegistration<ParallelizeOuterLoopsPass>();
   register_outline_kernels_pass();
+  register_noalias_scopes_pass();
 }
 
 }  // namespace ingot::codegen

@@ -4,6 +4,7 @@
 //   ingot-sink-donated-updates         donated parameters' new values after their other readers
 //   ingot-parallelize-outer-loops      which scf.parallel loops run on several cores
 //   ingot-outline-kernels              one function per loop nest, identical nests shared
+//   ingot-noalias-scopes               noalias arguments as alias scopes (survive OpenMP outlining)
 #pragma once
 
 namespace ingot::codegen {
@@ -19,5 +20,8 @@ inline constexpr const char* kKernelPrefix = "ingot_k_";
 
 /// Registers ingot-outline-kernels (outline.cpp); part of register_ingot_passes().
 void register_outline_kernels_pass();
+
+/// Registers ingot-noalias-scopes (alias_scopes.cpp); part of register_ingot_passes().
+void register_noalias_scopes_pass();
 
 }  // namespace ingot::codegen

@@ -467,7 +467,8 @@ CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
   const std::vector<PipelineStage> stages = options.pipeline.empty() ? default_cuda_pipeline(options) : options.pipeline;
-  mlir::OwningOpRef<mlir::ModuleOp> module = detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint);
+  mlir::OwningOpRef<mlir::ModuleOp> module = detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint,
+                                                                    options.verify_each_pass);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>(entry);
   if (!fn || fn.isExternal()) {
     throw Error(ErrorCode::kNotFound, fmt::format("CUDA back end: the module has no function '{}'", entry));

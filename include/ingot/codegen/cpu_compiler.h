@@ -56,6 +56,12 @@ struct CpuCompileOptions {
   /// If non-empty, the module is written to `<dump_dir>/<NN>-<stage>.mlir` after every stage
   /// (00-input.mlir first) and the LLVM IR to `<dump_dir>/<NN>-llvm.ll`. Created if missing.
   std::string dump_dir;
+  /// Verify the module after every MLIR pass (mlir-opt's --verify-each) rather than once after
+  /// each stage. Off by default: verifying after each pass was a third of the MLIR stages' time
+  /// on the bench LM (docs/compiler.md, "Compile time"); turn it on to find the pass of a custom
+  /// `pipeline` that leaves invalid IR (a stage's output is verified either way). Not part of the
+  /// cache key (the code is the same).
+  bool verify_each_pass = false;
   /// Threads the parallel loops of the default pipeline run on (OpenMP through libomp): 0 means
   /// all hardware threads, 1 serial loop nests (no OpenMP calls). Ignored when `pipeline` is
   /// given. Library kernels the code calls (oneDNN GEMM, convolutions) use all cores regardless.

@@ -50,6 +50,9 @@ struct CudaCompileOptions {
   /// If non-empty, the module is written to `<dump_dir>/<NN>-<stage>.mlir` after every stage and
   /// each kernel's PTX to `<dump_dir>/<kernel>.<arch>.ptx`.
   std::string dump_dir;
+  /// Verify the module after every MLIR pass (mlir-opt's --verify-each) rather than once after
+  /// each stage, to find the pass that breaks a custom pipeline. Off by default (as on the CPU).
+  bool verify_each_pass = false;
   /// Run the compiled program through CUDA graphs (CudaExecutableOptions::cuda_graphs, which
   /// compile_graph_cuda and so jit pass it to): a run is captured once per set of input/output
   /// addresses and replayed as one cuGraphLaunch, the temporaries held in a per-executable arena.

@@ -45,6 +45,23 @@ TEST(CpuCompiler, JitsAndRunsAFunctionWithOutParams) {
   EXPECT_EQ(out[1].to_vector<float>(), b);
 }
 
+TEST(CpuCompiler, VerifyingAfterEveryPassCompilesTheSame) {
+  const std::vector<std::pair<Shape, DType>> in_types = {{{4, 8}, DType::kF32}, {{8}, DType::kF32}};
+  std::vector<float> a(32), b(8);
+  for (int i = 0; i < 32; ++i) a[i] = static_cast<float>(i);
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<float>(i);
+  std::vector<Array> in = {Array::from_vector<float>(a, {4, 8}), Array::from_vector<float>(b, {8})};
+  std::vector<std::vector<float>> results;
+  for (bool each : {false, true}) {
+    auto kernel = compile_cpu(kAddBias, "main", in_types, in_types, {.verify_each_pass = each, .compile_cache_dir = ""});
+    std::vector<Array> out = {Array::full({4, 8}, -1, DType::kF32), Array::full({8}, -1, DType::kF32)};
+    kernel->run(in, out);
+    results.push_back(out[0].to_vector<float>());
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0][9], 9.0f + 1.0f);
+}
+
 TEST(CpuCompiler, DumpsEveryStage) {
   const auto dir = std::filesystem::temp_directory_path() / "ingot_cpu_compiler_dump_test";
   std::filesystem::remove_all(dir);
