@@ -125,7 +125,12 @@ class LinkedObjects {
 /// Adds `ingot_packed_<entry>(void** args)` to `module`: calls `_mlir_ciface_<entry>` with
 /// `*args[i]` as its i-th argument (MLIR ExecutionEngine's packed calling convention: args[i]
 /// points to the storage of argument i). The C interface must return void (results are
-/// out-params). Errors: ingot::Error(kInvalidArgument) when `_mlir_ciface_<entry>` is missing.
+/// out-params). `_mlir_ciface_<entry>` and `<entry>` become internal and always-inline: the host
+/// part's -O0 compile (ObjectCompiler::compile) inlines them into the packed entry, whose one
+/// argument x86's fast instruction selector can lower (it gives the whole entry block to the
+/// slower SelectionDAG selector when a function has more than six arguments, and `<entry>` has
+/// five per buffer). Errors: ingot::Error(kInvalidArgument) when `_mlir_ciface_<entry>` is
+/// missing.
 void add_packed_entry(llvm::Module& module, const std::string& entry);
 
 }  // namespace ingot::codegen::detail
