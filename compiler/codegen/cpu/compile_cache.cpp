@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -201,12 +202,23 @@ void check_key(const std::string& key) {
 
 }  // namespace
 
+std::string password_database_home() {
+  // As Python's os.path.expanduser and glib's g_get_home_dir without HOME: the user's entry in
+  // the password database (getpwuid_r, thread-safe).
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(::getuid(), &entry, buffer.data(), buffer.size(), &found) != 0 || found == nullptr) return "";
+  if (found->pw_dir == nullptr || found->pw_dir[0] != '/') return "";
+  return found->pw_dir;
+}
+
 std::string default_compile_cache_dir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/ingot";
   const char* home = std::getenv("HOME");
   if (home != nullptr && home[0] != '\0') return std::string(home) + "/.cache/ingot";
-  return "";
+  return password_database_home().empty() ? "" : password_database_home() + "/.cache/ingot";
 }
 
 bool is_valid_compile_cache_key(std::string_view key) {

@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -58,21 +59,31 @@ bool bare_pointer_compatible(mlir::Type t) {
   return !mlir::ShapedType::isDynamic(offset) && llvm::none_of(strides, mlir::ShapedType::isDynamic);
 }
 
+/// Whether `get` names a memref.global marked constant (read-only memory).
+bool is_constant_global(mlir::memref::GetGlobalOp get) {
+  auto global = mlir::SymbolTable::lookupNearestSymbolFrom<mlir::memref::GlobalOp>(get, get.getNameAttr());
+  return global && global.getConstant();
+}
+
 /// The memory a buffer (a memref value of a function body) is a view of, followed through view
-/// operations (subview, reshapes, casts): its memref.alloc / memref.alloca, its memref.get_global
-/// (by name), or the function's parameters as one class (two parameters may be one buffer: a
-/// donated parameter is also its step output). Null when unknown (another block's argument, a
-/// call's result). Distinct non-null roots are distinct memory while both are alive.
-const void* buffer_root(mlir::Value v) {
+/// operations (subview, reshapes, casts): its memref.alloc / memref.alloca, its constant
+/// memref.global (by name), or -- one class for all of them, `module` -- a function parameter or a
+/// writable memref.global (two parameters may be one buffer: a donated parameter is also its step
+/// output; a function called inside the module may be given a global). Null when unknown (another
+/// block's argument, a call's result). Distinct non-null roots are distinct memory while both are
+/// alive, or read-only.
+const void* buffer_root(mlir::Value v, mlir::ModuleOp module) {
   while (true) {
     if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v)) {
       mlir::Block* block = arg.getOwner();
-      return block->isEntryBlock() && mlir::isa<mlir::func::FuncOp>(block->getParentOp()) ? block->getParentOp()
-                                                                                          : nullptr;
+      const bool parameter = block->isEntryBlock() && mlir::isa<mlir::func::FuncOp>(block->getParentOp());
+      return parameter ? module.getOperation() : nullptr;
     }
     mlir::Operation* def = v.getDefiningOp();
     if (mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def)) return def;
-    if (auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(def)) return global.getNameAttr().getAsOpaquePointer();
+    if (auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(def)) {
+      return is_constant_global(global) ? global.getNameAttr().getAsOpaquePointer() : module.getOperation();
+    }
     if (auto view = mlir::dyn_cast<mlir::ViewLikeOpInterface>(def)) {
       v = view.getViewSource();
     } else if (auto cast = mlir::dyn_cast<mlir::memref::CastOp>(def)) {
@@ -83,15 +94,39 @@ const void* buffer_root(mlir::Value v) {
   }
 }
 
+/// Whether `nest` (with `args`, the values it uses from outside) can reach memory only through
+/// its memref arguments: every argument is a memref of numbers or a number, and the nest has no
+/// call, no get_global of a writable global, no pointer taken as an integer
+/// (memref.extract_aligned_pointer_as_index) and no LLVM dialect operation. Otherwise it could
+/// reach an argument's memory another way, and none is marked noalias.
+bool reaches_memory_only_through_arguments(mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args) {
+  auto number = [](mlir::Type t) { return mlir::isa<mlir::IntegerType, mlir::IndexType, mlir::FloatType>(t); };
+  for (mlir::Value v : args) {
+    auto memref = mlir::dyn_cast<mlir::BaseMemRefType>(v.getType());
+    if (memref ? !number(memref.getElementType()) : !number(v.getType())) return false;
+  }
+  const mlir::WalkResult walk = nest.walk([](mlir::Operation* op) {
+    auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(op);
+    const bool escapes = mlir::isa<mlir::CallOpInterface, mlir::memref::ExtractAlignedPointerAsIndexOp>(op) ||
+                         mlir::isa<mlir::LLVM::LLVMDialect>(op->getDialect()) ||
+                         (global && !is_constant_global(global));
+    return escapes ? mlir::WalkResult::interrupt() : mlir::WalkResult::advance();
+  });
+  return !walk.wasInterrupted();
+}
+
 /// Marks `llvm.noalias` the memref arguments of `kernel` whose memory no other argument of this
-/// call can reach (buffer_root unique among `args`), when every memref argument's root is known:
-/// C's `restrict`, which lets LLVM vectorise the kernel's loops without run-time overlap checks
-/// and a scalar copy of each loop (ingot-noalias-scopes carries it into the OpenMP bodies).
-void mark_noalias_arguments(mlir::func::FuncOp kernel, llvm::ArrayRef<mlir::Value> args) {
+/// call can reach (buffer_root unique among `args`), when every memref argument's root is known and
+/// the nest reaches memory only through them (reaches_memory_only_through_arguments): C's
+/// `restrict`, which lets LLVM vectorise the kernel's loops without run-time overlap checks and a
+/// scalar copy of each loop (ingot-noalias-scopes carries it into the OpenMP bodies).
+void mark_noalias_arguments(mlir::func::FuncOp kernel, mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args,
+                            mlir::ModuleOp module) {
+  if (!reaches_memory_only_through_arguments(nest, args)) return;
   llvm::SmallVector<const void*> roots;
   for (mlir::Value v : args) {
     if (!mlir::isa<mlir::BaseMemRefType>(v.getType())) continue;
-    roots.push_back(buffer_root(v));
+    roots.push_back(buffer_root(v, module));
     if (roots.back() == nullptr) return;
   }
   mlir::UnitAttr unit = mlir::UnitAttr::get(kernel.getContext());
@@ -171,7 +206,7 @@ class OutlineKernelsPass
     kernel->setAttr(kKernelAttr, b.getUnitAttr());
     if (llvm::all_of(types, bare_pointer_compatible)) {
       kernel->setAttr("llvm.bareptr", b.getUnitAttr());
-      mark_noalias_arguments(kernel, args);
+      mark_noalias_arguments(kernel, op, args, module);
     }
     mlir::Block* body = kernel.addEntryBlock();
     mlir::IRMapping map;

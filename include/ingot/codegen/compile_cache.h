@@ -55,9 +55,15 @@ inline constexpr size_t kCompileCacheMaxKeyLength = 128;
 
 /// The default cache directory: `$XDG_CACHE_HOME/ingot` if XDG_CACHE_HOME is set, non-empty and
 /// absolute (the XDG base directory spec says to ignore a relative one), else `$HOME/.cache/ingot`
-/// if HOME is set and non-empty, else "" (no cache). Does not create the directory. Never throws
-/// (but std::bad_alloc). Reads the environment: not safe concurrently with setenv()/putenv().
+/// if HOME is set and non-empty, else `<home>/.cache/ingot` with the user's home directory from the
+/// password database (password_database_home(); as Python's os.path.expanduser does without
+/// HOME), else "" (no cache). Does not create the directory. Never throws (but std::bad_alloc).
+/// Reads the environment: not safe concurrently with setenv()/putenv().
 std::string default_compile_cache_dir();
+
+/// The current user's home directory in the password database (getpwuid_r(getuid())), or "" when
+/// there is no entry or it is not an absolute path. Never throws (but std::bad_alloc).
+std::string password_database_home();
 
 /// The cache directory a `--compile-cache VALUE` command-line option names (ingot train/bench):
 /// "off" -> "" (no cache), "default" -> default_compile_cache_dir(), anything else is the

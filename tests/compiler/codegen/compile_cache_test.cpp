@@ -718,9 +718,14 @@ TEST(CompileCache, DefaultDirIsXdgCacheHomeThenHome) {
     EXPECT_EQ(default_compile_cache_dir(), "/home/u/.cache/ingot");
   }
   {
+    // Neither variable: the password database's home directory (this test runs as a user that has
+    // one, as every CI and developer account does).
     ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
     ScopedEnv home("HOME", nullptr);
-    EXPECT_EQ(default_compile_cache_dir(), "");
+    const std::string pw_home = password_database_home();
+    ASSERT_FALSE(pw_home.empty()) << "no password database entry for uid " << ::getuid();
+    EXPECT_EQ(pw_home.front(), '/');
+    EXPECT_EQ(default_compile_cache_dir(), pw_home + "/.cache/ingot");
   }
 }
 
