@@ -334,6 +334,7 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
   }
 
   std::string reason;
+  std::optional<uint32_t> other_format;  // the entry's format version when it is not ours
   std::string payload;
   const int64_t file_size = static_cast<int64_t>(st.st_size);
   unsigned char header[kCompileCacheHeaderBytes];
@@ -345,6 +346,7 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
     reason = "bad magic";
   } else if (const uint32_t version = get_u32(header + 8); version != kCompileCacheFormatVersion) {
     reason = fmt::format("format version {}, expected {}", version, kCompileCacheFormatVersion);
+    other_format = version;
   } else if (const uint64_t size = get_u64(header + 16);
              size != static_cast<uint64_t>(file_size - kCompileCacheHeaderBytes)) {
     reason = fmt::format("header says {} payload bytes, the file holds {}", size, file_size - kCompileCacheHeaderBytes);
@@ -363,8 +365,14 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
     if (writable_ && ::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
       ::unlink(path.c_str());
     }
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
+    if (other_format) {
+      warn(fmt::format("ingot: warning: compile cache entry '{}' is in cache format {}, this build reads {}; "
+                       "recompiling",
+                       path, *other_format, kCompileCacheFormatVersion));
+      return std::nullopt;
+    }
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
     warn(fmt::format("ingot: warning: compile cache entry '{}' is corrupt ({}); recompiling", path, reason));
     return std::nullopt;
   }

@@ -82,7 +82,7 @@ struct CompileCacheStats {
   int64_t hits = 0;     ///< load() calls that returned a payload
   int64_t misses = 0;   ///< load() calls that returned nullopt (including corrupt entries and a disabled cache)
   int64_t writes = 0;   ///< store() calls that wrote an entry
-  int64_t corrupt = 0;  ///< load() calls that found a corrupt entry (bad header, size or CRC32)
+  int64_t corrupt = 0;  ///< load() calls that found a corrupt entry (bad magic, size or CRC32; not another format version)
   int64_t evicted = 0;  ///< entries evict() deleted
 };
 
@@ -137,10 +137,13 @@ class CompileCache {
   /// digits (the caller hashes); anything else throws ingot::Error(kInvalidArgument) naming the
   /// key, even when the cache is disabled.
   ///
-  /// An entry whose header, size or CRC32 does not match (truncated, corrupt, another format
-  /// version) is a miss: it is deleted (if writable(), and only if the file is still the one that
-  /// was read), counted in stats().corrupt and stats().misses, and one warning line is printed:
-  /// "ingot: warning: compile cache entry '<path>' is corrupt (<reason>); recompiling". A hit sets
+  /// An entry whose header, size or CRC32 does not match (truncated, corrupt) is a miss: it is
+  /// deleted (if writable(), and only if the file is still the one that was read), counted in
+  /// stats().corrupt and stats().misses, and one warning line is printed: "ingot: warning: compile
+  /// cache entry '<path>' is corrupt (<reason>); recompiling". An entry of another format
+  /// version (written by another ingot) is deleted the same way and counted in stats().misses
+  /// only, with the warning "... '<path>' is in cache format <N>, this build reads <M>;
+  /// recompiling". A hit sets
   /// the entry's modification time to now (the LRU clock; ignored if that fails) and counts in
   /// stats().hits. The returned string is the caller's; nothing refers to it afterwards.
   std::optional<std::string> load(const std::string& key);

@@ -263,9 +263,28 @@ TEST_F(CompileCacheTest, TrailingBytesAreACorruptMiss) {
   expect_corrupt_miss(dir_, [](std::string& f) { f += "junk"; }, "header says 4000 payload bytes, the file holds 4004");
 }
 
-TEST_F(CompileCacheTest, OtherFormatVersionIsACorruptMiss) {
+TEST_F(CompileCacheTest, OtherFormatVersionIsAMissThatSaysSoNotCorruption) {
   // Version 2 with a correct size and CRC32: only the version differs.
-  expect_corrupt_miss(dir_, [](std::string& f) { f[8] = 2; }, "format version 2, expected 1");
+  std::ostringstream warnings;
+  CompileCache cache(dir_, kDefaultCompileCacheMaxBytes, &warnings);
+  const std::string key = key_of(5, 1);
+  ASSERT_TRUE(cache.store(key, bytes_of(5, 4000)));
+  const std::string path = cache.entry_path(key);
+  std::string file = read_file(path);
+  file[8] = 2;
+  write_file(path, file);
+  EXPECT_EQ(cache.load(key), std::nullopt);
+  EXPECT_FALSE(fs::exists(path)) << "an entry of another format must be deleted";
+  EXPECT_EQ(cache.stats().corrupt, 0);
+  EXPECT_EQ(cache.stats().misses, 1);
+  EXPECT_EQ(count_lines(warnings.str()), 1) << warnings.str();
+  EXPECT_NE(warnings.str().find("ingot: warning: compile cache entry '" + path +
+                                "' is in cache format 2, this build reads 1; recompiling"),
+            std::string::npos)
+      << warnings.str();
+  EXPECT_EQ(warnings.str().find("corrupt"), std::string::npos) << warnings.str();
+  EXPECT_TRUE(cache.store(key, "fresh"));
+  EXPECT_EQ(cache.load(key), "fresh");
 }
 
 TEST_F(CompileCacheTest, HitRefreshesTheModificationTime) {
