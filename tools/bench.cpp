@@ -125,6 +125,7 @@ void check_options(const BenchCommand& c) {
   check_positive("--lm-heads", c.lm_heads);
   check_positive("--lm-blocks", c.lm_blocks);
   if (c.warmup < 0) throw bad_bench_option(fmt::format("--warmup is {}", c.warmup), "use a value >= 0");
+  codegen::compile_cache_size_option(c.compile_cache_max_size);  // throws naming the option
   if (c.lm_width % c.lm_heads != 0) {
     throw bad_bench_option(fmt::format("--lm-width {} is not a multiple of --lm-heads {}", c.lm_width, c.lm_heads),
                            "choose a width divisible by the head count");
@@ -367,7 +368,8 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
   b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
                     .loss = std::move(loss),
-                    .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache)},
+                    .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
+                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size)},
                     .cuda_device = cuda,
                     .distribution = std::move(dp),
                     .cuda = {.cuda_graphs = c.cuda_graphs}});
@@ -498,7 +500,8 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
   CompileOptions compile{.optimizer = bench_optimizer(c.dtype_policy),
                          .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                              losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-                         .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache)},
+                         .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
+                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size)},
                          .cuda_device = cuda,
                          .distribution = dp,
                          .cuda = {.cuda_graphs = c.cuda_graphs}};
@@ -617,7 +620,7 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
                  {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
-                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks}, {"compile_cache", c.compile_cache},
+                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks}, {"compile_cache", c.compile_cache}, {"compile_cache_max_size", c.compile_cache_max_size},
                              {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
                              {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
                              {"sync_collectives", c.sync_collectives},

@@ -35,6 +35,8 @@ struct BenchCommand {
   /// Compilation cache directory, "default" ($XDG_CACHE_HOME/ingot) or "off"
   /// (codegen::compile_cache_dir_option; docs/compiler.md, "Compilation cache").
   std::string compile_cache = "default";
+  /// Size cap of the cache directory (codegen::compile_cache_size_option: bytes, or K/M/G/T).
+  std::string compile_cache_max_size = "default";
   /// Text whose bytes the LM trains on: lm_batch windows of lm_context + 1 bytes at seeded random
   /// offsets (inputs and next-byte targets). Default: the GNU GPL 3 every Debian system ships
   /// (package base-files); a regular file of at most 1 GiB. "none" (or empty, from C++): uniform

@@ -85,6 +85,10 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--compile-cache", c.compile_cache,
                   "compilation cache directory, default ($XDG_CACHE_HOME/ingot, else ~/.cache/ingot) or off")
       ->capture_default_str();
+  cmd->add_option("--compile-cache-max-size", c.compile_cache_max_size,
+                  "size cap of the cache directory, least recently used entries evicted past it: bytes, or with "
+                  "K, M, G or T (binary), e.g. 500M; default 2G")
+      ->capture_default_str();
   cmd->add_flag("--perf-jitdump", c.perf_jitdump,
                 "write a jitdump of the compiled steps for perf inject --jit (docs/compiler.md, Profiling)");
   return cmd;
@@ -141,6 +145,10 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
   cmd->add_option("--compile-cache", c.compile_cache,
                   "compilation cache directory, default ($XDG_CACHE_HOME/ingot, else ~/.cache/ingot) or off")
+      ->capture_default_str();
+  cmd->add_option("--compile-cache-max-size", c.compile_cache_max_size,
+                  "size cap of the cache directory, least recently used entries evicted past it: bytes, or with "
+                  "K, M, G or T (binary), e.g. 500M; default 2G")
       ->capture_default_str();
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;

@@ -112,6 +112,7 @@ expect_run(dp_cuda 1 ARGS bench --device cuda --cpu-devices 2 ERR "--cpu-devices
 expect_run(bad_model 1 ARGS bench --models mlp,xyz --json "${WORK_DIR}/bad.json" ERR "unknown model 'xyz'")
 expect_run(bad_heads 1 ARGS bench --lm-width 30 --lm-heads 4 ERR "--lm-width 30 is not a multiple of --lm-heads 4")
 expect_run(bad_steps 1 ARGS bench --steps 0 ERR "--steps is 0")
+expect_run(bad_cache_size 1 ARGS bench --compile-cache-max-size 2GB ERR "--compile-cache-max-size '2GB': unknown unit")
 expect_run(bad_device 1 ARGS bench --device tpu ERR "unknown --device 'tpu'")
 expect_run(bad_policy 1 ARGS bench --dtype-policy f8 ERR "unknown --dtype-policy 'f8'")
 expect_run(bad_text 1 ARGS bench --models lm --lm-text "${WORK_DIR}/no/such/text" ERR "--lm-text" "is not a regular file")

@@ -319,6 +319,8 @@ expect_missing(${out_files})
 
 # Options.
 expect_run(unknown_model 1 ARGS ${train} --model resnet ${outputs} ERR "unknown --model 'resnet'" "mlp or cnn")
+expect_run(bad_cache_size 1 ARGS ${train} --compile-cache-max-size -5 ${outputs}
+           ERR "--compile-cache-max-size '-5': not a size" "e.g. 500M or 2G")
 expect_run(unknown_optimizer 1 ARGS ${train} --optimizer nadam ${outputs}
            ERR "unknown --optimizer 'nadam'" "adam, adamw, sgd, rmsprop or adagrad")
 expect_run(unknown_schedule 1 ARGS ${train} --lr-schedule step ${outputs}

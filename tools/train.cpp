@@ -77,6 +77,7 @@ void check_train_options(const TrainCommand& c) {
     throw bad_option(fmt::format("unknown --dataset '{}'", c.dataset), "the dataset known is fashion-mnist");
   }
   check_model_name(c.model);
+  codegen::compile_cache_size_option(c.compile_cache_max_size);  // throws naming the option
   const std::vector<std::string> optimizers = {"adam", "adamw", "sgd", "rmsprop", "adagrad"};
   if (std::find(optimizers.begin(), optimizers.end(), c.optimizer) == optimizers.end()) {
     throw bad_option(fmt::format("unknown --optimizer '{}'", c.optimizer), "use adam, adamw, sgd, rmsprop or adagrad");
@@ -490,7 +491,9 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
-                               {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache), .perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
+                               {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
+                                .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
+                                .perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
                                where.distribution);
   if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();

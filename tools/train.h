@@ -42,6 +42,8 @@ struct TrainCommand {
   bool perf_jitdump = false;               ///< CpuCompileOptions::perf_jitdump (profiling with perf)
   /// Compilation cache directory, "default" or "off" (codegen::compile_cache_dir_option).
   std::string compile_cache = "default";
+  /// Size cap of the cache directory (codegen::compile_cache_size_option: bytes, or K/M/G/T).
+  std::string compile_cache_max_size = "default";
 };
 
 /// Options of `ingot evaluate`.

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <thread>
 #include <vector>
@@ -498,6 +499,36 @@ CompileCacheStats CompileCache::stats() const {
   return CompileCacheStats{hits_.load(std::memory_order_relaxed), misses_.load(std::memory_order_relaxed),
                            writes_.load(std::memory_order_relaxed), corrupt_.load(std::memory_order_relaxed),
                            evicted_.load(std::memory_order_relaxed)};
+}
+
+int64_t compile_cache_size_option(const std::string& value) {
+  if (value == "default") return kDefaultCompileCacheMaxBytes;
+  auto bad = [&](const std::string& why) {
+    return Error(ErrorCode::kInvalidArgument, fmt::format("--compile-cache-max-size '{}': {}", value, why),
+                 "give a number of bytes, optionally with K, M, G or T (binary units), e.g. 500M or 2G");
+  };
+  size_t digits = 0;
+  while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
+  if (digits == 0) throw bad("not a size");
+  int shift = 0;
+  if (digits < value.size()) {
+    if (digits + 1 != value.size()) throw bad("unknown unit");
+    switch (value[digits]) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: throw bad("unknown unit");
+    }
+  }
+  uint64_t n = 0;
+  for (size_t i = 0; i < digits; ++i) {
+    const uint64_t d = static_cast<uint64_t>(value[i] - '0');
+    if (n > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - d) / 10) throw bad("too large");
+    n = n * 10 + d;
+  }
+  if (n > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) >> shift)) throw bad("too large");
+  return static_cast<int64_t>(n << shift);
 }
 
 std::string compile_cache_dir_option(const std::string& value) {

@@ -73,6 +73,14 @@ std::string compile_cache_dir_option(const std::string& value);
 /// Default size cap of a cache directory, in bytes (2 GiB).
 inline constexpr int64_t kDefaultCompileCacheMaxBytes = int64_t{2} << 30;
 
+/// The size cap a `--compile-cache-max-size SIZE` command-line option names (ingot train/bench),
+/// in bytes: a whole number of bytes, or with a binary suffix K, M, G or T (KiB ... TiB, as
+/// ccache's --max-size; upper or lower case, e.g. "500M", "2G"); "default" is
+/// kDefaultCompileCacheMaxBytes; 0 keeps nothing. Errors: ingot::Error(kInvalidArgument) naming
+/// the option and the value for anything else (a sign, a fraction, another suffix, over 2^63-1
+/// bytes).
+int64_t compile_cache_size_option(const std::string& value);
+
 /// Whether `key` is a valid cache key: kCompileCacheMinKeyLength..kCompileCacheMaxKeyLength
 /// characters, each one of [0-9a-f]. Never throws; thread-safe.
 bool is_valid_compile_cache_key(std::string_view key);

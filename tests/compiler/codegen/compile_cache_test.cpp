@@ -3,6 +3,8 @@
 // concurrent use by threads and by processes.
 #include "ingot/codegen/compile_cache.h"
 
+#include "test_util.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <optional>
 #include <set>
@@ -745,6 +748,30 @@ TEST(CompileCache, DefaultDirIsXdgCacheHomeThenHome) {
     ASSERT_FALSE(pw_home.empty()) << "no password database entry for uid " << ::getuid();
     EXPECT_EQ(pw_home.front(), '/');
     EXPECT_EQ(default_compile_cache_dir(), pw_home + "/.cache/ingot");
+  }
+}
+
+}  // namespace
+}  // namespace ingot::codegen
+
+namespace ingot::codegen {
+namespace {
+
+TEST(CompileCacheSizeOption, BytesAndBinaryUnits) {
+  EXPECT_EQ(compile_cache_size_option("default"), kDefaultCompileCacheMaxBytes);
+  EXPECT_EQ(compile_cache_size_option("0"), 0);
+  EXPECT_EQ(compile_cache_size_option("12345"), 12345);
+  EXPECT_EQ(compile_cache_size_option("500M"), int64_t{500} << 20);
+  EXPECT_EQ(compile_cache_size_option("2g"), int64_t{2} << 30);
+  EXPECT_EQ(compile_cache_size_option("1T"), int64_t{1} << 40);
+  EXPECT_EQ(compile_cache_size_option("8k"), 8192);
+  EXPECT_EQ(compile_cache_size_option("9223372036854775807"), std::numeric_limits<int64_t>::max());
+}
+
+TEST(CompileCacheSizeOption, AnythingElseNamesTheOptionAndTheValue) {
+  for (const char* bad : {"", "-1", "1.5G", "2GB", "G", "2X", " 2G", "9223372036854775808", "8388608T"}) {
+    ingot::testing::expect_error([&] { compile_cache_size_option(bad); }, ErrorCode::kInvalidArgument,
+                          {"--compile-cache-max-size", std::string("'") + bad + "'"});
   }
 }
 
