@@ -361,20 +361,27 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
   }
 
   if (!reason.empty()) {
-    // Delete it unless a writer has meanwhile renamed a fresh entry over it.
+    // Delete it unless a writer has meanwhile renamed a fresh entry over it. One that stays (a
+    // read-only directory, another user's file in a sticky one) is warned about once per process,
+    // not at every load of its key.
     struct stat now;
-    if (writable_ && ::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
-      ::unlink(path.c_str());
-    }
+    bool gone = ::lstat(path.c_str(), &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino;
+    if (!gone && writable_) gone = ::unlink(path.c_str()) == 0;
     misses_.fetch_add(1, std::memory_order_relaxed);
+    std::string line;
     if (other_format) {
-      warn(fmt::format("ingot: warning: compile cache entry '{}' is in cache format {}, this build reads {}; "
-                       "recompiling",
-                       path, *other_format, kCompileCacheFormatVersion));
-      return std::nullopt;
+      line = fmt::format("ingot: warning: compile cache entry '{}' is in cache format {}, this build reads {}; "
+                         "recompiling",
+                         path, *other_format, kCompileCacheFormatVersion);
+    } else {
+      corrupt_.fetch_add(1, std::memory_order_relaxed);
+      line = fmt::format("ingot: warning: compile cache entry '{}' is corrupt ({}); recompiling", path, reason);
     }
-    corrupt_.fetch_add(1, std::memory_order_relaxed);
-    warn(fmt::format("ingot: warning: compile cache entry '{}' is corrupt ({}); recompiling", path, reason));
+    if (gone) {
+      warn(line);
+    } else {
+      warn_once("bad entry " + path, line);
+    }
     return std::nullopt;
   }
   ::futimens(fd, nullptr);  // the LRU clock; a read-only cache keeps the old time

@@ -151,7 +151,8 @@ class CompileCache {
   /// cache entry '<path>' is corrupt (<reason>); recompiling". An entry of another format
   /// version (written by another ingot) is deleted the same way and counted in stats().misses
   /// only, with the warning "... '<path>' is in cache format <N>, this build reads <M>;
-  /// recompiling". A hit sets
+  /// recompiling". An entry that cannot be deleted (a read-only directory) is warned about once
+  /// per process. A hit sets
   /// the entry's modification time to now (the LRU clock; ignored if that fails) and counts in
   /// stats().hits. The returned string is the caller's; nothing refers to it afterwards.
   std::optional<std::string> load(const std::string& key);

@@ -557,6 +557,48 @@ TEST_F(CompileCacheTest, FullDiskRemovesTheTemporary) {
   EXPECT_EQ(files_in(dir_), std::vector<std::string>{}) << "the tmpfs must have stayed in the child's namespace";
 }
 
+TEST_F(CompileCacheTest, ACorruptEntryThatCannotBeDeletedIsWarnedAboutOnce) {
+  // A read-only bind mount of the directory in a private mount namespace of a child process (the
+  // way root gets a directory it cannot write; skipped without CAP_SYS_ADMIN, and as another user
+  // chmod 0555 gives the same): the corrupt entry stays, every load misses, one warning.
+  {
+    CompileCache writer(dir_);
+    ASSERT_TRUE(writer.store(key_of(30, 1), bytes_of(30, 4000)));
+    std::string file = read_file(writer.entry_path(key_of(30, 1)));
+    file[kCompileCacheHeaderBytes + 7] ^= 1;
+    write_file(writer.entry_path(key_of(30, 1)), file);
+  }
+  const std::string dir = dir_;
+  const int rc = run_in_child([&] {
+    if (::geteuid() == 0) {
+      if (::unshare(CLONE_NEWNS) != 0) return 77;
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
+      if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0) return 77;
+      if (::mount(nullptr, dir.c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0) return 77;
+    } else if (::chmod(dir.c_str(), 0555) != 0) {
+      return 2;
+    }
+    std::ostringstream warnings;
+    CompileCache cache(dir, kDefaultCompileCacheMaxBytes, &warnings);
+    if (cache.writable()) return 3;
+    for (int i = 0; i < 3; ++i) {
+      if (cache.load(key_of(30, 1)) != std::nullopt) return 4;
+    }
+    if (cache.stats().corrupt != 3 || cache.stats().misses != 3) return 5;
+    const std::string w = warnings.str();
+    if (count_lines(w) != 2 || w.find("is not writable") == std::string::npos ||
+        w.find("' is corrupt (CRC32 of the payload is ") == std::string::npos) {
+      fprintf(stderr, "warnings: %s\n", w.c_str());
+      return 6;
+    }
+    return 0;
+  });
+  ::chmod(dir_.c_str(), 0755);
+  if (rc == 77) GTEST_SKIP() << "cannot bind-mount the directory read-only in a private mount namespace (needs CAP_SYS_ADMIN)";
+  EXPECT_EQ(rc, 0) << "child check " << rc << " failed";
+  EXPECT_EQ(files_in(dir_), std::vector<std::string>{key_of(30, 1) + ".ingotc"}) << "the entry could not be deleted";
+}
+
 /// Payload child `c` stores under key `i` of family `salt` (different sizes per child and key).
 std::string child_payload(int c, uint64_t salt, int i) {
   const size_t size = salt == 21 ? (c == 0 ? 100 + 37 * i : 20000 + 53 * i) : 1 + (i * 2654435761u + c * 977u) % 40000;
