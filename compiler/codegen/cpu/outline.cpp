@@ -2,9 +2,11 @@
 // (docs/compiler.md, "Kernel outlining and dedupe"). Declared in passes.h.
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 
 #include "codegen/cpu/passes.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/xxhash.h"
@@ -59,11 +61,22 @@ bool bare_pointer_compatible(mlir::Type t) {
   return !mlir::ShapedType::isDynamic(offset) && llvm::none_of(strides, mlir::ShapedType::isDynamic);
 }
 
-/// Whether `get` names a memref.global marked constant (read-only memory).
-bool is_constant_global(mlir::memref::GetGlobalOp get) {
-  auto global = mlir::SymbolTable::lookupNearestSymbolFrom<mlir::memref::GlobalOp>(get, get.getNameAttr());
-  return global && global.getConstant();
-}
+/// What the noalias marking needs to know of the module: itself (the root class of parameters and
+/// writable globals) and the names of its constant memref.globals (read-only memory), collected
+/// once per run so that no symbol lookup scans the module per nest.
+struct ModuleMemory {
+  const mlir::Operation* module;
+  llvm::DenseSet<mlir::Attribute> constant_globals;
+
+  explicit ModuleMemory(mlir::ModuleOp m) : module(m.getOperation()) {
+    for (mlir::memref::GlobalOp g : m.getOps<mlir::memref::GlobalOp>()) {
+      if (g.getConstant()) constant_globals.insert(g.getSymNameAttr());
+    }
+  }
+  bool is_constant(mlir::memref::GetGlobalOp get) const {
+    return constant_globals.contains(get.getNameAttr().getAttr());
+  }
+};
 
 /// The memory a buffer (a memref value of a function body) is a view of, followed through view
 /// operations (subview, reshapes, casts): its memref.alloc / memref.alloca, its constant
@@ -72,17 +85,17 @@ bool is_constant_global(mlir::memref::GetGlobalOp get) {
 /// output; a function called inside the module may be given a global). Null when unknown (another
 /// block's argument, a call's result). Distinct non-null roots are distinct memory while both are
 /// alive, or read-only.
-const void* buffer_root(mlir::Value v, mlir::ModuleOp module) {
+const void* buffer_root(mlir::Value v, const ModuleMemory& memory) {
   while (true) {
     if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v)) {
       mlir::Block* block = arg.getOwner();
       const bool parameter = block->isEntryBlock() && mlir::isa<mlir::func::FuncOp>(block->getParentOp());
-      return parameter ? module.getOperation() : nullptr;
+      return parameter ? memory.module : nullptr;
     }
     mlir::Operation* def = v.getDefiningOp();
     if (mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp>(def)) return def;
     if (auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(def)) {
-      return is_constant_global(global) ? global.getNameAttr().getAsOpaquePointer() : module.getOperation();
+      return memory.is_constant(global) ? global.getNameAttr().getAsOpaquePointer() : memory.module;
     }
     if (auto view = mlir::dyn_cast<mlir::ViewLikeOpInterface>(def)) {
       v = view.getViewSource();
@@ -99,17 +112,18 @@ const void* buffer_root(mlir::Value v, mlir::ModuleOp module) {
 /// call, no get_global of a writable global, no pointer taken as an integer
 /// (memref.extract_aligned_pointer_as_index) and no LLVM dialect operation. Otherwise it could
 /// reach an argument's memory another way, and none is marked noalias.
-bool reaches_memory_only_through_arguments(mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args) {
+bool reaches_memory_only_through_arguments(mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args,
+                                            const ModuleMemory& memory) {
   auto number = [](mlir::Type t) { return mlir::isa<mlir::IntegerType, mlir::IndexType, mlir::FloatType>(t); };
   for (mlir::Value v : args) {
     auto memref = mlir::dyn_cast<mlir::BaseMemRefType>(v.getType());
     if (memref ? !number(memref.getElementType()) : !number(v.getType())) return false;
   }
-  const mlir::WalkResult walk = nest.walk([](mlir::Operation* op) {
+  const mlir::WalkResult walk = nest.walk([&](mlir::Operation* op) {
     auto global = mlir::dyn_cast<mlir::memref::GetGlobalOp>(op);
     const bool escapes = mlir::isa<mlir::CallOpInterface, mlir::memref::ExtractAlignedPointerAsIndexOp>(op) ||
                          mlir::isa<mlir::LLVM::LLVMDialect>(op->getDialect()) ||
-                         (global && !is_constant_global(global));
+                         (global && !memory.is_constant(global));
     return escapes ? mlir::WalkResult::interrupt() : mlir::WalkResult::advance();
   });
   return !walk.wasInterrupted();
@@ -121,12 +135,12 @@ bool reaches_memory_only_through_arguments(mlir::Operation& nest, llvm::ArrayRef
 /// `restrict`, which lets LLVM vectorise the kernel's loops without run-time overlap checks and a
 /// scalar copy of each loop (ingot-noalias-scopes carries it into the OpenMP bodies).
 void mark_noalias_arguments(mlir::func::FuncOp kernel, mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args,
-                            mlir::ModuleOp module) {
-  if (!reaches_memory_only_through_arguments(nest, args)) return;
+                            const ModuleMemory& memory) {
+  if (!reaches_memory_only_through_arguments(nest, args, memory)) return;
   llvm::SmallVector<const void*> roots;
   for (mlir::Value v : args) {
     if (!mlir::isa<mlir::BaseMemRefType>(v.getType())) continue;
-    roots.push_back(buffer_root(v, module));
+    roots.push_back(buffer_root(v, memory));
     if (roots.back() == nullptr) return;
   }
   mlir::UnitAttr unit = mlir::UnitAttr::get(kernel.getContext());
@@ -170,6 +184,7 @@ class OutlineKernelsPass
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
     by_text_.clear();
+    memory_.emplace(module);
     std::vector<mlir::func::FuncOp> hosts;
     for (mlir::func::FuncOp fn : module.getOps<mlir::func::FuncOp>()) {
       if (!fn.isExternal() && !fn->hasAttr(kKernelAttr)) hosts.push_back(fn);
@@ -206,7 +221,7 @@ class OutlineKernelsPass
     kernel->setAttr(kKernelAttr, b.getUnitAttr());
     if (llvm::all_of(types, bare_pointer_compatible)) {
       kernel->setAttr("llvm.bareptr", b.getUnitAttr());
-      mark_noalias_arguments(kernel, op, args, module);
+      mark_noalias_arguments(kernel, op, args, *memory_);
     }
     mlir::Block* body = kernel.addEntryBlock();
     mlir::IRMapping map;
@@ -246,6 +261,7 @@ class OutlineKernelsPass
   }
 
   llvm::StringMap<std::string> by_text_;  ///< printed kernel (placeholder name) -> its symbol
+  std::optional<ModuleMemory> memory_;    ///< of the module being run on
 };
 
 }  // namespace
