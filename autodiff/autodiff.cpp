@@ -122,6 +122,9 @@ std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tenso
       any = any || ct[v].has_value();
     }
     if (!any || node.inputs.empty()) continue;  // symbolic zero, or nothing to propagate into
+    // The backward nodes of a forward node are named after it (a layer's backward pass is
+    // "transpose/<layer scope>"), so the lowering recognises repeated blocks' backward passes.
+    const NameScope scope(node.scope.empty() ? std::string("transpose") : "transpose/" + node.scope);
     const ir::OpDef& def = g.registry().get(node.op);
     if (!def.vjp) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for '{}'", node.op),

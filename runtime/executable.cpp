@@ -9,6 +9,7 @@ namespace ingot {
 
 CompileInfo& CompileInfo::operator+=(const CompileInfo& o) {
   kernel_functions += o.kernel_functions;
+  scope_functions += o.scope_functions;
   lower_seconds += o.lower_seconds;
   mlir_seconds += o.mlir_seconds;
   llvm_seconds += o.llvm_seconds;

@@ -49,8 +49,9 @@ std::string read_text(const std::string& path);
 void check_json_path(const std::string& path);
 
 /// The variants of --variants, in run order (bench.h, BenchCommand::variants).
-constexpr std::array<std::string_view, 7> kVariants = {"baseline", "no-fusion", "no-donation",
-                                                       "no-prefetch", "spe8", "codegen-gemm", "no-outline"};
+constexpr std::array<std::string_view, 8> kVariants = {"baseline", "no-fusion", "no-donation",
+                                                       "no-prefetch", "spe8", "codegen-gemm", "no-outline",
+                                                       "no-scope-functions"};
 /// steps_per_execution of the spe8 variant.
 constexpr int64_t kVariantSpe = 8;
 
@@ -414,10 +415,13 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                      loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
   const json& cb = r["compile"];
   out << fmt::format("     compile: trace {:.2f} s, autodiff {:.2f} s, lower {:.2f} s, MLIR {:.2f} s, LLVM {:.2f} s, "
-                     "link {:.2f} s; {} kernel functions for {} kernels, objects {} cached / {} compiled{}\n",
+                     "link {:.2f} s; {} kernel functions for {} kernels{}, objects {} cached / {} compiled{}\n",
                      cb["trace_s"].get<double>(), cb["autodiff_s"].get<double>(), cb["lower_s"].get<double>(),
                      cb["mlir_s"].get<double>(), cb["llvm_s"].get<double>(), cb["link_s"].get<double>(),
                      cb["kernel_functions"].get<int64_t>(), r["kernels_per_step"].get<int64_t>(),
+                     cb["scope_functions"].get<int64_t>() > 0
+                         ? fmt::format(" ({} scope functions)", cb["scope_functions"].get<int64_t>())
+                         : "",
                      cb["cache_hits"].get<int64_t>(), cb["cache_misses"].get<int64_t>(),
                      whole_from_cache(cb["step_cache_hits"].get<int64_t>()));
   if (r.contains("collective_share")) {
@@ -483,6 +487,8 @@ void apply_variant(const std::string& v, CompileOptions& compile, FitOptions& fi
     compile.lowering.blas_gemm = false;
   } else if (v == "no-outline") {
     compile.compiler.outline_kernels = false;
+  } else if (v == "no-scope-functions") {
+    compile.lowering.share_repeated_scopes = false;
   }
 }
 
@@ -535,12 +541,13 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
             {"peak_bytes", allocator.stats().peak_bytes_in_use},
             {"kernels_per_step", b.model->train_step_kernel_count()},
             {"overhead_ms", 1e3 * timing.overhead_per_step()},
+            {"loss", losses.back()},
             {"steps", timing.train_steps}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
   out << fmt::format("     {:<13} compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), {:10.0f} samples/s, "
-                     "{} kernels/step, {:.3f} ms overhead/step\n",
+                     "{} kernels/step, {:.3f} ms overhead/step, loss {:.6f}\n",
                      v, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9), r["samples_per_s"].get<double>(),
-                     r["kernels_per_step"].get<int64_t>(), r["overhead_ms"].get<double>());
+                     r["kernels_per_step"].get<int64_t>(), r["overhead_ms"].get<double>(), losses.back());
   return r;
 }
 

@@ -57,7 +57,9 @@ struct BenchCommand {
   /// "no-donation" (CompileOptions::donate_state false), "no-prefetch" (FitOptions::prefetch
   /// false), "spe8" (CompileOptions::steps_per_execution 8; the timed steps rounded up to a
   /// multiple of 8), "codegen-gemm" (LoweringOptions::blas_gemm false: generated GEMM loops), "no-outline"
-  /// (CpuCompileOptions::outline_kernels false: the step as one function, as before outlining), in
+  /// (CpuCompileOptions::outline_kernels false: the step as one function, as before outlining),
+  /// "no-scope-functions" (LoweringOptions::share_repeated_scopes false: repeated blocks lowered
+  /// flat, each compiled on its own), in
   /// this order; {"all"}: every one. Each applies with --device cuda and --cpu-devices too. Empty
   /// (the default): none.
   std::vector<std::string> variants;

@@ -140,7 +140,7 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
       ->capture_default_str();
   cmd->add_option("--variants", c.variants,
                   "also time each model with fit under: baseline, no-fusion, no-donation, no-prefetch, spe8, "
-                  "codegen-gemm, no-outline, or all (comma-separated; default none)")
+                  "codegen-gemm, no-outline, no-scope-functions, or all (comma-separated; default none)")
       ->delimiter(',');
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
   cmd->add_option("--compile-cache", c.compile_cache,

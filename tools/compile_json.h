@@ -24,7 +24,8 @@ inline nlohmann::ordered_json compile_breakdown_json(const CompileBreakdown& c) 
           {"cache_hits", c.backend.cache_hits},
           {"cache_misses", c.backend.cache_misses},
           {"step_cache_hits", c.backend.step_cache_hits},
-          {"kernel_functions", c.backend.kernel_functions}};
+          {"kernel_functions", c.backend.kernel_functions},
+          {"scope_functions", c.backend.scope_functions}};
 }
 
 }  // namespace ingot::cli

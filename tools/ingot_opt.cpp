@@ -168,7 +168,8 @@ int run_cuda(const OptOptions& o, InputKind kind, std::ostream& out) {
                              .gemm_function = "ingot_cuda_gemm",
                              .library_conv = true,
                              .library_conv_min_k = 0,
-                             .conv_function = "ingot_cuda_conv"});
+                             .conv_function = "ingot_cuda_conv",
+                             .share_repeated_scopes = false});
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);

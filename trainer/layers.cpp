@@ -82,6 +82,7 @@ Tensor Layer::operator()(LayerContext& ctx, const Tensor& input) {
       built_ = true;
     }
     LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
+    const NameScope name_scope(name_.empty() ? class_name() : name_);
     return call(ctx, x);
   } catch (const Error& e) {
     throw e.with_context(fmt::format("{} on input {}", describe(), shape_to_string(x.shape())));
@@ -115,6 +116,7 @@ Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& inputs) {
       built_ = true;
     }
     LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
+    const NameScope name_scope(name_.empty() ? class_name() : name_);
     return call_many(ctx, xs);
   } catch (const Error& e) {
     std::vector<std::string> s;

@@ -580,8 +580,12 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
   std::vector<Tensor> new_state = optimizer_variables;
   const size_t slots_at = static_cast<size_t>(header_size()) + (config_.use_ema ? n : 0);
   const size_t num_slots = slot_names().size();
+  const NameScope optimizer_scope(name().empty() ? class_name() : name());
   for (size_t j = 0; j < present.size(); ++j) {
     const size_t i = present[j];
+    // One scope per variable's update: the updates of same-shaped variables are one function,
+    // called per variable (lower::LoweringOptions::share_repeated_scopes).
+    const NameScope variable_scope(fmt::format("variable_{}", i));
     const DType dt = variables[i].dtype();
     const Tensor var_lr = cast(lr, dt);
     Tensor var = variables[i];

@@ -146,6 +146,7 @@ void register_mlir_passes() {
   mlir::bufferization::registerEmptyTensorEliminationPass();
   mlir::bufferization::registerOneShotBufferizePass();
   mlir::bufferization::registerBufferResultsToOutParamsPass();
+  mlir::bufferization::registerDropEquivalentBufferResultsPass();
   mlir::bufferization::registerBufferizationPipelines();  // buffer-deallocation-pipeline
   // CPU stages (default_cpu_pipeline).
   mlir::registerConvertLinalgToParallelLoopsPass();

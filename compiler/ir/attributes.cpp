@@ -3,8 +3,54 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <functional>
+#include <string_view>
 
 namespace ingot::ir {
+
+namespace {
+
+void hash_combine(size_t& seed, size_t value) {
+  seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
+}
+
+size_t hash_bytes(const void* data, size_t size) {
+  return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(data), size));
+}
+
+/// Hash of an attribute value consistent with Attributes::operator== (floats and arrays by
+/// their bits).
+size_t hash_attribute(const Attribute& attr) {
+  size_t seed = attr.index();
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, Array>) {
+          for (int64_t d : v.shape()) hash_combine(seed, std::hash<int64_t>{}(d));
+          hash_combine(seed, static_cast<size_t>(v.dtype()));
+          hash_combine(seed, hash_bytes(v.raw_data(), static_cast<size_t>(v.nbytes())));
+        } else if constexpr (std::is_same_v<T, double>) {
+          hash_combine(seed, hash_bytes(&v, sizeof v));
+        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          for (int64_t x : v) hash_combine(seed, std::hash<int64_t>{}(x));
+        } else {
+          hash_combine(seed, std::hash<T>{}(v));
+        }
+      },
+      attr);
+  return seed;
+}
+
+}  // namespace
+
+size_t hash_attributes(const Attributes& attrs) {
+  size_t seed = attrs.entries().size();
+  for (const auto& [name, value] : attrs.entries()) {
+    hash_combine(seed, std::hash<std::string>{}(name));
+    hash_combine(seed, hash_attribute(value));
+  }
+  return seed;
+}
 
 const char* attribute_kind_name(const Attribute& a) {
   switch (a.index()) {

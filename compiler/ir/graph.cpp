@@ -173,6 +173,11 @@ void Graph::verify() const {
   for (ValueId v : outputs_) check_value(v, "Graph::verify outputs");
 }
 
+void Graph::set_scope(NodeId id, std::string scope) {
+  node(id);  // throws for an unknown node
+  nodes_[static_cast<size_t>(id)].scope = std::move(scope);
+}
+
 bool Graph::operator==(const Graph& other) const {
   if (name_ != other.name_ || parameters_.size() != other.parameters_.size() ||
       nodes_.size() != other.nodes_.size() || outputs_ != other.outputs_ ||

@@ -27,6 +27,7 @@ Graph rebuild(const Graph& source, const std::function<bool(NodeId)>& keep,
     std::vector<ValueId> inputs;
     for (ValueId v : node.inputs) inputs.push_back(mapped(v));
     std::vector<ValueId> results = out.add_node(node.op, inputs, node.attrs);
+    if (!node.scope.empty()) out.set_scope(out.num_nodes() - 1, node.scope);
     for (size_t i = 0; i < results.size(); ++i) new_id[node.outputs[i]] = results[i];
   }
   std::vector<ValueId> outputs;
@@ -46,41 +47,11 @@ void hash_combine(size_t& seed, size_t value) {
   seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
 }
 
-size_t hash_bytes(const void* data, size_t size) {
-  return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(data), size));
-}
-
-/// Hash of an attribute value consistent with Attributes::operator== (floats and arrays by
-/// their bits).
-size_t hash_attribute(const Attribute& attr) {
-  size_t seed = attr.index();
-  std::visit(
-      [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, Array>) {
-          for (int64_t d : v.shape()) hash_combine(seed, std::hash<int64_t>{}(d));
-          hash_combine(seed, static_cast<size_t>(v.dtype()));
-          hash_combine(seed, hash_bytes(v.raw_data(), static_cast<size_t>(v.nbytes())));
-        } else if constexpr (std::is_same_v<T, double>) {
-          hash_combine(seed, hash_bytes(&v, sizeof v));
-        } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          for (int64_t x : v) hash_combine(seed, std::hash<int64_t>{}(x));
-        } else {
-          hash_combine(seed, std::hash<T>{}(v));
-        }
-      },
-      attr);
-  return seed;
-}
-
 /// Hash of a node's op, attributes and (already replaced) inputs.
 size_t hash_node(const Node& node, const std::vector<ValueId>& inputs) {
   size_t seed = std::hash<std::string>{}(node.op);
   for (ValueId v : inputs) hash_combine(seed, std::hash<ValueId>{}(v));
-  for (const auto& [name, value] : node.attrs.entries()) {
-    hash_combine(seed, std::hash<std::string>{}(name));
-    hash_combine(seed, hash_attribute(value));
-  }
+  hash_combine(seed, hash_attributes(node.attrs));
   return seed;
 }
 

@@ -25,6 +25,8 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   // `library_conv = false` keeps them generated kernels.
   cuda_lowering.conv_function = "ingot_cuda_conv";
   cuda_lowering.library_conv_min_k = 0;
+  // The CUDA host plan is one list of thunks: no functions to call.
+  cuda_lowering.share_repeated_scopes = false;
   const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
   const lower::LoweredModule m = lower::lower_graph(graph, "main", pairs, cuda_lowering);
   std::vector<std::pair<Shape, DType>> in, res;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 namespace ingot {
 
 namespace {
@@ -35,6 +37,8 @@ std::vector<Tensor> call_with_values(const ir::Graph& graph, const std::vector<T
     std::vector<Tensor> inputs;
     inputs.reserve(node.inputs.size());
     for (ir::ValueId v : node.inputs) inputs.push_back(values[v]);
+    std::optional<NameScope> scope;  // the node keeps its scope, inside the caller's
+    if (!node.scope.empty()) scope.emplace(node.scope);
     std::vector<Tensor> outs = emit(node.op, inputs, node.attrs);
     for (size_t i = 0; i < outs.size(); ++i) values[node.outputs[i]] = outs[i];
   }

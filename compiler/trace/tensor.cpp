@@ -101,6 +101,19 @@ ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
   return state->graph;
 }
 
+NameScope::NameScope(const std::string& name) : state_(trace_detail::current_trace()) {
+  if (name.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "NameScope: the name is empty", "give the scope a non-empty name");
+  }
+  if (!state_) return;
+  previous_size_ = state_->scope.size();
+  state_->scope += state_->scope.empty() ? name : "/" + name;
+}
+
+NameScope::~NameScope() {
+  if (state_) state_->scope.resize(previous_size_);
+}
+
 std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs,
                          ir::Attributes attrs) {
   std::shared_ptr<TraceState> state = trace_detail::current_trace();
@@ -138,6 +151,7 @@ std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& input
                 "argument of the nested function");
   }
   std::vector<ir::ValueId> outs = state->graph.add_node(op, ids, std::move(attrs));
+  if (!state->scope.empty()) state->graph.set_scope(state->graph.num_nodes() - 1, state->scope);
   std::vector<Tensor> result;
   for (ir::ValueId v : outs) result.emplace_back(state, v);
   return result;

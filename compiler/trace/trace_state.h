@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ingot/ir/graph.h"
@@ -17,6 +18,7 @@ struct TraceState {
   int64_t serial;         ///< 1, 2, ... per thread, for error messages
   bool finished = false;  ///< set when trace() returns
   double autodiff_seconds = 0;  ///< TraceStats::autodiff_seconds
+  std::string scope;            ///< the live NameScopes' names joined by '/' (ir::Node::scope)
 };
 
 /// The innermost active trace of this thread, or nullptr.

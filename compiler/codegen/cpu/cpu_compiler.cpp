@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -86,6 +87,12 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
     const std::string first = "eliminate-empty-tensors,";
     if (const size_t at = stage.pipeline.find(first); at != std::string::npos) {
       stage.pipeline.insert(at, "func.func(ingot-sink-donated-updates),");
+    }
+    // A scope function's result computed into its argument (a donated parameter's update,
+    // lower::LoweringOptions::share_repeated_scopes) is dropped: the call's operand is the result.
+    const std::string boundaries = "function-boundary-type-conversion=identity-layout-map},";
+    if (const size_t at = stage.pipeline.find(boundaries); at != std::string::npos) {
+      stage.pipeline.insert(at + boundaries.size(), "drop-equivalent-buffer-results,");
     }
     const std::string pass = "func.func(ingot-distinct-results)";
     const size_t at = stage.pipeline.find(pass);
@@ -207,6 +214,37 @@ bool is_loop_nest(mlir::Operation& op, llvm::StringRef name, llvm::StringRef dia
   return linalg == nullptr || linalg.getNumLoops() > 0;
 }
 
+/// Adds to `stats` the kernels one call of `fn` (a function of `module` with a body) runs: its
+/// top-level loop nests, library calls and copies, and those of the module's functions it calls
+/// (scope functions, LoweringOptions::share_repeated_scopes), once per call. `memo` holds the
+/// counts of functions already visited.
+void count_body(mlir::ModuleOp module, mlir::Operation* fn, CpuKernelStats& stats,
+                std::map<mlir::Operation*, CpuKernelStats>& memo) {
+  for (mlir::Operation& op : fn->getRegion(0).front()) {
+    const llvm::StringRef name = op.getName().getStringRef();
+    if (is_loop_nest(op, name, op.getName().getDialectNamespace())) {
+      ++stats.loop_nests;
+    } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op)) {
+      // An outlined kernel is the loop nest it holds; a defined function (a scope function) its
+      // kernels; other calls are library kernels.
+      mlir::Operation* callee = module.lookupSymbol(call.getCallee());
+      if (callee != nullptr && callee->hasAttr(kKernelAttr)) {
+        ++stats.loop_nests;
+      } else if (callee != nullptr && callee->getNumRegions() == 1 && !callee->getRegion(0).empty()) {
+        auto [it, added] = memo.try_emplace(callee);
+        if (added) count_body(module, callee, it->second, memo);
+        stats.loop_nests += it->second.loop_nests;
+        stats.library_calls += it->second.library_calls;
+        stats.copies += it->second.copies;
+      } else {
+        ++stats.library_calls;
+      }
+    } else if (name == "memref.copy") {
+      ++stats.copies;
+    }
+  }
+}
+
 /// The CpuKernelStats of function `entry` of `module`, or nullopt when the module has no
 /// `func.func @entry` (after the lowering to LLVM).
 std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::string& entry) {
@@ -216,23 +254,12 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
     return std::nullopt;
   }
   CpuKernelStats stats;
-  module.walk([&](mlir::func::FuncOp f) { stats.kernel_functions += f->hasAttr(kKernelAttr) ? 1 : 0; });
-  for (mlir::Operation& op : fn->getRegion(0).front()) {
-    const llvm::StringRef name = op.getName().getStringRef();
-    if (is_loop_nest(op, name, op.getName().getDialectNamespace())) {
-      ++stats.loop_nests;
-    } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op)) {
-      // An outlined kernel is the loop nest it holds; other calls are library kernels.
-      mlir::Operation* callee = module.lookupSymbol(call.getCallee());
-      if (callee != nullptr && callee->hasAttr(kKernelAttr)) {
-        ++stats.loop_nests;
-      } else {
-        ++stats.library_calls;
-      }
-    } else if (name == "memref.copy") {
-      ++stats.copies;
-    }
-  }
+  module.walk([&](mlir::func::FuncOp f) {
+    stats.kernel_functions += f->hasAttr(kKernelAttr) ? 1 : 0;
+    stats.scope_functions += f->hasAttr("ingot.scope_inputs") ? 1 : 0;
+  });
+  std::map<mlir::Operation*, CpuKernelStats> memo;
+  count_body(module, fn, stats, memo);
   return stats;
 }
 
@@ -482,6 +509,7 @@ std::string run_pipeline(const std::string& mlir_text, const std::vector<Pipelin
 CompileInfo compile_info(const CpuKernel& kernel) {
   CompileInfo info;
   info.kernel_functions = kernel.stats().kernel_functions;
+  info.scope_functions = kernel.stats().scope_functions;
   info.mlir_seconds = kernel.report().mlir_seconds;
   info.llvm_seconds = kernel.report().llvm_seconds;
   info.link_seconds = kernel.report().link_seconds;

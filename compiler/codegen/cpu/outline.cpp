@@ -62,19 +62,53 @@ bool bare_pointer_compatible(mlir::Type t) {
 }
 
 /// What the noalias marking needs to know of the module: itself (the root class of parameters and
-/// writable globals) and the names of its constant memref.globals (read-only memory), collected
-/// once per run so that no symbol lookup scans the module per nest.
+/// writable globals), the names of its constant memref.globals (read-only memory) and the fresh
+/// out-parameters of its scope functions, collected once per run so that no symbol lookup scans
+/// the module per nest.
 struct ModuleMemory {
   const mlir::Operation* module;
   llvm::DenseSet<mlir::Attribute> constant_globals;
+
+  /// The out-parameters of scope functions (lower::LoweringOptions::share_repeated_scopes: the
+  /// parameters after the `ingot.scope_inputs` first) whose every call passes distinct fresh
+  /// memref.allocs there: distinct memory from everything else the function can see.
+  llvm::DenseSet<mlir::Value> fresh_parameters;
 
   explicit ModuleMemory(mlir::ModuleOp m) : module(m.getOperation()) {
     for (mlir::memref::GlobalOp g : m.getOps<mlir::memref::GlobalOp>()) {
       if (g.getConstant()) constant_globals.insert(g.getSymNameAttr());
     }
+    collect_fresh_parameters(m);
   }
   bool is_constant(mlir::memref::GetGlobalOp get) const {
     return constant_globals.contains(get.getNameAttr().getAttr());
+  }
+
+ private:
+  void collect_fresh_parameters(mlir::ModuleOp m) {
+    llvm::StringMap<int64_t> inputs;  // scope function -> its first out-parameter (-1: not all calls fresh)
+    for (mlir::func::FuncOp fn : m.getOps<mlir::func::FuncOp>()) {
+      if (auto n = fn->getAttrOfType<mlir::IntegerAttr>("ingot.scope_inputs"); n && !fn.isExternal()) {
+        inputs[fn.getSymName()] = n.getInt();
+      }
+    }
+    if (inputs.empty()) return;
+    m.walk([&](mlir::func::CallOp call) {
+      auto it = inputs.find(call.getCallee());
+      if (it == inputs.end() || it->second < 0) return;
+      llvm::DenseSet<mlir::Value> seen;
+      for (size_t i = static_cast<size_t>(it->second); i < call.getNumOperands(); ++i) {
+        mlir::Value v = call.getOperand(static_cast<unsigned>(i));
+        if (!v.getDefiningOp<mlir::memref::AllocOp>() || !seen.insert(v).second) it->second = -1;
+      }
+    });
+    for (mlir::func::FuncOp fn : m.getOps<mlir::func::FuncOp>()) {
+      auto it = inputs.find(fn.getSymName());
+      if (it == inputs.end() || it->second < 0) continue;
+      for (size_t i = static_cast<size_t>(it->second); i < fn.getNumArguments(); ++i) {
+        fresh_parameters.insert(fn.getArgument(static_cast<unsigned>(i)));
+      }
+    }
   }
 };
 
@@ -90,6 +124,7 @@ const void* buffer_root(mlir::Value v, const ModuleMemory& memory) {
     if (auto arg = mlir::dyn_cast<mlir::BlockArgument>(v)) {
       mlir::Block* block = arg.getOwner();
       const bool parameter = block->isEntryBlock() && mlir::isa<mlir::func::FuncOp>(block->getParentOp());
+      if (parameter && memory.fresh_parameters.contains(v)) return v.getAsOpaquePointer();
       return parameter ? memory.module : nullptr;
     }
     mlir::Operation* def = v.getDefiningOp();

@@ -112,8 +112,8 @@ std::string object_key(const CacheContext& context, bool host, std::string_view 
 }
 
 std::string StepManifest::serialize() const {
-  std::string text = fmt::format("ingot-step-manifest 1\n{} {} {} {}\n", stats.loop_nests, stats.library_calls,
-                                 stats.copies, stats.kernel_functions);
+  std::string text = fmt::format("ingot-step-manifest 2\n{} {} {} {} {}\n", stats.loop_nests, stats.library_calls,
+                                 stats.copies, stats.kernel_functions, stats.scope_functions);
   for (const std::string& key : objects) text += key + "\n";
   return text;
 }
@@ -123,8 +123,9 @@ std::optional<StepManifest> StepManifest::parse(const std::string& text) {
   std::string magic;
   int version = 0;
   StepManifest m;
-  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 1) return std::nullopt;
-  if (!(in >> m.stats.loop_nests >> m.stats.library_calls >> m.stats.copies >> m.stats.kernel_functions)) {
+  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 2) return std::nullopt;
+  if (!(in >> m.stats.loop_nests >> m.stats.library_calls >> m.stats.copies >> m.stats.kernel_functions >>
+        m.stats.scope_functions)) {
     return std::nullopt;
   }
   std::string key;

@@ -105,7 +105,8 @@ struct CpuCompileOptions {
 };
 
 /// What a CpuKernel runs per call, counted statically in its entry function's body (top-level
-/// operations only) after the last pipeline stage that leaves the entry a `func.func` (in the
+/// operations only, and through each call of a function the module defines -- a scope function --
+/// that function's body once per call) after the last pipeline stage that leaves the entry a `func.func` (in the
 /// default pipeline: after "openmp", before "lower-to-llvm"). A loop nest or call inside a
 /// counted loop nest belongs to that nest; a branch (scf.if) is not counted. The measure of
 /// `ingot bench`'s kernels_per_step (bench/README.md); bench/README.md, "Kernel count".
@@ -124,6 +125,10 @@ struct CpuKernelStats {
   /// Top-level memref.copy operations (a memcpy or MLIR's memrefCopy each; a state output copied
   /// into its donated parameter's buffer counts even where the two are one buffer at run time).
   int64_t copies = 0;
+  /// Functions compiled once for the repeated blocks of the step (lower::LoweringOptions::
+  /// share_repeated_scopes; 0 when lowered flat). The counts above are per call of the entry:
+  /// each call of such a function counts its kernels again.
+  int64_t scope_functions = 0;
   /// Kernels per call: loop_nests + library_calls + copies (each one pass of work over memory,
   /// as one launch of a generated CUDA kernel or library call is on a GPU).
   int64_t kernels() const { return loop_nests + library_calls + copies; }

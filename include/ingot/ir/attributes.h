@@ -49,6 +49,10 @@ class Attributes {
   std::map<std::string, Attribute> map_;
 };
 
+/// A hash of `attrs` consistent with Attributes::operator== (equal attributes hash alike; floats
+/// and arrays by their bits). Stable within a process only (std::hash).
+size_t hash_attributes(const Attributes& attrs);
+
 /// "int", "float", "bool", "string", "ints", "array".
 const char* attribute_kind_name(const Attribute& a);
 

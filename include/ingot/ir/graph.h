@@ -41,6 +41,12 @@ struct Node {
   Attributes attrs;
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
+  /// The name scope the node was recorded in: the names of the active ingot::NameScope objects
+  /// (a layer's name while it is called, "transpose" around the backward pass of a node, as
+  /// jax.named_scope names) joined by '/'; empty outside any. Metadata only: not part of
+  /// Graph::operator==, not printed. The lowering compiles repeated scopes once
+  /// (lower::LoweringOptions::share_repeated_scopes).
+  std::string scope;
 };
 
 /// A function-like graph: parameters, nodes in topological order, outputs.
@@ -71,6 +77,8 @@ class Graph {
   /// ingot::Error(kShapeMismatch/kDTypeMismatch) if they differ from the inferred types.
   std::vector<ValueId> add_node_with_types(const std::string& op, const std::vector<ValueId>& inputs,
                                            Attributes attrs, const std::vector<TensorType>& types);
+  /// Sets node `id`'s name scope (Node::scope). Throws ingot::Error(kNotFound) for an unknown node.
+  void set_scope(NodeId id, std::string scope);
   /// Sets the graph's results. Throws ingot::Error(kNotFound) for an unknown value id.
   void set_outputs(std::vector<ValueId> outputs);
 

@@ -71,6 +71,16 @@ struct LoweringOptions {
   /// CPU; the CUDA code generator uses "ingot_cuda_conv", which its host plan turns into a
   /// convolution thunk (CudaThunk::Kind::kConv).
   std::string conv_function = "ingot_cpu_conv";
+  /// Regional compilation (torch.compile's compile of a repeated nn.Module once; JAX's scan over
+  /// layers): repeated name scopes whose nodes are the same computation up to the values they are
+  /// given (the blocks of a transformer, forward and backward: ir::Node::scope, which layers and
+  /// autodiff set) are lowered as one private function, `@ingot_scope_<k>`, called once per
+  /// instance, so the MLIR passes and the code generator see one block instead of N. Constants
+  /// are recomputed in each function that uses them. Results are the same as lowering the graph
+  /// flat (bitwise: the same ops in the same order; only fusion across an instance's boundary is
+  /// lost). Groups whose calls cannot be ordered (an instance that needs a value computed from its
+  /// own output) are lowered flat. The CUDA code generator lowers flat (its plan has no calls).
+  bool share_repeated_scopes = true;
 };
 
 /// State of lowering one graph: SSA names of values and the function body being written.
@@ -89,6 +99,8 @@ class LoweringContext {
   /// SSA name of operand `i` of `node`.
   const std::string& operand(const ir::Node& node, size_t i) const { return value(node.inputs.at(i)); }
   void bind(ir::ValueId v, std::string ssa);
+  /// Whether value `v` has been bound (its producer lowered, or it is a bound parameter).
+  bool bound(ir::ValueId v) const { return !names_.at(static_cast<size_t>(v)).empty(); }
   /// A fresh SSA name "%<hint><N>".
   std::string fresh(const std::string& hint = "t");
   /// Appends one line of the function body (indented by the context).
@@ -154,6 +166,10 @@ struct LoweredModule {
   std::vector<ir::TensorType> results;
   /// For each graph output, the index of the function result holding it.
   std::vector<size_t> result_of_output;
+  /// LoweringOptions::share_repeated_scopes: the functions made of repeated scopes and how many
+  /// calls of them the entry makes (0 and 0 when lowered flat).
+  int64_t scope_functions = 0;
+  int64_t scope_calls = 0;
 };
 
 /// Lowers `graph` to an MLIR module holding `func.func @<entry>(parameters) -> (results)` over

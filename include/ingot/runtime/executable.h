@@ -18,6 +18,7 @@ namespace ingot {
 /// codegen::CpuKernelStats and codegen::CpuCompileReport). Seconds are wall-clock seconds.
 struct CompileInfo {
   int64_t kernel_functions = 0;  ///< distinct kernel functions compiled for the loop nests
+  int64_t scope_functions = 0;   ///< functions compiled once for repeated blocks (codegen::CpuKernelStats)
   double lower_seconds = 0;      ///< lowering the graph to MLIR text
   double mlir_seconds = 0;       ///< MLIR parsing and the stages up to `outline` (CpuCompileReport)
   /// LLVM optimisation and code generation, translation included (and, on the CPU's split path,

@@ -72,6 +72,27 @@ ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
 /// no-op outside any trace. Called by autodiff.
 void add_trace_autodiff_seconds(double seconds);
 
+/// Names the nodes recorded while it is alive, as jax.named_scope and tf.name_scope do: every node
+/// the innermost active trace records gets the names of the live NameScopes of that trace, outer
+/// first, joined by '/' (ir::Node::scope). Layers open one with their name around each call, and
+/// autodiff one named "transpose/<the forward node's scope>" around a node's backward pass, so a
+/// model's repeated blocks (forward and backward) are recognisable in the traced step: the CPU
+/// compiler compiles each repeated, structurally identical scope once
+/// (lower::LoweringOptions::share_repeated_scopes). Outside any trace it does nothing. Scopes must
+/// be destroyed in reverse order of construction (a stack, as RAII gives). Throws
+/// ingot::Error(kInvalidArgument) for an empty `name`.
+class NameScope {
+ public:
+  explicit NameScope(const std::string& name);
+  ~NameScope();
+  NameScope(const NameScope&) = delete;
+  NameScope& operator=(const NameScope&) = delete;
+
+ private:
+  std::shared_ptr<trace_detail::TraceState> state_;  ///< the trace it names nodes of; null outside any
+  size_t previous_size_ = 0;                         ///< the trace's scope path length before it
+};
+
 /// Appends a raw node of `op` with `attrs` over `inputs` to the trace the inputs belong to
 /// (or, with no inputs, the innermost active trace) and returns its outputs. All the typed
 /// functions in ops.h go through this. Throws kTraceError outside any trace.
