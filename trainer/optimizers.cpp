@@ -522,6 +522,10 @@ void update_moving_averages(const OptimizerConfig& config, const Tensor& iterati
 
 }  // namespace
 
+std::string GradientLayout::scope_of(size_t i) const {
+  return i < scopes.size() && !scopes[i].empty() ? scopes[i] : fmt::format("variable_{}", i);
+}
+
 void GradientLayout::check(const std::string& owner) const {
   if (!sum_over_devices && std::find(split.begin(), split.end(), true) != split.end()) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -583,9 +587,9 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
   const NameScope optimizer_scope(name().empty() ? class_name() : name());
   for (size_t j = 0; j < present.size(); ++j) {
     const size_t i = present[j];
-    // One scope per variable's update: the updates of same-shaped variables are one function,
-    // called per variable (lower::LoweringOptions::share_repeated_scopes).
-    const NameScope variable_scope(fmt::format("variable_{}", i));
+    // The update under the variable's scope (GradientLayout::scopes): alike updates are one
+    // function, called per instance (lower::LoweringOptions::share_repeated_scopes).
+    const NameScope variable_scope(layout.scope_of(i));
     const DType dt = variables[i].dtype();
     const Tensor var_lr = cast(lr, dt);
     Tensor var = variables[i];

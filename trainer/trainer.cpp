@@ -300,6 +300,15 @@ Array concat_rows(const std::vector<Array>& parts, CudaDevice* cuda = nullptr) {
   return out;
 }
 
+/// Adds to `out`, for each variable of `layer` (named by `path`, the layer names from the model
+/// down, as the name scopes of their calls read), the path of the deepest layer owning it.
+void add_owner_paths(Layer& layer, const std::string& path, std::map<const Variable*, std::string>& out) {
+  for (const std::shared_ptr<Layer>& child : layer.sublayers()) {
+    add_owner_paths(*child, path + "/" + (child->name().empty() ? child->class_name() : child->name()), out);
+  }
+  for (Variable* v : layer.variables()) out.try_emplace(v, path);
+}
+
 }  // namespace
 
 struct Model::Trainer : callbacks::WeightsAccess {
@@ -308,6 +317,9 @@ struct Model::Trainer : callbacks::WeightsAccess {
   CompileOptions options;
   metrics::Mean loss_tracker{"loss"};
   std::vector<Variable*> trainable, non_trainable;
+  /// Per trainable variable: the path of the layer owning it, the name scope its optimizer update
+  /// is recorded under (GradientLayout::scopes).
+  std::vector<std::string> update_scopes;
   size_t n_in = 0, n_out = 0;                          // model inputs and outputs (prepare)
   std::vector<std::shared_ptr<losses::Loss>> out_loss;  // per output (null: none)
   std::vector<double> out_weight;                       // loss_weights per output
@@ -814,6 +826,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
     if (train_fn) return;
     trainable = model->trainable_variables();
     non_trainable = model->non_trainable_variables();
+    std::map<const Variable*, std::string> owners;
+    add_owner_paths(*model, model->name().empty() ? model->class_name() : model->name(), owners);
+    update_scopes.clear();
+    for (Variable* v : trainable) update_scopes.push_back(owners[v]);
     // Shardings are recorded before the first step and enforced on every step's outputs.
     if (const auto* mp = dynamic_cast<const distribution::ModelParallel*>(options.distribution.get())) {
       std::vector<std::string> paths;
@@ -1246,6 +1262,7 @@ void Model::apply_gradients(TrainStepState& s, const std::vector<Tensor>& gradie
   // Split variables' gradients are one device's block: norms and finiteness checks sum over the
   // devices (FSDP; docs/distributed.md).
   optimizers::GradientLayout layout;
+  layout.scopes = t.update_scopes;
   if (t.options.distribution) {
     for (size_t i = 0; i < s.trainable.size(); ++i) {
       layout.split.push_back(t.is_split(i));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <queue>
+#include <set>
 
 #include "ingot/ir/op_registry.h"
 #include "lower/scopes.h"
@@ -375,11 +376,12 @@ std::vector<int64_t> donated_positions(const ir::Graph& g, const detail::ScopeGr
 
 /// LoweringOptions::share_repeated_scopes: lowers the live nodes of `ctx`'s graph with each group
 /// of repeated scopes (detail::find_repeated_scopes) as one function (appended to `functions`)
-/// called per instance. Returns false, having lowered nothing, when there is no group or the
-/// calls cannot be ordered (schedule_units).
+/// called per instance; `in_place` receives the donated outputs those functions compute into their
+/// parameters' buffers. Returns false, having lowered nothing, when there is no group or the calls
+/// cannot be ordered (schedule_units).
 bool lower_with_scope_functions(LoweringContext& ctx, const std::vector<bool>& live,
                                 const std::vector<std::pair<size_t, size_t>>& donated, std::string& functions,
-                                LoweredModule& lowered) {
+                                LoweredModule& lowered, std::set<ir::ValueId>& in_place) {
   const ir::Graph& g = ctx.graph();
   const std::vector<bool> constant = detail::constant_nodes(g);
   const std::vector<detail::ScopeGroup> groups = detail::find_repeated_scopes(g, live, constant);
@@ -389,8 +391,13 @@ bool lower_with_scope_functions(LoweringContext& ctx, const std::vector<bool>& l
   std::vector<std::string> names;
   for (size_t k = 0; k < groups.size(); ++k) {
     names.push_back(fmt::format("ingot_scope_{}", k));
-    functions += scope_function(g, ctx.options(), names.back(), groups[k].instances.front(),
-                                donated_positions(g, groups[k], donated), constant, ctx);
+    const std::vector<int64_t> into = donated_positions(g, groups[k], donated);
+    functions += scope_function(g, ctx.options(), names.back(), groups[k].instances.front(), into, constant, ctx);
+    for (const detail::ScopeInstance& instance : groups[k].instances) {
+      for (size_t q = 0; q < into.size(); ++q) {
+        if (into[q] >= 0) in_place.insert(instance.outputs[q]);
+      }
+    }
   }
   for (const auto& [unit, instance] : order) {
     if (instance >= 0) {
@@ -427,7 +434,8 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
   }
   const std::vector<bool> live = live_nodes(graph);
   std::string functions;
-  if (!options.share_repeated_scopes || !lower_with_scope_functions(ctx, live, donated, functions, lowered)) {
+  std::set<ir::ValueId> in_place;  // donated outputs a scope function computed into their parameter
+  if (!options.share_repeated_scopes || !lower_with_scope_functions(ctx, live, donated, functions, lowered, in_place)) {
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
       // Dead nodes (no output reaches a graph output, e.g. an input cotangent nobody asked for in
       // a traced train step) are not lowered: MLIR drops unused loop nests, but a library call
@@ -443,10 +451,14 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
     if (pair != donated.end()) {  // computed into the donated parameter's buffer
       const ir::TensorType& t = graph.type(v);
       const std::string type = LoweringContext::type(t);
-      const std::string into = ctx.let(
-          fmt::format("bufferization.materialize_in_destination {} in %p{} : ({}, {}) -> {}",
-                      ctx.value(v), pair->first, type, type, type),
-          "donated");
+      // A scope function already computed it into the parameter (its call's result is that
+      // buffer); a materialization here would only make the entry's bufferization work harder.
+      const std::string into =
+          in_place.count(v) != 0
+              ? ctx.value(v)
+              : ctx.let(fmt::format("bufferization.materialize_in_destination {} in %p{} : ({}, {}) -> {}",
+                                    ctx.value(v), pair->first, type, type, type),
+                        "donated");
       lowered.result_of_output.push_back(out_names.size());
       unique.push_back(-1);  // never shared with another output
       out_names.push_back(into);

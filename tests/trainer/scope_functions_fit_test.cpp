@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "../../examples/tiny_lm.h"
 #include "ingot/trainer/losses.h"
@@ -51,11 +52,41 @@ TEST(ScopeFunctionsFit, TransformerBlocksCompiledOnceTrainToTheSameWeights) {
     EXPECT_EQ(0, std::memcmp(shared.weights[i].raw_data(), flat.weights[i].raw_data(), shared.weights[i].nbytes()))
         << "weight " << i;
   }
-  // The blocks' forward and backward passes (one function each) and the Adam updates of each
-  // variable shape (7: the blocks' and the rest's vectors, matrices and head tensors).
-  EXPECT_EQ(shared.compile.backend.scope_functions, 9);
+  // The blocks' forward passes, backward passes and Adam updates (the trainer names each
+  // variable's update after the layer owning it): one function each.
+  EXPECT_EQ(shared.compile.backend.scope_functions, 3);
   EXPECT_EQ(flat.compile.backend.scope_functions, 0);
   EXPECT_LT(shared.compile.backend.kernel_functions, flat.compile.backend.kernel_functions);
+}
+
+TEST(OptimizerScopes, UpdatesAreNamedByTheLayoutOrPerVariable) {
+  const optimizers::Adam adam;
+  const std::vector<ir::TensorType> types = {{{3}, DType::kF32}, {{2, 2}, DType::kF32}};
+  auto scopes_of = [&](const optimizers::GradientLayout& layout) {
+    const ir::Graph g = trace(
+        [&](const std::vector<Tensor>& a) {
+          const std::vector<Tensor> opt(a.begin() + 4, a.end());
+          auto [vars, state] = adam.apply(opt, {a[0], a[1]}, {a[2], a[3]}, layout);
+          vars.insert(vars.end(), state.begin(), state.end());
+          return vars;
+        },
+        [&] {
+          std::vector<ir::TensorType> t = types;
+          t.insert(t.end(), types.begin(), types.end());  // the gradients
+          for (const Array& o : adam.build(types)) t.push_back({o.shape(), o.dtype()});
+          return t;
+        }());
+    std::set<std::string> s;
+    for (const ir::Node& n : g.nodes()) s.insert(n.scope);
+    return s;
+  };
+  const std::set<std::string> per_variable = scopes_of({});
+  EXPECT_TRUE(per_variable.count("adam/variable_0") == 1 && per_variable.count("adam/variable_1") == 1);
+  optimizers::GradientLayout named;
+  named.scopes = {"model/block_0/dense", ""};
+  const std::set<std::string> by_layout = scopes_of(named);
+  EXPECT_EQ(by_layout.count("adam/model/block_0/dense"), 1);
+  EXPECT_EQ(by_layout.count("adam/variable_1"), 1) << "an empty entry falls back to the index";
 }
 
 }  // namespace

@@ -222,10 +222,18 @@ struct GradientLayout {
   /// The sum over every device of the mesh of a per-device tensor (the trainer passes an
   /// all_reduce sum over each mesh axis); needed when any gradient is split.
   std::function<Tensor(const Tensor&)> sum_over_devices;
+  /// Per gradient: the name scope (ingot::NameScope, '/'-separated) its variable's update is
+  /// recorded under, inside one named after the optimizer. The trainer passes the path of the
+  /// layer owning the variable, so the updates of a model's repeated blocks are alike scopes that
+  /// compile once (lower::LoweringOptions::share_repeated_scopes). Empty or missing entries:
+  /// "variable_<i>" (the updates of same-shaped variables are alike).
+  std::vector<std::string> scopes;
   /// Whether gradient i is split.
   bool is_split(size_t i) const { return i < split.size() && split[i]; }
   /// copies[i], or 1.
   int64_t copies_of(size_t i) const { return i < copies.size() ? copies[i] : 1; }
+  /// scopes[i], or "variable_<i>" when that is missing or empty.
+  std::string scope_of(size_t i) const;
   /// Throws ingot::Error(kInvalidArgument) naming `owner` when a gradient is split but
   /// sum_over_devices is not set.
   void check(const std::string& owner) const;
