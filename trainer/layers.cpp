@@ -82,7 +82,7 @@ Tensor Layer::operator()(LayerContext& ctx, const Tensor& input) {
       built_ = true;
     }
     LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
-    const NameScope name_scope(name_.empty() ? class_name() : name_);
+    const NameScope name_scope(scope_name());
     return call(ctx, x);
   } catch (const Error& e) {
     throw e.with_context(fmt::format("{} on input {}", describe(), shape_to_string(x.shape())));
@@ -116,7 +116,7 @@ Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& inputs) {
       built_ = true;
     }
     LayerContext::ComputeDTypeScope scope(ctx, policy_compute_dtype_ ? policy_compute_dtype_ : ctx.compute_dtype());
-    const NameScope name_scope(name_.empty() ? class_name() : name_);
+    const NameScope name_scope(scope_name());
     return call_many(ctx, xs);
   } catch (const Error& e) {
     std::vector<std::string> s;
@@ -226,6 +226,12 @@ Variable& Layer::add_weight(const std::string& name, const Shape& shape, const I
   const uint64_t seed = seed_.value_or(0) * 1000003u + variables_.size();
   variables_.push_back(std::make_unique<Variable>(name_ + "/" + name, initializer(shape, dtype, seed), trainable));
   return *variables_.back();
+}
+
+std::string Layer::scope_name() const {
+  if (!name_.empty()) return name_;
+  const std::string c = class_name();
+  return c.empty() ? "layer" : c;
 }
 
 std::string Layer::describe() const {

@@ -304,7 +304,7 @@ Array concat_rows(const std::vector<Array>& parts, CudaDevice* cuda = nullptr) {
 /// down, as the name scopes of their calls read), the path of the deepest layer owning it.
 void add_owner_paths(Layer& layer, const std::string& path, std::map<const Variable*, std::string>& out) {
   for (const std::shared_ptr<Layer>& child : layer.sublayers()) {
-    add_owner_paths(*child, path + "/" + (child->name().empty() ? child->class_name() : child->name()), out);
+    add_owner_paths(*child, path + "/" + child->scope_name(), out);
   }
   for (Variable* v : layer.variables()) out.try_emplace(v, path);
 }
@@ -827,7 +827,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
     trainable = model->trainable_variables();
     non_trainable = model->non_trainable_variables();
     std::map<const Variable*, std::string> owners;
-    add_owner_paths(*model, model->name().empty() ? model->class_name() : model->name(), owners);
+    add_owner_paths(*model, model->scope_name(), owners);
     update_scopes.clear();
     for (Variable* v : trainable) update_scopes.push_back(owners[v]);
     // Shardings are recorded before the first step and enforced on every step's outputs.

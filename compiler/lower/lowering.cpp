@@ -206,8 +206,10 @@ std::vector<bool> live_nodes(const ir::Graph& graph) {
   return live;
 }
 
+}  // namespace
 
-/// Lowers `node` into `ctx` with its op's rule.
+namespace detail {
+
 void lower_node(LoweringContext& ctx, const ir::Node& node) {
   const ir::OpDef& def = ctx.graph().registry().get(node.op);
   if (!def.lower) {
@@ -221,8 +223,6 @@ void lower_node(LoweringContext& ctx, const ir::Node& node) {
   }
 }
 
-/// Lowers into `ctx` the constant nodes (detail::constant_nodes) that `node`'s inputs need and
-/// `ctx` has not lowered yet: each function computes the constants it uses.
 void lower_constant_inputs(LoweringContext& ctx, const ir::Node& node, const std::vector<bool>& constant) {
   for (ir::ValueId v : node.inputs) {
     if (ctx.bound(v)) continue;
@@ -235,184 +235,7 @@ void lower_constant_inputs(LoweringContext& ctx, const ir::Node& node, const std
   }
 }
 
-/// The order in which the entry lowers its units -- each instance of `groups` one call, every
-/// other lowered non-constant node itself -- as (group, instance) pairs, instance -1 for a node
-/// (its id in `group`): the units' dependency order, ties by their first node. Empty when the
-/// dependencies have a cycle (an instance needs a value that is computed from one of its outputs).
-std::vector<std::pair<int64_t, int64_t>> schedule_units(const ir::Graph& g, const std::vector<bool>& live,
-                                                        const std::vector<bool>& constant,
-                                                        const std::vector<detail::ScopeGroup>& groups) {
-  std::vector<std::pair<int64_t, int64_t>> units;
-  std::vector<std::vector<ir::NodeId>> members;
-  std::vector<int64_t> unit_of(static_cast<size_t>(g.num_nodes()), -1);
-  for (size_t k = 0; k < groups.size(); ++k) {
-    for (size_t i = 0; i < groups[k].instances.size(); ++i) {
-      for (ir::NodeId n : groups[k].instances[i].nodes) unit_of[static_cast<size_t>(n)] = static_cast<int64_t>(units.size());
-      units.emplace_back(static_cast<int64_t>(k), static_cast<int64_t>(i));
-      members.push_back(groups[k].instances[i].nodes);
-    }
-  }
-  for (ir::NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!live[static_cast<size_t>(n)] || constant[static_cast<size_t>(n)] || unit_of[static_cast<size_t>(n)] >= 0) continue;
-    unit_of[static_cast<size_t>(n)] = static_cast<int64_t>(units.size());
-    units.emplace_back(n, -1);
-    members.push_back({n});
-  }
-  std::vector<std::vector<size_t>> next(units.size());
-  std::vector<int64_t> waiting(units.size(), 0);
-  for (size_t u = 0; u < units.size(); ++u) {
-    for (ir::NodeId n : members[u]) {
-      for (ir::ValueId v : g.node(n).inputs) {
-        const ir::NodeId p = g.value(v).producer;
-        if (p < 0 || unit_of[static_cast<size_t>(p)] < 0 || unit_of[static_cast<size_t>(p)] == static_cast<int64_t>(u)) continue;
-        next[static_cast<size_t>(unit_of[static_cast<size_t>(p)])].push_back(u);
-        ++waiting[u];
-      }
-    }
-  }
-  using Ready = std::pair<ir::NodeId, size_t>;  // (first node, unit)
-  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
-  for (size_t u = 0; u < units.size(); ++u) {
-    if (waiting[u] == 0) ready.emplace(members[u].front(), u);
-  }
-  std::vector<std::pair<int64_t, int64_t>> order;
-  while (!ready.empty()) {
-    const size_t u = ready.top().second;
-    ready.pop();
-    order.push_back(units[u]);
-    for (size_t w : next[u]) {
-      if (--waiting[w] == 0) ready.emplace(members[w].front(), w);
-    }
-  }
-  if (order.size() != units.size()) order.clear();
-  return order;
-}
-
-/// `func.func private @<name>` computing `instance` (a representative of its group): parameters
-/// its inputs, results its outputs (output q computed into input donated_into[q] when that is not
-/// -1); the number of parameters as `ingot.scope_inputs` (the out-parameters bufferization appends
-/// after them are fresh buffers at every call).
-std::string scope_function(const ir::Graph& g, const LoweringOptions& options, const std::string& name,
-                           const detail::ScopeInstance& instance, const std::vector<int64_t>& donated_into,
-                           const std::vector<bool>& constant, LoweringContext& outer) {
-  LoweringContext ctx(g, options);
-  std::vector<std::string> params, result_types, results;
-  for (size_t i = 0; i < instance.inputs.size(); ++i) {
-    const std::string arg = fmt::format("%a{}", i);
-    ctx.bind(instance.inputs[i], arg);
-    params.push_back(fmt::format("{}: {}", arg, LoweringContext::type(g.type(instance.inputs[i]))));
-  }
-  for (ir::NodeId n : instance.nodes) {
-    lower_constant_inputs(ctx, g.node(n), constant);
-    lower_node(ctx, g.node(n));
-  }
-  for (size_t q = 0; q < instance.outputs.size(); ++q) {
-    const ir::ValueId v = instance.outputs[q];
-    const std::string type = LoweringContext::type(g.type(v));
-    // A donated output is computed into its parameter's buffer, which the function is given: the
-    // result is then that argument (bufferization drops it; no copy, no out-parameter).
-    results.push_back(donated_into[q] < 0 ? ctx.value(v)
-                                          : ctx.let(fmt::format("bufferization.materialize_in_destination {} in %a{} : ({}, {}) -> {}",
-                                                                ctx.value(v), donated_into[q], type, type, type),
-                                                    "donated"));
-    result_types.push_back(type);
-  }
-  for (const std::string& d : ctx.declarations()) outer.declare(d);
-  std::string text = fmt::format("  func.func private @{}({}) -> ({}) attributes {{ingot.scope_inputs = {} : i64}} {{\n",
-                                 name, fmt::join(params, ", "), fmt::join(result_types, ", "), params.size());
-  for (const std::string& l : ctx.lines()) text += l + "\n";
-  text += fmt::format("    return {}{}{}\n  }}\n", fmt::join(results, ", "), results.empty() ? "" : " : ",
-                      fmt::join(result_types, ", "));
-  return text;
-}
-
-/// Emits the call of `instance` of function `name` into `ctx` and binds its outputs.
-void call_scope_function(LoweringContext& ctx, const std::string& name, const detail::ScopeInstance& instance) {
-  const ir::Graph& g = ctx.graph();
-  std::vector<std::string> args, arg_types, result_types;
-  for (ir::ValueId v : instance.inputs) {
-    args.push_back(ctx.value(v));
-    arg_types.push_back(LoweringContext::type(g.type(v)));
-  }
-  for (ir::ValueId v : instance.outputs) result_types.push_back(LoweringContext::type(g.type(v)));
-  const std::string call = fmt::format("func.call @{}({}) : ({}) -> ({})", name, fmt::join(args, ", "),
-                                       fmt::join(arg_types, ", "), fmt::join(result_types, ", "));
-  if (instance.outputs.empty()) {
-    ctx.emit(call);
-    return;
-  }
-  const std::string r = ctx.fresh("s");
-  const size_t n = instance.outputs.size();
-  ctx.emit(n == 1 ? fmt::format("{} = {}", r, call) : fmt::format("{}:{} = {}", r, n, call));
-  for (size_t i = 0; i < n; ++i) ctx.bind(instance.outputs[i], n == 1 ? r : fmt::format("{}#{}", r, i));
-}
-
-/// For each output position of `group`'s instances, the input position of the parameter it is
-/// donated into (`donated`: lower_graph's (parameter, output) pairs), when every instance has that
-/// output donated into the parameter at that input position; -1 otherwise (the entry then copies
-/// the result into the parameter's buffer, as for any donated output computed elsewhere).
-std::vector<int64_t> donated_positions(const ir::Graph& g, const detail::ScopeGroup& group,
-                                       const std::vector<std::pair<size_t, size_t>>& donated) {
-  const size_t outputs = group.instances.front().outputs.size();
-  std::vector<int64_t> into(outputs, -1);
-  for (size_t q = 0; q < outputs; ++q) {
-    for (size_t i = 0; i < group.instances.size(); ++i) {
-      const detail::ScopeInstance& instance = group.instances[i];
-      int64_t at = -1;
-      for (const auto& [param, output] : donated) {
-        if (g.outputs()[output] != instance.outputs[q]) continue;
-        auto it = std::find(instance.inputs.begin(), instance.inputs.end(), g.parameters()[param]);
-        if (it != instance.inputs.end()) at = it - instance.inputs.begin();
-      }
-      if (i == 0) into[q] = at;
-      if (at != into[q]) {
-        into[q] = -1;
-        break;
-      }
-    }
-  }
-  return into;
-}
-
-/// LoweringOptions::share_repeated_scopes: lowers the live nodes of `ctx`'s graph with each group
-/// of repeated scopes (detail::find_repeated_scopes) as one function (appended to `functions`)
-/// called per instance; `in_place` receives the donated outputs those functions compute into their
-/// parameters' buffers. Returns false, having lowered nothing, when there is no group or the calls
-/// cannot be ordered (schedule_units).
-bool lower_with_scope_functions(LoweringContext& ctx, const std::vector<bool>& live,
-                                const std::vector<std::pair<size_t, size_t>>& donated, std::string& functions,
-                                LoweredModule& lowered, std::set<ir::ValueId>& in_place) {
-  const ir::Graph& g = ctx.graph();
-  const std::vector<bool> constant = detail::constant_nodes(g);
-  const std::vector<detail::ScopeGroup> groups = detail::find_repeated_scopes(g, live, constant);
-  if (groups.empty()) return false;
-  const std::vector<std::pair<int64_t, int64_t>> order = schedule_units(g, live, constant, groups);
-  if (order.empty()) return false;
-  std::vector<std::string> names;
-  for (size_t k = 0; k < groups.size(); ++k) {
-    names.push_back(fmt::format("ingot_scope_{}", k));
-    const std::vector<int64_t> into = donated_positions(g, groups[k], donated);
-    functions += scope_function(g, ctx.options(), names.back(), groups[k].instances.front(), into, constant, ctx);
-    for (const detail::ScopeInstance& instance : groups[k].instances) {
-      for (size_t q = 0; q < into.size(); ++q) {
-        if (into[q] >= 0) in_place.insert(instance.outputs[q]);
-      }
-    }
-  }
-  for (const auto& [unit, instance] : order) {
-    if (instance >= 0) {
-      call_scope_function(ctx, names[static_cast<size_t>(unit)], groups[static_cast<size_t>(unit)].instances[static_cast<size_t>(instance)]);
-      ++lowered.scope_calls;
-      continue;
-    }
-    const ir::Node& node = g.node(unit);
-    lower_constant_inputs(ctx, node, constant);
-    lower_node(ctx, node);
-  }
-  lowered.scope_functions = static_cast<int64_t>(groups.size());
-  return true;
-}
-}  // namespace
+}  // namespace detail
 
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
                           const std::vector<std::pair<size_t, size_t>>& donated,
@@ -435,12 +258,12 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
   const std::vector<bool> live = live_nodes(graph);
   std::string functions;
   std::set<ir::ValueId> in_place;  // donated outputs a scope function computed into their parameter
-  if (!options.share_repeated_scopes || !lower_with_scope_functions(ctx, live, donated, functions, lowered, in_place)) {
+  if (!options.share_repeated_scopes || !detail::lower_with_scope_functions(ctx, live, donated, functions, lowered, in_place)) {
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
       // Dead nodes (no output reaches a graph output, e.g. an input cotangent nobody asked for in
       // a traced train step) are not lowered: MLIR drops unused loop nests, but a library call
       // (GEMM, convolution) is opaque to its dead-code elimination and would still run.
-      if (live[n]) lower_node(ctx, graph.nodes()[n]);
+      if (live[n]) detail::lower_node(ctx, graph.nodes()[n]);
     }
   }
   std::vector<std::string> out_names, out_types;

@@ -87,6 +87,7 @@ class Canonicaliser {
     for (ir::NodeId n : nodes) {
       const ir::Node& node = g_.node(n);
       hash_combine(c.hash, std::hash<std::string>{}(node.op));
+      hash_combine(c.hash, ir::hash_attributes(node.attrs));
       for (ir::ValueId v : node.outputs) hash_combine(c.hash, hash_type(g_.type(v)));
       for (ir::ValueId v : node.inputs) {
         const ir::ValueInfo& info = g_.value(v);

@@ -78,8 +78,9 @@ struct LoweringOptions {
   /// instance, so the MLIR passes and the code generator see one block instead of N. Constants
   /// are recomputed in each function that uses them. Results are the same as lowering the graph
   /// flat (bitwise: the same ops in the same order; only fusion across an instance's boundary is
-  /// lost). Groups whose calls cannot be ordered (an instance that needs a value computed from its
-  /// own output) are lowered flat. The CUDA code generator lowers flat (its plan has no calls).
+  /// lost). When the calls of some group cannot be ordered (an instance that needs a value computed
+  /// from its own output), the whole graph is lowered flat. The CUDA code generator lowers flat
+  /// (its plan has no calls).
   bool share_repeated_scopes = true;
 };
 
@@ -100,7 +101,10 @@ class LoweringContext {
   const std::string& operand(const ir::Node& node, size_t i) const { return value(node.inputs.at(i)); }
   void bind(ir::ValueId v, std::string ssa);
   /// Whether value `v` has been bound (its producer lowered, or it is a bound parameter).
-  bool bound(ir::ValueId v) const { return !names_.at(static_cast<size_t>(v)).empty(); }
+  /// False for an id outside the graph.
+  bool bound(ir::ValueId v) const {
+    return v >= 0 && static_cast<size_t>(v) < names_.size() && !names_[static_cast<size_t>(v)].empty();
+  }
   /// A fresh SSA name "%<hint><N>".
   std::string fresh(const std::string& hint = "t");
   /// Appends one line of the function body (indented by the context).

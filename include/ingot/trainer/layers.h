@@ -167,6 +167,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   /// "layer 'dense_1' (Dense)" for error messages; "an unnamed Dense layer (called outside a
   /// model)" before a model named it.
   std::string describe() const;
+  /// The name scope of this layer's calls (ingot::NameScope; the optimizer's update scopes use the
+  /// same names): its name, else its class name, else "layer". Never empty.
+  std::string scope_name() const;
   /// Every variable of this layer and its sublayers, in creation order, each once (a sublayer
   /// tracked twice, e.g. one layer used twice in a Sequential, shares its variables).
   std::vector<Variable*> variables();

@@ -190,5 +190,49 @@ TEST(ScopeFunctions, AnInstanceThatCannotBeOneCallIsLoweredFlat) {
   testing::expect_values(got.at(1), {-3, 3, 33, 39});
 }
 
+TEST(ScopeFunctions, ADonatedParameterReadLaterIsNotOverwrittenEarly) {
+  // "a" updates x in place (x2 = x * y, donated into x) and "b" (y2 = y * x, donated into y) reads
+  // x after it: b must see the old x (found by a fresh reviewer: the in-place write came first).
+  const ir::Graph graph = trace(
+      [](const std::vector<Tensor>& p) {
+        Tensor x2, y2;
+        {
+          const NameScope s("a");
+          x2 = p[0] * p[1];
+        }
+        {
+          const NameScope s("b");
+          y2 = p[1] * p[0];
+        }
+        return std::vector<Tensor>{x2, y2};
+      },
+      {{{4}, DType::kF32}, {{4}, DType::kF32}});
+  EXPECT_EQ(lower::lower_graph(graph, "main", {{0, 0}, {1, 1}}, scopes(true)).scope_functions, 1);
+  const auto exe = compile_graph(graph, uncached(), {0, 1}, scopes(true));
+  const std::vector<Array> got = exe->run({testing::f32({1, 2, 3, 4}), testing::f32({2, 3, 4, 5})});
+  testing::expect_values(got.at(0), {2, 6, 12, 20});
+  testing::expect_values(got.at(1), {2, 6, 12, 20});
+}
+
+TEST(ScopeFunctions, AnOutputOfConstantsAloneIsLowered) {
+  const ir::Graph graph = trace(
+      [](const std::vector<Tensor>& p) {
+        std::vector<Tensor> out;
+        for (size_t i = 0; i < 2; ++i) {
+          const NameScope s("blk_" + std::to_string(i));
+          out.push_back(p[i] * 2.0);
+        }
+        out.push_back(full({3}, 1.5, DType::kF32));
+        return out;
+      },
+      {{{2}, DType::kF32}, {{2}, DType::kF32}});
+  EXPECT_EQ(lower::lower_graph(graph, "main", {}, scopes(true)).scope_functions, 1);
+  const std::vector<Array> got =
+      compile_graph(graph, uncached(), {}, scopes(true))->run({testing::f32({1, 2}), testing::f32({3, 4})});
+  testing::expect_values(got.at(0), {2, 4});
+  testing::expect_values(got.at(1), {6, 8});
+  testing::expect_values(got.at(2), {1.5, 1.5, 1.5});
+}
+
 }  // namespace
 }  // namespace ingot
