@@ -11,7 +11,7 @@
 set -u
 I=${INGOT:-build/release/tools/ingot}
 J="bench/.venv/bin/python bench/peers/bench_peers.py --framework jax"
-OUT=${OUT:-/tmp/bench4}
+OUT=${OUT:-/tmp/bench4}  # run-1 and run-2 are two runs of this script
 mkdir -p "$OUT"
 C=$OUT/cache
 for round in 1 2 3; do
