@@ -197,8 +197,9 @@ TEST(KernelCount, TheStatsOfSmallFunctionsAreTheHandCountedKernels) {
 }
 
 TEST(KernelCount, ADonatedUpdateIsOneLoopNestAndNoCopyOntoItself) {
-  // w - 0.1 g with w donated: the loop writes w's buffer; the returned w is its out-param, so the
-  // copy of the returned argument is guarded away (it used to copy every byte onto itself).
+  // w - 0.1 g with w donated: the loop writes w's buffer; the returned w is that argument, so it
+  // has no out-param and no copy (ingot-drop-argument-results; it used to copy every byte onto
+  // itself).
   JitOptions options;
   options.donate_argnums = {0};
   const Jitted update = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.1}; }, options);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -92,7 +93,9 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
     // lower::LoweringOptions::share_repeated_scopes) is dropped: the call's operand is the result.
     const std::string boundaries = "function-boundary-type-conversion=identity-layout-map},";
     if (const size_t at = stage.pipeline.find(boundaries); at != std::string::npos) {
-      stage.pipeline.insert(at + boundaries.size(), "drop-equivalent-buffer-results,");
+      // The entry's results that are its arguments are dropped too; the runtime reads the
+      // pairing (ingot-drop-argument-results, CpuKernel::run).
+      stage.pipeline.insert(at + boundaries.size(), "drop-equivalent-buffer-results,ingot-drop-argument-results,");
     }
     const std::string pass = "func.func(ingot-distinct-results)";
     const size_t at = stage.pipeline.find(pass);
@@ -263,18 +266,52 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
   return stats;
 }
 
+/// The attribute kResultArgumentsAttr of function `entry` of `module` (ingot-drop-argument-results),
+/// or nullopt when the function or the attribute is absent.
+std::optional<std::vector<int64_t>> result_arguments(mlir::ModuleOp module, const std::string& entry) {
+  mlir::Operation* fn = module.lookupSymbol(entry);
+  auto attr = fn == nullptr ? nullptr : fn->getAttrOfType<mlir::DenseI64ArrayAttr>(kResultArgumentsAttr);
+  if (!attr) return std::nullopt;
+  return std::vector<int64_t>(attr.asArrayRef().begin(), attr.asArrayRef().end());
+}
+
+/// Checks the entry's result_arguments against the kernel's types: one entry per output, each an
+/// input of the output's type or -1. Throws ingot::Error(kInvalidArgument) naming the result.
+void check_result_arguments(const std::vector<int64_t>& pairs, const std::vector<std::pair<Shape, DType>>& in,
+                            const std::vector<std::pair<Shape, DType>>& out) {
+  if (pairs.empty()) return;
+  if (pairs.size() != out.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("the entry's {} lists {} results, the kernel has {} outputs", kResultArgumentsAttr,
+                            pairs.size(), out.size()),
+                "give compile_cpu the output types of the entry before the pipeline ran");
+  }
+  for (size_t r = 0; r < pairs.size(); ++r) {
+    const int64_t a = pairs[r];
+    if (a < -1 || a >= static_cast<int64_t>(in.size()) || (a >= 0 && in[static_cast<size_t>(a)] != out[r])) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("the entry's {} pairs result {} with argument {}, which is not an input of its type",
+                              kResultArgumentsAttr, r, a),
+                  "give compile_cpu the entry's input and output types");
+    }
+  }
+}
+
 /// Parses `text` and runs the stages, dumping after each when `dump_dir` is set; the module must be
 /// all LLVM after `lower-to-llvm`. When `stats` is given it receives the kernel counts of
-/// function `entry` after the last stage that leaves it a func.func (count_kernels).
+/// function `entry` after the last stage that leaves it a func.func (count_kernels), and
+/// `pairs` the entry's result_arguments as the last stage that had them left them.
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
                                                 const std::vector<PipelineStage>& stages,
                                                 const std::string& dump_dir, bool verify_each_pass,
-                                                const std::string& entry = "", CpuKernelStats* stats = nullptr) {
+                                                const std::string& entry = "", CpuKernelStats* stats = nullptr,
+                                                std::vector<int64_t>* pairs = nullptr) {
   return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint, verify_each_pass,
                                [&](const std::string& stage, mlir::ModuleOp module) {
                                  if (stage == "lower-to-llvm") check_all_llvm(module, dump_dir);
                                  if (stats == nullptr) return;
                                  if (std::optional<CpuKernelStats> s = count_kernels(module, entry)) *stats = *s;
+                                 if (auto p = result_arguments(module, entry)) *pairs = std::move(*p);
                                });
 }
 
@@ -318,9 +355,12 @@ void check_types(const char* what, std::span<const Array> arrays,
 
 class JitKernel final : public CpuKernel {
  public:
+  /// `pairs`: the entry's result_arguments (checked by check_result_arguments), empty for none.
   JitKernel(std::unique_ptr<detail::LinkedObjects> code, void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
-            std::vector<std::pair<Shape, DType>> out, CpuKernelStats stats, CpuCompileReport report)
-      : code_(std::move(code)), fn_(fn), in_(std::move(in)), out_(std::move(out)), stats_(stats), report_(report) {}
+            std::vector<std::pair<Shape, DType>> out, std::vector<int64_t> pairs, CpuKernelStats stats,
+            CpuCompileReport report)
+      : code_(std::move(code)), fn_(fn), in_(std::move(in)), out_(std::move(out)), pairs_(std::move(pairs)),
+        stats_(stats), report_(report) {}
 
   void run(std::span<const Array> inputs, std::span<Array> outputs) const override {
     check_types("input", inputs, in_);
@@ -328,7 +368,10 @@ class JitKernel final : public CpuKernel {
     std::vector<std::vector<int64_t>> descs;
     descs.reserve(inputs.size() + outputs.size());
     for (const Array& a : inputs) descs.push_back(descriptor(a));
-    for (const Array& a : outputs) descs.push_back(descriptor(a));
+    // A result that is an argument has no out-param (ingot-drop-argument-results).
+    for (size_t r = 0; r < outputs.size(); ++r) {
+      if (pairs_.empty() || pairs_[r] < 0) descs.push_back(descriptor(outputs[r]));
+    }
     // The packed interface takes a pointer to each argument; each argument of the C interface
     // is a pointer to a descriptor.
     std::vector<void*> desc_ptrs(descs.size());
@@ -338,6 +381,16 @@ class JitKernel final : public CpuKernel {
       args[i] = &desc_ptrs[i];
     }
     fn_(args.data());
+    // Such a result is its argument's buffer (updated in place or unchanged): an output given as
+    // another buffer receives a copy; the usual case (a donated parameter's update, whose output
+    // is the parameter's own array: Executable) copies nothing.
+    for (size_t r = 0; r < pairs_.size(); ++r) {
+      if (pairs_[r] < 0) continue;
+      const Array& from = inputs[static_cast<size_t>(pairs_[r])];
+      if (from.nbytes() > 0 && outputs[r].raw_data() != from.raw_data()) {
+        std::memcpy(outputs[r].raw_data(), from.raw_data(), static_cast<size_t>(from.nbytes()));
+      }
+    }
   }
   const std::vector<std::pair<Shape, DType>>& input_types() const override { return in_; }
   const std::vector<std::pair<Shape, DType>>& output_types() const override { return out_; }
@@ -348,6 +401,7 @@ class JitKernel final : public CpuKernel {
   std::unique_ptr<detail::LinkedObjects> code_;  // owns the code fn_ points into
   void (*fn_)(void**);
   std::vector<std::pair<Shape, DType>> in_, out_;
+  std::vector<int64_t> pairs_;  // per output: the input it is, or -1 (an out-param)
   CpuKernelStats stats_;
   CpuCompileReport report_;
 };
@@ -552,14 +606,16 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
       const std::vector<PipelineStage> back(stages.begin() + static_cast<std::ptrdiff_t>(outline) + 1, stages.end());
       mlir::OwningOpRef<mlir::ModuleOp> module = parse_and_run(*ctx, mlir_text, front, "", options.verify_each_pass);
       if (std::optional<CpuKernelStats> s = count_kernels(*module, entry)) manifest.stats = *s;
+      if (auto p = result_arguments(*module, entry)) manifest.result_arguments = std::move(*p);
       const std::vector<detail::MlirPart> parts = detail::split_mlir_module(*module);
-        report.mlir_seconds = seconds_since(start);
+      report.mlir_seconds = seconds_since(start);
       const auto llvm_start = std::chrono::steady_clock::now();
       objects = lower_and_compile_parts(parts, back, entry, options, context, cache, manifest, report);
       report.llvm_seconds = seconds_since(llvm_start);
     } else {
       mlir::OwningOpRef<mlir::ModuleOp> module =
-          parse_and_run(*ctx, mlir_text, stages, options.dump_dir, options.verify_each_pass, entry, &manifest.stats);
+          parse_and_run(*ctx, mlir_text, stages, options.dump_dir, options.verify_each_pass, entry, &manifest.stats,
+                        &manifest.result_arguments);
       report.mlir_seconds = seconds_since(start);
       const auto llvm_start = std::chrono::steady_clock::now();
       objects = generate_objects(*module, entry, options, context, cache, manifest, report, stages.size());
@@ -594,8 +650,9 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     return kernel;
   }
   report.link_seconds = seconds_since(link_start);
+  check_result_arguments(manifest.result_arguments, input_types, output_types);
   return std::make_unique<JitKernel>(std::move(code), fn, std::move(input_types), std::move(output_types),
-                                     manifest.stats, report);
+                                     std::move(manifest.result_arguments), manifest.stats, report);
 }
 
 }  // namespace ingot::codegen

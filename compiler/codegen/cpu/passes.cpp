@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "llvm/ADT/BitVector.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -15,6 +16,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -98,7 +100,10 @@ class FuseMultiUseElementwisePass
 /// the copy of a returned function argument runs only when the out-param is another buffer: a
 /// donated parameter's output is written in place and its out-param is the parameter's own
 /// buffer (compile_graph), where the copy would move every byte onto itself (the MLP train step
-/// did 22 such copies per step). The CUDA plan handles donated outputs itself (CudaProgram).
+/// did 22 such copies per step). In the default CPU pipeline ingot-drop-argument-results has
+/// already dropped the entry's returned arguments (and drop-equivalent-buffer-results those of
+/// private functions), so the guard is for custom pipelines without them. The CUDA plan handles
+/// donated outputs itself (CudaProgram).
 class DistinctResultsPass
     : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
@@ -141,6 +146,66 @@ class DistinctResultsPass
         seen.insert(alloc);
       }
     });
+  }
+};
+
+/// `ingot-drop-argument-results`: drops each memref result of a public function (the entry) that
+/// is one of its own arguments and records the pairing in the function's attribute
+/// `ingot.result_arguments` (kResultArgumentsAttr; one entry per original result: the argument's
+/// index, or -1 for a result kept). Upstream's drop-equivalent-buffer-results does this for
+/// private functions only (it rewrites their callers); the entry's caller is the runtime, which
+/// reads the attribute: the result is the argument's buffer, written in place (a donated
+/// parameter's update) or returned unchanged, and CpuKernel::run copies it only into an output
+/// that is another buffer. Without it every such result became an out-param and a guarded copy
+/// (ingot-distinct-results): 612 of them in the 12-block LM's train step, a third of its compile.
+/// A function with callers in the module, without a body or with several returns is left as is;
+/// running the pass again composes with the attribute already there.
+class DropArgumentResultsPass
+    : public mlir::PassWrapper<DropArgumentResultsPass, mlir::OperationPass<mlir::ModuleOp>> {
+ public:
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DropArgumentResultsPass)
+  llvm::StringRef getArgument() const final { return "ingot-drop-argument-results"; }
+  llvm::StringRef getDescription() const final {
+    return "Drop the results of public functions that are their own arguments, recorded in "
+           "ingot.result_arguments (ingot)";
+  }
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    for (mlir::func::FuncOp fn : module.getOps<mlir::func::FuncOp>()) {
+      if (fn.isPrivate() || fn.isExternal() || !mlir::SymbolTable::symbolKnownUseEmpty(fn, module)) continue;
+      mlir::func::ReturnOp ret;
+      int returns = 0;
+      fn.walk([&](mlir::func::ReturnOp r) {
+        ret = r;
+        ++returns;
+      });
+      if (returns != 1) continue;
+      drop(fn, ret);
+    }
+  }
+
+ private:
+  static void drop(mlir::func::FuncOp fn, mlir::func::ReturnOp ret) {
+    const unsigned n = ret.getNumOperands();
+    llvm::BitVector erase(n);
+    std::vector<int64_t> current(n, -1);  // per current result: its argument, or -1
+    for (unsigned i = 0; i < n; ++i) {
+      auto arg = mlir::dyn_cast<mlir::BlockArgument>(ret.getOperand(i));
+      if (!arg || arg.getOwner() != &fn.getBody().front() || !mlir::isa<mlir::MemRefType>(arg.getType())) continue;
+      erase.set(i);
+      current[i] = arg.getArgNumber();
+    }
+    if (erase.none()) return;
+    // Compose with an earlier run: its kept results (-1) are the current results, in order.
+    std::vector<int64_t> original = current;
+    if (auto old = fn->getAttrOfType<mlir::DenseI64ArrayAttr>(kResultArgumentsAttr)) {
+      original.clear();
+      size_t next = 0;
+      for (int64_t a : old.asArrayRef()) original.push_back(a >= 0 ? a : current[next++]);
+    }
+    if (mlir::failed(fn.eraseResults(erase))) return;
+    ret->eraseOperands(erase);
+    fn->setAttr(kResultArgumentsAttr, mlir::DenseI64ArrayAttr::get(fn.getContext(), original));
   }
 };
 
@@ -336,6 +401,7 @@ class ParallelizeOuterLoopsPass
 void register_ingot_passes() {
   mlir::PassRegistration<FuseMultiUseElementwisePass>();
   mlir::PassRegistration<DistinctResultsPass>();
+  mlir::PassRegistration<DropArgumentResultsPass>();
   mlir::PassRegistration<SinkDonatedUpdatesPass>();
   mlir::PassRegistration<ParallelizeOuterLoopsPass>();
   register_outline_kernels_pass();

@@ -1,6 +1,7 @@
 // ingot's own MLIR passes of the CPU pipeline (see docs/compiler.md, "Passes"):
 //   ingot-fuse-multi-use-elementwise   fusion of cheap producers with several uses
 //   ingot-distinct-results             distinct result buffers for out-param hoisting
+//   ingot-drop-argument-results        the entry's results that are its arguments, as an attribute
 //   ingot-sink-donated-updates         donated parameters' new values after their other readers
 //   ingot-parallelize-outer-loops      which scf.parallel loops run on several cores
 //   ingot-outline-kernels              one function per loop nest, identical nests shared
@@ -12,6 +13,10 @@ namespace ingot::codegen {
 /// Registers ingot's passes in MLIR's global pass registry (so pipelines given as text, and
 /// ingot-opt, can name them). Call once, with the rest of MLIR's pass registration.
 void register_ingot_passes();
+
+/// The attribute ingot-drop-argument-results puts on the entry: per original result, the index of
+/// the argument it is (its buffer), or -1 for a result the function still returns (an out-param).
+inline constexpr const char* kResultArgumentsAttr = "ingot.result_arguments";
 
 /// The unit attribute ingot-outline-kernels puts on the kernel functions it creates (outline.cpp).
 inline constexpr const char* kKernelAttr = "ingot.kernel";

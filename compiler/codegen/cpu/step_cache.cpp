@@ -112,8 +112,11 @@ std::string object_key(const CacheContext& context, bool host, std::string_view 
 }
 
 std::string StepManifest::serialize() const {
-  std::string text = fmt::format("ingot-step-manifest 2\n{} {} {} {} {}\n", stats.loop_nests, stats.library_calls,
-                                 stats.copies, stats.kernel_functions, stats.scope_functions);
+  std::string text = fmt::format("ingot-step-manifest 3\n{} {} {} {} {}\nresult_arguments {}", stats.loop_nests,
+                                 stats.library_calls, stats.copies, stats.kernel_functions, stats.scope_functions,
+                                 result_arguments.size());
+  for (int64_t a : result_arguments) text += fmt::format(" {}", a);
+  text += "\n";
   for (const std::string& key : objects) text += key + "\n";
   return text;
 }
@@ -123,10 +126,19 @@ std::optional<StepManifest> StepManifest::parse(const std::string& text) {
   std::string magic;
   int version = 0;
   StepManifest m;
-  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 2) return std::nullopt;
+  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 3) return std::nullopt;
   if (!(in >> m.stats.loop_nests >> m.stats.library_calls >> m.stats.copies >> m.stats.kernel_functions >>
         m.stats.scope_functions)) {
     return std::nullopt;
+  }
+  std::string field;
+  int64_t count = -1;
+  if (!(in >> field >> count) || field != "result_arguments" || count < 0 || count > (int64_t{1} << 20)) {
+    return std::nullopt;
+  }
+  m.result_arguments.resize(static_cast<size_t>(count));
+  for (int64_t& a : m.result_arguments) {
+    if (!(in >> a) || a < -1) return std::nullopt;
   }
   std::string key;
   while (in >> key) m.objects.push_back(key);

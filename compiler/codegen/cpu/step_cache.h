@@ -38,10 +38,13 @@ std::string step_key(const CacheContext& context, const std::string& mlir_text);
 /// `lowering`: the text of the stages still to run on it (empty for bitcode).
 std::string object_key(const CacheContext& context, bool host, std::string_view code, std::string_view lowering = {});
 
-/// A compiled step as the cache holds it: its kernel counts and the keys of its objects (host
-/// first).
+/// A compiled step as the cache holds it: its kernel counts, the entry's results that are its
+/// arguments and the keys of its objects (host first).
 struct StepManifest {
   CpuKernelStats stats;
+  /// The entry's results that are its arguments (kResultArgumentsAttr, ingot-drop-argument-results):
+  /// per result the argument's index or -1; empty when the pipeline dropped none.
+  std::vector<int64_t> result_arguments;
   std::vector<std::string> objects;
   std::string serialize() const;
   /// nullopt for text that is not a manifest of this format (treated as a miss).

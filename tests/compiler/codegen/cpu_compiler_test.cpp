@@ -45,6 +45,34 @@ TEST(CpuCompiler, JitsAndRunsAFunctionWithOutParams) {
   EXPECT_EQ(out[1].to_vector<float>(), b);
 }
 
+TEST(CpuCompiler, AResultThatIsAnArgumentIsItsBufferNotAnOutParam) {
+  // ingot-drop-argument-results: kAddBias returns its argument %b, which becomes no out-param
+  // (and no guarded copy); the pairing is the entry's ingot.result_arguments.
+  std::vector<PipelineStage> stages = default_cpu_pipeline();
+  while (!stages.empty() && stages.back().name != "bufferize") stages.pop_back();
+  const std::string ir = run_pipeline(kAddBias, stages);
+  EXPECT_NE(ir.find("ingot.result_arguments = array<i64: -1, 1>"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("func.func @main(%arg0: memref<4x8xf32>, %arg1: memref<8xf32>, %arg2: memref<4x8xf32>)"),
+            std::string::npos) << ir;
+  EXPECT_EQ(ir.find("scf.if"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("memref.copy"), std::string::npos) << ir;
+  // Run with the argument's own array as that output (as Executable passes a donated parameter):
+  // nothing moves; with another array (JitsAndRunsAFunctionWithOutParams) it receives a copy.
+  auto kernel = compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}},
+                            {{{4, 8}, DType::kF32}, {{8}, DType::kF32}}, {.compile_cache_dir = ""});
+  std::vector<Array> in = {Array::full({4, 8}, 1, DType::kF32), Array::full({8}, 2, DType::kF32)};
+  std::vector<Array> out = {Array::full({4, 8}, -1, DType::kF32), in[1]};
+  kernel->run(in, out);
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(32, 3.0f));
+  EXPECT_EQ(out[1].raw_data(), in[1].raw_data());
+  EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(8, 2.0f));
+  // The pairing must fit the kernel's types: one output fewer than the entry returns is refused.
+  testing::expect_error(
+      [] { compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}}, {{{4, 8}, DType::kF32}},
+                       {.compile_cache_dir = ""}); },
+      ErrorCode::kInvalidArgument, {"ingot.result_arguments lists 2 results", "1 outputs"});
+}
+
 TEST(CpuCompiler, VerifyingAfterEveryPassCompilesTheSame) {
   const std::vector<std::pair<Shape, DType>> in_types = {{{4, 8}, DType::kF32}, {{8}, DType::kF32}};
   std::vector<float> a(32), b(8);
