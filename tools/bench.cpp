@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 #include "ingot/trainer/distribution.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/loss_scale.h"
+#include "ingot/trainer/safetensors.h"
 #include "tiny_lm.h"
 
 namespace ingot::cli {
@@ -147,6 +149,11 @@ void check_options(const BenchCommand& c) {
   }
   check_variants(c.variants);
   if (!c.json.empty()) check_json_path(c.json);
+  if (!c.save_inputs.empty() && !std::filesystem::is_directory(c.save_inputs)) {
+    throw bad_bench_option(fmt::format("--save-inputs '{}' is not a directory", c.save_inputs),
+                           "create the directory first (each model's weights and batch go to <dir>/<model>.safetensors "
+                           "and <dir>/<model>.batch.safetensors)");
+  }
 
 }
 
@@ -190,6 +197,13 @@ void write_report(const std::string& path, const std::string& text) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", path),
                 "choose a writable --json path with free space");
   }
+}
+
+/// The process's peak resident set size so far, in bytes (getrusage's ru_maxrss, KiB on Linux).
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 /// Bytes of host memory (the CPU device's) or of the CUDA device's memory.
@@ -365,6 +379,11 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
   std::mt19937_64 rng(c.seed);
   BenchModel b = make_bench_model(name, c, rng);
+  if (!c.save_inputs.empty()) {
+    const std::filesystem::path dir(c.save_inputs);
+    b.model->save_weights((dir / (name + ".safetensors")).string());
+    save_safetensors((dir / (name + ".batch.safetensors")).string(), {{"x", b.x}, {"y", b.y}});
+  }
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
   b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
@@ -396,6 +415,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
               {"min", *std::min_element(ms.begin(), ms.end())}}},
             {"samples_per_s", 1e3 * static_cast<double>(b.batch) / median},
             {"peak_bytes", allocator.stats().peak_bytes_in_use},
+            {"peak_rss_bytes", peak_rss_bytes()},
             {"params", b.model->count_params()},
             {"loss_first", loss_first},
             {"loss_last", loss_last},
@@ -654,6 +674,7 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
     for (const std::string& v : variants) report["models"][m]["variants"][v] = time_variant(m, v, c, cuda.get(), dp, out);
   }
   report["gemm"] = time_gemms(c, cuda.get(), out);
+  report["peak_rss_bytes"] = peak_rss_bytes();
   if (!c.json.empty()) write_report(c.json, report.dump(2) + "\n");
   return 0;
 }

@@ -65,6 +65,11 @@ struct BenchCommand {
   std::vector<std::string> variants;
   uint64_t seed = 1337;        ///< seeds the weights and the synthetic data
   std::string json;            ///< write the results here (empty: print only)
+  /// An existing directory: each model's initial weights (drawn from `seed`, before its first
+  /// step) are written to `<dir>/<model>.safetensors` (Model::save_weights: "<layer>/<weight>"
+  /// names, Keras layouts) and its batch to `<dir>/<model>.batch.safetensors` ("x", "y"), so that
+  /// bench/peers (--inputs) trains the same weights on the same batch. Empty: none.
+  std::string save_inputs;
 };
 
 /// Times each model's Keras-style train step (Adam 1e-3, sparse categorical cross-entropy from
@@ -75,13 +80,16 @@ struct BenchCommand {
 /// {"framework": "ingot", "device", "device_name", "dtype_policy", "steps", "warmup", "config"
 /// (batch_size, lm_* sizes, lm_text, seed), "models": {name (run order): {"batch", "compile_s",
 /// "step_ms": {"median", "p10", "p90", "min"}, "samples_per_s", "tokens_per_s" (lm),
-/// "peak_bytes" (device allocator, timed steps), "params", "loss_first", "loss_last",
+/// "peak_bytes" (device allocator, timed steps), "peak_rss_bytes" (the process's peak resident
+/// memory after this model ran: getrusage's ru_maxrss, so it includes the models before it),
+/// "params", "loss_first", "loss_last",
 /// "kernels_per_step" (Model::train_step_kernel_count: on the CPU the loop nests, library calls
 /// and copies of the compiled step, codegen::CpuKernelStats; on CUDA its kernel launches plus
 /// cuBLAS and convolution calls; under --cpu-devices one device's program, collectives not
 /// counted), and with --variants "variants": {variant (run order): {"step_ms": {"median", "p10",
 /// "p90", "min"}, "samples_per_s", "tokens_per_s" (lm), "compile_s", "peak_bytes",
-/// "kernels_per_step", "overhead_ms", "steps"}}}}, "gemm": [{"n", "path", "ms", "tflops"}]};
+/// "kernels_per_step", "overhead_ms", "steps"}}}}, "gemm": [{"n", "path", "ms", "tflops"}],
+/// "peak_rss_bytes" (the whole run's)};
 /// config also lists "variants" ("all" expanded). Times in wall-clock seconds / milliseconds.
 ///
 /// A variant is timed with fit on a fresh model (the same weights): synthetic data of the same
@@ -93,7 +101,8 @@ struct BenchCommand {
 /// the next batch) over its steps; "overhead_ms" is FitTiming::overhead_per_step (time per step
 /// outside the step function); "peak_bytes" the allocator's peak during the timed fit.
 /// Throws ingot::Error: kInvalidArgument naming the option for an unknown model, variant or
-/// device, "all" among other variants, a variant named twice, sizes
+/// device, "all" among other variants, a variant named twice, a --save-inputs path that is not a
+/// directory, sizes
 /// < 1, a model or GEMM size named twice, lm_width not divisible by lm_heads, a --json path that
 /// is a directory or cannot be created, an lm_text shorter than lm_context + 1 bytes or over
 /// 1 GiB, LM attention scores or GEMM operands larger than the device's memory (checked before

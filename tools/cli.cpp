@@ -143,6 +143,9 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
                   "codegen-gemm, no-outline, no-scope-functions, or all (comma-separated; default none)")
       ->delimiter(',');
   cmd->add_option("--seed", c.seed, "seed of the weights and the synthetic data")->capture_default_str();
+  cmd->add_option("--save-inputs", c.save_inputs,
+                  "write each model's initial weights and batch to DIR/<model>.safetensors and "
+                  "DIR/<model>.batch.safetensors (bench/peers --inputs DIR)");
   cmd->add_option("--compile-cache", c.compile_cache,
                   "compilation cache directory, default ($XDG_CACHE_HOME/ingot, else ~/.cache/ingot) or off")
       ->capture_default_str();

@@ -89,6 +89,33 @@ string(JSON unfused GET "${vreport}" models mlp variants no-fusion kernels_per_s
 if(NOT unfused GREATER fused)
   message(FATAL_ERROR "no-fusion runs ${unfused} kernels per step, the baseline ${fused}: expected more")
 endif()
+# --save-inputs: each model's initial weights and batch as safetensors for bench/peers (--inputs);
+# the JSON has the process's peak RSS.
+file(MAKE_DIRECTORY "${WORK_DIR}/inputs")
+expect_run(save_inputs 0 ARGS bench --models mlp,lm --steps 1 --warmup 0 --batch-size 8 ${small_lm}
+           --save-inputs "${WORK_DIR}/inputs" --json "${WORK_DIR}/inputs.json")
+foreach(f mlp.safetensors mlp.batch.safetensors lm.safetensors lm.batch.safetensors)
+  file(SIZE "${WORK_DIR}/inputs/${f}" size)
+  if(NOT size GREATER 100)
+    message(FATAL_ERROR "--save-inputs wrote ${f} of ${size} bytes")
+  endif()
+endforeach()
+file(READ "${WORK_DIR}/inputs/mlp.safetensors" head OFFSET 8 LIMIT 400)  # after the header length
+if(NOT head MATCHES "dense/kernel" OR NOT head MATCHES "dense_2/bias")
+  message(FATAL_ERROR "mlp.safetensors lacks the Keras names: ${head}")
+endif()
+file(READ "${WORK_DIR}/inputs/lm.batch.safetensors" head OFFSET 8 LIMIT 200)
+if(NOT head MATCHES "\"x\"" OR NOT head MATCHES "\"y\"" OR NOT head MATCHES "\\[4,16\\]")
+  message(FATAL_ERROR "lm.batch.safetensors lacks x and y of shape (4, 16): ${head}")
+endif()
+file(READ "${WORK_DIR}/inputs.json" ireport)
+string(JSON rss GET "${ireport}" peak_rss_bytes)
+string(JSON mlp_rss GET "${ireport}" models mlp peak_rss_bytes)
+if(NOT rss GREATER 10000000 OR mlp_rss GREATER rss)
+  message(FATAL_ERROR "peak_rss_bytes ${rss} (mlp ${mlp_rss}): expected > 10 MB and the mlp's at most the run's")
+endif()
+expect_run(bad_inputs_dir 1 ARGS bench --models mlp --save-inputs "${WORK_DIR}/no/such/dir"
+           ERR "--save-inputs" "is not a directory")
 expect_run(bad_variant 1 ARGS bench --models mlp --variants baseline,fast ERR "unknown variant 'fast'")
 expect_run(variant_twice 1 ARGS bench --models mlp --variants spe8,spe8 ERR "--variants names 'spe8' twice")
 expect_run(variant_all_and 1 ARGS bench --models mlp --variants all,spe8 ERR "--variants names 'all' with others")

@@ -3,10 +3,17 @@
 initialisation, optimizer and loss in PyTorch or JAX, timed the same way, written as the same
 JSON (bench/README.md).
 
-  bench_peers.py --framework torch|jax [--device cpu|cuda] [--models mlp,cnn,lm] [--steps 20]
-                 [--warmup 3] [--batch-size 128] [--lm-batch 32] [--lm-context 128]
+  bench_peers.py --framework torch|torch-compile|jax [--device cpu|cuda] [--models mlp,cnn,lm]
+                 [--steps 20] [--warmup 3] [--batch-size 128] [--lm-batch 32] [--lm-context 128]
                  [--lm-width 256] [--lm-heads 4] [--lm-blocks 4] [--lm-text PATH|none] [--seed 1337]
-                 [--json OUT]
+                 [--inputs DIR] [--json OUT]
+
+torch-compile is PyTorch with the loss (forward and, through AOTAutograd, backward) and the Adam
+step each under torch.compile (Inductor; PyTorch's "compiled optimizer" recipe).
+--inputs DIR: start from the weights and train on the batch `ingot bench --save-inputs DIR` wrote
+(DIR/<model>.safetensors in ingot's Keras names and layouts, DIR/<model>.batch.safetensors: x, y),
+so every framework runs the same computation and the first losses agree; without it the weights
+and data are drawn here from --seed (numpy), not ingot's.
 
 Models (Keras layouts, as examples/fashion_mnist_common.h and examples/tiny_lm.h build them):
   mlp  Flatten, Dense 256 relu, Dense 128 relu, Dense 10          inputs (batch, 28, 28)
@@ -19,6 +26,8 @@ Weights: Keras's glorot_uniform kernels, zero biases, uniform(-0.05, 0.05) embed
 defaults). Training: Adam (lr 1e-3, beta 0.9/0.999, epsilon 1e-7: Keras's), sparse categorical
 cross-entropy from logits, averaged. Data: uniform [0, 1) pixels and labels; the LM's byte windows of --lm-text (default the GPL 3 of
 Debian's base-files) or random tokens.
+Memory: "peak_rss_bytes" is the process's peak resident set size after each model (getrusage,
+so it includes the models before it) and for the whole run.
 Timing: the first step (tracing/compiling + running) is "compile_s"; then `warmup` steps; then
 `steps` steps timed one by one, each ending when its loss is on the host (as train_on_batch does).
 JAX only: "compile_only_s" is `jit(step).lower(state).compile()` timed before that (tracing,
@@ -100,6 +109,80 @@ def init_params(name, args, rng):
     return p
 
 
+def ingot_names(name, args):
+    """peer key -> (ingot variable name, reshape to): the Keras auto-names ingot's bench models get
+    (Model::save_weights; examples/fashion_mnist_common.h, examples/tiny_lm.h: the LM's embeddings,
+    final LayerNormalization and head are made before its blocks)."""
+    def sfx(i):
+        return "" if i == 0 else f"_{i}"
+    m = {}
+
+    def dense(key, i):
+        m[key + ".w"] = (f"dense{sfx(i)}/kernel", None)
+        m[key + ".b"] = (f"dense{sfx(i)}/bias", None)
+    if name == "mlp":
+        dense("d1", 0), dense("d2", 1), dense("d3", 2)
+    elif name == "cnn":
+        for i, c in enumerate(("c1", "c2")):
+            m[c + ".w"] = (f"conv2d{sfx(i)}/kernel", None)
+            m[c + ".b"] = (f"conv2d{sfx(i)}/bias", None)
+        dense("d1", 0), dense("d2", 1)
+    else:
+        w = args.lm_width
+        m["tok"] = ("embedding/embeddings", None)
+        m["pos"] = ("embedding_1/embeddings", None)
+        m["lnf.g"] = ("layer_normalization/gamma", None)
+        m["lnf.b"] = ("layer_normalization/beta", None)
+        dense("head", 0)
+        for i in range(args.lm_blocks):
+            for j, ln in enumerate(("ln1", "ln2")):
+                m[f"b{i}.{ln}.g"] = (f"layer_normalization_{2 * i + 1 + j}/gamma", None)
+                m[f"b{i}.{ln}.b"] = (f"layer_normalization_{2 * i + 1 + j}/beta", None)
+            mha = f"multi_head_attention{sfx(i)}"
+            for proj, keras in (("q", "query"), ("k", "key"), ("v", "value"), ("o", "attention_output")):
+                m[f"b{i}.{proj}.w"] = (f"{mha}/{keras}/kernel", (w, w))  # (w, heads, dim) / (heads, dim, w)
+                m[f"b{i}.{proj}.b"] = (f"{mha}/{keras}/bias", (w,))
+            dense(f"b{i}.up", 2 * i + 1), dense(f"b{i}.down", 2 * i + 2)
+    return m
+
+
+def load_inputs(name, args, params):
+    """The weights (as `params`' keys and shapes) and (x, y) that `ingot bench --save-inputs` wrote."""
+    from safetensors.numpy import load_file
+    weights = load_file(os.path.join(args.inputs, f"{name}.safetensors"))
+    batch = load_file(os.path.join(args.inputs, f"{name}.batch.safetensors"))
+    out = {}
+    for key, (ingot, shape) in ingot_names(name, args).items():
+        if ingot not in weights:
+            sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.safetensors has no '{ingot}' "
+                     "(written for other sizes? rerun ingot bench --save-inputs with the same options)")
+        v = weights[ingot] if shape is None else weights[ingot].reshape(shape)
+        if v.shape != params[key].shape:
+            sys.exit(f"bench_peers: error: --inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model here "
+                     f"needs {params[key].shape} (rerun ingot bench --save-inputs with the same sizes)")
+        out[key] = np.ascontiguousarray(v, dtype=np.float32)
+    x, y = batch["x"], batch["y"].astype(np.int32)
+    if x.shape[0] != (args.lm_batch if name == "lm" else args.batch_size):
+        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}'s batch x has shape {x.shape}; "
+                 "use the same --batch-size / --lm-batch as ingot bench")
+    return out, x, y
+
+
+def model_inputs(name, args):
+    """(params, x, y, batch, tokens per sample): from --inputs, or drawn from --seed."""
+    rng = np.random.default_rng(args.seed)
+    x, y, batch, tokens = synthetic(name, args, rng)
+    params = init_params(name, args, np.random.default_rng(args.seed))
+    if args.inputs:
+        params, x, y = load_inputs(name, args, params)
+    return params, x, y, batch, tokens
+
+
+def peak_rss_bytes():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 # ---- PyTorch ---------------------------------------------------------------------------------
 
 def torch_forward(torch, F, name, args, p, x):
@@ -139,22 +222,29 @@ def run_torch(args, names):
     import torch.nn.functional as F
     device = torch.device("cuda" if args.device == "cuda" else "cpu")
     device_name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    compiled = args.framework == "torch-compile"
     results = {}
     for name in names:
-        rng = np.random.default_rng(args.seed)
-        x_np, y_np, batch, tokens = synthetic(name, args, rng)
-        params = {k: torch.tensor(v, device=device, requires_grad=True)
-                  for k, v in init_params(name, args, np.random.default_rng(args.seed)).items()}
+        params_np, x_np, y_np, batch, tokens = model_inputs(name, args)
+        params = {k: torch.tensor(v, device=device, requires_grad=True) for k, v in params_np.items()}
         x = torch.tensor(x_np, device=device, dtype=torch.long if name == "lm" else torch.float32)
         y = torch.tensor(y_np, device=device, dtype=torch.long)
         opt = torch.optim.Adam(params.values(), lr=1e-3, eps=1e-7)
 
+        def loss_of(p, x, y):
+            logits = torch_forward(torch, F, name, args, p, x)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+        def adam():
+            opt.step()
+        loss_fn = torch.compile(loss_of) if compiled else loss_of
+        adam_fn = torch.compile(adam) if compiled else adam
+
         def step():
             opt.zero_grad(set_to_none=True)
-            logits = torch_forward(torch, F, name, args, params, x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss = loss_fn(params, x, y)
             loss.backward()
-            opt.step()
+            adam_fn()
             return loss.item()
 
         results[name] = time_steps(step, args, batch, tokens,
@@ -162,7 +252,7 @@ def run_torch(args, names):
                                    lambda: torch.cuda.max_memory_allocated() if args.device == "cuda" else None,
                                    sum(v.numel() for v in params.values()))
         report_line(name, results[name])
-    return {"framework": "torch", "framework_version": torch.__version__, "device": args.device,
+    return {"framework": args.framework, "framework_version": torch.__version__, "device": args.device,
             "device_name": device_name, "models": results}
 
 
@@ -216,9 +306,8 @@ def run_jax(args, names):
     dev = jax.devices(backend)[0]
     results = {}
     for name in names:
-        rng = np.random.default_rng(args.seed)
-        x_np, y_np, batch, tokens = synthetic(name, args, rng)
-        params = {k: jax.device_put(v, dev) for k, v in init_params(name, args, np.random.default_rng(args.seed)).items()}
+        params_np, x_np, y_np, batch, tokens = model_inputs(name, args)
+        params = {k: jax.device_put(v, dev) for k, v in params_np.items()}
         def zeros():
             return {k: jnp.zeros_like(v) for k, v in params.items()}
         state = (params, zeros(), zeros(), jnp.zeros((), jnp.int32))  # distinct buffers: all are donated
@@ -289,6 +378,7 @@ def time_steps(step, args, batch, tokens, reset_peak, peak, params):
     p = peak()
     if p is not None:
         r["peak_bytes"] = int(p)
+    r["peak_rss_bytes"] = peak_rss_bytes()
     return r
 
 
@@ -301,7 +391,9 @@ def report_line(name, r):
 def check_framework(args):
     """Exits with one line when the framework is missing or has no GPU for --device cuda."""
     try:
-        if args.framework == "torch":
+        if args.inputs:
+            import safetensors  # noqa: F401 (--inputs reads safetensors files)
+        if args.framework in ("torch", "torch-compile"):
             import torch
             if args.device == "cuda" and not torch.cuda.is_available():
                 sys.exit("bench_peers: error: --device cuda: PyTorch sees no CUDA GPU")
@@ -318,7 +410,7 @@ def check_framework(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--framework", required=True, choices=["torch", "jax"])
+    ap.add_argument("--framework", required=True, choices=["torch", "torch-compile", "jax"])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--models", default="mlp,cnn,lm")
     ap.add_argument("--steps", type=int, default=20)
@@ -332,6 +424,7 @@ def main():
     ap.add_argument("--lm-text", default="/usr/share/common-licenses/GPL-3",
                     help="text whose byte windows the LM trains on (none: random tokens)")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--inputs", help="weights and batches written by ingot bench --save-inputs DIR")
     ap.add_argument("--json")
     args = ap.parse_args()
     names = [m for m in args.models.split(",")]
@@ -354,6 +447,12 @@ def main():
             ap.error(f"--lm-text '{args.lm_text}' is not a regular file (or pass none for random tokens)")
         if os.path.getsize(args.lm_text) < args.lm_context + 1:
             ap.error(f"--lm-text '{args.lm_text}' holds fewer than --lm-context + 1 = {args.lm_context + 1} bytes")
+    if args.inputs:
+        for m in names:
+            for f in (f"{m}.safetensors", f"{m}.batch.safetensors"):
+                if not os.path.isfile(os.path.join(args.inputs, f)):
+                    ap.error(f"--inputs '{args.inputs}' has no {f} (write it with ingot bench --save-inputs "
+                             f"{args.inputs} --models {args.models} and the same sizes)")
     if args.json:
         target = os.path.abspath(args.json)
         if os.path.isdir(target):
@@ -368,8 +467,9 @@ def main():
                  f"{args.framework})")
     np = numpy
     check_framework(args)
-    report = run_torch(args, names) if args.framework == "torch" else run_jax(args, names)
+    report = run_jax(args, names) if args.framework == "jax" else run_torch(args, names)
     report.update({"steps": args.steps, "warmup": args.warmup, "dtype_policy": "float32",
+                   "peak_rss_bytes": peak_rss_bytes(), "inputs": args.inputs or "seed",
                    "config": {"batch_size": args.batch_size, "lm_batch": args.lm_batch, "lm_context": args.lm_context,
                               "lm_width": args.lm_width, "lm_heads": args.lm_heads, "lm_blocks": args.lm_blocks,
                               "lm_text": args.lm_text or "none", "seed": args.seed}})

@@ -6,8 +6,10 @@ report (aggregate_rounds, full_report): one implementation of the tables.
   bench_report.py INGOT_JSON [PEER_JSON ...] [--out REPORT.md] [--title TITLE]
 
 Per model: the median step time (ms) and samples/s (tokens/s for the LM) of each framework, and
-ingot's step time divided by each peer's (< 1: ingot is faster); compile time (first step, s);
-peak device memory (MiB) where reported. Then ingot's variants (`ingot bench --variants`: step
+ingot's step time divided by each peer's (< 1: ingot is faster) and, with two or more peers, by
+the fastest peer's; compile time (first step, s); peak device memory (MiB) where reported; the
+process's peak resident memory (MiB, `peak_rss_bytes`); first and last losses (5 digits: with
+the same inputs they show whether the frameworks ran the same computation). Then ingot's variants (`ingot bench --variants`: step
 time, ratio to the baseline variant, kernels per step, peak memory) when its JSON has them, and
 the GEMM rows of ingot's JSON (TFLOP/s, and each path against the fastest measured path of the
 same size). Missing files or models are listed as such, never invented.
@@ -100,6 +102,8 @@ def model_table(runs):
                 names.append(m)
     frameworks = [r["framework"] for r in runs]
     head = ["model", "metric"] + frameworks + [f"ingot / {f}" for f in frameworks[1:]]
+    if len(frameworks) > 2:
+        head.append("ingot / best peer")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in names:
         rows = {
@@ -112,7 +116,8 @@ def model_table(runs):
             "compile s": lambda r: r["compile_s"],
             "kernels per step": lambda r: r.get("kernels_per_step"),
             "peak MiB": lambda r: r["peak_bytes"] / 2**20 if "peak_bytes" in r else None,
-            "loss first -> last": lambda r: f"{fmt(r.get('loss_first'), '.3f')} -> {fmt(r.get('loss_last'), '.3f')}",
+            "peak RSS MiB": lambda r: r["peak_rss_bytes"] / 2**20 if "peak_rss_bytes" in r else None,
+            "loss first -> last": lambda r: f"{fmt(r.get('loss_first'), '.5f')} -> {fmt(r.get('loss_last'), '.5f')}",
         }
         for metric, get in rows.items():
             vals = []
@@ -126,12 +131,13 @@ def model_table(runs):
             cells = [v if isinstance(v, str) else fmt(v, ".0f" if metric in ("samples/s", "tokens/s", "kernels per step") else ".3f")
                      for v in vals]
             ratios = []
+            base = vals[0]
+            timed = metric == "step ms (median)" and is_number(base)
             for v in vals[1:]:
-                base = vals[0]
-                if metric == "step ms (median)" and is_number(base) and is_number(v) and v > 0:
-                    ratios.append(f"**{base / v:.2f}**")
-                else:
-                    ratios.append("")
+                ratios.append(f"**{base / v:.2f}**" if timed and is_number(v) and v > 0 else "")
+            if len(frameworks) > 2:
+                peers = [v for v in vals[1:] if is_number(v) and v > 0]
+                ratios.append(f"**{base / min(peers):.2f}**" if timed and peers else "")
             lines.append("| " + " | ".join([m, metric] + cells + ratios) + " |")
     return lines
 
@@ -197,9 +203,9 @@ def aggregate_rounds(rounds):
 
 
 def ordered_runs(agg):
-    """The aggregated runs in table order: ingot first (the ratios' numerator), then jax, torch
-    and any other framework."""
-    order = ["ingot", "jax", "torch"]
+    """The aggregated runs in table order: ingot first (the ratios' numerator), then jax, torch,
+    torch-compile and any other framework."""
+    order = ["ingot", "jax", "torch", "torch-compile"]
     return [agg[f] for f in sorted(agg, key=lambda f: (order.index(f) if f in order else len(order), f))]
 
 

@@ -78,6 +78,26 @@ class Report(unittest.TestCase):
         self.assertIn("| mlp | kernels per step | 12 | - |", md)
         self.assertNotIn("Not comparable", md)  # ingot-only config keys are not mismatches
 
+    def test_torch_compile_column_best_peer_ratio_and_rss(self):
+        # A third framework (PyTorch under torch.compile, faster than eager here) adds its column,
+        # its ratio and the ratio to the fastest peer; peak RSS and 5-digit losses are rows.
+        rs = rounds()
+        for r in rs:
+            tc = copy.deepcopy(r["torch"])
+            tc["framework"] = "torch-compile"
+            for m in tc["models"].values():
+                m["step_ms"] = {k: v / 2 for k, v in m["step_ms"].items()}
+                m["peak_rss_bytes"] = 300 * 2**20
+            r["torch-compile"] = tc
+            r["ingot"]["models"]["mlp"]["peak_rss_bytes"] = 100 * 2**20
+        md = bench_report.full_report(self.report(rs))
+        self.assertIn("| model | metric | ingot | torch | torch-compile | ingot / torch | ingot / torch-compile | "
+                      "ingot / best peer |", md)
+        self.assertIn("| mlp | step ms (median) | 3.000 | 6.000 | 3.000 | **0.50** | **1.00** | **1.00** |", md)
+        self.assertIn("| mlp | peak RSS MiB | 100.000 | - | 300.000 |", md)
+        self.assertIn("| mlp | loss first -> last | ", md)
+        self.assertRegex(md, r"\| mlp \| loss first -> last \| [0-9]+\.[0-9]{5} -> ")
+
     def test_variant_rows(self):
         md = bench_report.full_report(self.report())
         self.assertIn("| mlp | baseline | 3.000 | 2.800-3.300 | **1.00** | 12 | 2.00 | 2.00 | 0.100 |", md)
@@ -180,17 +200,22 @@ class Driver(unittest.TestCase):
             out = os.path.join(tmp, "out")
             src = os.path.join(DATA, "round2-ingot.json")
             ingot = self.fake_ingot(tmp, 'while [ $# -gt 0 ]; do case "$1" in --json) j="$2";; '
-                                         '--variants) v="$2";; esac; shift; done\n'
-                                         f'echo "$v" >> "$(dirname "$j")/variants.txt"; cp "{src}" "$j"\n')
+                                         '--variants) v="$2";; --save-inputs) i="$2";; esac; shift; done\n'
+                                         f'echo "$v" >> "$(dirname "$j")/variants.txt"; cp "{src}" "$j"\n'
+                                         'echo "$i" >> "$(dirname "$j")/inputs.txt"\n')
             p = run("--ingot", ingot, "--out", out, "--rounds", "2", "--frameworks", "ingot")
             self.assertEqual(p.returncode, 0, p.stderr)
             with open(os.path.join(out, "variants.txt")) as f:
                 self.assertEqual(f.read().split(), ["baseline,no-fusion,no-donation,no-prefetch,spe8,codegen-gemm"] * 2)
+            with open(os.path.join(out, "inputs.txt")) as f:  # each round's weights and batches for the peers
+                self.assertEqual(f.read().split(), [os.path.join(out, "inputs-r1"), os.path.join(out, "inputs-r2")])
+            self.assertTrue(os.path.isdir(os.path.join(out, "inputs-r2")))
             with open(os.path.join(out, "report.json")) as f:
                 report = json.load(f)
             self.assertEqual(len(report["rounds"]), 2)
             self.assertEqual(report["aggregate"]["ingot"]["models"]["mlp"]["step_ms"]["median"], 4.0)
             self.assertEqual(report["frameworks"]["torch"]["reason"], "not asked for (--frameworks)")
+            self.assertEqual(report["frameworks"]["torch-compile"]["reason"], "not asked for (--frameworks)")
             for key in ("cpu", "cores", "os", "date", "git_commit"):
                 self.assertIn(key, report["machine"])
             with open(os.path.join(out, "report.md")) as f:
