@@ -104,7 +104,9 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
     }
   }
   std::vector<PipelineStage> back = {
-      {"deallocate", "buffer-deallocation-pipeline"},
+      // MLIR's ownership-based deallocation frees a buffer at the end of its block (the step's
+      // end, in the entry); ingot-early-dealloc frees it right after its last use instead.
+      {"deallocate", "buffer-deallocation-pipeline,func.func(ingot-early-dealloc)"},
       // Each top-level loop nest becomes a function of its own (identical nests one function), so
       // the stages below run on many small functions in parallel and LLVM compiles each kernel
       // once and alone (compile_cpu); the entry keeps allocations, views, copies and calls.

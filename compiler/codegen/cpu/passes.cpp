@@ -406,6 +406,7 @@ void register_ingot_passes() {
   mlir::PassRegistration<ParallelizeOuterLoopsPass>();
   register_outline_kernels_pass();
   register_noalias_scopes_pass();
+  register_early_dealloc_pass();
 }
 
 }  // namespace ingot::codegen

@@ -3,6 +3,7 @@
 //   ingot-distinct-results             distinct result buffers for out-param hoisting
 //   ingot-drop-argument-results        the entry's results that are its arguments, as an attribute
 //   ingot-sink-donated-updates         donated parameters' new values after their other readers
+//   ingot-early-dealloc                each buffer freed right after its last use
 //   ingot-parallelize-outer-loops      which scf.parallel loops run on several cores
 //   ingot-outline-kernels              one function per loop nest, identical nests shared
 //   ingot-noalias-scopes               noalias arguments as alias scopes (survive OpenMP outlining)
@@ -28,5 +29,8 @@ void register_outline_kernels_pass();
 
 /// Registers ingot-noalias-scopes (alias_scopes.cpp); part of register_ingot_passes().
 void register_noalias_scopes_pass();
+
+/// Registers ingot-early-dealloc (early_dealloc.cpp); part of register_ingot_passes().
+void register_early_dealloc_pass();
 
 }  // namespace ingot::codegen
