@@ -422,17 +422,22 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"kernels_per_step", b.model->train_step_kernel_count()},
             {"compile", compile_breakdown_json(b.model->train_step_compile_breakdown())}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
+  const ir::CostAnalysis cost = b.model->train_step_cost_analysis();
+  r["flops_per_step"] = cost.flops;
+  r["transcendentals_per_step"] = cost.transcendentals;
+  r["bytes_accessed_per_step"] = cost.bytes_accessed;
+  r["gflops_per_s"] = cost.flops / (median * 1e6);
   if (dp_devices > 1) {  // the share of the timed steps a device spent in collectives
     double total_ms = 0;
     for (double m : ms) total_ms += m;
     r["collective_share"] = 1e3 * (b.model->train_step_collective_seconds() - collective0) / total_ms;
   }
   out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
-                     "{:10.0f} samples/s{}, loss {:.4f} -> {:.4f}, {} kernels/step\n",
+                     "{:10.0f} samples/s{}, {:.1f} GFLOP/s, loss {:.4f} -> {:.4f}, {} kernels/step\n",
                      name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
                      r["samples_per_s"].get<double>(),
                      b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
-                     loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
+                     r["gflops_per_s"].get<double>(), loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
   const json& cb = r["compile"];
   out << fmt::format("     compile: trace {:.2f} s, autodiff {:.2f} s, lower {:.2f} s, MLIR {:.2f} s, LLVM {:.2f} s, "
                      "link {:.2f} s; {} kernel functions for {} kernels{}, objects {} cached / {} compiled{}\n",

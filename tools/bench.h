@@ -82,7 +82,9 @@ struct BenchCommand {
 /// "step_ms": {"median", "p10", "p90", "min"}, "samples_per_s", "tokens_per_s" (lm),
 /// "peak_bytes" (device allocator, timed steps), "peak_rss_bytes" (the process's peak resident
 /// memory after this model ran: getrusage's ru_maxrss, so it includes the models before it),
-/// "params", "loss_first", "loss_last",
+/// "flops_per_step", "transcendentals_per_step", "bytes_accessed_per_step" (the train step's
+/// ir::cost_analysis, Model::train_step_cost_analysis), "gflops_per_s" (flops over the median
+/// step), "params", "loss_first", "loss_last",
 /// "kernels_per_step" (Model::train_step_kernel_count: on the CPU the loop nests, library calls
 /// and copies of the compiled step, codegen::CpuKernelStats; on CUDA its kernel launches plus
 /// cuBLAS and convolution calls; under --cpu-devices one device's program, collectives not

@@ -89,6 +89,12 @@ class StepFunction {
     if (spmd_.distribution != nullptr) return spmd_kernels_;
     return jit_ ? jit_->kernel_count() : 0;
   }
+  /// The cost of one call of the signature compiled last (ir::CostAnalysis; under a distribution
+  /// one device's graph); zeros when interpreted.
+  ir::CostAnalysis cost_analysis() const {
+    if (spmd_.distribution != nullptr) return spmd_cost_;
+    return jit_ ? jit_->cost_analysis() : ir::CostAnalysis{};
+  }
   /// Where the compiles of this step spent their time (CompileBreakdown; zeros when interpreted).
   CompileBreakdown compile_breakdown() const {
     if (spmd_.distribution != nullptr) return spmd_breakdown_;
@@ -144,6 +150,12 @@ class StepFunction {
       spmd_seconds_ += total;
       spmd_breakdown_.add(traced, trace_stats.autodiff_seconds, total, it->second->compile_info());
       spmd_kernels_ = it->second->kernel_count();
+      spmd_cost_ = ir::CostAnalysis{};
+      try {
+        spmd_cost_ = ir::cost_analysis(graph);
+      } catch (const Error&) {
+        // An op without a cost rule: no figures (Model::train_step_cost_analysis).
+      }
     }
     const Executable& exe = *it->second;
     const NamedSharding replicated(spmd_.distribution->device_mesh().mesh(), PartitionSpec{});
@@ -199,6 +211,7 @@ class StepFunction {
   double spmd_seconds_ = 0;
   CompileBreakdown spmd_breakdown_;  ///< the SPMD compiles' breakdown
   int64_t spmd_kernels_ = 0;  ///< kernel_count() of the SPMD executable compiled last
+  ir::CostAnalysis spmd_cost_;  ///< ir::cost_analysis() of the per-device graph compiled last
   std::vector<int64_t> donate_;  ///< the SPMD steps' donated arguments (the state)
   /// Nanoseconds all devices spent in the SPMD steps' collectives (summed over the devices).
   std::shared_ptr<std::atomic<int64_t>> collective_ns_ = std::make_shared<std::atomic<int64_t>>(0);
@@ -1833,6 +1846,10 @@ double Model::train_step_collective_seconds() const {
 
 int64_t Model::train_step_kernel_count() const {
   return trainer_ && trainer_->train_fn ? trainer_->train_fn->kernel_count() : 0;
+}
+
+ir::CostAnalysis Model::train_step_cost_analysis() const {
+  return trainer_ && trainer_->train_fn ? trainer_->train_fn->cost_analysis() : ir::CostAnalysis{};
 }
 
 CompileBreakdown Model::train_step_compile_breakdown() const {

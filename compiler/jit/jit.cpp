@@ -98,6 +98,7 @@ struct Jitted::State {
   std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
   double seconds = 0;
   int64_t last_kernels = 0;  ///< kernel_count() of the executable compiled last
+  ir::CostAnalysis last_cost;  ///< cost_analysis() of the graph compiled last
   CompileBreakdown breakdown;
 };
 
@@ -178,6 +179,12 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->last_kernels = exe->kernel_count();
+      state_->last_cost = ir::CostAnalysis{};
+      try {
+        state_->last_cost = ir::cost_analysis(graph);
+      } catch (const Error&) {
+        // An op of another registry without a cost rule: no figures (documented), not a failure.
+      }
       const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       state_->seconds += total;
       state_->breakdown.add(traced, trace_stats.autodiff_seconds, total, exe->compile_info());
@@ -191,6 +198,11 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
 int64_t Jitted::compile_count() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return static_cast<int64_t>(state_->cache.size());
+}
+
+ir::CostAnalysis Jitted::cost_analysis() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last_cost;
 }
 
 int64_t Jitted::kernel_count() const {

@@ -10,6 +10,7 @@
 
 #include "ingot/codegen/cpu_compiler.h"
 #include "ingot/codegen/cuda_compiler.h"
+#include "ingot/ir/cost.h"
 #include "ingot/ir/graph.h"
 #include "ingot/lower/lowering.h"
 #include "ingot/runtime/executable.h"
@@ -115,6 +116,10 @@ class Jitted {
   int64_t kernel_count() const;
   /// Where the compiles so far spent their time (CompileBreakdown).
   CompileBreakdown compile_breakdown() const;
+  /// The floating-point operations, transcendentals and bytes of one call of the signature
+  /// compiled last (ir::cost_analysis of its traced graph, XLA's cost_analysis). Zeros before the
+  /// first call or when the graph has an op without a cost rule.
+  ir::CostAnalysis cost_analysis() const;
 
  private:
   /// Copies host arguments to the CUDA device and runs `exe` there.

@@ -309,6 +309,11 @@ class Model : public Layer {
   /// distribution one device's program, its collectives not counted. 0 before the first
   /// compiled step and for steps run by the interpreter (run_eagerly, jit_compile false).
   int64_t train_step_kernel_count() const;
+  /// Floating-point operations, transcendentals and bytes of one call of the compiled train step,
+  /// for the signature compiled last (ir::cost_analysis of its traced graph: forward, backward and
+  /// optimizer update; under a distribution one device's graph), as XLA's cost_analysis counts
+  /// them. Zeros before the first compiled step and for interpreted steps.
+  ir::CostAnalysis train_step_cost_analysis() const;
   /// Where the train step's compiles spent their time, summed over the signatures compiled
   /// (tracing, autodiff, lowering, MLIR, LLVM, link; objects, cache hits and misses, distinct
   /// kernel functions: CompileBreakdown, docs/compiler.md "Compile time"). Zeros before the first
