@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "ingot/kernels/cpu_peak.h"
 #include "ingot/autodiff/autodiff.h"
 #include "ingot/codegen/cpu_compiler.h"
 #include "ingot/interp/interpreter.h"
@@ -276,67 +277,6 @@ void report_tiny_call(const Plan& plan) {
 // ---------------------------------------------------------------------------------------------
 // GEMM throughput against the machine's measured peak, and thread scaling
 
-/// Independent FMA chains per thread: enough to cover the FMA latency (4 cycles) times the two
-/// FMA ports of current x86 cores.
-constexpr int kFmaChains = 12;
-
-/// Single-precision FLOPs of `iters` rounds of kFmaChains 16-lane FMAs (AVX-512).
-__attribute__((target("avx512f"))) double fma_rounds_avx512(int64_t iters) {
-  __m512 acc[kFmaChains];
-  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(0.001f);
-  for (int64_t i = 0; i < iters; ++i) {
-    for (__m512& x : acc) x = _mm512_fmadd_ps(x, a, b);
-  }
-  // Stored and summed lane by lane (GCC 12 warns inside _mm512_reduce_add_ps's intrinsic).
-  alignas(64) float lanes[16];
-  float sink = 0;
-  for (const __m512& x : acc) {
-    _mm512_store_ps(lanes, x);
-    for (float l : lanes) sink += l;
-  }
-  benchmark::DoNotOptimize(sink);
-  return static_cast<double>(iters) * kFmaChains * 16 * 2;
-}
-
-/// The same with 8-lane AVX2 FMAs.
-__attribute__((target("avx2,fma"))) double fma_rounds_avx2(int64_t iters) {
-  __m256 acc[kFmaChains];
-  for (int j = 0; j < kFmaChains; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
-  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(0.001f);
-  for (int64_t i = 0; i < iters; ++i) {
-    for (__m256& x : acc) x = _mm256_fmadd_ps(x, a, b);
-  }
-  alignas(32) float lanes[8];
-  float sink = 0;
-  for (const __m256& x : acc) {
-    _mm256_store_ps(lanes, x);
-    for (float l : lanes) sink += l;
-  }
-  benchmark::DoNotOptimize(sink);
-  return static_cast<double>(iters) * kFmaChains * 8 * 2;
-}
-
-/// The machine's measured f32 peak in GFLOP/s: `threads` threads each run independent FMA chains
-/// of the widest vector unit present (AVX-512 or AVX2) for ~0.2 s; the sum of their rates.
-double measured_peak_gflops(int threads) {
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const int64_t iters = 20'000'000;
-  std::vector<double> rate(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      const auto start = std::chrono::steady_clock::now();
-      const double flops = avx512 ? fma_rounds_avx512(iters) : fma_rounds_avx2(iters);
-      rate[static_cast<size_t>(t)] = flops / seconds_since(start) / 1e9;
-    });
-  }
-  for (std::thread& th : pool) th.join();
-  double sum = 0;
-  for (double r : rate) sum += r;
-  return sum;
-}
-
 /// GFLOP/s of a compiled (m, k) @ (k, n) f32 matrix product, BLAS GEMM or generated loops.
 double gemm_gflops(const Plan& plan, int64_t m, int64_t k, int64_t n, bool blas) {
   TraceFn fn = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; };
@@ -352,9 +292,9 @@ double gemm_gflops(const Plan& plan, int64_t m, int64_t k, int64_t n, bool blas)
 
 void report_gemm(const Plan& plan) {
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const double peak = measured_peak_gflops(threads);
+  const double peak = kernels::measured_fma_peak_gflops(threads);
   fmt::print("## GEMM throughput (f32) against the measured peak\n\n");
-  fmt::print("Measured peak: {:.1f} GFLOP/s on {} threads ({} FMA chains; `measured_peak_gflops`).\n\n", peak,
+  fmt::print("Measured peak: {:.1f} GFLOP/s on {} threads ({} FMA chains; `kernels::measured_fma_peak_gflops`).\n\n", peak,
              threads, __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2");
   fmt::print("| (m, k) @ (k, n) | BLAS GEMM (chosen) | fraction of peak | generated loops | BLAS / loops |\n");
   fmt::print("|---|---|---|---|---|\n");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 #include <tuple>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -29,6 +30,7 @@
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/loss_scale.h"
 #include "ingot/trainer/safetensors.h"
+#include "ingot/kernels/cpu_peak.h"
 #include "tiny_lm.h"
 
 namespace ingot::cli {
@@ -649,6 +651,11 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   out << fmt::format("ingot bench on {}, {} timed steps after {} warm-up steps, dtype policy {}\n",
                      cuda ? fmt::format("cuda ({})", device_name) : std::string("cpu"), c.steps, c.warmup,
                      c.dtype_policy);
+  // The host's measured FMA peak on all its cores, the denominator of each model's fraction_of_peak
+  // (measured before anything else runs; CPU runs only).
+  const double peak_gflops =
+      cuda ? 0.0 : kernels::measured_fma_peak_gflops(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  if (!cuda) out << fmt::format("measured f32 FMA peak: {:.1f} GFLOP/s\n", peak_gflops);
   json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
                  {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
                  {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
@@ -657,6 +664,7 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
                              {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
                              {"sync_collectives", c.sync_collectives},
                              {"variants", variant_names(c.variants)}}}};
+  if (!cuda) report["fma_peak_gflops"] = peak_gflops;
   report["models"] = json::object();
   // --cpu-devices N: data parallel over N CPU virtual devices (their own Runtime).
   std::unique_ptr<Runtime> runtime;
@@ -673,6 +681,11 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   const std::vector<std::string> variants = variant_names(c.variants);
   for (const std::string& m : c.models) {
     report["models"][m] = time_model(m, c, cuda.get(), dp, out);
+    if (peak_gflops > 0) {
+      const double fraction = report["models"][m]["gflops_per_s"].get<double>() / peak_gflops;
+      report["models"][m]["fraction_of_peak"] = fraction;
+      out << fmt::format("     {:.1f}% of the measured FMA peak\n", 100 * fraction);
+    }
     if (variants.empty()) continue;
     out << fmt::format("{:<4} variants (fit, {} steps after {} warm-up):\n", m, c.steps, std::max<int64_t>(c.warmup, 1));
     report["models"][m]["variants"] = json::object();

@@ -84,14 +84,16 @@ struct BenchCommand {
 /// memory after this model ran: getrusage's ru_maxrss, so it includes the models before it),
 /// "flops_per_step", "transcendentals_per_step", "bytes_accessed_per_step" (the train step's
 /// ir::cost_analysis, Model::train_step_cost_analysis), "gflops_per_s" (flops over the median
-/// step), "params", "loss_first", "loss_last",
+/// step), "fraction_of_peak" (gflops_per_s over the measured FMA peak; CPU), "params",
+/// "loss_first", "loss_last",
 /// "kernels_per_step" (Model::train_step_kernel_count: on the CPU the loop nests, library calls
 /// and copies of the compiled step, codegen::CpuKernelStats; on CUDA its kernel launches plus
 /// cuBLAS and convolution calls; under --cpu-devices one device's program, collectives not
 /// counted), and with --variants "variants": {variant (run order): {"step_ms": {"median", "p10",
 /// "p90", "min"}, "samples_per_s", "tokens_per_s" (lm), "compile_s", "peak_bytes",
 /// "kernels_per_step", "overhead_ms", "steps"}}}}, "gemm": [{"n", "path", "ms", "tflops"}],
-/// "peak_rss_bytes" (the whole run's)};
+/// "peak_rss_bytes" (the whole run's), "fma_peak_gflops" (CPU: kernels::measured_fma_peak_gflops
+/// on all hardware threads, measured first)};
 /// config also lists "variants" ("all" expanded). Times in wall-clock seconds / milliseconds.
 ///
 /// A variant is timed with fit on a fresh model (the same weights): synthetic data of the same
