@@ -13,6 +13,7 @@
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/callbacks.h"
+#include "ingot/trainer/model.h"
 #include "ingot/trainer/progbar.h"
 
 namespace ingot::utils {
@@ -101,6 +102,14 @@ void check_progbar_layout(int64_t width, double interval) {
   }
 }
 
+void check_flops_per_unit(double flops) {
+  if (!std::isfinite(flops) || flops < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "Progbar: flops_per_unit = " + std::to_string(flops) + " is negative or not finite",
+                "pass the floating-point operations of one unit, or 0 to show no rate");
+  }
+}
+
 }  // namespace
 
 bool is_terminal(const std::ostream& stream) {
@@ -113,6 +122,7 @@ Progbar::Progbar(std::optional<int64_t> target, ProgbarOptions options)
     : target_(target), options_(std::move(options)) {
   check_target(target);
   check_progbar_layout(options_.width, options_.interval);
+  check_flops_per_unit(options_.flops_per_unit);
   if (options_.verbose < 0 || options_.verbose > 2) {
     throw Error(ErrorCode::kInvalidArgument,
                 "Progbar: verbose = " + std::to_string(options_.verbose) + " is not 0, 1 or 2",
@@ -229,7 +239,8 @@ void Progbar::draw_live(int64_t current, bool finalize, double now, double time_
   if (target_ && !finalize) {
     info = " - ETA: " + format_eta(time_per_unit * static_cast<double>(*target_ - current));
   } else {
-    info = sformat(" - %.0fs", now - start_) + format_time(time_per_unit, options_.unit_name);
+    info = sformat(" - %.0fs", now - start_) + format_time(time_per_unit, options_.unit_name) +
+           format_rate(time_per_unit);
   }
   info += format_values();
   const int64_t total_width = display_width(bar) + display_width(info);
@@ -242,6 +253,16 @@ void Progbar::draw_live(int64_t current, bool finalize, double now, double time_
   prev_total_width_ = total_width;
 }
 
+void Progbar::set_flops_per_unit(double flops) {
+  check_flops_per_unit(flops);
+  options_.flops_per_unit = flops;
+}
+
+std::string Progbar::format_rate(double time_per_unit) const {
+  if (options_.flops_per_unit <= 0 || time_per_unit <= 0) return "";
+  return sformat(" - %.3g GFLOP/s", options_.flops_per_unit / time_per_unit / 1e9);
+}
+
 void Progbar::draw_summary(int64_t current, double now, double time_per_unit) {
   std::string line =
       target_ ? sformat("%*lld/%lld", num_digits(*target_), static_cast<long long>(current),
@@ -249,6 +270,7 @@ void Progbar::draw_summary(int64_t current, double now, double time_per_unit) {
               : sformat("%lld/Unknown", static_cast<long long>(current));
   line += sformat(" - %.0fs", now - start_);
   line += " -" + format_time(time_per_unit, options_.unit_name);
+  line += format_rate(time_per_unit);
   line += format_values();
   line += '\n';
   *out_ << line << std::flush;
@@ -282,8 +304,15 @@ void ProgbarLogger::maybe_init_progbar() {
                                                   .clock = options_.clock});
 }
 
+double ProgbarLogger::training_flops() const {
+  if (!options_.show_gflops || !called_in_fit_ || model() == nullptr) return 0;
+  return model()->train_step_cost_analysis().flops;
+}
+
 void ProgbarLogger::update_progbar(int64_t batch, const Logs& logs) {
   maybe_init_progbar();
+  // The bar is made at epoch begin, before the first step compiled: its FLOPs are known now.
+  if (options_.show_gflops) progbar_->set_flops_per_unit(training_flops());
   seen_ = batch + 1;  // one-based
   if (params().verbose == 1) progbar_->update(seen_, logs, /*finalize=*/false);
 }

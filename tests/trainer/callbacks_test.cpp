@@ -585,6 +585,28 @@ TEST(Progbar, StatelessMetricsAreAveragedOverSteps) {
   EXPECT_EQ(out.str(), "4/4 - 0s - 0s/step - x: 4.0000 - y: 30.0000\n");
 }
 
+TEST(Progbar, ShowsTheAchievedRateAfterTheTimePerStep) {
+  FakeClock clock;
+  std::ostringstream out;
+  // 4 steps in 2 s of 3e9 FLOPs each: 0.5 s/step, 6 GFLOP/s.
+  Progbar bar(4, {.verbose = 2, .stream = &out, .clock = clock.fn(), .flops_per_unit = 3e9});
+  clock.t = 2.0;
+  bar.update(4, {{"loss", 0.5}});
+  EXPECT_EQ(out.str(), "4/4 - 2s - 500ms/step - 6 GFLOP/s - loss: 0.5000\n");
+  // The live bar shows it on the finalized line too; nothing while the time per step is 0.
+  out.str("");
+  clock.t = 0.0;
+  Progbar live(2, {.width = 4, .stream = &out, .force_terminal = true, .clock = clock.fn(), .flops_per_unit = 1.25e8});
+  live.update(1);
+  clock.t = 0.5;
+  live.update(2);
+  // The time per step after the first is (0.5 - 0) / 1 s: 0.25 GFLOP/s.
+  EXPECT_EQ(out.str(), "\r1/2 [=>..] - ETA: 0s\r2/2 [====] - 0s 500ms/step - 0.25 GFLOP/s\n");
+  live.set_flops_per_unit(0);
+  EXPECT_EQ(error_code_of([&] { live.set_flops_per_unit(kNaN); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { Progbar(3, {.stream = &out, .flops_per_unit = -1}); }), ErrorCode::kInvalidArgument);
+}
+
 TEST(Progbar, RejectsBadArguments) {
   std::ostringstream out;
   EXPECT_EQ(error_code_of([&] { Progbar(-1, {.stream = &out}); }), ErrorCode::kInvalidArgument);

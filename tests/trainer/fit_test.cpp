@@ -5,6 +5,7 @@
 #include <cmath>
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "ingot/trainer/layers_normalization.h"
@@ -47,6 +48,24 @@ TEST(Fit, LinearRegressionWithSgdFollowsTheHandComputedTrajectory) {
     EXPECT_EQ(*v->sharding(), NamedSharding::single_device(default_cpu_device()));
   }
   EXPECT_NEAR(w[1].to_vector<float>()[0], 1.05, 1e-5);
+}
+
+TEST(Fit, TheProgressBarShowsTheTrainStepsGflopsWhenAskedFor) {
+  // y = w x + b on 4 samples of 1 feature: the step's FLOPs come from its cost analysis
+  // (Model::train_step_cost_analysis); ProgbarLoggerOptions::show_gflops puts the rate after the
+  // time per step of the epoch line, and nothing when off.
+  const Array x = testing::f32({1, 2, 3, 4}, {4, 1}), y = testing::f32({3, 5, 7, 9}, {4, 1});
+  for (bool show : {true, false}) {
+    auto model = linear(0, 0);
+    model->compile(sgd_mse(0.01));
+    std::ostringstream out;
+    auto bar = std::make_shared<callbacks::ProgbarLogger>(
+        callbacks::ProgbarLoggerOptions{.stream = &out, .show_gflops = show});
+    model->fit({.x = x, .y = y, .batch_size = 2, .epochs = 1, .verbose = 2, .callbacks = {bar}, .shuffle = false});
+    EXPECT_GT(model->train_step_cost_analysis().flops, 0);
+    EXPECT_EQ(out.str().find("GFLOP/s - loss: ") != std::string::npos, show) << out.str();
+    EXPECT_NE(out.str().find("/step"), std::string::npos) << out.str();
+  }
 }
 
 TEST(Fit, LossScalingChangesNeitherTheUpdatesNorTheLoggedLoss) {

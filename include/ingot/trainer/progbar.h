@@ -41,6 +41,10 @@ struct ProgbarOptions {
   bool force_terminal = false;
   /// The time source; empty means std::chrono::steady_clock. Tests pass a fake clock.
   Clock clock;
+  /// Floating-point operations of one unit (> 0: the time per unit is followed by the achieved
+  /// rate, "11ms/step - 118 GFLOP/s": flops_per_unit / seconds per unit / 1e9, three significant
+  /// digits). 0: not shown. Must be finite and >= 0.
+  double flops_per_unit = 0;
 };
 
 /// The progress bar of keras.utils.Progbar (tf.keras 2 look: '=' / '>' / '.' in brackets).
@@ -73,6 +77,9 @@ class Progbar {
   void add(int64_t n, const Logs& values = {});
 
   std::optional<int64_t> target() const { return target_; }
+  /// Sets ProgbarOptions::flops_per_unit (the FLOPs of one unit are often known only after the
+  /// first one ran). Throws ingot::Error(kInvalidArgument) for a negative or non-finite value.
+  void set_flops_per_unit(double flops);
   /// Sets the target (e.g. once an unknown epoch length has been seen). Negative: Error.
   void set_target(std::optional<int64_t> target);
   /// Whether updates redraw a live bar (verbose 1 on a terminal).
@@ -89,6 +96,8 @@ class Progbar {
   void draw_live(int64_t current, bool finalize, double now, double time_per_unit);
   void draw_summary(int64_t current, double now, double time_per_unit);
   std::string format_values() const;
+  /// " - 118 GFLOP/s" for ProgbarOptions::flops_per_unit, or "".
+  std::string format_rate(double time_per_unit) const;
   double now() const;
 
   std::optional<int64_t> target_;
