@@ -149,18 +149,45 @@ def ingot_names(name, args):
 def load_inputs(name, args, params):
     """The weights (as `params`' keys and shapes) and (x, y) that `ingot bench --save-inputs` wrote."""
     from safetensors.numpy import load_file
-    weights = load_file(os.path.join(args.inputs, f"{name}.safetensors"))
-    batch = load_file(os.path.join(args.inputs, f"{name}.batch.safetensors"))
+    rerun = "rerun ingot bench --save-inputs with the same options"
+
+    def load(file):
+        path = os.path.join(args.inputs, file)
+        try:
+            return load_file(path)
+        except Exception as e:  # the reader's errors (SafetensorError, OSError) name no file
+            sys.exit(f"bench_peers: error: --inputs {args.inputs}: {file} is not a readable safetensors file "
+                     f"({e}); {rerun}")
+    weights = load(f"{name}.safetensors")
+    batch = load(f"{name}.batch.safetensors")
+    names = ingot_names(name, args)
     out = {}
-    for key, (ingot, shape) in ingot_names(name, args).items():
+    for key, (ingot, shape) in names.items():
         if ingot not in weights:
             sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.safetensors has no '{ingot}' "
-                     "(written for other sizes? rerun ingot bench --save-inputs with the same options)")
-        v = weights[ingot] if shape is None else weights[ingot].reshape(shape)
+                     f"(written for other sizes? {rerun})")
+        v = weights[ingot]
+        if shape is not None:  # Keras's multi-head attention layouts, checked before reshaping
+            w, h = args.lm_width, args.lm_heads
+            output = ingot.split("/")[-2] == "attention_output"
+            if ingot.endswith("/kernel"):
+                keras = (h, w // h, w) if output else (w, h, w // h)
+            else:
+                keras = (w,) if output else (h, w // h)
+            if v.shape != keras:
+                sys.exit(f"bench_peers: error: --inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model "
+                         f"here needs {keras} (--lm-heads / --lm-width differ? {rerun})")
+            v = v.reshape(shape)
         if v.shape != params[key].shape:
             sys.exit(f"bench_peers: error: --inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model here "
-                     f"needs {params[key].shape} (rerun ingot bench --save-inputs with the same sizes)")
+                     f"needs {params[key].shape} ({rerun} and the same sizes)")
         out[key] = np.ascontiguousarray(v, dtype=np.float32)
+    unused = sorted(set(weights) - {ingot for ingot, _ in names.values()})
+    if unused:
+        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.safetensors has weights this model does not "
+                 f"have ({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''}: more --lm-blocks? {rerun})")
+    if "x" not in batch or "y" not in batch:
+        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.batch.safetensors lacks 'x' or 'y'; {rerun}")
     x, y = batch["x"], batch["y"].astype(np.int32)
     if x.shape[0] != (args.lm_batch if name == "lm" else args.batch_size):
         sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}'s batch x has shape {x.shape}; "
