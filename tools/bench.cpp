@@ -376,6 +376,14 @@ std::string whole_from_cache(int64_t hits) {
   return fmt::format(" ({} compiled functions loaded whole from the cache)", hits);
 }
 
+/// The step's cost figures (ir::CostAnalysis) and its achieved GFLOP/s at `median_ms` per step.
+void add_cost_fields(json& r, const ir::CostAnalysis& cost, double median_ms) {
+  r["flops_per_step"] = cost.flops;
+  r["transcendentals_per_step"] = cost.transcendentals;
+  r["bytes_accessed_per_step"] = cost.bytes_accessed;
+  r["gflops_per_s"] = cost.flops / (median_ms * 1e6);
+}
+
 json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda,
                 std::shared_ptr<distribution::Distribution> dp, std::ostream& out) {
   const int64_t dp_devices = dp ? dp->batch_axis_size() : 1;
@@ -424,11 +432,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
             {"kernels_per_step", b.model->train_step_kernel_count()},
             {"compile", compile_breakdown_json(b.model->train_step_compile_breakdown())}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
-  const ir::CostAnalysis cost = b.model->train_step_cost_analysis();
-  r["flops_per_step"] = cost.flops;
-  r["transcendentals_per_step"] = cost.transcendentals;
-  r["bytes_accessed_per_step"] = cost.bytes_accessed;
-  r["gflops_per_s"] = cost.flops / (median * 1e6);
+  add_cost_fields(r, b.model->train_step_cost_analysis(), median);
   if (dp_devices > 1) {  // the share of the timed steps a device spent in collectives
     double total_ms = 0;
     for (double m : ms) total_ms += m;

@@ -150,12 +150,7 @@ class StepFunction {
       spmd_seconds_ += total;
       spmd_breakdown_.add(traced, trace_stats.autodiff_seconds, total, it->second->compile_info());
       spmd_kernels_ = it->second->kernel_count();
-      spmd_cost_ = ir::CostAnalysis{};
-      try {
-        spmd_cost_ = ir::cost_analysis(graph);
-      } catch (const Error&) {
-        // An op without a cost rule: no figures (Model::train_step_cost_analysis).
-      }
+      spmd_cost_ = ir::cost_analysis_if_known(graph);
     }
     const Executable& exe = *it->second;
     const NamedSharding replicated(spmd_.distribution->device_mesh().mesh(), PartitionSpec{});

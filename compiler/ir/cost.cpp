@@ -164,4 +164,11 @@ CostAnalysis cost_analysis(const Graph& graph) {
   return c;
 }
 
+CostAnalysis cost_analysis_if_known(const Graph& graph) {
+  for (const Node& node : graph.nodes()) {
+    if (!has_cost_rule(node.op)) return {};
+  }
+  return cost_analysis(graph);
+}
+
 }  // namespace ingot::ir

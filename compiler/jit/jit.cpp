@@ -179,12 +179,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
                 : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
       state_->cache.emplace(signature, exe);
       state_->last_kernels = exe->kernel_count();
-      state_->last_cost = ir::CostAnalysis{};
-      try {
-        state_->last_cost = ir::cost_analysis(graph);
-      } catch (const Error&) {
-        // An op of another registry without a cost rule: no figures (documented), not a failure.
-      }
+      state_->last_cost = ir::cost_analysis_if_known(graph);
       const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       state_->seconds += total;
       state_->breakdown.add(traced, trace_stats.autodiff_seconds, total, exe->compile_info());

@@ -37,6 +37,10 @@ struct CostAnalysis {
 /// naming the op for a node whose op has no cost rule (every builtin op has one).
 CostAnalysis cost_analysis(const Graph& graph);
 
+/// cost_analysis(graph), or all zeros when an op has no cost rule (for figures that are reported,
+/// never required: Jitted::cost_analysis, Model::train_step_cost_analysis). Does not throw for that.
+CostAnalysis cost_analysis_if_known(const Graph& graph);
+
 /// Whether `op` has a cost rule (for tests and for registries with ops of their own).
 bool has_cost_rule(const std::string& op);
 

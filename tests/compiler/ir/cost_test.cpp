@@ -68,6 +68,10 @@ TEST(CostAnalysis, ElementwiseReductionAndTranscendentalRules) {
 TEST(CostAnalysis, EveryBuiltinOpHasACostRule) {
   for (const std::string& op : ir::OpRegistry::builtin().names()) EXPECT_TRUE(ir::has_cost_rule(op)) << op;
   EXPECT_FALSE(ir::has_cost_rule("no_such_op"));
+  // A graph whose ops all have rules: cost_analysis_if_known is cost_analysis.
+  const ir::Graph g = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; },
+                            {{{2, 3}, DType::kF32}, {{3, 4}, DType::kF32}}, "gemm");
+  EXPECT_EQ(ir::cost_analysis_if_known(g).flops, 2.0 * 2 * 3 * 4);
 }
 
 }  // namespace
