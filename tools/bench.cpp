@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include <string_view>
 
 #include "compile_json.h"
+#include "process_memory.h"
 #include "fashion_mnist_common.h"
 #include "ingot/codegen/cuda_compiler.h"
 #include "ingot/jit/jit.h"
@@ -199,13 +199,6 @@ void write_report(const std::string& path, const std::string& text) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", path),
                 "choose a writable --json path with free space");
   }
-}
-
-/// The process's peak resident set size so far, in bytes (getrusage's ru_maxrss, KiB on Linux).
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
 
 /// Bytes of host memory (the CPU device's) or of the CUDA device's memory.

@@ -110,6 +110,13 @@ if(PART STREQUAL "train")
   if(NOT steps EQUAL 43 OR NOT step_ms GREATER 0 OR overhead_ms LESS 0)
     message(FATAL_ERROR "timing: ${steps} steps, ${step_ms} ms in the step, ${overhead_ms} ms around it")
   endif()
+  # memory: the process's peak RSS holds at least the allocator's peak (the 5400 images as f32
+  # alone are 16 MiB, so both exceed it).
+  json_get(rss "${WORK_DIR}/a.json" peak_rss_bytes)
+  json_get(allocator_peak "${WORK_DIR}/a.json" allocator_peak_bytes)
+  if(NOT allocator_peak GREATER 16934400 OR rss LESS allocator_peak)
+    message(FATAL_ERROR "memory: peak RSS ${rss} bytes, allocator peak ${allocator_peak} bytes")
+  endif()
   # CSV: Keras CSVLogger's header (sorted names) and one row for epoch 0, lines ending in \r\n
   # (file(READ) drops the \r, so they are counted in hex).
   expect_crlf_lines("${WORK_DIR}/a.csv" 2)

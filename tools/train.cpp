@@ -2,6 +2,7 @@
 #include "train.h"
 
 #include "compile_json.h"
+#include "process_memory.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -440,8 +441,11 @@ void print_timings(std::ostream& out, const Timings& t) {
                      t.samples_per_second, t.step_ms, t.overhead_ms);
 }
 
+/// The report of --metrics-json. "peak_rss_bytes": the process's peak resident set size (getrusage);
+/// "allocator_peak_bytes": the peak bytes in use of the device allocator the arrays came from
+/// (`allocator`; a compiled step's own scratch buffers are not counted there, RSS counts them).
 Json metrics_json(const TrainCommand& c, const callbacks::History& history, const Logs& test, const Timings& t,
-                  const TrainData& d, const Placement& p, const CompileBreakdown& compile) {
+                  const TrainData& d, const Placement& p, const CompileBreakdown& compile, const Allocator& allocator) {
   Json h = Json::object();
   for (const auto& [name, values] : history.history()) h[name] = values;
   return Json{{"history", h},
@@ -452,6 +456,8 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
               {"samples_per_second", t.samples_per_second},
               {"epoch_seconds", t.epoch_seconds},
               {"timing", {{"train_steps", t.train_steps}, {"step_ms", t.step_ms}, {"overhead_ms", t.overhead_ms}}},
+              {"peak_rss_bytes", peak_rss_bytes()},
+              {"allocator_peak_bytes", allocator.stats().peak_bytes_in_use},
               {"device", c.device},
               {"config",
                {{"dataset", c.dataset},
@@ -521,7 +527,9 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   if (!c.save_weights.empty()) model->save_weights(c.save_weights);
   if (!c.csv.empty()) model->write_once([&] { write_file(c.csv, csv->text()); }, "--csv");
   if (!c.metrics_json.empty()) {
-    const std::string text = metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown()).dump(2) + "\n";
+    const std::string text = metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown(),
+                                          cuda ? cuda->allocator() : default_cpu_device().allocator())
+                                 .dump(2) + "\n";
     model->write_once([&] { write_file(c.metrics_json, text); }, "--metrics-json");
   }
   if (!c.quiet) {
