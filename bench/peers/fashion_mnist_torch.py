@@ -2,8 +2,9 @@
 """PyTorch peer of `ingot train`: the same Fashion-MNIST models, data split and recipe.
 
 Used by bench/fashion_mnist_peers.sh to put ingot's numbers next to PyTorch's, measured in the
-same invocation on the same machine. Debian's python3-torch (1.13, CPU) is the peer the main-job
-issue names; run it with /usr/bin/python3.
+same invocation on the same machine. The script runs it with bench/.venv/bin/python (PyTorch 2.x
+from the Python package index, pinned in bench/peers/requirements.txt; CPU); it also runs under
+Debian's python3-torch 1.13 (/usr/bin/python3), the main-job issue's original peer.
 
 The recipe mirrors `ingot train` (tools/train.cpp) and Keras 3's defaults, which ingot follows:
 - models: mlp = Flatten, Dense 256 relu, Dense 128 relu, Dense 10; cnn = Conv2D 32 3x3 valid
@@ -24,14 +25,17 @@ and over the training batches the time inside the step (forward, backward, optim
 the loop around it (batch slicing, metric bookkeeping): the per-step overhead reported next to
 ingot's (`ingot train --metrics-json`'s "timing").
 
+Memory: "peak_rss_bytes", the process's peak resident set size (getrusage ru_maxrss).
+
 Output: one JSON object (stdout, or --json FILE) with the same field names as ingot's
---metrics-json: history, test, epoch_seconds, train_seconds, timing, config.
+--metrics-json: history, test, epoch_seconds, train_seconds, timing, config, peak_rss_bytes.
 """
 import argparse
 import gzip
 import json
 import math
 import os
+import resource
 import statistics
 import struct
 import sys
@@ -185,6 +189,7 @@ def main():
         "config": {"model": a.model, "epochs": a.epochs, "batch_size": a.batch_size, "optimizer": "adam",
                    "learning_rate": a.learning_rate, "lr_schedule": a.lr_schedule, "validation_split": a.validation_split, "seed": a.seed,
                    "threads": a.threads, "train_samples": n_train, "validation_samples": n_val},
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "device": "cpu",
     }
     text = json.dumps(report, indent=1)
