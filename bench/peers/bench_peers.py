@@ -156,16 +156,16 @@ def load_inputs(name, args, params):
         try:
             return load_file(path)
         except Exception as e:  # the reader's errors (SafetensorError, OSError) name no file
-            sys.exit(f"bench_peers: error: --inputs {args.inputs}: {file} is not a readable safetensors file "
-                     f"({e}); {rerun}")
+            bad_input(f"--inputs {args.inputs}: {file} is not a readable safetensors file "
+                      f"({e}); {rerun}")
     weights = load(f"{name}.safetensors")
     batch = load(f"{name}.batch.safetensors")
     names = ingot_names(name, args)
     out = {}
     for key, (ingot, shape) in names.items():
         if ingot not in weights:
-            sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.safetensors has no '{ingot}' "
-                     f"(written for other sizes? {rerun})")
+            bad_input(f"--inputs {args.inputs}: {name}.safetensors has no '{ingot}' "
+                      f"(written for other sizes? {rerun})")
         v = weights[ingot]
         if shape is not None:  # Keras's multi-head attention layouts, checked before reshaping
             w, h = args.lm_width, args.lm_heads
@@ -175,23 +175,23 @@ def load_inputs(name, args, params):
             else:
                 keras = (w,) if output else (h, w // h)
             if v.shape != keras:
-                sys.exit(f"bench_peers: error: --inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model "
-                         f"here needs {keras} (--lm-heads / --lm-width differ? {rerun})")
+                bad_input(f"--inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model "
+                          f"here needs {keras} (--lm-heads / --lm-width differ? {rerun})")
             v = v.reshape(shape)
         if v.shape != params[key].shape:
-            sys.exit(f"bench_peers: error: --inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model here "
-                     f"needs {params[key].shape} ({rerun} and the same sizes)")
+            bad_input(f"--inputs {args.inputs}: '{ingot}' has shape {v.shape}, the model here "
+                      f"needs {params[key].shape} ({rerun} and the same sizes)")
         out[key] = np.ascontiguousarray(v, dtype=np.float32)
     unused = sorted(set(weights) - {ingot for ingot, _ in names.values()})
     if unused:
-        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.safetensors has weights this model does not "
-                 f"have ({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''}: more --lm-blocks? {rerun})")
+        bad_input(f"--inputs {args.inputs}: {name}.safetensors has weights this model does not "
+                  f"have ({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''}: more --lm-blocks? {rerun})")
     if "x" not in batch or "y" not in batch:
-        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}.batch.safetensors lacks 'x' or 'y'; {rerun}")
+        bad_input(f"--inputs {args.inputs}: {name}.batch.safetensors lacks 'x' or 'y'; {rerun}")
     x, y = batch["x"], batch["y"].astype(np.int32)
     if x.shape[0] != (args.lm_batch if name == "lm" else args.batch_size):
-        sys.exit(f"bench_peers: error: --inputs {args.inputs}: {name}'s batch x has shape {x.shape}; "
-                 "use the same --batch-size / --lm-batch as ingot bench")
+        bad_input(f"--inputs {args.inputs}: {name}'s batch x has shape {x.shape}; "
+                  "use the same --batch-size / --lm-batch as ingot bench")
     return out, x, y
 
 
@@ -337,7 +337,9 @@ def run_jax(args, names):
         params = {k: jax.device_put(v, dev) for k, v in params_np.items()}
         def zeros():
             return {k: jnp.zeros_like(v) for k, v in params.items()}
-        state = (params, zeros(), zeros(), jnp.zeros((), jnp.int32))  # distinct buffers: all are donated
+        # Distinct buffers (all are donated), every one committed to `dev` as the step's outputs
+        # are: an uncommitted leaf (the step counter) made the second step compile again.
+        state = jax.device_put((params, zeros(), zeros(), jnp.zeros((), jnp.int32)), dev)
         x, y = jax.device_put(x_np, dev), jax.device_put(y_np, dev)
 
         def loss_fn(p):
@@ -415,6 +417,19 @@ def report_line(name, r):
           f"samples/s, loss {r['loss_first']:.4f} -> {r['loss_last']:.4f}", flush=True)
 
 
+def bad_input(message):
+    """A bad argument or input file: one line on stderr, exit status 2 (argparse's)."""
+    print(f"bench_peers: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (no usage block), still exit status 2."""
+
+    def error(self, message):
+        bad_input(f"{message} (bench_peers.py --help lists the options)")
+
+
 def check_framework(args):
     """Exits with one line when the framework is missing or has no GPU for --device cuda."""
     try:
@@ -436,7 +451,7 @@ def check_framework(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--framework", required=True, choices=["torch", "torch-compile", "jax"])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--models", default="mlp,cnn,lm")
@@ -474,6 +489,9 @@ def main():
             ap.error(f"--lm-text '{args.lm_text}' is not a regular file (or pass none for random tokens)")
         if os.path.getsize(args.lm_text) < args.lm_context + 1:
             ap.error(f"--lm-text '{args.lm_text}' holds fewer than --lm-context + 1 = {args.lm_context + 1} bytes")
+    if args.inputs and not os.path.isdir(args.inputs):
+        ap.error(f"--inputs '{args.inputs}' is not a directory (write it with ingot bench --save-inputs "
+                 f"{args.inputs} --models {args.models})")
     if args.inputs:
         for m in names:
             for f in (f"{m}.safetensors", f"{m}.batch.safetensors"):
@@ -494,7 +512,13 @@ def main():
                  f"{args.framework})")
     np = numpy
     check_framework(args)
-    report = run_jax(args, names) if args.framework == "jax" else run_torch(args, names)
+    try:
+        report = run_jax(args, names) if args.framework == "jax" else run_torch(args, names)
+    except (RuntimeError, MemoryError, ValueError) as e:
+        # e.g. an allocation the sizes asked for that the machine cannot hold: one line, no traceback
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        sys.exit(f"bench_peers: error: --framework {args.framework} failed: {type(e).__name__}: {first} "
+                 "(smaller --batch-size / --lm-* sizes need less memory)")
     report.update({"steps": args.steps, "warmup": args.warmup, "dtype_policy": "float32",
                    "peak_rss_bytes": peak_rss_bytes(), "inputs": args.inputs or "seed",
                    "config": {"batch_size": args.batch_size, "lm_batch": args.lm_batch, "lm_context": args.lm_context,

@@ -267,10 +267,15 @@ def full_report(report):
              "Made by `bench/run` (bench/README.md). Each round ran ingot bench and the peers one after the other "
              "with the same options; each number is the median over the rounds of that round's median "
              "(ratios: ingot's median step time over the peer's, < 1: ingot is faster).", "",
-             f"Settings: {settings.get('rounds', '?')} rounds, models {settings.get('models', '?')}, "
+             f"Settings: {settings.get('rounds', '?')} round{'' if settings.get('rounds') == 1 else 's'}, models {settings.get('models', '?')}, "
              f"{settings.get('steps', '?')} timed steps after {settings.get('warmup', '?')} warm-up steps"
              + (", **--quick** (tiny sizes: a smoke run, not a measurement)" if settings.get("quick") else "")
              + f"; ingot: `{settings.get('ingot', '?')}`.", ""]
+    large = settings.get("lm_large")
+    if large:
+        lines += [f"lm-large: the LM with {large['lm_blocks']} blocks, width {large['lm_width']}, {large['lm_heads']} heads, "
+                  f"context {large['lm_context']}, batch {large['lm_batch']} (a second invocation of each framework per "
+                  "round; no ingot variants).", ""]
     for w in report.get("warnings", []):
         lines += [f"**Warning:** {w}", ""]
     lines += ["## Machine", ""] + machine_lines(report.get("machine", {}))

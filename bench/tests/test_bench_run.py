@@ -221,6 +221,52 @@ class Driver(unittest.TestCase):
             with open(os.path.join(out, "report.md")) as f:
                 self.assertIn("| mlp | no-fusion | 6.600 |", f.read())
 
+    def test_lm_large_is_a_second_invocation(self):
+        # lm-large runs as the LM with the 12-block width-768 sizes, in its own invocation (its own
+        # JSON and inputs directory, no variants), and joins the round's run as model lm-large.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            src = os.path.join(DATA, "round2-ingot.json")
+            with open(src) as f:
+                lm = json.load(f)
+            lm["models"] = {"lm": dict(lm["models"]["mlp"], batch=8)}
+            lm_src = os.path.join(tmp, "lm.json")
+            with open(lm_src, "w") as f:
+                json.dump(lm, f)
+            ingot = self.fake_ingot(tmp, 'echo "$@" >> "$(dirname "$0")/argv.txt"\n'
+                                         'while [ $# -gt 0 ]; do case "$1" in --json) j="$2";; --models) m="$2";; esac; '
+                                         'shift; done\n'
+                                         f'if [ "$m" = lm ]; then cp "{lm_src}" "$j"; else cp "{src}" "$j"; fi\n')
+            p = run("--ingot", ingot, "--out", out, "--rounds", "1", "--frameworks", "ingot", "--models", "mlp,lm-large")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(tmp, "argv.txt")) as f:
+                main, large = f.read().splitlines()
+            self.assertIn("--models mlp ", main)
+            self.assertIn("--variants", main)
+            self.assertIn("--models lm ", large)
+            self.assertIn("--lm-blocks 12", large)
+            self.assertIn("--lm-width 768", large)
+            self.assertIn("--lm-heads 12", large)
+            self.assertNotIn("--variants", large)
+            self.assertIn(os.path.join(out, "inputs-r1-lm-large"), large)
+            self.assertTrue(os.path.isfile(os.path.join(out, "round1-ingot-lm-large.json")))
+            with open(os.path.join(out, "report.json")) as f:
+                report = json.load(f)
+            models = report["aggregate"]["ingot"]["models"]
+            self.assertEqual(sorted(models), ["cnn", "lm-large", "mlp"])
+            self.assertEqual(models["lm-large"]["batch"], 8)
+            self.assertEqual(models["lm-large"]["sizes"]["lm_blocks"], 12)
+            with open(os.path.join(out, "report.md")) as f:
+                md = f.read()
+            self.assertIn("| lm-large | step ms (median) |", md)
+            self.assertIn("lm-large: the LM with 12 blocks, width 768, 12 heads", md)
+            # --report-only joins the two files of the round again.
+            os.remove(os.path.join(out, "report.json"))
+            p = run("--report-only", "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(out, "report.md")) as f:
+                self.assertIn("| lm-large | step ms (median) |", f.read())
+
     def test_report_only(self):
         with tempfile.TemporaryDirectory() as tmp:
             for name in os.listdir(DATA):
