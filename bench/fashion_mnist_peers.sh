@@ -51,7 +51,7 @@ for p in $peers; do [[ "$p" == keras || "$p" == pytorch ]] || usage "--peers: '$
 [[ -x "$ingot" ]] || { echo "fashion_mnist_peers.sh: no ingot at '$ingot' (build the release preset or pass --ingot)" >&2; exit 1; }
 for p in $peers; do
   module=$([[ "$p" == pytorch ]] && echo torch || echo keras)
-  "$python" -c "import $module" 2>/dev/null || {
+  KERAS_BACKEND=jax "$python" -c "import $module" 2>/dev/null || {
     echo "fashion_mnist_peers.sh: '$python' cannot import $module (bench/run --install makes bench/.venv, or pass --python)" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/ingot-peers.XXXXXX)
