@@ -9,10 +9,12 @@
 #   bench/fashion_mnist_peers.sh [--models "mlp cnn"] [--peers "keras pytorch"] [--rounds N]
 #                                [--epochs N] [--cnn-epochs N] [--limit N]
 #                                [--lr-schedule constant|cosine] [--threads "T ..."]
-#                                [--ingot PATH] [--python PATH] [--out FILE.md]
+#                                [--seed S] [--ingot PATH] [--python PATH] [--out FILE.md]
 #
 # --rounds (default 1) repeats every run, alternating the frameworks within each round (ingot,
-# then each peer), and the report takes medians over the rounds. --epochs (default 10) applies to
+# then each peer), and the report takes medians over the rounds. Round r seeds every framework's
+# weights and shuffles with S + r - 1 (--seed, default 1337, ingot train's default), so the rounds
+# also show each framework's seed-to-seed accuracy spread (the report's min-max). --epochs (default 10) applies to
 # the MLP, --cnn-epochs (default --epochs) to the CNN; --limit trains on the first N images
 # (default all 60000); --lr-schedule goes to all (default cosine, as ingot train's); --threads
 # lists PyTorch's thread counts (torch.set_num_threads; default: every core, as ingot and XLA use;
@@ -24,7 +26,7 @@
 # reports stay in the work directory printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-models="mlp cnn" peers="keras pytorch" rounds=1 epochs=10 cnn_epochs="" limit="" schedule=cosine
+models="mlp cnn" peers="keras pytorch" rounds=1 seed=1337 epochs=10 cnn_epochs="" limit="" schedule=cosine
 threads="$(nproc)" ingot=build/release/tools/ingot python=bench/.venv/bin/python out=""
 usage() { echo "fashion_mnist_peers.sh: $1 (see the header of this script)" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -33,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --models) models="$2" ;;
     --peers) peers="$2" ;;
     --rounds) rounds="$2" ;;
+    --seed) seed="$2" ;;
     --epochs) epochs="$2" ;;
     --cnn-epochs) cnn_epochs="$2" ;;
     --limit) limit="$2" ;;
@@ -46,6 +49,7 @@ while [[ $# -gt 0 ]]; do
   shift 2
 done
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || usage "--rounds must be a positive integer, not '$rounds'"
+[[ "$seed" =~ ^[0-9]+$ ]] || usage "--seed must be a non-negative integer, not '$seed'"
 for m in $models; do [[ "$m" == mlp || "$m" == cnn ]] || usage "--models: '$m' is not mlp or cnn"; done
 for p in $peers; do [[ "$p" == keras || "$p" == pytorch ]] || usage "--peers: '$p' is not keras or pytorch"; done
 [[ -x "$ingot" ]] || { echo "fashion_mnist_peers.sh: no ingot at '$ingot' (build the release preset or pass --ingot)" >&2; exit 1; }
@@ -62,8 +66,8 @@ for ((round = 1; round <= rounds; ++round)); do
   for model in $models; do
     n=$epochs
     [[ "$model" == cnn && -n "$cnn_epochs" ]] && n=$cnn_epochs
-    common=(--model "$model" --epochs "$n" "${limit_args[@]}" --lr-schedule "$schedule")
-    echo "== round $round: ingot $model, $n epochs" >&2
+    common=(--model "$model" --epochs "$n" "${limit_args[@]}" --lr-schedule "$schedule" --seed $((seed + round - 1)))
+    echo "== round $round: ingot $model, $n epochs, seed $((seed + round - 1))" >&2
     "$ingot" train "${common[@]}" --quiet --metrics-json "$work/ingot-$model-r$round.json" >&2
     reports+=("ingot:$model:$work/ingot-$model-r$round.json")
     for p in $peers; do

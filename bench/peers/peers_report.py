@@ -10,7 +10,8 @@ report, a bench/peers/fashion_mnist_keras.py report or a bench/peers/fashion_mni
 (the same field names; Keras's has no boundary between the step and the loop around it, so only
 the per-step total compares across all three).
 
-Per run, over its rounds: test accuracy and loss (median), seconds per epoch (the median over rounds
+Per run, over its rounds: test accuracy (median, and the min-max over rounds when they differ:
+fashion_mnist_peers.sh seeds each round differently) and loss (median), seconds per epoch (the median over rounds
 of each round's median epoch after the first: training + validation), the first epoch (compilation
 included), ms per train step (inside + around the step: the training part of an epoch over its
 steps), peak RSS (the largest of the rounds), and ingot's allocator peak. Ratios are ingot / peer
@@ -72,6 +73,8 @@ def summarise(reports):
         "label": first.get("peer", "ingot"),
         "rounds": len(reports),
         "accuracy": med(lambda r: r["test"]["accuracy"]),
+        "accuracy_range": (min(r["test"]["accuracy"] for r in reports), max(r["test"]["accuracy"] for r in reports)),
+        "seeds": sorted({r["config"]["seed"] for r in reports if "seed" in r.get("config", {})}),
         "loss": med(lambda r: r["test"]["loss"]),
         "epoch_s": med(epoch_after_first),
         "first_epoch_s": med(lambda r: r["epoch_seconds"][0]),
@@ -109,9 +112,14 @@ def model_table(model, by_who):
             epoch = f"{base['epoch_s'] / r['epoch_s']:.2f}"
             step = f"{base['step_total_ms'] / r['step_total_ms']:.2f}"
             rss_ratio = fmt(base["rss_mib"] / r["rss_mib"] if base["rss_mib"] and r["rss_mib"] else None, 2)
-        lines.append(f"| {who}: {r['label']} | {r['rounds']} | {r['accuracy']:.4f} | {r['loss']:.4f} | {r['epoch_s']:.2f} "
+        lo, hi = r["accuracy_range"]
+        accuracy = f"{r['accuracy']:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if hi > lo else "")
+        lines.append(f"| {who}: {r['label']} | {r['rounds']} | {accuracy} | {r['loss']:.4f} | {r['epoch_s']:.2f} "
                      f"| {r['first_epoch_s']:.2f} | {fmt(r['compile_s'], 2)} | {r['step_total_ms']:.3f} | {rss} "
                      f"| {diff} | {epoch} | {step} | {rss_ratio} |")
+    seeds = "; ".join(f"{who} {', '.join(map(str, r['seeds']))}" for who, r in s.items() if r["seeds"])
+    if seeds:
+        lines.append(f"\nSeeds (weights and shuffles): {seeds}.")
     return "\n".join(lines) + "\n"
 
 
@@ -129,7 +137,8 @@ def report(runs, today=None, machine=None):
            "zero biases, the last 10% of the training images for validation, reshuffled every epoch. s / epoch:",
            "the median over rounds of each round's median epoch after the first (training + validation);",
            "ms / step: inside and around the train step. Ratios: ingot / peer (below 1: ingot is faster or",
-           "smaller). Peak RSS: the process's (getrusage), the largest over the rounds.\n"]
+           "smaller). Peak RSS: the process's (getrusage), the largest over the rounds. Test accuracy: the",
+           "median over rounds, with the min-max when the rounds were seeded differently.\n"]
     for model, by_who in runs.items():
         out.append(model_table(model, by_who))
     return "\n".join(out)

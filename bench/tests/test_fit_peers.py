@@ -14,18 +14,20 @@ sys.path.insert(0, os.path.join(BENCH, "peers"))
 import peers_report  # noqa: E402
 
 
-def ingot(epochs, acc, rss, step=1.0, overhead=0.1):
+def ingot(epochs, acc, rss, step=1.0, overhead=0.1, seed=1337):
     return {"history": {}, "test": {"loss": 0.3, "accuracy": acc}, "epoch_seconds": epochs, "compile_seconds": 1.5,
             "timing": {"train_steps": 10, "step_ms": step, "overhead_ms": overhead}, "peak_rss_bytes": rss * 2**20,
             "allocator_peak_bytes": 50 * 2**20,
-            "config": {"model": "mlp", "epochs": len(epochs), "train_samples": 54000, "lr_schedule": "cosine"}}
+            "config": {"model": "mlp", "epochs": len(epochs), "train_samples": 54000, "lr_schedule": "cosine",
+                       "seed": seed}}
 
 
-def keras(epochs, acc, rss, step_total):
+def keras(epochs, acc, rss, step_total, seed=1337):
     return {"peer": "keras 3.13.0 (jax 0.10.2)", "history": {}, "test": {"loss": 0.31, "accuracy": acc},
             "epoch_seconds": epochs, "timing": {"train_steps": 10, "train_step_total_ms": step_total},
             "peak_rss_bytes": rss * 2**20,
-            "config": {"model": "mlp", "epochs": len(epochs), "train_samples": 54000, "lr_schedule": "cosine"}}
+            "config": {"model": "mlp", "epochs": len(epochs), "train_samples": 54000, "lr_schedule": "cosine",
+                       "seed": seed}}
 
 
 class PeersReport(unittest.TestCase):
@@ -41,10 +43,10 @@ class PeersReport(unittest.TestCase):
     def args(self):
         return [f"ingot:mlp:{self.write('i1.json', ingot([5.0, 1.0, 1.2, 0.8], 0.89, 200))}",
                 f"keras:mlp:{self.write('k1.json', keras([9.0, 2.0, 2.0], 0.888, 500, 4.0))}",
-                f"ingot:mlp:{self.write('i2.json', ingot([4.0, 1.4, 1.4], 0.891, 210, step=1.2))}",
-                f"keras:mlp:{self.write('k2.json', keras([8.0, 3.0, 3.0], 0.886, 480, 5.0))}",
-                f"ingot:mlp:{self.write('i3.json', ingot([6.0, 1.1], 0.893, 190, step=0.9))}",
-                f"keras:mlp:{self.write('k3.json', keras([8.5, 2.5], 0.887, 490, 4.5))}"]
+                f"ingot:mlp:{self.write('i2.json', ingot([4.0, 1.4, 1.4], 0.891, 210, step=1.2, seed=1338))}",
+                f"keras:mlp:{self.write('k2.json', keras([8.0, 3.0, 3.0], 0.886, 480, 5.0, seed=1338))}",
+                f"ingot:mlp:{self.write('i3.json', ingot([6.0, 1.1], 0.893, 190, step=0.9, seed=1339))}",
+                f"keras:mlp:{self.write('k3.json', keras([8.5, 2.5], 0.887, 490, 4.5, seed=1339))}"]
 
     def test_medians_over_rounds(self):
         runs = peers_report.load_runs(self.args())
@@ -73,6 +75,13 @@ class PeersReport(unittest.TestCase):
         self.assertEqual(cells[12], f"{210 / 500:.2f}")
         ingot_row = next(l for l in text.splitlines() if l.startswith("| ingot"))
         self.assertIn("210 (allocator 50)", ingot_row)
+        self.assertIn("| 0.8910 (0.8900-0.8930) |", ingot_row)  # median, then min-max over the seeds
+        self.assertIn("Seeds (weights and shuffles): ingot 1337, 1338, 1339; keras 1337, 1338, 1339.", text)
+
+    def test_one_seed_prints_no_range(self):
+        text = peers_report.report(peers_report.load_runs(self.args()[:2]), today="2026-12-02", machine="2 cores")
+        ingot_row = next(l for l in text.splitlines() if l.startswith("| ingot"))
+        self.assertIn("| 0.8900 |", ingot_row)
 
     def test_bad_arguments_exit_2_with_one_line(self):
         keras_only = f"keras:mlp:{self.write('k.json', keras([1.0], 0.8, 1, 1.0))}"
