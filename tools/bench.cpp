@@ -392,7 +392,8 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
                     .loss = std::move(loss),
                     .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
-                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size)},
+                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
+                                      .perf_jitdump = c.perf_jitdump},
                     .cuda_device = cuda,
                     .distribution = std::move(dp),
                     .cuda = {.cuda_graphs = c.cuda_graphs}});
@@ -531,7 +532,8 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
                          .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                              losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
                          .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
-                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size)},
+                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
+                                      .perf_jitdump = c.perf_jitdump},
                          .cuda_device = cuda,
                          .distribution = dp,
                          .cuda = {.cuda_graphs = c.cuda_graphs}};

@@ -37,6 +37,10 @@ struct BenchCommand {
   std::string compile_cache = "default";
   /// Size cap of the cache directory (codegen::compile_cache_size_option: bytes, or K/M/G/T).
   std::string compile_cache_max_size = "default";
+  /// CpuCompileOptions::perf_jitdump: describe the compiled steps' functions to `perf` (a jitdump
+  /// for `perf inject --jit`), so that `perf report` attributes the step's time per kernel
+  /// (docs/compiler.md, "Profiling the compiled code"). CPU only; off by default.
+  bool perf_jitdump = false;
   /// Text whose bytes the LM trains on: lm_batch windows of lm_context + 1 bytes at seeded random
   /// offsets (inputs and next-byte targets). Default: the GNU GPL 3 every Debian system ships
   /// (package base-files); a regular file of at most 1 GiB. "none" (or empty, from C++): uniform

@@ -153,6 +153,9 @@ CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
                   "size cap of the cache directory, least recently used entries evicted past it: bytes, or with "
                   "K, M, G or T (binary), e.g. 500M; default 2G")
       ->capture_default_str();
+  cmd->add_flag("--perf-jitdump", c.perf_jitdump,
+                "write a jitdump of the compiled steps for perf inject --jit, so perf report times each kernel "
+                "(docs/compiler.md, Profiling)");
   cmd->add_option("--json", c.json, "write the results as JSON");
   return cmd;
 }
