@@ -124,8 +124,10 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // The remaining scf.parallel loops become OpenMP worksharing loops (libomp runs them);
       // canonicalize inlines the memref.alloca_scope the conversion wraps bodies in.
       {"openmp", fmt::format("convert-scf-to-openmp{{num-threads={}}},func.func(canonicalize)", threads)},
-      // math-to-llvm before math-to-libm: ops with an LLVM intrinsic stay intrinsics (floor, fma,
-      // sqrt vectorise), the rest (erf, tanh, ...) become libm calls; convert-to-llvm then converts
+      // ingot-approximate-math first: f32 exp, erf, tanh, log and kin become polynomials that
+      // vectorise (a libm call in a loop keeps it scalar); then math-to-llvm before math-to-libm:
+      // ops with an LLVM intrinsic stay intrinsics (floor, fma, sqrt vectorise), the rest (f64
+      // erf, tanh, ...) become libm calls; convert-to-llvm then converts
       // memref, arith, cf, func, ub and the types inside OpenMP regions in one walk (the separate
       // finalize-memref / ub / openmp / vector conversions walked the module five more times:
       // 0.3 s of the 4-block LM's 0.55 s here). The default stages emit no vector ops; a custom
@@ -133,7 +135,8 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // ingot-noalias-scopes carries the kernels' noalias buffers (ingot-outline-kernels) into the
       // OpenMP loop bodies as alias scopes.
       {"lower-to-llvm",
-       "func.func(lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),convert-math-to-libm,"
+       "func.func(ingot-approximate-math,lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),"
+       "convert-math-to-libm,"
        "convert-to-llvm,reconcile-unrealized-casts,llvm.func(ingot-noalias-scopes)"},
   };
   if (!outline_kernels) back.erase(back.begin() + 1);

@@ -407,6 +407,7 @@ void register_ingot_passes() {
   register_outline_kernels_pass();
   register_noalias_scopes_pass();
   register_early_dealloc_pass();
+  register_approximate_math_pass();
 }
 
 }  // namespace ingot::codegen

@@ -7,7 +7,10 @@
 //   ingot-parallelize-outer-loops      which scf.parallel loops run on several cores
 //   ingot-outline-kernels              one function per loop nest, identical nests shared
 //   ingot-noalias-scopes               noalias arguments as alias scopes (survive OpenMP outlining)
+//   ingot-approximate-math             f32 exp/erf/tanh/log... as vectorisable polynomials, not libm calls
 #pragma once
+
+#include "llvm/ADT/StringRef.h"
 
 namespace ingot::codegen {
 
@@ -32,5 +35,12 @@ void register_noalias_scopes_pass();
 
 /// Registers ingot-early-dealloc (early_dealloc.cpp); part of register_ingot_passes().
 void register_early_dealloc_pass();
+
+/// Registers ingot-approximate-math (math_approximation.cpp); part of register_ingot_passes().
+void register_approximate_math_pass();
+
+/// True for the math ops ingot-approximate-math rewrites (f32 only): exp, expm1, erf, tanh, log,
+/// log1p, named with or without the "math." prefix.
+bool approximated_math_op(llvm::StringRef name);
 
 }  // namespace ingot::codegen
