@@ -57,6 +57,13 @@ int64_t LossScaleOptimizer::num_optimizer_variables(int64_t num_variables) const
   return options_.inner_optimizer->num_optimizer_variables(num_variables) + 2;
 }
 
+std::vector<OptimizerVariableInfo> LossScaleOptimizer::variable_info(int64_t num_variables) const {
+  std::vector<OptimizerVariableInfo> info = options_.inner_optimizer->variable_info(num_variables);
+  info.push_back({"step_counter", std::nullopt});
+  info.push_back({"dynamic_scale", std::nullopt});
+  return info;
+}
+
 Tensor LossScaleOptimizer::scale_loss(const Tensor& loss, const std::vector<Tensor>& optimizer_variables) const {
   if (optimizer_variables.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "LossScaleOptimizer::scale_loss: no optimizer variables given",

@@ -330,6 +330,20 @@ int64_t Optimizer::num_optimizer_variables(int64_t num_variables) const {
   return header_size() + per_variable * num_variables;
 }
 
+std::vector<OptimizerVariableInfo> Optimizer::variable_info(int64_t num_variables) const {
+  std::vector<OptimizerVariableInfo> info = {{"iterations", std::nullopt}};
+  if (!config_.learning_rate.is_schedule()) info.push_back({"learning_rate", std::nullopt});
+  // Kind-major, as variable_types(): each kind has one entry per trainable variable.
+  std::vector<std::string> kinds;
+  if (config_.use_ema) kinds.emplace_back("average");
+  for (const std::string& slot : slot_names()) kinds.push_back(slot);
+  if (config_.gradient_accumulation_steps) kinds.emplace_back("accumulator");
+  for (const std::string& kind : kinds) {
+    for (int64_t i = 0; i < num_variables; ++i) info.push_back({kind, i});
+  }
+  return info;
+}
+
 std::optional<int64_t> Optimizer::learning_rate_index() const {
   if (config_.learning_rate.is_schedule()) return std::nullopt;
   return 1;

@@ -3,7 +3,8 @@
 //
 // State lists: T (trainable variables), NT (non-trainable), O (optimizer variables), M (metric
 // variables: the loss tracker's, then each metric's). Step functions are traced once per input
-// signature and run compiled (jit, state donated) or by the interpreter (run_eagerly):
+// signature and run compiled (jit, state donated) or by the interpreter (run_eagerly); their
+// flat argument and result lists are StepLayouts (ingot/trainer/step_state.h):
 //   train_step  (T, NT, O, M, x..., y..., sw...) -> (T', NT', O', M', loss, metric results...)
 //   test_step   (T, NT, M, x..., y..., sw...)    -> (M', loss, metric results...)
 //   predict_step(T, NT, x...)                    -> (y_pred...)
@@ -265,10 +266,6 @@ void all_reduce_bucketed(std::vector<Tensor>& xs, const std::vector<size_t>& whi
   }
 }
 
-std::vector<Array> slice(const std::vector<Array>& v, size_t begin, size_t count) {
-  return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(begin + count)};
-}
-
 std::vector<Tensor> slice(const std::vector<Tensor>& v, size_t begin, size_t count) {
   return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(begin + count)};
 }
@@ -344,6 +341,11 @@ struct Model::Trainer : callbacks::WeightsAccess {
   };
   std::vector<MetricSlot> slots;
   std::vector<Array> T, NT, O, M;  // live state while a loop runs
+  /// What each optimizer variable is (Optimizer::variable_info; checked against O in prepare).
+  std::vector<optimizers::OptimizerVariableInfo> optimizer_info;
+  /// Under a distribution: each optimizer variable's sharding, recorded before the first step
+  /// from its reference variable's (Keras's add_variable_from_reference), replicated for a global one.
+  std::vector<NamedSharding> optimizer_shardings;
   bool live = false;                // T/NT hold the state (variables purged)
   bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<StepFunction> train_fn, test_fn, predict_fn;
@@ -444,6 +446,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return names;
   }
 
+  /// How long each part of the steps' state and batch is (StepLayout).
+  StepSizes sizes() const {
+    StepSizes s;
+    s[StepPart::kTrainable] = trainable.size();
+    s[StepPart::kNonTrainable] = non_trainable.size();
+    s[StepPart::kOptimizer] = O.size();
+    s[StepPart::kMetrics] = metric_state_size();
+    s[StepPart::kX] = n_in;
+    s[StepPart::kY] = n_out;
+    s[StepPart::kSampleWeight] = n_out;
+    return s;
+  }
+
   size_t metric_state_size() const {
     size_t n = 2 + 2 * output_loss_trackers.size();
     for (const MetricSlot& s : slots) n += s.metric->initial_state().size();
@@ -528,7 +543,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return out;
   }
 
-  /// The forward pass and the loss over (T, NT, x..., y..., sw..., [O...]):
+  /// The forward pass and the loss over StepLayout::loss_arguments (T, NT, x..., y..., sw..., O...;
+  /// O only when `scaled`):
   ///   [objective, NT'..., loss, output losses..., y_pred...]
   /// where loss = sum_i loss_weights[i] * loss_i(y_i, y_pred_i, sw_i) + the layers' losses, the
   /// output losses are the weighted loss_i of each output with a loss (several outputs only; what
@@ -537,12 +553,13 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// gradient is taken of the scaled loss while logs and metrics see the unscaled one.
   TraceFn loss_fn(bool training, bool scaled = false) const {
     return [this, training, scaled](const std::vector<Tensor>& b) {
-      const size_t nt = trainable.size(), nn = non_trainable.size();
+      StepSizes sizes = this->sizes();
+      if (!scaled) sizes[StepPart::kOptimizer] = 0;
+      const StepState<Tensor> s = StepLayout::loss_arguments(sizes).unflatten(b);
+      const size_t nn = non_trainable.size();
       LayerContext ctx(training);
-      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], gathered(i, b[i]));
-      for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], b[nt + i]);
-      const size_t xi = nt + nn, yi = xi + n_in, si = yi + n_out, oi = si + n_out;
-      std::vector<Tensor> y_pred = model->forward(ctx, slice(b, xi, n_in));
+      bind_variables(ctx, s);
+      std::vector<Tensor> y_pred = model->forward(ctx, s.x);
       if (y_pred.size() != n_out) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("model '{}' returned {} outputs while built with {}", model->name(), y_pred.size(), n_out),
@@ -552,7 +569,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
       std::vector<Tensor> output_losses;
       for (size_t i = 0; i < n_out; ++i) {
         if (!out_loss[i]) continue;
-        Tensor li = (*out_loss[i])(b[yi + i], y_pred[i], b[si + i]);
+        Tensor li = (*out_loss[i])(s.y[i], y_pred[i], s.sample_weight[i]);
         if (out_weight[i] != 1.0) li = li * out_weight[i];
         if (n_out > 1) output_losses.push_back(li);
         loss = loss ? *loss + li : li;
@@ -560,14 +577,19 @@ struct Model::Trainer : callbacks::WeightsAccess {
       for (const Tensor& extra : ctx.losses()) {
         loss = *loss + (extra.dtype() == loss->dtype() ? extra : convert(extra, loss->dtype()));
       }
-      const std::vector<Tensor> optimizer_state(b.begin() + static_cast<std::ptrdiff_t>(std::min(b.size(), oi)), b.end());
-      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(*loss, optimizer_state) : *loss};
-      for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(b[nt + i]));
+      std::vector<Tensor> out = {scaled ? options.optimizer->scale_loss(*loss, s.optimizer) : *loss};
+      for (size_t i = 0; i < nn; ++i) out.push_back(ctx.new_value(*non_trainable[i]).value_or(s.non_trainable[i]));
       out.push_back(*loss);
       out.insert(out.end(), output_losses.begin(), output_losses.end());
       out.insert(out.end(), y_pred.begin(), y_pred.end());
       return out;
     };
+  }
+
+  /// Binds the model's variables to the step's T (split ones all-gathered: gathered()) and NT.
+  void bind_variables(LayerContext& ctx, const StepState<Tensor>& s) const {
+    for (size_t i = 0; i < trainable.size(); ++i) ctx.bind(*trainable[i], gathered(i, s.trainable[i]));
+    for (size_t i = 0; i < non_trainable.size(); ++i) ctx.bind(*non_trainable[i], s.non_trainable[i]);
   }
 
   /// Whether trainable variable i is split over the mesh (FSDP): its state is one block per device.
@@ -625,27 +647,72 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return y;
   }
 
-  /// The shardings of a step's state arguments, in order: T (each variable's), NT (replicated),
-  /// O (with_optimizer: an optimizer variable of a split variable's shape at that variable's place
-  /// in the optimizer's per-variable layout is split like it, the rest replicated), M (with_metrics,
-  /// replicated). The per-variable entries start after the optimizer's leading scalars
-  /// (iterations, learning rate), every kind n entries long (docs/trainer-optimizers.md).
-  std::vector<NamedSharding> state_shardings(bool with_optimizer, bool with_metrics) const {
+  /// The shardings of the state entries of `layout` (its first state_size() entries), as
+  /// recorded before the first step: T each variable's, NT each variable's (replicated under a
+  /// distribution), O each optimizer variable's (optimizer_shardings: its reference variable's),
+  /// M replicated.
+  std::vector<NamedSharding> state_shardings(const StepLayout& layout) const {
     const NamedSharding replicated(options.distribution->device_mesh().mesh(), PartitionSpec{});
     std::vector<NamedSharding> out;
-    for (Variable* v : trainable) out.push_back(*v->sharding());
-    out.insert(out.end(), non_trainable.size(), replicated);
-    if (with_optimizer) {
-      size_t header = 0;
-      while (header < O.size() && O[header].rank() == 0) ++header;
-      for (size_t j = 0; j < O.size(); ++j) {
-        const size_t i = trainable.empty() || j < header ? 0 : (j - header) % trainable.size();
-        const bool split = j >= header && !trainable.empty() && is_split(i) && whole_shape(O[j]) == trainable[i]->shape();
-        out.push_back(split ? *trainable[i]->sharding() : replicated);
+    for (StepPart p : layout.parts()) {
+      switch (p) {
+        case StepPart::kTrainable:
+          for (Variable* v : trainable) out.push_back(*v->sharding());
+          break;
+        case StepPart::kNonTrainable:
+          for (Variable* v : non_trainable) out.push_back(*v->sharding());
+          break;
+        case StepPart::kOptimizer:
+          out.insert(out.end(), optimizer_shardings.begin(), optimizer_shardings.end());
+          break;
+        case StepPart::kMetrics:
+          out.insert(out.end(), layout.count(p), replicated);
+          break;
+        default:
+          break;  // the batch: split by step_arguments
       }
     }
-    if (with_metrics) out.insert(out.end(), M.size(), replicated);
     return out;
+  }
+
+  /// Checks the optimizer's description of its variables against the ones it built and, under a
+  /// distribution, records each one's sharding. Throws ingot::Error(kInvalidArgument) naming the
+  /// optimizer and the entry for a description of another length, a reference out of range, or a
+  /// referenced variable of another shape than its reference.
+  void describe_optimizer_state() {
+    optimizer_shardings.clear();
+    const std::string& cls = options.optimizer->class_name();
+    optimizer_info = options.optimizer->variable_info(static_cast<int64_t>(trainable.size()));
+    if (optimizer_info.size() != O.size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: variable_info describes {} optimizer variables, build made {}", cls,
+                              optimizer_info.size(), O.size()),
+                  "an optimizer that overrides build() must override variable_info() to match it");
+    }
+    for (size_t j = 0; j < O.size(); ++j) {
+      const std::optional<int64_t> ref = optimizer_info[j].reference;
+      if (!ref) continue;
+      if (*ref < 0 || *ref >= static_cast<int64_t>(trainable.size())) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: optimizer variable {} ('{}') refers to trainable variable {}; the model has {}",
+                                cls, j, optimizer_info[j].name, *ref, trainable.size()),
+                    "refer to an index into the trainable variables apply() gets");
+      }
+      const Variable& v = *trainable[static_cast<size_t>(*ref)];
+      if (O[j].shape() != v.shape()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: optimizer variable {} ('{}') is made from '{}' of shape {} but has shape {}", cls, j,
+                                optimizer_info[j].name, v.name(), shape_to_string(v.shape()),
+                                shape_to_string(O[j].shape())),
+                    "an optimizer variable of another shape has no reference (it is then replicated)");
+      }
+    }
+    if (!options.distribution) return;
+    const NamedSharding replicated(options.distribution->device_mesh().mesh(), PartitionSpec{});
+    for (const optimizers::OptimizerVariableInfo& info : optimizer_info) {
+      optimizer_shardings.push_back(info.reference ? *trainable[static_cast<size_t>(*info.reference)]->sharding()
+                                                   : replicated);
+    }
   }
 
   /// Under a distribution: before + all_reduce(after - before) over the batch axis: each state's
@@ -667,29 +734,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   TraceFn train_step() const {
     return [this](const std::vector<Tensor>& a) {
-      const size_t nt = trainable.size(), nn = non_trainable.size(), no = O.size(), nm = metric_state_size();
-      const size_t xi = nt + nn + no + nm;
-      TrainStepState s{slice(a, 0, nt),
-                       slice(a, nt, nn),
-                       slice(a, nt + nn, no),
-                       slice(a, nt + nn + no, nm),
-                       slice(a, xi, n_in),
-                       slice(a, xi + n_in, n_out),
-                       slice(a, xi + n_in + n_out, n_out)};
+      const StepSizes sizes = this->sizes();
+      TrainStepState s = StepLayout::train_arguments(sizes).unflatten(a);
       const std::vector<Tensor> nt_before = s.non_trainable, m_before = s.metrics;
       model->train_step(s);
-      check_state(s.trainable, nt, "trainable");
-      check_state(s.non_trainable, nn, "non_trainable");
-      check_state(s.optimizer, no, "optimizer");
-      check_state(s.metrics, nm, "metrics");
+      for (StepPart p : {StepPart::kTrainable, StepPart::kNonTrainable, StepPart::kOptimizer, StepPart::kMetrics}) {
+        check_state(s.part(p), sizes[p], step_part_name(p));
+      }
       if (options.distribution) {  // the devices' updates combined (the gradients were, in compute_gradients)
         s.non_trainable = combined(nt_before, s.non_trainable, "mean");
         s.metrics = combined(m_before, s.metrics, "sum");
       }
-      std::vector<Tensor> out = s.trainable;
-      out.insert(out.end(), s.non_trainable.begin(), s.non_trainable.end());
-      out.insert(out.end(), s.optimizer.begin(), s.optimizer.end());
-      out.insert(out.end(), s.metrics.begin(), s.metrics.end());
+      std::vector<Tensor> out = StepLayout::train_results(sizes).flatten(s);
       std::vector<Tensor> results = metric_results(s.metrics);
       out.insert(out.end(), results.begin(), results.end());
       return out;
@@ -706,16 +762,18 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   TraceFn test_step() const {
     return [this](const std::vector<Tensor>& a) {
-      const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
-      const size_t xi = nt + nn + nm, k = output_loss_trackers.size();
-      std::vector<Tensor> b = slice(a, 0, nt + nn);
-      const std::vector<Tensor> data = slice(a, xi, n_in + 2 * n_out);
-      b.insert(b.end(), data.begin(), data.end());
-      const std::vector<Tensor> r = loss_fn(false)(b);  // [loss, NT'..., loss, output losses..., y_pred...]
-      const std::vector<Tensor> m = slice(a, nt + nn, nm);
-      std::vector<Tensor> out = update_metric_state(m, r[1 + nn], slice(r, 2 + nn, k), slice(a, xi + n_in, n_out),
-                                                    slice(r, 2 + nn + k, n_out), slice(a, xi + n_in + n_out, n_out));
-      if (options.distribution) out = combined(m, out, "sum");
+      const StepSizes sizes = this->sizes();
+      const StepState<Tensor> s = StepLayout::test_arguments(sizes).unflatten(a);
+      const size_t nn = non_trainable.size(), k = output_loss_trackers.size();
+      StepState<Tensor> loss_args = s;
+      loss_args.optimizer.clear();
+      // [loss, NT'..., loss, output losses..., y_pred...]
+      StepSizes loss_sizes = sizes;
+      loss_sizes[StepPart::kOptimizer] = 0;
+      const std::vector<Tensor> r = loss_fn(false)(StepLayout::loss_arguments(loss_sizes).flatten(loss_args));
+      std::vector<Tensor> out = update_metric_state(s.metrics, r[1 + nn], slice(r, 2 + nn, k), s.y,
+                                                    slice(r, 2 + nn + k, n_out), s.sample_weight);
+      if (options.distribution) out = combined(s.metrics, out, "sum");
       const std::vector<Tensor> results = metric_results(out);
       out.insert(out.end(), results.begin(), results.end());
       return out;
@@ -724,11 +782,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
 
   TraceFn predict_step() const {
     return [this](const std::vector<Tensor>& a) {
-      const size_t nt = trainable.size(), nn = non_trainable.size();
+      const StepState<Tensor> s = StepLayout::predict_arguments(sizes()).unflatten(a);
       LayerContext ctx(false);
-      for (size_t i = 0; i < nt; ++i) ctx.bind(*trainable[i], gathered(i, a[i]));
-      for (size_t i = 0; i < nn; ++i) ctx.bind(*non_trainable[i], a[nt + i]);
-      std::vector<Tensor> out = model->forward(ctx, slice(a, nt + nn, a.size() - nt - nn));
+      bind_variables(ctx, s);
+      std::vector<Tensor> out = model->forward(ctx, s.x);
       if (num_processes() > 1) {  // every device gets the whole batch's predictions (replicated outputs)
         const distribution::Distribution& d = *options.distribution;
         for (Tensor& y : out) y = all_gather(y, d.batch_dim_name(), d.batch_axis_size());
@@ -857,6 +914,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
       std::vector<ir::TensorType> types;
       for (Variable* v : trainable) types.push_back(v->type());
       O = options.optimizer->build(types);
+      describe_optimizer_state();
     }
     StepFunction::Spmd spmd;
     if (options.distribution) {
@@ -878,16 +936,17 @@ struct Model::Trainer : callbacks::WeightsAccess {
     // Predictions are split over the batch axis like the batches; across processes they are
     // all-gathered in the step (predict_step), so every process gets all of them.
     if (num_processes() == 1) predict_spmd.split_outputs = 0;
+    const StepSizes sizes = this->sizes();
     if (options.distribution) {
-      // The train step returns T', NT', O' laid out as they came in; the rest is replicated.
-      train_spmd.state_outputs = state_shardings(true, false);
+      // The train step returns T', NT', O', M' laid out as recorded; the logged values are replicated.
+      train_spmd.state_outputs = state_shardings(StepLayout::train_results(sizes));
     }
-    const size_t nt = trainable.size(), nn = non_trainable.size(), nm = metric_state_size();
-    std::vector<int64_t> donate_train, donate_test;  // none with donate_state false
-    for (size_t i = 0; options.donate_state && i < nt + nn + O.size() + nm; ++i) {
-      donate_train.push_back(static_cast<int64_t>(i));
+    // The state a step returns anew is donated (none with donate_state false).
+    std::vector<int64_t> donate_train, donate_test;
+    if (options.donate_state) {
+      donate_train = StepLayout::train_arguments(sizes).donatable(StepLayout::train_results(sizes));
+      donate_test = StepLayout::test_arguments(sizes).donatable(StepLayout::test_results(sizes));
     }
-    for (size_t i = 0; options.donate_state && i < nm; ++i) donate_test.push_back(static_cast<int64_t>(nt + nn + i));
     train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
                                               options, train_spmd);
     test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options,
@@ -959,51 +1018,38 @@ struct Model::Trainer : callbacks::WeightsAccess {
                      (e.hint().empty() ? std::string() : "; " + e.hint()));
   }
 
+  /// The step state and a checked batch: x..., y..., one sample weight per output.
+  StepState<Array> step_state(const Batch& batch) const {
+    return {T, NT, O, M, batch.x.list(), batch.y.list(), weights_per_output(batch, n_out)};
+  }
+
+  /// The flat arguments of `state` for a step taking `layout`. Under a distribution the state
+  /// entries are placed with their recorded shardings (once: the steps return them there) and the
+  /// batch entries are split over the batch axis.
+  std::vector<Array> step_arguments(const StepLayout& layout, const StepState<Array>& state) const {
+    std::vector<Array> args = layout.flatten(state);
+    if (!options.distribution) return args;
+    const std::vector<NamedSharding> shardings = state_shardings(layout);
+    for (size_t i = 0; i < shardings.size(); ++i) {
+      if (!(args[i].sharding() == shardings[i])) args[i] = device_put(state_part(args[i], shardings[i]), shardings[i]);
+    }
+    for (size_t i = shardings.size(); i < args.size(); ++i) args[i] = split_batch_array(args[i]);
+    return args;
+  }
+
   /// One training step on `batch`; returns the logs (loss, then the metrics).
   Logs train_batch(const Batch& batch) {
     check_batch(batch);
-    std::vector<Array> args = T;
-    args.insert(args.end(), NT.begin(), NT.end());
-    args.insert(args.end(), O.begin(), O.end());
-    args.insert(args.end(), M.begin(), M.end());
-    append_batch(args, batch);
-    std::vector<Array> out = (*train_fn)(args);
-    size_t at = 0;
-    T = slice(out, at, T.size());
-    at += T.size();
-    NT = slice(out, at, NT.size());
-    at += NT.size();
-    O = slice(out, at, O.size());
-    at += O.size();
-    M = slice(out, at, M.size());
-    at += M.size();
+    const StepSizes sizes = this->sizes();
+    const std::vector<Array> out = (*train_fn)(step_arguments(StepLayout::train_arguments(sizes), step_state(batch)));
+    const StepLayout results = StepLayout::train_results(sizes);
+    StepState<Array> s = results.unflatten(out);
+    T = std::move(s.trainable);
+    NT = std::move(s.non_trainable);
+    O = std::move(s.optimizer);
+    M = std::move(s.metrics);
     enforce_shardings();
-    return logs_from(out, at);
-  }
-
-  /// The step arguments of a checked batch: x..., y..., one sample weight per output. Under a
-  /// distribution the state arguments already in `args` are placed on the mesh (replicated, once:
-  /// the steps return them there) and the batch is split over the batch axis.
-  void append_batch(std::vector<Array>& args, const Batch& batch) const {
-    const size_t n_state = args.size();
-    args.insert(args.end(), batch.x.begin(), batch.x.end());
-    args.insert(args.end(), batch.y.begin(), batch.y.end());
-    const std::vector<Array> sw = weights_per_output(batch, n_out);
-    args.insert(args.end(), sw.begin(), sw.end());
-    if (options.distribution) distribute_args(args, n_state);
-  }
-
-  /// Places a step's state arguments (`n_state` of them: T, NT, then O and/or M as the step
-  /// takes them) with their shardings (state_shardings) and splits the batch arguments.
-  void distribute_args(std::vector<Array>& args, size_t n_state) const {
-    const size_t nt = trainable.size(), nn = non_trainable.size();
-    // train: T NT O M; test: T NT M; predict: T NT.
-    const bool with_optimizer = n_state == nt + nn + O.size() + M.size() && !O.empty();
-    const std::vector<NamedSharding> shardings = state_shardings(with_optimizer, n_state > nt + nn);
-    for (size_t i = 0; i < n_state; ++i) {
-      if (!(args[i].sharding() == shardings.at(i))) args[i] = device_put(state_part(args[i], shardings[i]), shardings[i]);
-    }
-    for (size_t i = n_state; i < args.size(); ++i) args[i] = split_batch_array(args[i]);
+    return logs_from(out, results.size());
   }
 
   /// A batch array split over the batch axis (as is when it already is): across processes, this
@@ -1064,27 +1110,27 @@ struct Model::Trainer : callbacks::WeightsAccess {
     return whole;
   }
 
-  /// Moves any state array whose sharding differs from its variable's recorded one back to it.
-  /// (On a CUDA device the state stays where the step put it: the device.)
+  /// Moves any state array whose sharding differs from the one recorded before the first step
+  /// back to it (Keras's JAX trainer's _enforce_jax_state_sharding): T and NT their variables',
+  /// O (under a distribution) optimizer_shardings. On a CUDA device the state stays where the
+  /// step put it: the device.
   void enforce_shardings() {
     if (options.cuda_device != nullptr) return;
-    for (size_t i = 0; i < trainable.size(); ++i) {
-      if (!(T[i].sharding() == *trainable[i]->sharding())) T[i] = reshard(T[i], *trainable[i]->sharding());
-    }
-    for (size_t i = 0; i < non_trainable.size(); ++i) {
-      if (!(NT[i].sharding() == *non_trainable[i]->sharding())) NT[i] = reshard(NT[i], *non_trainable[i]->sharding());
-    }
+    const auto enforce = [](Array& a, const NamedSharding& s) {
+      if (!(a.sharding() == s)) a = reshard(a, s);
+    };
+    for (size_t i = 0; i < trainable.size(); ++i) enforce(T[i], *trainable[i]->sharding());
+    for (size_t i = 0; i < non_trainable.size(); ++i) enforce(NT[i], *non_trainable[i]->sharding());
+    for (size_t i = 0; i < optimizer_shardings.size() && i < O.size(); ++i) enforce(O[i], optimizer_shardings[i]);
   }
 
   Logs test_batch(const Batch& batch) {
     check_batch(batch);
-    std::vector<Array> args = T;
-    args.insert(args.end(), NT.begin(), NT.end());
-    args.insert(args.end(), M.begin(), M.end());
-    append_batch(args, batch);
-    std::vector<Array> out = (*test_fn)(args);
-    M = slice(out, 0, M.size());
-    return logs_from(out, M.size());
+    const StepSizes sizes = this->sizes();
+    const std::vector<Array> out = (*test_fn)(step_arguments(StepLayout::test_arguments(sizes), step_state(batch)));
+    const StepLayout results = StepLayout::test_results(sizes);
+    M = results.unflatten(out).metrics;
+    return logs_from(out, results.size());
   }
 
   Logs logs_from(const std::vector<Array>& out, size_t at) const {
@@ -1222,8 +1268,6 @@ void Model::train_step(TrainStepState& state) {
 StepGradients Model::compute_gradients(const TrainStepState& s) {
   Trainer& t = compiled_trainer(trainer_, "compute_gradients");
   const size_t nt = s.trainable.size(), nn = s.non_trainable.size();
-  std::vector<Tensor> b = s.trainable;
-  b.insert(b.end(), s.non_trainable.begin(), s.non_trainable.end());
   if (s.x.size() != t.n_in || s.y.size() != t.n_out || s.sample_weight.size() != t.n_out) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("compute_gradients: {} x, {} y, {} sample_weight tensors; model '{}' has {} inputs and {} "
@@ -1231,12 +1275,9 @@ StepGradients Model::compute_gradients(const TrainStepState& s) {
                             s.x.size(), s.y.size(), s.sample_weight.size(), name(), t.n_in, t.n_out),
                 "pass one x per input and one y and sample weight per output");
   }
-  b.insert(b.end(), s.x.begin(), s.x.end());
-  b.insert(b.end(), s.y.begin(), s.y.end());
-  b.insert(b.end(), s.sample_weight.begin(), s.sample_weight.end());
-  b.insert(b.end(), s.optimizer.begin(), s.optimizer.end());  // read by scale_loss, not differentiated
-  std::vector<int64_t> argnums;
-  for (size_t i = 0; i < nt; ++i) argnums.push_back(static_cast<int64_t>(i));
+  // The optimizer's variables are read by scale_loss, not differentiated.
+  const std::vector<Tensor> b = StepLayout::loss_arguments(t.sizes()).flatten(s);
+  const std::vector<int64_t> argnums = StepLayout::loss_arguments(t.sizes()).indices(StepPart::kTrainable);
   // [scaled loss, NT'..., loss, output losses (k)..., y_pred (n_out)..., grads...]; apply()
   // unscales the gradients.
   std::vector<Tensor> vg = value_and_grad(t.loss_fn(true, /*scaled=*/true), argnums, /*has_aux=*/true)(b);
@@ -1756,17 +1797,13 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
       std::optional<Batch> b = it.next();
       if (!b) break;
       cbs.on_predict_batch_begin(step, {});
-      std::vector<Array> args = t.T;
-      args.insert(args.end(), t.NT.begin(), t.NT.end());
       if (b->x.size() != t.n_in) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(), t.n_in),
                     "yield one array per model input");
       }
-      const size_t n_state = args.size();
-      args.insert(args.end(), b->x.begin(), b->x.end());
-      if (t.options.distribution) t.distribute_args(args, n_state);
-      std::vector<Array> out = (*t.predict_fn)(args);
+      const StepState<Array> state{.trainable = t.T, .non_trainable = t.NT, .x = b->x.list()};
+      std::vector<Array> out = (*t.predict_fn)(t.step_arguments(StepLayout::predict_arguments(t.sizes()), state));
       for (size_t i = 0; i < parts.size(); ++i) parts[i].push_back(out.at(i));
       cbs.on_predict_batch_end(step++, {});
     }

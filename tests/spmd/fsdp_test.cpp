@@ -89,6 +89,115 @@ TEST(Fsdp, ADeviceHoldsAQuarterOfTheSplitVariablesAndTheirSlots) {
   EXPECT_LE(fsdp, dp - kernel_state * 3 / 4) << "data parallel " << dp << " bytes, FSDP " << fsdp;
 }
 
+/// y = scale * x with one rank-0 trainable variable "scale" (starts at 1.5): put first in a
+/// model, its optimizer slots are the first per-variable entries, where a layout guessed from
+/// shapes would take them for global scalars.
+class Scale final : public Layer {
+ public:
+  std::string class_name() const override { return "Scale"; }
+  void build(const Shape&) override { scale_ = &add_weight("scale", {}, initializers::constant(1.5)); }
+  Tensor call(LayerContext& ctx, const Tensor& x) override { return x * ctx.value(*scale_); }
+
+ private:
+  Variable* scale_ = nullptr;
+};
+
+/// A user's optimizer with two slots per variable: heavy-ball momentum m and a running mean of
+/// squared gradients v; w -= lr * m / (sqrt(v) + 1), m = 0.9 m + g, v = 0.5 v + 0.5 g^2.
+class TwoSlotOptimizer final : public optimizers::Optimizer {
+ public:
+  TwoSlotOptimizer() : Optimizer("TwoSlot", "two_slot", {.learning_rate = 0.05}) {}
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& g, const Tensor& w, const std::vector<Tensor>& slots,
+                                                     const Tensor& lr, const Tensor&) const override {
+    const Tensor m = slots[0] * 0.9 + g;
+    const Tensor v = slots[1] * 0.5 + g * g * 0.5;
+    return {w - lr * m / (sqrt(v) + 1.0), {m, v}};
+  }
+};
+
+std::shared_ptr<Sequential> scaled_mlp() {
+  auto m = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Scale>(),
+                                          std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
+                                          std::make_shared<Dense>(DenseOptions{.units = 4})},
+      ModelOptions{.name = "scaled_mlp", .seed = 5});
+  m->build_model({1, 8});
+  return m;
+}
+
+TEST(Fsdp, ARankZeroVariableAndATwoSlotOptimizerTrainLikeOneDevice) {
+  // The optimizer's slots are laid out from Optimizer::variable_info (each slot made from its
+  // variable), not from shapes: scale's rank-0 slots come first, the kernels' slots are split
+  // like their kernels.
+  FsdpSetup s;
+  auto one = scaled_mlp(), four = scaled_mlp();
+  ASSERT_EQ(one->trainable_variables()[0]->shape(), Shape{});
+  for (const auto& [m, d] : {std::pair{one, std::shared_ptr<distribution::Distribution>()},
+                             std::pair{four, std::shared_ptr<distribution::Distribution>(s.fsdp())}}) {
+    m->compile({.optimizer = std::make_shared<TwoSlotOptimizer>(),
+                .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                    losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+                .distribution = d});
+  }
+  const FitOptions fit{.x = s.x, .y = s.y, .batch_size = 16, .epochs = 3, .verbose = 0, .shuffle = false};
+  const auto h1 = one->fit(fit);
+  const auto h4 = four->fit(fit);
+  for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(h4->values("loss")[e], h1->values("loss")[e], 1e-5) << e;
+  testing::expect_arrays_near(four->get_weights(), one->get_weights(), 1e-5);
+  EXPECT_NE(to_host(one->get_weights()[0]).to_doubles()[0], 1.5);  // scale trained
+  // The slots too: the same optimizer state, whole, on the host.
+  testing::expect_arrays_near(four->training_state()->get_optimizer_state(),
+                              one->training_state()->get_optimizer_state(), 1e-5);
+}
+
+/// An optimizer whose variable_info does not describe what build() makes.
+class MisdescribedOptimizer final : public optimizers::Optimizer {
+ public:
+  explicit MisdescribedOptimizer(bool wrong_reference)
+      : Optimizer("Misdescribed", "misdescribed", {.learning_rate = 0.1}), wrong_reference_(wrong_reference) {}
+  std::vector<optimizers::OptimizerVariableInfo> variable_info(int64_t n) const override {
+    std::vector<optimizers::OptimizerVariableInfo> info = Optimizer::variable_info(n);
+    if (!wrong_reference_) {
+      info.pop_back();
+    } else {
+      info.back().reference = 0;  // the last kernel's slot said to be made from the first kernel
+    }
+    return info;
+  }
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"m"}; }
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& g, const Tensor& w, const std::vector<Tensor>& slots,
+                                                     const Tensor& lr, const Tensor&) const override {
+    return {w - lr * g, {slots[0] + g}};
+  }
+
+ private:
+  bool wrong_reference_;
+};
+
+TEST(Fsdp, AnOptimizerThatMisdescribesItsVariablesIsRefusedBeforeAnyStep) {
+  FsdpSetup s;
+  for (const bool wrong_reference : {false, true}) {
+    SCOPED_TRACE(wrong_reference ? "wrong reference" : "wrong count");
+    auto m = testing::spmd_mlp("misdescribed", 5);
+    m->compile({.optimizer = std::make_shared<MisdescribedOptimizer>(wrong_reference),
+                .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+                    losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+                .distribution = s.fsdp()});
+    const std::vector<Array> before = m->get_weights();
+    expect_error([&] { m->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
+                 ErrorCode::kInvalidArgument,
+                 {wrong_reference ? "Misdescribed: optimizer variable 5 ('m') is made from 'dense/kernel' of shape (8, 16) "
+                                    "but has shape (4,)"
+                                  : "Misdescribed: variable_info describes 5 optimizer variables, build made 6"});
+    testing::expect_arrays_near(m->get_weights(), before, 0);
+  }
+}
+
 TEST(Fsdp, BadLayoutsAreClearErrorsBeforeAnyStep) {
   FsdpSetup s;
   distribution::LayoutMap layouts(s.mesh);

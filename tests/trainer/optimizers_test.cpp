@@ -3,6 +3,7 @@
 // through jit; optimizer state layout; schedules; clipping, weight decay, EMA, loss scaling; and
 // the errors for bad options and bad arguments.
 #include "ingot/trainer/optimizers.h"
+#include "ingot/trainer/loss_scale.h"
 
 #include <gtest/gtest.h>
 
@@ -26,6 +27,11 @@ using optimizers::Optimizer;
 using optimizers::RMSprop;
 using optimizers::SGD;
 using optimizers::SGDOptions;
+using optimizers::AdamOptions;
+using optimizers::RMSpropOptions;
+using optimizers::OptimizerVariableInfo;
+using optimizers::LossScaleOptimizer;
+using optimizers::LossScaleOptimizerOptions;
 using optimizers::schedules::CosineDecay;
 using optimizers::schedules::ExponentialDecay;
 using optimizers::schedules::PiecewiseConstantDecay;
@@ -497,6 +503,46 @@ TEST(Optimizer, BuildMakesIterationsLearningRateAndZeroSlots) {
     EXPECT_EQ(adam.learning_rate_index(), std::nullopt);
     EXPECT_EQ(Adam().learning_rate_index(), std::optional<int64_t>(1));
   }
+}
+
+TEST(Optimizer, VariableInfoDescribesEveryVariableBuildMakes) {
+  // Each optimizer variable is global or made from one trainable variable, whose type it has.
+  const std::vector<ir::TensorType> vars = {{{3, 2}, DType::kF32}, {{}, DType::kF32}, {{2}, DType::kF64}};
+  const auto schedule = ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 1, .decay_rate = 0.9});
+  const std::vector<std::shared_ptr<Optimizer>> all = {
+      std::make_shared<SGD>(),
+      std::make_shared<SGD>(SGDOptions{.momentum = 0.9}),
+      std::make_shared<Adam>(AdamOptions{.amsgrad = true}),
+      std::make_shared<Adam>(AdamOptions{.learning_rate = schedule, .use_ema = true, .gradient_accumulation_steps = 2}),
+      std::make_shared<RMSprop>(RMSpropOptions{.momentum = 0.5, .centered = true}),
+      std::make_shared<Adagrad>(),
+      std::make_shared<LossScaleOptimizer>(LossScaleOptimizerOptions{.inner_optimizer = std::make_shared<Adam>()}),
+  };
+  for (const auto& opt : all) {
+    SCOPED_TRACE(opt->class_name());
+    const std::vector<Array> built = opt->build(vars);
+    const std::vector<OptimizerVariableInfo> info = opt->variable_info(3);
+    ASSERT_EQ(info.size(), built.size());
+    EXPECT_EQ(info[0].name, "iterations");
+    EXPECT_FALSE(info[0].reference.has_value());
+    for (size_t j = 0; j < info.size(); ++j) {
+      if (!info[j].reference) {
+        EXPECT_EQ(built[j].rank(), 0) << info[j].name;
+        continue;
+      }
+      const ir::TensorType& ref = vars.at(static_cast<size_t>(*info[j].reference));
+      EXPECT_EQ(built[j].shape(), ref.shape) << j << " " << info[j].name;
+      EXPECT_EQ(built[j].dtype(), ref.dtype) << j << " " << info[j].name;
+    }
+  }
+  // Adam with a schedule, EMA and accumulation: averages, m, v, then the accumulators.
+  const std::vector<OptimizerVariableInfo> info = all[3]->variable_info(3);
+  ASSERT_EQ(info.size(), 13u);
+  EXPECT_EQ(info[1].name, "average");
+  EXPECT_EQ(info[4].name, "momentum");
+  EXPECT_EQ(info[5].reference, std::optional<int64_t>(1));
+  EXPECT_EQ(info[12].name, "accumulator");
+  EXPECT_EQ(all[6]->variable_info(3).back().name, "dynamic_scale");
 }
 
 // ---- schedules ----------------------------------------------------------------------------------

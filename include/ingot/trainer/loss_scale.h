@@ -46,6 +46,8 @@ class LossScaleOptimizer final : public Optimizer {
   /// loss * the current dynamic scale (optimizer_variables' last entry).
   Tensor scale_loss(const Tensor& loss, const std::vector<Tensor>& optimizer_variables) const override;
   int64_t num_optimizer_variables(int64_t num_variables) const override;
+  /// The inner optimizer's, then "step_counter" (i64) and "dynamic_scale" (f32), both global.
+  std::vector<OptimizerVariableInfo> variable_info(int64_t num_variables) const override;
   std::vector<Array> finalize_variable_values(const std::vector<Array>& optimizer_variables,
                                               const std::vector<Array>& variables) const override;
 

@@ -18,6 +18,7 @@
 #include "ingot/trainer/losses.h"
 #include "ingot/trainer/metrics.h"
 #include "ingot/trainer/optimizers.h"
+#include "ingot/trainer/step_state.h"
 
 namespace ingot {
 
@@ -155,15 +156,7 @@ struct PredictOptions {
 /// The traced tensors of one train step, for a custom Model::train_step (Keras 3's stateless
 /// train_step(state, data)): the state lists come in holding the current values and must hold
 /// the new ones when train_step returns.
-struct TrainStepState {
-  std::vector<Tensor> trainable;      ///< trainable variables (Model::trainable_variables order)
-  std::vector<Tensor> non_trainable;  ///< non-trainable variables
-  std::vector<Tensor> optimizer;      ///< optimizer variables (Optimizer::build layout)
-  std::vector<Tensor> metrics;        ///< metric variables: the loss trackers', then each metric's
-  std::vector<Tensor> x;              ///< the batch's inputs, one per model input
-  std::vector<Tensor> y;              ///< its targets, one per model output
-  std::vector<Tensor> sample_weight;  ///< one (batch,) f32 per output; ones when none was given
-};
+using TrainStepState = StepState<Tensor>;
 
 /// What Model::compute_gradients returns.
 struct StepGradients {

@@ -239,6 +239,20 @@ struct GradientLayout {
   void check(const std::string& owner) const;
 };
 
+/// What one optimizer variable is (Optimizer::variable_info): Keras makes each with
+/// `add_variable` (a global one: iterations, the learning rate, a loss scale) or
+/// `add_variable_from_reference(variable, name)` (a slot, average or accumulator made from a
+/// trainable variable, whose shape, dtype and layout it takes).
+struct OptimizerVariableInfo {
+  /// What it holds: "iterations", "learning_rate", "average" (use_ema), a slot name
+  /// ("momentum", "velocity", ...), "accumulator" (gradient accumulation), or an optimizer's own.
+  std::string name;
+  /// Index of the trainable variable it was made from (apply()'s `variables` order): it has that
+  /// variable's shape and, under a distribution, that variable's sharding (a slot of a variable
+  /// split over the devices (FSDP) is split like it). Unset: a global variable, replicated.
+  std::optional<int64_t> reference;
+};
+
 /// Base class of the optimizers: Keras's BaseOptimizer with explicit state.
 ///
 /// Optimizer variables, in order (Keras's `optimizer.variables`):
@@ -300,6 +314,12 @@ class Optimizer {
 
   /// Number of optimizer variables for `num_variables` trainable variables.
   virtual int64_t num_optimizer_variables(int64_t num_variables) const;
+  /// One entry per optimizer variable for `num_variables` trainable variables, in build()'s
+  /// order: what it is and which trainable variable it was made from. The trainer lays out each
+  /// optimizer variable from it (never from shapes or positions), so an optimizer that overrides
+  /// build() must override this too; a size other than build()'s, or a referenced variable of
+  /// another shape than its reference, is refused before the first step (kInvalidArgument).
+  virtual std::vector<OptimizerVariableInfo> variable_info(int64_t num_variables) const;
   /// Index of the learning-rate variable (1), or nullopt for a schedule.
   std::optional<int64_t> learning_rate_index() const;
   /// The iteration count held by `optimizer_variables` (its first entry).
