@@ -1444,6 +1444,30 @@ std::shared_ptr<DataAdapter> make_adapter(const Arrays& x, const Arrays& y, cons
 
 namespace {
 
+/// One test pass over `it` with fresh metric state (Keras's evaluate loop; fit's validation runs
+/// this same pass): the test hooks fire once per steps_per_execution batches, on_test_batch_begin
+/// with the call's first batch index and on_test_batch_end with its last (Keras 3's
+/// begin_step / end_step); stop_evaluating ends the pass after the current call. Returns the
+/// last call's logs (on_test_end gets them too).
+Logs test_pass(Model::Trainer& t, callbacks::CallbackList& cbs, EpochIterator& it) {
+  t.M = t.initial_metric_state();
+  cbs.control().stop_evaluating = false;
+  cbs.on_test_begin({});
+  it.begin_epoch(0);
+  Logs logs;
+  int64_t step = 0;
+  // The next batch is taken before the hooks fire, so no hook fires for exhausted data.
+  std::optional<Batch> b = it.next();
+  while (b && !cbs.control().stop_evaluating) {
+    cbs.on_test_batch_begin(step, {});
+    for (int64_t k = 0; k < t.options.steps_per_execution && b; ++k, ++step, b = it.next()) logs = t.test_batch(*b);
+    cbs.on_test_batch_end(step - 1, logs);
+  }
+  it.stop();
+  cbs.on_test_end(logs);
+  return logs;
+}
+
 std::vector<ir::TensorType> types_of(const Arrays& x) {
   std::vector<ir::TensorType> out;
   for (const Array& a : x) out.push_back({a.shape(), a.dtype()});
@@ -1647,7 +1671,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
           ++step;
           b = it.next();
         }
-        cbs.on_train_batch_end(first, logs);
+        cbs.on_train_batch_end(step - 1, logs);  // Keras: the last step of the call
       }
       fit_timing_.train_seconds += seconds_since(loop_start);
       fit_timing_.train_steps += step;
@@ -1666,21 +1690,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
         const auto validation_start = Clock::now();
         const double test_compile0 = t.test_fn->compile_seconds;
         const std::vector<Array> train_m = t.M;
-        t.M = t.initial_metric_state();
-        cbs.control().stop_evaluating = false;
-        cbs.on_test_begin({});
-        val_it->begin_epoch(0);
-        Logs vl;
-        int64_t vstep = 0;
-        while (!cbs.control().stop_evaluating) {
-          std::optional<Batch> vb = val_it->next();
-          if (!vb) break;
-          cbs.on_test_batch_begin(vstep, {});
-          vl = t.test_batch(*vb);
-          cbs.on_test_batch_end(vstep++, vl);
-        }
-        val_it->stop();
-        cbs.on_test_end(vl);
+        const Logs vl = test_pass(t, cbs, *val_it);
         for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
         t.M = train_m;
         fit_timing_.validation_seconds += seconds_since(validation_start);
@@ -1739,26 +1749,12 @@ Logs Model::evaluate(EvaluateOptions o) {
   t.check_labels(o.y);
   callbacks::CallbackList cbs = one_pass_callbacks(o, it, *this, t);
   LoopScope scope(t);
-  Logs logs;
   try {
-    t.M = t.initial_metric_state();
-    cbs.on_test_begin({});
-    it.begin_epoch(0);
-    int64_t step = 0;
-    while (!cbs.control().stop_evaluating) {
-      std::optional<Batch> b = it.next();
-      if (!b) break;
-      cbs.on_test_batch_begin(step, {});
-      logs = t.test_batch(*b);
-      cbs.on_test_batch_end(step++, logs);
-    }
-    it.stop();
+    return test_pass(t, cbs, it);
   } catch (...) {
     it.stop();
     throw;
   }
-  cbs.on_test_end(logs);
-  return logs;
 }
 
 Array Model::predict(PredictOptions o) {
@@ -1793,19 +1789,22 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
     cbs.on_predict_begin({});
     it.begin_epoch(0);
     int64_t step = 0;
-    while (!cbs.control().stop_predicting) {
-      std::optional<Batch> b = it.next();
-      if (!b) break;
+    const int64_t per_call = t.compiled_by_user ? t.options.steps_per_execution : 1;
+    std::optional<Batch> b = it.next();
+    while (b && !cbs.control().stop_predicting) {
       cbs.on_predict_batch_begin(step, {});
-      if (b->x.size() != t.n_in) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(), t.n_in),
-                    "yield one array per model input");
+      for (int64_t k = 0; k < per_call && b; ++k, ++step, b = it.next()) {
+        if (b->x.size() != t.n_in) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(),
+                                  t.n_in),
+                      "yield one array per model input");
+        }
+        const StepState<Array> state{.trainable = t.T, .non_trainable = t.NT, .x = b->x.list()};
+        std::vector<Array> out = (*t.predict_fn)(t.step_arguments(StepLayout::predict_arguments(t.sizes()), state));
+        for (size_t i = 0; i < parts.size(); ++i) parts[i].push_back(out.at(i));
       }
-      const StepState<Array> state{.trainable = t.T, .non_trainable = t.NT, .x = b->x.list()};
-      std::vector<Array> out = (*t.predict_fn)(t.step_arguments(StepLayout::predict_arguments(t.sizes()), state));
-      for (size_t i = 0; i < parts.size(); ++i) parts[i].push_back(out.at(i));
-      cbs.on_predict_batch_end(step++, {});
+      cbs.on_predict_batch_end(step - 1, {});  // Keras: the last step of the call
     }
     it.stop();
   } catch (...) {

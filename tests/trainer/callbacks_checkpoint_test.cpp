@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -277,6 +278,42 @@ TEST_F(ModelCheckpointTest, SaveFreqCountsBatchesInARealFit) {
   EXPECT_EQ(weights_in(path("e1-b3.safetensors")), after_batch[2]);
   EXPECT_EQ(weights_in(path("e2-b2.safetensors")), after_batch[5]);
   EXPECT_NE(after_batch[2], after_batch[5]);
+}
+
+TEST_F(ModelCheckpointTest, SaveFreqCountsTheBatchesTrainedAtEveryStepsPerExecution) {
+  // 20 batches an epoch, 2 epochs, save_freq 4. Keras 3 counts the batches between the indices
+  // on_train_batch_end gets (the last step of each call; an index not above the last starts a
+  // new epoch), so with several steps per call it saves after the call that reaches 4 batches.
+  // Expected saves ("e<epoch>-b<batch>", both 1-based) follow Keras's ModelCheckpoint count.
+  const std::map<int64_t, std::vector<std::string>> want = {
+      {1, {"e1-b4", "e1-b8", "e1-b12", "e1-b16", "e1-b20", "e2-b4", "e2-b8", "e2-b12", "e2-b16", "e2-b20"}},
+      {3, {"e1-b6", "e1-b12", "e1-b18", "e2-b3", "e2-b9", "e2-b15", "e2-b20"}},
+      {16, {"e1-b16", "e1-b20", "e2-b16", "e2-b20"}},
+  };
+  std::vector<float> xs, ys;
+  for (int i = 0; i < 20; ++i) {
+    xs.push_back(0.1f * static_cast<float>(i));
+    ys.push_back(2.0f * xs.back() + 1.0f);
+  }
+  const Array x = testing::f32(xs, {20, 1}), y = testing::f32(ys, {20, 1});
+  for (const auto& [spe, names] : want) {
+    SCOPED_TRACE("steps_per_execution " + std::to_string(spe));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto model = linear(0, 0);
+    model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.01}),
+                    .loss = std::make_shared<losses::MeanSquaredError>(),
+                    .steps_per_execution = spe});
+    auto ckpt = std::make_shared<ModelCheckpoint>(
+        ModelCheckpointOptions{.filepath = path("e{epoch}-b{batch}.safetensors"), .save_freq = 4});
+    model->fit({.x = x, .y = y, .batch_size = 1, .epochs = 2, .verbose = 0, .callbacks = {ckpt}, .shuffle = false});
+    std::vector<std::string> expected;
+    for (const std::string& n : names) expected.push_back(n + ".safetensors");
+    std::vector<std::string> got = listing();
+    std::sort(got.begin(), got.end());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(got, expected);
+  }
 }
 
 TEST_F(ModelCheckpointTest, RejectsBadOptionsAndPaths) {

@@ -146,19 +146,40 @@ TEST(Fit, StepsPerExecutionFiresHooksPerCallAndEqualsSingleSteps) {
     x.data<float>()[i] = 0.01f * static_cast<float>(i);
     y.data<float>()[i] = 2.0f * x.data<float>()[i] + 1.0f;
   }
-  auto run = [&](int64_t k, std::vector<int64_t>* hooks) {
+  // Keras 3: on_*_batch_begin gets the call's first step, on_*_batch_end its last.
+  struct Hooks {
+    std::vector<int64_t> train_begin, train_end, test_begin, test_end, predict_begin, predict_end;
+  };
+  auto run = [&](int64_t k, Hooks* hooks) {
     auto model = linear(0.5f, 0);
     model->compile(sgd_mse(0.05, k));
-    auto record = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-        .on_train_batch_begin = [hooks](int64_t batch, const Logs&) { hooks->push_back(batch); }});
+    const auto add = [](std::vector<int64_t>& to) { return [&to](int64_t batch, const Logs&) { to.push_back(batch); }; };
+    auto record = std::make_shared<callbacks::LambdaCallback>(
+        callbacks::LambdaCallbackOptions{.on_train_batch_begin = add(hooks->train_begin),
+                                         .on_train_batch_end = add(hooks->train_end),
+                                         .on_test_batch_begin = add(hooks->test_begin),
+                                         .on_test_batch_end = add(hooks->test_end),
+                                         .on_predict_batch_begin = add(hooks->predict_begin),
+                                         .on_predict_batch_end = add(hooks->predict_end)});
     auto h = model->fit({.x = x, .y = y, .batch_size = 16, .verbose = 0, .callbacks = {record}, .shuffle = false});
+    model->evaluate({.x = x, .y = y, .batch_size = 16, .verbose = 0, .callbacks = {record}});
+    model->predict({.x = x, .batch_size = 16, .verbose = 0, .callbacks = {record}});
     return std::make_pair(model->get_weights(), h->values("loss"));
   };
-  std::vector<int64_t> hooks1, hooks3;
+  Hooks hooks1, hooks3;
   const auto [w1, l1] = run(1, &hooks1);
   const auto [w3, l3] = run(3, &hooks3);
-  EXPECT_EQ(hooks1, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));  // 7 batches, the last of 4
-  EXPECT_EQ(hooks3, (std::vector<int64_t>{0, 3, 6}));
+  const std::vector<int64_t> all = {0, 1, 2, 3, 4, 5, 6};  // 7 batches, the last of 4
+  for (const auto* v : {&hooks1.train_begin, &hooks1.train_end, &hooks1.test_begin, &hooks1.test_end,
+                        &hooks1.predict_begin, &hooks1.predict_end}) {
+    EXPECT_EQ(*v, all);
+  }
+  for (const auto* v : {&hooks3.train_begin, &hooks3.test_begin, &hooks3.predict_begin}) {
+    EXPECT_EQ(*v, (std::vector<int64_t>{0, 3, 6}));
+  }
+  for (const auto* v : {&hooks3.train_end, &hooks3.test_end, &hooks3.predict_end}) {
+    EXPECT_EQ(*v, (std::vector<int64_t>{2, 5, 6}));
+  }
   EXPECT_EQ(w1[0].to_vector<float>(), w3[0].to_vector<float>());  // so predictions are equal too
   EXPECT_EQ(w1[1].to_vector<float>(), w3[1].to_vector<float>());
   EXPECT_EQ(l1, l3);
