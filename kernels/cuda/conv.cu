@@ -6,7 +6,7 @@
 // kernels/cpu/conv.cpp.
 #if defined(__CUDACC__)
 
-#include "ingot/kernels/cuda_conv_params.h"
+#include "ingot/runtime/cuda_conv_params.h"
 
 namespace {
 

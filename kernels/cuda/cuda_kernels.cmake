@@ -35,7 +35,7 @@ if(INGOT_HAVE_CUDA_TOOLKIT)
         OUTPUT ${ptx}
         COMMAND ${INGOT_CUDA_ROOT}/bin/nvcc -ptx -arch=${arch} -std=c++17 -O3 -I${dir} -I${PROJECT_SOURCE_DIR}/include
                 ${dir}/${family}.cu -o ${ptx}
-        DEPENDS ${dir}/${family}.cu ${dir}/common.cuh ${PROJECT_SOURCE_DIR}/include/ingot/kernels/cuda_conv_params.h
+        DEPENDS ${dir}/${family}.cu ${dir}/common.cuh ${PROJECT_SOURCE_DIR}/include/ingot/runtime/cuda_conv_params.h ${PROJECT_SOURCE_DIR}/include/ingot/runtime/conv_spec.h
         COMMENT "nvcc: ${family}.cu -> PTX for ${arch}" VERBATIM)
       add_custom_command(
         OUTPUT ${header}

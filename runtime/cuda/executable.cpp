@@ -10,7 +10,7 @@
 #include <set>
 
 #include "cuda/driver_api.h"
-#include "ingot/kernels/cuda_conv_params.h"
+#include "ingot/runtime/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/runtime/error.h"
 

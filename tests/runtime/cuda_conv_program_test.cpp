@@ -8,7 +8,7 @@
 
 #include "runtime/conv_program.h"
 
-#include "ingot/kernels/cuda_conv_params.h"
+#include "ingot/runtime/cuda_conv_params.h"
 #include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "test_util.h"

@@ -14,7 +14,7 @@
 #include <functional>
 
 #include "fake_cuda_driver.h"
-#include "ingot/kernels/cuda_conv_params.h"
+#include "ingot/runtime/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "test_util.h"
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "ingot/kernels/cpu_conv.h"
-#include "ingot/kernels/cuda_conv_params.h"
+#include "ingot/runtime/cuda_conv_params.h"
 #include "ingot/kernels/cuda_launch.h"
 #include "ingot/runtime/dtype.h"
 

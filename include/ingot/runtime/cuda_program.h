@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ingot/kernels/cpu_conv.h"  // ConvSpec (header-only: no link to the kernels)
+#include "ingot/runtime/conv_spec.h"
 #include "ingot/runtime/dtype.h"
 #include "ingot/runtime/shape.h"
 

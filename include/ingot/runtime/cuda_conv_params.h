@@ -2,7 +2,8 @@
 // the kernels (nvcc) and their launcher (include/ingot/kernels/cuda_conv.h): plain int64 fields
 // only, so that its bytes are the same on both sides and it can be carried as int64 words
 // (CudaConv::params in include/ingot/runtime/cuda_program.h). No C++20 here: nvcc compiles it
-// as C++17.
+// as C++17. At the runtime level because the program format carries it (the runtime checks a
+// CudaConv step's word count); in namespace ingot::kernels, where it was made.
 #pragma once
 
 #include <cstdint>
