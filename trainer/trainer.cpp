@@ -13,12 +13,16 @@
 #include <iostream>
 
 #include "ingot/trainer/safetensors.h"
+#include "fit_arguments.h"
 #include "rows.h"
 #include "trainer_state.h"
 
 namespace ingot {
 
 using detail::add_owner_paths;
+using detail::check_fit_options;
+using detail::fit_arrays;
+using detail::FitArrays;
 using detail::all_reduce_bucketed;
 using detail::concat_rows;
 using detail::host_of;
@@ -225,40 +229,44 @@ void check_data_counts(const Model::Trainer& t, const Arrays& x, const Arrays& y
   }
 }
 
-void check_fit_options(const FitOptions& o) {
-  if (o.batch_size <= 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
-  if (o.epochs < 0 || o.initial_epoch < 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: epochs {} / initial_epoch {} must be >= 0", o.epochs, o.initial_epoch));
+/// Whether fit validates after 0-based `epoch`: every validation_freq epochs, or at the 1-based
+/// epochs listed in validation_epochs (Keras's validation_freq as an int or a list).
+bool validates_after(const FitOptions& o, int64_t epoch) {
+  if (o.validation_epochs.empty()) return (epoch + 1) % o.validation_freq == 0;
+  return std::find(o.validation_epochs.begin(), o.validation_epochs.end(), epoch + 1) != o.validation_epochs.end();
+}
+
+/// One epoch's training batches from `it` (begun for the epoch): calls of steps_per_execution
+/// train steps, on_train_batch_begin with the call's first step and on_train_batch_end with its
+/// last (Keras 3's begin_step / end_step); stop_training ends the epoch after the current call.
+/// `logs` holds the last call's logs. Returns the steps trained.
+int64_t train_pass(Model::Trainer& t, callbacks::CallbackList& cbs, EpochIterator& it, Logs& logs) {
+  int64_t step = 0;
+  // The next batch is taken before the batch hooks fire, so no hook fires for a call that finds
+  // the data exhausted.
+  std::optional<Batch> b = it.next();
+  while (b && !cbs.control().stop_training) {
+    cbs.on_train_batch_begin(step, {});
+    for (int64_t k = 0; k < t.options.steps_per_execution && b; ++k, ++step, b = it.next()) logs = t.train_batch(*b);
+    cbs.on_train_batch_end(step - 1, logs);
   }
-  if (o.sample_weight.valid() && !o.class_weight.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, "fit: sample_weight and class_weight were both given",
-                "pass one of them (class_weight becomes per-sample weights)");
-  }
-  if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: no targets y", "pass .y with the labels");
-  if (o.validation_batch_size && *o.validation_batch_size <= 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_batch_size must be > 0, got {}", *o.validation_batch_size));
-  }
-  if (o.validation_freq < 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_freq must be >= 1, got {}", o.validation_freq),
-                "validate every n epochs (n >= 1), or list 1-based epochs in validation_epochs");
-  }
-  for (int64_t e : o.validation_epochs) {
-    if (e < 1) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_epochs holds {}; epochs are 1-based", e));
-    }
-  }
-  for (size_t i = 0; i < o.class_weight.size(); ++i) {
-    const auto& [cls, w] = o.class_weight[i];
-    if (!std::isfinite(w) || w < 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight of class {} is {}", cls, w),
-                  "class weights must be finite and >= 0");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (o.class_weight[j].first == cls) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight lists class {} twice", cls));
-      }
-    }
-  }
+  return step;
+}
+
+/// fit's validation after an epoch, as Keras's fit calls evaluate with the same callbacks: the
+/// test pass over `val_it` (the test hooks fire, the progress bar stays quiet inside fit,
+/// stop_evaluating ends it early) on fresh metric state, the training metric state restored
+/// after. Adds its logs to `epoch_logs` prefixed "val_" and its time to `timing`.
+void validate(Model::Trainer& t, callbacks::CallbackList& cbs, EpochIterator& val_it, Logs& epoch_logs,
+              FitTiming& timing) {
+  const auto start = std::chrono::steady_clock::now();
+  const double compile0 = t.test_fn->compile_seconds;
+  const std::vector<Array> train_m = t.M;
+  const Logs vl = test_pass(t, cbs, val_it);
+  for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
+  t.M = train_m;
+  timing.validation_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  timing.validation_compile_seconds += t.test_fn->compile_seconds - compile0;
 }
 
 /// Clears the trainer's fitting flag however fit ends.
@@ -283,40 +291,9 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   }
   if (!t.options.optimizer) throw Error(ErrorCode::kFailedPrecondition, "fit: compile() was given no optimizer");
   check_fit_options(o);
-  // Validation data: validation_data, or the last fraction of the arrays (before shuffling).
-  std::optional<Batch> val = o.validation_data;
-  Arrays x = o.x, y = o.y, sw = o.sample_weight;
-  if (!o.data && x.valid() && y.valid() && x[0].valid() && x[0].rank() > 0) {
-    for (size_t i = 0; i < y.size(); ++i) {
-      if (y[i].valid() && (y[i].rank() == 0 || y[i].shape()[0] != x[0].shape()[0])) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("fit: x has {} samples but {} has shape {}", x[0].shape()[0],
-                                y.size() == 1 ? std::string("y") : fmt::format("y[{}]", i), shape_to_string(y[i].shape())),
-                    "give x and y the same number of samples");
-      }
-    }
-  }
-  if (o.validation_split != 0) {
-    if (o.data) throw Error(ErrorCode::kInvalidArgument, "fit: validation_split needs array data (x, y)");
-    auto [train, v] = [&] {
-      try {
-        return split_validation(Batch{x, y, sw}, o.validation_split);
-      } catch (const Error& e) {
-        throw e.with_context("fit");
-      }
-    }();
-    x = train.x;
-    y = train.y;
-    sw = train.sample_weight;
-    if (!val) val = v;
-  }
-  if (!o.class_weight.empty()) {
-    if (y.size() > 1) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight with {} outputs' targets", y.size()),
-                  "class_weight is for single-output models (as Keras); pass sample_weight per output instead");
-    }
-    sw = class_weights_to_sample_weights(y[0], o.class_weight);
-  }
+  FitArrays arrays = fit_arrays(o);
+  Arrays &x = arrays.x, &y = arrays.y, &sw = arrays.sample_weight;
+  std::optional<Batch>& val = arrays.validation;
   check_distributed_batches(t, x, o.batch_size, "fit");
   if (val) check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
@@ -388,20 +365,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       cbs.on_epoch_begin(epoch, {});
       it.begin_epoch(epoch);
       const auto loop_start = Clock::now();
-      int64_t step = 0;
-      // The next batch is taken before the batch hooks fire, so no hook fires for a call
-      // that finds the data exhausted.
-      std::optional<Batch> b = it.next();
-      while (b && !cbs.control().stop_training) {
-        const int64_t first = step;
-        cbs.on_train_batch_begin(first, {});
-        for (int64_t k = 0; k < t.options.steps_per_execution && b; ++k) {
-          logs = t.train_batch(*b);
-          ++step;
-          b = it.next();
-        }
-        cbs.on_train_batch_end(step - 1, logs);  // Keras: the last step of the call
-      }
+      const int64_t step = train_pass(t, cbs, it, logs);
       fit_timing_.train_seconds += seconds_since(loop_start);
       fit_timing_.train_steps += step;
       fit_timing_.step_seconds = t.train_fn->run_seconds - run0;
@@ -409,22 +373,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       fit_timing_.collective_seconds = t.train_fn->collective_seconds() - collective0;
       it.stop();
       Logs epoch_logs = logs;
-      const bool validate = val_it && (o.validation_epochs.empty()
-                                           ? (epoch + 1) % o.validation_freq == 0
-                                           : std::find(o.validation_epochs.begin(), o.validation_epochs.end(),
-                                                       epoch + 1) != o.validation_epochs.end());
-      if (validate) {
-        // Keras's fit -> evaluate with the same callbacks: the test hooks fire (the progress bar
-        // stays quiet inside fit) and stop_evaluating ends the pass early.
-        const auto validation_start = Clock::now();
-        const double test_compile0 = t.test_fn->compile_seconds;
-        const std::vector<Array> train_m = t.M;
-        const Logs vl = test_pass(t, cbs, *val_it);
-        for (const auto& [name, value] : vl) epoch_logs.set("val_" + name, value);
-        t.M = train_m;
-        fit_timing_.validation_seconds += seconds_since(validation_start);
-        fit_timing_.validation_compile_seconds += t.test_fn->compile_seconds - test_compile0;
-      }
+      if (val_it && validates_after(o, epoch)) validate(t, cbs, *val_it, epoch_logs, fit_timing_);
       t.sync();  // callbacks and the user see (and may assign) this epoch's weights
       logs = cbs.on_epoch_end(epoch, epoch_logs);  // with the entries callbacks added (learning_rate)
     }
