@@ -19,18 +19,10 @@
 
 namespace ingot {
 
-using detail::add_owner_paths;
 using detail::check_fit_options;
 using detail::fit_arrays;
 using detail::FitArrays;
-using detail::all_reduce_bucketed;
 using detail::concat_rows;
-using detail::host_of;
-using detail::scalar;
-using detail::slice;
-using detail::StepFunction;
-using detail::values_of;
-using detail::weights_per_output;
 
 // ---- loops' state scope -------------------------------------------------------------------------
 

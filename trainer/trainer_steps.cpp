@@ -12,15 +12,8 @@
 
 namespace ingot {
 
-using detail::add_owner_paths;
 using detail::all_reduce_bucketed;
-using detail::concat_rows;
-using detail::host_of;
-using detail::scalar;
 using detail::slice;
-using detail::StepFunction;
-using detail::values_of;
-using detail::weights_per_output;
 
 TraceFn Model::Trainer::loss_fn(bool training, bool scaled) const {
   return [this, training, scaled](const std::vector<Tensor>& b) {
