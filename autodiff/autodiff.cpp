@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "ingot/autodiff/vjp_rules.h"
 #include "ingot/ir/op_registry.h"
 #include "ingot/ir/passes.h"
 #include "ingot/trace/call.h"
@@ -125,8 +126,8 @@ std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tenso
     // The backward nodes of a forward node are named after it (a layer's backward pass is
     // "transpose/<layer scope>"), so the lowering recognises repeated blocks' backward passes.
     const NameScope scope(node.scope.empty() ? std::string("transpose") : "transpose/" + node.scope);
-    const ir::OpDef& def = g.registry().get(node.op);
-    if (!def.vjp) {
+    const VjpRule* rule = VjpRules::builtin().find(node.op);
+    if (rule == nullptr) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for '{}'", node.op),
                   "this op is not differentiable; stop the gradient before it");
     }
@@ -134,7 +135,7 @@ std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tenso
     for (ir::ValueId v : node.inputs) operands.push_back(values.get(v));
     for (ir::ValueId v : node.outputs) results.push_back(values.get(v));
     std::vector<std::optional<Tensor>> in_ct =
-        def.vjp(ir::VjpArgs{node.attrs, operands, results, out_ct});
+        (*rule)(VjpArgs{node.attrs, operands, results, out_ct});
     if (in_ct.size() != node.inputs.size()) {
       throw Error(ErrorCode::kInternal,
                   fmt::format("VJP rule of '{}' returned {} cotangents for {} operands", node.op,

@@ -16,6 +16,7 @@
 
 #include "ingot/trace/ops.h"
 #include "ops/lower_util.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -145,15 +146,25 @@ void lower_split(lower::LoweringContext&, const Node& node) {
 
 void register_collective_ops(OpRegistry& r) {
   r.add(OpDef{"all_gather", 1, 1, all_gather_shape, split_kernel,
-              "the devices' blocks along a mesh axis concatenated on dimension 0 (SPMD programs)", all_gather_vjp,
+              "the devices' blocks along a mesh axis concatenated on dimension 0 (SPMD programs)",
               lower_split, std::vector<std::string>{"axis_name", "axis_size", "dimension"}});
   r.add(OpDef{"reduce_scatter", 1, 1, reduce_scatter_shape, split_kernel,
-              "sum/mean/max/min over a mesh axis, each device keeping its block of dimension 0 (SPMD programs)",
-              reduce_scatter_vjp, lower_split,
+              "sum/mean/max/min over a mesh axis, each device keeping its block of dimension 0 (SPMD programs)", lower_split,
               std::vector<std::string>{"axis_name", "axis_size", "dimension", "reduction"}});
   r.add(OpDef{"all_reduce", 1, 1, all_reduce_shape, all_reduce_kernel,
-              "sum/mean/max/min of the operand over a mesh axis (SPMD programs; compile_graph_spmd)", all_reduce_vjp,
+              "sum/mean/max/min of the operand over a mesh axis (SPMD programs; compile_graph_spmd)",
               lower_all_reduce, std::vector<std::string>{"axis_name", "reduction"}});
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the collective ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_collective_vjps(VjpRules& r) {
+  r.add("all_gather", ir::all_gather_vjp);
+  r.add("reduce_scatter", ir::reduce_scatter_vjp);
+  r.add("all_reduce", ir::all_reduce_vjp);
+}
+
+}  // namespace ingot

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -35,7 +36,16 @@ std::vector<std::optional<Tensor>> barrier_vjp(const VjpArgs& args) {
 
 void register_control_ops(OpRegistry& r) {
   r.add(OpDef{"optimization_barrier", 1, -1, barrier_shape, barrier_kernel,
-              "identity on its operands that passes do not look through", barrier_vjp});
+              "identity on its operands that passes do not look through"});
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the control ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_control_vjps(VjpRules& r) {
+  r.add("optimization_barrier", ir::barrier_vjp);
+}
+
+}  // namespace ingot

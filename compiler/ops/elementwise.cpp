@@ -22,6 +22,7 @@
 #include "ingot/ir/op_registry.h"
 #include "ingot/runtime/element.h"
 #include "ingot/trace/ops.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -872,63 +873,51 @@ Cts convert_vjp(const VjpArgs& a) {
 
 /// Registers a one-operand map op; `fn` is a generic callable on compute values.
 template <unsigned kinds, bool bool_result = false, class Fn>
-void add_unary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn,
-               VjpRule vjp = {}) {
+void add_unary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn) {
   InterpretRule kernel = [name, fn](std::span<const Array> in, const Attributes&,
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_unary<kinds, bool_result>(name, in[0], result_types[0], fn)};
   };
-  r.add(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary,
-              std::move(vjp)});
+  r.add(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary});
 }
 
 /// Registers a two-operand map op with identical operand types.
 template <unsigned kinds, class Fn>
-void add_binary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn,
-                VjpRule vjp = {}) {
+void add_binary(OpRegistry& r, const std::string& name, const std::string& summary, Fn fn) {
   InterpretRule kernel = [name, fn](std::span<const Array> in, const Attributes&,
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_binary<kinds, false>(name, in[0], in[1], result_types[0], fn)};
   };
-  r.add(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary,
-              std::move(vjp)});
+  r.add(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary});
 }
 
 void register_unary_ops(OpRegistry& r) {
-  add_unary<kSignedOrFloat>(r, "negate", "-x (integers wrap)", [](auto x) { return negate_fn(x); },
-                            negate_vjp);
+  add_unary<kSignedOrFloat>(r, "negate", "-x (integers wrap)", [](auto x) { return negate_fn(x); });
   add_unary<kSignedOrFloat>(r, "abs", "|x| (abs(INT_MIN) wraps to INT_MIN)",
-                            [](auto x) { return abs_fn(x); }, abs_vjp);
+                            [](auto x) { return abs_fn(x); });
   add_unary<kSignedOrFloat>(r, "sign", "-1, 0 or 1; sign(+-0) = +-0, sign(NaN) = NaN",
-                            [](auto x) { return sign_fn(x); }, zero_vjp);
-  add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); },
-                        exponential_vjp);
+                            [](auto x) { return sign_fn(x); });
+  add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); });
   add_unary<kFloatOnly>(r, "log", "natural logarithm; log(0) = -inf, log(x < 0) = NaN",
-                        [](auto x) { return std::log(x); }, log_vjp);
+                        [](auto x) { return std::log(x); });
   add_unary<kFloatOnly>(r, "log_plus_one", "log(1 + x), accurate near 0",
-                        [](auto x) { return std::log1p(x); }, log_plus_one_vjp);
+                        [](auto x) { return std::log1p(x); });
   add_unary<kFloatOnly>(r, "exponential_minus_one", "e^x - 1, accurate near 0",
-                        [](auto x) { return std::expm1(x); }, exponential_minus_one_vjp);
-  add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); },
-                        tanh_vjp);
+                        [](auto x) { return std::expm1(x); });
+  add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); });
   add_unary<kFloatOnly>(r, "logistic", "1 / (1 + e^-x), without overflow",
-                        [](auto x) { return logistic_fn(x); }, logistic_vjp);
+                        [](auto x) { return logistic_fn(x); });
   add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN",
-                        [](auto x) { return std::sqrt(x); }, sqrt_vjp);
+                        [](auto x) { return std::sqrt(x); });
   add_unary<kFloatOnly>(r, "rsqrt", "1 / sqrt(x); rsqrt(0) = inf",
-                        [](auto x) { return decltype(x)(1) / std::sqrt(x); }, rsqrt_vjp);
-  add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); },
-                        sine_vjp);
-  add_unary<kFloatOnly>(r, "cosine", "cos(x), x in radians", [](auto x) { return std::cos(x); },
-                        cosine_vjp);
-  add_unary<kFloatOnly>(r, "floor", "largest integer <= x", [](auto x) { return std::floor(x); },
-                        zero_vjp);
-  add_unary<kFloatOnly>(r, "ceil", "smallest integer >= x", [](auto x) { return std::ceil(x); },
-                        zero_vjp);
+                        [](auto x) { return decltype(x)(1) / std::sqrt(x); });
+  add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); });
+  add_unary<kFloatOnly>(r, "cosine", "cos(x), x in radians", [](auto x) { return std::cos(x); });
+  add_unary<kFloatOnly>(r, "floor", "largest integer <= x", [](auto x) { return std::floor(x); });
+  add_unary<kFloatOnly>(r, "ceil", "smallest integer >= x", [](auto x) { return std::ceil(x); });
   add_unary<kFloatOnly>(r, "round_nearest_even", "nearest integer, ties to even",
-                        [](auto x) { return round_nearest_even_fn(x); }, zero_vjp);
-  add_unary<kFloatOnly>(r, "erf", "the error function", [](auto x) { return std::erf(x); },
-                        erf_vjp);
+                        [](auto x) { return round_nearest_even_fn(x); });
+  add_unary<kFloatOnly>(r, "erf", "the error function", [](auto x) { return std::erf(x); });
   add_unary<kBoolOrInteger>(r, "not", "logical not (bool) or bitwise not (integers)",
                             [](auto x) { return not_fn(x); });
   add_unary<kFloatOnly, true>(r, "is_finite", "true where x is neither inf nor NaN",
@@ -937,23 +926,23 @@ void register_unary_ops(OpRegistry& r) {
 
 void register_binary_ops(OpRegistry& r) {
   add_binary<kNumeric>(r, "add", "a + b (integers wrap)",
-                       [](auto a, auto b) { return add_fn(a, b); }, add_vjp);
+                       [](auto a, auto b) { return add_fn(a, b); });
   add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)",
-                       [](auto a, auto b) { return subtract_fn(a, b); }, subtract_vjp);
+                       [](auto a, auto b) { return subtract_fn(a, b); });
   add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)",
-                       [](auto a, auto b) { return multiply_fn(a, b); }, multiply_vjp);
+                       [](auto a, auto b) { return multiply_fn(a, b); });
   add_binary<kNumeric>(r, "divide", "a / b; integers truncate, x / 0 = -1, INT_MIN / -1 = INT_MIN",
-                       [](auto a, auto b) { return divide_fn(a, b); }, divide_vjp);
+                       [](auto a, auto b) { return divide_fn(a, b); });
   add_binary<kNumeric>(r, "remainder", "a - b * trunc(a / b) (dividend's sign); x % 0 = x",
-                       [](auto a, auto b) { return remainder_fn(a, b); }, remainder_vjp);
+                       [](auto a, auto b) { return remainder_fn(a, b); });
   add_binary<kNumeric>(r, "power", "a^b; integer a^(b < 0) is 0 unless |a| = 1",
-                       [](auto a, auto b) { return power_fn(a, b); }, power_vjp);
+                       [](auto a, auto b) { return power_fn(a, b); });
   add_binary<kNumeric>(r, "maximum", "larger of a and b; NaN propagates",
-                       [](auto a, auto b) { return maximum_fn(a, b); }, extremum_vjp);
+                       [](auto a, auto b) { return maximum_fn(a, b); });
   add_binary<kNumeric>(r, "minimum", "smaller of a and b; NaN propagates",
-                       [](auto a, auto b) { return minimum_fn(a, b); }, extremum_vjp);
+                       [](auto a, auto b) { return minimum_fn(a, b); });
   add_binary<kFloatOnly>(r, "atan2", "angle of the point (b, a), in (-pi, pi]",
-                         [](auto a, auto b) { return std::atan2(a, b); }, atan2_vjp);
+                         [](auto a, auto b) { return std::atan2(a, b); });
   add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and",
                              [](auto a, auto b) { return and_fn(a, b); });
   add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or",
@@ -970,16 +959,15 @@ void register_elementwise_ops(OpRegistry& r) {
   r.add(OpDef{"iota", 0, 0, iota_rule, iota_kernel,
               "index along `iota_dimension` of `shape`, as `dtype`"});
   r.add(OpDef{"convert", 1, 1, convert_rule, convert_kernel,
-              "element type conversion to `dtype` (float->int truncates and saturates)",
-              convert_vjp});
+              "element type conversion to `dtype` (float->int truncates and saturates)"});
   register_unary_ops(r);
   register_binary_ops(r);
   r.add(OpDef{"compare", 2, 2, compare_rule, compare_kernel,
               "a <dir> b as bool, dir = comparison_direction (EQ NE LT LE GT GE); IEEE NaN"});
   r.add(OpDef{"select", 3, 3, select_rule, select_kernel,
-              "pred ? on_true : on_false elementwise (pred scalar or same shape)", select_vjp});
+              "pred ? on_true : on_false elementwise (pred scalar or same shape)"});
   r.add(OpDef{"clamp", 3, 3, clamp_rule, clamp_kernel,
-              "min(max(x, min), max); bounds scalar or x's shape", clamp_vjp});
+              "min(max(x, min), max); bounds scalar or x's shape"});
   r.set_attribute_names("constant", {"value"});
   r.set_attribute_names("iota", {"shape", "dtype", "iota_dimension"});
   r.set_attribute_names("convert", {"dtype"});
@@ -994,3 +982,40 @@ void register_elementwise_ops(OpRegistry& r) {
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the elementwise ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_elementwise_vjps(VjpRules& r) {
+  r.add("negate", ir::negate_vjp);
+  r.add("abs", ir::abs_vjp);
+  r.add("sign", ir::zero_vjp);
+  r.add("exponential", ir::exponential_vjp);
+  r.add("log", ir::log_vjp);
+  r.add("log_plus_one", ir::log_plus_one_vjp);
+  r.add("exponential_minus_one", ir::exponential_minus_one_vjp);
+  r.add("tanh", ir::tanh_vjp);
+  r.add("logistic", ir::logistic_vjp);
+  r.add("sqrt", ir::sqrt_vjp);
+  r.add("rsqrt", ir::rsqrt_vjp);
+  r.add("sine", ir::sine_vjp);
+  r.add("cosine", ir::cosine_vjp);
+  r.add("floor", ir::zero_vjp);
+  r.add("ceil", ir::zero_vjp);
+  r.add("round_nearest_even", ir::zero_vjp);
+  r.add("erf", ir::erf_vjp);
+  r.add("add", ir::add_vjp);
+  r.add("subtract", ir::subtract_vjp);
+  r.add("multiply", ir::multiply_vjp);
+  r.add("divide", ir::divide_vjp);
+  r.add("remainder", ir::remainder_vjp);
+  r.add("power", ir::power_vjp);
+  r.add("maximum", ir::extremum_vjp);
+  r.add("minimum", ir::extremum_vjp);
+  r.add("atan2", ir::atan2_vjp);
+  r.add("convert", ir::convert_vjp);
+  r.add("select", ir::select_vjp);
+  r.add("clamp", ir::clamp_vjp);
+}
+
+}  // namespace ingot

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ingot/trace/ops.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -630,10 +631,19 @@ Cts scatter_vjp(const VjpArgs& a) {
 
 void register_indexing_ops(OpRegistry& r) {
   r.add(OpDef{kGather, 2, 2, gather_rule, gather_interpret,
-              "gathers slices of an operand at (clamped) start indices", gather_vjp});
+              "gathers slices of an operand at (clamped) start indices"});
   r.add(OpDef{kScatter, 3, 3, scatter_rule, scatter_interpret,
-              "adds or assigns update windows into an operand; out-of-bounds windows are skipped",
-              scatter_vjp});
+              "adds or assigns update windows into an operand; out-of-bounds windows are skipped"});
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the indexing ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_indexing_vjps(VjpRules& r) {
+  r.add(ir::kGather, ir::gather_vjp);
+  r.add(ir::kScatter, ir::scatter_vjp);
+}
+
+}  // namespace ingot

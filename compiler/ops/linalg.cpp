@@ -15,6 +15,7 @@
 
 #include "ingot/trace/ops.h"
 #include "ops/conv_config.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -855,11 +856,19 @@ ConvConfig ops::conv_config(const TensorType& lhs, const TensorType& rhs, const 
 
 void register_linalg_ops(OpRegistry& r) {
   r.add(OpDef{kDot, 2, 2, dot_general_rule, dot_general_interpret,
-              "generalized batched tensor contraction (batch dims, lhs free dims, rhs free dims)",
-              dot_general_vjp});
+              "generalized batched tensor contraction (batch dims, lhs free dims, rhs free dims)"});
   r.add(OpDef{kConv, 2, 2, convolution_rule, convolution_interpret,
-              "N-d convolution with strides, padding, dilations, feature and batch groups",
-              convolution_vjp});
+              "N-d convolution with strides, padding, dilations, feature and batch groups"});
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the linalg ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_linalg_vjps(VjpRules& r) {
+  r.add(ir::kDot, ir::dot_general_vjp);
+  r.add(ir::kConv, ir::convolution_vjp);
+}
+
+}  // namespace ingot

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ingot/trace/ops.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -708,8 +709,7 @@ Cts reduce_window_vjp(const VjpArgs& a) {
 
 void register_reduction_ops(OpRegistry& r) {
   r.add(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
-              "folds `dimensions` with `computation` (add mul max min and or) starting at init",
-              reduce_vjp});
+              "folds `dimensions` with `computation` (add mul max min and or) starting at init"});
   r.add(OpDef{"argmax", 1, 1,
               [](std::span<const TensorType> in, const Attributes& a) {
                 return arg_extreme_shape("argmax", in, a);
@@ -727,8 +727,7 @@ void register_reduction_ops(OpRegistry& r) {
               },
               "index of the first minimum along `dimension` (NaN counts as the minimum)"});
   r.add(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
-              "StableHLO reduce_window with `computation` (add mul max min); padding holds init",
-              reduce_window_vjp});
+              "StableHLO reduce_window with `computation` (add mul max min); padding holds init"});
   r.add(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
               "adds each window's source value at the window's first max (GE) / min (LE) "
               "element, onto init"});
@@ -741,3 +740,13 @@ void register_reduction_ops(OpRegistry& r) {
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the reduction ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_reduction_vjps(VjpRules& r) {
+  r.add("reduce", ir::reduce_vjp);
+  r.add("reduce_window", ir::reduce_window_vjp);
+}
+
+}  // namespace ingot

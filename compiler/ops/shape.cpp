@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ingot/trace/ops.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ops/op_util.h"
 
 namespace ingot::ir {
@@ -529,26 +530,19 @@ Cts concatenate_vjp(const VjpArgs& a) {
 
 void register_shape_ops(OpRegistry& r) {
   r.add(OpDef{"reshape", 1, 1, reshape_shape, reshape_kernel,
-              "same elements in row-major order with attribute `shape` (equal element count)",
-              reshape_vjp});
+              "same elements in row-major order with attribute `shape` (equal element count)"});
   r.add(OpDef{"broadcast_in_dim", 1, 1, broadcast_shape, broadcast_kernel,
-              "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`",
-              broadcast_vjp});
+              "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`"});
   r.add(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel,
-              "result dim i = operand dim permutation[i]",
-              transpose_vjp});
+              "result dim i = operand dim permutation[i]"});
   r.add(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
-              "elements start_indices <= i < limit_indices stepping by strides",
-              slice_vjp});
+              "elements start_indices <= i < limit_indices stepping by strides"});
   r.add(OpDef{"pad", 2, 2, pad_shape, pad_kernel,
-              "edge (negative crops) and interior padding with a scalar padding_value",
-              pad_vjp});
+              "edge (negative crops) and interior padding with a scalar padding_value"});
   r.add(OpDef{"concatenate", 1, -1, concatenate_shape, concatenate_kernel,
-              "joins operands along `dimension` (other dims equal)",
-              concatenate_vjp});
+              "joins operands along `dimension` (other dims equal)"});
   r.add(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel,
-              "reverses the order of elements along `dimensions`",
-              reverse_vjp});
+              "reverses the order of elements along `dimensions`"});
   r.set_attribute_names("reshape", {"shape"});
   r.set_attribute_names("broadcast_in_dim", {"shape", "broadcast_dimensions"});
   r.set_attribute_names("transpose", {"permutation"});
@@ -559,3 +553,18 @@ void register_shape_ops(OpRegistry& r) {
 }
 
 }  // namespace ingot::ir
+
+namespace ingot {
+
+/// The VJP rules of the shape ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
+void register_shape_vjps(VjpRules& r) {
+  r.add("reshape", ir::reshape_vjp);
+  r.add("broadcast_in_dim", ir::broadcast_vjp);
+  r.add("transpose", ir::transpose_vjp);
+  r.add("slice", ir::slice_vjp);
+  r.add("pad", ir::pad_vjp);
+  r.add("concatenate", ir::concatenate_vjp);
+  r.add("reverse", ir::reverse_vjp);
+}
+
+}  // namespace ingot

@@ -18,6 +18,7 @@
 
 #include "gradcheck.h"
 #include "ingot/autodiff/autodiff.h"
+#include "ingot/autodiff/vjp_rules.h"
 #include "ingot/ir/op_registry.h"
 #include "ingot/trace/ops.h"
 #include "test_util.h"
@@ -122,18 +123,29 @@ bool pairs_ok(const Array& a, const Array& b, const AcceptPair& ok) {
 // ---- registry --------------------------------------------------------------------------------
 
 TEST(ElementwiseVjp, EveryOpWithFloatResultsAndOperandsHasARule) {
-  const ir::OpRegistry& r = ir::OpRegistry::builtin();
+  const VjpRules& r = VjpRules::builtin();
   for (const char* op :
        {"negate", "abs", "sign", "exponential", "log", "log_plus_one", "exponential_minus_one",
         "tanh", "logistic", "sqrt", "rsqrt", "sine", "cosine", "floor", "ceil",
         "round_nearest_even", "erf", "add", "subtract", "multiply", "divide", "remainder",
         "power", "maximum", "minimum", "atan2", "convert", "select", "clamp"}) {
-    EXPECT_TRUE(static_cast<bool>(r.get(op).vjp)) << op << " has no VJP rule";
+    EXPECT_NE(r.find(op), nullptr) << op << " has no VJP rule";
   }
   // Bool results (or no operands) never carry a cotangent, so these need no rule.
   for (const char* op : {"compare", "not", "and", "or", "xor", "is_finite", "iota", "constant"}) {
-    EXPECT_FALSE(static_cast<bool>(r.get(op).vjp)) << op << " has an unexpected VJP rule";
+    EXPECT_EQ(r.find(op), nullptr) << op << " has an unexpected VJP rule";
   }
+}
+
+TEST(VjpRules, EveryRuleBelongsToARegisteredOpAndAddRefusesDuplicates) {
+  for (const std::string& op : VjpRules::builtin().ops()) {
+    EXPECT_NE(ir::OpRegistry::builtin().find(op), nullptr) << "VJP rule for unknown op " << op;
+  }
+  VjpRules rules;
+  rules.add("negate", [](const VjpArgs&) { return std::vector<std::optional<Tensor>>{}; });
+  EXPECT_THROW(rules.add("negate", [](const VjpArgs&) { return std::vector<std::optional<Tensor>>{}; }),
+               Error);
+  EXPECT_THROW(rules.add("abs", VjpRule{}), Error);
 }
 
 // ---- finite differences: unary ops ----------------------------------------------------------

@@ -1,5 +1,6 @@
 // The op registry: one entry per op holding its shape rule (which also verifies attributes and
-// operand types), its interpreter kernel and, added by later stages, its VJP rule and lowering.
+// operand types), its interpreter kernel and its lowering. VJP rules are autodiff's, in a table of
+// their own keyed by op name (include/ingot/autodiff/vjp_rules.h), so the IR never needs Tensor.
 #pragma once
 
 #include <functional>
@@ -12,7 +13,6 @@
 #include "ingot/ir/attributes.h"
 #include "ingot/ir/graph.h"
 #include "ingot/runtime/array.h"
-#include "ingot/trace/tensor.h"
 
 namespace ingot::lower {
 class LoweringContext;
@@ -36,22 +36,6 @@ using InterpretRule = std::function<std::vector<Array>(std::span<const Array> op
                                                        const Attributes& attrs,
                                                        std::span<const TensorType> result_types)>;
 
-/// What a VJP rule receives: the node's attributes and, as Tensors of the trace that is recording
-/// the backward pass, its primal operands, its primal results and the cotangent of each result
-/// (std::nullopt = a symbolic zero; at least one is present, and only floating-point results
-/// carry cotangents).
-struct VjpArgs {
-  const Attributes& attrs;
-  const std::vector<Tensor>& operands;
-  const std::vector<Tensor>& results;
-  const std::vector<std::optional<Tensor>>& cotangents;
-};
-
-/// Reverse-mode rule: returns one cotangent per operand, each of the operand's type, or
-/// std::nullopt for a (symbolic) zero. Emits its computation with the Tensor API, so backward
-/// graphs are ordinary traced graphs and can themselves be differentiated (higher order).
-using VjpRule = std::function<std::vector<std::optional<Tensor>>(const VjpArgs& args)>;
-
 /// Everything ingot knows about one op.
 struct OpDef {
   std::string name;       ///< StableHLO spelling, e.g. "dot_general"
@@ -60,10 +44,6 @@ struct OpDef {
   ShapeRule shape_rule;
   InterpretRule interpret;  ///< empty means "no interpreter kernel" (a named error)
   std::string summary;      ///< one line for docs and `ingot ops`
-  /// Reverse-mode rule (autodiff/). Empty means "no VJP rule": differentiating through a node of
-  /// this op with a floating-point cotangent is ingot::Error(kUnimplemented) "no VJP rule for
-  /// 'op'". Ops whose gradient is zero (floor, sign, ...) register a rule returning nullopts.
-  VjpRule vjp;
   /// MLIR lowering (compiler/lower). Empty means "no lowering": compiling a graph with this op is
   /// ingot::Error(kUnimplemented) "no lowering for op 'op'".
   LowerRule lower;
