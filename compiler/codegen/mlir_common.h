@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ingot/codegen/cpu_compiler.h"
+#include "ingot/codegen/pipeline.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"

@@ -1,4 +1,5 @@
-# ingot_cuda_kernels: the hand-written CUDA kernels of kernels/cuda/ (docs/kernels-cuda.md).
+# The hand-written CUDA kernels of kernels/cuda/ (docs/kernels-cuda.md), part of ingot_kernels
+# (kernels/CMakeLists.txt defines it and includes this file).
 # Each <family>.cu is compiled twice: by the C++ compiler as C++ (its launchers; the kernels are
 # behind __CUDACC__) and, when the CUDA toolkit is present, by nvcc -ptx once per architecture;
 # each PTX file is embedded as a string in a generated header (embed_ptx.cmake) so that
@@ -19,9 +20,7 @@ foreach(family ${INGOT_CUDA_KERNEL_FAMILIES})
   endif()
 endforeach()
 set_source_files_properties(${cu_sources} PROPERTIES LANGUAGE CXX)
-add_library(ingot_cuda_kernels ${sources} ${cu_sources} ${cpu_references})
-target_include_directories(ingot_cuda_kernels PUBLIC ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(ingot_cuda_kernels PUBLIC ingot_runtime PRIVATE ingot_warnings)
+target_sources(ingot_kernels PRIVATE ${sources} ${cu_sources} ${cpu_references})
 
 if(INGOT_HAVE_CUDA_TOOLKIT)
   set(headers)
@@ -51,7 +50,7 @@ if(INGOT_HAVE_CUDA_TOOLKIT)
          "inline constexpr IngotPtxEntry kPtxTable[] = {\n    ${entries}};\n")
   file(CONFIGURE OUTPUT ${gen}/ingot_cuda_kernels_ptx.h CONTENT "${table}")
   add_custom_target(ingot_cuda_kernels_ptx DEPENDS ${headers})
-  add_dependencies(ingot_cuda_kernels ingot_cuda_kernels_ptx)
-  target_include_directories(ingot_cuda_kernels PRIVATE ${gen})
-  target_compile_definitions(ingot_cuda_kernels PRIVATE INGOT_KERNELS_HAVE_PTX)
+  add_dependencies(ingot_kernels ingot_cuda_kernels_ptx)
+  target_include_directories(ingot_kernels PRIVATE ${gen})
+  set_source_files_properties(${dir}/launch.cpp PROPERTIES COMPILE_DEFINITIONS INGOT_KERNELS_HAVE_PTX)
 endif()

@@ -21,6 +21,7 @@
 #include "codegen/cpu/mlir_split.h"
 #include "codegen/cpu/object_jit.h"
 #include "codegen/cpu/passes.h"
+#include "codegen/tensor_passes.h"
 #include "codegen/cpu/step_cache.h"
 #include "codegen/mlir_common.h"
 #include "codegen/mlir_registration.h"
@@ -57,52 +58,10 @@ int resolve_threads(int num_threads) {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
-std::vector<PipelineStage> default_tensor_stages() {
-  return {
-      {"canonicalize", "canonicalize,cse"},
-      // Upstream elementwise fusion (single-use producers), then ingot's pass that also fuses cheap
-      // producers with several uses into each same-shaped elementwise consumer (bias-add +
-      // relu's compare + select become one generic), then upstream fusion again for the chains
-      // that opened up.
-      {"fuse",
-       "func.func(linalg-fuse-elementwise-ops),func.func(ingot-fuse-multi-use-elementwise),"
-       "canonicalize,cse,func.func(linalg-fuse-elementwise-ops),canonicalize,cse"},
-      // f16/bf16 arithmetic computed in f32 and rounded on store, as the interpreter does.
-      {"emulate-floats", "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})"},
-      {"bufferize",
-       "eliminate-empty-tensors,one-shot-bufferize{bufferize-function-boundaries "
-       "function-boundary-type-conversion=identity-layout-map},"
-       "func.func(ingot-distinct-results),"
-       "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},"
-       "canonicalize"},
-  };
-}
-
-
 std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_kernels) {
   const int threads = resolve_threads(num_threads);
-  std::vector<PipelineStage> stages = default_tensor_stages();
-  // On the CPU a donated output's out-param is the parameter's own buffer: no copy onto itself;
-  // and a donated parameter's new value is computed after its other readers, so in place.
-  for (PipelineStage& stage : stages) {
-    const std::string first = "eliminate-empty-tensors,";
-    if (const size_t at = stage.pipeline.find(first); at != std::string::npos) {
-      stage.pipeline.insert(at, "func.func(ingot-sink-donated-updates),");
-    }
-    // A scope function's result computed into its argument (a donated parameter's update,
-    // lower::LoweringOptions::share_repeated_scopes) is dropped: the call's operand is the result.
-    const std::string boundaries = "function-boundary-type-conversion=identity-layout-map},";
-    if (const size_t at = stage.pipeline.find(boundaries); at != std::string::npos) {
-      // The entry's results that are its arguments are dropped too; the runtime reads the
-      // pairing (ingot-drop-argument-results, CpuKernel::run).
-      stage.pipeline.insert(at + boundaries.size(), "drop-equivalent-buffer-results,ingot-drop-argument-results,");
-    }
-    const std::string pass = "func.func(ingot-distinct-results)";
-    const size_t at = stage.pipeline.find(pass);
-    if (at != std::string::npos) {
-      stage.pipeline.replace(at, pass.size(), "func.func(ingot-distinct-results{guard-argument-copies=true})");
-    }
-  }
+  // On the CPU a step's results may be its (donated) arguments' buffers: updated in place.
+  std::vector<PipelineStage> stages = default_tensor_stages({.results_in_argument_buffers = true});
   std::vector<PipelineStage> back = {
       // MLIR's ownership-based deallocation frees a buffer at the end of its block (the step's
       // end, in the entry); ingot-early-dealloc frees it right after its last use instead.
@@ -168,7 +127,7 @@ void initialise_mlir_once() {
       static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
     }
     detail::register_mlir_passes();
-    register_ingot_passes();
+    register_cpu_passes();
   });
 }
 

@@ -14,29 +14,26 @@
 
 namespace ingot::codegen {
 
-/// Registers ingot's passes in MLIR's global pass registry (so pipelines given as text, and
-/// ingot-opt, can name them). Call once, with the rest of MLIR's pass registration.
-void register_ingot_passes();
-
-/// The attribute ingot-drop-argument-results puts on the entry: per original result, the index of
-/// the argument it is (its buffer), or -1 for a result the function still returns (an out-param).
-inline constexpr const char* kResultArgumentsAttr = "ingot.result_arguments";
+/// Registers the CPU pipeline's passes, and the shared ones (register_tensor_passes), in MLIR's
+/// global pass registry (so pipelines given as text, and ingot-opt, can name them). Call once,
+/// with the rest of MLIR's pass registration.
+void register_cpu_passes();
 
 /// The unit attribute ingot-outline-kernels puts on the kernel functions it creates (outline.cpp).
 inline constexpr const char* kKernelAttr = "ingot.kernel";
 /// Prefix of those functions' names ("ingot_k_<16 hex digits>").
 inline constexpr const char* kKernelPrefix = "ingot_k_";
 
-/// Registers ingot-outline-kernels (outline.cpp); part of register_ingot_passes().
+/// Registers ingot-outline-kernels (outline.cpp); part of register_cpu_passes().
 void register_outline_kernels_pass();
 
-/// Registers ingot-noalias-scopes (alias_scopes.cpp); part of register_ingot_passes().
+/// Registers ingot-noalias-scopes (alias_scopes.cpp); part of register_cpu_passes().
 void register_noalias_scopes_pass();
 
-/// Registers ingot-early-dealloc (early_dealloc.cpp); part of register_ingot_passes().
+/// Registers ingot-early-dealloc (early_dealloc.cpp); part of register_cpu_passes().
 void register_early_dealloc_pass();
 
-/// Registers ingot-approximate-math (math_approximation.cpp); part of register_ingot_passes().
+/// Registers ingot-approximate-math (math_approximation.cpp); part of register_cpu_passes().
 void register_approximate_math_pass();
 
 /// True for the math ops ingot-approximate-math rewrites (f32 only): exp, expm1, erf, tanh, log,

@@ -10,10 +10,10 @@
 #include <mutex>
 #include <regex>
 
-#include "codegen/cpu/passes.h"
 #include "codegen/cuda/passes.h"
 #include "codegen/mlir_common.h"
 #include "codegen/mlir_registration.h"
+#include "codegen/tensor_passes.h"
 #include "ingot/kernels/cuda_conv.h"
 #include "ingot/runtime/error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -94,7 +94,7 @@ void initialise_mlir_once() {
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
     detail::register_mlir_passes();
-    register_ingot_passes();
+    register_tensor_passes();
     register_ingot_cuda_passes();
   });
 }

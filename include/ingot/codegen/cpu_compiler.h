@@ -11,17 +11,11 @@
 #include <vector>
 
 #include "ingot/codegen/compile_cache.h"
+#include "ingot/codegen/pipeline.h"
 #include "ingot/runtime/array.h"
 #include "ingot/runtime/executable.h"
 
 namespace ingot::codegen {
-
-/// One named step of the CPU pipeline: an MLIR textual pass pipeline (what mlir-opt's
-/// --pass-pipeline takes, without the builtin.module(...) wrapper).
-struct PipelineStage {
-  std::string name;      ///< e.g. "fuse", "bufferize", "lower-to-llvm"; dump files use it
-  std::string pipeline;  ///< e.g. "func.func(linalg-fuse-elementwise-ops)"
-};
 
 /// Estimated operations (ingot-parallelize-outer-loops' work estimate: scalar operations times
 /// iterations) below which a loop nest runs serially in the default pipeline: an OpenMP
@@ -32,12 +26,6 @@ inline constexpr int64_t kMinParallelWork = int64_t{1} << 18;
 
 /// Largest CpuCompileOptions::num_threads accepted (libomp caps teams far lower anyway).
 inline constexpr int kMaxThreads = 1024;
-
-/// The target-independent front of both back ends' pipelines, in order: "canonicalize"
-/// (canonicalize, cse), "fuse" (elementwise fusion incl. ingot-fuse-multi-use-elementwise),
-/// "emulate-floats" (f16/bf16 arithmetic in f32, rounded on store, as the interpreter does) and
-/// "bufferize" (one-shot bufferization, results as caller-provided out-params).
-std::vector<PipelineStage> default_tensor_stages();
 
 /// The default CPU pipeline, stage by stage (see docs/compiler.md for what each stage does):
 /// canonicalize+cse, elementwise fusion, f16/bf16 emulation in f32, one-shot bufferization with
@@ -184,12 +172,5 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
 /// Throws like compile_cpu().
 std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages);
 
-/// Registers every upstream MLIR pass and pass pipeline (mlir::registerAllPasses) in MLIR's
-/// process-wide pass registry. The back ends register only the passes their default pipelines
-/// name (docs/compiler.md, "MLIR registration"), so a custom pipeline (CpuCompileOptions::pipeline,
-/// run_pipeline, `ingot-opt --mlir-pipeline`) that names another pass fails with "bad pass
-/// pipeline" until this is called. Thread-safe and idempotent. It links all of MLIR's passes into
-/// the executable that calls it (tens of MiB when MLIR is linked statically).
-void register_all_mlir_passes();
 
 }  // namespace ingot::codegen

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "ingot/codegen/cpu_compiler.h"
+#include "ingot/codegen/pipeline.h"
 #include "ingot/runtime/cuda_program.h"
 #include "ingot/runtime/dtype.h"
 #include "ingot/runtime/shape.h"

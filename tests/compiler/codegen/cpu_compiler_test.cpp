@@ -45,6 +45,24 @@ TEST(CpuCompiler, JitsAndRunsAFunctionWithOutParams) {
   EXPECT_EQ(out[1].to_vector<float>(), b);
 }
 
+TEST(CpuCompiler, TheSharedTensorStagesWithResultsInArgumentBuffersKeepThoseResultsInPlace) {
+  // default_tensor_stages (pipeline.h): the CUDA form returns every result as a distinct
+  // out-param; the CPU form (CpuKernel::run may write results into argument buffers) drops the
+  // result that is argument %b and records it in ingot.result_arguments.
+  const std::vector<PipelineStage> shared = default_tensor_stages();
+  const std::vector<PipelineStage> in_place = default_tensor_stages({.results_in_argument_buffers = true});
+  ASSERT_EQ(shared.size(), in_place.size());
+  for (size_t i = 0; i < shared.size(); ++i) EXPECT_EQ(shared[i].name, in_place[i].name);
+  const std::string distinct = run_pipeline(kAddBias, shared);
+  EXPECT_EQ(distinct.find("ingot.result_arguments"), std::string::npos) << distinct;
+  EXPECT_NE(distinct.find("%arg2: memref<4x8xf32>, %arg3: memref<8xf32>"), std::string::npos) << distinct;
+  const std::string kept = run_pipeline(kAddBias, in_place);
+  EXPECT_NE(kept.find("ingot.result_arguments = array<i64: -1, 1>"), std::string::npos) << kept;
+  // The CPU pipeline starts with exactly the in-place form.
+  const std::vector<PipelineStage> cpu = default_cpu_pipeline();
+  for (size_t i = 0; i < in_place.size(); ++i) EXPECT_EQ(cpu[i].pipeline, in_place[i].pipeline) << cpu[i].name;
+}
+
 TEST(CpuCompiler, AResultThatIsAnArgumentIsItsBufferNotAnOutParam) {
   // ingot-drop-argument-results: kAddBias returns its argument %b, which becomes no out-param
   // (and no guarded copy); the pairing is the entry's ingot.result_arguments.

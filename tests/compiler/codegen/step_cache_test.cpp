@@ -277,7 +277,9 @@ TEST(StepCache, CachedObjectsThatDoNotLinkAreRecompiledAndReplaced) {
   ASSERT_TRUE(any_object.has_value());
   for (const std::string& k : object_keys) {
     std::optional<std::string> payload = cache.load(k);
-    if (payload->rfind("ingot-step-manifest", 0) != 0) ASSERT_TRUE(cache.store(k, *any_object));
+    if (payload->rfind("ingot-step-manifest", 0) != 0) {
+      ASSERT_TRUE(cache.store(k, *any_object));
+    }
   }
   ::testing::internal::CaptureStderr();
   const auto [second, got] = compile_and_run(cached_in(dir));
