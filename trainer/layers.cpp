@@ -41,6 +41,21 @@ std::optional<Tensor> LayerContext::new_value(const Variable& variable) const {
   return std::nullopt;
 }
 
+Tensor LayerContext::batch_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) const {
+  if (axes.empty() || axes[0] != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("LayerContext::batch_mean: axes [{}] do not include the batch dim 0", fmt::join(axes, ", ")),
+                "reduce over the batch dim (and any others) to take a statistic of the batch");
+  }
+  const Tensor local = mean(x, axes, keepdims);
+  return shards_ ? all_reduce(local, shards_->axis, "mean") : local;
+}
+
+Tensor LayerContext::batch_offset(int64_t local_batch) const {
+  if (!shards_) return scalar(0, DType::kI64);
+  return axis_index(shards_->axis, shards_->count) * scalar(static_cast<double>(local_batch), DType::kI64);
+}
+
 // ---- Layer ----------------------------------------------------------------------------------
 
 Layer::Layer(std::string name) : name_(std::move(name)) {}
@@ -395,8 +410,28 @@ void Dropout::build(const Shape&) {
 
 Tensor Dropout::call(LayerContext& ctx, const Tensor& x) {
   if (!ctx.training() || o_.rate == 0.0) return x;
-  auto [state, u] = random_uniform(ctx.value(*state_), x.shape(), x.dtype());
-  ctx.set_value(*state_, state);
+  // Counter-based draws per example: example b of the global batch reads Threefry blocks
+  // state[1] + b * blocks onwards, so a shard's draws start at its position in the global batch
+  // and every example gets the same mask on any number of devices (JAX's partitionable
+  // Threefry). With an even number of 32-bit values per example this is the whole tensor's draw.
+  const Shape shape = x.shape();
+  const int64_t local = shape.empty() ? 1 : shape[0];
+  int64_t per_example = 1;
+  for (size_t d = 1; d < shape.size(); ++d) per_example *= shape[d];
+  const int64_t words = x.dtype() == DType::kF64 ? 1 : 2;  // values per Threefry block
+  const int64_t blocks = (per_example + words - 1) / words;
+  const Tensor state = ctx.value(*state_);
+  Tensor start = state;
+  if (ctx.batch_shards()) {
+    const Tensor skip = convert(ctx.batch_offset(local) * scalar(static_cast<double>(blocks), DType::kI64), DType::kU64);
+    start = state + concatenate({reshape(scalar(0, DType::kU64), {1}), reshape(skip, {1})}, 0);
+  }
+  Tensor u = random_uniform(start, {local, blocks * words}, x.dtype()).second;
+  if (blocks * words != per_example) u = slice(u, {0, 0}, {local, per_example});
+  u = reshape(u, shape);
+  // Every device advances the state past the whole global batch's draws.
+  const auto advance = static_cast<uint64_t>(ctx.global_batch(local) * blocks);
+  ctx.set_value(*state_, state + constant(Array::from_vector<uint64_t>({0, advance}, {2})));
   const Tensor keep = greater_equal(u, constant(Array::scalar(o_.rate, x.dtype())));
   return where(keep, x * (1.0 / (1.0 - o_.rate)), constant(Array::scalar(0.0, x.dtype())));
 }

@@ -117,8 +117,15 @@ Tensor BatchNormalization::normalize_batch(LayerContext& ctx, const Tensor& x) {
   const Tensor moving_mean = ctx.value(*moving_mean_), moving_variance = ctx.value(*moving_variance_);
   Tensor mean, var;
   if (ctx.training()) {
-    mean = ::ingot::mean(x, reduce, /*keepdims=*/true);
-    var = variance(x, reduce, /*keepdims=*/true);  // biased (divided by the count)
+    if (ctx.batch_shards()) {
+      // Over the global batch, as on one device: the shards' means of x, then of the squared
+      // deviations from that global mean (both all-reduced over the batch axis).
+      mean = ctx.batch_mean(x, reduce, /*keepdims=*/true);
+      var = ctx.batch_mean(square(x - mean), reduce, /*keepdims=*/true);
+    } else {
+      mean = ::ingot::mean(x, reduce, /*keepdims=*/true);
+      var = variance(x, reduce, /*keepdims=*/true);  // biased (divided by the count)
+    }
     const double m = o_.momentum;
     ctx.set_value(*moving_mean_, moving_mean * m + reshape(mean, moving_mean.shape()) * (1.0 - m));
     ctx.set_value(*moving_variance_, moving_variance * m + reshape(var, moving_variance.shape()) * (1.0 - m));

@@ -140,6 +140,48 @@ std::vector<Tensor> Model::Trainer::combined(const std::vector<Tensor>& before, 
   return out;
 }
 
+std::vector<Tensor> Model::Trainer::combined_non_trainable(const std::vector<Tensor>& before,
+                                                           const std::vector<Tensor>& after) const {
+  std::vector<Tensor> out = after;
+  for (const auto& [aggregation, reduction] : {std::pair{VariableAggregation::kMean, "mean"},
+                                               std::pair{VariableAggregation::kSum, "sum"}}) {
+    std::vector<size_t> which;
+    std::vector<Tensor> b, a;
+    for (size_t i = 0; i < after.size(); ++i) {
+      if (non_trainable[i]->aggregation() != aggregation) continue;
+      which.push_back(i);
+      b.push_back(before[i]);
+      a.push_back(after[i]);
+    }
+    if (which.empty()) continue;
+    const std::vector<Tensor> c = combined(b, a, reduction);
+    for (size_t k = 0; k < which.size(); ++k) out[which[k]] = c[k];
+  }
+  return out;
+}
+
+void Model::Trainer::check_aggregations() const {
+  if (!options.distribution) return;
+  for (const Variable* v : non_trainable) {
+    const DType d = v->dtype();
+    const bool reducible = d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64;
+    const VariableAggregation a = v->aggregation();
+    if ((a == VariableAggregation::kMean && !is_floating(d)) || (a == VariableAggregation::kSum && !reducible)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: non-trainable variable '{}' of dtype {} has aggregation '{}', which a distributed "
+                              "step cannot combine",
+                              options.distribution->class_name(), v->name(), dtype_name(d), aggregation_name(a)),
+                  "use 'mean' for floating-point state, 'sum' for f32/f64/i32/i64 counts, or 'only_first_replica' "
+                  "for state every device updates alike (Variable::set_aggregation)");
+    }
+  }
+}
+
+std::optional<BatchShards> Model::Trainer::batch_shards() const {
+  if (!options.distribution || options.distribution->batch_axis_size() == 1) return std::nullopt;
+  return BatchShards{options.distribution->batch_dim_name(), options.distribution->batch_axis_size()};
+}
+
 PrefetchQueue<Batch>::Distribute Model::Trainer::distribute(bool checked) {
   if (options.distribution) {
     // Data parallel: each batch is checked and split over the batch axis on the producer

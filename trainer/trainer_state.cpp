@@ -37,6 +37,7 @@ void Model::Trainer::prepare_steps() {
   if (train_fn) return;
   trainable = model->trainable_variables();
   non_trainable = model->non_trainable_variables();
+  check_aggregations();
   std::map<const Variable*, std::string> owners;
   add_owner_paths(*model, model->scope_name(), owners);
   update_scopes.clear();

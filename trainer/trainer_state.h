@@ -150,6 +150,14 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// per-device change summed ("sum": metric totals and counts) or averaged ("mean").
   std::vector<Tensor> combined(const std::vector<Tensor>& before, const std::vector<Tensor>& after,
                                const std::string& reduction) const;
+  /// Under a distribution: the non-trainable variables' new values combined by each variable's
+  /// aggregation (kMean, kSum: combined(); kOnlyFirstReplica: the device's own, equal on all).
+  std::vector<Tensor> combined_non_trainable(const std::vector<Tensor>& before, const std::vector<Tensor>& after) const;
+  /// Refuses (ingot::Error kInvalidArgument, before any step) an aggregation the collectives cannot
+  /// carry out: kMean of a non-float variable, kSum of a dtype other than f32, f64, i32, i64.
+  void check_aggregations() const;
+  /// How the batch is split over the devices (LayerContext::set_batch_shards); nullopt on one device.
+  std::optional<BatchShards> batch_shards() const;
 
   TraceFn train_step() const;
 

@@ -22,6 +22,7 @@ TraceFn Model::Trainer::loss_fn(bool training, bool scaled) const {
     const StepState<Tensor> s = StepLayout::loss_arguments(sizes).unflatten(b);
     const size_t nn = non_trainable.size();
     LayerContext ctx(training);
+    ctx.set_batch_shards(batch_shards());
     bind_variables(ctx, s);
     std::vector<Tensor> y_pred = model->forward(ctx, s.x);
     if (y_pred.size() != n_out) {
@@ -65,7 +66,7 @@ TraceFn Model::Trainer::train_step() const {
       check_state(s.part(p), sizes[p], step_part_name(p));
     }
     if (options.distribution) {  // the devices' updates combined (the gradients were, in compute_gradients)
-      s.non_trainable = combined(nt_before, s.non_trainable, "mean");
+      s.non_trainable = combined_non_trainable(nt_before, s.non_trainable);
       s.metrics = combined(m_before, s.metrics, "sum");
     }
     std::vector<Tensor> out = StepLayout::train_results(sizes).flatten(s);
@@ -107,6 +108,7 @@ TraceFn Model::Trainer::predict_step() const {
   return [this](const std::vector<Tensor>& a) {
     const StepState<Tensor> s = StepLayout::predict_arguments(sizes()).unflatten(a);
     LayerContext ctx(false);
+    ctx.set_batch_shards(batch_shards());
     bind_variables(ctx, s);
     std::vector<Tensor> out = model->forward(ctx, s.x);
     if (num_processes() > 1) {  // every device gets the whole batch's predictions (replicated outputs)

@@ -15,7 +15,17 @@ Variable::Variable(std::string name, Array value, bool trainable)
   }
   shape_ = value.shape();
   dtype_ = value.dtype();
+  aggregation_ = is_floating(dtype_) ? VariableAggregation::kMean : VariableAggregation::kOnlyFirstReplica;
   value_ = value;
+}
+
+const char* aggregation_name(VariableAggregation aggregation) {
+  switch (aggregation) {
+    case VariableAggregation::kMean: return "mean";
+    case VariableAggregation::kSum: return "sum";
+    case VariableAggregation::kOnlyFirstReplica: return "only_first_replica";
+  }
+  return "?";
 }
 
 const Array& Variable::value() const {

@@ -771,6 +771,16 @@ Tensor reduce_scatter(const Tensor& x, const std::string& axis_name, int64_t axi
                ir::Attributes{{"axis_name", axis_name}, {"axis_size", axis_size}, {"reduction", reduction}});
 }
 
+Tensor axis_index(const std::string& axis_name, int64_t axis_size) {
+  if (axis_size < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("axis_index: axis_size of mesh axis '{}' is {}", axis_name, axis_size),
+                "pass the number of devices along the axis (>= 1)");
+  }
+  const Tensor block = reduce_scatter(iota({axis_size}, 0, DType::kI64), axis_name, axis_size, "max");
+  return reshape(block, {});
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const auto [as, bs] = matmul_shapes(a, b);
   const Shape b_batch(bs.begin(), bs.end() - 2);

@@ -65,6 +65,23 @@ TEST(SpmdCompile, SegmentsAroundAnAllReduceMatchTheWholeBatch) {
   }
 }
 
+TEST(SpmdCompile, AxisIndexIsEachDevicesPositionAlongTheAxis) {
+  // lax.axis_index: device p of the 4 gets p (the output's blocks, split over the devices, are
+  // [0, 1, 2, 3]); offset by the per-device batch size it is the shard's first global row.
+  FourDevices d;
+  const TraceFn local = [](const std::vector<Tensor>& a) {
+    const Tensor index = axis_index("batch", 4);
+    return std::vector<Tensor>{reshape(index, {1}), reshape(index * a[0].dim(0), {1})};
+  };
+  const ir::Graph graph = trace(local, {{{2, 3}, DType::kF32}}, "index");
+  const Array x = testing::random_array({8, 3}, DType::kF32, 1);
+  const std::vector<Array> out = run_spmd(*compile_graph_spmd(graph), {device_put(x, d.split())}, {d.split(), d.split()},
+                                          d.comms());
+  EXPECT_EQ(to_host(out[0]).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(to_host(out[1]).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4, 6}));
+  testing::expect_error([] { axis_index("batch", 0); }, ErrorCode::kInvalidArgument, {"axis_size", "'batch'"});
+}
+
 TEST(SpmdCompile, DataParallelGradientsEqualTheWholeBatchGradient) {
   // loss_p = mean((x_p w - y_p)^2) on each device's shard; grad = all_reduce(dloss_p/dw, mean).
   // With equal shards that is d(mean over the whole batch)/dw, what one device computes.

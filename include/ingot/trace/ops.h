@@ -167,6 +167,11 @@ Tensor all_gather(const Tensor& x, const std::string& axis_name, int64_t axis_si
 /// reduce_scatter). x.dim(0) must be a multiple of axis_size. VJP for sum and mean (all_gather).
 Tensor reduce_scatter(const Tensor& x, const std::string& axis_name, int64_t axis_size,
                       const std::string& reduction = "sum");
+/// This device's index along mesh axis `axis_name` (`axis_size` devices), an i64 scalar in
+/// [0, axis_size) (JAX's lax.axis_index). Computed by one reduce_scatter "max" of iota(axis_size):
+/// device r keeps block r of the (equal) iotas, which is r. SPMD programs only, as all_reduce.
+/// axis_size < 1: ingot::Error(kInvalidArgument).
+Tensor axis_index(const std::string& axis_name, int64_t axis_size);
 
 /// Options of conv2d (NHWC input, HWIO kernel, NHWC output, as Keras/TF).
 struct Conv2DOptions {

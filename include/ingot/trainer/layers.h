@@ -22,8 +22,17 @@
 
 namespace ingot {
 
+/// How a distributed step's batch is split (data parallelism, FSDP, model parallelism with a batch
+/// axis): every device's call sees one of `count` equal shards of the global batch, in mesh order
+/// along mesh axis `axis`.
+struct BatchShards {
+  std::string axis;   ///< the mesh axis the batch (dim 0) is split over
+  int64_t count = 1;  ///< devices along it (shards of the global batch)
+};
+
 /// What a layer's call sees besides its input: the traced value of every variable, the training
-/// flag, and where to report losses (regularizers) and new values of non-trainable variables.
+/// flag, how the batch is split over devices, and where to report losses (regularizers) and new
+/// values of non-trainable variables.
 class LayerContext {
  public:
   /// `training`: forward pass of train_step (true) or test/predict (false). `build_mode`:
@@ -53,6 +62,21 @@ class LayerContext {
   std::optional<DType> compute_dtype() const { return compute_dtype_; }
   std::optional<Tensor> new_value(const Variable& variable) const;
 
+  /// Sets how the batch is split (the trainer, under a distribution); nullopt: the call sees the
+  /// whole batch (one device). Layers whose result is not computed example by example use it so
+  /// that a distributed step gives the one-device result, as JAX's global-view jit does.
+  void set_batch_shards(std::optional<BatchShards> shards) { shards_ = std::move(shards); }
+  const std::optional<BatchShards>& batch_shards() const { return shards_; }
+  /// The mean of `x` over `axes` (which must include the batch dim 0; sorted, distinct) over the
+  /// global batch: the local mean, then its mean over the batch shards (all_reduce "mean"; the
+  /// shards are equal, so the mean of their means is the global one). Differentiable.
+  Tensor batch_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) const;
+  /// The global index of this call's first example (i64 scalar): 0 on one device, else this
+  /// device's position along the batch axis (axis_index) times `local_batch`.
+  Tensor batch_offset(int64_t local_batch) const;
+  /// The global batch size of a call that sees `local_batch` examples.
+  int64_t global_batch(int64_t local_batch) const { return shards_ ? local_batch * shards_->count : local_batch; }
+
   /// Switches `ctx`'s compute dtype to `dtype` for the scope's lifetime and restores the previous
   /// one when it ends, also when the scope is left by an exception (a layer with its own dtype
   /// policy; normalization layers computing in f32 under a mixed policy).
@@ -74,6 +98,7 @@ class LayerContext {
   bool training_;
   bool build_mode_;
   std::optional<DType> compute_dtype_;
+  std::optional<BatchShards> shards_;
   std::map<const Variable*, Tensor> values_;
   std::map<const Variable*, Tensor> updates_;
   std::vector<Tensor> losses_;
@@ -310,6 +335,9 @@ class MaxPooling2D final : public Layer {
 /// others scaled by 1 / (1 - rate) (Srivastava et al., 2014, inverted dropout as Keras); identity
 /// when not training. The random state is a non-trainable u64[2] variable "seed_generator_state"
 /// (initialised from `seed`, else the layer's seed) advanced every training step, so runs repeat.
+/// Draws are counter-based per example (example b of the global batch reads Threefry blocks from
+/// state[1] + b * ceil(features / 2), one block per value for f64), so a distributed step masks
+/// each example as one device does (docs/distributed.md, "The compiled step", 6).
 struct DropoutOptions {
   double rate = 0.5;  ///< in [0, 1)
   std::optional<uint64_t> seed;

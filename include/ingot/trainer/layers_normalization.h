@@ -15,6 +15,8 @@ namespace ingot {
 /// - Training (fit's train step): mean and var are the batch's statistics (var biased, divided by
 ///   the count, as jnp.var); the non-trainable moving statistics are updated through
 ///   LayerContext::set_value as Keras does: moving = moving * momentum + batch_stat * (1 - momentum).
+///   Under a distribution the statistics are the global batch's (all-reduced over the batch axis,
+///   LayerContext::batch_mean), so every device count gives the one-device result.
 /// - Inference (evaluate, predict, training=false): mean and var are the moving statistics.
 /// - Mixed precision (as Keras 3): f16 / bf16 inputs are converted to f32; the statistics, the
 ///   moving-statistics updates and the normalization are computed in f32 with the f32 variables,

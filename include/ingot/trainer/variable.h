@@ -12,6 +12,21 @@
 
 namespace ingot {
 
+/// How a distributed step combines the devices' new values of a non-trainable variable (Keras 3's
+/// Variable `aggregation`, after tf.VariableAggregation). Each device computes the update on its
+/// batch shard:
+/// - kMean: the devices' updates (new value - old) are averaged (all_reduce "mean"); the default
+///   for floating-point variables (a custom layer's running average of its shard's data becomes
+///   the average over the shards).
+/// - kSum: the updates are summed (a count of examples seen); f32, f64, i32 and i64 only.
+/// - kOnlyFirstReplica: every device computes the same update, which is kept as is (RNG states,
+///   step counters, and the built-in layers' statistics, which are taken over the global batch);
+///   the default for every other dtype, which is never averaged.
+enum class VariableAggregation { kMean, kSum, kOnlyFirstReplica };
+
+/// Keras's spelling: "mean", "sum", "only_first_replica".
+const char* aggregation_name(VariableAggregation aggregation);
+
 /// A model variable: name (e.g. "dense/kernel"), shape, dtype, whether gradients update it, and
 /// its value. Not thread-safe (one trainer uses it at a time).
 class Variable {
@@ -40,6 +55,13 @@ class Variable {
   bool purged() const { return !value_.valid(); }
   void sync(Array value);
 
+  /// How a distributed step combines the devices' updates (non-trainable variables; trainable ones
+  /// are updated from the averaged gradient). Default: kMean for floating-point dtypes, else
+  /// kOnlyFirstReplica. The trainer refuses, at compile, kMean for a non-float variable and kSum
+  /// for a dtype the collectives cannot reduce (ingot::Error kInvalidArgument naming both).
+  VariableAggregation aggregation() const { return aggregation_; }
+  void set_aggregation(VariableAggregation aggregation) { aggregation_ = aggregation; }
+
   /// The sharding recorded for the variable's state (single device when unset).
   const std::optional<NamedSharding>& sharding() const { return sharding_; }
   void set_sharding(std::optional<NamedSharding> sharding) { sharding_ = std::move(sharding); }
@@ -51,6 +73,7 @@ class Variable {
   Shape shape_;
   DType dtype_;
   bool trainable_;
+  VariableAggregation aggregation_ = VariableAggregation::kMean;
   Array value_;
   std::optional<NamedSharding> sharding_;
 };
