@@ -32,15 +32,19 @@ void check_fit_options(const FitOptions& o) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_epochs holds {}; epochs are 1-based", e));
     }
   }
-  for (size_t i = 0; i < o.class_weight.size(); ++i) {
-    const auto& [cls, w] = o.class_weight[i];
+  check_class_weight("fit", o.class_weight);
+}
+
+void check_class_weight(const char* who, const std::vector<std::pair<int64_t, double>>& class_weight) {
+  for (size_t i = 0; i < class_weight.size(); ++i) {
+    const auto& [cls, w] = class_weight[i];
     if (!std::isfinite(w) || w < 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight of class {} is {}", cls, w),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: class_weight of class {} is {}", who, cls, w),
                   "class weights must be finite and >= 0");
     }
     for (size_t j = 0; j < i; ++j) {
-      if (o.class_weight[j].first == cls) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight lists class {} twice", cls));
+      if (class_weight[j].first == cls) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: class_weight lists class {} twice", who, cls));
       }
     }
   }

@@ -16,6 +16,10 @@ namespace ingot::detail {
 /// ingot::Error(kInvalidArgument) naming the option and its value.
 void check_fit_options(const FitOptions& o);
 
+/// Keras's class_weight as `who` ("fit", "train_on_batch") takes it: finite weights >= 0, each
+/// class listed once. Throws ingot::Error(kInvalidArgument) naming `who`, the class and the weight.
+void check_class_weight(const char* who, const std::vector<std::pair<int64_t, double>>& class_weight);
+
 /// fit's training arrays and validation batch.
 struct FitArrays {
   Arrays x, y, sample_weight;

@@ -513,14 +513,25 @@ Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Arrays& x, 
 
 }  // namespace
 
-Logs Model::train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight) {
+Logs Model::train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight,
+                           const std::vector<std::pair<int64_t, double>>& class_weight) {
   if (!trainer_ || !trainer_->compiled_by_user) {
     throw Error(ErrorCode::kFailedPrecondition, "train_on_batch before compile", "call model.compile(...) first");
   }
   if (!trainer_->options.optimizer) {
     throw Error(ErrorCode::kFailedPrecondition, "train_on_batch: compile() was given no optimizer");
   }
-  return run_on_batch(*this, *trainer_, true, x, y, sample_weight);
+  if (class_weight.empty()) return run_on_batch(*this, *trainer_, true, x, y, sample_weight);
+  detail::check_class_weight("train_on_batch", class_weight);
+  if (!sample_weight.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "train_on_batch: sample_weight and class_weight were both given",
+                "pass one of them (class_weight becomes per-sample weights)");
+  }
+  if (y.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("train_on_batch: class_weight with {} outputs' targets", y.size()),
+                "class_weight is for single-output models (as Keras); pass sample_weight per output instead");
+  }
+  return run_on_batch(*this, *trainer_, true, x, y, Arrays(class_weights_to_sample_weights(y[0], class_weight)));
 }
 
 Logs Model::test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight) {

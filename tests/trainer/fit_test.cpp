@@ -11,6 +11,7 @@
 #include "ingot/trainer/layers_normalization.h"
 #include "ingot/trainer/model.h"
 #include "linear_model.h"
+#include "compiler/codegen/parity.h"
 #include "test_util.h"
 
 namespace ingot {
@@ -696,6 +697,66 @@ TEST(FitReview, SummaryColumnsWidenForLongNamesAndUnnamedLayersAreDescribed) {
   KerasTensor in = Input({3});
   Functional f(in, std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(in));
   EXPECT_EQ(f.layers().size(), 1u);
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+/// Dense 4 -> 3 logits, seeded, compiled with SGD, sparse cross-entropy and accuracy.
+std::shared_ptr<Sequential> seeded_classifier() {
+  auto m = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})},
+                                        ModelOptions{.seed = 5});
+  m->build_model({1, 4});
+  auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+      losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
+  m->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.1}),
+              .loss = loss,
+              .metrics = {metrics::get_for_compile("accuracy", {.loss = loss.get()})}});
+  return m;
+}
+
+TEST(TrainOnBatch, ClassWeightWeighsEachSampleByItsClassAsFitDoes) {
+  // Keras's train_on_batch(x, y, class_weight=...): the same step as the equivalent sample weights.
+  const Array x = testing::random_array({6, 4}, DType::kF32, 3);
+  const Array y = testing::i32({0, 1, 2, 1, 0, 2}, {6});
+  const std::vector<std::pair<int64_t, double>> cw = {{0, 1.0}, {1, 2.0}, {2, 0.5}};
+  auto a = seeded_classifier(), b = seeded_classifier();
+  const Logs la = a->train_on_batch(x, y, {}, cw);
+  const Logs lb = b->train_on_batch(x, y, testing::f32({1, 2, 0.5f, 2, 1, 0.5f}, {6}));
+  EXPECT_EQ(*la.get("loss"), *lb.get("loss"));
+  for (size_t i = 0; i < a->get_weights().size(); ++i) {
+    EXPECT_EQ(a->get_weights()[i].to_vector<float>(), b->get_weights()[i].to_vector<float>());
+  }
+  auto c = seeded_classifier();
+  EXPECT_NE(*c->train_on_batch(x, y).get("loss"), *la.get("loss"));  // the weights matter
+  expect_error([&] { c->train_on_batch(x, y, testing::f32({1, 1, 1, 1, 1, 1}, {6}), cw); }, ErrorCode::kInvalidArgument,
+               {"train_on_batch", "sample_weight and class_weight"});
+  expect_error([&] { c->train_on_batch(x, y, {}, {{1, -2.0}}); }, ErrorCode::kInvalidArgument,
+               {"train_on_batch: class_weight of class 1 is -2"});
+  expect_error([&] { c->train_on_batch(x, y, {}, {{1, 1.0}, {1, 2.0}}); }, ErrorCode::kInvalidArgument,
+               {"class 1 twice"});
+}
+
+TEST(Fit, FloatLabelsAreClassIndicesTruncatedAsKerasCastsThem) {
+  // Keras casts float class labels to int32 (truncation) in the loss and class_weight; whole-valued
+  // float labels train exactly as integer ones, with accuracy and class weights.
+  const Array x = testing::random_array({8, 4}, DType::kF32, 4);
+  const Array yi = testing::i32({0, 1, 2, 1, 0, 2, 2, 1}, {8});
+  const Array yf = testing::f32({0, 1, 2, 1, 0, 2, 2, 1}, {8});
+  const std::vector<std::pair<int64_t, double>> cw = {{0, 1.0}, {1, 3.0}, {2, 0.5}};
+  auto a = seeded_classifier(), b = seeded_classifier();
+  const auto ha = a->fit({.x = x, .y = yi, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
+  const auto hb = b->fit({.x = x, .y = yf, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
+  EXPECT_EQ(ha->values("loss"), hb->values("loss"));
+  EXPECT_EQ(ha->values("accuracy"), hb->values("accuracy"));
+  // A fractional label is truncated to its class in the loss, as Keras's cast: 1.7 is class 1.
+  const Logs whole = a->evaluate({.x = x, .y = testing::f32({1, 1, 1, 1, 1, 1, 1, 1}, {8}), .verbose = 0});
+  const Logs fractional = a->evaluate({.x = x, .y = testing::f32({1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f}, {8}),
+                                       .verbose = 0});
+  EXPECT_EQ(*whole.get("loss"), *fractional.get("loss"));
 }
 
 }  // namespace

@@ -272,8 +272,11 @@ class Model : public Layer {
   /// predict returning every output (Keras's list of outputs), each concatenated over batches.
   std::vector<Array> predict_outputs(PredictOptions options);
   /// One training step on one batch; returns the logs (loss and metrics of this batch alone,
-  /// as Keras with reset_metrics).
-  Logs train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight = {});
+  /// as Keras with reset_metrics). `class_weight` (class -> weight, as FitOptions::class_weight
+  /// and Keras's train_on_batch) weighs each sample by its label's class: single-output models,
+  /// not with sample_weight (ingot::Error kInvalidArgument naming the argument, as fit).
+  Logs train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight = {},
+                      const std::vector<std::pair<int64_t, double>>& class_weight = {});
   /// One test step on one batch.
   Logs test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample_weight = {});
   /// One training step, traced (Keras: override train_step to customise training). The default
