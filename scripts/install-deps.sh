@@ -8,7 +8,7 @@ PACKAGES=(
   # build tools
   cmake ninja-build g++ ccache pkg-config
   # compiler infrastructure (LLVM/MLIR 22)
-  llvm-22-dev libmlir-22-dev mlir-22-tools
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # libraries
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
   zlib1g-dev libopenblas-dev libdnnl-dev libgloo-dev
