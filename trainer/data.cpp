@@ -192,6 +192,47 @@ Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pai
   return Array::from_doubles(w, {n}, DType::kF32);
 }
 
+namespace {
+
+/// class_weighted()'s adapter.
+class ClassWeightedAdapter final : public DataAdapter {
+ public:
+  ClassWeightedAdapter(std::shared_ptr<DataAdapter> data, std::vector<std::pair<int64_t, double>> class_weight)
+      : data_(std::move(data)), class_weight_(std::move(class_weight)) {}
+  std::optional<int64_t> num_batches() const override { return data_->num_batches(); }
+  std::vector<ir::TensorType> x_types() const override { return data_->x_types(); }
+  std::function<std::optional<Batch>()> epoch(int64_t epoch) override {
+    return [next = data_->epoch(epoch), cw = class_weight_]() -> std::optional<Batch> {
+      std::optional<Batch> b = next();
+      if (!b) return b;
+      if (b->y.size() != 1) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("fit: class_weight needs one target per batch; the data adapter's batch has {}",
+                                b->y.size()),
+                    "class_weight is for single-output models with labels (as Keras)");
+      }
+      if (b->sample_weight.valid()) {
+        throw Error(ErrorCode::kInvalidArgument, "fit: class_weight, and the data adapter's batch has a sample_weight",
+                    "give the batches no sample_weight, or fold the class weights into it and drop class_weight");
+      }
+      b->sample_weight = Arrays(class_weights_to_sample_weights(b->y[0], cw));
+      return b;
+    };
+  }
+
+ private:
+  std::shared_ptr<DataAdapter> data_;
+  std::vector<std::pair<int64_t, double>> class_weight_;
+};
+
+}  // namespace
+
+std::shared_ptr<DataAdapter> class_weighted(std::shared_ptr<DataAdapter> data,
+                                            std::vector<std::pair<int64_t, double>> class_weight) {
+  if (!data) throw Error(ErrorCode::kInvalidArgument, "class_weighted: no data adapter");
+  return std::make_shared<ClassWeightedAdapter>(std::move(data), std::move(class_weight));
+}
+
 EpochIterator::EpochIterator(std::shared_ptr<DataAdapter> adapter, std::optional<int64_t> steps_per_epoch,
                              PrefetchQueue<Batch>::Distribute distribute, std::string steps_name, bool prefetch)
     : adapter_(std::move(adapter)), steps_(steps_per_epoch), distribute_(std::move(distribute)), prefetch_(prefetch) {

@@ -81,7 +81,7 @@ FitArrays fit_arrays(const FitOptions& o) {
     sw = train.sample_weight;
     if (!val) val = v;
   }
-  if (!o.class_weight.empty()) {
+  if (!o.class_weight.empty() && !o.data) {  // with an adapter: per batch (Model::fit, class_weighted)
     if (y.size() > 1) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: class_weight with {} outputs' targets", y.size()),
                   "class_weight is for single-output models (as Keras); pass sample_weight per output instead");

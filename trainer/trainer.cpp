@@ -155,7 +155,15 @@ void check_distributed_batches(const Model::Trainer& t, const Arrays& x, int64_t
 std::shared_ptr<DataAdapter> make_adapter(const Arrays& x, const Arrays& y, const Arrays& sw,
                                           const std::shared_ptr<DataAdapter>& data, int64_t batch_size, bool shuffle,
                                           uint64_t seed, const char* who) {
-  if (data) return data;
+  if (data) {
+    for (const auto& [name, arrays] : {std::pair{"x", &x}, std::pair{"y", &y}, std::pair{"sample_weight", &sw}}) {
+      if (arrays->valid()) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: both a data adapter and {} were given", who, name),
+                    "the adapter's batches carry x, y and sample_weight: pass either .data or the arrays");
+      }
+    }
+    return data;
+  }
   if (!x.valid()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no data (x is empty and no data adapter)", who),
                 "pass x (and y), or .data");
@@ -289,6 +297,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   check_distributed_batches(t, x, o.batch_size, "fit");
   if (val) check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
+  if (o.data && !o.class_weight.empty()) adapter = class_weighted(adapter, o.class_weight);
   EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch", o.prefetch);
   std::optional<EpochIterator> val_it;
   if (val) {

@@ -759,5 +759,79 @@ TEST(Fit, FloatLabelsAreClassIndicesTruncatedAsKerasCastsThem) {
   EXPECT_EQ(*whole.get("loss"), *fractional.get("loss"));
 }
 
+TEST(FitDataAdapter, EveryArrayArgumentWorksTheSameWithAnAdapterOrIsRefused) {
+  // fit / evaluate / predict with `data` (an adapter) and each argument that works with arrays:
+  // the same results as the arrays, or an ingot::Error naming the argument (never a std::
+  // exception); nothing trains when refused.
+  const Array x = testing::random_array({8, 4}, DType::kF32, 6);
+  const Array y = testing::i32({0, 1, 2, 1, 0, 2, 2, 1}, {8});
+  const Array sw = testing::f32({1, 2, 1, 0.5f, 1, 2, 1, 0.5f}, {8});
+  const std::vector<std::pair<int64_t, double>> cw = {{0, 1.0}, {1, 3.0}, {2, 0.5}};
+  const auto adapter = [&](bool weighted) {
+    return std::make_shared<ArrayDataAdapter>(x, y, weighted ? Arrays(sw) : Arrays(), 4, false);
+  };
+  const auto same_fit = [&](const FitOptions& with_arrays, const FitOptions& with_data, const char* what) {
+    SCOPED_TRACE(what);
+    auto a = seeded_classifier(), b = seeded_classifier();
+    const auto ha = a->fit(with_arrays);
+    const auto hb = b->fit(with_data);
+    EXPECT_EQ(ha->values("loss"), hb->values("loss"));
+    EXPECT_EQ(ha->contains("val_loss"), hb->contains("val_loss"));
+    if (ha->contains("val_loss")) {
+      EXPECT_EQ(ha->values("val_loss"), hb->values("val_loss"));
+    }
+    EXPECT_EQ(a->get_weights()[0].to_vector<float>(), b->get_weights()[0].to_vector<float>());
+  };
+  const FitOptions arrays{.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false};
+  FitOptions data{.data = adapter(false), .batch_size = 4, .epochs = 2, .verbose = 0};
+  FitOptions a = arrays, d = data;
+  a.class_weight = d.class_weight = cw;
+  same_fit(a, d, "class_weight");
+  a = arrays;
+  d = data;
+  a.sample_weight = sw;
+  d.data = adapter(true);  // the adapter's batches carry the weights
+  same_fit(a, d, "sample_weight");
+  a = arrays;
+  d = data;
+  a.validation_data = d.validation_data = Batch{x, y, Arrays()};
+  same_fit(a, d, "validation_data");
+  a = arrays;
+  d = data;
+  a.steps_per_epoch = d.steps_per_epoch = 1;
+  same_fit(a, d, "steps_per_epoch");
+  // Refused, naming the argument.
+  auto m = seeded_classifier();
+  const std::vector<float> w0 = m->get_weights()[0].to_vector<float>();
+  const auto refused = [&](FitOptions o, std::vector<std::string> names) {
+    expect_error([&] { m->fit(o); }, ErrorCode::kInvalidArgument, names);
+  };
+  FitOptions r = data;
+  r.sample_weight = sw;
+  refused(r, {"fit: both a data adapter and sample_weight"});
+  r = data;
+  r.x = x;
+  refused(r, {"fit: both a data adapter and x"});
+  r = data;
+  r.y = y;
+  refused(r, {"fit: both a data adapter and y"});
+  r = data;
+  r.validation_split = 0.25;
+  refused(r, {"validation_split", "array data"});
+  r = data;
+  r.data = adapter(true);
+  r.class_weight = cw;
+  refused(r, {"class_weight", "sample_weight"});
+  EXPECT_EQ(m->get_weights()[0].to_vector<float>(), w0);  // nothing trained
+  // evaluate and predict.
+  const Logs ea = m->evaluate({.x = x, .y = y, .batch_size = 4, .verbose = 0, .steps = 1});
+  const Logs ed = m->evaluate({.data = adapter(false), .verbose = 0, .steps = 1});
+  EXPECT_EQ(*ea.get("loss"), *ed.get("loss"));
+  expect_error([&] { m->evaluate({.sample_weight = sw, .data = adapter(false), .verbose = 0}); },
+               ErrorCode::kInvalidArgument, {"evaluate: both a data adapter and sample_weight"});
+  expect_error([&] { m->predict({.x = x, .data = adapter(false)}); }, ErrorCode::kInvalidArgument,
+               {"predict: both a data adapter and x"});
+}
+
 }  // namespace
 }  // namespace ingot

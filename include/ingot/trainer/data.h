@@ -121,6 +121,13 @@ std::pair<Batch, Batch> split_validation(const Batch& data, double validation_sp
 /// labels outside the map's keys are fine (weight 1); invalid y is kInvalidArgument.
 Array class_weights_to_sample_weights(const Array& y, const std::vector<std::pair<int64_t, double>>& class_weight);
 
+/// Keras's class_weight on an adapter's data (fit with `data` and `class_weight`): the same
+/// batches, each given per-sample weights from its labels (class_weights_to_sample_weights). A
+/// batch with several targets, none, or its own sample_weight is ingot::Error(kInvalidArgument)
+/// naming class_weight, when that batch is produced (before its step runs).
+std::shared_ptr<DataAdapter> class_weighted(std::shared_ptr<DataAdapter> data,
+                                            std::vector<std::pair<int64_t, double>> class_weight);
+
 /// One epoch after another: feeds the adapter's batches through a two-slot PrefetchQueue
 /// (`distribute` runs on the producer thread), stopping after `steps_per_epoch` batches when given.
 /// Without prefetching (`prefetch` false) no producer thread runs: next() produces and
