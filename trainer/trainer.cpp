@@ -278,6 +278,67 @@ struct FittingFlag {
   bool& flag_;
 };
 
+/// Shows the train and test steps' compile progress on `stream` while it lives (fit: a compile
+/// taking over a second shows where the progress bar goes); null shows nothing.
+struct ShowCompiles {
+  Model::Trainer& t;
+  ShowCompiles(Model::Trainer& trainer, std::ostream* stream) : t(trainer) {
+    t.train_fn->show_compiles_on(stream);
+    t.test_fn->show_compiles_on(stream);
+  }
+  ~ShowCompiles() {
+    t.train_fn->show_compiles_on(nullptr);
+    t.test_fn->show_compiles_on(nullptr);
+  }
+  ShowCompiles(const ShowCompiles&) = delete;
+  ShowCompiles& operator=(const ShowCompiles&) = delete;
+};
+
+/// fit's share of the train step's time counters (FitTiming): what they held when the fit began.
+struct TrainTimer {
+  const Model::Trainer& t;
+  const double run0, compile0, collective0;
+  explicit TrainTimer(const Model::Trainer& trainer)
+      : t(trainer), run0(t.train_fn->run_seconds), compile0(t.train_fn->compile_seconds),
+        collective0(t.train_fn->collective_seconds()) {}
+  /// Adds an epoch of `steps` train steps whose loop started at `loop_start` to `timing`, and
+  /// sets the step, compile and collective seconds spent since the fit began.
+  void add_epoch(FitTiming& timing, int64_t steps, std::chrono::steady_clock::time_point loop_start) const {
+    timing.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - loop_start).count();
+    timing.train_steps += steps;
+    timing.step_seconds = t.train_fn->run_seconds - run0;
+    timing.compile_seconds = t.train_fn->compile_seconds - compile0;
+    timing.collective_seconds = t.train_fn->collective_seconds() - collective0;
+  }
+};
+
+/// fit's validation batches (validation_data or the validation_split part), or null without.
+/// Errors (kInvalidArgument, "fit: validation_data"): no y, an adapter's argument errors.
+std::unique_ptr<EpochIterator> validation_iterator(Model::Trainer& t, const FitOptions& o, const std::optional<Batch>& val) {
+  if (!val) return nullptr;
+  if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
+  try {
+    return std::make_unique<EpochIterator>(
+        std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight, o.validation_batch_size.value_or(o.batch_size),
+                                           false),
+        o.validation_steps, t.distribute(true), "validation_steps", o.prefetch);
+  } catch (const Error& e) {
+    throw e.with_context("fit: validation_data");
+  }
+}
+
+/// fit's validation data fits the built model: its inputs, sample counts and labels (before any
+/// epoch trains). Errors carry the context "fit: validation_data".
+void check_validation_data(Model& m, Model::Trainer& t, const Batch& val) {
+  try {
+    m.build_model(types_of(val.x));
+    check_data_counts(t, val.x, val.y, val.sample_weight, "fit: validation_data");
+    t.check_labels(val.y);
+  } catch (const Error& e) {
+    throw e.with_context("fit: validation_data");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
@@ -299,32 +360,14 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
   if (o.data && !o.class_weight.empty()) adapter = class_weighted(adapter, o.class_weight);
   EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch", o.prefetch);
-  std::optional<EpochIterator> val_it;
-  if (val) {
-    if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
-    try {
-      val_it.emplace(std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
-                                                        o.validation_batch_size.value_or(o.batch_size), false),
-                     o.validation_steps, t.distribute(true), "validation_steps", o.prefetch);
-    } catch (const Error& e) {
-      throw e.with_context("fit: validation_data");
-    }
-  }
+  std::unique_ptr<EpochIterator> val_it = validation_iterator(t, o, val);
   // The build pass: shapes only, no batch consumed. Validation inputs and labels are checked
   // now too, so no error surfaces after an epoch has trained.
   build_model(adapter->x_types());
   t.prepare();
   check_data_counts(t, x, y, sw, "fit");
   t.check_labels(y);
-  if (val) {
-    try {
-      build_model(types_of(val->x));
-      check_data_counts(t, val->x, val->y, val->sample_weight, "fit: validation_data");
-      t.check_labels(val->y);
-    } catch (const Error& e) {
-      throw e.with_context("fit: validation_data");
-    }
-  }
+  if (val) check_validation_data(*this, t, *val);
 
   callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
                                             .add_progbar = true,
@@ -335,25 +378,10 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   FittingFlag fitting(t.fitting);
   // A compile taking over a second shows its progress where the progress bar goes.
   std::ostream* notices = o.verbose != 0 && process_id() == 0 ? (o.progbar.stream ? o.progbar.stream : &std::cout) : nullptr;
-  struct ShowCompiles {
-    Trainer& t;
-    ShowCompiles(Trainer& trainer, std::ostream* stream) : t(trainer) {
-      t.train_fn->show_compiles_on(stream);
-      t.test_fn->show_compiles_on(stream);
-    }
-    ~ShowCompiles() {
-      t.train_fn->show_compiles_on(nullptr);
-      t.test_fn->show_compiles_on(nullptr);
-    }
-  } show_compiles(t, notices);
+  const ShowCompiles show_compiles(t, notices);
   Logs logs;
   fit_timing_ = {};
-  const double run0 = t.train_fn->run_seconds, compile0 = t.train_fn->compile_seconds,
-               collective0 = t.train_fn->collective_seconds();
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  const TrainTimer timer(t);
   try {
     t.begin_loop();
     cbs.on_train_begin({});
@@ -365,13 +393,9 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       t.M = t.initial_metric_state();
       cbs.on_epoch_begin(epoch, {});
       it.begin_epoch(epoch);
-      const auto loop_start = Clock::now();
-      const int64_t step = train_pass(t, cbs, it, logs);
-      fit_timing_.train_seconds += seconds_since(loop_start);
-      fit_timing_.train_steps += step;
-      fit_timing_.step_seconds = t.train_fn->run_seconds - run0;
-      fit_timing_.compile_seconds = t.train_fn->compile_seconds - compile0;
-      fit_timing_.collective_seconds = t.train_fn->collective_seconds() - collective0;
+      const auto loop_start = std::chrono::steady_clock::now();
+      const int64_t steps = train_pass(t, cbs, it, logs);
+      timer.add_epoch(fit_timing_, steps, loop_start);
       it.stop();
       Logs epoch_logs = logs;
       if (val_it && validates_after(o, epoch)) validate(t, cbs, *val_it, epoch_logs, fit_timing_);
