@@ -18,16 +18,6 @@ namespace ingot {
 
 namespace {
 
-/// Ops cheap enough to recompute in the backward pass when rematerialisation is on.
-bool is_cheap_elementwise(const std::string& op) {
-  static const std::set<std::string> kCheap = {
-      "negate", "abs", "sign", "exponential", "log", "log_plus_one", "exponential_minus_one",
-      "tanh", "logistic", "sqrt", "rsqrt", "sine", "cosine", "floor", "ceil",
-      "round_nearest_even", "erf", "not", "is_finite", "add", "subtract", "multiply", "divide",
-      "maximum", "minimum", "power", "compare", "select", "clamp", "convert", "broadcast_in_dim"};
-  return kCheap.count(op) != 0;
-}
-
 /// The state shared by a vjp's outputs and its pullback: the traced subgraph and the Tensor of
 /// each of its values in the outer trace.
 struct Tape {
@@ -60,7 +50,8 @@ class BackwardValues {
     const ir::ValueInfo& info = tape_.graph.value(v);
     if (!tape_.options.rematerialize_elementwise || info.producer < 0) return tape_.values[v];
     const ir::Node& node = tape_.graph.node(info.producer);
-    if (!is_cheap_elementwise(node.op)) return tape_.values[v];
+    // The op's trait decides (OpTraits::cheap_to_recompute: elementwise maps, compare, select, ...).
+    if (!tape_.graph.registry().get(node.op).traits.cheap_to_recompute) return tape_.values[v];
     auto it = recomputed_.find(v);
     if (it != recomputed_.end()) return it->second;
     std::vector<Tensor> inputs;

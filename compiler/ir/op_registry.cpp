@@ -53,13 +53,6 @@ void OpRegistry::set_lowering(const std::string& name, LowerRule rule) {
   it->second.lower = std::move(rule);
 }
 
-void OpRegistry::set_attribute_names(const std::string& name, std::vector<std::string> names) {
-  auto it = ops_.find(name);
-  if (it == ops_.end()) {
-    throw Error(ErrorCode::kNotFound, fmt::format("set_attribute_names: unknown op '{}'", name));
-  }
-  it->second.attribute_names = std::move(names);
-}
 
 std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;

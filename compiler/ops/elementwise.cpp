@@ -29,6 +29,8 @@ namespace ingot::ir {
 
 namespace {
 
+using ops::declared;
+using ops::kCheapToRecompute;
 using ops::make_result;
 using ops::require_dtype;
 
@@ -878,7 +880,8 @@ void add_unary(OpRegistry& r, const std::string& name, const std::string& summar
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_unary<kinds, bool_result>(name, in[0], result_types[0], fn)};
   };
-  r.add(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary});
+  r.add(declared(OpDef{name, 1, 1, unary_rule(name, kinds, bool_result), std::move(kernel), summary}, {},
+                 kCheapToRecompute));
 }
 
 /// Registers a two-operand map op with identical operand types.
@@ -888,7 +891,8 @@ void add_binary(OpRegistry& r, const std::string& name, const std::string& summa
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_binary<kinds, false>(name, in[0], in[1], result_types[0], fn)};
   };
-  r.add(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary});
+  r.add(declared(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary}, {},
+                 kCheapToRecompute));
 }
 
 void register_unary_ops(OpRegistry& r) {
@@ -954,31 +958,23 @@ void register_binary_ops(OpRegistry& r) {
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-  r.add(
-      OpDef{"constant", 0, 0, constant_rule, constant_kernel, "the literal in attribute `value`"});
-  r.add(OpDef{"iota", 0, 0, iota_rule, iota_kernel,
-              "index along `iota_dimension` of `shape`, as `dtype`"});
-  r.add(OpDef{"convert", 1, 1, convert_rule, convert_kernel,
-              "element type conversion to `dtype` (float->int truncates and saturates)"});
+  r.add(declared(OpDef{"constant", 0, 0, constant_rule, constant_kernel, "the literal in attribute `value`"},
+                 {"value"}));
+  r.add(declared(OpDef{"iota", 0, 0, iota_rule, iota_kernel, "index along `iota_dimension` of `shape`, as `dtype`"},
+                 {"shape", "dtype", "iota_dimension"}));
+  r.add(declared(OpDef{"convert", 1, 1, convert_rule, convert_kernel,
+                       "element type conversion to `dtype` (float->int truncates and saturates)"},
+                 {"dtype"}, kCheapToRecompute));
   register_unary_ops(r);
   register_binary_ops(r);
-  r.add(OpDef{"compare", 2, 2, compare_rule, compare_kernel,
-              "a <dir> b as bool, dir = comparison_direction (EQ NE LT LE GT GE); IEEE NaN"});
-  r.add(OpDef{"select", 3, 3, select_rule, select_kernel,
-              "pred ? on_true : on_false elementwise (pred scalar or same shape)"});
-  r.add(OpDef{"clamp", 3, 3, clamp_rule, clamp_kernel,
-              "min(max(x, min), max); bounds scalar or x's shape"});
-  r.set_attribute_names("constant", {"value"});
-  r.set_attribute_names("iota", {"shape", "dtype", "iota_dimension"});
-  r.set_attribute_names("convert", {"dtype"});
-  r.set_attribute_names("compare", {"comparison_direction"});
-  for (const char* op : {"negate", "abs", "sign", "exponential", "log", "log_plus_one",
-                         "exponential_minus_one", "tanh", "logistic", "sqrt", "rsqrt", "sine",
-                         "cosine", "floor", "ceil", "round_nearest_even", "erf", "not", "is_finite",
-                         "add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
-                         "minimum", "atan2", "and", "or", "xor", "select", "clamp"}) {
-    r.set_attribute_names(op, {});
-  }
+  r.add(declared(OpDef{"compare", 2, 2, compare_rule, compare_kernel,
+                       "a <dir> b as bool, dir = comparison_direction (EQ NE LT LE GT GE); IEEE NaN"},
+                 {"comparison_direction"}, kCheapToRecompute));
+  r.add(declared(OpDef{"select", 3, 3, select_rule, select_kernel,
+                       "pred ? on_true : on_false elementwise (pred scalar or same shape)"},
+                 {}, kCheapToRecompute));
+  r.add(declared(OpDef{"clamp", 3, 3, clamp_rule, clamp_kernel, "min(max(x, min), max); bounds scalar or x's shape"},
+                 {}, kCheapToRecompute));
 }
 
 }  // namespace ingot::ir

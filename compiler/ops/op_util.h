@@ -15,6 +15,17 @@
 
 namespace ingot::ir::ops {
 
+/// `def` with the attribute names it accepts (OpDef::attribute_names) and its traits, so an op's
+/// registration states them where it is defined.
+inline OpDef declared(OpDef def, std::vector<std::string> attribute_names, OpTraits traits = {}) {
+  def.attribute_names = std::move(attribute_names);
+  def.traits = traits;
+  return def;
+}
+
+/// The trait of the ops a backward pass may recompute (OpTraits::cheap_to_recompute).
+inline constexpr OpTraits kCheapToRecompute{.cheap_to_recompute = true};
+
 /// "[1, 2, 3]" for an attribute list.
 inline std::string list_str(const std::vector<int64_t>& v) {
   return fmt::format("[{}]", fmt::join(v, ", "));

@@ -708,8 +708,9 @@ Cts reduce_window_vjp(const VjpArgs& a) {
 }  // namespace
 
 void register_reduction_ops(OpRegistry& r) {
-  r.add(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
-              "folds `dimensions` with `computation` (add mul max min and or) starting at init"});
+  r.add(ops::declared(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
+                            "folds `dimensions` with `computation` (add mul max min and or) starting at init"},
+                      {"dimensions", "computation"}));
   r.add(OpDef{"argmax", 1, 1,
               [](std::span<const TensorType> in, const Attributes& a) {
                 return arg_extreme_shape("argmax", in, a);
@@ -717,7 +718,9 @@ void register_reduction_ops(OpRegistry& r) {
               [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
                 return arg_extreme_kernel(in, a, t, /*is_max=*/true);
               },
-              "index of the first maximum along `dimension` (NaN counts as the maximum)"});
+              "index of the first maximum along `dimension` (NaN counts as the maximum)",
+              {},
+              std::vector<std::string>{"dimension", "index_dtype"}});
   r.add(OpDef{"argmin", 1, 1,
               [](std::span<const TensorType> in, const Attributes& a) {
                 return arg_extreme_shape("argmin", in, a);
@@ -725,18 +728,17 @@ void register_reduction_ops(OpRegistry& r) {
               [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
                 return arg_extreme_kernel(in, a, t, /*is_max=*/false);
               },
-              "index of the first minimum along `dimension` (NaN counts as the minimum)"});
-  r.add(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
-              "StableHLO reduce_window with `computation` (add mul max min); padding holds init"});
-  r.add(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
-              "adds each window's source value at the window's first max (GE) / min (LE) "
-              "element, onto init"});
-  r.set_attribute_names("reduce", {"dimensions", "computation"});
-  r.set_attribute_names("argmax", {"dimension", "index_dtype"});
-  r.set_attribute_names("argmin", {"dimension", "index_dtype"});
-  r.set_attribute_names("reduce_window", {"window_dimensions", "window_strides", "base_dilations",
-                                          "window_dilations", "padding", "computation"});
-  r.set_attribute_names("select_and_scatter", {"window_dimensions", "window_strides", "padding", "select"});
+              "index of the first minimum along `dimension` (NaN counts as the minimum)",
+              {},
+              std::vector<std::string>{"dimension", "index_dtype"}});
+  r.add(ops::declared(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
+                            "StableHLO reduce_window with `computation` (add mul max min); padding holds init"},
+                      {"window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding",
+                       "computation"}));
+  r.add(ops::declared(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
+                            "adds each window's source value at the window's first max (GE) / min (LE) "
+                            "element, onto init"},
+                      {"window_dimensions", "window_strides", "padding", "select"}));
 }
 
 }  // namespace ingot::ir

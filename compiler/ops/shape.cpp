@@ -22,6 +22,7 @@ using ops::int_attr;
 
 using ops::check_dims;
 using ops::for_each_index;
+using ops::declared;
 using ops::make_result;
 
 // ---------------------------------------------------------------------------------------------
@@ -529,27 +530,25 @@ Cts concatenate_vjp(const VjpArgs& a) {
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
-  r.add(OpDef{"reshape", 1, 1, reshape_shape, reshape_kernel,
-              "same elements in row-major order with attribute `shape` (equal element count)"});
-  r.add(OpDef{"broadcast_in_dim", 1, 1, broadcast_shape, broadcast_kernel,
-              "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`"});
-  r.add(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel,
-              "result dim i = operand dim permutation[i]"});
-  r.add(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
-              "elements start_indices <= i < limit_indices stepping by strides"});
-  r.add(OpDef{"pad", 2, 2, pad_shape, pad_kernel,
-              "edge (negative crops) and interior padding with a scalar padding_value"});
-  r.add(OpDef{"concatenate", 1, -1, concatenate_shape, concatenate_kernel,
-              "joins operands along `dimension` (other dims equal)"});
-  r.add(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel,
-              "reverses the order of elements along `dimensions`"});
-  r.set_attribute_names("reshape", {"shape"});
-  r.set_attribute_names("broadcast_in_dim", {"shape", "broadcast_dimensions"});
-  r.set_attribute_names("transpose", {"permutation"});
-  r.set_attribute_names("slice", {"start_indices", "limit_indices", "strides"});
-  r.set_attribute_names("pad", {"edge_padding_low", "edge_padding_high", "interior_padding"});
-  r.set_attribute_names("concatenate", {"dimension"});
-  r.set_attribute_names("reverse", {"dimensions"});
+  r.add(declared(OpDef{"reshape", 1, 1, reshape_shape, reshape_kernel,
+                       "same elements in row-major order with attribute `shape` (equal element count)"},
+                 {"shape"}));
+  r.add(declared(OpDef{"broadcast_in_dim", 1, 1, broadcast_shape, broadcast_kernel,
+                       "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`"},
+                 {"shape", "broadcast_dimensions"}, ops::kCheapToRecompute));
+  r.add(declared(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel, "result dim i = operand dim permutation[i]"},
+                 {"permutation"}));
+  r.add(declared(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
+                       "elements start_indices <= i < limit_indices stepping by strides"},
+                 {"start_indices", "limit_indices", "strides"}));
+  r.add(declared(OpDef{"pad", 2, 2, pad_shape, pad_kernel,
+                       "edge (negative crops) and interior padding with a scalar padding_value"},
+                 {"edge_padding_low", "edge_padding_high", "interior_padding"}));
+  r.add(declared(OpDef{"concatenate", 1, -1, concatenate_shape, concatenate_kernel,
+                       "joins operands along `dimension` (other dims equal)"},
+                 {"dimension"}));
+  r.add(declared(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel, "reverses the order of elements along `dimensions`"},
+                 {"dimensions"}));
 }
 
 }  // namespace ingot::ir

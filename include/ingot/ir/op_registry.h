@@ -36,6 +36,14 @@ using InterpretRule = std::function<std::vector<Array>(std::span<const Array> op
                                                        const Attributes& attrs,
                                                        std::span<const TensorType> result_types)>;
 
+/// Properties of an op that transformations read instead of keeping their own op lists.
+struct OpTraits {
+  /// Cheap enough to recompute in the backward pass rather than keep alive between the passes
+  /// (VjpOptions::rematerialize_elementwise; jax.checkpoint's elementwise policy): the
+  /// elementwise map ops, compare, select, clamp, convert and broadcast_in_dim.
+  bool cheap_to_recompute = false;
+};
+
 /// Everything ingot knows about one op.
 struct OpDef {
   std::string name;       ///< StableHLO spelling, e.g. "dot_general"
@@ -51,6 +59,7 @@ struct OpDef {
   /// name (a typo in an optional attribute would otherwise silently select its default).
   /// Empty optional: the shape rule checks attributes itself.
   std::optional<std::vector<std::string>> attribute_names;
+  OpTraits traits;
 };
 
 /// A set of op definitions keyed by name.
@@ -69,8 +78,6 @@ class OpRegistry {
   /// Sets the lowering rule of op `name` (the lowering files of compiler/ops attach their rules
   /// while the registry is being built). Throws ingot::Error(kNotFound) for an unknown op.
   void set_lowering(const std::string& name, LowerRule rule);
-  /// Declares the attribute names op `name` accepts (see OpDef::attribute_names).
-  void set_attribute_names(const std::string& name, std::vector<std::string> names);
 
  private:
   std::map<std::string, OpDef> ops_;

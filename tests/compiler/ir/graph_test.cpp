@@ -254,3 +254,31 @@ TEST(GraphAttributes, UnknownAttributeNamesAreRejected) {
 
 }  // namespace
 }  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(OpRegistryTraits, TheCheapToRecomputeOpsAreTheElementwiseOnesAndEveryOpNamesItsAttributes) {
+  // The traits live in each op's registry entry (OpTraits), not in lists kept by the passes that
+  // read them (autodiff's rematerialisation reads cheap_to_recompute).
+  const ir::OpRegistry& r = ir::OpRegistry::builtin();
+  std::vector<std::string> cheap, checks_own_attributes;
+  for (const std::string& op : r.names()) {
+    if (r.get(op).traits.cheap_to_recompute) cheap.push_back(op);
+    if (!r.get(op).attribute_names) checks_own_attributes.push_back(op);
+  }
+  // The ops whose shape rules check their attributes themselves (check_known_attrs).
+  EXPECT_EQ(checks_own_attributes,
+            (std::vector<std::string>{"convolution", "dot_general", "gather", "optimization_barrier",
+                                      "rng_bit_generator", "scatter"}));
+  const std::vector<std::string> want = {
+      "abs",   "add",      "and",     "atan2", "broadcast_in_dim", "ceil",   "clamp",     "compare",
+      "convert", "cosine", "divide",  "erf",   "exponential", "exponential_minus_one", "floor", "is_finite",
+      "log",   "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not",
+      "or",    "power",    "remainder", "round_nearest_even", "rsqrt", "select", "sign", "sine",
+      "sqrt",  "subtract", "tanh",    "xor"};
+  EXPECT_EQ(cheap, want);
+}
+
+}  // namespace
+}  // namespace ingot
