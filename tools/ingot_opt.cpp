@@ -148,9 +148,16 @@ void check_combination(const OptOptions& o, InputKind kind) {
 /// --target cuda: the graph through the CUDA code generator; prints the plan (buffers, thunks);
 /// the dumps directory receives every stage's MLIR and each kernel's PTX per arch.
 int run_cuda(const OptOptions& o, InputKind kind, std::ostream& out) {
+  if (kind == InputKind::kMlir && !o.mlir_pipeline.empty() && o.pipeline.empty() && o.until.empty() && !o.lower &&
+      o.dump_dir.empty()) {
+    // One MLIR pipeline in the CUDA back end's context (its passes and the GPU dialects).
+    out << codegen::run_cuda_pipeline(read_input(o.file), {{"mlir-pipeline", unwrap_module(o.mlir_pipeline)}});
+    return 0;
+  }
   if (kind != InputKind::kGraph) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--target cuda needs graph IR, but '{}' is MLIR", o.file),
-                "pass a .ir file");
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--target cuda needs graph IR, or MLIR with --mlir-pipeline, but '{}' is MLIR", o.file),
+                "pass a .ir file, or an MLIR pass pipeline to run on the .mlir file");
   }
   if (!o.pipeline.empty() || !o.mlir_pipeline.empty() || !o.until.empty() || o.lower) {
     throw Error(ErrorCode::kInvalidArgument, "--target cuda runs the whole CUDA pipeline",
@@ -231,7 +238,8 @@ int main(int argc, char** argv) {
                  "threads of the default pipeline's parallel loops (0: all hardware threads, 1: serial)")
       ->check(CLI::Range(0, ingot::codegen::kMaxThreads));
   app.add_option("--target", o.target,
-                 "cpu (default): the options above; cuda: compile a .ir graph for NVIDIA GPUs and print the plan "
+                 "cpu (default): the options above; cuda: compile a .ir graph for NVIDIA GPUs and print the plan, or run "
+                 "--mlir-pipeline on a .mlir file with the CUDA back end's passes "
                  "(buffers, kernel launches, cuBLAS calls; PTX per arch in --dump-dir)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--arch", o.archs, "--target cuda: PTX architectures (default sm_80,sm_90)")->delimiter(',');

@@ -459,6 +459,12 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   return stages;
 }
 
+std::string run_cuda_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages) {
+  initialise_mlir_once();
+  mlir::MLIRContext ctx(make_registry());
+  return detail::module_text(*detail::parse_and_run(ctx, mlir_text, stages, "", kDumpHint, /*verify_each_pass=*/true));
+}
+
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
                          std::vector<std::pair<Shape, DType>> input_types,
                          std::vector<std::pair<Shape, DType>> output_types, const CudaCompileOptions& options) {

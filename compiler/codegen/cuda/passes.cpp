@@ -178,7 +178,9 @@ class GpuPrepareLoopsPass
            "blocks (ingot, CUDA)";
   }
   void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::arith::ArithDialect, mlir::scf::SCFDialect>();
+    // collapseParallelLoops builds affine.apply ops: without the affine dialect loaded (the pass
+    // run alone, ingot-opt) MLIR crashed creating them.
+    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::scf::SCFDialect>();
   }
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();

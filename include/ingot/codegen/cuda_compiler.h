@@ -70,6 +70,13 @@ struct CudaCompileOptions {
 /// (gpu-module-to-binary{format=isa}: PTX). Throws what CudaCompileOptions' checks throw.
 std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& options = {});
 
+/// Runs `stages` on `mlir_text` in the CUDA back end's context (the GPU and NVVM dialects and
+/// passes, ingot's CUDA passes such as ingot-gpu-prepare-loops) and returns the module's text:
+/// `ingot-opt --target cuda --mlir-pipeline` and the .mlir pass tests (tests/mlir/). The module is
+/// verified after every pass. Throws ingot::Error(kInvalidArgument) for text that does not parse,
+/// a bad pipeline or a failing pass (the diagnostics in the message).
+std::string run_cuda_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages);
+
 // The program types (CudaProgram, CudaBuffer, CudaThunk, ...) are the runtime's
 // (ingot/runtime/cuda_program.h): the code generator fills them, the runtime runs them.
 using ::ingot::CudaBuffer;
