@@ -101,9 +101,11 @@ launch(killed_rank 137 ARGS -n 2 -- sh -c
 expect_below("a launch whose rank 1 is killed" ${ms} 20000)
 expect_gone(pid0 pid1)
 
-# A rank that ignores SIGTERM is killed after --grace seconds.
+# A rank that ignores SIGTERM is killed after --grace seconds. The trap is set before the pid file
+# is written: rank 1 fails once it sees every pid file, and a SIGTERM reaching rank 0 between its
+# pid file and its trap ended it at once (a loaded machine made that window real).
 launch(grace 4 ARGS -n 2 --grace 1 -- sh -c
-       "echo $$ > pid$RANK\nif [ $RANK = 1 ]\nthen ${wait_for_all}\nexit 4\nfi\ntrap '' TERM\nexec sleep 60"
+       "trap '' TERM\necho $$ > pid$RANK\nif [ $RANK = 1 ]\nthen ${wait_for_all}\nexit 4\nfi\nexec sleep 60"
        ERR "rank 1 (pid " "exited with code 4" MILLISECONDS ms)
 if(ms LESS 1000)
   message(FATAL_ERROR "rank 0 ignores SIGTERM, yet the launcher returned after ${ms} ms, before --grace 1")
