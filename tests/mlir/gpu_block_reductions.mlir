@@ -1,4 +1,7 @@
 // RUN: ingot-opt %s --target cuda --mlir-pipeline='func.func(ingot-gpu-block-reductions{threads=128 min-reduced=256})' | FileCheck %s
+// RUN: not ingot-opt %s --target cuda --mlir-pipeline='func.func(ingot-gpu-block-reductions{threads=0})' 2>&1 | FileCheck %s --check-prefix=ERR
+
+// ERR: ingot-gpu-block-reductions: threads=0 is not a CUDA block size (1 .. 1024 threads)
 
 // A row sum over 1024 elements (>= min-reduced) becomes one block of 128 threads per row with a
 // tree reduction (gpu.all_reduce); a short one (16 elements) stays for the loop path.

@@ -1,4 +1,8 @@
 // RUN: ingot-opt %s --target cuda --mlir-pipeline='func.func(ingot-gpu-prepare-loops{threads=128})' | FileCheck %s
+// RUN: not ingot-opt %s --target cuda --mlir-pipeline='func.func(ingot-gpu-prepare-loops{threads=2000})' 2>&1 | FileCheck %s --check-prefix=ERR
+
+// A block size CUDA cannot launch is refused, naming the pass and the value.
+// ERR: ingot-gpu-prepare-loops: threads=2000 is not a CUDA block size (1 .. 1024 threads)
 
 // A 2-D elementwise nest is collapsed to one dimension (the row-major linear index: consecutive
 // threads touch consecutive elements) and tiled by the block size, 128 threads; the tail is

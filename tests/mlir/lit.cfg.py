@@ -5,7 +5,8 @@ import os
 import lit.formats
 
 config.name = "ingot-mlir"
-config.test_format = lit.formats.ShTest(execute_external=True)
+# lit's internal shell: pipes, and `not` (a RUN line that must fail) as a builtin.
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.excludes = ["README.md"]
 config.test_source_root = os.path.dirname(__file__)

@@ -462,7 +462,9 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
 std::string run_cuda_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages) {
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
-  return detail::module_text(*detail::parse_and_run(ctx, mlir_text, stages, "", kDumpHint, /*verify_each_pass=*/true));
+  return detail::module_text(*detail::parse_and_run(
+      ctx, mlir_text, stages, "", "run the passes one at a time (ingot-opt --target cuda --mlir-pipeline) to find the one that fails",
+      /*verify_each_pass=*/true));
 }
 
 CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,

@@ -160,6 +160,13 @@ std::optional<int64_t> trip_count(mlir::scf::ParallelOp par) {
   return n;
 }
 
+/// The passes' `threads` option must be a CUDA block size, 1 .. 1024 (a pipeline given as text
+/// can hold anything; a negative size built loops with a negative step). Emits the error on `fn`.
+mlir::LogicalResult check_threads(mlir::func::FuncOp fn, int64_t threads, const char* pass) {
+  if (threads >= 1 && threads <= 1024) return mlir::success();
+  return fn.emitError() << pass << ": threads=" << threads << " is not a CUDA block size (1 .. 1024 threads)";
+}
+
 /// `ingot-gpu-prepare-loops{threads=N}`: host compute is wrapped into loops (wrap_host_compute);
 /// then every top-level scf.parallel nest is collapsed to one dimension (the row-major linear
 /// index, so consecutive threads touch consecutive innermost elements: coalesced) and tiled by
@@ -185,6 +192,7 @@ class GpuPrepareLoopsPass
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     if (func.isExternal()) return;
+    if (mlir::failed(check_threads(func, threads, "ingot-gpu-prepare-loops"))) return signalPassFailure();
     sink_host_values_into_loops(func);
     if (mlir::failed(wrap_host_compute(func))) return signalPassFailure();
     std::vector<mlir::scf::ParallelOp> nests;
@@ -393,6 +401,7 @@ class GpuBlockReductionsPass
                     mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
   }
   void runOnOperation() override {
+    if (mlir::failed(check_threads(getOperation(), threads, "ingot-gpu-block-reductions"))) return signalPassFailure();
     std::vector<std::pair<mlir::linalg::GenericOp, ReductionMatch>> work;
     getOperation().walk([&](mlir::linalg::GenericOp g) {
       if (g->getParentOfType<mlir::gpu::LaunchOp>()) return;
