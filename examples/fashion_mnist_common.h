@@ -106,11 +106,13 @@ inline ingot::Array first_labels(const ingot::Array& y, int64_t count) {
 /// Compiles `model` for 10-class training on integer labels: sparse categorical crossentropy
 /// from logits, and the metric named "accuracy" (resolved by the loss to a
 /// SparseCategoricalAccuracy, as Keras's compile(metrics=["accuracy"]) does), with `optimizer`
-/// (null: Adam with Keras's defaults, learning rate 1e-3), the steps' compiler options and a
-/// distribution over several devices (null: one device; CompileOptions::distribution).
+/// (null: Adam with Keras's defaults, learning rate 1e-3), the steps' compiler options, where they
+/// run (CompileOptions::target; null: the CPU) and a distribution over several devices (null: one
+/// device; CompileOptions::distribution).
 inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optimizers::Optimizer> optimizer = nullptr,
                                int64_t steps_per_execution = 1, ingot::codegen::CpuCompileOptions compiler = {},
-                               ingot::CudaDevice* cuda_device = nullptr, ingot::codegen::CudaCompileOptions cuda = {},
+                               std::shared_ptr<const ingot::CompileTarget> target = nullptr,
+                               ingot::codegen::CudaCompileOptions cuda = {},
                                std::shared_ptr<ingot::distribution::Distribution> distribution = nullptr) {
   using namespace ingot;
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
@@ -121,7 +123,7 @@ inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optim
                  .metrics = {std::move(accuracy)},
                  .steps_per_execution = steps_per_execution,
                  .compiler = std::move(compiler),
-                 .cuda_device = cuda_device,
+                 .target = std::move(target),
                  .distribution = std::move(distribution),
                  .cuda = std::move(cuda)});
 }

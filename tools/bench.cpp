@@ -394,7 +394,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                     .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                       .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
                                       .perf_jitdump = c.perf_jitdump},
-                    .cuda_device = cuda,
+                    .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
                     .distribution = std::move(dp),
                     .cuda = {.cuda_graphs = c.cuda_graphs}});
   Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
@@ -497,7 +497,7 @@ std::vector<codegen::PipelineStage> without_fusion(std::vector<codegen::Pipeline
 /// Applies variant `v` (one of kVariants) to the baseline's compile and fit options.
 void apply_variant(const std::string& v, CompileOptions& compile, FitOptions& fit) {
   if (v == "no-fusion") {
-    if (compile.cuda_device != nullptr) {
+    if (compile.target && compile.target->kind() == TargetKind::kCuda) {
       compile.cuda.pipeline = without_fusion(codegen::default_cuda_pipeline(compile.cuda));
     } else {
       compile.compiler.pipeline = without_fusion(codegen::default_cpu_pipeline(compile.compiler.num_threads));
@@ -534,7 +534,7 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
                          .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                       .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
                                       .perf_jitdump = c.perf_jitdump},
-                         .cuda_device = cuda,
+                         .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
                          .distribution = dp,
                          .cuda = {.cuda_graphs = c.cuda_graphs}};
   FitOptions fit{.batch_size = b.batch, .epochs = 1, .verbose = 0, .shuffle = false};
@@ -621,14 +621,13 @@ json time_gemms(const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
   for (int64_t n : c.gemm_sizes) {
     std::mt19937_64 rng(c.seed);
     Array a = uniform_pixels({n, n}, rng), b = uniform_pixels({n, n}, rng);
-    if (cuda != nullptr) {
-      a = copy_to_cuda_device(*cuda, a);
-      b = copy_to_cuda_device(*cuda, b);
-    }
+    const std::shared_ptr<const CompileTarget> target = cuda != nullptr ? cuda_target(*cuda) : cpu_target();
+    a = target->to_target(a);
+    b = target->to_target(b);
     for (const bool library : {true, false}) {
       JitOptions options;
       options.name = "gemm";
-      options.cuda_device = cuda;
+      options.target = target;
       options.lowering.blas_gemm = library;
       const Jitted f = jit([](const std::vector<Tensor>& x) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
                            options);

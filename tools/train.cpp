@@ -73,6 +73,11 @@ std::unique_ptr<CudaDevice> open_cuda_device() {
   return CudaDevice::open(driver, 0);
 }
 
+/// The compile target `--device` names: the CPU, or the opened CUDA device `cuda` (not null).
+std::shared_ptr<const CompileTarget> device_target(CudaDevice* cuda) {
+  return cuda != nullptr ? cuda_target(*cuda) : cpu_target();
+}
+
 void check_train_options(const TrainCommand& c) {
   if (c.dataset != "fashion-mnist") {
     throw bad_option(fmt::format("unknown --dataset '{}'", c.dataset), "the dataset known is fashion-mnist");
@@ -499,7 +504,7 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
                                {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                 .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
-                                .perf_jitdump = c.perf_jitdump}, cuda.get(), {.cuda_graphs = c.cuda_graphs},
+                                .perf_jitdump = c.perf_jitdump}, device_target(cuda.get()), {.cuda_graphs = c.cuda_graphs},
                                where.distribution);
   if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();

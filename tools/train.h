@@ -27,7 +27,7 @@ struct TrainCommand {
   double validation_split = 0.1;           ///< in [0, 1): the last fraction of the training data
   int64_t steps_per_execution = 1;         ///< >= 1
   uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle
-  std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::cuda_device)
+  std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::target = cuda_target)
   bool cuda_graphs = false;                ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
   /// Data parallel over this many CPU devices of this process (distribution::DataParallel), in
   /// [1, 1024] (RuntimeOptions::kMaxCpuDevices); 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT

@@ -59,6 +59,30 @@ class LoopScope {
 
 namespace {
 
+/// compile's target: the CPU or a CUDA device; a CUDA device needs compiled steps and no
+/// distribution (a distribution runs on its mesh's CPU devices).
+void check_compile_target(const CompileOptions& o) {
+  const bool compiled = o.jit_compile && !o.run_eagerly;
+  if (o.distribution && (!compiled || (o.target && o.target->kind() != TargetKind::kCpu))) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("compile: a distribution needs compiled steps on CPU devices, but {} was given",
+                            !compiled ? "run_eagerly or jit_compile = false" : "target " + o.target->name()),
+                "drop the distribution, or compile the steps for the CPU devices of its mesh");
+  }
+  if (!o.target) return;
+  if (o.target->kind() == TargetKind::kSpmd || o.target->kind() == TargetKind::kInterpreter) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: target {} is not a device", o.target->name()),
+                "pass cpu_target() or cuda_target(device); use `distribution` for several devices and "
+                "run_eagerly for the interpreter");
+  }
+  if (o.target->kind() == TargetKind::kCuda && !compiled) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("compile: target {} needs compiled steps, but run_eagerly / jit_compile = false was given",
+                            o.target->name()),
+                "the interpreter runs on the host: drop the CUDA target, or compile the steps");
+  }
+}
+
 /// compile's multi-output options that need no model: loss xor losses, finite loss weights, no
 /// null metric.
 void check_compile_outputs(const CompileOptions& o) {
@@ -106,16 +130,7 @@ void Model::compile(CompileOptions options) {
     }
   }
   check_compile_outputs(options);
-  if (options.distribution && (options.cuda_device != nullptr || options.run_eagerly || !options.jit_compile)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "compile: a distribution needs compiled steps on CPU devices, but cuda_device, run_eagerly or "
-                "jit_compile = false was given",
-                "drop the distribution, or compile the steps for the CPU devices of its mesh");
-  }
-  if (options.cuda_device != nullptr && (options.run_eagerly || !options.jit_compile)) {
-    throw Error(ErrorCode::kInvalidArgument, "compile: cuda_device needs compiled steps, but run_eagerly / jit_compile = false was given",
-                "the interpreter runs on the host: drop cuda_device, or compile the steps");
-  }
+  check_compile_target(options);
   if (trainer_ && (trainer_->fitting || trainer_->live)) {
     throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
                 "compile before or after the loop");
@@ -516,7 +531,7 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
   }
   cbs.on_predict_end({});
   std::vector<Array> out;
-  for (const std::vector<Array>& p : parts) out.push_back(concat_rows(p, t.options.cuda_device));
+  for (const std::vector<Array>& p : parts) out.push_back(concat_rows(p, t.target()));
   return out;
 }
 

@@ -15,7 +15,6 @@
 namespace ingot {
 
 using detail::all_reduce_bucketed;
-using detail::host_of;
 using detail::weights_per_output;
 
 bool Model::Trainer::is_split(size_t i) const {
@@ -199,13 +198,13 @@ PrefetchQueue<Batch>::Distribute Model::Trainer::distribute(bool checked) {
       return Batch{split(b.x), split(b.y), split(sw)};
     };
   }
-  if (options.cuda_device == nullptr) return {};
+  if (target().host_memory()) return {};
   return [this, checked](Batch b) {
     if (checked) check_batch(b);
-    CudaDevice& dev = *options.cuda_device;
-    const auto to_device = [&dev](const Arrays& a) {
+    const CompileTarget& device = target();
+    const auto to_device = [&device](const Arrays& a) {
       std::vector<Array> out;
-      for (const Array& e : a) out.push_back(copy_to_cuda_device(dev, e));
+      for (const Array& e : a) out.push_back(device.to_target(e));
       return Arrays(std::move(out));
     };
     return Batch{to_device(b.x), to_device(b.y), to_device(b.sample_weight)};
@@ -273,7 +272,7 @@ Shape Model::Trainer::whole_shape(const Array& a) const {
 }
 
 Array Model::Trainer::on_host(const Array& a) const {
-  if (!options.distribution) return options.cuda_device != nullptr ? host_of(a, options.cuda_device) : a;
+  if (!options.distribution) return target().host_memory() ? a : target().to_host(a);
   const Array local = to_host(a);
   if (!across_processes(a.sharding())) return local;
   Array whole = Array::empty(whole_shape(a), local.dtype());
@@ -282,7 +281,7 @@ Array Model::Trainer::on_host(const Array& a) const {
 }
 
 void Model::Trainer::enforce_shardings() {
-  if (options.cuda_device != nullptr) return;
+  if (!target().host_memory()) return;
   const auto enforce = [](Array& a, const NamedSharding& s) {
     if (!(a.sharding() == s)) a = reshard(a, s);
   };

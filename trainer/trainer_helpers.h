@@ -69,10 +69,10 @@ inline std::vector<Array> values_of(const std::vector<Variable*>& vars) {
   return out;
 }
 
-/// A host copy of `a` (down from `cuda` when it lives there; `cuda` may be null).
-inline Array host_of(const Array& a, CudaDevice* cuda) { return cuda != nullptr ? copy_to_host_from(*cuda, a) : to_host(a); }
-
-inline double scalar(const Array& a, CudaDevice* cuda = nullptr) { return host_of(a, cuda).to_doubles().at(0); }
+/// The value of the one-element array `a`, read on the host (copied down from `target`).
+inline double scalar(const Array& a, const CompileTarget& target) { return target.to_host(a).to_doubles().at(0); }
+/// The value of the one-element host array `a`.
+inline double scalar(const Array& a) { return to_host(a).to_doubles().at(0); }
 
 /// One sample-weight array per output: ones (batch,) when the batch has none (weights of 1 give
 /// Keras's unweighted values), the one array for every output, or the per-output arrays.
@@ -82,8 +82,8 @@ inline std::vector<Array> weights_per_output(const Batch& b, size_t outputs) {
   return b.sample_weight.list();
 }
 
-/// Concatenates arrays along dim 0 into a host array (parts on `cuda` are copied down).
-inline Array concat_rows(const std::vector<Array>& parts, CudaDevice* cuda = nullptr) {
+/// Concatenates arrays along dim 0 into a host array (parts on `target` are copied down).
+inline Array concat_rows(const std::vector<Array>& parts, const CompileTarget& target) {
   if (parts.empty()) return Array();
   Shape shape = parts[0].shape();
   shape[0] = 0;
@@ -91,7 +91,7 @@ inline Array concat_rows(const std::vector<Array>& parts, CudaDevice* cuda = nul
   Array out = Array::empty(shape, parts[0].dtype());
   auto* dst = static_cast<char*>(out.raw_data());
   for (const Array& p : parts) {
-    const Array h = host_of(p, cuda);
+    const Array h = target.to_host(p);
     std::memcpy(dst, h.raw_data(), static_cast<size_t>(h.nbytes()));
     dst += h.nbytes();
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ingot/jit/spmd.h"
 #include "ingot/runtime/gloo.h"
 #include "ingot/runtime/mesh_communicator.h"
 #include "ingot/runtime/shared_memory.h"
@@ -63,11 +64,10 @@ void Model::Trainer::prepare_steps() {
     O = options.optimizer->build(types);
     describe_optimizer_state();
   }
-  StepFunction::Spmd spmd;
+  std::vector<Communicator*> communicators;
   if (options.distribution) {
-    spmd.distribution = options.distribution.get();
     if (const std::shared_ptr<distribution::ProcessGroup>& processes = options.distribution->device_mesh().processes()) {
-      spmd.communicators = processes->device_communicators();
+      communicators = processes->device_communicators();
       broadcast_variables(processes->process_communicator());
     } else {
       // The devices of one process exchange data through shared memory (Gloo's loopback TCP took
@@ -76,40 +76,57 @@ void Model::Trainer::prepare_steps() {
       // its axis.
       group = make_mesh_communicators(options.distribution->device_mesh().mesh(),
                                       [](int size) { return make_shared_memory_group(size); });
-      for (const auto& c : group) spmd.communicators.push_back(c.get());
+      for (const auto& c : group) communicators.push_back(c.get());
     }
   }
-  StepFunction::Spmd train_spmd = spmd, predict_spmd = spmd;
-  // Predictions are split over the batch axis like the batches; across processes they are
-  // all-gathered in the step (predict_step), so every process gets all of them.
-  if (num_processes() == 1) predict_spmd.split_outputs = 0;
   const StepSizes sizes = this->sizes();
-  if (options.distribution) {
-    // The train step returns T', NT', O', M' laid out as recorded; the logged values are replicated.
-    train_spmd.state_outputs = state_shardings(StepLayout::train_results(sizes));
-  }
   // The state a step returns anew is donated (none with donate_state false).
   std::vector<int64_t> donate_train, donate_test;
   if (options.donate_state) {
     donate_train = StepLayout::train_arguments(sizes).donatable(StepLayout::train_results(sizes));
     donate_test = StepLayout::test_arguments(sizes).donatable(StepLayout::test_results(sizes));
   }
-  train_fn = std::make_unique<StepFunction>(train_step(), model->name() + "_train_step", donate_train, compiled(),
-                                            options, train_spmd);
-  test_fn = std::make_unique<StepFunction>(test_step(), model->name() + "_test_step", donate_test, compiled(), options,
-                                           spmd);
-  predict_fn = std::make_unique<StepFunction>(predict_step(), model->name() + "_predict_step", std::vector<int64_t>{},
-                                              compiled(), options, predict_spmd);
+  const auto make = [&](TraceFn fn, const std::string& step, std::vector<int64_t> donate, size_t split_outputs,
+                        std::vector<NamedSharding> state_outputs) {
+    const std::string name = model->name() + "_" + step;
+    if (!options.distribution) {
+      std::shared_ptr<const CompileTarget> target =
+          !compiled() ? interpreter_target() : options.target ? options.target : cpu_target();
+      return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), std::move(target), options);
+    }
+    auto collective_ns = std::make_shared<std::atomic<int64_t>>(0);
+    const std::shared_ptr<distribution::Distribution> dist = options.distribution;
+    // Outputs: the state as recorded (state_outputs), then the logged values replicated, or from
+    // `split_outputs` on split over the batch axis like the batches.
+    SpmdTargetOptions spmd{
+        .communicators = communicators,
+        .out_sharding = [dist, split_outputs, state_outputs](size_t i, size_t) {
+          if (i < state_outputs.size()) return state_outputs[i];
+          if (i >= split_outputs) return dist->data_sharding();
+          return NamedSharding(dist->device_mesh().mesh(), PartitionSpec{});
+        },
+        .collective_nanoseconds = collective_ns,
+        .overlap_collectives = dist->overlap_collectives()};
+    return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), spmd_target(std::move(spmd)), options,
+                                          collective_ns, dist->device_mesh().mesh().size());
+  };
+  // The train step returns T', NT', O', M' laid out as recorded.
+  std::vector<NamedSharding> train_state;
+  if (options.distribution) train_state = state_shardings(StepLayout::train_results(sizes));
+  train_fn = make(train_step(), "train_step", donate_train, SIZE_MAX, std::move(train_state));
+  test_fn = make(test_step(), "test_step", donate_test, SIZE_MAX, {});
+  // Predictions are split over the batch axis like the batches; across processes they are
+  // all-gathered in the step (predict_step), so every process gets all of them.
+  predict_fn = make(predict_step(), "predict_step", {}, num_processes() == 1 ? 0 : SIZE_MAX, {});
 }
 
 void Model::Trainer::begin_loop() {
   if (live) return;
   T = values_of(trainable);
   NT = values_of(non_trainable);
-  if (CudaDevice* cuda = options.cuda_device) {  // the live state lives on the device
-    for (Array& a : T) a = copy_to_cuda_device(*cuda, a);
-    for (Array& a : NT) a = copy_to_cuda_device(*cuda, a);
-  }
+  // The live state lives on the target (a device copy on a CUDA device).
+  for (Array& a : T) a = target().to_target(a);
+  for (Array& a : NT) a = target().to_target(a);
   for (Variable* v : trainable) v->purge();
   for (Variable* v : non_trainable) v->purge();
   live = true;
@@ -174,9 +191,9 @@ Logs Model::Trainer::test_batch(const Batch& batch) {
 
 Logs Model::Trainer::logs_from(const std::vector<Array>& out, size_t at) const {
   Logs logs;
-  logs.set("loss", scalar(out[at], options.cuda_device));
+  logs.set("loss", scalar(out[at], target()));
   const std::vector<std::string> names = metric_names();
-  for (size_t i = 0; i < names.size(); ++i) logs.set(names[i], scalar(out[at + 1 + i], options.cuda_device));
+  for (size_t i = 0; i < names.size(); ++i) logs.set(names[i], scalar(out[at + 1 + i], target()));
   return logs;
 }
 
@@ -225,8 +242,8 @@ void Model::Trainer::set_optimizer_state(const std::vector<Array>& state) {
     }
   }
   for (size_t i = 0; i < O.size(); ++i) {
-    O[i] = options.cuda_device != nullptr ? copy_to_cuda_device(*options.cuda_device, to_host(state[i]))
-                                          : device_put(state_part(state[i], O[i].sharding()).clone(), O[i].sharding());
+    O[i] = !target().host_memory() ? target().to_target(to_host(state[i]))
+                                   : device_put(state_part(state[i], O[i].sharding()).clone(), O[i].sharding());
   }
 }
 

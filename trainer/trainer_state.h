@@ -67,6 +67,10 @@ struct Model::Trainer : callbacks::WeightsAccess {
   bool live = false;                // T/NT hold the state (variables purged)
   bool fitting = false;             // a fit is running (nested fit/compile are refused)
   std::unique_ptr<detail::StepFunction> train_fn, test_fn, predict_fn;
+  /// Where the live state and the batches are placed: CompileOptions::target, else the CPU (under
+  /// a distribution the steps run on an SPMD target, whose arrays are host arrays too).
+  const CompileTarget& target() const { return options.target ? *options.target : *cpu_; }
+  std::shared_ptr<const CompileTarget> cpu_ = cpu_target();
 
   /// Under a distribution over one process's devices: one communicator per mesh device (a
   /// shared-memory group; MeshCommunicators on a mesh of several axes), for the steps' collectives.

@@ -1,6 +1,6 @@
 #include "ingot/jit/jit.h"
 
-#include "jit/jit_cuda.h"
+#include "jit/jit_internal.h"
 
 #include <fmt/format.h>
 
@@ -49,10 +49,6 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
 
 }  // namespace detail
 
-namespace {
-
-}  // namespace
-
 std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
                                                 const codegen::CpuCompileOptions& options,
                                                 const std::vector<int64_t>& donate_argnums,
@@ -94,6 +90,8 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
 struct Jitted::State {
   TraceFn fn;
   JitOptions options;
+  std::shared_ptr<const CompileTarget> target;  ///< options.target, or the CPU
+  std::string what;  ///< "jit '<name>'", for the target's errors
   mutable std::mutex mutex;
   std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
   double seconds = 0;
@@ -105,52 +103,15 @@ struct Jitted::State {
 Jitted::Jitted(TraceFn fn, JitOptions options) : state_(std::make_shared<State>()) {
   state_->fn = std::move(fn);
   state_->options = std::move(options);
-}
-
-std::vector<Array> Jitted::run_on_cuda(const Executable& exe, const std::vector<Array>& args) const {
-  Device& device = cuda_device_of(*state_->options.cuda_device);
-  std::vector<Array> on_device;
-  on_device.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (&args[i].device() == &device) {
-      on_device.push_back(args[i]);
-    } else if (args[i].device().kind() == DeviceKind::kCpu) {
-      on_device.push_back(copy_to_cuda(*state_->options.cuda_device, args[i]));
-    } else {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("jit '{}': argument {} is on {}, not on the jit's CUDA device {}", state_->options.name, i,
-                              args[i].device().name(), device.name()),
-                  "pass host arrays or arrays on the device given in JitOptions::cuda_device");
-    }
-  }
-  return exe.run(on_device, &device);
+  state_->target = state_->options.target ? state_->options.target : cpu_target();
+  state_->what = fmt::format("jit '{}'", state_->options.name);
 }
 
 std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
+  const CompileTarget& target = *state_->target;
+  const std::vector<ir::TensorType> types = target.signature(args, state_->what);
   std::vector<std::pair<Shape, DType>> signature;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (state_->options.cuda_device != nullptr && args[i].valid()) {  // host arguments are copied over
-      signature.emplace_back(args[i].shape(), args[i].dtype());
-      continue;
-    }
-    if (!args[i].valid()) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("jit: argument {} is an invalid Array", i));
-    }
-    if (args[i].num_shards() > 1) {
-      throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("jit '{}': argument {} is sharded over {} devices ({})", state_->options.name, i,
-                              args[i].num_shards(), args[i].sharding().to_string()),
-                  "jit runs on one device: to_host() the argument, or run a per-device program on every "
-                  "shard with run_spmd (include/ingot/runtime/spmd.h)");
-    }
-    if (&args[i].device() != &args[0].device()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("jit '{}': argument {} is on {} but argument 0 on {} (different device objects)",
-                              state_->options.name, i, args[i].device().name(), args[0].device().name()),
-                  "device_put the arguments onto one device first (as jax.jit requires for committed arrays)");
-    }
-    signature.emplace_back(args[i].shape(), args[i].dtype());
-  }
+  for (const ir::TensorType& t : types) signature.emplace_back(t.shape, t.dtype);
   std::shared_ptr<const Executable> exe;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
@@ -159,8 +120,6 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       exe = it->second;
     } else {
       const auto start = std::chrono::steady_clock::now();
-      std::vector<ir::TensorType> types;
-      for (const auto& [shape, dtype] : signature) types.push_back({shape, dtype});
       TraceStats trace_stats;
       ir::Graph graph = trace(state_->fn, types, state_->options.name, &trace_stats);
       const double traced = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -173,10 +132,8 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       }
       codegen::CudaCompileOptions cuda_opts = state_->options.cuda;
       if (cuda_opts.dump_dir.empty()) cuda_opts.dump_dir = copts.dump_dir;
-      exe = state_->options.cuda_device != nullptr
-                ? compile_graph_cuda(graph, *state_->options.cuda_device, cuda_opts,
-                                     state_->options.donate_argnums, state_->options.lowering)
-                : compile_graph(graph, copts, state_->options.donate_argnums, state_->options.lowering);
+      exe = target.compile(graph, state_->options.donate_argnums,
+                           {.lowering = state_->options.lowering, .cpu = copts, .cuda = cuda_opts});
       state_->cache.emplace(signature, exe);
       state_->last_kernels = exe->kernel_count();
       state_->last_cost = ir::cost_analysis_if_known(graph);
@@ -185,9 +142,7 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       state_->breakdown.add(traced, trace_stats.autodiff_seconds, total, exe->compile_info());
     }
   }
-  if (state_->options.cuda_device != nullptr) return run_on_cuda(*exe, args);
-  // Outputs live where the arguments do (cpu:0 of the process when there are none).
-  return exe->run(args, args.empty() ? nullptr : &args[0].device());
+  return target.run(*exe, args);
 }
 
 int64_t Jitted::compile_count() const {

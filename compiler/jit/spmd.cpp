@@ -13,7 +13,7 @@
 
 #include "ingot/jit/jit.h"
 #include "ingot/runtime/spmd.h"
-#include "jit/jit_cuda.h"
+#include "jit/jit_internal.h"
 
 namespace ingot {
 namespace {

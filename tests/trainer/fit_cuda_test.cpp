@@ -1,4 +1,4 @@
-// fit on a CUDA device (CompileOptions::cuda_device), its plumbing checked on the fake driver
+// fit on a CUDA device (CompileOptions::target), its plumbing checked on the fake driver
 // (tests/runtime/fake_cuda_driver.h): the fake cannot run the generated PTX, so the values are not
 // checked here (the `gpu` suite compares a real device with the interpreter); what is checked is
 // where things live and what runs -- the steps launch on the device, the live state stays there
@@ -25,7 +25,7 @@ TEST(FitCuda, StepsLaunchOnTheDeviceAndTheVariablesStayHostArrays) {
   model.compile({.optimizer = std::make_shared<optimizers::SGD>(),
                  .loss = std::make_shared<losses::MeanSquaredError>(),
                  .lowering = {.blas_gemm = false},
-                 .cuda_device = dev.get()});
+                 .target = cuda_target(*dev)});
   const Array x = testing::f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {8, 2});
   const Array y = testing::f32({1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}, {8, 2});
   std::vector<DeviceKind> live_kinds;
@@ -56,9 +56,9 @@ TEST(FitCuda, TheInterpreterCannotRunOnADevice) {
   testing::expect_error(
       [&] {
         model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>(),
-                       .run_eagerly = true, .cuda_device = dev.get()});
+                       .run_eagerly = true, .target = cuda_target(*dev)});
       },
-      ErrorCode::kInvalidArgument, {"cuda_device needs compiled steps"});
+      ErrorCode::kInvalidArgument, {"needs compiled steps"});
 }
 
 }  // namespace

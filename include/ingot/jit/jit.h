@@ -12,6 +12,7 @@
 #include "ingot/codegen/cuda_compiler.h"
 #include "ingot/ir/cost.h"
 #include "ingot/ir/graph.h"
+#include "ingot/jit/target.h"
 #include "ingot/lower/lowering.h"
 #include "ingot/runtime/executable.h"
 #include "ingot/trace/tensor.h"
@@ -51,13 +52,6 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
                                                      const std::vector<int64_t>& donate_argnums = {},
                                                      const lower::LoweringOptions& lowering = {});
 
-/// A copy of the host array `host` on `device` (waits for the copy). Errors: kUnimplemented in a
-/// build without the CUDA toolkit; the copy's (CudaDevice::copy_async).
-Array copy_to_cuda_device(CudaDevice& device, const Array& host);
-/// A host copy of `array`: arrays on `device` are copied down (waits); others go through
-/// to_host(). Errors as copy_to_cuda_device.
-Array copy_to_host_from(CudaDevice& device, const Array& array);
-
 /// Options of jit().
 struct JitOptions {
   /// Name of the traced graph (appears in dumps and thunk names).
@@ -67,16 +61,16 @@ struct JitOptions {
   std::vector<int64_t> donate_argnums;
   /// Lowering choices (e.g. BLAS GEMM or generated loops for matrix products).
   lower::LoweringOptions lowering;
-  /// Back-end options. When `compile.dump_dir` is empty and the environment variable
-  /// INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<id>-<n> (<id> tells jitted functions apart; the one documented debug
-  /// switch; see docs/compiler.md). That directory also serves CUDA compiles (`cuda_device`)
-  /// whose `cuda.dump_dir` is empty.
+  /// Where the function is compiled and run (ingot/jit/target.h): cpu_target() (null: the CPU),
+  /// cuda_target(device) -- arguments on the host are copied to the device first, results stay on
+  /// it --, spmd_target(...) for per-device programs over a mesh, or interpreter_target().
+  std::shared_ptr<const CompileTarget> target;
+  /// The CPU back end's options (CPU and SPMD targets). When `compile.dump_dir` is empty and the
+  /// environment variable INGOT_DUMP_DIR is set, dumps go to $INGOT_DUMP_DIR/<name>-<id>-<n> (<id>
+  /// tells jitted functions apart; the one documented debug switch; see docs/compiler.md). That
+  /// directory also serves CUDA compiles whose `cuda.dump_dir` is empty.
   codegen::CpuCompileOptions compile;
-  /// Compile for this CUDA device instead of the CPU (compile_graph_cuda): arguments on the host
-  /// are copied to it first, arguments on another device are an error, results stay on it.
-  /// Not owned; must outlive the Jitted. Null: the CPU.
-  CudaDevice* cuda_device = nullptr;
-  /// The CUDA code generator's options (with cuda_device).
+  /// The CUDA code generator's options (a CUDA target).
   codegen::CudaCompileOptions cuda;
 };
 
@@ -101,18 +95,19 @@ class Jitted {
   Jitted(TraceFn fn, JitOptions options);
   /// Traces and compiles on the first call with a new signature (shapes and dtypes of `args`),
   /// then runs the cached executable on the arguments' device (outputs are allocated there).
-  /// Throws what tracing and compilation throw; ingot::Error kUnimplemented for an argument
-  /// sharded over several devices (use run_spmd), kInvalidArgument for arguments on different
-  /// devices.
+  /// Throws what tracing and compilation throw, and what the target's signature() refuses (on the
+  /// CPU: kUnimplemented for an argument sharded over several devices -- use spmd_target --,
+  /// kInvalidArgument for arguments on different devices).
   std::vector<Array> operator()(const std::vector<Array>& args) const;
   /// Number of distinct signatures compiled so far.
   int64_t compile_count() const;
-  /// Total seconds spent tracing and compiling.
+  /// Total seconds spent tracing and compiling (the interpreter target: tracing).
   double compile_seconds() const;
   /// Kernels one call runs (Executable::kernel_count) of the signature compiled last: on the CPU
   /// the loop nests, library calls and copies of the JIT-compiled function (codegen::
-  /// CpuKernelStats), on a CUDA device the kernel launches plus cuBLAS and convolution calls.
-  /// 0 before the first call.
+  /// CpuKernelStats), on a CUDA device the kernel launches plus cuBLAS and convolution calls,
+  /// under SPMD one device's (collectives not counted). 0 before the first call and when
+  /// interpreted.
   int64_t kernel_count() const;
   /// Where the compiles so far spent their time (CompileBreakdown).
   CompileBreakdown compile_breakdown() const;
@@ -122,14 +117,12 @@ class Jitted {
   ir::CostAnalysis cost_analysis() const;
 
  private:
-  /// Copies host arguments to the CUDA device and runs `exe` there.
-  std::vector<Array> run_on_cuda(const Executable& exe, const std::vector<Array>& args) const;
   struct State;
   std::shared_ptr<State> state_;
 };
 
-/// jax.jit: returns a callable that traces `fn` and compiles it for the CPU once per input
-/// signature, caching the executables.
+/// jax.jit: returns a callable that traces `fn` and compiles it for `options.target` (the CPU by
+/// default) once per input signature, caching the executables.
 Jitted jit(TraceFn fn, JitOptions options = {});
 
 }  // namespace ingot

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "ingot/codegen/cpu_compiler.h"
 #include "ingot/ir/graph.h"
 #include "ingot/lower/lowering.h"
+#include "ingot/jit/target.h"
 #include "ingot/runtime/executable.h"
+#include "ingot/runtime/sharding.h"
 
 namespace ingot {
 
@@ -52,5 +55,26 @@ std::shared_ptr<const Executable> compile_graph_spmd(const ir::Graph& graph,
                                                      const codegen::CpuCompileOptions& options = {},
                                                      const lower::LoweringOptions& lowering = {},
                                                      const SpmdOptions& spmd = {});
+
+/// The mesh an spmd_target runs on and how its programs are run there.
+struct SpmdTargetOptions {
+  /// One communicator per device of the mesh, in device order (run_spmd's `communicators`; not
+  /// owned, must outlive the target's runs). Empty: programs without collectives only.
+  std::vector<Communicator*> communicators;
+  /// Sharding of output `index` of a program with `count` outputs (run_spmd's out_shardings;
+  /// over the arguments' mesh). Required.
+  std::function<NamedSharding(size_t index, size_t count)> out_sharding;
+  /// SpmdOptions::collective_nanoseconds.
+  std::shared_ptr<std::atomic<int64_t>> collective_nanoseconds;
+  /// SpmdOptions::overlap_collectives.
+  bool overlap_collectives = true;
+};
+
+/// A mesh of CPU devices (jax.shard_map's per-device programs; kind kSpmd): signature() is every
+/// argument's first shard (the per-device shapes), compile() is compile_graph_spmd with
+/// `options.lowering` / `options.cpu` and the donated arguments, run() is run_spmd with the
+/// options' communicators and shardings. host_memory() is true (the shards are host arrays).
+/// Errors: kInvalidArgument without `out_sharding`; run_spmd's at run.
+std::shared_ptr<const CompileTarget> spmd_target(SpmdTargetOptions options);
 
 }  // namespace ingot

@@ -79,12 +79,14 @@ struct CompileOptions {
   codegen::CpuCompileOptions compiler;
   /// Lowering choices of the compiled steps (library GEMM / convolutions or generated loops).
   lower::LoweringOptions lowering;
-  /// Run the compiled steps on this CUDA device (jit's JitOptions::cuda_device; not owned, must
-  /// outlive the model's loops): the live state lives on the device during fit/evaluate/predict,
-  /// batches are copied to it per step, and the variables get host copies back at every sync
+  /// Where the compiled steps run (jit's JitOptions::target; ingot/jit/target.h): cpu_target() or
+  /// cuda_target(device) (the device not owned, must outlive the model's loops). On a CUDA device
+  /// the live state lives on the device during fit/evaluate/predict, batches are copied to it per
+  /// step (overlapped by the prefetch queue), and the variables get host copies back at every sync
   /// (epoch ends, loop ends), so Model::get_weights / Variable values are always host arrays.
-  /// Needs jit_compile (run_eagerly with a device is kInvalidArgument at compile). Null: the CPU.
-  CudaDevice* cuda_device = nullptr;
+  /// A CUDA target needs compiled steps and no distribution; an SPMD or interpreter target is
+  /// refused (use `distribution` / run_eagerly): kInvalidArgument at compile. Null: the CPU.
+  std::shared_ptr<const CompileTarget> target;
   /// Several devices (keras.distribution; ingot/trainer/distribution.h): DataParallel over a
   /// DeviceMesh of a Runtime's CPU devices -- the steps are traced per device, gradients are
   /// averaged over the batch axis, batches are split over it (their sizes must be multiples of its
@@ -92,10 +94,10 @@ struct CompileOptions {
   /// splits matching trainable variables and their optimizer slots over the devices (FSDP). A
   /// DataParallel mesh may span several processes (DeviceMeshOptions::processes): each process
   /// takes its block of every batch, weights start as process 0's, and files are written by
-  /// process 0 (Model::write_once). Needs compiled steps and no cuda_device (kInvalidArgument at
+  /// process 0 (Model::write_once). Needs compiled steps and no CUDA target (kInvalidArgument at
   /// compile). Null: one device. docs/distributed.md.
   std::shared_ptr<distribution::Distribution> distribution;
-  /// With cuda_device: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
+  /// With a CUDA target: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
   /// `.cuda_graphs = true` to capture each step into a CUDA graph and replay it; architectures).
   codegen::CudaCompileOptions cuda;
 };

@@ -235,7 +235,7 @@ TEST(Jit, RunsOnTheArgumentsDeviceAndRejectsShardedOrMixedArguments) {
   EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(8, 3.5f));
   const NamedSharding split(Mesh({{"batch", 2}}, runtime.devices()), PartitionSpec{"batch"});
   expect_error([&] { add({device_put(x, split), device_put(y, split)}); }, ErrorCode::kUnimplemented,
-               {"jit 'add'", "argument 0", "sharded over 2 devices", "run_spmd"});
+               {"jit 'add'", "argument 0", "sharded over 2 devices", "spmd_target"});
   expect_error([&] { add({device_put(x, on_d1), y}); }, ErrorCode::kInvalidArgument,
                {"argument 1", "different device"});
   EXPECT_EQ(add.compile_count(), 1);

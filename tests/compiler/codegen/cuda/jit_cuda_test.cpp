@@ -50,7 +50,7 @@ TEST(JitCuda, AnElementwiseFunctionRunsOnTheDeviceThroughTheGeneratedPlan) {
   auto dev = CudaDevice::open(fake.driver(), 0);
   JitOptions options;
   options.name = "ew";
-  options.cuda_device = dev.get();
+  options.target = cuda_target(*dev);
   Jitted f = jit(fn, options);
   const Array x = testing::random_array({4, 8}, DType::kF32, 1), y = testing::random_array({4, 8}, DType::kF32, 2);
   const std::vector<Array> out = f({x, y});  // host arguments: copied to the device
@@ -105,11 +105,11 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   auto dev = CudaDevice::open(fake.driver(), 0);
   JitOptions options;
   options.name = "update";
-  options.cuda_device = dev.get();
+  options.target = cuda_target(*dev);
   options.donate_argnums = {0};
   Jitted f = jit(fn, options);
   const Array p_host = testing::random_array({4, 8}, DType::kF32, 3), g_host = testing::random_array({4, 8}, DType::kF32, 4);
-  const Array p = copy_to_cuda_device(*dev, p_host), g = copy_to_cuda_device(*dev, g_host);
+  const Array p = cuda_target(*dev)->to_target(p_host), g = cuda_target(*dev)->to_target(g_host);
   const uint64_t p_address = reinterpret_cast<uintptr_t>(p.buffer()->data());
   const std::vector<Array> out = f({p, g});
   ASSERT_EQ(out.size(), 1u);
@@ -120,13 +120,13 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   EXPECT_EQ(copied_to[0], p_address);
   std::vector<double> want;
   for (size_t i = 0; i < 32; ++i) want.push_back(p_host.to_doubles()[i] - 0.5 * g_host.to_doubles()[i]);
-  testing::expect_values(copy_to_host_from(*dev, out[0]), want, 1e-6);
+  testing::expect_values(cuda_target(*dev)->to_host(out[0]), want, 1e-6);
   // The donated argument is consumed, as on the CPU.
-  EXPECT_THROW(copy_to_host_from(*dev, p), Error);
+  EXPECT_THROW(cuda_target(*dev)->to_host(p), Error);
   // Without donation the output is a separate buffer.
   JitOptions plain = options;
   plain.donate_argnums = {};
-  const Array p2 = copy_to_cuda_device(*dev, p_host);
+  const Array p2 = cuda_target(*dev)->to_target(p_host);
   const std::vector<Array> out2 = jit(fn, plain)({p2, g});
   EXPECT_NE(out2[0].buffer()->data(), p2.buffer()->data());
   EXPECT_EQ(calls, 2);

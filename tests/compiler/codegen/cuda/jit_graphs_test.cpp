@@ -44,13 +44,13 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   auto dev = CudaDevice::open(fake.driver(), 0);
   JitOptions options;
   options.name = "update";
-  options.cuda_device = dev.get();
+  options.target = cuda_target(*dev);
   options.donate_argnums = {0};
   options.cuda.cuda_graphs = true;
   Jitted f = jit(fn, options);
   const Array p_host = testing::random_array({4, 8}, DType::kF32, 3), g_host = testing::random_array({4, 8}, DType::kF32, 4);
-  Array p = copy_to_cuda_device(*dev, p_host);
-  const Array g = copy_to_cuda_device(*dev, g_host);
+  Array p = cuda_target(*dev)->to_target(p_host);
+  const Array g = cuda_target(*dev)->to_target(g_host);
   const uintptr_t p_address = reinterpret_cast<uintptr_t>(p.buffer()->data());
   constexpr int kSteps = 4;
   for (int s = 0; s < kSteps; ++s) {
@@ -61,7 +61,7 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   }
   std::vector<double> want;
   for (size_t i = 0; i < 32; ++i) want.push_back(p_host.to_doubles()[i] - kSteps * 0.5 * g_host.to_doubles()[i]);
-  testing::expect_values(copy_to_host_from(*dev, p), want, 1e-5);
+  testing::expect_values(cuda_target(*dev)->to_host(p), want, 1e-5);
   EXPECT_EQ(calls, 2 * kSteps);                     // both kernels ran every step
   EXPECT_EQ(fake.state().launches.size(), 2u);      // enqueued once, into the capture
   EXPECT_EQ(fake.state().captures, 1);

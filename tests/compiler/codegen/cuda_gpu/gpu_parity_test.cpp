@@ -26,7 +26,7 @@ class Gpu : public testing::CudaDeviceTest {
   std::vector<Array> run_on_gpu(const ir::Graph& graph, const std::vector<Array>& args) {
     JitOptions options;
     options.name = graph.name();
-    options.cuda_device = device_.get();
+    options.target = cuda_target(*device_);
     const ir::Graph copy = graph;
     Jitted f = jit([copy](const std::vector<Tensor>& a) { return replay(copy, a); }, options);
     std::vector<Array> out;
@@ -160,7 +160,7 @@ TEST_F(Gpu, FitOnTheDeviceMatchesFitOnTheCpu) {
     model.compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.05}),
                    .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                        losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-                   .cuda_device = cuda});
+                   .target = cuda != nullptr ? cuda_target(*cuda) : nullptr});
     const Array x = testing::random_array({96, 8}, DType::kF32, 11);
     const Array y = testing::random_array({96}, DType::kI32, 12, 0, 2);
     auto h = model.fit({.x = x, .y = y, .batch_size = 16, .epochs = 3, .verbose = 0, .shuffle = false});

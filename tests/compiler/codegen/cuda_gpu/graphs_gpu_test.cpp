@@ -98,16 +98,16 @@ std::vector<std::vector<double>> train(CudaDevice& device, bool graphs, int step
   const testing::MlpSizes sizes{.widths = {64, 128, 128, 10}};
   JitOptions options;
   options.name = graphs ? "mlp_graphs" : "mlp_plain";
-  options.cuda_device = &device;
+  options.target = cuda_target(device);
   options.cuda.cuda_graphs = graphs;
   for (size_t i = 0; i < sizes.num_params(); ++i) options.donate_argnums.push_back(static_cast<int64_t>(i));
   Jitted step = jit(testing::mlp_train_step(sizes, 0.05), options);
   std::vector<Array> params;
-  for (const Array& p : testing::mlp_weights(sizes, 11)) params.push_back(copy_to_cuda_device(device, p));
+  for (const Array& p : testing::mlp_weights(sizes, 11)) params.push_back(cuda_target(device)->to_target(p));
   std::vector<std::vector<Array>> batches;
   for (uint64_t seed : {uint64_t{21}, uint64_t{22}}) {
     std::vector<Array> b;
-    for (const Array& a : testing::mlp_batch(sizes, 32, seed)) b.push_back(copy_to_cuda_device(device, a));
+    for (const Array& a : testing::mlp_batch(sizes, 32, seed)) b.push_back(cuda_target(device)->to_target(a));
     batches.push_back(b);
   }
   std::vector<double> losses;
@@ -115,13 +115,13 @@ std::vector<std::vector<double>> train(CudaDevice& device, bool graphs, int step
   for (int s = 0; s < steps; ++s) {
     if (s == 2) start = std::chrono::steady_clock::now();
     std::vector<Array> out = step(testing::concat_args(params, batches[static_cast<size_t>(s % 2)]));
-    losses.push_back(copy_to_host_from(device, out.back()).to_doubles()[0]);
+    losses.push_back(cuda_target(device)->to_host(out.back()).to_doubles()[0]);
     out.pop_back();
     params = std::move(out);
   }
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / (steps - 2);
   std::vector<std::vector<double>> result = {losses};
-  for (const Array& p : params) result.push_back(copy_to_host_from(device, p).to_doubles());
+  for (const Array& p : params) result.push_back(cuda_target(device)->to_host(p).to_doubles());
   return result;
 }
 

@@ -1,11 +1,13 @@
-// compile_graph_cuda and the jit's CUDA helpers (include/ingot/jit/jit.h): a graph through the
-// CUDA code generator into a CudaExecutable, wrapped as an Executable.
+// compile_graph_cuda (include/ingot/jit/jit.h) and the CUDA device as a compile target
+// (cuda_target, include/ingot/jit/target.h): a graph through the CUDA code generator into a
+// CudaExecutable, wrapped as an Executable.
 #include <fmt/format.h>
 
 #include "ingot/jit/jit.h"
+#include "ingot/jit/target.h"
 #include "ingot/lower/lowering.h"
 #include "ingot/runtime/cuda.h"
-#include "jit/jit_cuda.h"
+#include "jit/jit_internal.h"
 #ifdef INGOT_HAVE_CUDA_TOOLKIT
 #include "ingot/runtime/cuda_executable.h"
 #endif
@@ -62,7 +64,7 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
                                       std::move(donated), "cuda:" + graph.name());
 }
 
-Device& cuda_device_of(CudaDevice& device) { return device.device(); }
+namespace {
 
 Array copy_to_cuda(CudaDevice& device, const Array& host) {
   Array d = Array::empty(host.shape(), host.dtype(), &device.device());
@@ -71,14 +73,53 @@ Array copy_to_cuda(CudaDevice& device, const Array& host) {
   return d;
 }
 
-Array copy_to_cuda_device(CudaDevice& device, const Array& host) { return copy_to_cuda(device, host); }
+class CudaTarget final : public CompileTarget {
+ public:
+  explicit CudaTarget(CudaDevice& device) : device_(device) {}
+  TargetKind kind() const override { return TargetKind::kCuda; }
+  std::string name() const override { return device_.device().name(); }
+  bool host_memory() const override { return false; }
+  std::vector<ir::TensorType> signature(const std::vector<Array>& args, const std::string& what) const override {
+    std::vector<ir::TensorType> types;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].valid()) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: argument {} is an invalid Array", what, i));
+      }
+      if (&args[i].device() != &device_.device() && args[i].device().kind() != DeviceKind::kCpu) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: argument {} is on {}, not on the target's CUDA device {}", what, i,
+                                args[i].device().name(), device_.device().name()),
+                    "pass host arrays or arrays on the target's device (cuda_target)");
+      }
+      types.push_back({args[i].shape(), args[i].dtype()});  // host arguments are copied over by run()
+    }
+    return types;
+  }
+  std::shared_ptr<const Executable> compile(const ir::Graph& graph, const std::vector<int64_t>& donate_argnums,
+                                            const TargetCompileOptions& options) const override {
+    return compile_graph_cuda(graph, device_, options.cuda, donate_argnums, options.lowering);
+  }
+  std::vector<Array> run(const Executable& exe, const std::vector<Array>& args) const override {
+    std::vector<Array> on_device;
+    on_device.reserve(args.size());
+    for (const Array& a : args) on_device.push_back(&a.device() == &device_.device() ? a : copy_to_cuda(device_, a));
+    return exe.run(on_device, &device_.device());
+  }
+  Array to_target(const Array& host) const override { return copy_to_cuda(device_, host); }
+  Array to_host(const Array& array) const override {
+    if (&array.device() != &device_.device()) return ingot::to_host(array);
+    Array h = Array::empty(array.shape(), array.dtype());
+    device_.copy_async(array, h)->wait();
+    return h;
+  }
 
-Array copy_to_host_from(CudaDevice& device, const Array& array) {
-  if (&array.device() != &device.device()) return to_host(array);
-  Array h = Array::empty(array.shape(), array.dtype());
-  device.copy_async(array, h)->wait();
-  return h;
-}
+ private:
+  CudaDevice& device_;
+};
+
+}  // namespace
+
+std::shared_ptr<const CompileTarget> cuda_target(CudaDevice& device) { return std::make_shared<CudaTarget>(device); }
 
 #else
 
@@ -93,10 +134,7 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph&, CudaDevic
                                                      const std::vector<int64_t>&, const lower::LoweringOptions&) {
   no_toolkit();
 }
-Device& cuda_device_of(CudaDevice&) { no_toolkit(); }
-Array copy_to_cuda(CudaDevice&, const Array&) { no_toolkit(); }
-Array copy_to_cuda_device(CudaDevice&, const Array&) { no_toolkit(); }
-Array copy_to_host_from(CudaDevice&, const Array& array) { return to_host(array); }
+std::shared_ptr<const CompileTarget> cuda_target(CudaDevice&) { no_toolkit(); }
 
 #endif
 
