@@ -3,6 +3,7 @@
 // ingot-distinct-results, ingot-drop-argument-results, ingot-sink-donated-updates. Declared in
 // tensor_passes.h, documented in docs/compiler.md.
 #include "codegen/tensor_passes.h"
+#include "ingot/codegen/pass_names.h"
 
 #include <mutex>
 #include <algorithm>
@@ -74,7 +75,7 @@ class FuseMultiUseElementwisePass
     : public mlir::PassWrapper<FuseMultiUseElementwisePass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseMultiUseElementwisePass)
-  llvm::StringRef getArgument() const final { return "ingot-fuse-multi-use-elementwise"; }
+  llvm::StringRef getArgument() const final { return pass_names::kFuseMultiUseElementwise; }
   llvm::StringRef getDescription() const final {
     return "Fuse cheap elementwise linalg.generic producers with several uses into each "
            "same-shaped elementwise consumer (ingot)";
@@ -110,7 +111,7 @@ class DistinctResultsPass
     : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DistinctResultsPass)
-  llvm::StringRef getArgument() const final { return "ingot-distinct-results"; }
+  llvm::StringRef getArgument() const final { return pass_names::kDistinctResults; }
   llvm::StringRef getDescription() const final {
     return "Make each returned memref a distinct static identity-layout allocation (ingot)";
   }
@@ -166,7 +167,7 @@ class DropArgumentResultsPass
     : public mlir::PassWrapper<DropArgumentResultsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DropArgumentResultsPass)
-  llvm::StringRef getArgument() const final { return "ingot-drop-argument-results"; }
+  llvm::StringRef getArgument() const final { return pass_names::kDropArgumentResults; }
   llvm::StringRef getDescription() const final {
     return "Drop the results of public functions that are their own arguments, recorded in "
            "ingot.result_arguments (ingot)";
@@ -221,7 +222,7 @@ class SinkDonatedUpdatesPass
     : public mlir::PassWrapper<SinkDonatedUpdatesPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SinkDonatedUpdatesPass)
-  llvm::StringRef getArgument() const final { return "ingot-sink-donated-updates"; }
+  llvm::StringRef getArgument() const final { return pass_names::kSinkDonatedUpdates; }
   llvm::StringRef getDescription() const final {
     return "Compute a donated argument's new value after the argument's other readers (ingot)";
   }

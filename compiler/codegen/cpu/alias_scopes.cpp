@@ -2,6 +2,7 @@
 // accesses, so that they survive OpenMP outlining (docs/compiler.md, "Kernel outlining and
 // dedupe"). Declared in passes.h.
 #include <fmt/format.h>
+#include "ingot/codegen/pass_names.h"
 
 #include <optional>
 
@@ -60,7 +61,7 @@ class NoAliasScopesPass
     : public mlir::PassWrapper<NoAliasScopesPass, mlir::OperationPass<mlir::LLVM::LLVMFuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(NoAliasScopesPass)
-  llvm::StringRef getArgument() const final { return "ingot-noalias-scopes"; }
+  llvm::StringRef getArgument() const final { return pass_names::kNoaliasScopes; }
   llvm::StringRef getDescription() const final {
     return "Alias scopes on memory accesses from the function's noalias arguments (ingot)";
   }

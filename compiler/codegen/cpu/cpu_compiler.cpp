@@ -1,6 +1,7 @@
 // The only translation unit of the CPU back end that includes MLIR/LLVM headers (they are heavy;
 // keeping them here keeps the rest of the build fast).
 #include "ingot/codegen/cpu_compiler.h"
+#include "ingot/codegen/pass_names.h"
 
 #include <fmt/format.h>
 
@@ -65,11 +66,11 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
   std::vector<PipelineStage> back = {
       // MLIR's ownership-based deallocation frees a buffer at the end of its block (the step's
       // end, in the entry); ingot-early-dealloc frees it right after its last use instead.
-      {"deallocate", "buffer-deallocation-pipeline,func.func(ingot-early-dealloc)"},
+      {"deallocate", fmt::format("buffer-deallocation-pipeline,func.func({})", pass_names::kEarlyDealloc)},
       // Each top-level loop nest becomes a function of its own (identical nests one function), so
       // the stages below run on many small functions in parallel and LLVM compiles each kernel
       // once and alone (compile_cpu); the entry keeps allocations, views, copies and calls.
-      {"outline", "ingot-outline-kernels"},
+      {"outline", std::string(pass_names::kOutlineKernels)},
       // Parallel dims of each linalg op become scf.parallel, reduction dims scf.for (linalg's
       // iteration order); ingot-parallelize-outer-loops keeps the outer parallel dims of nests with
       // enough work and makes everything else serial scf.for. Loops are vectorised by LLVM's loop
@@ -77,9 +78,8 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // mis-handles strided innermost accesses and single-trip loops, so it is not used.
       // Function-level passes are nested in func.func from here on: MLIR runs them on the kernels
       // (and the entry) in parallel, on the context's threads.
-      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops,ingot-parallelize-outer-loops{{"
-                            "threads={} min-work={}}},canonicalize)",
-                            threads, kMinParallelWork)},
+      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops,{}{{threads={} min-work={}}},canonicalize)",
+                            pass_names::kParallelizeOuterLoops, threads, kMinParallelWork)},
       // The remaining scf.parallel loops become OpenMP worksharing loops (libomp runs them);
       // canonicalize inlines the memref.alloca_scope the conversion wraps bodies in.
       {"openmp", fmt::format("convert-scf-to-openmp{{num-threads={}}},func.func(canonicalize)", threads)},
@@ -94,9 +94,9 @@ std::vector<PipelineStage> default_cpu_pipeline(int num_threads, bool outline_ke
       // ingot-noalias-scopes carries the kernels' noalias buffers (ingot-outline-kernels) into the
       // OpenMP loop bodies as alias scopes.
       {"lower-to-llvm",
-       "func.func(ingot-approximate-math,lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),"
-       "convert-math-to-libm,"
-       "convert-to-llvm,reconcile-unrealized-casts,llvm.func(ingot-noalias-scopes)"},
+       fmt::format("func.func({},lower-affine,convert-scf-to-cf,expand-strided-metadata,convert-math-to-llvm),"
+                   "convert-math-to-libm,convert-to-llvm,reconcile-unrealized-casts,llvm.func({})",
+                   pass_names::kApproximateMath, pass_names::kNoaliasScopes)},
   };
   if (!outline_kernels) back.erase(back.begin() + 1);
   stages.insert(stages.end(), back.begin(), back.end());

@@ -2,6 +2,7 @@
 // step's temporaries live no longer than they are needed (docs/compiler.md, "Passes"). Declared
 // in passes.h.
 #include "codegen/cpu/passes.h"
+#include "ingot/codegen/pass_names.h"
 
 #include "llvm/ADT/SetVector.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -66,7 +67,7 @@ void move_up(mlir::memref::DeallocOp dealloc) {
 class EarlyDeallocPass : public mlir::PassWrapper<EarlyDeallocPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(EarlyDeallocPass)
-  llvm::StringRef getArgument() const final { return "ingot-early-dealloc"; }
+  llvm::StringRef getArgument() const final { return pass_names::kEarlyDealloc; }
   llvm::StringRef getDescription() const final {
     return "Move each memref.dealloc to just after the last use of its buffer (ingot)";
   }

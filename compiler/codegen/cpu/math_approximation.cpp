@@ -2,6 +2,7 @@
 // polynomial approximations (plain arith ops) instead of calls to libm, so that LLVM's loop
 // vectoriser vectorises the loops around them (docs/compiler.md, "The pipeline", "Math functions"). Declared in passes.h.
 #include "codegen/cpu/passes.h"
+#include "ingot/codegen/pass_names.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -70,7 +71,7 @@ class ApproximateMathPass
     : public mlir::PassWrapper<ApproximateMathPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ApproximateMathPass)
-  llvm::StringRef getArgument() const final { return "ingot-approximate-math"; }
+  llvm::StringRef getArgument() const final { return pass_names::kApproximateMath; }
   llvm::StringRef getDescription() const final {
     return "Rewrite f32 exp, expm1, erf, tanh, log, log1p as vectorisable polynomial approximations (ingot)";
   }

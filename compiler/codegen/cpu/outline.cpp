@@ -1,6 +1,7 @@
 // ingot-outline-kernels: one function per loop nest, structurally identical nests compiled once
 // (docs/compiler.md, "Kernel outlining and dedupe"). Declared in passes.h.
 #include <fmt/format.h>
+#include "ingot/codegen/pass_names.h"
 
 #include <optional>
 #include <string>
@@ -208,7 +209,7 @@ class OutlineKernelsPass
     : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OutlineKernelsPass)
-  llvm::StringRef getArgument() const final { return "ingot-outline-kernels"; }
+  llvm::StringRef getArgument() const final { return pass_names::kOutlineKernels; }
   llvm::StringRef getDescription() const final {
     return "Outline each top-level loop nest into a function, identical nests into one (ingot)";
   }

@@ -2,6 +2,7 @@
 // their own files); declared in passes.h, documented in docs/compiler.md. The passes both back ends
 // share are in codegen/tensor_passes.cpp.
 #include "codegen/cpu/passes.h"
+#include "ingot/codegen/pass_names.h"
 #include "codegen/tensor_passes.h"
 
 #include <algorithm>
@@ -124,7 +125,7 @@ class ParallelizeOuterLoopsPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ParallelizeOuterLoopsPass)
   ParallelizeOuterLoopsPass() = default;
   ParallelizeOuterLoopsPass(const ParallelizeOuterLoopsPass& other) : PassWrapper(other) {}
-  llvm::StringRef getArgument() const final { return "ingot-parallelize-outer-loops"; }
+  llvm::StringRef getArgument() const final { return pass_names::kParallelizeOuterLoops; }
   llvm::StringRef getDescription() const final {
     return "Keep outermost scf.parallel loops with enough work parallel (leading dims only), "
            "serialise the rest to scf.for (ingot)";

@@ -1,6 +1,7 @@
 // The CUDA back end's code generator (include/ingot/codegen/cuda_compiler.h): the only translation
 // unit of codegen/cuda that includes MLIR's GPU and NVVM headers.
 #include "ingot/codegen/cuda_compiler.h"
+#include "ingot/codegen/pass_names.h"
 
 #include <fmt/format.h>
 
@@ -440,15 +441,17 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   }
   std::vector<PipelineStage> stages = default_tensor_stages();
   // Bias adds (and relus) folded into cuBLAS GEMM calls as cuBLASLt epilogues, before fusion.
-  if (o.gemm_epilogues) stages.insert(stages.begin() + 1, {"gemm-epilogues", "ingot-cuda-gemm-epilogues,canonicalize,cse"});
-  stages.back().pipeline += ",func.func(ingot-copies-to-linalg)";  // copies become kernels too
+  if (o.gemm_epilogues) {
+    stages.insert(stages.begin() + 1, {"gemm-epilogues", fmt::format("{},canonicalize,cse", pass_names::kCudaGemmEpilogues)});
+  }
+  stages.back().pipeline += fmt::format(",func.func({})", pass_names::kCopiesToLinalg);  // copies become kernels too
   const std::vector<PipelineStage> back = {
       // Long reductions become one block per output element (gpu.all_reduce: warp shuffles and
       // shared memory) before the loop path.
-      {"reductions", fmt::format("func.func(ingot-gpu-block-reductions{{threads={} min-reduced={}}})",
+      {"reductions", fmt::format("func.func({}{{threads={} min-reduced={}}})", pass_names::kGpuBlockReductions,
                                  o.threads_per_block, o.block_reduction_min)},
-      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops),func.func(ingot-gpu-prepare-loops{{threads={}}})",
-                            o.threads_per_block)},
+      {"loops", fmt::format("func.func(convert-linalg-to-parallel-loops),func.func({}{{threads={}}})",
+                            pass_names::kGpuPrepareLoops, o.threads_per_block)},
       {"gpu",
        "func.func(gpu-map-parallel-loops),func.func(convert-parallel-loops-to-gpu),lower-affine,"
        "gpu-launch-sink-index-computations,gpu-kernel-outlining,canonicalize,cse"},

@@ -1,6 +1,7 @@
 // ingot's own MLIR passes of the CUDA pipeline; declared in passes.h, documented in
 // docs/compiler.md ("CUDA back end").
 #include "codegen/cuda/passes.h"
+#include "ingot/codegen/pass_names.h"
 
 #include <algorithm>
 #include <limits>
@@ -38,7 +39,7 @@ class CopiesToLinalgPass
     : public mlir::PassWrapper<CopiesToLinalgPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CopiesToLinalgPass)
-  llvm::StringRef getArgument() const final { return "ingot-copies-to-linalg"; }
+  llvm::StringRef getArgument() const final { return pass_names::kCopiesToLinalg; }
   llvm::StringRef getDescription() const final { return "Rewrite memref.copy as linalg.copy (ingot, CUDA)"; }
   void getDependentDialects(mlir::DialectRegistry& registry) const override {
     registry.insert<mlir::linalg::LinalgDialect>();
@@ -162,9 +163,9 @@ std::optional<int64_t> trip_count(mlir::scf::ParallelOp par) {
 
 /// The passes' `threads` option must be a CUDA block size, 1 .. 1024 (a pipeline given as text
 /// can hold anything; a negative size built loops with a negative step). Emits the error on `fn`.
-mlir::LogicalResult check_threads(mlir::func::FuncOp fn, int64_t threads, const char* pass) {
+mlir::LogicalResult check_threads(mlir::func::FuncOp fn, int64_t threads, std::string_view pass) {
   if (threads >= 1 && threads <= 1024) return mlir::success();
-  return fn.emitError() << pass << ": threads=" << threads << " is not a CUDA block size (1 .. 1024 threads)";
+  return fn.emitError() << llvm::StringRef(pass) << ": threads=" << threads << " is not a CUDA block size (1 .. 1024 threads)";
 }
 
 /// `ingot-gpu-prepare-loops{threads=N}`: host compute is wrapped into loops (wrap_host_compute);
@@ -179,7 +180,7 @@ class GpuPrepareLoopsPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GpuPrepareLoopsPass)
   GpuPrepareLoopsPass() = default;
   GpuPrepareLoopsPass(const GpuPrepareLoopsPass& other) : PassWrapper(other) {}
-  llvm::StringRef getArgument() const final { return "ingot-gpu-prepare-loops"; }
+  llvm::StringRef getArgument() const final { return pass_names::kGpuPrepareLoops; }
   llvm::StringRef getDescription() const final {
     return "Move host compute into loops, collapse each parallel loop nest to 1-D and tile it into "
            "blocks (ingot, CUDA)";
@@ -192,7 +193,7 @@ class GpuPrepareLoopsPass
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     if (func.isExternal()) return;
-    if (mlir::failed(check_threads(func, threads, "ingot-gpu-prepare-loops"))) return signalPassFailure();
+    if (mlir::failed(check_threads(func, threads, pass_names::kGpuPrepareLoops))) return signalPassFailure();
     sink_host_values_into_loops(func);
     if (mlir::failed(wrap_host_compute(func))) return signalPassFailure();
     std::vector<mlir::scf::ParallelOp> nests;
@@ -218,7 +219,8 @@ class GpuPrepareLoopsPass
         while (it != nullptr && !mlir::isa<mlir::scf::ParallelOp>(it)) it = it->getNextNode();
         par = it != nullptr ? mlir::cast<mlir::scf::ParallelOp>(it) : mlir::scf::ParallelOp();
         if (!par) {
-          func.emitOpError("ingot-gpu-prepare-loops: collapsing a loop nest did not give an scf.parallel");
+          func.emitOpError() << llvm::StringRef(pass_names::kGpuPrepareLoops)
+                          << ": collapsing a loop nest did not give an scf.parallel";
           return signalPassFailure();
         }
       }
@@ -392,7 +394,7 @@ class GpuBlockReductionsPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GpuBlockReductionsPass)
   GpuBlockReductionsPass() = default;
   GpuBlockReductionsPass(const GpuBlockReductionsPass& other) : PassWrapper(other) {}
-  llvm::StringRef getArgument() const final { return "ingot-gpu-block-reductions"; }
+  llvm::StringRef getArgument() const final { return pass_names::kGpuBlockReductions; }
   llvm::StringRef getDescription() const final {
     return "Rewrite reductions as one thread block per output element with gpu.all_reduce (ingot, CUDA)";
   }
@@ -401,7 +403,7 @@ class GpuBlockReductionsPass
                     mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
   }
   void runOnOperation() override {
-    if (mlir::failed(check_threads(getOperation(), threads, "ingot-gpu-block-reductions"))) return signalPassFailure();
+    if (mlir::failed(check_threads(getOperation(), threads, pass_names::kGpuBlockReductions))) return signalPassFailure();
     std::vector<std::pair<mlir::linalg::GenericOp, ReductionMatch>> work;
     getOperation().walk([&](mlir::linalg::GenericOp g) {
       if (g->getParentOfType<mlir::gpu::LaunchOp>()) return;
@@ -620,7 +622,7 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
 class GemmEpiloguesPass : public mlir::PassWrapper<GemmEpiloguesPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GemmEpiloguesPass)
-  llvm::StringRef getArgument() const final { return "ingot-cuda-gemm-epilogues"; }
+  llvm::StringRef getArgument() const final { return pass_names::kCudaGemmEpilogues; }
   llvm::StringRef getDescription() const final {
     return "fold a bias add (and relu) into the cuBLAS GEMM call that produces its operand";
   }
