@@ -17,9 +17,12 @@ const OpRegistry& OpRegistry::builtin() {
     register_control_ops(r);
     register_collective_ops(r);
     register_elementwise_lowerings(r);
-    register_structural_lowerings(r);
-    register_window_lowerings(r);
+    register_shape_lowerings(r);
+    register_reduction_lowerings(r);
+    register_linalg_lowerings(r);
     register_indexing_lowerings(r);
+    register_random_lowerings(r);
+    register_control_lowerings(r);
     return r;
   }();
   return registry;

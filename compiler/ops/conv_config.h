@@ -1,5 +1,5 @@
 // The convolution op's configuration, read and validated from its attributes once, for the op's
-// shape rule, interpreter kernel and VJP (linalg.cpp) and its lowering (window_lower.cpp).
+// shape rule, interpreter kernel and VJP (linalg.cpp) and its lowering (linalg_lower.cpp).
 #pragma once
 
 #include <cstdint>

@@ -16,14 +16,14 @@ namespace ingot::ir {
 
 namespace {
 
+using lowering_util::Args;
+using lowering_util::BodyBuilder;
+using lowering_util::el;
 using lowering_util::in_type;
 using lowering_util::is_half;
+using lowering_util::LoweringContext;
 using lowering_util::out_type;
-using lower::BodyBuilder;
-using lower::LoweringContext;
-using Args = std::vector<std::string>;
-
-std::string ty(DType d) { return LoweringContext::element(d); }
+using lowering_util::select;
 
 /// arith.cmpi predicate for a comparison direction on a signed/unsigned integer or bool.
 std::string int_predicate(const std::string& dir, bool is_signed) {
@@ -48,13 +48,8 @@ std::string float_predicate(const std::string& dir) {
 
 std::string cmp(BodyBuilder& b, DType d, const std::string& dir, const std::string& x,
                 const std::string& y) {
-  if (is_floating(d)) return b.let(fmt::format("arith.cmpf {}, {}, {} : {}", float_predicate(dir), x, y, ty(d)));
-  return b.let(fmt::format("arith.cmpi {}, {}, {} : {}", int_predicate(dir, is_signed_integer(d)), x, y, ty(d)));
-}
-
-std::string select(BodyBuilder& b, const std::string& c, const std::string& x, const std::string& y,
-                   DType d) {
-  return b.let(fmt::format("arith.select {}, {}, {} : {}", c, x, y, ty(d)));
+  if (is_floating(d)) return b.let(fmt::format("arith.cmpf {}, {}, {} : {}", float_predicate(dir), x, y, el(d)));
+  return b.let(fmt::format("arith.cmpi {}, {}, {} : {}", int_predicate(dir, is_signed_integer(d)), x, y, el(d)));
 }
 
 /// Integer division/remainder with XLA's semantics: x / 0 = -1 (all ones), x % 0 = x,
@@ -68,7 +63,7 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
   std::string overflow;
   if (s) {
     const int64_t bits = dtype_size(d) * 8;
-    const std::string min = b.let(fmt::format("arith.constant {} : {}", bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), ty(d)));
+    const std::string min = b.let(fmt::format("arith.constant {} : {}", bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), el(d)));
     const std::string minus_one = b.constant(-1, d);
     const std::string x_min = cmp(b, d, "EQ", x, min);
     const std::string y_m1 = cmp(b, d, "EQ", y, minus_one);
@@ -76,7 +71,7 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
     bad = b.let(fmt::format("arith.ori {}, {} : i1", by_zero, overflow));
   }
   const std::string safe = select(b, bad, one, y, d);
-  const std::string q = b.let(fmt::format("arith.{}{} {}, {} : {}", rem ? "rem" : "div", s ? "si" : "ui", x, safe, ty(d)));
+  const std::string q = b.let(fmt::format("arith.{}{} {}, {} : {}", rem ? "rem" : "div", s ? "si" : "ui", x, safe, el(d)));
   if (rem) {
     std::string r = q;
     if (s) r = select(b, overflow, zero, r, d);
@@ -92,7 +87,7 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
 /// exponent (an scf.for of bit-width steps; extra steps with a zero exponent change nothing),
 /// products wrap; a negative exponent gives 0 unless the base is 1 (1) or -1 (+-1 by parity).
 std::string int_power(BodyBuilder& b, DType d, const std::string& x, const std::string& y) {
-  const std::string t = ty(d);
+  const std::string t = el(d);
   const std::string zero = b.constant(0, d), one = b.constant(1, d);
   const std::string lb = b.let("arith.constant 0 : index");
   const std::string ub = b.let(fmt::format("arith.constant {} : index", dtype_size(d) * 8));
@@ -119,7 +114,7 @@ std::string int_power(BodyBuilder& b, DType d, const std::string& x, const std::
 
 std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const std::string& x,
                           const std::string& y) {
-  const std::string t = ty(d);
+  const std::string t = el(d);
   if (is_floating(d)) {
     static const std::map<std::string, std::string> kFloat = {
         {"add", "arith.addf"},        {"subtract", "arith.subf"},   {"multiply", "arith.mulf"},
@@ -145,7 +140,7 @@ std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const 
 }
 
 std::string unary_scalar(BodyBuilder& b, const std::string& op, DType d, const std::string& x) {
-  const std::string t = ty(d);
+  const std::string t = el(d);
   if (!is_floating(d)) {
     if (op == "negate") return b.let(fmt::format("arith.subi {}, {} : {}", b.constant(0, d), x, t));
     if (op == "abs") return b.let(fmt::format("math.absi {} : {}", x, t));
@@ -198,7 +193,7 @@ std::string unary_scalar(BodyBuilder& b, const std::string& op, DType d, const s
 /// convert with the interpreter's semantics (element.h's convert_element).
 std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::string& x) {
   if (from == to) return x;
-  const std::string tf = ty(from), tt = ty(to);
+  const std::string tf = el(from), tt = el(to);
   if (is_bool(to)) {
     const std::string zero = b.constant(0, from);
     return is_floating(from) ? b.let(fmt::format("arith.cmpf une, {}, {} : {}", x, zero, tf))
@@ -210,7 +205,7 @@ std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::stri
     DType cur = from;
     auto to_f32 = [&] {
       if (cur == DType::kF32) return;
-      v = b.let(fmt::format("arith.{} {} : {} to f32", dtype_size(cur) < 4 ? "extf" : "truncf", v, ty(cur)));
+      v = b.let(fmt::format("arith.{} {} : {} to f32", dtype_size(cur) < 4 ? "extf" : "truncf", v, el(cur)));
       cur = DType::kF32;
     };
     if (to == DType::kF64) {
@@ -275,10 +270,10 @@ void bind1(LoweringContext& ctx, const Node& node, const std::string& v) { ctx.b
 
 /// f16/bf16 scalar `x` as f32, and back (round to nearest even).
 std::string widen(BodyBuilder& b, DType d, const std::string& x) {
-  return b.let(fmt::format("arith.extf {} : {} to f32", x, ty(d)));
+  return b.let(fmt::format("arith.extf {} : {} to f32", x, el(d)));
 }
 std::string narrow(BodyBuilder& b, DType d, const std::string& x) {
-  return b.let(fmt::format("arith.truncf {} : f32 to {}", x, ty(d)));
+  return b.let(fmt::format("arith.truncf {} : f32 to {}", x, el(d)));
 }
 
 

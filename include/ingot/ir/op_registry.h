@@ -94,11 +94,17 @@ void register_indexing_ops(OpRegistry& registry);     // gather, scatter
 void register_random_ops(OpRegistry& registry);       // rng_bit_generator
 void register_control_ops(OpRegistry& registry);      // optimization_barrier
 void register_collective_ops(OpRegistry& registry);   // all_reduce (with its lowering: an error)
-/// Lowering rules to MLIR, one file per family (compiler/ops/<family>_lower.cpp).
-void register_elementwise_lowerings(OpRegistry& registry);
-void register_structural_lowerings(OpRegistry& registry);  // shape, reduction, linalg, control
-void register_window_lowerings(OpRegistry& registry);  // pad, argmax/argmin, reduce_window,
-                                                       // select_and_scatter, convolution
-void register_indexing_lowerings(OpRegistry& registry);  // gather, scatter, rng_bit_generator
+/// Lowering rules to MLIR, one file per family (compiler/ops/<family>_lower.cpp; all_reduce's is
+/// in collective.cpp).
+void register_elementwise_lowerings(OpRegistry& registry);  // constant, iota, convert, unary,
+                                                            // binary, compare, select, clamp
+void register_shape_lowerings(OpRegistry& registry);      // reshape, broadcast_in_dim, transpose,
+                                                          // reverse, slice, concatenate, pad
+void register_reduction_lowerings(OpRegistry& registry);  // reduce, argmax, argmin,
+                                                          // reduce_window, select_and_scatter
+void register_linalg_lowerings(OpRegistry& registry);     // dot_general, convolution
+void register_indexing_lowerings(OpRegistry& registry);   // gather, scatter
+void register_random_lowerings(OpRegistry& registry);     // rng_bit_generator
+void register_control_lowerings(OpRegistry& registry);    // optimization_barrier
 
 }  // namespace ingot::ir

@@ -1,5 +1,5 @@
 // CPU convolutions as im2col + GEMM (the GEMM libraries of cpu_gemm.h: oneDNN for f32, OpenBLAS for f64), callable from JIT-compiled code:
-// the MLIR lowering of `convolution` (compiler/ops/window_lower.cpp) collapses both operands and
+// the MLIR lowering of `convolution` (compiler/ops/linalg_lower.cpp) collapses both operands and
 // the result to 1-D memrefs and emits `func.call @ingot_cpu_conv_<dtype>(lhs, rhs, out, config)`,
 // where `config` is an i64 memref holding the encoded ConvSpec (encode_conv_spec); the JIT
 // resolves the symbols listed by cpu_kernel_symbols() (include/ingot/kernels/cpu_gemm.h).
