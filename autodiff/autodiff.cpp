@@ -28,17 +28,15 @@ struct Tape {
 
 void check_cotangent(const Tensor& ct, const Tensor& out, size_t i) {
   if (!(ct.type() == out.type())) {
-    throw Error(ct.dtype() != out.dtype() ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
-                fmt::format("vjp: cotangent {} is {} but output {} is {}", i,
-                            ct.type().to_string(), i, out.type().to_string()),
-                "pass one cotangent per output, of the output's shape and dtype");
+    throw Error(
+        ct.dtype() != out.dtype() ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
+        fmt::format("vjp: cotangent {} is {} but output {} is {}", i, ct.type().to_string(), i, out.type().to_string()),
+        "pass one cotangent per output, of the output's shape and dtype");
   }
 }
 
 /// Adds `ct` into the cotangent slot `slot` (gradient accumulation when a value fans out).
-void accumulate(std::optional<Tensor>& slot, const Tensor& ct) {
-  slot = slot ? emit("add", {*slot, ct}).at(0) : ct;
-}
+void accumulate(std::optional<Tensor>& slot, const Tensor& ct) { slot = slot ? emit("add", {*slot, ct}).at(0) : ct; }
 
 /// The forward value `v` for use in the backward pass: the stored Tensor, or with
 /// rematerialisation a recomputation of its cheap elementwise producer from barrier'd inputs.
@@ -93,8 +91,7 @@ std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tenso
   const ir::Graph& g = tape.graph;
   if (cotangents.size() != g.outputs().size()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("pullback: {} cotangents given for {} outputs", cotangents.size(),
-                            g.outputs().size()),
+                fmt::format("pullback: {} cotangents given for {} outputs", cotangents.size(), g.outputs().size()),
                 "pass one cotangent per output (an invalid Tensor() for a zero cotangent)");
   }
   std::vector<std::optional<Tensor>> ct(static_cast<size_t>(g.num_values()));
@@ -125,21 +122,18 @@ std::vector<Tensor> run_pullback_timed(const Tape& tape, const std::vector<Tenso
     std::vector<Tensor> operands, results;
     for (ir::ValueId v : node.inputs) operands.push_back(values.get(v));
     for (ir::ValueId v : node.outputs) results.push_back(values.get(v));
-    std::vector<std::optional<Tensor>> in_ct =
-        (*rule)(VjpArgs{node.attrs, operands, results, out_ct});
+    std::vector<std::optional<Tensor>> in_ct = (*rule)(VjpArgs{node.attrs, operands, results, out_ct});
     if (in_ct.size() != node.inputs.size()) {
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("VJP rule of '{}' returned {} cotangents for {} operands", node.op,
-                              in_ct.size(), node.inputs.size()));
+      throw Error(ErrorCode::kInternal, fmt::format("VJP rule of '{}' returned {} cotangents for {} operands", node.op,
+                                                    in_ct.size(), node.inputs.size()));
     }
     for (size_t i = 0; i < in_ct.size(); ++i) {
       if (!in_ct[i]) continue;
       const ir::TensorType& want = g.type(node.inputs[i]);
       if (!is_floating(want.dtype)) continue;  // no cotangent for integer/bool values
       if (!(in_ct[i]->type() == want)) {
-        throw Error(ErrorCode::kInternal,
-                    fmt::format("VJP rule of '{}' returned {} for operand {} of type {}", node.op,
-                                in_ct[i]->type().to_string(), i, want.to_string()));
+        throw Error(ErrorCode::kInternal, fmt::format("VJP rule of '{}' returned {} for operand {} of type {}", node.op,
+                                                      in_ct[i]->type().to_string(), i, want.to_string()));
       }
       accumulate(ct[node.inputs[i]], *in_ct[i]);
     }
@@ -167,13 +161,11 @@ void check_argnums(const std::vector<int64_t>& argnums, size_t num_args) {
   for (int64_t a : argnums) {
     if (a < 0 || a >= static_cast<int64_t>(num_args)) {
       throw Error(ErrorCode::kOutOfRange,
-                  fmt::format("value_and_grad: argnum {} is out of range for {} arguments", a,
-                              num_args),
+                  fmt::format("value_and_grad: argnum {} is out of range for {} arguments", a, num_args),
                   fmt::format("use argnums in [0, {})", num_args));
     }
     if (!seen.insert(a).second) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("value_and_grad: argnum {} is repeated", a));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("value_and_grad: argnum {} is repeated", a));
     }
   }
 }
@@ -187,22 +179,21 @@ void check_loss(const Tensor& loss) {
   }
   if (!is_floating(loss.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("value_and_grad: the loss must be floating point but is {}",
-                            dtype_name(loss.dtype())),
+                fmt::format("value_and_grad: the loss must be floating point but is {}", dtype_name(loss.dtype())),
                 "convert the loss to f32");
   }
 }
 
 /// Shared body of value_and_grad and grad: returns (outputs of fn, grads for argnums).
-std::pair<std::vector<Tensor>, std::vector<Tensor>> loss_and_grads(
-    const TraceFn& fn, const std::vector<Tensor>& args, const std::vector<int64_t>& argnums,
-    bool has_aux, const VjpOptions& options) {
+std::pair<std::vector<Tensor>, std::vector<Tensor>> loss_and_grads(const TraceFn& fn, const std::vector<Tensor>& args,
+                                                                   const std::vector<int64_t>& argnums, bool has_aux,
+                                                                   const VjpOptions& options) {
   check_argnums(argnums, args.size());
   auto [outs, pullback] = vjp(fn, args, options);
   if (outs.empty() || (!has_aux && outs.size() != 1)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("value_and_grad: the function returned {} outputs; expected {}",
-                            outs.size(), has_aux ? "the loss followed by aux values" : "exactly 1"),
+                fmt::format("value_and_grad: the function returned {} outputs; expected {}", outs.size(),
+                            has_aux ? "the loss followed by aux values" : "exactly 1"),
                 has_aux ? "return at least the loss" : "pass has_aux = true to return aux values");
   }
   check_loss(outs[0]);
@@ -228,10 +219,8 @@ std::pair<std::vector<Tensor>, Pullback> vjp(const TraceFn& fn, const std::vecto
   return {outs, pullback};
 }
 
-TraceFn value_and_grad(TraceFn fn, std::vector<int64_t> argnums, bool has_aux,
-                       VjpOptions options) {
-  return [fn = std::move(fn), argnums = std::move(argnums), has_aux,
-          options](const std::vector<Tensor>& args) {
+TraceFn value_and_grad(TraceFn fn, std::vector<int64_t> argnums, bool has_aux, VjpOptions options) {
+  return [fn = std::move(fn), argnums = std::move(argnums), has_aux, options](const std::vector<Tensor>& args) {
     auto [outs, grads] = loss_and_grads(fn, args, argnums, has_aux, options);
     outs.insert(outs.end(), grads.begin(), grads.end());
     return outs;
@@ -239,21 +228,19 @@ TraceFn value_and_grad(TraceFn fn, std::vector<int64_t> argnums, bool has_aux,
 }
 
 TraceFn grad(TraceFn fn, std::vector<int64_t> argnums, bool has_aux, VjpOptions options) {
-  return [fn = std::move(fn), argnums = std::move(argnums), has_aux,
-          options](const std::vector<Tensor>& args) {
+  return [fn = std::move(fn), argnums = std::move(argnums), has_aux, options](const std::vector<Tensor>& args) {
     auto [outs, grads] = loss_and_grads(fn, args, argnums, has_aux, options);
     grads.insert(grads.end(), outs.begin() + 1, outs.end());
     return grads;
   };
 }
 
-ir::Graph value_and_grad_graph(const ir::Graph& graph, std::vector<int64_t> argnums, bool has_aux,
-                               VjpOptions options) {
+ir::Graph value_and_grad_graph(const ir::Graph& graph, std::vector<int64_t> argnums, bool has_aux, VjpOptions options) {
   std::vector<ir::TensorType> types;
   for (ir::ValueId p : graph.parameters()) types.push_back(graph.type(p));
   TraceFn fn = [&graph](const std::vector<Tensor>& args) { return call(graph, args); };
-  ir::Graph g = trace(value_and_grad(fn, std::move(argnums), has_aux, options), types,
-                      graph.name() + "_value_and_grad");
+  ir::Graph g =
+      trace(value_and_grad(fn, std::move(argnums), has_aux, options), types, graph.name() + "_value_and_grad");
   return ir::eliminate_common_subexpressions(ir::eliminate_dead_code(g));
 }
 

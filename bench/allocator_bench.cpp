@@ -64,8 +64,7 @@ Trace mixed(int live, int steps, unsigned seed) {
       t.ops.push_back({false, slot, b});
       b = -1;
     } else {
-      b = rng() % 10 == 0 ? static_cast<int64_t>(rng() % (8 << 20))
-                          : static_cast<int64_t>(rng() % (64 << 10));
+      b = rng() % 10 == 0 ? static_cast<int64_t>(rng() % (8 << 20)) : static_cast<int64_t>(rng() % (64 << 10));
       t.ops.push_back({true, slot, b});
     }
   }
@@ -105,8 +104,9 @@ double median_replay(int runs, const Trace& trace, const std::function<void*(int
 }
 
 void report(const std::vector<Trace>& traces, int runs) {
-  fmt::print("| trace | ops | caching | aligned_alloc/free | HostAllocator | caching / "
-             "aligned_alloc | segments (backend calls) |\n|---|---|---|---|---|---|---|\n");
+  fmt::print(
+      "| trace | ops | caching | aligned_alloc/free | HostAllocator | caching / "
+      "aligned_alloc | segments (backend calls) |\n|---|---|---|---|---|---|---|\n");
   for (const Trace& trace : traces) {
     auto backend = std::make_unique<HostMemoryBackend>(int64_t{64} << 30);
     CachingAllocator caching(std::move(backend));
@@ -116,8 +116,8 @@ void report(const std::vector<Trace>& traces, int runs) {
     const double t_malloc = median_replay(
         runs, trace,
         [](int64_t n) {
-          return std::aligned_alloc(kAlign, static_cast<size_t>((std::max<int64_t>(n, 1) + kAlign - 1) /
-                                                                kAlign * kAlign));
+          return std::aligned_alloc(kAlign,
+                                    static_cast<size_t>((std::max<int64_t>(n, 1) + kAlign - 1) / kAlign * kAlign));
         },
         [](void* p, int64_t) { std::free(p); });
     HostAllocator host;
@@ -126,11 +126,11 @@ void report(const std::vector<Trace>& traces, int runs) {
         [&](void* p, int64_t n) { host.deallocate(p, n); });
     const double n_ops = static_cast<double>(trace.ops.size());
     const CachingAllocatorStats s = caching.caching_stats();
-    fmt::print("| {} | {} | {:.1f} Mops/s | {:.1f} Mops/s | {:.1f} Mops/s | {:.2f}x | {} for {} "
-               "allocations |\n",
-               trace.name, trace.ops.size(), n_ops / t_cache / 1e6, n_ops / t_malloc / 1e6,
-               n_ops / t_host / 1e6, t_malloc / t_cache, s.num_segment_allocations,
-               s.num_allocations);
+    fmt::print(
+        "| {} | {} | {:.1f} Mops/s | {:.1f} Mops/s | {:.1f} Mops/s | {:.2f}x | {} for {} "
+        "allocations |\n",
+        trace.name, trace.ops.size(), n_ops / t_cache / 1e6, n_ops / t_malloc / 1e6, n_ops / t_host / 1e6,
+        t_malloc / t_cache, s.num_segment_allocations, s.num_allocations);
   }
 }
 
@@ -145,12 +145,13 @@ int main(int argc, char** argv) {
   try {
     using namespace ingot::bench;
     fmt::print("# ingot caching allocator benchmark\n\n");
-    fmt::print("Median of {} replays of each trace (after one warm-up replay); ops = allocations "
-               "+ frees. The caching allocator runs on the host-memory fake backend, so this is "
-               "its bookkeeping cost; memory is never touched.\n\n",
-               runs);
-    report({steady(4 << 10, pairs), steady(256 << 10, pairs), steady(4 << 20, pairs),
-            mixed(64, steps, 1), mixed(1024, steps, 2)},
+    fmt::print(
+        "Median of {} replays of each trace (after one warm-up replay); ops = allocations "
+        "+ frees. The caching allocator runs on the host-memory fake backend, so this is "
+        "its bookkeeping cost; memory is never touched.\n\n",
+        runs);
+    report({steady(4 << 10, pairs), steady(256 << 10, pairs), steady(4 << 20, pairs), mixed(64, steps, 1),
+            mixed(1024, steps, 2)},
            runs);
   } catch (const std::exception& e) {
     fmt::print(stderr, "allocator_bench: error: {}\n", e.what());

@@ -68,9 +68,10 @@ double median_seconds(int warmup, int runs, const std::function<void()>& fn) {
 /// than the clock's resolution is useful for).
 double median_per_call(int warmup, int runs, int block, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
-  return median_seconds(0, runs / block, [&] {
-           for (int i = 0; i < block; ++i) fn();
-         }) /
+  return median_seconds(0, runs / block,
+                        [&] {
+                          for (int i = 0; i < block; ++i) fn();
+                        }) /
          block;
 }
 
@@ -125,8 +126,8 @@ std::vector<Array> step_args() {
     if (t.dtype == DType::kI32) {
       for (int64_t j = 0; j < a.size(); ++j) a.data<int32_t>()[j] = static_cast<int32_t>(rng() % 10);
     } else if (t.shape.size() == 2) {
-      const float limit = i == x_index ? 1.0f
-                                       : static_cast<float>(std::sqrt(6.0 / static_cast<double>(t.shape[0] + t.shape[1])));
+      const float limit =
+          i == x_index ? 1.0f : static_cast<float>(std::sqrt(6.0 / static_cast<double>(t.shape[0] + t.shape[1])));
       std::uniform_real_distribution<float> u(i == x_index ? 0.0f : -limit, limit);
       for (int64_t j = 0; j < a.size(); ++j) a.data<float>()[j] = u(rng);
     }
@@ -198,10 +199,8 @@ void report_train_step(const Plan& plan) {
   });
   const double gap = max_rel_diff(interp_out, compiled_out);
 
-  fmt::print("## MLP train step ({}, batch {}, f32, value_and_grad + SGD)\n\n",
-             fmt::join(kWidths, "-"), kBatch);
-  fmt::print("Graph: {} nodes after tracing; MLIR module {} KiB.\n\n", graph.num_nodes(),
-             mlir.size() / 1024);
+  fmt::print("## MLP train step ({}, batch {}, f32, value_and_grad + SGD)\n\n", fmt::join(kWidths, "-"), kBatch);
+  fmt::print("Graph: {} nodes after tracing; MLIR module {} KiB.\n\n", graph.num_nodes(), mlir.size() / 1024);
   fmt::print("| measurement | time |\n|---|---|\n");
   fmt::print("| trace (value_and_grad included) | {} |\n", ms(trace_s));
   fmt::print("| lower to MLIR text | {} |\n", ms(lower_s));
@@ -214,8 +213,8 @@ void report_train_step(const Plan& plan) {
              ms(loops_step_s));
   fmt::print("| compiled step with donated parameters (donate_argnums, new weights fed back) | {} |\n",
              ms(donated_step_s));
-  fmt::print("| interpreter step, median of {} after {} warm-up | {} |\n\n", plan.interp_runs,
-             plan.interp_warmup, ms(interp_s));
+  fmt::print("| interpreter step, median of {} after {} warm-up | {} |\n\n", plan.interp_runs, plan.interp_warmup,
+             ms(interp_s));
   fmt::print("| ratio | value |\n|---|---|\n");
   fmt::print("| interpreter step / compiled step (speed-up) | {:.1f}x |\n", interp_s / step_s);
   fmt::print("| compile time / compiled step | {:.1f} steps |\n", compile_s / step_s);
@@ -237,8 +236,8 @@ void report_tiny_call(const Plan& plan) {
   jitted(args);
   // The same lowered module compiled straight to a CpuKernel: the call without the Executable.
   const lower::LoweredModule lowered = lower::lower_graph(graph, "main");
-  auto kernel = codegen::compile_cpu(lowered.text, "main", {{{1}, DType::kF32}, {{1}, DType::kF32}},
-                                     {{{1}, DType::kF32}});
+  auto kernel =
+      codegen::compile_cpu(lowered.text, "main", {{{1}, DType::kF32}, {{1}, DType::kF32}}, {{{1}, DType::kF32}});
   std::vector<Array> out = {Array::zeros({1}, DType::kF32)};
 
   const int block = 100;
@@ -263,8 +262,8 @@ void report_tiny_call(const Plan& plan) {
     fmt::print("ERROR: the tiny add computed {} / {}, not 3.5\n", result[0].to_string(), out[0].to_string());
   }
   fmt::print("## Host overhead of one call on tiny inputs (a (1,)-element f32 add)\n\n");
-  fmt::print("Median per call over {} calls (blocks of {}) after {} warm-up calls.\n\n", plan.tiny_runs,
-             block, plan.tiny_warmup);
+  fmt::print("Median per call over {} calls (blocks of {}) after {} warm-up calls.\n\n", plan.tiny_runs, block,
+             plan.tiny_warmup);
   fmt::print("| path | per call | vs raw kernel |\n|---|---|---|\n");
   fmt::print("| CpuKernel::run (caller-allocated output; argument checks, descriptors) | {} | 1.00 |\n", us(kernel_s));
   fmt::print("| Executable::run (allocates the output slot, one thunk) | {} | {:.2f} |\n", us(exe_s), exe_s / kernel_s);
@@ -294,12 +293,12 @@ void report_gemm(const Plan& plan) {
   const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const double peak = kernels::measured_fma_peak_gflops(threads);
   fmt::print("## GEMM throughput (f32) against the measured peak\n\n");
-  fmt::print("Measured peak: {:.1f} GFLOP/s on {} threads ({} FMA chains; `kernels::measured_fma_peak_gflops`).\n\n", peak,
-             threads, __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2");
+  fmt::print("Measured peak: {:.1f} GFLOP/s on {} threads ({} FMA chains; `kernels::measured_fma_peak_gflops`).\n\n",
+             peak, threads, __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2");
   fmt::print("| (m, k) @ (k, n) | BLAS GEMM (chosen) | fraction of peak | generated loops | BLAS / loops |\n");
   fmt::print("|---|---|---|---|---|\n");
-  const std::vector<std::array<int64_t, 3>> shapes = {{128, 784, 256}, {128, 256, 128}, {784, 128, 256},
-                                                      {1024, 1024, 1024}};
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {128, 784, 256}, {128, 256, 128}, {784, 128, 256}, {1024, 1024, 1024}};
   for (const auto& [m, k, n] : shapes) {
     const double blas = gemm_gflops(plan, m, k, n, true), loops = gemm_gflops(plan, m, k, n, false);
     fmt::print("| ({}, {}) @ ({}, {}) | {:.1f} GFLOP/s | {:.0f}% | {:.1f} GFLOP/s | {:.2f} |\n", m, k, k, n, blas,
@@ -338,8 +337,8 @@ void report_threads(const Plan& plan) {
   fmt::print("## Thread scaling of the MLP train step ({} hardware threads)\n\n", threads);
   fmt::print("| loops | step | serial / this |\n|---|---|---|\n");
   fmt::print("| serial (num_threads = 1) | {} | 1.00 |\n", ms(serial));
-  for (const int64_t min_work : {codegen::kMinParallelWork / 8, codegen::kMinParallelWork, codegen::kMinParallelWork * 8,
-                                 codegen::kMinParallelWork * 64}) {
+  for (const int64_t min_work : {codegen::kMinParallelWork / 8, codegen::kMinParallelWork,
+                                 codegen::kMinParallelWork * 8, codegen::kMinParallelWork * 64}) {
     const double t = step({.pipeline = pipeline_with_min_work(min_work)});
     fmt::print("| parallel outer loops, all {} threads, min-work {}{} | {} | {:.2f} |\n", threads, min_work,
                min_work == codegen::kMinParallelWork ? " (default)" : "", ms(t), serial / t);
@@ -359,7 +358,7 @@ namespace {
 TraceFn cnn_train_step() {
   TraceFn loss = [](const std::vector<Tensor>& a) {
     Tensor h = max_pool2d(relu(conv2d(a[8], a[0]) + a[1]), {2, 2}, {2, 2});  // (b,13,13,32)
-    h = max_pool2d(relu(conv2d(h, a[2]) + a[3]), {2, 2}, {2, 2});           // (b,5,5,64)
+    h = max_pool2d(relu(conv2d(h, a[2]) + a[3]), {2, 2}, {2, 2});            // (b,5,5,64)
     h = relu(matmul(reshape(h, {h.dim(0), 1600}), a[4]) + a[5]);
     Tensor logits = matmul(h, a[6]) + a[7];
     Tensor onehot = one_hot(a[9], 10, DType::kF32);
@@ -376,8 +375,8 @@ TraceFn cnn_train_step() {
 
 /// Seeded CNN step arguments (uniform in [-0.1, 0.1), labels in [0, 10)) and their types.
 void cnn_args(int64_t batch, std::vector<ir::TensorType>& types, std::vector<Array>& args) {
-  const std::vector<Shape> shapes = {{3, 3, 1, 32}, {32}, {3, 3, 32, 64}, {64}, {1600, 128},
-                                     {128}, {128, 10}, {10}, {batch, 28, 28, 1}};
+  const std::vector<Shape> shapes = {{3, 3, 1, 32}, {32}, {3, 3, 32, 64},    {64}, {1600, 128}, {128},
+                                     {128, 10},     {10}, {batch, 28, 28, 1}};
   std::mt19937 rng(7);
   for (const Shape& s : shapes) {
     types.push_back({s, DType::kF32});
@@ -420,8 +419,8 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   fmt::print("## CNN train step (32c3-pool-64c3-pool-128-10, batch {}, f32, value_and_grad + SGD)\n\n", batch);
   const auto convs = std::count_if(graph.nodes().begin(), graph.nodes().end(),
                                    [](const ir::Node& n) { return n.op == "convolution"; });
-  fmt::print("Graph: {} nodes, {} of them convolutions (forward, input and kernel cotangents).\n\n",
-             graph.num_nodes(), convs);
+  fmt::print("Graph: {} nodes, {} of them convolutions (forward, input and kernel cotangents).\n\n", graph.num_nodes(),
+             convs);
   fmt::print("| measurement | time |\n|---|---|\n");
   fmt::print("| compile_graph, default (library convolutions for K >= {}, loops below) | {:.1f} ms |\n",
              lower::LoweringOptions{}.library_conv_min_k, compile_s * 1e3);
@@ -429,8 +428,9 @@ void report_cnn_step(const Plan& plan, int64_t batch, bool with_interpreter) {
   fmt::print("| compiled step, default, median of {} | {:.1f} ms |\n", runs, step_s * 1e3);
   fmt::print("| compiled step, every convolution through the library (library_conv_min_k = 0) | {:.1f} ms |\n",
              all_library_s * 1e3);
-  fmt::print("| compiled step, default but serial loop nests (num_threads = 1; libraries still threaded) | {:.1f} ms |\n",
-             serial_s * 1e3);
+  fmt::print(
+      "| compiled step, default but serial loop nests (num_threads = 1; libraries still threaded) | {:.1f} ms |\n",
+      serial_s * 1e3);
   fmt::print("| compiled step, generated-loop convolutions (LoweringOptions::library_conv = false) | {:.1f} ms |\n",
              loops_step_s * 1e3);
   double interp_s = 0;
@@ -509,14 +509,20 @@ void report_conv_gflops(const Plan& plan, int64_t batch) {
 }  // namespace ingot::bench
 
 /// compiler_bench [--quick] [section...]: sections mlp, tiny, gemm (GFLOP/s against the measured
-/// peak), threads (1 vs all threads), cnn (batch 32 with the interpreter), cnn128 (batch 128, library vs loops), conv (forward GFLOP/s); default all.
+/// peak), threads (1 vs all threads), cnn (batch 32 with the interpreter), cnn128 (batch 128, library vs loops), conv
+/// (forward GFLOP/s); default all.
 int main(int argc, char** argv) {
   ingot::bench::Plan plan;
   std::vector<std::string> sections;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
-      plan = {.interp_warmup = 0, .interp_runs = 1, .step_warmup = 1, .step_runs = 3,
-              .compile_runs = 1, .tiny_warmup = 100, .tiny_runs = 1000};
+      plan = {.interp_warmup = 0,
+              .interp_runs = 1,
+              .step_warmup = 1,
+              .step_runs = 3,
+              .compile_runs = 1,
+              .tiny_warmup = 100,
+              .tiny_runs = 1000};
     } else {
       sections.emplace_back(argv[i]);
     }
@@ -528,7 +534,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto wanted = [&](const char* s) { return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end(); };
+  auto wanted = [&](const char* s) {
+    return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end();
+  };
   try {
     fmt::print("# ingot CPU compiler benchmark\n\n");
     if (wanted("mlp")) ingot::bench::report_train_step(plan);

@@ -31,9 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 /// CPU time used by all threads of this process so far, in seconds (CLOCK_PROCESS_CPUTIME_ID).
 double process_cpu_seconds() {
@@ -60,8 +58,8 @@ double thread_cpu_seconds() {
 /// has used `seconds` of CPU time since `cpu_start`.
 void spend(Clock::time_point start, double cpu_start, double seconds, Wait how) {
   if (how == Wait::kSleep) {
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(seconds)));
+    std::this_thread::sleep_until(start +
+                                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
     return;
   }
   uint64_t x = 1;
@@ -173,13 +171,15 @@ void report_overlap(bool quick) {
   const int runs = quick ? 1 : 5;
   const double ideal = static_cast<double>(n + 1) / static_cast<double>(2 * n);
   fmt::print("## Overlap: producer T per batch, step T per batch, {} batches per epoch\n\n", n);
-  fmt::print("{} serial and {} queued epochs, alternating; median and best (shortest) of each. Ideal\n"
-             "queued / serial = (N+1)/(2N) = {:.3f}. Cores used = process CPU time / wall time of the\n"
-             "median queued epoch: spinning needs 2 free cores to overlap fully, so on a loaded machine\n"
-             "the spin rows show how many it got.\n\n",
-             runs, runs, ideal);
-  fmt::print("| T | producer and step | serial epoch (median) | queued epoch (median) | queued / serial "
-             "(medians) | queued / serial (best) | ideal | cores used (queued) |\n");
+  fmt::print(
+      "{} serial and {} queued epochs, alternating; median and best (shortest) of each. Ideal\n"
+      "queued / serial = (N+1)/(2N) = {:.3f}. Cores used = process CPU time / wall time of the\n"
+      "median queued epoch: spinning needs 2 free cores to overlap fully, so on a loaded machine\n"
+      "the spin rows show how many it got.\n\n",
+      runs, runs, ideal);
+  fmt::print(
+      "| T | producer and step | serial epoch (median) | queued epoch (median) | queued / serial "
+      "(medians) | queued / serial (best) | ideal | cores used (queued) |\n");
   fmt::print("|---|---|---|---|---|---|---|---|\n");
   for (const Wait how : {Wait::kSleep, Wait::kSpin}) {
     for (const double t_ms : {0.5, 2.0, 10.0}) {
@@ -194,10 +194,10 @@ void report_overlap(bool quick) {
         }
       }
       const Summary serial = summarize(serial_runs), queued = summarize(queued_runs);
-      fmt::print("| {} ms | {} | {:.1f} ms | {:.1f} ms | {:.3f} | {:.3f} | {:.3f} | {:.2f} |\n", t_ms,
-                 wait_name(how), serial.median.seconds * 1e3, queued.median.seconds * 1e3,
-                 queued.median.seconds / serial.median.seconds, queued.best.seconds / serial.best.seconds,
-                 ideal, queued.median.cpu_seconds / queued.median.seconds);
+      fmt::print("| {} ms | {} | {:.1f} ms | {:.1f} ms | {:.3f} | {:.3f} | {:.3f} | {:.2f} |\n", t_ms, wait_name(how),
+                 serial.median.seconds * 1e3, queued.median.seconds * 1e3,
+                 queued.median.seconds / serial.median.seconds, queued.best.seconds / serial.best.seconds, ideal,
+                 queued.median.cpu_seconds / queued.median.seconds);
     }
   }
   fmt::print("\n");
@@ -226,9 +226,10 @@ void report_handoff(bool quick) {
   };
   const Epoch base = median_epoch(runs, serial);
   fmt::print("## Hand-off cost: {} trivial batches (int64), nothing else to do\n\n", n);
-  fmt::print("Median of {} epochs. This is the queue's synchronisation cost per batch (a mutex, two\n"
-             "condition variables, a thread wake-up when either side waits); a real step is far longer.\n\n",
-             runs);
+  fmt::print(
+      "Median of {} epochs. This is the queue's synchronisation cost per batch (a mutex, two\n"
+      "condition variables, a thread wake-up when either side waits); a real step is far longer.\n\n",
+      runs);
   fmt::print("| path | per batch |\n|---|---|\n");
   fmt::print("| plain loop (no queue) | {:.3f} us |\n", base.seconds / static_cast<double>(n) * 1e6);
   for (const int64_t slots : {int64_t{2}, int64_t{1}, int64_t{8}}) {

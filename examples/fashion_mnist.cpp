@@ -17,12 +17,13 @@ int main(int argc, char** argv) try {
                     std::make_shared<Dense>(DenseOptions{.units = 10})});
   const int64_t epochs = argc > 1 ? std::atoll(argv[1]) : 10;
   const int64_t steps = epochs * ((54000 + 127) / 128);  // batches of 128 of the 54000 training images
-  model.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{
-                     .learning_rate = optimizers::schedules::CosineDecay({.initial_learning_rate = 1e-3, .decay_steps = steps})}),
-                 .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                     losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-                 .metrics = {std::make_shared<metrics::SparseCategoricalAccuracy>(
-                     metrics::SparseCategoricalAccuracyOptions{.name = "accuracy"})}});
+  model.compile(
+      {.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{
+           .learning_rate = optimizers::schedules::CosineDecay({.initial_learning_rate = 1e-3, .decay_steps = steps})}),
+       .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+           losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+       .metrics = {std::make_shared<metrics::SparseCategoricalAccuracy>(
+           metrics::SparseCategoricalAccuracyOptions{.name = "accuracy"})}});
   model.fit({.x = data.x_train, .y = data.y_train, .batch_size = 128, .epochs = epochs, .validation_split = 0.1});
   const Logs test = model.evaluate({.x = data.x_test, .y = data.y_test, .batch_size = 128, .verbose = 0});
   std::cout << "test loss " << *test.get("loss") << ", accuracy " << *test.get("accuracy") << "\n";

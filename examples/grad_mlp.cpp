@@ -8,7 +8,7 @@ int main() {
   using namespace ingot;
   // Trace a function of tensors into a graph (shapes and dtypes are static).
   TraceFn loss = [](const std::vector<Tensor>& a) {  // a = x (2, 4), w (4, 3)
-    Tensor logits = matmul(a[0], a[1]);               // (2, 3)
+    Tensor logits = matmul(a[0], a[1]);              // (2, 3)
     Tensor labels = one_hot(constant(Array::from_vector<int32_t>({0, 2}, {2})), 3);
     return std::vector<Tensor>{mean(negate(sum(labels * log_softmax(logits), {1})))};
   };

@@ -55,9 +55,10 @@ class TinyLm final : public ingot::Model {
   /// `options`: the model's name, weight seed and dtype policy (ingot::ModelOptions).
   explicit TinyLm(const TinyLmConfig& c = {}, ingot::ModelOptions options = {.name = "tiny_lm"})
       : Model(std::move(options)),
-        tokens_(track(std::make_shared<ingot::Embedding>(ingot::EmbeddingOptions{.input_dim = c.vocab, .output_dim = c.width}))),
-        positions_(track(
-            std::make_shared<ingot::Embedding>(ingot::EmbeddingOptions{.input_dim = c.context, .output_dim = c.width}))),
+        tokens_(track(
+            std::make_shared<ingot::Embedding>(ingot::EmbeddingOptions{.input_dim = c.vocab, .output_dim = c.width}))),
+        positions_(track(std::make_shared<ingot::Embedding>(
+            ingot::EmbeddingOptions{.input_dim = c.context, .output_dim = c.width}))),
         norm_(track(std::make_shared<ingot::LayerNormalization>(ingot::LayerNormalizationOptions{}))),
         head_(track(std::make_shared<ingot::Dense>(ingot::DenseOptions{.units = c.vocab}))) {
     for (int64_t i = 0; i < c.blocks; ++i) blocks_.push_back(track(std::make_shared<TinyLmBlock>(c)));

@@ -29,7 +29,8 @@ double unigram_loss(const std::string& text) {
   std::map<unsigned char, double> count;
   for (unsigned char c : text) count[c] += 1;
   double h = 0;
-  for (const auto& [c, n] : count) h -= n / static_cast<double>(text.size()) * std::log(n / static_cast<double>(text.size()));
+  for (const auto& [c, n] : count)
+    h -= n / static_cast<double>(text.size()) * std::log(n / static_cast<double>(text.size()));
   return h;
 }
 

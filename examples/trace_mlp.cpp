@@ -18,7 +18,7 @@ int main() {
 
   ir::Graph graph = trace(
       [&](const std::vector<Tensor>& args) {
-        Tensor h = relu(matmul(args[0], constant(w1)));          // (batch, 8)
+        Tensor h = relu(matmul(args[0], constant(w1)));                    // (batch, 8)
         return std::vector<Tensor>{log_softmax(matmul(h, constant(w2)))};  // (batch, 3)
       },
       {ir::TensorType{{2, 4}, DType::kF32}}, "mlp");

@@ -42,12 +42,9 @@ Array Array::full(const Shape& shape, double value, DType dtype, Device* device)
   return a;
 }
 
-Array Array::scalar(double value, DType dtype, Device* device) {
-  return full({}, value, dtype, device);
-}
+Array Array::scalar(double value, DType dtype, Device* device) { return full({}, value, dtype, device); }
 
-Array Array::from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype,
-                          Device* device) {
+Array Array::from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype, Device* device) {
   Array a = empty(shape, dtype, device);
   a.check_count(static_cast<int64_t>(data.size()), "from_doubles");
   dispatch_dtype(dtype, [&](auto tag) {
@@ -76,8 +73,7 @@ double Array::element_as_double(int64_t flat_index) const {
   check_host_data("element_as_double");
   if (flat_index < 0 || flat_index >= size()) {
     throw Error(ErrorCode::kOutOfRange,
-                fmt::format("Array::element_as_double: index {} out of range for {} elements",
-                            flat_index, size()));
+                fmt::format("Array::element_as_double: index {} out of range for {} elements", flat_index, size()));
   }
   return dispatch_dtype(dtype_, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -98,8 +94,7 @@ Device& Array::device() const {
 
 bool Array::donated() const {
   if (multi_shard()) {
-    return std::any_of(sharded_->shards.begin(), sharded_->shards.end(),
-                       [](const Array& s) { return s.donated(); });
+    return std::any_of(sharded_->shards.begin(), sharded_->shards.end(), [](const Array& s) { return s.donated(); });
   }
   return buffer_ != nullptr && !buffer_->donated_to().empty();
 }
@@ -119,8 +114,8 @@ void* Array::raw_data() {
   wait_ready();
   if (!buffer_->donated_to().empty()) {
     throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("array of shape {} was donated to '{}' and cannot be used", 
-                            shape_to_string(shape_), buffer_->donated_to()),
+                fmt::format("array of shape {} was donated to '{}' and cannot be used", shape_to_string(shape_),
+                            buffer_->donated_to()),
                 "use the outputs of that call instead (donation reuses the buffer for them)");
   }
   return buffer_->data();
@@ -160,8 +155,7 @@ Array Array::reshaped(const Shape& shape) const {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("Array::reshaped: cannot view {} elements of shape {} as shape {} "
                             "({} elements)",
-                            size(), shape_to_string(shape_), shape_to_string(shape),
-                            num_elements(shape)));
+                            size(), shape_to_string(shape_), shape_to_string(shape), num_elements(shape)));
   }
   Array a = *this;
   a.shape_ = shape;
@@ -190,8 +184,8 @@ void Array::check_dtype(DType expected, const char* what) const {
 void Array::check_count(int64_t count, const char* what) const {
   if (count != size()) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("Array::{}: {} elements given for shape {} which has {} elements", what,
-                            count, shape_to_string(shape_), size()));
+                fmt::format("Array::{}: {} elements given for shape {} which has {} elements", what, count,
+                            shape_to_string(shape_), size()));
   }
 }
 
@@ -210,8 +204,8 @@ void Array::check_host_data(const char* what) const {
   throw Error(ErrorCode::kFailedPrecondition,
               fmt::format("Array::{}: the {} array of shape {} is sharded over {} devices by {}; "
                           "its data is not in one host buffer",
-                          what, dtype_name(dtype_), shape_to_string(shape_),
-                          sharded_->shards.size(), sharded_->sharding.to_string()),
+                          what, dtype_name(dtype_), shape_to_string(shape_), sharded_->shards.size(),
+                          sharded_->sharding.to_string()),
               "call to_host(array) to gather it into one host array, or read array.shards()");
 }
 
@@ -254,8 +248,7 @@ Array Array::addressable_shard(const Device& device) const {
 
 namespace {
 
-void check_shard(const Array& shard, size_t p, DType dtype, const Shape& shard_shape,
-                 const NamedSharding& sharding) {
+void check_shard(const Array& shard, size_t p, DType dtype, const Shape& shard_shape, const NamedSharding& sharding) {
   if (!shard.valid() || shard.num_shards() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Array::from_shards: shard {} is {}", p,
@@ -265,9 +258,8 @@ void check_shard(const Array& shard, size_t p, DType dtype, const Shape& shard_s
   const Device& expected = *sharding.mesh().devices()[p];
   if (&shard.device() != &expected) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Array::from_shards: shard {} is on {} but {} puts position {} on {}",
-                            p, shard.device().name(), sharding.mesh().to_string(), p,
-                            expected.name()),
+                fmt::format("Array::from_shards: shard {} is on {} but {} puts position {} on {}", p,
+                            shard.device().name(), sharding.mesh().to_string(), p, expected.name()),
                 "order the shards as sharding.mesh().devices()");
   }
   if (shard.dtype() != dtype) {
@@ -277,21 +269,20 @@ void check_shard(const Array& shard, size_t p, DType dtype, const Shape& shard_s
   }
   if (shard.shape() != shard_shape) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("Array::from_shards: shard {} has shape {}, expected the shard shape {}",
-                            p, shape_to_string(shard.shape()), shape_to_string(shard_shape)));
+                fmt::format("Array::from_shards: shard {} has shape {}, expected the shard shape {}", p,
+                            shape_to_string(shard.shape()), shape_to_string(shard_shape)));
   }
 }
 
 }  // namespace
 
-Array Array::from_shards(const Shape& shape, DType dtype, const NamedSharding& sharding,
-                         std::vector<Array> shards) {
+Array Array::from_shards(const Shape& shape, DType dtype, const NamedSharding& sharding, std::vector<Array> shards) {
   check_shape(shape, "Array::from_shards");
   const Shape shard_shape = sharding.shard_shape(shape);
   if (static_cast<int64_t>(shards.size()) != sharding.num_devices()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Array::from_shards: {} shards given for {} devices of {}",
-                            shards.size(), sharding.num_devices(), sharding.to_string()),
+                fmt::format("Array::from_shards: {} shards given for {} devices of {}", shards.size(),
+                            sharding.num_devices(), sharding.to_string()),
                 "pass one shard per mesh device, in mesh order");
   }
   for (size_t p = 0; p < shards.size(); ++p) {
@@ -311,8 +302,7 @@ Array Array::from_shards(const Shape& shape, DType dtype, const NamedSharding& s
 
 bool Array::is_ready() const {
   if (multi_shard()) {
-    return std::all_of(sharded_->shards.begin(), sharded_->shards.end(),
-                       [](const Array& s) { return s.is_ready(); });
+    return std::all_of(sharded_->shards.begin(), sharded_->shards.end(), [](const Array& s) { return s.is_ready(); });
   }
   return ready_ == nullptr || ready_->ready();
 }
@@ -335,8 +325,8 @@ Array Array::with_ready_event(std::shared_ptr<Event> event) const {
   }
   if (multi_shard()) {
     throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("Array::with_ready_event: the array is sharded over {} devices ({})",
-                            num_shards(), sharded_->sharding.to_string()),
+                fmt::format("Array::with_ready_event: the array is sharded over {} devices ({})", num_shards(),
+                            sharded_->sharding.to_string()),
                 "attach events to the shards and combine them with Array::from_shards");
   }
   Array a = *this;
@@ -366,8 +356,8 @@ std::string format_element(const Array& a, int64_t i) {
   return s;
 }
 
-void format_rec(const Array& a, const std::vector<std::string>& elems, size_t width, int64_t dim,
-                int64_t offset, const std::vector<int64_t>& strides, std::string& out, bool summarise) {
+void format_rec(const Array& a, const std::vector<std::string>& elems, size_t width, int64_t dim, int64_t offset,
+                const std::vector<int64_t>& strides, std::string& out, bool summarise) {
   const int64_t n = a.shape()[static_cast<size_t>(dim)];
   const bool last = dim + 1 == a.rank();
   out += "[";
@@ -376,15 +366,13 @@ void format_rec(const Array& a, const std::vector<std::string>& elems, size_t wi
       const std::string& e = elems[static_cast<size_t>(offset + k)];
       out += std::string(width - std::min(width, e.size()), ' ') + e;
     } else {
-      format_rec(a, elems, width, dim + 1, offset + k * strides[static_cast<size_t>(dim)], strides,
-                 out, summarise);
+      format_rec(a, elems, width, dim + 1, offset + k * strides[static_cast<size_t>(dim)], strides, out, summarise);
     }
   };
   // NumPy separates sub-arrays with a newline plus one blank line per extra nesting level.
-  const std::string sep =
-      last ? ", "
-           : ",\n" + std::string(static_cast<size_t>(a.rank() - dim - 2), '\n') +
-                 std::string(static_cast<size_t>(dim + 1), ' ');
+  const std::string sep = last ? ", "
+                               : ",\n" + std::string(static_cast<size_t>(a.rank() - dim - 2), '\n') +
+                                     std::string(static_cast<size_t>(dim + 1), ' ');
   for (int64_t k = 0; k < n; ++k) {
     if (summarise && n > 6 && k == 3) {
       out += "...";

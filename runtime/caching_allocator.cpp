@@ -48,8 +48,7 @@ void HostMemoryBackend::free_raw(void* ptr, int64_t bytes) {
   auto it = segments_.find(ptr);
   if (it == segments_.end() || it->second != bytes) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("HostMemoryBackend::free_raw: {} ({} bytes) is not a segment of {}",
-                            ptr, bytes, name_));
+                fmt::format("HostMemoryBackend::free_raw: {} ({} bytes) is not a segment of {}", ptr, bytes, name_));
   }
   std::free(ptr);
   held_ -= bytes;
@@ -57,9 +56,7 @@ void HostMemoryBackend::free_raw(void* ptr, int64_t bytes) {
   ++raw_frees_;
 }
 
-DeviceMemoryInfo HostMemoryBackend::memory_info() const {
-  return DeviceMemoryInfo{capacity_ - held_, capacity_};
-}
+DeviceMemoryInfo HostMemoryBackend::memory_info() const { return DeviceMemoryInfo{capacity_ - held_, capacity_}; }
 
 // ---------------------------------------------------------------------------------------------
 // CachingAllocator
@@ -81,8 +78,7 @@ std::string format_bytes(int64_t bytes) {
   return fmt::format("{} bytes ({:.2f} {})", bytes, v, kUnits[unit]);
 }
 
-CachingAllocator::CachingAllocator(std::unique_ptr<RawMemoryBackend> backend)
-    : backend_(std::move(backend)) {
+CachingAllocator::CachingAllocator(std::unique_ptr<RawMemoryBackend> backend) : backend_(std::move(backend)) {
   if (backend_ == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "CachingAllocator: backend is null",
                 "pass the raw memory backend of the device");
@@ -110,9 +106,7 @@ int64_t CachingAllocator::segment_size(int64_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-CachingAllocator::Pool& CachingAllocator::pool_of(const Block& b) {
-  return b.small ? small_pool_ : large_pool_;
-}
+CachingAllocator::Pool& CachingAllocator::pool_of(const Block& b) { return b.small ? small_pool_ : large_pool_; }
 
 // Blocks and pool entries are created and dropped on almost every allocate/deallocate. Their
 // container nodes are recycled (node handles, C++17) so that the steady state allocates no host
@@ -182,8 +176,7 @@ CachingAllocator::Block* CachingAllocator::new_segment(int64_t rounded) {
   return b;
 }
 
-CachingAllocator::Block* CachingAllocator::allocate_segment_or_throw(int64_t rounded,
-                                                                     int64_t requested) {
+CachingAllocator::Block* CachingAllocator::allocate_segment_or_throw(int64_t rounded, int64_t requested) {
   Block* b = new_segment(rounded);
   if (b == nullptr) throw_out_of_memory(requested, rounded, segment_size(rounded));
   return b;
@@ -192,18 +185,16 @@ CachingAllocator::Block* CachingAllocator::allocate_segment_or_throw(int64_t rou
 void CachingAllocator::throw_out_of_memory(int64_t requested, int64_t rounded, int64_t segment) {
   ++stats_.num_ooms;
   const DeviceMemoryInfo info = backend_->memory_info();
-  throw Error(
-      ErrorCode::kOutOfMemory,
-      fmt::format("{} out of memory: tried to allocate {} (rounded to {}, needing a new segment "
-                  "of {}); the device has {} free of {} total; this allocator has {} reserved, "
-                  "{} allocated in {} live blocks and {} cached",
-                  backend_->device_name(), format_bytes(requested), format_bytes(rounded),
-                  format_bytes(segment), format_bytes(info.free_bytes),
-                  format_bytes(info.total_bytes), format_bytes(stats_.reserved_bytes),
-                  format_bytes(stats_.allocated_bytes), stats_.num_live_blocks,
-                  format_bytes(stats_.reserved_bytes - stats_.allocated_bytes)),
-      "reduce the batch size or the model, free arrays that are no longer needed, or shard the "
-      "arrays over more devices");
+  throw Error(ErrorCode::kOutOfMemory,
+              fmt::format("{} out of memory: tried to allocate {} (rounded to {}, needing a new segment "
+                          "of {}); the device has {} free of {} total; this allocator has {} reserved, "
+                          "{} allocated in {} live blocks and {} cached",
+                          backend_->device_name(), format_bytes(requested), format_bytes(rounded),
+                          format_bytes(segment), format_bytes(info.free_bytes), format_bytes(info.total_bytes),
+                          format_bytes(stats_.reserved_bytes), format_bytes(stats_.allocated_bytes),
+                          stats_.num_live_blocks, format_bytes(stats_.reserved_bytes - stats_.allocated_bytes)),
+              "reduce the batch size or the model, free arrays that are no longer needed, or shard the "
+              "arrays over more devices");
 }
 
 void CachingAllocator::split(Block* block, int64_t rounded) {
@@ -221,8 +212,7 @@ void CachingAllocator::split(Block* block, int64_t rounded) {
 
 void* CachingAllocator::allocate(int64_t bytes, int64_t alignment) {
   if (bytes < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("CachingAllocator::allocate: bytes = {} is negative", bytes),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("CachingAllocator::allocate: bytes = {} is negative", bytes),
                 "pass a size >= 0");
   }
   const int64_t max_alignment = std::min(kMinBlockSize, backend_->segment_alignment());
@@ -359,8 +349,7 @@ int64_t CachingAllocator::empty_cache() {
 
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return AllocatorStats{stats_.requested_bytes, stats_.peak_requested_bytes,
-                        stats_.num_allocations, stats_.num_frees};
+  return AllocatorStats{stats_.requested_bytes, stats_.peak_requested_bytes, stats_.num_allocations, stats_.num_frees};
 }
 
 CachingAllocatorStats CachingAllocator::caching_stats() const {

@@ -16,38 +16,33 @@ void check_host_array(const Array& a, const char* what, const char* name, const 
   }
   if (a.device().kind() != DeviceKind::kCpu) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `{}` lives on {}; the {} communicator needs host arrays", what,
-                            name, a.device().name(), backend),
+                fmt::format("{}: `{}` lives on {}; the {} communicator needs host arrays", what, name,
+                            a.device().name(), backend),
                 "copy the array to a CPU device, or use the NCCL communicator for CUDA arrays");
   }
   (void)a.raw_data();  // throws kFailedPrecondition for a donated array
 }
 
-bool is_reducible(DType d) {
-  return d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64;
-}
+bool is_reducible(DType d) { return d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64; }
 
 void check_reduce_dtype(DType d, const char* what) {
   if (!is_reducible(d)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: dtype {} is not supported (f32, f64, i32, i64 are)", what,
-                            dtype_name(d)),
+                fmt::format("{}: dtype {} is not supported (f32, f64, i32, i64 are)", what, dtype_name(d)),
                 "convert the array to f32/f64/i32/i64 before reducing it");
   }
 }
 
 void check_same_dtype(const Array& in, const Array& out, const char* what) {
   if (in.dtype() != out.dtype()) {
-    throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: `in` has dtype {} but `out` has dtype {}", what,
-                            dtype_name(in.dtype()), dtype_name(out.dtype())));
+    throw Error(ErrorCode::kDTypeMismatch, fmt::format("{}: `in` has dtype {} but `out` has dtype {}", what,
+                                                       dtype_name(in.dtype()), dtype_name(out.dtype())));
   }
 }
 
 void check_not_aliased(const Array& in, const Array& out, const char* what) {
   if (in.buffer() == out.buffer()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: `in` and `out` share one buffer", what),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: `in` and `out` share one buffer", what),
                 "pass a separate output array");
   }
 }
@@ -62,17 +57,16 @@ void check_rank_at_least_1(const Array& a, const char* what, const char* name) {
 }
 
 // `big` must be (size * small.shape[0], small.shape[1:]...).
-void check_stacked_shape(const Array& small, const Array& big, int size, const char* what,
-                         const char* small_name, const char* big_name) {
+void check_stacked_shape(const Array& small, const Array& big, int size, const char* what, const char* small_name,
+                         const char* big_name) {
   Shape expected = small.shape();
   expected[0] *= size;
   if (big.shape() != expected) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: `{}` has shape {} and `{}` has shape {}; with {} ranks `{}` "
                             "must have shape {}",
-                            what, small_name, shape_to_string(small.shape()), big_name,
-                            shape_to_string(big.shape()), size, big_name,
-                            shape_to_string(expected)));
+                            what, small_name, shape_to_string(small.shape()), big_name, shape_to_string(big.shape()),
+                            size, big_name, shape_to_string(expected)));
   }
 }
 
@@ -83,11 +77,16 @@ constexpr int kMaxDims = CallRecord::kFields - kDims;
 
 const char* kind_name(int64_t kind) {
   switch (static_cast<CallKind>(kind)) {
-    case CallKind::kAllReduce: return "all_reduce";
-    case CallKind::kAllGather: return "all_gather";
-    case CallKind::kReduceScatter: return "reduce_scatter";
-    case CallKind::kBroadcast: return "broadcast";
-    case CallKind::kBarrier: return "barrier";
+    case CallKind::kAllReduce:
+      return "all_reduce";
+    case CallKind::kAllGather:
+      return "all_gather";
+    case CallKind::kReduceScatter:
+      return "reduce_scatter";
+    case CallKind::kBroadcast:
+      return "broadcast";
+    case CallKind::kBarrier:
+      return "barrier";
   }
   return "an unknown collective";
 }
@@ -128,8 +127,8 @@ Error mismatch_error(const char* what, const CallRecord& a, int r, const CallRec
     code = ErrorCode::kShapeMismatch;
   }
   return Error(code,
-               fmt::format("{}: the ranks' calls differ: rank 0 called {} but rank {} called {}",
-                           what, describe(a), r, describe(b)),
+               fmt::format("{}: the ranks' calls differ: rank 0 called {} but rank {} called {}", what, describe(a), r,
+                           describe(b)),
                "every rank must call the same collectives in the same order with arrays of the "
                "same dtype and shape (and the same root / options)");
 }
@@ -143,8 +142,7 @@ bool same_call(const CallRecord& a, const CallRecord& b) {
 
 }  // namespace
 
-CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array* array, int root,
-                         int64_t extra) {
+CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array* array, int root, int64_t extra) {
   CallRecord r;
   r.f.fill(0);
   r.f[kKind] = static_cast<int64_t>(kind);
@@ -172,15 +170,14 @@ CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array*
 
 void set_call_status(CallRecord& record, bool rejected) { record.f[kStatus] = rejected ? 1 : 0; }
 
-void check_call_records(const char* what, const std::vector<CallRecord>& all,
-                        const std::optional<Error>& local_error) {
+void check_call_records(const char* what, const std::vector<CallRecord>& all, const std::optional<Error>& local_error) {
   if (local_error) throw *local_error;
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].f[kStatus] != 0) {
-      throw Error(ErrorCode::kFailedPrecondition,
-                  fmt::format("{}: rank {} rejected its arguments ({}); no data was exchanged",
-                              what, r, describe(all[r])),
-                  fmt::format("see the error raised on rank {}", r));
+      throw Error(
+          ErrorCode::kFailedPrecondition,
+          fmt::format("{}: rank {} rejected its arguments ({}); no data was exchanged", what, r, describe(all[r])),
+          fmt::format("see the error raised on rank {}", r));
     }
   }
   for (size_t r = 1; r < all.size(); ++r) {
@@ -191,8 +188,7 @@ void check_call_records(const char* what, const std::vector<CallRecord>& all,
 std::chrono::milliseconds timeout_from_seconds(double seconds, const char* what) {
   if (!std::isfinite(seconds) || seconds <= 0 || seconds > 1e7) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: timeout {} s must be positive, finite and at most 1e7 s", what,
-                            seconds));
+                fmt::format("{}: timeout {} s must be positive, finite and at most 1e7 s", what, seconds));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000.0)));
 }

@@ -34,22 +34,26 @@ void check_not_aliased(const Array& in, const Array& out, const char* what);
 void check_rank_at_least_1(const Array& a, const char* what, const char* name);
 /// `big` must be (size * small.shape[0], small.shape[1:]...); kShapeMismatch naming both shapes
 /// and the expected one otherwise.
-void check_stacked_shape(const Array& small, const Array& big, int size, const char* what,
-                         const char* small_name, const char* big_name);
+void check_stacked_shape(const Array& small, const Array& big, int size, const char* what, const char* small_name,
+                         const char* big_name);
 
 /// Calls `f(TypeTag<T>{})` for the reducible dtypes (f32, f64, i32, i64); kInternal otherwise
 /// (callers check with check_reduce_dtype first).
 template <class F>
 void dispatch_reducible(DType d, F&& f) {
   switch (d) {
-    case DType::kF32: return f(TypeTag<float>{});
-    case DType::kF64: return f(TypeTag<double>{});
-    case DType::kI32: return f(TypeTag<int32_t>{});
-    case DType::kI64: return f(TypeTag<int64_t>{});
-    default: break;
+    case DType::kF32:
+      return f(TypeTag<float>{});
+    case DType::kF64:
+      return f(TypeTag<double>{});
+    case DType::kI32:
+      return f(TypeTag<int32_t>{});
+    case DType::kI64:
+      return f(TypeTag<int64_t>{});
+    default:
+      break;
   }
-  throw Error(ErrorCode::kInternal,
-              fmt::format("unchecked dtype {} reached a reduction", dtype_name(d)));
+  throw Error(ErrorCode::kInternal, fmt::format("unchecked dtype {} reached a reduction", dtype_name(d)));
 }
 
 /// Runs `checks`; returns the ingot::Error it threw, if any.
@@ -86,8 +90,7 @@ struct CallRecord {
 };
 
 /// Describes a call (status 0). `array` may be null (barrier) or invalid.
-CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array* array, int root,
-                         int64_t extra);
+CallRecord describe_call(CallKind kind, std::optional<ReduceOp> op, const Array* array, int root, int64_t extra);
 
 /// Marks `record` as rejected by this rank's local checks (status 1) or not.
 void set_call_status(CallRecord& record, bool rejected);
@@ -98,8 +101,7 @@ void set_call_status(CallRecord& record, bool rejected);
 /// rank's calls (kFailedPrecondition: different collectives or ops; kDTypeMismatch;
 /// kShapeMismatch naming both shapes; kInvalidArgument: different roots or chunk sizes).
 /// Returns when all ranks agree.
-void check_call_records(const char* what, const std::vector<CallRecord>& all,
-                        const std::optional<Error>& local_error);
+void check_call_records(const char* what, const std::vector<CallRecord>& all, const std::optional<Error>& local_error);
 
 /// Seconds (> 0, finite, at most 10^7) as milliseconds, rounded up; kInvalidArgument naming
 /// `what` otherwise.

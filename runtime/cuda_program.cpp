@@ -33,9 +33,12 @@ std::vector<CudaGemm> CudaGemm::batch_elements() const {
 
 const char* epilogue_name(CudaGemm::Epilogue e) {
   switch (e) {
-    case CudaGemm::Epilogue::kNone: return "none";
-    case CudaGemm::Epilogue::kBias: return "bias";
-    case CudaGemm::Epilogue::kBiasRelu: return "bias_relu";
+    case CudaGemm::Epilogue::kNone:
+      return "none";
+    case CudaGemm::Epilogue::kBias:
+      return "bias";
+    case CudaGemm::Epilogue::kBiasRelu:
+      return "bias_relu";
   }
   return "?";
 }
@@ -49,7 +52,8 @@ std::vector<CudaLaunch> CudaProgram::launches() const {
 }
 
 int64_t CudaProgram::gemm_count() const {
-  return std::count_if(thunks.begin(), thunks.end(), [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; });
+  return std::count_if(thunks.begin(), thunks.end(),
+                       [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; });
 }
 
 std::vector<CudaConv> CudaProgram::convs() const {
@@ -71,10 +75,14 @@ namespace {
 
 const char* kind_name(CudaBuffer::Kind k) {
   switch (k) {
-    case CudaBuffer::Kind::kInput: return "input";
-    case CudaBuffer::Kind::kOutput: return "output";
-    case CudaBuffer::Kind::kTemporary: return "temporary";
-    case CudaBuffer::Kind::kConstant: return "constant";
+    case CudaBuffer::Kind::kInput:
+      return "input";
+    case CudaBuffer::Kind::kOutput:
+      return "output";
+    case CudaBuffer::Kind::kTemporary:
+      return "temporary";
+    case CudaBuffer::Kind::kConstant:
+      return "constant";
   }
   return "?";
 }
@@ -87,10 +95,8 @@ std::string operand(const CudaKernelArg& a) {
 std::string describe_conv(const CudaConv& c) {
   const kernels::ConvSpec& s = c.spec;
   return fmt::format("conv {} lhs {} rhs {} out {} groups {}x{} lhs={} rhs={} out={}\n", dtype_name(c.dtype),
-                     shape_to_string(s.lhs_shape),
-                     shape_to_string(s.rhs_shape),
-                     shape_to_string(s.out_shape), s.feature_groups, s.batch_groups,
-                     operand(c.lhs), operand(c.rhs), operand(c.out));
+                     shape_to_string(s.lhs_shape), shape_to_string(s.rhs_shape), shape_to_string(s.out_shape),
+                     s.feature_groups, s.batch_groups, operand(c.lhs), operand(c.rhs), operand(c.out));
 }
 
 }  // namespace
@@ -107,16 +113,16 @@ std::string CudaProgram::describe() const {
     if (t.kind == CudaThunk::Kind::kLaunch) {
       int64_t memrefs = 0;
       for (const CudaKernelArg& a : t.launch.args) memrefs += a.kind == CudaKernelArg::Kind::kMemref ? 1 : 0;
-      out += fmt::format("launch {} grid ({}, {}, {}) block ({}, {}, {}), {} buffers\n", t.launch.kernel, t.launch.grid[0],
-                         t.launch.grid[1], t.launch.grid[2], t.launch.block[0], t.launch.block[1], t.launch.block[2],
-                         memrefs);
+      out += fmt::format("launch {} grid ({}, {}, {}) block ({}, {}, {}), {} buffers\n", t.launch.kernel,
+                         t.launch.grid[0], t.launch.grid[1], t.launch.grid[2], t.launch.block[0], t.launch.block[1],
+                         t.launch.block[2], memrefs);
     } else if (t.kind == CudaThunk::Kind::kConv) {
       out += describe_conv(t.conv);
     } else {
       const CudaGemm& g = t.gemm;
       out += fmt::format("gemm {}{} m={} n={} k={}{}{} A={} B={} C={}{}\n", dtype_name(g.dtype),
-                         g.batched ? fmt::format(" batch={}", g.batch) : "", g.m, g.n, g.k,
-                         g.trans_a ? " A^T" : "", g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c),
+                         g.batched ? fmt::format(" batch={}", g.batch) : "", g.m, g.n, g.k, g.trans_a ? " A^T" : "",
+                         g.trans_b ? " B^T" : "", operand(g.a), operand(g.b), operand(g.c),
                          g.epilogue == CudaGemm::Epilogue::kNone
                              ? ""
                              : fmt::format(" epilogue={} bias={}", epilogue_name(g.epilogue), operand(g.bias)));

@@ -12,8 +12,7 @@ namespace ingot {
 
 void* HostAllocator::allocate(int64_t bytes, int64_t alignment) {
   if (bytes < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("HostAllocator::allocate: bytes = {} is negative", bytes));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("HostAllocator::allocate: bytes = {} is negative", bytes));
   }
   void* p = nullptr;
   try {
@@ -25,8 +24,7 @@ void* HostAllocator::allocate(int64_t bytes, int64_t alignment) {
     if (p == nullptr) throw std::bad_alloc();
   } catch (const std::bad_alloc&) {
     throw Error(ErrorCode::kOutOfMemory,
-                fmt::format("host allocation of {} bytes failed ({} bytes in use)", bytes,
-                            in_use_.load()),
+                fmt::format("host allocation of {} bytes failed ({} bytes in use)", bytes, in_use_.load()),
                 "reduce the batch size or free arrays that are no longer needed");
   }
   int64_t now = in_use_.fetch_add(bytes) + bytes;
@@ -58,8 +56,7 @@ Device::~Device() { shutdown_worker(); }
 std::shared_ptr<Event> Device::enqueue(std::function<void()> work) {
   std::lock_guard<std::mutex> lock(worker_mu_);
   if (worker_shut_down_) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("Device::enqueue: the worker of {} was shut down", name()),
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("Device::enqueue: the worker of {} was shut down", name()),
                 "enqueue work only while the device's Runtime is alive");
   }
   if (!worker_) worker_ = std::make_unique<Worker>(name());
@@ -92,9 +89,7 @@ bool Device::has_worker() const {
   return worker_ != nullptr;
 }
 
-std::string Device::name() const {
-  return fmt::format("{}:{}", kind_ == DeviceKind::kCpu ? "cpu" : "cuda", id_);
-}
+std::string Device::name() const { return fmt::format("{}:{}", kind_ == DeviceKind::kCpu ? "cpu" : "cuda", id_); }
 
 Device& default_cpu_device() {
   static Device device(DeviceKind::kCpu, 0, std::make_unique<HostAllocator>());

@@ -14,32 +14,47 @@ int64_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::kBool:
     case DType::kI8:
-    case DType::kU8: return 1;
+    case DType::kU8:
+      return 1;
     case DType::kF16:
-    case DType::kBF16: return 2;
+    case DType::kBF16:
+      return 2;
     case DType::kI32:
     case DType::kU32:
-    case DType::kF32: return 4;
+    case DType::kF32:
+      return 4;
     case DType::kI64:
     case DType::kU64:
-    case DType::kF64: return 8;
+    case DType::kF64:
+      return 8;
   }
   throw Error(ErrorCode::kInternal, fmt::format("dtype_size: invalid dtype value {}", int(dtype)));
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kBool: return "bool";
-    case DType::kI8: return "i8";
-    case DType::kU8: return "u8";
-    case DType::kI32: return "i32";
-    case DType::kU32: return "u32";
-    case DType::kI64: return "i64";
-    case DType::kU64: return "u64";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
+    case DType::kBool:
+      return "bool";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "u8";
+    case DType::kI32:
+      return "i32";
+    case DType::kU32:
+      return "u32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU64:
+      return "u64";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
   }
   return "invalid";
 }
@@ -52,9 +67,7 @@ DType parse_dtype(std::string_view name) {
               "use one of bool, i8, u8, i32, u32, i64, u64, f16, bf16, f32, f64");
 }
 
-bool is_floating(DType d) {
-  return d == DType::kF16 || d == DType::kBF16 || d == DType::kF32 || d == DType::kF64;
-}
+bool is_floating(DType d) { return d == DType::kF16 || d == DType::kBF16 || d == DType::kF32 || d == DType::kF64; }
 bool is_signed_integer(DType d) { return d == DType::kI8 || d == DType::kI32 || d == DType::kI64; }
 bool is_unsigned_integer(DType d) { return d == DType::kU8 || d == DType::kU32 || d == DType::kU64; }
 bool is_integer(DType d) { return is_signed_integer(d) || is_unsigned_integer(d); }
@@ -116,8 +129,6 @@ uint16_t float_to_bf16_bits(float value) {
   return static_cast<uint16_t>(f >> 16);
 }
 
-float bf16_bits_to_float(uint16_t bits) {
-  return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
-}
+float bf16_bits_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
 }  // namespace ingot

@@ -6,17 +6,28 @@ namespace ingot {
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "InvalidArgument";
-    case ErrorCode::kShapeMismatch: return "ShapeMismatch";
-    case ErrorCode::kDTypeMismatch: return "DTypeMismatch";
-    case ErrorCode::kOutOfRange: return "OutOfRange";
-    case ErrorCode::kNotFound: return "NotFound";
-    case ErrorCode::kUnimplemented: return "Unimplemented";
-    case ErrorCode::kParseError: return "ParseError";
-    case ErrorCode::kTraceError: return "TraceError";
-    case ErrorCode::kOutOfMemory: return "OutOfMemory";
-    case ErrorCode::kFailedPrecondition: return "FailedPrecondition";
-    case ErrorCode::kInternal: return "Internal";
+    case ErrorCode::kInvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::kShapeMismatch:
+      return "ShapeMismatch";
+    case ErrorCode::kDTypeMismatch:
+      return "DTypeMismatch";
+    case ErrorCode::kOutOfRange:
+      return "OutOfRange";
+    case ErrorCode::kNotFound:
+      return "NotFound";
+    case ErrorCode::kUnimplemented:
+      return "Unimplemented";
+    case ErrorCode::kParseError:
+      return "ParseError";
+    case ErrorCode::kTraceError:
+      return "TraceError";
+    case ErrorCode::kOutOfMemory:
+      return "OutOfMemory";
+    case ErrorCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case ErrorCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -21,12 +21,14 @@ CompileInfo& CompileInfo::operator+=(const CompileInfo& o) {
   return *this;
 }
 
-
-Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
-                       std::vector<Thunk> thunks, std::vector<size_t> outputs,
-                       std::vector<size_t> donated_inputs, std::string name)
-    : slot_types_(std::move(slot_types)), num_inputs_(num_inputs), thunks_(std::move(thunks)),
-      outputs_(std::move(outputs)), donated_(std::move(donated_inputs)), name_(std::move(name)) {
+Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs, std::vector<Thunk> thunks,
+                       std::vector<size_t> outputs, std::vector<size_t> donated_inputs, std::string name)
+    : slot_types_(std::move(slot_types)),
+      num_inputs_(num_inputs),
+      thunks_(std::move(thunks)),
+      outputs_(std::move(outputs)),
+      donated_(std::move(donated_inputs)),
+      name_(std::move(name)) {
   for (size_t d : donated_) {
     if (d >= num_inputs_) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -36,8 +38,7 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   auto check_slot = [&](size_t s, const std::string& what) {
     if (s >= slot_types_.size()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Executable: {} uses slot {} but there are {} slots", what, s,
-                              slot_types_.size()));
+                  fmt::format("Executable: {} uses slot {} but there are {} slots", what, s, slot_types_.size()));
     }
   };
   if (num_inputs_ > slot_types_.size()) {
@@ -64,15 +65,15 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
                   "set exactly one of Thunk::run and Thunk::collective");
     }
     if (t.async && !t.collective) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable: thunk '{}' is async but not a collective", t.name),
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Executable: thunk '{}' is async but not a collective", t.name),
                   "only collectives run asynchronously");
     }
     for (size_t s : t.input_slots) {
       check_slot(s, "thunk '" + t.name + "'");
       if (!defined[s]) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("Executable: thunk '{}' reads slot {} before any thunk writes it",
-                                t.name, s),
+                    fmt::format("Executable: thunk '{}' reads slot {} before any thunk writes it", t.name, s),
                     "order the thunks so that each slot is written before it is read");
       }
     }
@@ -80,8 +81,7 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
       check_slot(s, "thunk '" + t.name + "'");
       if (s < num_inputs_ && std::find(donated_.begin(), donated_.end(), s) == donated_.end()) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("Executable: thunk '{}' writes input slot {}, which is not donated",
-                                t.name, s),
+                    fmt::format("Executable: thunk '{}' writes input slot {}, which is not donated", t.name, s),
                     "inputs are the caller's buffers and read-only unless donated; write a new slot "
                     "or list the input in donated_inputs");
       }
@@ -92,9 +92,10 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   }
   for (size_t k = 0; k < thunks_.size(); ++k) {
     if (thunks_[k].async && !waited[k]) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Executable: asynchronous collective '{}' (thunk {}) is never waited for", thunks_[k].name, k),
-                  "add a thunk with wait_for = its index before its outputs are used");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("Executable: asynchronous collective '{}' (thunk {}) is never waited for", thunks_[k].name, k),
+          "add a thunk with wait_for = its index before its outputs are used");
     }
   }
   for (size_t s : outputs_) {
@@ -107,19 +108,16 @@ Executable::Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t n
   }
 }
 
-std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device,
-                                   Communicator* communicator) const {
+std::vector<Array> Executable::run(const std::vector<Array>& inputs, Device* device, Communicator* communicator) const {
   if (inputs.size() != num_inputs_) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Executable::run: {} arguments given, the executable takes {}",
-                            inputs.size(), num_inputs_));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable::run: {} arguments given, the executable takes {}",
+                                                         inputs.size(), num_inputs_));
   }
   std::vector<Array> slots(slot_types_.size());
   for (size_t i = 0; i < num_inputs_; ++i) {
     const auto& [shape, dtype] = slot_types_[i];
     if (!inputs[i].valid()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Executable::run: argument {} is an invalid Array", i));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable::run: argument {} is an invalid Array", i));
     }
     if (inputs[i].dtype() != dtype) {
       throw Error(ErrorCode::kDTypeMismatch,
@@ -185,13 +183,16 @@ void Executable::check_wait(size_t k, std::vector<bool>& waited) const {
   const Thunk& t = thunks_[k];
   const size_t w = *t.wait_for;
   if (t.run || t.collective || t.async || !t.input_slots.empty() || !t.output_slots.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("Executable: wait thunk '{}' (thunk {}) also has work or slots", t.name, k),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Executable: wait thunk '{}' (thunk {}) also has work or slots", t.name, k),
                 "a wait thunk only names the asynchronous collective it waits for");
   }
   if (w >= k || !thunks_[w].async || waited[w]) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Executable: thunk {} waits for thunk {}, which is {}", k, w,
-                            w >= k ? "not before it" : !thunks_[w].async ? "not an asynchronous collective" : "waited for already"),
+                            w >= k              ? "not before it"
+                            : !thunks_[w].async ? "not an asynchronous collective"
+                                                : "waited for already"),
                 "wait once for each asynchronous collective, after it");
   }
   waited[w] = true;
@@ -200,16 +201,15 @@ void Executable::check_wait(size_t k, std::vector<bool>& waited) const {
 void Executable::check_donation(const std::vector<Array>& inputs) const {
   for (size_t d : donated_) {
     if (inputs[d].donated()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: argument {} was already donated to '{}'", name_, d,
-                              inputs[d].buffer()->donated_to()),
-                  "pass the outputs of that call instead");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: argument {} was already donated to '{}'", name_, d, inputs[d].buffer()->donated_to()),
+          "pass the outputs of that call instead");
     }
     for (size_t j = 0; j < inputs.size(); ++j) {
       if (j != d && inputs[j].buffer() == inputs[d].buffer()) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: argument {} is donated but its buffer is also passed as argument {}",
-                                name_, d, j),
+                    fmt::format("{}: argument {} is donated but its buffer is also passed as argument {}", name_, d, j),
                     "donate distinct arrays (clone() one of them), or do not donate this argument");
       }
     }

@@ -15,8 +15,7 @@ void check_prefetch_arguments(bool has_producer, int64_t slots) {
                 "pass a callable returning std::optional<Batch> (std::nullopt at the end of the data)");
   }
   if (slots < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("PrefetchQueue: slots must be >= 1, got {}", slots),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("PrefetchQueue: slots must be >= 1, got {}", slots),
                 "use 2 (the trainer contract's two-slot queue) unless measurements say otherwise");
   }
 }

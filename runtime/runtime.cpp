@@ -25,8 +25,8 @@ std::string describe_live_buffers(const std::vector<Device*>& devices) {
   for (const Device* d : devices) {
     const int64_t n = live_buffers(*d);
     if (n == 0) continue;
-    out += fmt::format("{}{} ({} buffer{}, {} bytes)", out.empty() ? "" : ", ", d->name(), n,
-                       n == 1 ? "" : "s", d->allocator().stats().bytes_in_use);
+    out += fmt::format("{}{} ({} buffer{}, {} bytes)", out.empty() ? "" : ", ", d->name(), n, n == 1 ? "" : "s",
+                       d->allocator().stats().bytes_in_use);
   }
   return out;
 }
@@ -36,8 +36,8 @@ std::string describe_live_buffers(const std::vector<Device*>& devices) {
 Runtime::Runtime(const RuntimeOptions& options) {
   if (options.num_cpu_devices < 1 || options.num_cpu_devices > RuntimeOptions::kMaxCpuDevices) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Runtime: num_cpu_devices = {} is outside [1, {}]",
-                            options.num_cpu_devices, RuntimeOptions::kMaxCpuDevices),
+                fmt::format("Runtime: num_cpu_devices = {} is outside [1, {}]", options.num_cpu_devices,
+                            RuntimeOptions::kMaxCpuDevices),
                 "ask for at least one CPU device");
   }
   for (int i = 0; i < options.num_cpu_devices; ++i) {
@@ -94,8 +94,7 @@ int64_t Runtime::num_live_buffers() const {
 void Runtime::check_no_live_buffers() const {
   const std::string live = describe_live_buffers(devices_);
   if (!live.empty()) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("Runtime: buffers are still alive on {}", live),
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("Runtime: buffers are still alive on {}", live),
                 "release every Array on the runtime's devices before destroying the Runtime");
   }
 }

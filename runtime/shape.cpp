@@ -25,18 +25,16 @@ std::string shape_to_string(const Shape& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-std::string dims_to_string(const std::vector<int64_t>& dims) {
-  return fmt::format("{}", fmt::join(dims, ","));
-}
+std::string dims_to_string(const std::vector<int64_t>& dims) { return fmt::format("{}", fmt::join(dims, ",")); }
 
 void check_shape(const Shape& shape, const char* what) {
   int64_t count = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: shape {} has negative size {} at dimension {}", what,
-                              shape_to_string(shape), shape[i], i),
-                  "dimension sizes must be >= 0");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: shape {} has negative size {} at dimension {}", what, shape_to_string(shape), shape[i], i),
+          "dimension sizes must be >= 0");
     }
     // count * shape[i] > kMaxElements, tested without overflow (and 0-size dims end the product).
     if (shape[i] != 0 && count > kMaxElements / shape[i]) {
@@ -48,8 +46,7 @@ void check_shape(const Shape& shape, const char* what) {
   if (count > kMaxElements) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: shape {} has more than 2^59 elements", what,
-                            shape.size() > 16 ? fmt::format("of rank {}", shape.size())
-                                              : shape_to_string(shape)),
+                            shape.size() > 16 ? fmt::format("of rank {}", shape.size()) : shape_to_string(shape)),
                 "use smaller dimensions");
   }
 }

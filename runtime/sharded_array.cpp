@@ -64,8 +64,7 @@ void copy_block(const BlockCopy& c, std::byte* dst, const Shape& dst_shape) {
 }
 
 // The intersection of two index boxes; false if it is empty.
-bool intersect(const std::vector<IndexRange>& a, const std::vector<IndexRange>& b,
-               std::vector<IndexRange>& out) {
+bool intersect(const std::vector<IndexRange>& a, const std::vector<IndexRange>& b, std::vector<IndexRange>& out) {
   out.resize(a.size());
   for (size_t d = 0; d < a.size(); ++d) {
     out[d] = IndexRange{std::max(a[d].start, b[d].start), std::min(a[d].stop, b[d].stop)};
@@ -121,8 +120,7 @@ std::vector<SourceBlock> source_blocks(const NamedSharding& sharding, const Shap
 
 // The copies that fill the shard at index box `dst_box` on `device` from the source shards:
 // one per source block it overlaps, read from the replica on `device` if there is one.
-std::vector<BlockCopy> plan_shard(const std::vector<SourceBlock>& blocks,
-                                  const std::vector<Array>& src_shards,
+std::vector<BlockCopy> plan_shard(const std::vector<SourceBlock>& blocks, const std::vector<Array>& src_shards,
                                   const std::vector<IndexRange>& dst_box, const Device& device) {
   std::vector<BlockCopy> copies;
   std::vector<IndexRange> common;
@@ -159,8 +157,7 @@ Array assemble_async(const Array& array, const NamedSharding& sharding, const ch
   for (int64_t p = 0; p < sharding.num_devices(); ++p) {
     Device& device = *sharding.mesh().devices()[static_cast<size_t>(p)];
     Array shard = Array::empty(shard_shape, array.dtype(), &device);
-    std::vector<BlockCopy> copies =
-        plan_shard(blocks, src_shards, sharding.shard_index(p, shape), device);
+    std::vector<BlockCopy> copies = plan_shard(blocks, src_shards, sharding.shard_index(p, shape), device);
     if (copies.empty()) {  // nothing to copy (a zero-size array)
       shards.push_back(shard);
       continue;
@@ -222,8 +219,7 @@ Array to_host(const Array& array) {
       c.block.push_back(r.size());
     }
     if (num_elements(c.block) == 0) continue;
-    events.push_back(src.device().enqueue(
-        [out, dst, c = std::move(c)] { copy_block(c, dst, out.shape()); }));
+    events.push_back(src.device().enqueue([out, dst, c = std::move(c)] { copy_block(c, dst, out.shape()); }));
   }
   when_all(std::move(events))->wait();
   return out;

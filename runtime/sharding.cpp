@@ -48,14 +48,12 @@ void check_axes(const std::vector<MeshAxis>& axes) {
     }
     if (axes[i].size < 1) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Mesh: axis '{}' has size {}; sizes must be >= 1", axes[i].name,
-                              axes[i].size));
+                  fmt::format("Mesh: axis '{}' has size {}; sizes must be >= 1", axes[i].name, axes[i].size));
     }
     for (size_t j = 0; j < i; ++j) {
       if (axes[j].name == axes[i].name) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("Mesh: axis name '{}' is used twice (axes {} and {})",
-                                axes[i].name, j, i),
+                    fmt::format("Mesh: axis name '{}' is used twice (axes {} and {})", axes[i].name, j, i),
                     "mesh axis names must be unique");
       }
     }
@@ -69,11 +67,11 @@ void check_devices(const std::vector<MeshAxis>& axes, const std::vector<Device*>
     product = product > (int64_t{1} << 40) / a.size ? (int64_t{1} << 40) : product * a.size;
   }
   if (static_cast<int64_t>(devices.size()) != product) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Mesh: {} devices given for axes ({}) whose sizes multiply to {}",
-                            devices.size(), axes_to_string(axes), product),
-                fmt::format("pass exactly {} devices (e.g. from Runtime({{.num_cpu_devices = {}}}))",
-                            product, product));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("Mesh: {} devices given for axes ({}) whose sizes multiply to {}", devices.size(),
+                    axes_to_string(axes), product),
+        fmt::format("pass exactly {} devices (e.g. from Runtime({{.num_cpu_devices = {}}}))", product, product));
   }
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] == nullptr) {
@@ -82,8 +80,7 @@ void check_devices(const std::vector<MeshAxis>& axes, const std::vector<Device*>
     for (size_t j = 0; j < i; ++j) {
       if (devices[j] == devices[i]) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("Mesh: device {} appears twice (positions {} and {})",
-                                devices[i]->name(), j, i),
+                    fmt::format("Mesh: device {} appears twice (positions {} and {})", devices[i]->name(), j, i),
                     "every device may appear in a mesh once");
       }
     }
@@ -108,19 +105,15 @@ int64_t Mesh::axis_index(const std::string& name) const {
     if (axes_[i].name == name) return static_cast<int64_t>(i);
   }
   throw Error(ErrorCode::kNotFound,
-              fmt::format("mesh axis '{}' does not exist; the mesh has axes ({})", name,
-                          axes_to_string(axes_)),
+              fmt::format("mesh axis '{}' does not exist; the mesh has axes ({})", name, axes_to_string(axes_)),
               "use one of the mesh's axis names");
 }
 
-int64_t Mesh::axis_size(const std::string& name) const {
-  return axes_[static_cast<size_t>(axis_index(name))].size;
-}
+int64_t Mesh::axis_size(const std::string& name) const { return axes_[static_cast<size_t>(axis_index(name))].size; }
 
 std::vector<int64_t> Mesh::coords(int64_t position) const {
   if (position < 0 || position >= size()) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("Mesh::coords: position {} is outside [0, {})", position, size()));
+    throw Error(ErrorCode::kOutOfRange, fmt::format("Mesh::coords: position {} is outside [0, {})", position, size()));
   }
   std::vector<int64_t> c(axes_.size());
   for (size_t i = axes_.size(); i-- > 0;) {
@@ -153,8 +146,7 @@ PartitionSpec::PartitionSpec(std::vector<PartitionDim> dims) : dims_(std::move(d
   for (size_t d = 0; d < dims_.size(); ++d) {
     for (const std::string& axis : dims_[d].axes) {
       if (axis.empty()) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("PartitionSpec: dimension {} names an empty mesh axis", d),
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("PartitionSpec: dimension {} names an empty mesh axis", d),
                     "use PartitionDim() (None) to replicate a dimension");
       }
       auto [it, inserted] = first_dim.emplace(axis, d);
@@ -190,12 +182,11 @@ std::string PartitionSpec::to_string() const {
 // ---------------------------------------------------------------------------------------------
 // NamedSharding
 
-NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec)
-    : mesh_(std::move(mesh)), spec_(std::move(spec)) {
+NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {
   for (size_t d = 0; d < spec_.dims().size(); ++d) {
     for (const std::string& axis : spec_.dims()[d].axes) {
-      const bool known = std::any_of(mesh_.axes().begin(), mesh_.axes().end(),
-                                     [&](const MeshAxis& a) { return a.name == axis; });
+      const bool known =
+          std::any_of(mesh_.axes().begin(), mesh_.axes().end(), [&](const MeshAxis& a) { return a.name == axis; });
       if (!known) {
         throw Error(ErrorCode::kNotFound,
                     fmt::format("NamedSharding: {} (dimension {}) names mesh axis '{}', which {} "
@@ -230,8 +221,8 @@ void NamedSharding::check_shape(const Shape& shape, const char* what) const {
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (spec_.size() > rank) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: {} has {} entries but the array of shape {} has rank {}", what,
-                            spec_.to_string(), spec_.size(), shape_to_string(shape), rank),
+                fmt::format("{}: {} has {} entries but the array of shape {} has rank {}", what, spec_.to_string(),
+                            spec_.size(), shape_to_string(shape), rank),
                 "give at most one PartitionSpec entry per array dimension");
   }
   for (int64_t d = 0; d < spec_.size(); ++d) {
@@ -240,10 +231,9 @@ void NamedSharding::check_shape(const Shape& shape, const char* what) const {
     const int64_t parts = num_parts(d);
     const int64_t size = shape[static_cast<size_t>(d)];
     if (size % parts != 0) {
-      const std::string axes =
-          entry.axes.size() == 1
-              ? fmt::format("mesh axis '{}' of size {}", entry.axes[0], parts)
-              : fmt::format("mesh axes {} of total size {}", dim_to_string(entry), parts);
+      const std::string axes = entry.axes.size() == 1
+                                   ? fmt::format("mesh axis '{}' of size {}", entry.axes[0], parts)
+                                   : fmt::format("mesh axes {} of total size {}", dim_to_string(entry), parts);
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("{}: dimension {} of shape {} has size {}, which does not split "
                               "evenly over {}",

@@ -75,8 +75,7 @@ class GroupState {
       return;
     }
     const uint64_t generation = generation_;
-    cv_.wait_until(lock, Clock::now() + timeout_,
-                   [&] { return generation_ != generation || !broken_.empty(); });
+    cv_.wait_until(lock, Clock::now() + timeout_, [&] { return generation_ != generation || !broken_.empty(); });
     if (generation_ != generation) return;  // released (even if a peer broke the group since)
     if (!broken_.empty()) throw broken_error(rank, what);
     throw timed_out(rank, what);
@@ -106,8 +105,8 @@ class GroupState {
       if (here_[static_cast<size_t>(r)] == 0) missing.push_back(r);
     }
     const std::string ranks = fmt::format("{}", fmt::join(missing, ", "));
-    broken_ = fmt::format("rank {} waited {:g} s in {} for rank(s) {}, which did not arrive", rank,
-                          timeout_seconds_, what, ranks);
+    broken_ = fmt::format("rank {} waited {:g} s in {} for rank(s) {}, which did not arrive", rank, timeout_seconds_,
+                          what, ranks);
     cv_.notify_all();
     return Error(ErrorCode::kFailedPrecondition,
                  fmt::format("{} on rank {} of {} timed out after {:g} s: rank(s) {} did not "
@@ -143,9 +142,12 @@ void reduce_in_rank_order(T* dst, const std::vector<const T*>& srcs, int64_t n) 
 template <class T>
 void reduce_sources(ReduceOp op, T* dst, const std::vector<const T*>& srcs, int64_t n) {
   switch (op) {
-    case ReduceOp::kMax: return reduce_in_rank_order<T, reduce_ops::Max>(dst, srcs, n);
-    case ReduceOp::kMin: return reduce_in_rank_order<T, reduce_ops::Min>(dst, srcs, n);
-    case ReduceOp::kSum: return reduce_in_rank_order<T, reduce_ops::Sum>(dst, srcs, n);
+    case ReduceOp::kMax:
+      return reduce_in_rank_order<T, reduce_ops::Max>(dst, srcs, n);
+    case ReduceOp::kMin:
+      return reduce_in_rank_order<T, reduce_ops::Min>(dst, srcs, n);
+    case ReduceOp::kSum:
+      return reduce_in_rank_order<T, reduce_ops::Sum>(dst, srcs, n);
     case ReduceOp::kMean:
       reduce_in_rank_order<T, reduce_ops::Sum>(dst, srcs, n);
       return reduce_ops::divide(dst, n, static_cast<int>(srcs.size()));
@@ -167,8 +169,7 @@ int64_t chunk_begin(int64_t n, int r, int size) { return n * r / size; }
 
 class SharedMemoryCommunicator final : public Communicator {
  public:
-  SharedMemoryCommunicator(std::shared_ptr<GroupState> group, int rank)
-      : group_(std::move(group)), rank_(rank) {}
+  SharedMemoryCommunicator(std::shared_ptr<GroupState> group, int rank) : group_(std::move(group)), rank_(rank) {}
   ~SharedMemoryCommunicator() override { group_->depart(rank_); }
   SharedMemoryCommunicator(const SharedMemoryCommunicator&) = delete;
   SharedMemoryCommunicator& operator=(const SharedMemoryCommunicator&) = delete;
@@ -186,9 +187,8 @@ class SharedMemoryCommunicator final : public Communicator {
     });
     agree(what, describe_call(CallKind::kAllReduce, op, &inout, -1, 0), err, inout);
     if (inout.size() == 0 || size() == 1) return;  // nothing to exchange; mean of one is itself
-    dispatch_reducible(inout.dtype(), [&](auto tag) {
-      all_reduce_typed<typename decltype(tag)::type>(inout, op, what);
-    });
+    dispatch_reducible(inout.dtype(),
+                       [&](auto tag) { all_reduce_typed<typename decltype(tag)::type>(inout, op, what); });
   }
 
   void all_gather(const Array& in, Array& out) override {
@@ -247,8 +247,7 @@ class SharedMemoryCommunicator final : public Communicator {
     group_->check_usable(rank_, what);
     std::optional<Error> err = capture_error([&] {
       if (root < 0 || root >= size()) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: root {} is outside [0, {})", what, root, size()));
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: root {} is outside [0, {})", what, root, size()));
       }
       check_host_array(inout, what, "inout", kBackend);
     });
@@ -264,8 +263,7 @@ class SharedMemoryCommunicator final : public Communicator {
   void barrier() override {
     constexpr const char* what = "SharedMemoryCommunicator::barrier";
     group_->check_usable(rank_, what);
-    agree(what, describe_call(CallKind::kBarrier, std::nullopt, nullptr, -1, 0), std::nullopt,
-          Array());
+    agree(what, describe_call(CallKind::kBarrier, std::nullopt, nullptr, -1, 0), std::nullopt, Array());
   }
 
  private:
@@ -274,8 +272,7 @@ class SharedMemoryCommunicator final : public Communicator {
   // Publishes this rank's call (record with its status, and `source`'s buffer when valid),
   // waits for every rank and throws check_call_records's error if the calls disagree or any
   // rank's checks failed (throwing `local_error` on this rank). One rank: just `local_error`.
-  void agree(const char* what, CallRecord record, const std::optional<Error>& local_error,
-             const Array& source) {
+  void agree(const char* what, CallRecord record, const std::optional<Error>& local_error, const Array& source) {
     set_call_status(record, local_error.has_value());
     if (size() == 1) {
       if (local_error) throw *local_error;
@@ -284,9 +281,8 @@ class SharedMemoryCommunicator final : public Communicator {
     const size_t parity = calls_++ % 2;
     Slot& mine = group_->slot(rank_);
     mine.records[parity] = record;
-    mine.in = local_error || !source.valid() || source.size() == 0
-                  ? nullptr
-                  : static_cast<const std::byte*>(source.raw_data());
+    mine.in = local_error || !source.valid() || source.size() == 0 ? nullptr
+                                                                   : static_cast<const std::byte*>(source.raw_data());
     group_->arrive_and_wait(rank_, what);
     std::vector<CallRecord> all;
     for (int q = 0; q < size(); ++q) all.push_back(group_->slot(q).records[parity]);

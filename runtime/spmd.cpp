@@ -51,8 +51,7 @@ void check_communicators(const std::vector<Communicator*>& communicators, const 
   if (communicators.empty()) return;
   if (static_cast<int64_t>(communicators.size()) != mesh.size()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("run_spmd: {} communicators for a mesh of {} devices", communicators.size(),
-                            mesh.size()),
+                fmt::format("run_spmd: {} communicators for a mesh of {} devices", communicators.size(), mesh.size()),
                 "pass one communicator per mesh device, in mesh order (or none)");
   }
   // This process's devices are ranks first .. first + mesh.size() - 1 of a group of whole meshes'
@@ -62,7 +61,8 @@ void check_communicators(const std::vector<Communicator*>& communicators, const 
   const int first = c0 != nullptr ? c0->rank() : -1, size = c0 != nullptr ? c0->size() : 0;
   for (size_t p = 0; p < communicators.size(); ++p) {
     const Communicator* c = communicators[p];
-    if (c == nullptr || first % n != 0 || size % n != 0 || c->rank() != first + static_cast<int>(p) || c->size() != size) {
+    if (c == nullptr || first % n != 0 || size % n != 0 || c->rank() != first + static_cast<int>(p) ||
+        c->size() != size) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("run_spmd: communicator {} is {}", p,
                               c == nullptr ? std::string("null") : fmt::format("rank {} of {}", c->rank(), c->size())),
@@ -95,8 +95,9 @@ Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis) {
 }
 
 Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis) {
-  return collective_thunk(fmt::format("reduce_scatter({})", reduce_op_name(op)), in, out,
-                          [op, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).reduce_scatter(x, y, op); });
+  return collective_thunk(
+      fmt::format("reduce_scatter({})", reduce_op_name(op)), in, out,
+      [op, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).reduce_scatter(x, y, op); });
 }
 
 Thunk broadcast_thunk(size_t in, size_t out, int root, const std::string& axis) {
@@ -159,10 +160,9 @@ std::vector<Array> run_spmd(const Executable& executable, const std::vector<Arra
     try {
       std::rethrow_exception(first);
     } catch (const Error& e) {
-      throw e.with_context(fmt::format("run_spmd: device {} ({}) failed first{}", first_device,
-                                       mesh.devices()[first_device]->name(),
-                                       failures > 1 ? fmt::format("; {} more devices failed after it", failures - 1)
-                                                    : std::string()));
+      throw e.with_context(
+          fmt::format("run_spmd: device {} ({}) failed first{}", first_device, mesh.devices()[first_device]->name(),
+                      failures > 1 ? fmt::format("; {} more devices failed after it", failures - 1) : std::string()));
     }
   }
   const size_t outputs = executable.outputs().size();

@@ -82,8 +82,7 @@ Worker::Worker(std::string name) : name_(std::move(name)) {
   try {
     thread_ = std::thread([this] { loop(); });
   } catch (const std::system_error& e) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("could not start the worker thread of {}: {}", name_, e.what()),
+    throw Error(ErrorCode::kInternal, fmt::format("could not start the worker thread of {}: {}", name_, e.what()),
                 "the process may have reached its thread limit; use fewer devices");
   }
 }
@@ -99,8 +98,7 @@ Worker::~Worker() {
 
 std::shared_ptr<Event> Worker::enqueue(std::function<void()> work) {
   if (!work) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Worker::enqueue: empty work function for {}", name_),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("Worker::enqueue: empty work function for {}", name_),
                 "pass a callable");
   }
   auto done = std::make_shared<CompletionEvent>(thread_.get_id(), "work on " + name_);

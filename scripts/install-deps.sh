@@ -7,6 +7,8 @@ set -euo pipefail
 PACKAGES=(
   # build tools
   cmake ninja-build g++ ccache pkg-config
+  # the source format check (ctest's clang_format; .clang-format)
+  clang-format-22
   # compiler infrastructure (LLVM/MLIR 22)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # libraries

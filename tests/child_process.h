@@ -41,8 +41,8 @@ inline int free_port() {
 inline std::vector<std::string> rank_env(int rank, int world_size, int port, const std::string& flag,
                                          const std::vector<std::string>& extra = {}) {
   std::vector<std::string> env;
-  const std::vector<std::string> drop = {"RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "GTEST_OUTPUT=",
-                                         flag + "="};
+  const std::vector<std::string> drop = {
+      "RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=", "GTEST_OUTPUT=", flag + "="};
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
     bool dropped = false;

@@ -24,10 +24,12 @@ struct PtxasResult {
 
 /// Assembles `ptx` for `arch` ("sm_90") into a cubin under the temporary directory (`name` names
 /// the files); with `verbose`, ptxas -v prints each kernel's registers and shared memory.
-inline PtxasResult run_ptxas(std::string_view ptx, const std::string& arch, const std::string& name, bool verbose = false) {
+inline PtxasResult run_ptxas(std::string_view ptx, const std::string& arch, const std::string& name,
+                             bool verbose = false) {
   // One directory per process: ctest runs tests in parallel processes whose kernels share names
   // (main_kernel_1...), and a shared file was read by one ptxas while another test rewrote it.
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ingot_ptxas_" + std::to_string(getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ingot_ptxas_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::filesystem::path file = dir / (name + "." + arch + ".ptx");
   std::ofstream(file) << ptx;

@@ -28,8 +28,7 @@ inline ir::Graph one_op_graph(const std::string& op, const std::vector<Array>& i
 }
 
 /// Infers the result types of `op` on operand types (the shape rule through Graph::add_node).
-inline std::vector<ir::TensorType> infer(const std::string& op,
-                                         const std::vector<ir::TensorType>& operands,
+inline std::vector<ir::TensorType> infer(const std::string& op, const std::vector<ir::TensorType>& operands,
                                          const ir::Attributes& attrs = {}) {
   ir::Graph g(op);
   std::vector<ir::ValueId> ids;
@@ -46,38 +45,29 @@ inline std::vector<Array> run_op_all(const std::string& op, const std::vector<Ar
 }
 
 /// Runs `op` on `inputs` with the reference interpreter and returns its single result.
-inline Array run_op(const std::string& op, const std::vector<Array>& inputs,
-                    const ir::Attributes& attrs = {}) {
+inline Array run_op(const std::string& op, const std::vector<Array>& inputs, const ir::Attributes& attrs = {}) {
   std::vector<Array> r = run_op_all(op, inputs, attrs);
   EXPECT_EQ(r.size(), 1u) << op << " returned " << r.size() << " results";
   return r.at(0);
 }
 
 /// f32 array from values.
-inline Array f32(const std::vector<float>& v, const Shape& shape) {
-  return Array::from_vector<float>(v, shape);
-}
-inline Array f32(const std::vector<float>& v) {
-  return Array::from_vector<float>(v, {static_cast<int64_t>(v.size())});
-}
-inline Array i32(const std::vector<int32_t>& v, const Shape& shape) {
-  return Array::from_vector<int32_t>(v, shape);
-}
+inline Array f32(const std::vector<float>& v, const Shape& shape) { return Array::from_vector<float>(v, shape); }
+inline Array f32(const std::vector<float>& v) { return Array::from_vector<float>(v, {static_cast<int64_t>(v.size())}); }
+inline Array i32(const std::vector<int32_t>& v, const Shape& shape) { return Array::from_vector<int32_t>(v, shape); }
 inline Array i32(const std::vector<int32_t>& v) {
   return Array::from_vector<int32_t>(v, {static_cast<int64_t>(v.size())});
 }
 
 /// Expects `fn` to throw ingot::Error with `code` and a what() containing every string in
 /// `needles` (use them to check that the message names the op, the argument and the values).
-inline void expect_error(const std::function<void()>& fn, ErrorCode code,
-                         const std::vector<std::string>& needles) {
+inline void expect_error(const std::function<void()>& fn, ErrorCode code, const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << "unexpected code for: " << e.what();
     for (const auto& n : needles) {
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
-          << "message lacks '" << n << "': " << e.what();
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "message lacks '" << n << "': " << e.what();
     }
     return;
   } catch (const std::exception& e) {
@@ -88,8 +78,7 @@ inline void expect_error(const std::function<void()>& fn, ErrorCode code,
 }
 
 /// Elementwise comparison of doubles where NaN equals NaN and signs of zero are ignored.
-inline void expect_values(const Array& a, const std::vector<double>& expected,
-                          double tolerance = 0.0) {
+inline void expect_values(const Array& a, const std::vector<double>& expected, double tolerance = 0.0) {
   std::vector<double> got = a.to_doubles();
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) {

@@ -53,9 +53,8 @@ std::string read_text(const std::string& path);
 void check_json_path(const std::string& path);
 
 /// The variants of --variants, in run order (bench.h, BenchCommand::variants).
-constexpr std::array<std::string_view, 8> kVariants = {"baseline", "no-fusion", "no-donation",
-                                                       "no-prefetch", "spe8", "codegen-gemm", "no-outline",
-                                                       "no-scope-functions"};
+constexpr std::array<std::string_view, 8> kVariants = {"baseline", "no-fusion",    "no-donation", "no-prefetch",
+                                                       "spe8",     "codegen-gemm", "no-outline",  "no-scope-functions"};
 /// steps_per_execution of the spe8 variant.
 constexpr int64_t kVariantSpe = 8;
 
@@ -92,7 +91,8 @@ void check_options(const BenchCommand& c) {
     if (m != "mlp" && m != "cnn" && m != "lm") {
       throw bad_bench_option(fmt::format("unknown model '{}' in --models", m), "use mlp, cnn or lm");
     }
-    if (std::find(c.models.begin(), c.models.begin() + static_cast<std::ptrdiff_t>(i), m) != c.models.begin() + static_cast<std::ptrdiff_t>(i)) {
+    if (std::find(c.models.begin(), c.models.begin() + static_cast<std::ptrdiff_t>(i), m) !=
+        c.models.begin() + static_cast<std::ptrdiff_t>(i)) {
       throw bad_bench_option(fmt::format("--models names '{}' twice", m), "name each model once");
     }
   }
@@ -105,7 +105,8 @@ void check_options(const BenchCommand& c) {
   }
   if (c.cpu_devices > 1) {
     if (c.device != "cpu") throw bad_bench_option("--cpu-devices needs --device cpu", "drop one of them");
-    for (const auto& [option, size] : {std::pair<const char*, int64_t>{"--batch-size", c.batch_size}, {"--lm-batch", c.lm_batch}}) {
+    for (const auto& [option, size] :
+         {std::pair<const char*, int64_t>{"--batch-size", c.batch_size}, {"--lm-batch", c.lm_batch}}) {
       if (size % c.cpu_devices != 0) {
         throw bad_bench_option(fmt::format("{} {} does not split over --cpu-devices {}", option, size, c.cpu_devices),
                                "use a multiple of the device count");
@@ -156,7 +157,6 @@ void check_options(const BenchCommand& c) {
                            "create the directory first (each model's weights and batch go to <dir>/<model>.safetensors "
                            "and <dir>/<model>.batch.safetensors)");
   }
-
 }
 
 /// --json must name a file that can be created or replaced: its directory exists and takes a new
@@ -168,16 +168,18 @@ void check_json_path(const std::string& path) {
     throw bad_bench_option(fmt::format("--json '{}' is a directory", path), "name a file, e.g. bench.json");
   }
   if (!fs::is_directory(target.parent_path())) {
-    throw bad_bench_option(fmt::format("--json '{}': directory '{}' does not exist", path, target.parent_path().string()),
-                           "create it first or choose another path");
+    throw bad_bench_option(
+        fmt::format("--json '{}': directory '{}' does not exist", path, target.parent_path().string()),
+        "create it first or choose another path");
   }
   const fs::path probe = target.string() + ".probe";
   const bool ok = static_cast<bool>(std::ofstream(probe));
   std::error_code ec;
   fs::remove(probe, ec);
   if (!ok) {
-    throw bad_bench_option(fmt::format("--json '{}': cannot create a file in '{}'", path, target.parent_path().string()),
-                           "choose a writable directory");
+    throw bad_bench_option(
+        fmt::format("--json '{}': cannot create a file in '{}'", path, target.parent_path().string()),
+        "choose a writable directory");
   }
 }
 
@@ -216,16 +218,17 @@ void check_memory(const BenchCommand& c, CudaDevice* cuda) {
   const double ctx = static_cast<double>(c.lm_context);
   const double scores = 16.0 * static_cast<double>(c.lm_batch) * static_cast<double>(c.lm_heads) * ctx * ctx;
   if (lm && scores > total) {
-    throw bad_bench_option(fmt::format("--lm-context {} with --lm-batch {} and --lm-heads {} needs {:.3g} GB of attention "
-                                       "scores; the device has {:.3g} GB",
-                                       c.lm_context, c.lm_batch, c.lm_heads, scores / 1e9, total / 1e9),
-                           "use a shorter context or a smaller batch");
+    throw bad_bench_option(
+        fmt::format("--lm-context {} with --lm-batch {} and --lm-heads {} needs {:.3g} GB of attention "
+                    "scores; the device has {:.3g} GB",
+                    c.lm_context, c.lm_batch, c.lm_heads, scores / 1e9, total / 1e9),
+        "use a shorter context or a smaller batch");
   }
   for (int64_t n : c.gemm_sizes) {
     const double bytes = 12.0 * static_cast<double>(n) * static_cast<double>(n);
     if (bytes > total) {
-      throw bad_bench_option(fmt::format("--gemm {} needs {:.3g} GB for its three matrices; the device has {:.3g} GB", n,
-                                         bytes / 1e9, total / 1e9),
+      throw bad_bench_option(fmt::format("--gemm {} needs {:.3g} GB for its three matrices; the device has {:.3g} GB",
+                                         n, bytes / 1e9, total / 1e9),
                              "use a smaller size");
     }
   }
@@ -236,8 +239,8 @@ std::unique_ptr<CudaDevice> open_cuda(const std::string& device) {
   if (device != "cuda") return nullptr;
   std::shared_ptr<CudaDriver> driver = CudaDriver::load();
   if (!driver->available()) {
-    throw Error(ErrorCode::kNotFound, fmt::format("ingot bench --device cuda: no usable CUDA device: {}",
-                                                  driver->unavailable_reason()),
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("ingot bench --device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
                 "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
   }
   return CudaDevice::open(driver, 0);
@@ -273,7 +276,8 @@ std::string read_text(const std::string& path) {
                 "name a text file, or pass --lm-text none for random tokens");
   }
   if (static_cast<int64_t>(std::filesystem::file_size(path, ec)) > kMaxTextBytes) {
-    throw bad_bench_option(fmt::format("--lm-text '{}' is over 1 GiB", path), "use a smaller text (the LM reads it whole)");
+    throw bad_bench_option(fmt::format("--lm-text '{}' is over 1 GiB", path),
+                           "use a smaller text (the LM reads it whole)");
   }
   std::ifstream f(path, std::ios::binary);
   if (!f) {
@@ -389,14 +393,15 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   }
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
-  b.model->compile({.optimizer = bench_optimizer(c.dtype_policy),
-                    .loss = std::move(loss),
-                    .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
-                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
-                                      .perf_jitdump = c.perf_jitdump},
-                    .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
-                    .distribution = std::move(dp),
-                    .cuda = {.cuda_graphs = c.cuda_graphs}});
+  b.model->compile(
+      {.optimizer = bench_optimizer(c.dtype_policy),
+       .loss = std::move(loss),
+       .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
+                    .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
+                    .perf_jitdump = c.perf_jitdump},
+       .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
+       .distribution = std::move(dp),
+       .cuda = {.cuda_graphs = c.cuda_graphs}});
   Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
   const Clock::time_point first = Clock::now();
   const double loss_first = *b.model->train_on_batch(b.x, b.y).get("loss");
@@ -415,7 +420,9 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
   json r = {{"batch", b.batch},
             {"compile_s", compile_s},
             {"step_ms",
-             {{"median", median}, {"p10", percentile(ms, 0.1)}, {"p90", percentile(ms, 0.9)},
+             {{"median", median},
+              {"p10", percentile(ms, 0.1)},
+              {"p90", percentile(ms, 0.9)},
               {"min", *std::min_element(ms.begin(), ms.end())}}},
             {"samples_per_s", 1e3 * static_cast<double>(b.batch) / median},
             {"peak_bytes", allocator.stats().peak_bytes_in_use},
@@ -432,30 +439,32 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
     for (double m : ms) total_ms += m;
     r["collective_share"] = 1e3 * (b.model->train_step_collective_seconds() - collective0) / total_ms;
   }
-  out << fmt::format("{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
-                     "{:10.0f} samples/s{}, {:.1f} GFLOP/s, loss {:.4f} -> {:.4f}, {} kernels/step\n",
-                     name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9),
-                     r["samples_per_s"].get<double>(),
-                     b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
-                     r["gflops_per_s"].get<double>(), loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
+  out << fmt::format(
+      "{:<4} batch {:>4}: compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), "
+      "{:10.0f} samples/s{}, {:.1f} GFLOP/s, loss {:.4f} -> {:.4f}, {} kernels/step\n",
+      name, b.batch, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9), r["samples_per_s"].get<double>(),
+      b.tokens_per_sample > 0 ? fmt::format(" ({:.0f} tokens/s)", r["tokens_per_s"].get<double>()) : "",
+      r["gflops_per_s"].get<double>(), loss_first, loss_last, r["kernels_per_step"].get<int64_t>());
   const json& cb = r["compile"];
-  out << fmt::format("     compile: trace {:.2f} s, autodiff {:.2f} s, lower {:.2f} s, MLIR {:.2f} s, LLVM {:.2f} s, "
-                     "link {:.2f} s; {} kernel functions for {} kernels{}, objects {} cached / {} compiled{}\n",
-                     cb["trace_s"].get<double>(), cb["autodiff_s"].get<double>(), cb["lower_s"].get<double>(),
-                     cb["mlir_s"].get<double>(), cb["llvm_s"].get<double>(), cb["link_s"].get<double>(),
-                     cb["kernel_functions"].get<int64_t>(), r["kernels_per_step"].get<int64_t>(),
-                     cb["scope_functions"].get<int64_t>() > 0
-                         ? fmt::format(" ({} scope functions)", cb["scope_functions"].get<int64_t>())
-                         : "",
-                     cb["cache_hits"].get<int64_t>(), cb["cache_misses"].get<int64_t>(),
-                     whole_from_cache(cb["step_cache_hits"].get<int64_t>()));
+  out << fmt::format(
+      "     compile: trace {:.2f} s, autodiff {:.2f} s, lower {:.2f} s, MLIR {:.2f} s, LLVM {:.2f} s, "
+      "link {:.2f} s; {} kernel functions for {} kernels{}, objects {} cached / {} compiled{}\n",
+      cb["trace_s"].get<double>(), cb["autodiff_s"].get<double>(), cb["lower_s"].get<double>(),
+      cb["mlir_s"].get<double>(), cb["llvm_s"].get<double>(), cb["link_s"].get<double>(),
+      cb["kernel_functions"].get<int64_t>(), r["kernels_per_step"].get<int64_t>(),
+      cb["scope_functions"].get<int64_t>() > 0
+          ? fmt::format(" ({} scope functions)", cb["scope_functions"].get<int64_t>())
+          : "",
+      cb["cache_hits"].get<int64_t>(), cb["cache_misses"].get<int64_t>(),
+      whole_from_cache(cb["step_cache_hits"].get<int64_t>()));
   if (r.contains("collective_share")) {
     out << fmt::format("     {:.1f}% of the step time in collectives\n", 100 * r["collective_share"].get<double>());
   }
   if (!std::isfinite(loss_first) || !std::isfinite(loss_last)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ingot bench: model '{}' trained to a non-finite loss ({} -> {})", name, loss_first, loss_last),
-                "the timings of a diverged run mean nothing: check the dtype policy and sizes");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("ingot bench: model '{}' trained to a non-finite loss ({} -> {})", name, loss_first, loss_last),
+        "the timings of a diverged run mean nothing: check the dtype policy and sizes");
   }
   return r;
 }
@@ -528,15 +537,16 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
   const int64_t steps = v == "spe8" ? (c.steps + kVariantSpe - 1) / kVariantSpe * kVariantSpe : c.steps;
   const auto [warm_x, warm_y] = bench_data(name, c, warm_batches * b.batch, rng);
   const auto [x, y] = bench_data(name, c, steps * b.batch, rng);
-  CompileOptions compile{.optimizer = bench_optimizer(c.dtype_policy),
-                         .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                             losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
-                         .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
-                                      .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
-                                      .perf_jitdump = c.perf_jitdump},
-                         .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
-                         .distribution = dp,
-                         .cuda = {.cuda_graphs = c.cuda_graphs}};
+  CompileOptions compile{
+      .optimizer = bench_optimizer(c.dtype_policy),
+      .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+          losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
+      .compiler = {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
+                   .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
+                   .perf_jitdump = c.perf_jitdump},
+      .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
+      .distribution = dp,
+      .cuda = {.cuda_graphs = c.cuda_graphs}};
   FitOptions fit{.batch_size = b.batch, .epochs = 1, .verbose = 0, .shuffle = false};
   apply_variant(v, compile, fit);
   b.model->compile(std::move(compile));
@@ -560,7 +570,9 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
   }
   const double median = percentile(ms, 0.5);
   json r = {{"step_ms",
-             {{"median", median}, {"p10", percentile(ms, 0.1)}, {"p90", percentile(ms, 0.9)},
+             {{"median", median},
+              {"p10", percentile(ms, 0.1)},
+              {"p90", percentile(ms, 0.9)},
               {"min", *std::min_element(ms.begin(), ms.end())}}},
             {"samples_per_s", 1e3 * static_cast<double>(b.batch) / median},
             {"compile_s", compile_s},
@@ -570,10 +582,11 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
             {"loss", losses.back()},
             {"steps", timing.train_steps}};
   if (b.tokens_per_sample > 0) r["tokens_per_s"] = 1e3 * static_cast<double>(b.batch * b.tokens_per_sample) / median;
-  out << fmt::format("     {:<13} compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), {:10.0f} samples/s, "
-                     "{} kernels/step, {:.3f} ms overhead/step, loss {:.6f}\n",
-                     v, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9), r["samples_per_s"].get<double>(),
-                     r["kernels_per_step"].get<int64_t>(), r["overhead_ms"].get<double>(), losses.back());
+  out << fmt::format(
+      "     {:<13} compile {:6.2f} s, step {:8.3f} ms median (p10 {:.3f}, p90 {:.3f}), {:10.0f} samples/s, "
+      "{} kernels/step, {:.3f} ms overhead/step, loss {:.6f}\n",
+      v, compile_s, median, percentile(ms, 0.1), percentile(ms, 0.9), r["samples_per_s"].get<double>(),
+      r["kernels_per_step"].get<int64_t>(), r["overhead_ms"].get<double>(), losses.back());
   return r;
 }
 
@@ -608,8 +621,16 @@ double cublas_direct_seconds(CudaDevice& cuda, const Array& a, const Array& b, i
   const int64_t n = a.shape()[0];
   const Array c = Array::empty({n, n}, DType::kF32, &cuda.device());
   auto address = [](const Array& x) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(x.buffer()->data())); };
-  const CudaBlasGemm call{.dtype = DType::kF32, .m = n, .n = n, .k = n, .a = address(a), .b = address(b),
-                          .c = address(c), .lda = n, .ldb = n, .ldc = n};
+  const CudaBlasGemm call{.dtype = DType::kF32,
+                          .m = n,
+                          .n = n,
+                          .k = n,
+                          .a = address(a),
+                          .b = address(b),
+                          .c = address(c),
+                          .lda = n,
+                          .ldb = n,
+                          .ldc = n};
   return median_seconds(steps, [&] {
     blas->gemm(call, cuda.compute_stream());
     cuda.synchronize();
@@ -629,8 +650,8 @@ json time_gemms(const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
       options.name = "gemm";
       options.target = target;
       options.lowering.blas_gemm = library;
-      const Jitted f = jit([](const std::vector<Tensor>& x) { return std::vector<Tensor>{matmul(x[0], x[1])}; },
-                           options);
+      const Jitted f =
+          jit([](const std::vector<Tensor>& x) { return std::vector<Tensor>{matmul(x[0], x[1])}; }, options);
       const double s = median_seconds(c.steps, [&] { f({a, b}).front().block_until_ready(); });
       rows.push_back(gemm_row(n, fmt::format("jit {}", library ? (cuda ? "cuBLAS" : "library") : "generated"), s, out));
     }
@@ -652,16 +673,30 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   // The host's measured FMA peak on all its cores, the denominator of each model's fraction_of_peak
   // (measured before anything else runs; CPU runs only).
   const double peak_gflops =
-      cuda ? 0.0 : kernels::measured_fma_peak_gflops(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+      cuda ? 0.0
+           : kernels::measured_fma_peak_gflops(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   if (!cuda) out << fmt::format("measured f32 FMA peak: {:.1f} GFLOP/s\n", peak_gflops);
-  json report = {{"framework", "ingot"}, {"device", c.device}, {"device_name", device_name},
-                 {"dtype_policy", c.dtype_policy}, {"steps", c.steps}, {"warmup", c.warmup},
-                 {"config", {{"batch_size", c.batch_size}, {"lm_batch", c.lm_batch}, {"lm_context", c.lm_context},
-                             {"lm_width", c.lm_width}, {"lm_heads", c.lm_heads}, {"lm_blocks", c.lm_blocks}, {"compile_cache", c.compile_cache}, {"compile_cache_max_size", c.compile_cache_max_size},
-                             {"lm_text", uses_text(c) ? c.lm_text : "none"}, {"seed", c.seed},
-                             {"cuda_graphs", c.cuda_graphs}, {"cpu_devices", c.cpu_devices},
-                             {"sync_collectives", c.sync_collectives},
-                             {"variants", variant_names(c.variants)}}}};
+  json report = {{"framework", "ingot"},
+                 {"device", c.device},
+                 {"device_name", device_name},
+                 {"dtype_policy", c.dtype_policy},
+                 {"steps", c.steps},
+                 {"warmup", c.warmup},
+                 {"config",
+                  {{"batch_size", c.batch_size},
+                   {"lm_batch", c.lm_batch},
+                   {"lm_context", c.lm_context},
+                   {"lm_width", c.lm_width},
+                   {"lm_heads", c.lm_heads},
+                   {"lm_blocks", c.lm_blocks},
+                   {"compile_cache", c.compile_cache},
+                   {"compile_cache_max_size", c.compile_cache_max_size},
+                   {"lm_text", uses_text(c) ? c.lm_text : "none"},
+                   {"seed", c.seed},
+                   {"cuda_graphs", c.cuda_graphs},
+                   {"cpu_devices", c.cpu_devices},
+                   {"sync_collectives", c.sync_collectives},
+                   {"variants", variant_names(c.variants)}}}};
   if (!cuda) report["fma_peak_gflops"] = peak_gflops;
   report["models"] = json::object();
   // --cpu-devices N: data parallel over N CPU virtual devices (their own Runtime).
@@ -669,8 +704,8 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   std::shared_ptr<distribution::Distribution> dp;
   if (c.cpu_devices > 1) {
     runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
-    auto parallel = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
-        {.shape = {c.cpu_devices}, .axis_names = {"batch"}, .devices = runtime->devices()}));
+    auto parallel = std::make_shared<distribution::DataParallel>(
+        distribution::DeviceMesh({.shape = {c.cpu_devices}, .axis_names = {"batch"}, .devices = runtime->devices()}));
     parallel->set_overlap_collectives(!c.sync_collectives);
     dp = parallel;
     out << fmt::format("data parallel over {} CPU devices{}\n", c.cpu_devices,
@@ -685,9 +720,11 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
       out << fmt::format("     {:.1f}% of the measured FMA peak\n", 100 * fraction);
     }
     if (variants.empty()) continue;
-    out << fmt::format("{:<4} variants (fit, {} steps after {} warm-up):\n", m, c.steps, std::max<int64_t>(c.warmup, 1));
+    out << fmt::format("{:<4} variants (fit, {} steps after {} warm-up):\n", m, c.steps,
+                       std::max<int64_t>(c.warmup, 1));
     report["models"][m]["variants"] = json::object();
-    for (const std::string& v : variants) report["models"][m]["variants"][v] = time_variant(m, v, c, cuda.get(), dp, out);
+    for (const std::string& v : variants)
+      report["models"][m]["variants"][v] = time_variant(m, v, c, cuda.get(), dp, out);
   }
   report["gemm"] = time_gemms(c, cuda.get(), out);
   report["peak_rss_bytes"] = peak_rss_bytes();

@@ -24,14 +24,14 @@ struct BenchCommand {
   /// overlapping them with compute (Distribution::set_overlap_collectives(false)), to measure what
   /// the overlap gains; recorded in the JSON's config.
   bool sync_collectives = false;
-  int64_t batch_size = 128;    ///< samples per step of mlp and cnn, >= 1
-  int64_t warmup = 3;          ///< untimed steps after the first (compiling) one, >= 0
-  int64_t steps = 20;          ///< timed steps, >= 1
-  int64_t lm_batch = 32;       ///< sequences per LM step, >= 1
-  int64_t lm_context = 128;    ///< tokens per sequence, >= 1
-  int64_t lm_width = 256;      ///< model width, a multiple of lm_heads
-  int64_t lm_heads = 4;        ///< attention heads, >= 1
-  int64_t lm_blocks = 4;       ///< transformer blocks, >= 1
+  int64_t batch_size = 128;  ///< samples per step of mlp and cnn, >= 1
+  int64_t warmup = 3;        ///< untimed steps after the first (compiling) one, >= 0
+  int64_t steps = 20;        ///< timed steps, >= 1
+  int64_t lm_batch = 32;     ///< sequences per LM step, >= 1
+  int64_t lm_context = 128;  ///< tokens per sequence, >= 1
+  int64_t lm_width = 256;    ///< model width, a multiple of lm_heads
+  int64_t lm_heads = 4;      ///< attention heads, >= 1
+  int64_t lm_blocks = 4;     ///< transformer blocks, >= 1
   /// Compilation cache directory, "default" ($XDG_CACHE_HOME/ingot) or "off"
   /// (codegen::compile_cache_dir_option; docs/compiler.md, "Compilation cache").
   std::string compile_cache = "default";
@@ -67,8 +67,8 @@ struct BenchCommand {
   /// this order; {"all"}: every one. Each applies with --device cuda and --cpu-devices too. Empty
   /// (the default): none.
   std::vector<std::string> variants;
-  uint64_t seed = 1337;        ///< seeds the weights and the synthetic data
-  std::string json;            ///< write the results here (empty: print only)
+  uint64_t seed = 1337;  ///< seeds the weights and the synthetic data
+  std::string json;      ///< write the results here (empty: print only)
   /// An existing directory: each model's initial weights (drawn from `seed`, before its first
   /// step) are written to `<dir>/<model>.safetensors` (Model::save_weights: "<layer>/<weight>"
   /// names, Keras layouts) and its batch to `<dir>/<model>.batch.safetensors` ("x", "y"), so that

@@ -1,6 +1,6 @@
 // `ingot`'s command line (ingot::cli::ingot_main): subcommands train, evaluate, predict
-// (docs/train.md), bench (bench/README.md), launch (docs/distributed.md), demo, ops, run. tools/ingot_main.cpp calls it; so does
-// the GPU check bundle's multi-call binary (tests/gpu_bundle_main.cpp).
+// (docs/train.md), bench (bench/README.md), launch (docs/distributed.md), demo, ops, run. tools/ingot_main.cpp calls
+// it; so does the GPU check bundle's multi-call binary (tests/gpu_bundle_main.cpp).
 #include <CLI/CLI.hpp>
 #include <malloc.h>
 #include <fmt/format.h>
@@ -26,7 +26,9 @@ namespace {
 /// launch` passes them to the program verbatim, empty ones included).
 void validate_values(CLI::App* cmd) {
   const CLI::Validator non_empty(
-      [](std::string& v) { return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string(); },
+      [](std::string& v) {
+        return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string();
+      },
       "", "non-empty");
   const CLI::Validator int64_range(
       [](std::string& v) {
@@ -42,10 +44,11 @@ void validate_values(CLI::App* cmd) {
     if (o->get_type_size() == 0 || !o->nonpositional()) continue;  // flags, positionals
     o->check(non_empty);
     const std::string name = o->get_name();
-    static const std::set<std::string> integers = {"--epochs",   "--batch-size", "--steps-per-execution", "--seed",
-                                                   "--limit",    "--index",      "--steps",               "--warmup",
-                                                   "--lm-batch", "--lm-context", "--lm-width",            "--lm-heads",
-                                                   "--lm-blocks", "--gemm",       "--cpu-devices",
+    static const std::set<std::string> integers = {"--epochs",         "--batch-size", "--steps-per-execution",
+                                                   "--seed",           "--limit",      "--index",
+                                                   "--steps",          "--warmup",     "--lm-batch",
+                                                   "--lm-context",     "--lm-width",   "--lm-heads",
+                                                   "--lm-blocks",      "--gemm",       "--cpu-devices",
                                                    "--nproc-per-node", "--master-port"};
     if (integers.count(name)) {
       o->check(int64_range);
@@ -63,7 +66,8 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
   cmd->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();
-  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004), sgd, rmsprop or adagrad")->capture_default_str();
+  cmd->add_option("--optimizer", c.optimizer, "adam, adamw (weight decay 0.004), sgd, rmsprop or adagrad")
+      ->capture_default_str();
   cmd->add_option("--learning-rate", c.learning_rate, "learning rate (default: 1e-2 for sgd, 1e-3 for the others)");
   cmd->add_option("--lr-schedule", c.lr_schedule, "cosine (decay to 0 over the run, Keras CosineDecay) or constant")
       ->capture_default_str();
@@ -71,7 +75,8 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
       ->capture_default_str();
   cmd->add_option("--steps-per-execution", c.steps_per_execution, "train steps per call")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the weights and of the shuffle")->capture_default_str();
-  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0: the compiled steps run there)")
+      ->capture_default_str();
   cmd->add_flag("--cuda-graphs", c.cuda_graphs, "with --device cuda: replay each step as a CUDA graph");
   cmd->add_option("--cpu-devices", c.cpu_devices,
                   "data parallel over this many CPU devices (under ingot launch: per process, every process's "
@@ -95,7 +100,8 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
 }
 
 CLI::App* add_evaluate(CLI::App& app, ingot::cli::EvaluateCommand& c) {
-  CLI::App* cmd = app.add_subcommand("evaluate", "test loss and accuracy of saved weights on the Fashion-MNIST test set");
+  CLI::App* cmd =
+      app.add_subcommand("evaluate", "test loss and accuracy of saved weights on the Fashion-MNIST test set");
   cmd->add_option("--weights", c.weights, "safetensors file from ingot train --save-weights")->required();
   cmd->add_option("--model", c.model, "mlp or cnn (default: the model the weights file names)");
   cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files")->capture_default_str();
@@ -117,7 +123,8 @@ CLI::App* add_predict(CLI::App& app, ingot::cli::PredictCommand& c) {
 }
 
 CLI::App* add_bench(CLI::App& app, ingot::cli::BenchCommand& c) {
-  CLI::App* cmd = app.add_subcommand("bench", "time the benchmark models' train steps and GEMMs (JSON for bench/peers)");
+  CLI::App* cmd =
+      app.add_subcommand("bench", "time the benchmark models' train steps and GEMMs (JSON for bench/peers)");
   cmd->add_option("--models", c.models, "mlp, cnn, lm (comma-separated)")->delimiter(',')->capture_default_str();
   cmd->add_option("--device", c.device, "cpu, or cuda (CUDA device 0)")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "samples per step of mlp and cnn")->capture_default_str();
@@ -203,8 +210,8 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   for (CLI::App* cmd : {train_cmd, evaluate_cmd, predict_cmd, bench_cmd, launch_cmd}) validate_values(cmd);
 
   ingot::cli::DemoOptions demo;
-  CLI::App* demo_cmd = app.add_subcommand(
-      "demo", "trace an MLP forward pass, print its IR, interpret it on random data");
+  CLI::App* demo_cmd =
+      app.add_subcommand("demo", "trace an MLP forward pass, print its IR, interpret it on random data");
   demo_cmd->add_option("--batch", demo.batch, "rows of the input batch")->capture_default_str();
   demo_cmd->add_option("--features", demo.features, "input features")->capture_default_str();
   demo_cmd->add_option("--hidden", demo.hidden, "hidden units")->capture_default_str();
@@ -217,8 +224,8 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   std::vector<std::string> passes;
   uint64_t seed = 0;
   bool print_only = false;
-  CLI::App* run_cmd = app.add_subcommand(
-      "run", "parse an IR text file, apply passes, print it and interpret it on random inputs");
+  CLI::App* run_cmd =
+      app.add_subcommand("run", "parse an IR text file, apply passes, print it and interpret it on random inputs");
   run_cmd->add_option("file", ir_path, "IR text file (format: docs/ir.md)")->required();
   run_cmd->add_option("--passes", passes, "passes to apply in order: dce, cse")->delimiter(',');
   run_cmd->add_option("--seed", seed, "seed of the random arguments")->capture_default_str();

@@ -60,8 +60,7 @@ ir::Graph apply_passes(const ir::Graph& graph, const std::vector<std::string>& p
     } else if (p == "cse") {
       g = ir::eliminate_common_subexpressions(g);
     } else {
-      throw Error(ErrorCode::kNotFound, fmt::format("unknown pass '{}'", p),
-                  "known passes: dce, cse (see docs/ir.md)");
+      throw Error(ErrorCode::kNotFound, fmt::format("unknown pass '{}'", p), "known passes: dce, cse (see docs/ir.md)");
     }
   }
   return g;
@@ -91,20 +90,17 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
   ir::Graph graph = trace(
       [](const std::vector<Tensor>& in) {
         Tensor h = relu(matmul(in[0], in[1]) + in[2]);  // (batch, hidden)
-        Tensor logits = matmul(h, in[3]) + in[4];      // (batch, classes)
+        Tensor logits = matmul(h, in[3]) + in[4];       // (batch, classes)
         return std::vector<Tensor>{softmax(logits, -1)};
       },
-      {ir::TensorType{{o.batch, o.features}, DType::kF32},
-       ir::TensorType{{o.features, o.hidden}, DType::kF32},
-       ir::TensorType{{o.hidden}, DType::kF32},
-       ir::TensorType{{o.hidden, o.classes}, DType::kF32},
+      {ir::TensorType{{o.batch, o.features}, DType::kF32}, ir::TensorType{{o.features, o.hidden}, DType::kF32},
+       ir::TensorType{{o.hidden}, DType::kF32}, ir::TensorType{{o.hidden, o.classes}, DType::kF32},
        ir::TensorType{{o.classes}, DType::kF32}},
       "mlp_forward");
 
   fmt::print(out, "== traced IR ({} nodes)\n{}\n", graph.num_nodes(), ir::print_graph(graph));
   ir::Graph optimised = apply_passes(graph, {"cse", "dce"});
-  fmt::print(out, "== after cse, dce ({} nodes)\n{}\n", optimised.num_nodes(),
-             ir::print_graph(optimised));
+  fmt::print(out, "== after cse, dce ({} nodes)\n{}\n", optimised.num_nodes(), ir::print_graph(optimised));
 
   std::vector<Array> args = random_arguments(optimised, o.seed);
   // Scale the weights to Glorot-uniform limits sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio,
@@ -116,13 +112,13 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
   };
   glorot(args[1]);
   glorot(args[3]);
-  fmt::print(out, "== input x {} (weights: seeded Glorot-uniform)\n{}\n\n",
-             shape_to_string(args[0].shape()), args[0].to_string());
+  fmt::print(out, "== input x {} (weights: seeded Glorot-uniform)\n{}\n\n", shape_to_string(args[0].shape()),
+             args[0].to_string());
   const auto t0 = std::chrono::steady_clock::now();
   Array probs = interp::interpret(optimised, args).at(0);
   const auto t1 = std::chrono::steady_clock::now();
-  fmt::print(out, "== softmax probabilities {} (reference interpreter)\n{}\n\n",
-             shape_to_string(probs.shape()), probs.to_string());
+  fmt::print(out, "== softmax probabilities {} (reference interpreter)\n{}\n\n", shape_to_string(probs.shape()),
+             probs.to_string());
 
   // The same graph compiled: lowered to MLIR, fused, turned into loops (LLVM vectorises them) and
   // JIT-compiled for this CPU.
@@ -151,13 +147,12 @@ int run_demo(const DemoOptions& o, std::ostream& out) {
     for (int64_t c = 0; c < o.classes; ++c) sums[r] += p[static_cast<size_t>(r * o.classes + c)];
   }
   if (sums.size() > 8) sums.resize(8);
-  fmt::print(out, "row sums{}: [{:.6f}]\n", o.batch > 8 ? " (first 8 rows)" : "",
-             fmt::join(sums, ", "));
+  fmt::print(out, "row sums{}: [{:.6f}]\n", o.batch > 8 ? " (first 8 rows)" : "", fmt::join(sums, ", "));
   return 0;
 }
 
-int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed,
-                bool interpret, std::ostream& out) {
+int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed, bool interpret,
+                std::ostream& out) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw Error(ErrorCode::kNotFound,
@@ -183,13 +178,13 @@ int run_ir_file(const std::string& path, const std::vector<std::string>& passes,
   if (!interpret) return 0;
   std::vector<Array> args = random_arguments(graph, seed);
   for (size_t i = 0; i < args.size(); ++i) {
-    fmt::print(out, "argument {} {} {}:\n{}\n", i, dtype_name(args[i].dtype()),
-               shape_to_string(args[i].shape()), args[i].to_string());
+    fmt::print(out, "argument {} {} {}:\n{}\n", i, dtype_name(args[i].dtype()), shape_to_string(args[i].shape()),
+               args[i].to_string());
   }
   std::vector<Array> results = interp::interpret(graph, args);
   for (size_t i = 0; i < results.size(); ++i) {
-    fmt::print(out, "result {} {} {}:\n{}\n", i, dtype_name(results[i].dtype()),
-               shape_to_string(results[i].shape()), results[i].to_string());
+    fmt::print(out, "result {} {} {}:\n{}\n", i, dtype_name(results[i].dtype()), shape_to_string(results[i].shape()),
+               results[i].to_string());
   }
   return 0;
 }

@@ -13,11 +13,11 @@ namespace ingot::cli {
 
 /// Options of `ingot demo`.
 struct DemoOptions {
-  int64_t batch = 4;      ///< rows of the input batch
-  int64_t features = 8;   ///< input features
-  int64_t hidden = 16;    ///< hidden units
-  int64_t classes = 3;    ///< output classes
-  uint64_t seed = 0;      ///< seed of the pseudo-random weights and inputs
+  int64_t batch = 4;     ///< rows of the input batch
+  int64_t features = 8;  ///< input features
+  int64_t hidden = 16;   ///< hidden units
+  int64_t classes = 3;   ///< output classes
+  uint64_t seed = 0;     ///< seed of the pseudo-random weights and inputs
 };
 
 /// Traces an MLP forward pass (x (batch, features) -> dense+relu -> dense -> softmax, weights as
@@ -35,8 +35,8 @@ std::vector<Array> random_arguments(const ir::Graph& graph, uint64_t seed);
 /// Parses the IR text file `path`, applies `passes` (names from docs/ir.md, in order), prints
 /// the resulting IR, interprets it on random_arguments(seed) and prints each output.
 /// Throws ingot::Error (kNotFound for a missing file or unknown pass, kParseError, ...).
-int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed,
-                bool interpret, std::ostream& out);
+int run_ir_file(const std::string& path, const std::vector<std::string>& passes, uint64_t seed, bool interpret,
+                std::ostream& out);
 
 /// Applies the named passes ("dce", "cse") in order; throws ingot::Error(kNotFound) naming an
 /// unknown pass and listing the known ones.

@@ -22,16 +22,16 @@ namespace {
 /// The command line of ingot-opt.
 struct OptOptions {
   std::string file;
-  std::vector<std::string> passes;    ///< graph passes (dce, cse), .ir input only
-  bool lower = false;                 ///< print the MLIR of a graph
-  std::vector<std::string> pipeline;  ///< stage names of default_cpu_pipeline()
-  std::string mlir_pipeline;          ///< an arbitrary MLIR pass pipeline
-  std::string until;                  ///< run the default pipeline up to this stage
-  std::string dump_dir;               ///< dump the MLIR after every stage here
-  int threads = 0;                    ///< num_threads of default_cpu_pipeline() (0: all)
-  std::string target = "cpu";         ///< "cuda": compile a graph for NVIDIA GPUs and print the plan
+  std::vector<std::string> passes;                      ///< graph passes (dce, cse), .ir input only
+  bool lower = false;                                   ///< print the MLIR of a graph
+  std::vector<std::string> pipeline;                    ///< stage names of default_cpu_pipeline()
+  std::string mlir_pipeline;                            ///< an arbitrary MLIR pass pipeline
+  std::string until;                                    ///< run the default pipeline up to this stage
+  std::string dump_dir;                                 ///< dump the MLIR after every stage here
+  int threads = 0;                                      ///< num_threads of default_cpu_pipeline() (0: all)
+  std::string target = "cpu";                           ///< "cuda": compile a graph for NVIDIA GPUs and print the plan
   std::vector<std::string> archs = {"sm_80", "sm_90"};  ///< --target cuda: PTX architectures
-  bool cublas = false;                ///< --target cuda: f32/f64 matrix products as cuBLAS calls
+  bool cublas = false;                                  ///< --target cuda: f32/f64 matrix products as cuBLAS calls
 };
 
 enum class InputKind { kGraph, kMlir };
@@ -40,8 +40,7 @@ InputKind kind_of(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext == ".ir") return InputKind::kGraph;
   if (ext == ".mlir") return InputKind::kMlir;
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("'{}': unknown extension '{}'", path, ext),
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("'{}': unknown extension '{}'", path, ext),
               "pass a graph IR file (.ir, docs/ir.md) or an MLIR file (.mlir)");
 }
 
@@ -55,8 +54,7 @@ std::string read_input(const std::string& path) {
   }
   std::ifstream in(path);
   if (!in) {
-    throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}'", path),
-                "check the path and its permissions");
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}'", path), "check the path and its permissions");
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -127,8 +125,7 @@ std::string run_stages(const std::string& mlir, const std::vector<codegen::Pipel
   std::string text = mlir;
   for (size_t i = 0; i < stages.size(); ++i) {
     text = codegen::run_pipeline(text, {stages[i]});
-    write_dump(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", i + 1, stages[i].name),
-               text);
+    write_dump(std::filesystem::path(dump_dir) / fmt::format("{:02}-{}.mlir", i + 1, stages[i].name), text);
   }
   return text;
 }
@@ -169,14 +166,13 @@ int run_cuda(const OptOptions& o, InputKind kind, std::ostream& out) {
   } catch (const Error& e) {
     throw e.with_context(o.file);
   }
-  const lower::LoweredModule m = lower::lower_graph(
-      graph, "main", {},
-      lower::LoweringOptions{.blas_gemm = o.cublas,
-                             .gemm_function = "ingot_cuda_gemm",
-                             .library_conv = true,
-                             .library_conv_min_k = 0,
-                             .conv_function = "ingot_cuda_conv",
-                             .share_repeated_scopes = false});
+  const lower::LoweredModule m = lower::lower_graph(graph, "main", {},
+                                                    lower::LoweringOptions{.blas_gemm = o.cublas,
+                                                                           .gemm_function = "ingot_cuda_gemm",
+                                                                           .library_conv = true,
+                                                                           .library_conv_min_k = 0,
+                                                                           .conv_function = "ingot_cuda_conv",
+                                                                           .share_repeated_scopes = false});
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
@@ -227,23 +223,24 @@ int main(int argc, char** argv) {
   CLI::Option* pipeline =
       app.add_option("--pipeline", o.pipeline, "run these stages of the default CPU pipeline, in order")
           ->delimiter(',');
-  CLI::Option* mlir_pipeline = app.add_option(
-      "--mlir-pipeline", o.mlir_pipeline, "run an MLIR pass pipeline, e.g. 'func.func(canonicalize)'");
-  CLI::Option* until =
-      app.add_option("--until", o.until, "run the default CPU pipeline up to and including STAGE");
+  CLI::Option* mlir_pipeline =
+      app.add_option("--mlir-pipeline", o.mlir_pipeline, "run an MLIR pass pipeline, e.g. 'func.func(canonicalize)'");
+  CLI::Option* until = app.add_option("--until", o.until, "run the default CPU pipeline up to and including STAGE");
   pipeline->excludes(mlir_pipeline)->excludes(until);
   mlir_pipeline->excludes(until);
   app.add_option("--dump-dir", o.dump_dir, "write the MLIR before and after every stage to DIR");
   app.add_option("--threads", o.threads,
                  "threads of the default pipeline's parallel loops (0: all hardware threads, 1: serial)")
       ->check(CLI::Range(0, ingot::codegen::kMaxThreads));
-  app.add_option("--target", o.target,
-                 "cpu (default): the options above; cuda: compile a .ir graph for NVIDIA GPUs and print the plan, or run "
-                 "--mlir-pipeline on a .mlir file with the CUDA back end's passes "
-                 "(buffers, kernel launches, cuBLAS calls; PTX per arch in --dump-dir)")
+  app.add_option(
+         "--target", o.target,
+         "cpu (default): the options above; cuda: compile a .ir graph for NVIDIA GPUs and print the plan, or run "
+         "--mlir-pipeline on a .mlir file with the CUDA back end's passes "
+         "(buffers, kernel launches, cuBLAS calls; PTX per arch in --dump-dir)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--arch", o.archs, "--target cuda: PTX architectures (default sm_80,sm_90)")->delimiter(',');
-  app.add_flag("--cublas", o.cublas, "--target cuda: f32/f64 matrix products as cuBLAS calls (default: generated kernels)");
+  app.add_flag("--cublas", o.cublas,
+               "--target cuda: f32/f64 matrix products as cuBLAS calls (default: generated kernels)");
   // --mlir-pipeline may name any upstream pass, not only those of ingot's pipelines.
   ingot::codegen::register_all_mlir_passes();
   try {

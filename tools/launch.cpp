@@ -42,7 +42,7 @@ Error bad_option(const std::string& message, const std::string& hint = {}) {
 
 /// Why `path` cannot be executed ("" when it can): missing, a directory, not executable.
 std::string not_executable_reason(const std::string& path) {
-  struct stat st {};
+  struct stat st{};
   if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
   if (S_ISDIR(st.st_mode)) return "it is a directory";
   if (!S_ISREG(st.st_mode)) return "it is not a regular file";
@@ -166,11 +166,11 @@ class BlockedSignals {
     sigemptyset(&set_);
     sigaddset(&set_, SIGCHLD);
     for (int s : {SIGINT, SIGTERM}) {
-      struct sigaction current {};
+      struct sigaction current{};
       if (::sigaction(s, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) sigaddset(&set_, s);
     }
     ::pthread_sigmask(SIG_BLOCK, &set_, &original_mask_);
-    struct sigaction dfl {};
+    struct sigaction dfl{};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     ::sigaction(SIGCHLD, &dfl, &original_chld_);
@@ -206,7 +206,7 @@ class BlockedSignals {
  private:
   sigset_t set_{};
   sigset_t original_mask_{};
-  struct sigaction original_chld_ {};
+  struct sigaction original_chld_{};
 };
 
 /// "SIGKILL" for 9, "signal 77" for a number without a name.
@@ -227,8 +227,8 @@ struct Rank {
 
 /// The environment of rank `rank`: the launcher's minus the torchrun variables, plus their values.
 std::vector<std::string> rank_environment(const LaunchCommand& c, int64_t rank, int64_t port) {
-  static constexpr std::string_view kSet[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=",
-                                              "MASTER_ADDR=", "MASTER_PORT="};
+  static constexpr std::string_view kSet[] = {
+      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -284,8 +284,8 @@ Rank spawn_rank(const LaunchCommand& c, const std::string& program, int64_t rank
   const pid_t pid = ::fork();
   if (pid == 0) exec_child(program, argv.data(), envp.data(), signals.original_mask(), failure_prefix);
   if (pid < 0) {
-    throw Error(ErrorCode::kFailedPrecondition, fmt::format("cannot start rank {}: fork failed: {}", rank,
-                                                            std::strerror(errno)),
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot start rank {}: fork failed: {}", rank, std::strerror(errno)),
                 "start fewer processes (-n) or free memory and process slots");
   }
   return Rank{.rank = rank, .pid = pid};
@@ -327,7 +327,8 @@ void signal_running(const std::vector<Rank>& ranks, int sig) {
 /// SIGTERM arriving meanwhile cuts the wait short), then SIGKILLs and reaps the survivors.
 void terminate_all(std::vector<Rank>& ranks, int sig, double grace, const BlockedSignals& signals) {
   signal_running(ranks, sig);
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
   while (count_running(ranks) > 0) {
     const int got = signals.wait(deadline);
     if (got == 0 || got == SIGINT || got == SIGTERM) break;

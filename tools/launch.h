@@ -31,11 +31,11 @@ struct LaunchCommand {
 };
 
 /// Checks every option of `command` before anything starts: nproc_per_node in [1, 1024], a
-/// non-empty master_addr that resolves (getaddrinfo), master_port in [1, 65535], grace finite and > 0, a non-empty command
-/// whose program exists and is executable (searched on PATH, or "/bin:/usr/bin" when PATH is
-/// unset, when it has no '/'). Returns the program's path (as found on PATH, or as given).
-/// Throws ingot::Error kInvalidArgument naming the option and its value, kNotFound for a program
-/// that is not on PATH or does not exist. These are command-line errors (the CLI exits with 2).
+/// non-empty master_addr that resolves (getaddrinfo), master_port in [1, 65535], grace finite and > 0, a non-empty
+/// command whose program exists and is executable (searched on PATH, or "/bin:/usr/bin" when PATH is unset, when it has
+/// no '/'). Returns the program's path (as found on PATH, or as given). Throws ingot::Error kInvalidArgument naming the
+/// option and its value, kNotFound for a program that is not on PATH or does not exist. These are command-line errors
+/// (the CLI exits with 2).
 std::string check_launch(const LaunchCommand& command);
 
 /// Runs `ingot launch`: checks the options (check_launch), picks the master port if unset, starts
@@ -49,14 +49,14 @@ std::string check_launch(const LaunchCommand& command);
 /// others get SIGTERM, then SIGKILL after `grace` seconds; one line naming that first failing
 /// rank, its pid and how it ended is written to `err`, and the result is its exit code (128 + s
 /// for signal s, as shells report it). SIGINT or SIGTERM sent to the launcher (unless it ignores
-/// that signal, SIG_IGN, as a background job of `sh` does SIGINT) is forwarded to the running ranks, followed by the same grace period and SIGKILL (a second one sends SIGKILL at
-/// once); the result is then 128 + that signal. Every child is reaped before returning, on every
-/// path. The calling thread's signal mask and the SIGCHLD disposition are restored on return;
-/// call it while the process has no other threads (they would receive the signals instead).
+/// that signal, SIG_IGN, as a background job of `sh` does SIGINT) is forwarded to the running ranks, followed by the
+/// same grace period and SIGKILL (a second one sends SIGKILL at once); the result is then 128 + that signal. Every
+/// child is reaped before returning, on every path. The calling thread's signal mask and the SIGCHLD disposition are
+/// restored on return; call it while the process has no other threads (they would receive the signals instead).
 ///
 /// Throws ingot::Error: what check_launch throws (nothing started); kInvalidArgument when no free
-/// port can be bound on master_addr (an address of another machine); kFailedPrecondition when fork fails (the ranks already
-/// started are killed and reaped first).
+/// port can be bound on master_addr (an address of another machine); kFailedPrecondition when fork fails (the ranks
+/// already started are killed and reaped first).
 int run_launch(const LaunchCommand& command, std::ostream& err);
 
 }  // namespace ingot::cli

@@ -67,7 +67,8 @@ void check_device(const std::string& device, bool cuda_allowed) {
 std::unique_ptr<CudaDevice> open_cuda_device() {
   std::shared_ptr<CudaDriver> driver = CudaDriver::load();
   if (!driver->available()) {
-    throw Error(ErrorCode::kNotFound, fmt::format("--device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("--device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
                 "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
   }
   return CudaDevice::open(driver, 0);
@@ -112,7 +113,8 @@ void check_train_options(const TrainCommand& c) {
     throw bad_option("--cuda-graphs needs --device cuda", "drop --cuda-graphs or add --device cuda");
   }
   if (c.cpu_devices < 1 || c.cpu_devices > RuntimeOptions::kMaxCpuDevices) {
-    throw bad_option(fmt::format("--cpu-devices must be in [1, {}], got {}", RuntimeOptions::kMaxCpuDevices, c.cpu_devices));
+    throw bad_option(
+        fmt::format("--cpu-devices must be in [1, {}], got {}", RuntimeOptions::kMaxCpuDevices, c.cpu_devices));
   }
   if (c.cpu_devices > 1 && c.device != "cpu") {
     throw bad_option("--cpu-devices needs --device cpu", "drop one of them");
@@ -124,7 +126,8 @@ void check_train_options(const TrainCommand& c) {
 /// the target is not a directory, its directory exists, a file can be made there (a probe file is
 /// created and removed) and an existing file at the target is writable. Nothing is left behind.
 void check_output_path(const std::string& path, const char* option) {
-  if (path.empty()) throw bad_option(fmt::format("{} is an empty path", option), "name a file, or leave the option out");
+  if (path.empty())
+    throw bad_option(fmt::format("{} is an empty path", option), "name a file, or leave the option out");
   std::error_code ec;
   const OutputTarget target = resolve_output(path);
   const fs::path& p = target.path;
@@ -144,8 +147,8 @@ void check_output_path(const std::string& path, const char* option) {
   std::string probe = (dir / ".ingot-write-probe-XXXXXX").string();
   const int fd = mkstemp(probe.data());
   if (fd < 0) {
-    throw bad_option(fmt::format("{} '{}': cannot create a file in '{}': {}", option, path, dir.string(),
-                                 std::strerror(errno)));
+    throw bad_option(
+        fmt::format("{} '{}': cannot create a file in '{}': {}", option, path, dir.string(), std::strerror(errno)));
   }
   close(fd);
   fs::remove(probe, ec);
@@ -183,7 +186,8 @@ void check_output_paths(const std::vector<std::pair<const char*, std::string>>& 
 /// The files of a Fashion-MNIST directory, plain and gzip (outputs must not overwrite them).
 std::vector<std::string> data_files(const std::string& dir) {
   std::vector<std::string> files;
-  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
+  for (const char* stem :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
     files.push_back((fs::path(dir) / stem).string());
     files.push_back((fs::path(dir) / (std::string(stem) + ".gz")).string());
   }
@@ -234,8 +238,8 @@ std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed) {
 }
 
 /// The optimizer of a run: adam / adamw / sgd / rmsprop / adagrad with Keras's defaults (adamw:
-/// keras.optimizers.AdamW, decoupled weight decay 0.004); with --lr-schedule cosine the rate decays from the learning rate to 0
-/// over `total_steps` (keras.optimizers.schedules.CosineDecay).
+/// keras.optimizers.AdamW, decoupled weight decay 0.004); with --lr-schedule cosine the rate decays from the learning
+/// rate to 0 over `total_steps` (keras.optimizers.schedules.CosineDecay).
 std::shared_ptr<optimizers::Optimizer> make_optimizer(const TrainCommand& c, int64_t total_steps) {
   using namespace optimizers;
   const double rate = c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3);
@@ -305,15 +309,18 @@ Placement placement(const TrainCommand& c) {
   std::shared_ptr<distribution::ProcessGroup> processes;
   if (launched()) {
     if (c.device != "cpu") {
-      throw bad_option("ingot launch: several processes train on CPU devices", "use --device cpu (and --cpu-devices N)");
+      throw bad_option("ingot launch: several processes train on CPU devices",
+                       "use --device cpu (and --cpu-devices N)");
     }
     processes = distribution::initialize(ProcessGroupOptions::from_env(), p.runtime->devices());
     p.process_id = processes->process_id();
     p.num_processes = processes->num_processes();
   }
-  p.distribution = std::make_shared<distribution::DataParallel>(distribution::DeviceMesh(
-      {.shape = {c.cpu_devices * p.num_processes}, .axis_names = {"batch"}, .devices = p.runtime->devices(),
-       .processes = processes}));
+  p.distribution =
+      std::make_shared<distribution::DataParallel>(distribution::DeviceMesh({.shape = {c.cpu_devices * p.num_processes},
+                                                                             .axis_names = {"batch"},
+                                                                             .devices = p.runtime->devices(),
+                                                                             .processes = processes}));
   return p;
 }
 
@@ -416,11 +423,13 @@ Array test_pixels(const datasets::FashionMnist& data, const std::string& model) 
   return examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(model));
 }
 
-void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d, const std::string& where) {
+void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d,
+                  const std::string& where) {
   out << model.summary();
-  out << fmt::format("Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n",
-                     c.model, d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
-                     c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, where);
+  out << fmt::format(
+      "Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n", c.model,
+      d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
+      c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, where);
   out.flush();
 }
 
@@ -440,7 +449,8 @@ Timings timings(const EpochTimer& timer, const FitTiming& fit, double train_seco
 void print_timings(std::ostream& out, const Timings& t) {
   out << fmt::format("train {:.2f} s ({:.2f} s compiling", t.train_seconds, t.compile_seconds);
   if (t.epoch_seconds.size() > 1) {
-    out << fmt::format(", {:.3f} s per epoch after the first", median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
+    out << fmt::format(", {:.3f} s per epoch after the first",
+                       median({t.epoch_seconds.begin() + 1, t.epoch_seconds.end()}));
   }
   out << fmt::format("), {:.0f} samples/s; per step {:.3f} ms in the compiled step, {:.3f} ms around it\n",
                      t.samples_per_second, t.step_ms, t.overhead_ms);
@@ -504,28 +514,36 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
                                {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                 .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
-                                .perf_jitdump = c.perf_jitdump}, device_target(cuda.get()), {.cuda_graphs = c.cuda_graphs},
-                               where.distribution);
+                                .perf_jitdump = c.perf_jitdump},
+                               device_target(cuda.get()), {.cuda_graphs = c.cuda_graphs}, where.distribution);
   if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
-  auto csv = std::make_shared<callbacks::CSVLogger>(callbacks::CSVLoggerOptions{.write = callbacks::CSVLoggerWrite::kInMemory});
+  auto csv = std::make_shared<callbacks::CSVLogger>(
+      callbacks::CSVLoggerOptions{.write = callbacks::CSVLoggerWrite::kInMemory});
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
-      {.x = d.train.x, .y = d.train.y, .batch_size = c.batch_size, .epochs = c.epochs, .verbose = c.quiet || where.process_id != 0 ? 0 : 1,
-       .callbacks = {timer, csv, std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out})},
+      {.x = d.train.x,
+       .y = d.train.y,
+       .batch_size = c.batch_size,
+       .epochs = c.epochs,
+       .verbose = c.quiet || where.process_id != 0 ? 0 : 1,
+       .callbacks = {timer, csv,
+                     std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out})},
        .validation_data = d.validation,
        .seed = c.seed,
        .progbar = {.stream = &out}});
   const std::vector<double>& losses = history->values("loss");
   if (std::any_of(losses.begin(), losses.end(), [](double l) { return !std::isfinite(l); })) {
     // TerminateOnNaN stopped the run; nothing is written.
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("training diverged: the loss became {} in epoch {}", losses.back(), losses.size()),
-                fmt::format("lower --learning-rate (now {})", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)));
+    throw Error(
+        ErrorCode::kFailedPrecondition,
+        fmt::format("training diverged: the loss became {} in epoch {}", losses.back(), losses.size()),
+        fmt::format("lower --learning-rate (now {})", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)));
   }
   const Timings t = timings(*timer, model->last_fit_timing(), now_seconds() - start, d.train.size() * c.epochs);
-  const Logs test = model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Logs test =
+      model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
   if (!c.quiet) print_timings(out, t);
   // Written once (by process 0 when there are several; they all have the same results).
@@ -534,7 +552,8 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   if (!c.metrics_json.empty()) {
     const std::string text = metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown(),
                                           cuda ? cuda->allocator() : default_cpu_device().allocator())
-                                 .dump(2) + "\n";
+                                 .dump(2) +
+                             "\n";
     model->write_once([&] { write_file(c.metrics_json, text); }, "--metrics-json");
   }
   if (!c.quiet) {
@@ -556,9 +575,11 @@ int run_evaluate(const EvaluateCommand& c, std::ostream& out) {
   std::shared_ptr<Sequential> model = load_model(kind, c.weights);
   const datasets::FashionMnist data = load_data(c.data_dir, /*test_only=*/true);
   examples::compile_classifier(*model);
-  const Logs test = model->evaluate({.x = test_pixels(data, kind), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Logs test =
+      model->evaluate({.x = test_pixels(data, kind), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
   print_test(out, test);
-  if (!c.metrics_json.empty()) write_file(c.metrics_json, Json{{"test", test_json(test)}, {"device", c.device}}.dump(2) + "\n");
+  if (!c.metrics_json.empty())
+    write_file(c.metrics_json, Json{{"test", test_json(test)}, {"device", c.device}}.dump(2) + "\n");
   return 0;
 }
 
@@ -574,7 +595,8 @@ int run_predict(const PredictCommand& c, std::ostream& out) {
   }
   const auto label = static_cast<size_t>(data.y_test.data<int32_t>()[c.index]);
   if (label >= kClassNames.size()) {
-    throw Error(ErrorCode::kParseError, fmt::format("test label {} of image {} is not a class in [0, 10)", label, c.index));
+    throw Error(ErrorCode::kParseError,
+                fmt::format("test label {} of image {} is not a class in [0, 10)", label, c.index));
   }
   // The one image as a batch of one (f32 pixel / 255, as training saw it).
   const uint8_t* image = data.x_test.data<uint8_t>() + c.index * 784;

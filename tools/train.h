@@ -13,33 +13,33 @@ namespace ingot::cli {
 
 /// Options of `ingot train` (each field is the CLI option of the same name).
 struct TrainCommand {
-  std::string dataset = "fashion-mnist";   ///< the only dataset known
+  std::string dataset = "fashion-mnist";              ///< the only dataset known
   std::string data_dir = datasets::kFashionMnistDir;  ///< directory of the IDX files
-  std::string model = "mlp";               ///< "mlp" or "cnn"
-  int64_t epochs = 10;                     ///< > 0
-  int64_t batch_size = 128;                ///< > 0
-  std::string optimizer = "adam";          ///< "adam", "adamw" (weight_decay 0.004), "sgd", "rmsprop", "adagrad"
+  std::string model = "mlp";                          ///< "mlp" or "cnn"
+  int64_t epochs = 10;                                ///< > 0
+  int64_t batch_size = 128;                           ///< > 0
+  std::string optimizer = "adam";  ///< "adam", "adamw" (weight_decay 0.004), "sgd", "rmsprop", "adagrad"
   /// > 0 and finite; unset: the optimizer's Keras default (1e-2 for sgd, 1e-3 for the others).
   std::optional<double> learning_rate;
   /// "cosine": CosineDecay from the learning rate to 0 over all the run's steps (epochs *
   /// ceil(training images / batch size)); "constant": the learning rate throughout.
   std::string lr_schedule = "cosine";
-  double validation_split = 0.1;           ///< in [0, 1): the last fraction of the training data
-  int64_t steps_per_execution = 1;         ///< >= 1
-  uint64_t seed = 1337;                    ///< seeds the weights (layer i: seed + i) and the shuffle
-  std::string device = "cpu";              ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::target = cuda_target)
-  bool cuda_graphs = false;                ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
+  double validation_split = 0.1;    ///< in [0, 1): the last fraction of the training data
+  int64_t steps_per_execution = 1;  ///< >= 1
+  uint64_t seed = 1337;             ///< seeds the weights (layer i: seed + i) and the shuffle
+  std::string device = "cpu";       ///< "cpu" or "cuda" (CUDA device 0; CompileOptions::target = cuda_target)
+  bool cuda_graphs = false;         ///< --device cuda: replay each step as a CUDA graph (CudaCompileOptions)
   /// Data parallel over this many CPU devices of this process (distribution::DataParallel), in
-  /// [1, 1024] (RuntimeOptions::kMaxCpuDevices); 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
-  /// set) every process contributes this many devices to one mesh over Gloo, --batch-size is the
-  /// global batch (each process trains on its share), and process 0 alone prints and writes files.
+  /// [1, 1024] (RuntimeOptions::kMaxCpuDevices); 1: one device. Under `ingot launch` (RANK, WORLD_SIZE, MASTER_ADDR and
+  /// MASTER_PORT set) every process contributes this many devices to one mesh over Gloo, --batch-size is the global
+  /// batch (each process trains on its share), and process 0 alone prints and writes files.
   int64_t cpu_devices = 1;
-  std::string save_weights;                ///< safetensors file to write at the end (empty: none)
-  std::string csv;                         ///< per-epoch logs, Keras CSVLogger format (empty: none)
-  std::string metrics_json;                ///< history, test results and timings (empty: none)
-  std::optional<int64_t> limit;            ///< train on the first N training images (1..60000)
-  bool quiet = false;                      ///< print only the test result line
-  bool perf_jitdump = false;               ///< CpuCompileOptions::perf_jitdump (profiling with perf)
+  std::string save_weights;      ///< safetensors file to write at the end (empty: none)
+  std::string csv;               ///< per-epoch logs, Keras CSVLogger format (empty: none)
+  std::string metrics_json;      ///< history, test results and timings (empty: none)
+  std::optional<int64_t> limit;  ///< train on the first N training images (1..60000)
+  bool quiet = false;            ///< print only the test result line
+  bool perf_jitdump = false;     ///< CpuCompileOptions::perf_jitdump (profiling with perf)
   /// Compilation cache directory, "default" or "off" (codegen::compile_cache_dir_option).
   std::string compile_cache = "default";
   /// Size cap of the cache directory (codegen::compile_cache_size_option: bytes, or K/M/G/T).
@@ -48,20 +48,20 @@ struct TrainCommand {
 
 /// Options of `ingot evaluate`.
 struct EvaluateCommand {
-  std::string weights;                     ///< safetensors file from `ingot train --save-weights`
-  std::string model;                       ///< "mlp" or "cnn"; empty: the model the weights file names
+  std::string weights;  ///< safetensors file from `ingot train --save-weights`
+  std::string model;    ///< "mlp" or "cnn"; empty: the model the weights file names
   std::string data_dir = datasets::kFashionMnistDir;
-  int64_t batch_size = 128;                ///< > 0; the same as training's gives the same loss
+  int64_t batch_size = 128;  ///< > 0; the same as training's gives the same loss
   std::string device = "cpu";
-  std::string metrics_json;                ///< {"test": {"loss", "accuracy"}, "device"} (empty: none)
+  std::string metrics_json;  ///< {"test": {"loss", "accuracy"}, "device"} (empty: none)
 };
 
 /// Options of `ingot predict`.
 struct PredictCommand {
   std::string weights;
-  std::string model;                       ///< "mlp" or "cnn"; empty: the model the weights file names
+  std::string model;  ///< "mlp" or "cnn"; empty: the model the weights file names
   std::string data_dir = datasets::kFashionMnistDir;
-  int64_t index = 0;                       ///< test image, in [0, test images)
+  int64_t index = 0;  ///< test image, in [0, test images)
   std::string device = "cpu";
 };
 
@@ -74,10 +74,10 @@ struct PredictCommand {
 /// kInvalidArgument naming the option (unknown dataset / model / optimizer / device, epochs,
 /// batch size or steps per execution < 1, a learning rate <= 0, a validation split outside
 /// [0, 1), a limit outside [1, training images], an unwritable or repeated output path,
-/// --cpu-devices outside [1, 1024] (RuntimeOptions::kMaxCpuDevices) or with --device cuda, batches that do not split over the
-/// devices), kNotFound for --device cuda without a GPU, kNotFound / kParseError for missing or
-/// broken data files; launched by `ingot launch`, what ProcessGroupOptions::from_env and
-/// distribution::initialize throw (a bad variable, a process not joining in time).
+/// --cpu-devices outside [1, 1024] (RuntimeOptions::kMaxCpuDevices) or with --device cuda, batches that do not split
+/// over the devices), kNotFound for --device cuda without a GPU, kNotFound / kParseError for missing or broken data
+/// files; launched by `ingot launch`, what ProcessGroupOptions::from_env and distribution::initialize throw (a bad
+/// variable, a process not joining in time).
 int run_train(const TrainCommand& command, std::ostream& out);
 
 /// Loads the weights into the model and prints the test loss and accuracy (over all test images,

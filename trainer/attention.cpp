@@ -14,15 +14,17 @@ namespace {
 
 void require_at_least_one(int64_t v, const char* option) {
   if (v < 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("MultiHeadAttention: {} = {} is invalid: it must be >= 1", option, v),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("MultiHeadAttention: {} = {} is invalid: it must be >= 1", option, v),
                 "e.g. MultiHeadAttentionOptions{.num_heads = 4, .key_dim = 16}");
   }
 }
 
 void require_rank3(const Shape& s, const char* what) {
   if (s.size() != 3) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("MultiHeadAttention: {} must be (batch, length, features), got {}", what, shape_to_string(s)));
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("MultiHeadAttention: {} must be (batch, length, features), got {}", what, shape_to_string(s)));
   }
 }
 
@@ -33,7 +35,8 @@ double large_negative(DType dtype) { return dtype == DType::kF16 ? -3e4 : -1e9; 
 
 }  // namespace
 
-MultiHeadAttention::MultiHeadAttention(MultiHeadAttentionOptions options) : Layer(options.name), o_(std::move(options)) {
+MultiHeadAttention::MultiHeadAttention(MultiHeadAttentionOptions options)
+    : Layer(options.name), o_(std::move(options)) {
   require_at_least_one(o_.num_heads, "num_heads");
   require_at_least_one(o_.key_dim, "key_dim");
   if (o_.value_dim) require_at_least_one(*o_.value_dim, "value_dim");
@@ -69,17 +72,19 @@ Tensor MultiHeadAttention::call(LayerContext& ctx, const Tensor& x) {
   return attend(ctx, x, x, {.use_causal_mask = o_.use_causal_mask});
 }
 
-Tensor MultiHeadAttention::attend(LayerContext& ctx, const Tensor& query, const Tensor& value, const AttentionInputs& inputs) {
+Tensor MultiHeadAttention::attend(LayerContext& ctx, const Tensor& query, const Tensor& value,
+                                  const AttentionInputs& inputs) {
   return attend_with_scores(ctx, query, value, inputs).output;
 }
 
 /// x (batch, L, F) through kernel (F, H, D) and bias (H, D): (batch, H, L, D).
-Tensor MultiHeadAttention::project(LayerContext& ctx, const Tensor& x, const Variable& kernel, const Variable* bias) const {
+Tensor MultiHeadAttention::project(LayerContext& ctx, const Tensor& x, const Variable& kernel,
+                                   const Variable* bias) const {
   const Shape& ks = kernel.shape();
   if (x.dim(-1) != ks[0]) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("MultiHeadAttention '{}': '{}' was built for {} features, got input {}", name(), kernel.name(),
-                            ks[0], shape_to_string(x.shape())),
+                fmt::format("MultiHeadAttention '{}': '{}' was built for {} features, got input {}", name(),
+                            kernel.name(), ks[0], shape_to_string(x.shape())),
                 "feed inputs of the feature sizes the layer was built for");
   }
   Tensor y = reshape(matmul(x, reshape(ctx.value(kernel), {ks[0], ks[1] * ks[2]})), {x.dim(0), x.dim(1), ks[1], ks[2]});
@@ -98,13 +103,14 @@ Tensor MultiHeadAttention::mask_for(const Tensor& query, const Tensor& value, co
                   fmt::format("MultiHeadAttention: attention_mask must be bool, got {}", dtype_name(m.dtype())),
                   "true where a query position may attend to a key position, e.g. not_equal(tokens, 0)");
     }
-    const bool fits = m.rank() == 3 && (m.dim(0) == 1 || m.dim(0) == query.dim(0)) && (m.dim(1) == 1 || m.dim(1) == t) &&
-                      (m.dim(2) == 1 || m.dim(2) == s);
+    const bool fits = m.rank() == 3 && (m.dim(0) == 1 || m.dim(0) == query.dim(0)) &&
+                      (m.dim(1) == 1 || m.dim(1) == t) && (m.dim(2) == 1 || m.dim(2) == s);
     if (!fits) {
-      throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("MultiHeadAttention: attention_mask {} does not broadcast to (batch, T, S) = ({}, {}, {})",
-                              shape_to_string(m.shape()), query.dim(0), t, s),
-                  "pass (batch, T, S), or (batch, 1, S) for a key padding mask");
+      throw Error(
+          ErrorCode::kShapeMismatch,
+          fmt::format("MultiHeadAttention: attention_mask {} does not broadcast to (batch, T, S) = ({}, {}, {})",
+                      shape_to_string(m.shape()), query.dim(0), t, s),
+          "pass (batch, T, S), or (batch, 1, S) for a key padding mask");
     }
     mask = m;
   }
@@ -122,9 +128,11 @@ AttentionOutput MultiHeadAttention::attend_with_scores(LayerContext& ctx, const 
   require_rank3(value.shape(), "the value");
   require_rank3(key.shape(), "the key");
   if (value.dim(0) != query.dim(0) || key.dim(0) != query.dim(0) || key.dim(1) != value.dim(1)) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("MultiHeadAttention: query {}, value {} and key {} need one batch size, and key and value one length",
-                            shape_to_string(query.shape()), shape_to_string(value.shape()), shape_to_string(key.shape())));
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format(
+            "MultiHeadAttention: query {}, value {} and key {} need one batch size, and key and value one length",
+            shape_to_string(query.shape()), shape_to_string(value.shape()), shape_to_string(key.shape())));
   }
   if (!built()) build_for(query.shape(), value.shape(), key.shape());
   const Tensor q = project(ctx, query, *q_kernel_, q_bias_) * (1.0 / std::sqrt(static_cast<double>(o_.key_dim)));
@@ -138,7 +146,8 @@ AttentionOutput MultiHeadAttention::attend_with_scores(LayerContext& ctx, const 
   const Tensor scores = softmax(logits, -1);
   const Tensor heads = transpose(matmul(scores, v), {0, 2, 1, 3});  // (batch, T, H, V)
   const Shape& ok = o_kernel_->shape();
-  Tensor out = matmul(reshape(heads, {query.dim(0), query.dim(1), ok[0] * ok[1]}), reshape(ctx.value(*o_kernel_), {ok[0] * ok[1], ok[2]}));
+  Tensor out = matmul(reshape(heads, {query.dim(0), query.dim(1), ok[0] * ok[1]}),
+                      reshape(ctx.value(*o_kernel_), {ok[0] * ok[1], ok[2]}));
   if (o_bias_ != nullptr) out = out + ctx.value(*o_bias_);
   return {out, scores};
 }

@@ -25,7 +25,8 @@ int64_t parse_epoch(const std::string& text, const std::string& path) {
   int64_t epoch = -1;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
   if (ec != std::errc() || end != text.data() + text.size() || epoch < 0) {
-    throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' has epoch '{}', not an epoch index", path, text),
+    throw Error(ErrorCode::kParseError,
+                fmt::format("BackupAndRestore: '{}' has epoch '{}', not an epoch index", path, text),
                 "the backup is damaged; remove it, or use another backup_dir");
   }
   return epoch;
@@ -40,7 +41,9 @@ BackupAndRestore::BackupAndRestore(BackupAndRestoreOptions options) : options_(s
   }
 }
 
-std::string BackupAndRestore::backup_path() const { return (fs::path(options_.backup_dir) / "backup.safetensors").string(); }
+std::string BackupAndRestore::backup_path() const {
+  return (fs::path(options_.backup_dir) / "backup.safetensors").string();
+}
 
 void BackupAndRestore::on_train_begin(const Logs&) {
   if (model() == nullptr || weights_access() == nullptr) {

@@ -29,8 +29,7 @@ namespace {
 void check_index(int64_t value, const char* what, const char* hook) {
   if (value < 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                std::string("CallbackList::") + hook + ": " + what + " = " +
-                    std::to_string(value) + " is negative",
+                std::string("CallbackList::") + hook + ": " + what + " = " + std::to_string(value) + " is negative",
                 std::string("pass the 0-based ") + what + " index");
   }
 }
@@ -56,14 +55,13 @@ std::optional<bool> minimized_by_name(std::string_view monitor) {
   if (name.starts_with("val_")) name.remove_prefix(4);
   if (ends_with(name, "loss") || ends_with(name, "error") || ends_with(name, "crossentropy") ||
       ends_with(name, "hinge") || ends_with(name, "divergence") ||
-      is_one_of(name, {"mse", "mae", "mape", "msle", "rmse", "logcosh", "poisson",
-                       "false_positives", "false_negatives"})) {
+      is_one_of(name,
+                {"mse", "mae", "mape", "msle", "rmse", "logcosh", "poisson", "false_positives", "false_negatives"})) {
     return true;
   }
   if (ends_with(name, "accuracy") || ends_with(name, "acc") || ends_with(name, "iou") ||
-      is_one_of(name, {"auc", "precision", "recall", "f1_score", "fbeta_score", "r2_score",
-                       "cosine_similarity", "true_positives", "true_negatives",
-                       "precision_at_recall", "recall_at_precision",
+      is_one_of(name, {"auc", "precision", "recall", "f1_score", "fbeta_score", "r2_score", "cosine_similarity",
+                       "true_positives", "true_negatives", "precision_at_recall", "recall_at_precision",
                        "sensitivity_at_specificity", "specificity_at_sensitivity"})) {
     return false;
   }
@@ -75,8 +73,7 @@ bool resolve_minimize(const std::string& owner, const std::string& monitor, Moni
   if (mode == MonitorMode::kMax) return false;
   if (auto by_name = minimized_by_name(monitor)) return *by_name;
   throw Error(ErrorCode::kInvalidArgument,
-              owner + ": mode = auto cannot tell whether monitor = '" + monitor +
-                  "' should be minimized or maximized",
+              owner + ": mode = auto cannot tell whether monitor = '" + monitor + "' should be minimized or maximized",
               "pass mode = MonitorMode::kMin (lower is better) or MonitorMode::kMax");
 }
 
@@ -101,8 +98,7 @@ void check_early_stopping_options(const EarlyStoppingOptions& o) {
         "pass the smallest change that counts as an improvement");
   }
   if (o.baseline && !std::isfinite(*o.baseline)) {
-    bad("baseline = " + std::to_string(*o.baseline) + " is not finite",
-        "pass a finite baseline, or leave it unset");
+    bad("baseline = " + std::to_string(*o.baseline) + " is not finite", "pass a finite baseline, or leave it unset");
   }
 }
 
@@ -124,8 +120,8 @@ WeightsAccess& weights_of(const Callback& callback) {
 // ---------------------------------------------------------------------------------------------
 // MonitorComparison
 
-MonitorComparison::MonitorComparison(const std::string& owner, const std::string& monitor,
-                                     MonitorMode mode, double min_delta)
+MonitorComparison::MonitorComparison(const std::string& owner, const std::string& monitor, MonitorMode mode,
+                                     double min_delta)
     : minimize_(resolve_minimize(owner, monitor, mode)), min_delta_(min_delta) {}
 
 bool MonitorComparison::is_improvement(double value, double reference) const {
@@ -133,8 +129,7 @@ bool MonitorComparison::is_improvement(double value, double reference) const {
 }
 
 double MonitorComparison::worst() const {
-  return minimize_ ? std::numeric_limits<double>::infinity()
-                   : -std::numeric_limits<double>::infinity();
+  return minimize_ ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -153,8 +148,7 @@ void validate(const Params& params) {
   }
   if (params.verbose < 0 || params.verbose > 2) {
     throw Error(ErrorCode::kInvalidArgument,
-                "callback params: verbose = " + std::to_string(params.verbose) +
-                    " is not 0, 1 or 2",
+                "callback params: verbose = " + std::to_string(params.verbose) + " is not 0, 1 or 2",
                 "pass 0 (silent), 1 (progress bar) or 2 (one line per epoch)");
   }
 }
@@ -165,10 +159,10 @@ double WeightsAccess::learning_rate() {
 }
 
 void WeightsAccess::set_learning_rate(double value) {
-  throw Error(ErrorCode::kFailedPrecondition,
-              "this WeightsAccess gives no access to a learning rate (set_learning_rate(" +
-                  std::to_string(value) + "))",
-              "use the trainer's (fit provides it to its callbacks)");
+  throw Error(
+      ErrorCode::kFailedPrecondition,
+      "this WeightsAccess gives no access to a learning rate (set_learning_rate(" + std::to_string(value) + "))",
+      "use the trainer's (fit provides it to its callbacks)");
 }
 
 void Callback::set_params(const Params& params) {
@@ -196,8 +190,7 @@ void History::on_train_begin(const Logs&) {
 void History::on_epoch_end(int64_t epoch, const Logs& logs) {
   epochs_.push_back(epoch);
   for (const auto& [name, value] : logs) {
-    auto it = std::find_if(history_.begin(), history_.end(),
-                           [&](const Series& s) { return s.first == name; });
+    auto it = std::find_if(history_.begin(), history_.end(), [&](const Series& s) { return s.first == name; });
     if (it == history_.end()) {
       history_.emplace_back(name, std::vector<double>{value});
     } else {
@@ -207,8 +200,7 @@ void History::on_epoch_end(int64_t epoch, const Logs& logs) {
 }
 
 bool History::contains(const std::string& name) const {
-  return std::any_of(history_.begin(), history_.end(),
-                     [&](const Series& s) { return s.first == name; });
+  return std::any_of(history_.begin(), history_.end(), [&](const Series& s) { return s.first == name; });
 }
 
 const std::vector<double>& History::values(const std::string& name) const {
@@ -217,24 +209,18 @@ const std::vector<double>& History::values(const std::string& name) const {
   }
   std::string recorded;
   for (const auto& s : history_) recorded += (recorded.empty() ? "" : ", ") + s.first;
-  throw Error(ErrorCode::kNotFound, "History has no series named '" + name + "'",
-              "recorded names: [" + recorded + "]");
+  throw Error(ErrorCode::kNotFound, "History has no series named '" + name + "'", "recorded names: [" + recorded + "]");
 }
 
 // ---------------------------------------------------------------------------------------------
 // CallbackList
 
-CallbackList::CallbackList(std::vector<std::shared_ptr<Callback>> callbacks,
-                           CallbackListOptions options)
-    : callbacks_(std::move(callbacks)),
-      model_(options.model),
-      weights_(options.weights),
-      params_(options.params) {
+CallbackList::CallbackList(std::vector<std::shared_ptr<Callback>> callbacks, CallbackListOptions options)
+    : callbacks_(std::move(callbacks)), model_(options.model), weights_(options.weights), params_(options.params) {
   validate(params_);
   for (size_t i = 0; i < callbacks_.size(); ++i) {
     if (!callbacks_[i]) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CallbackList: callbacks[" + std::to_string(i) + "] is null",
+      throw Error(ErrorCode::kInvalidArgument, "CallbackList: callbacks[" + std::to_string(i) + "] is null",
                   "pass only non-null callbacks");
     }
     note_builtin(callbacks_[i]);
@@ -265,8 +251,7 @@ void CallbackList::adopt(Callback& callback) {
 
 void CallbackList::append(std::shared_ptr<Callback> callback) {
   if (!callback) {
-    throw Error(ErrorCode::kInvalidArgument, "CallbackList::append: callback is null",
-                "pass a non-null callback");
+    throw Error(ErrorCode::kInvalidArgument, "CallbackList::append: callback is null", "pass a non-null callback");
   }
   adopt(*callback);
   note_builtin(callback);
@@ -466,9 +451,7 @@ void EarlyStopping::on_train_end(const Logs&) {
   }
   if (options_.restore_best_weights && best_weights_) {
     if (options_.verbose > 0) {
-      out << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1
-          << ".\n"
-          << std::flush;
+      out << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n" << std::flush;
     }
     weights_of(*this).set_weights(*best_weights_);
   }

@@ -64,7 +64,11 @@ const Array& Arrays::single(const std::string& what) const {
 
 ArrayDataAdapter::ArrayDataAdapter(Arrays x, Arrays y, Arrays sample_weight, int64_t batch_size, bool shuffle,
                                    uint64_t seed)
-    : x_(std::move(x)), y_(std::move(y)), sw_(std::move(sample_weight)), batch_size_(batch_size), shuffle_(shuffle),
+    : x_(std::move(x)),
+      y_(std::move(y)),
+      sw_(std::move(sample_weight)),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
       seed_(seed) {
   if (!x_.valid() || !x_[0].valid() || x_[0].rank() == 0) {
     throw Error(ErrorCode::kInvalidArgument, "x must be an array of shape (samples, ...) (or a list of them)",
@@ -83,9 +87,9 @@ ArrayDataAdapter::ArrayDataAdapter(Arrays x, Arrays y, Arrays sample_weight, int
   check_samples(sw_, n, "sample_weight");
   for (size_t i = 0; i < sw_.size(); ++i) {
     if (sw_[i].rank() != 1) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} must be 1-D (samples,), got shape {}",
-                                                           element_name("sample_weight", sw_, i),
-                                                           shape_to_string(sw_[i].shape())));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} must be 1-D (samples,), got shape {}", element_name("sample_weight", sw_, i),
+                              shape_to_string(sw_[i].shape())));
     }
     const std::vector<double> w = to_host(sw_[i]).to_doubles();
     for (size_t j = 0; j < w.size(); ++j) {
@@ -101,9 +105,7 @@ ArrayDataAdapter::ArrayDataAdapter(Arrays x, Arrays y, Arrays sample_weight, int
   sw_ = on_host(sw_);
 }
 
-std::optional<int64_t> ArrayDataAdapter::num_batches() const {
-  return (num_samples() + batch_size_ - 1) / batch_size_;
-}
+std::optional<int64_t> ArrayDataAdapter::num_batches() const { return (num_samples() + batch_size_ - 1) / batch_size_; }
 
 std::vector<ir::TensorType> ArrayDataAdapter::x_types() const {
   std::vector<ir::TensorType> out;
@@ -158,8 +160,8 @@ std::pair<Batch, Batch> split_validation(const Batch& data, double split) {
   const auto train = static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - split)));
   if (split > 0 && (train == 0 || train == n)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("validation_split {} of {} samples leaves {} for training and {} for validation", split,
-                            n, train, n - train),
+                fmt::format("validation_split {} of {} samples leaves {} for training and {} for validation", split, n,
+                            train, n - train),
                 "choose a split that leaves samples on both sides, or pass validation_data");
   }
   const std::vector<int64_t> a = iota(0, train), b = iota(train, n);
@@ -206,10 +208,10 @@ class ClassWeightedAdapter final : public DataAdapter {
       std::optional<Batch> b = next();
       if (!b) return b;
       if (b->y.size() != 1) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("fit: class_weight needs one target per batch; the data adapter's batch has {}",
-                                b->y.size()),
-                    "class_weight is for single-output models with labels (as Keras)");
+        throw Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("fit: class_weight needs one target per batch; the data adapter's batch has {}", b->y.size()),
+            "class_weight is for single-output models with labels (as Keras)");
       }
       if (b->sample_weight.valid()) {
         throw Error(ErrorCode::kInvalidArgument, "fit: class_weight, and the data adapter's batch has a sample_weight",

@@ -35,7 +35,8 @@ std::pair<std::string, std::vector<uint8_t>> read_idx_file(const std::string& di
   const std::string reason = gzerror(f, &err);
   gzclose(f);
   if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}' is a truncated or corrupt gzip file ({})", path, reason), kDataHint);
+    throw Error(ErrorCode::kParseError, fmt::format("'{}' is a truncated or corrupt gzip file ({})", path, reason),
+                kDataHint);
   }
   if (data.empty()) throw Error(ErrorCode::kParseError, fmt::format("'{}' is empty", path), kDataHint);
   return {path, std::move(data)};
@@ -46,14 +47,17 @@ uint32_t be32(const std::vector<uint8_t>& d, size_t at) {
 }
 
 /// Throws unless `d` starts with the IDX magic number `magic` and holds a full header.
-void check_magic(const std::string& path, const std::vector<uint8_t>& d, uint32_t magic, size_t header, const char* what) {
+void check_magic(const std::string& path, const std::vector<uint8_t>& d, uint32_t magic, size_t header,
+                 const char* what) {
   if (d.size() < header) {
-    throw Error(ErrorCode::kParseError, fmt::format("'{}' is not an IDX {} file: {} bytes, shorter than its header", path, what, d.size()),
+    throw Error(ErrorCode::kParseError,
+                fmt::format("'{}' is not an IDX {} file: {} bytes, shorter than its header", path, what, d.size()),
                 kDataHint);
   }
   if (be32(d, 0) != magic) {
     throw Error(ErrorCode::kParseError,
-                fmt::format("'{}' is not an IDX {} file: magic number 0x{:08x}, expected 0x{:08x}", path, what, be32(d, 0), magic),
+                fmt::format("'{}' is not an IDX {} file: magic number 0x{:08x}, expected 0x{:08x}", path, what,
+                            be32(d, 0), magic),
                 kDataHint);
   }
 }
@@ -64,8 +68,8 @@ Array images(const std::string& dir, const std::string& name) {
   const int64_t n = be32(d, 4), rows = be32(d, 8), cols = be32(d, 12);
   if (static_cast<int64_t>(d.size()) != 16 + n * rows * cols) {
     throw Error(ErrorCode::kParseError,
-                fmt::format("'{}': {} bytes for {} images of {}x{} (expected {}: a truncated file?)", path, d.size(), n, rows,
-                            cols, 16 + n * rows * cols),
+                fmt::format("'{}': {} bytes for {} images of {}x{} (expected {}: a truncated file?)", path, d.size(), n,
+                            rows, cols, 16 + n * rows * cols),
                 kDataHint);
   }
   Array a = Array::empty({n, rows, cols}, DType::kU8);
@@ -79,7 +83,8 @@ Array labels(const std::string& dir, const std::string& name) {
   const int64_t n = be32(d, 4);
   if (static_cast<int64_t>(d.size()) != 8 + n) {
     throw Error(ErrorCode::kParseError,
-                fmt::format("'{}': {} bytes for {} labels (expected {}: a truncated file?)", path, d.size(), n, 8 + n), kDataHint);
+                fmt::format("'{}': {} bytes for {} labels (expected {}: a truncated file?)", path, d.size(), n, 8 + n),
+                kDataHint);
   }
   std::vector<int32_t> v(d.begin() + 8, d.end());
   return Array::from_vector<int32_t>(v, {n});
@@ -87,10 +92,11 @@ Array labels(const std::string& dir, const std::string& name) {
 
 void check_counts(const std::string& dir, const Array& x, const Array& y, const char* split) {
   if (x.shape()[0] != y.shape()[0]) {
-    throw Error(ErrorCode::kParseError,
-                fmt::format("Fashion-MNIST in '{}': {} images but {} labels in the {} files (image and label counts differ)", dir,
-                            x.shape()[0], y.shape()[0], split),
-                kDataHint);
+    throw Error(
+        ErrorCode::kParseError,
+        fmt::format("Fashion-MNIST in '{}': {} images but {} labels in the {} files (image and label counts differ)",
+                    dir, x.shape()[0], y.shape()[0], split),
+        kDataHint);
   }
 }
 

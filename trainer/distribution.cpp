@@ -35,8 +35,7 @@ std::vector<MeshAxis> axes_of(const DeviceMeshOptions& o) {
 std::vector<Device*> devices_of(const DeviceMeshOptions& o) {
   if (!o.processes || o.devices.empty()) return o.processes ? o.processes->local_devices() : o.devices;
   if (o.devices != o.processes->local_devices()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "DeviceMesh: devices are not the process group's devices (in their order)",
+    throw Error(ErrorCode::kInvalidArgument, "DeviceMesh: devices are not the process group's devices (in their order)",
                 "leave DeviceMeshOptions::devices empty to use the process group's devices");
   }
   return o.devices;
@@ -97,7 +96,9 @@ void Distribution::set_gradient_bucket_bytes(int64_t bytes) {
   gradient_bucket_bytes_ = bytes;
 }
 
-NamedSharding Distribution::data_sharding() const { return NamedSharding(mesh_.mesh(), PartitionSpec{batch_dim_name_}); }
+NamedSharding Distribution::data_sharding() const {
+  return NamedSharding(mesh_.mesh(), PartitionSpec{batch_dim_name_});
+}
 
 DataParallel::DataParallel(DeviceMesh mesh)
     : Distribution(mesh, mesh.axis_names().empty() ? std::string() : mesh.axis_names()[0]) {
@@ -125,7 +126,8 @@ void LayoutMap::set(const std::string& pattern, PartitionSpec spec) {
   try {
     re = std::regex(pattern);
   } catch (const std::regex_error& e) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("LayoutMap: '{}' is not a regular expression: {}", pattern, e.what()),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("LayoutMap: '{}' is not a regular expression: {}", pattern, e.what()),
                 "use ECMAScript regex syntax, e.g. \".*dense.*/kernel\"");
   }
   NamedSharding(mesh_.mesh(), spec);  // kNotFound for an axis the mesh lacks, naming it
@@ -142,7 +144,8 @@ std::optional<PartitionSpec> LayoutMap::get(const std::string& path) const {
 
 void LayoutMap::check_matches(const std::vector<std::string>& paths) const {
   for (const auto& [pattern, re] : patterns_) {
-    const bool matched = std::any_of(paths.begin(), paths.end(), [&](const std::string& p) { return std::regex_search(p, re); });
+    const bool matched =
+        std::any_of(paths.begin(), paths.end(), [&](const std::string& p) { return std::regex_search(p, re); });
     if (!matched) {
       std::string all;
       for (const std::string& p : paths) all += (all.empty() ? "" : ", ") + p;

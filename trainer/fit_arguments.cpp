@@ -11,9 +11,11 @@
 namespace ingot::detail {
 
 void check_fit_options(const FitOptions& o) {
-  if (o.batch_size <= 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
+  if (o.batch_size <= 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: batch_size must be > 0, got {}", o.batch_size));
   if (o.epochs < 0 || o.initial_epoch < 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: epochs {} / initial_epoch {} must be >= 0", o.epochs, o.initial_epoch));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("fit: epochs {} / initial_epoch {} must be >= 0", o.epochs, o.initial_epoch));
   }
   if (o.sample_weight.valid() && !o.class_weight.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "fit: sample_weight and class_weight were both given",
@@ -21,10 +23,12 @@ void check_fit_options(const FitOptions& o) {
   }
   if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: no targets y", "pass .y with the labels");
   if (o.validation_batch_size && *o.validation_batch_size <= 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_batch_size must be > 0, got {}", *o.validation_batch_size));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("fit: validation_batch_size must be > 0, got {}", *o.validation_batch_size));
   }
   if (o.validation_freq < 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("fit: validation_freq must be >= 1, got {}", o.validation_freq),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("fit: validation_freq must be >= 1, got {}", o.validation_freq),
                 "validate every n epochs (n >= 1), or list 1-based epochs in validation_epochs");
   }
   for (int64_t e : o.validation_epochs) {
@@ -60,10 +64,11 @@ FitArrays fit_arrays(const FitOptions& o) {
   if (!o.data && x.valid() && y.valid() && x[0].valid() && x[0].rank() > 0) {
     for (size_t i = 0; i < y.size(); ++i) {
       if (y[i].valid() && (y[i].rank() == 0 || y[i].shape()[0] != x[0].shape()[0])) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("fit: x has {} samples but {} has shape {}", x[0].shape()[0],
-                                y.size() == 1 ? std::string("y") : fmt::format("y[{}]", i), shape_to_string(y[i].shape())),
-                    "give x and y the same number of samples");
+        throw Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("fit: x has {} samples but {} has shape {}", x[0].shape()[0],
+                        y.size() == 1 ? std::string("y") : fmt::format("y[{}]", i), shape_to_string(y[i].shape())),
+            "give x and y the same number of samples");
       }
     }
   }

@@ -78,9 +78,10 @@ Initializer random_normal(double mean, double stddev) {
 
 Initializer random_uniform(double minval, double maxval) {
   if (!std::isfinite(minval) || !std::isfinite(maxval) || minval > maxval) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("random_uniform: minval {} and maxval {} must be finite with minval <= maxval", minval, maxval),
-                "the defaults are -0.05, 0.05");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("random_uniform: minval {} and maxval {} must be finite with minval <= maxval", minval, maxval),
+        "the defaults are -0.05, 0.05");
   }
   return [minval, maxval](const Shape& shape, DType dtype, uint64_t seed) {
     require_float(dtype, "random_uniform");
@@ -115,14 +116,16 @@ void orthonormalize_columns(std::vector<double>& a, int64_t m, int64_t n) {
 
 Initializer orthogonal(double gain) {
   if (!std::isfinite(gain)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("orthogonal: gain must be finite, got {}", gain), "the default is 1");
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("orthogonal: gain must be finite, got {}", gain),
+                "the default is 1");
   }
   return [gain](const Shape& shape, DType dtype, uint64_t seed) {
     require_float(dtype, "orthogonal");
     if (shape.size() < 2) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("orthogonal: shape {} has rank {}, needs rank >= 2", shape_to_string(shape), shape.size()),
-                  "use it for kernels, e.g. (in, out) or (kh, kw, in, out)");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("orthogonal: shape {} has rank {}, needs rank >= 2", shape_to_string(shape), shape.size()),
+          "use it for kernels, e.g. (in, out) or (kh, kw, in, out)");
     }
     const int64_t cols = shape.back(), rows = num_elements(shape) / std::max<int64_t>(cols, 1);
     const int64_t m = std::max(rows, cols), n = std::min(rows, cols);

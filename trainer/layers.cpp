@@ -16,7 +16,9 @@ using namespace layers_detail;
 
 // ---- LayerContext ---------------------------------------------------------------------------
 
-void LayerContext::bind(const Variable& variable, Tensor value) { values_.insert_or_assign(&variable, std::move(value)); }
+void LayerContext::bind(const Variable& variable, Tensor value) {
+  values_.insert_or_assign(&variable, std::move(value));
+}
 
 Tensor LayerContext::value(const Variable& variable) const {
   const auto in_compute_dtype = [this](Tensor t) {
@@ -43,9 +45,10 @@ std::optional<Tensor> LayerContext::new_value(const Variable& variable) const {
 
 Tensor LayerContext::batch_mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) const {
   if (axes.empty() || axes[0] != 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("LayerContext::batch_mean: axes [{}] do not include the batch dim 0", fmt::join(axes, ", ")),
-                "reduce over the batch dim (and any others) to take a statistic of the batch");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("LayerContext::batch_mean: axes [{}] do not include the batch dim 0", fmt::join(axes, ", ")),
+        "reduce over the batch dim (and any others) to take a statistic of the batch");
   }
   const Tensor local = mean(x, axes, keepdims);
   return shards_ ? all_reduce(local, shards_->axis, "mean") : local;
@@ -136,8 +139,7 @@ Tensor Layer::operator()(LayerContext& ctx, const std::vector<Tensor>& inputs) {
   } catch (const Error& e) {
     std::vector<std::string> s;
     for (const Shape& shape : shapes) s.push_back(shape_to_string(shape));
-    throw e.with_context(fmt::format("{} on input{} {}", describe(), xs.size() == 1 ? "" : "s",
-                                     fmt::join(s, ", ")));
+    throw e.with_context(fmt::format("{} on input{} {}", describe(), xs.size() == 1 ? "" : "s", fmt::join(s, ", ")));
   }
 }
 
@@ -152,7 +154,8 @@ void Layer::build_many(const std::vector<Shape>& input_shapes) {
 
 Tensor Layer::call_many(LayerContext& ctx, const std::vector<Tensor>& xs) {
   if (xs.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' ({}) takes one input, got {}", name_, class_name(), xs.size()),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("layer '{}' ({}) takes one input, got {}", name_, class_name(), xs.size()),
                 "several inputs go to merge layers (Add, Concatenate, ...)");
   }
   return call(ctx, xs[0]);
@@ -183,7 +186,8 @@ KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) { return symbo
 KerasTensor Layer::symbolic_call(const std::vector<KerasTensor>& xs, bool as_list) {
   if (xs.empty()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on no KerasTensor", name_));
   for (const KerasTensor& x : xs) {
-    if (!x.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on an empty KerasTensor", name_));
+    if (!x.valid())
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("layer '{}' called on an empty KerasTensor", name_));
   }
   std::shared_ptr<Layer> self = weak_from_this().lock();
   if (!self) {
@@ -236,8 +240,8 @@ KerasTensor Input(const Shape& shape, DType dtype, std::string name) {
   return KerasTensor(std::move(node));
 }
 
-Variable& Layer::add_weight(const std::string& name, const Shape& shape, const Initializer& initializer,
-                            bool trainable, DType dtype) {
+Variable& Layer::add_weight(const std::string& name, const Shape& shape, const Initializer& initializer, bool trainable,
+                            DType dtype) {
   const uint64_t seed = seed_.value_or(0) * 1000003u + variables_.size();
   variables_.push_back(std::make_unique<Variable>(name_ + "/" + name, initializer(shape, dtype, seed), trainable));
   return *variables_.back();
@@ -293,8 +297,8 @@ int64_t Layer::count_params() {
 namespace {
 
 /// The Keras activation names apply_activation knows ("" is linear, as activation=None).
-constexpr const char* kActivations[] = {"",     "linear",  "relu",  "sigmoid",  "tanh",
-                                        "softmax", "gelu", "silu", "swish", "softplus", "log_softmax"};
+constexpr const char* kActivations[] = {"",     "linear", "relu",  "sigmoid",  "tanh",       "softmax",
+                                        "gelu", "silu",   "swish", "softplus", "log_softmax"};
 
 }  // namespace
 
@@ -339,9 +343,8 @@ Dense::Dense(DenseOptions options) : Layer(options.name), o_(std::move(options))
 
 void Dense::build(const Shape& input_shape) {
   if (input_shape.size() < 2) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{} expects inputs (batch, ..., features), got shape {}", describe(),
-                            shape_to_string(input_shape)));
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{} expects inputs (batch, ..., features), got shape {}",
+                                                       describe(), shape_to_string(input_shape)));
   }
   kernel_ = &add_weight("kernel", {input_shape.back(), o_.units}, o_.kernel_initializer);
   if (o_.use_bias) bias_ = &add_weight("bias", {o_.units}, o_.bias_initializer);
@@ -375,13 +378,13 @@ void Conv2D::build(const Shape& input_shape) {
   for (size_t d = 0; d < 2 && o_.padding == "valid"; ++d) {
     if (o_.kernel_size[d] > input_shape[d + 1]) {  // "valid" would give an empty output
       throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("Conv2D '{}': kernel_size [{}, {}] is larger than the input's spatial size [{}, {}]", name(),
-                              o_.kernel_size[0], o_.kernel_size[1], input_shape[1], input_shape[2]),
+                  fmt::format("Conv2D '{}': kernel_size [{}, {}] is larger than the input's spatial size [{}, {}]",
+                              name(), o_.kernel_size[0], o_.kernel_size[1], input_shape[1], input_shape[2]),
                   "use a smaller kernel_size or padding \"same\"");
     }
   }
-  kernel_ = &add_weight("kernel", {o_.kernel_size[0], o_.kernel_size[1], input_shape[3], o_.filters},
-                        o_.kernel_initializer);
+  kernel_ =
+      &add_weight("kernel", {o_.kernel_size[0], o_.kernel_size[1], input_shape[3], o_.filters}, o_.kernel_initializer);
   if (o_.use_bias) bias_ = &add_weight("bias", {o_.filters}, o_.bias_initializer);
 }
 
@@ -403,9 +406,10 @@ Dropout::Dropout(DropoutOptions options) : Layer(options.name), o_(std::move(opt
 
 void Dropout::build(const Shape&) {
   const uint64_t seed = o_.seed.value_or(this->seed().value_or(0));
-  state_ = &add_weight("seed_generator_state", {2},
-                       [seed](const Shape&, DType, uint64_t) { return Array::from_vector<uint64_t>({seed, 0}, {2}); },
-                       /*trainable=*/false, DType::kU64);
+  state_ = &add_weight(
+      "seed_generator_state", {2},
+      [seed](const Shape&, DType, uint64_t) { return Array::from_vector<uint64_t>({seed, 0}, {2}); },
+      /*trainable=*/false, DType::kU64);
 }
 
 Tensor Dropout::call(LayerContext& ctx, const Tensor& x) {
@@ -423,7 +427,8 @@ Tensor Dropout::call(LayerContext& ctx, const Tensor& x) {
   const Tensor state = ctx.value(*state_);
   Tensor start = state;
   if (ctx.batch_shards()) {
-    const Tensor skip = convert(ctx.batch_offset(local) * scalar(static_cast<double>(blocks), DType::kI64), DType::kU64);
+    const Tensor skip =
+        convert(ctx.batch_offset(local) * scalar(static_cast<double>(blocks), DType::kI64), DType::kU64);
     start = state + concatenate({reshape(scalar(0, DType::kU64), {1}), reshape(skip, {1})}, 0);
   }
   Tensor u = random_uniform(start, {local, blocks * words}, x.dtype()).second;
@@ -457,8 +462,9 @@ Tensor Flatten::call(LayerContext&, const Tensor& x) {
 Reshape::Reshape(Shape target_shape, std::string name) : Layer(std::move(name)), target_(std::move(target_shape)) {
   if (std::count(target_.begin(), target_.end(), -1) > 1 ||
       std::any_of(target_.begin(), target_.end(), [](int64_t d) { return d < -1; })) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Reshape: target_shape {} may hold sizes >= 0 and at most one -1", shape_to_string(target_)));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("Reshape: target_shape {} may hold sizes >= 0 and at most one -1", shape_to_string(target_)));
   }
 }
 
@@ -470,7 +476,8 @@ Tensor Reshape::call(LayerContext&, const Tensor& x) {
   for (int64_t d : target_) shape.push_back(d == -1 && known > 0 ? per_sample / known : d);
   if (num_elements(shape) != x.size()) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("Reshape: cannot reshape {} to (batch,) + {}", shape_to_string(x.shape()), shape_to_string(target_)),
+                fmt::format("Reshape: cannot reshape {} to (batch,) + {}", shape_to_string(x.shape()),
+                            shape_to_string(target_)),
                 "the target shape must hold as many elements per sample as the input");
   }
   return reshape(x, shape);
@@ -479,7 +486,8 @@ Tensor Reshape::call(LayerContext&, const Tensor& x) {
 Rescaling::Rescaling(double scale, double offset, std::string name)
     : Layer(std::move(name)), scale_(scale), offset_(offset) {
   if (!std::isfinite(scale) || !std::isfinite(offset)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("Rescaling: scale {} and offset {} must be finite", scale, offset),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Rescaling: scale {} and offset {} must be finite", scale, offset),
                 "e.g. Rescaling(1.0 / 255) for u8 pixels");
   }
 }

@@ -83,9 +83,11 @@ Tensor in_float32(LayerContext& ctx, const Tensor& x, Body&& body) {
 
 // ---- BatchNormalization --------------------------------------------------------------------
 
-BatchNormalization::BatchNormalization(BatchNormalizationOptions options) : Layer(options.name), o_(std::move(options)) {
+BatchNormalization::BatchNormalization(BatchNormalizationOptions options)
+    : Layer(options.name), o_(std::move(options)) {
   if (!(o_.momentum >= 0.0 && o_.momentum <= 1.0)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("BatchNormalization: momentum must be in [0, 1], got {}", o_.momentum),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("BatchNormalization: momentum must be in [0, 1], got {}", o_.momentum),
                 "the default is 0.99");
   }
   require_epsilon(o_.epsilon, "BatchNormalization");
@@ -141,7 +143,8 @@ Tensor BatchNormalization::normalize_batch(LayerContext& ctx, const Tensor& x) {
 
 // ---- LayerNormalization --------------------------------------------------------------------
 
-LayerNormalization::LayerNormalization(LayerNormalizationOptions options) : Layer(options.name), o_(std::move(options)) {
+LayerNormalization::LayerNormalization(LayerNormalizationOptions options)
+    : Layer(options.name), o_(std::move(options)) {
   if (o_.axis.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "LayerNormalization: axis is empty", "give at least one dim, e.g. {-1}");
   }

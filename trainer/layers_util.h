@@ -28,7 +28,8 @@ inline void require_pair(const std::vector<int64_t>& v, const char* layer, const
 
 inline void require_padding(const std::string& padding, const char* layer) {
   if (padding != "valid" && padding != "same") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: padding must be \"valid\" or \"same\", got \"{}\"", layer, padding));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: padding must be \"valid\" or \"same\", got \"{}\"", layer, padding));
   }
 }
 
@@ -45,15 +46,17 @@ inline void check_pool_window(const std::vector<int64_t>& pool_size, std::vector
 
 inline void require_rank(const Shape& shape, size_t rank, const char* layer, const char* what) {
   if (shape.size() != rank) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{} expects inputs of rank {} ({}), got shape {}", layer, rank, what, shape_to_string(shape)),
-                "check the model's input shape");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{} expects inputs of rank {} ({}), got shape {}", layer, rank, what, shape_to_string(shape)),
+        "check the model's input shape");
   }
 }
 
 /// Adds `regularizer`'s penalty of `variable` to the step's loss; a penalty that is not a scalar
 /// is an ingot::Error(kShapeMismatch) naming `option`.
-inline void add_penalty(LayerContext& ctx, const Regularizer& regularizer, const Variable& variable, const char* option) {
+inline void add_penalty(LayerContext& ctx, const Regularizer& regularizer, const Variable& variable,
+                        const char* option) {
   const Tensor penalty = regularizer(ctx.value(variable));
   if (penalty.rank() != 0) {
     throw Error(ErrorCode::kShapeMismatch,

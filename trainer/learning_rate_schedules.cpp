@@ -22,8 +22,7 @@ using detail::type_string;
 
 double LearningRate::value() const {
   if (is_schedule_) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                "the learning rate is a schedule, not a constant value",
+    throw Error(ErrorCode::kFailedPrecondition, "the learning rate is a schedule, not a constant value",
                 "evaluate it with Optimizer::current_learning_rate(optimizer_variables)");
   }
   return value_;
@@ -43,8 +42,7 @@ ExponentialDecay::ExponentialDecay(ExponentialDecayOptions options) : options_(o
   const std::string owner = "ExponentialDecay";
   if (options_.decay_steps <= 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: decay_steps = {} is invalid: it must be > 0", owner,
-                            options_.decay_steps),
+                fmt::format("{}: decay_steps = {} is invalid: it must be > 0", owner, options_.decay_steps),
                 "decay_steps is the number of iterations per factor of decay_rate");
   }
   check_at_least(owner, "initial_learning_rate", options_.initial_learning_rate, 0.0, false);
@@ -54,8 +52,7 @@ ExponentialDecay::ExponentialDecay(ExponentialDecayOptions options) : options_(o
 Tensor ExponentialDecay::operator()(const Tensor& step) const {
   if (step.rank() != 0) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("ExponentialDecay: the step must be a scalar, got {}",
-                            type_string(step.type())));
+                fmt::format("ExponentialDecay: the step must be a scalar, got {}", type_string(step.type())));
   }
   const DType dt = DType::kF32;
   Tensor p = cast(step, dt) / scalar(static_cast<double>(options_.decay_steps), dt);
@@ -77,8 +74,8 @@ CosineDecay::CosineDecay(CosineDecayOptions options) : options_(options) {
   check_at_least(owner, "initial_learning_rate", options_.initial_learning_rate, 0.0, false);
   check_at_least(owner, "alpha", options_.alpha, 0.0, false);
   if (options_.alpha > 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: alpha = {} is invalid: it must be in [0, 1]", owner,
-                                                         options_.alpha),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: alpha = {} is invalid: it must be in [0, 1]", owner, options_.alpha),
                 "alpha is the final rate as a fraction of the decayed-from rate");
   }
   if (options_.warmup_target) check_at_least(owner, "warmup_target", *options_.warmup_target, 0.0, false);
@@ -103,8 +100,9 @@ Tensor CosineDecay::operator()(const Tensor& step) const {
   const Tensor clamped = minimum(s, scalar(decay_steps + warmup, dt));
   // Keras divides by warmup_steps only in the warmup branch; with 0 warmup steps that branch is
   // never taken, so the divisor is kept at 1 there to avoid 0/0 in the unselected value.
-  const Tensor warming = scalar(options_.initial_learning_rate, dt) +
-                         scalar(target - options_.initial_learning_rate, dt) * (clamped / scalar(std::max(warmup, 1.0), dt));
+  const Tensor warming =
+      scalar(options_.initial_learning_rate, dt) +
+      scalar(target - options_.initial_learning_rate, dt) * (clamped / scalar(std::max(warmup, 1.0), dt));
   return where(less(clamped, scalar(warmup, dt)), warming, decay(clamped - scalar(warmup, dt), target));
 }
 
@@ -116,8 +114,8 @@ void check_piecewise_options(const PiecewiseConstantDecayOptions& o) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: got {} boundaries [{}] and {} values [{}]; it needs at least one "
                             "boundary and exactly one more value than boundaries",
-                            owner, o.boundaries.size(), fmt::join(o.boundaries, ", "),
-                            o.values.size(), fmt::join(o.values, ", ")),
+                            owner, o.boundaries.size(), fmt::join(o.boundaries, ", "), o.values.size(),
+                            fmt::join(o.values, ", ")),
                 "values[i] is the rate up to and including boundaries[i]; the last value holds "
                 "after the last boundary");
   }
@@ -126,8 +124,7 @@ void check_piecewise_options(const PiecewiseConstantDecayOptions& o) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{}: boundaries [{}] must increase strictly, but boundaries[{}] = {} "
                               "<= boundaries[{}] = {}",
-                              owner, fmt::join(o.boundaries, ", "), i, o.boundaries[i], i - 1,
-                              o.boundaries[i - 1]));
+                              owner, fmt::join(o.boundaries, ", "), i, o.boundaries[i], i - 1, o.boundaries[i - 1]));
     }
   }
   for (size_t i = 0; i < o.values.size(); ++i) {
@@ -137,16 +134,14 @@ void check_piecewise_options(const PiecewiseConstantDecayOptions& o) {
 
 }  // namespace
 
-PiecewiseConstantDecay::PiecewiseConstantDecay(PiecewiseConstantDecayOptions options)
-    : options_(std::move(options)) {
+PiecewiseConstantDecay::PiecewiseConstantDecay(PiecewiseConstantDecayOptions options) : options_(std::move(options)) {
   check_piecewise_options(options_);
 }
 
 Tensor PiecewiseConstantDecay::operator()(const Tensor& step) const {
   if (step.rank() != 0) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("PiecewiseConstantDecay: the step must be a scalar, got {}",
-                            type_string(step.type())));
+                fmt::format("PiecewiseConstantDecay: the step must be a scalar, got {}", type_string(step.type())));
   }
   const DType dt = DType::kF32;
   // From the last interval down: step <= boundaries[i] selects values[i] over the later ones,

@@ -29,8 +29,8 @@ OptimizerConfig checked_config(const LossScaleOptimizerOptions& o) {
                 fmt::format("{}: initial_scale = {} is invalid: it must be finite and > 0", owner, o.initial_scale));
   }
   if (o.dynamic_growth_steps < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: dynamic_growth_steps = {} is invalid: it must be >= 1", owner, o.dynamic_growth_steps));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: dynamic_growth_steps = {} is invalid: it must be >= 1",
+                                                         owner, o.dynamic_growth_steps));
   }
   OptimizerConfig c = o.inner_optimizer->config();
   c.name = o.name;
@@ -79,8 +79,8 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> LossScaleOptimizer::apply(co
   const int64_t want = num_optimizer_variables(static_cast<int64_t>(variables.size()));
   if (static_cast<int64_t>(state.size()) != want) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("LossScaleOptimizer::apply: {} optimizer variables for {} variables, expected {}", state.size(),
-                            variables.size(), want),
+                fmt::format("LossScaleOptimizer::apply: {} optimizer variables for {} variables, expected {}",
+                            state.size(), variables.size(), want),
                 "pass the state build() made for these variables");
   }
   const size_t n_inner = state.size() - 2;
@@ -115,8 +115,9 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> LossScaleOptimizer::apply(co
   // Keras: a finite step counts; at dynamic_growth_steps the scale doubles and the count restarts;
   // a non-finite step halves the scale and restarts the count.
   const Tensor counted = counter + constant(Array::scalar(1, DType::kI64));
-  const Tensor grow = logical_and(finite, greater_equal(counted, constant(Array::scalar(
-                                                                     static_cast<double>(options_.dynamic_growth_steps), DType::kI64))));
+  const Tensor grow = logical_and(
+      finite,
+      greater_equal(counted, constant(Array::scalar(static_cast<double>(options_.dynamic_growth_steps), DType::kI64))));
   const Tensor zero = constant(Array::scalar(0, DType::kI64));
   state_out.push_back(where(finite, where(grow, zero, counted), zero));
   state_out.push_back(where(finite, where(grow, scale * 2.0, scale), scale * 0.5));
@@ -135,14 +136,17 @@ std::vector<Array> LossScaleOptimizer::finalize_variable_values(const std::vecto
 double LossScaleOptimizer::dynamic_scale(const std::vector<Array>& optimizer_variables) {
   if (optimizer_variables.empty() || optimizer_variables.back().dtype() != DType::kF32 ||
       optimizer_variables.back().rank() != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "LossScaleOptimizer::dynamic_scale: the state's last entry is not the f32 scale");
+    throw Error(ErrorCode::kInvalidArgument,
+                "LossScaleOptimizer::dynamic_scale: the state's last entry is not the f32 scale");
   }
   return to_host(optimizer_variables.back()).to_doubles().at(0);
 }
 
-std::pair<Tensor, std::vector<Tensor>> LossScaleOptimizer::update_step(const Tensor&, const Tensor&, const std::vector<Tensor>&,
-                                                                       const Tensor&, const Tensor&) const {
-  throw Error(ErrorCode::kInternal, "LossScaleOptimizer::update_step is never called: apply() delegates to the inner optimizer");
+std::pair<Tensor, std::vector<Tensor>> LossScaleOptimizer::update_step(const Tensor&, const Tensor&,
+                                                                       const std::vector<Tensor>&, const Tensor&,
+                                                                       const Tensor&) const {
+  throw Error(ErrorCode::kInternal,
+              "LossScaleOptimizer::update_step is never called: apply() delegates to the inner optimizer");
 }
 
 }  // namespace ingot::optimizers

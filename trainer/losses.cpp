@@ -25,8 +25,7 @@ using losses_metrics_detail::require_valid;
 void require_floating(const char* fn, const char* arg, const Tensor& t) {
   if (!is_floating(t.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: {} has dtype {}, expected a floating-point dtype", fn, arg,
-                            dtype_name(t.dtype())),
+                fmt::format("{}: {} has dtype {}, expected a floating-point dtype", fn, arg, dtype_name(t.dtype())),
                 "convert predictions to f32 (or pass them as floats)");
   }
 }
@@ -76,8 +75,7 @@ void check_label_smoothing(const char* fn, double label_smoothing) {
 }
 
 /// The (y_true, y_pred) of a loss function: y_pred floating, y_true converted to its dtype.
-std::pair<Tensor, Tensor> prepare_inputs(const char* fn, const Tensor& y_true,
-                                         const Tensor& y_pred) {
+std::pair<Tensor, Tensor> prepare_inputs(const char* fn, const Tensor& y_true, const Tensor& y_pred) {
   require_valid(fn, "y_true", y_true);
   require_valid(fn, "y_pred", y_pred);
   require_floating(fn, "y_pred", y_pred);
@@ -157,21 +155,20 @@ std::string_view reduction_name(Reduction reduction) {
     case Reduction::kNone:
       return "none";
   }
-  throw Error(ErrorCode::kInternal, fmt::format("reduction_name: unknown Reduction value {}",
-                                                static_cast<int>(reduction)));
+  throw Error(ErrorCode::kInternal,
+              fmt::format("reduction_name: unknown Reduction value {}", static_cast<int>(reduction)));
 }
 
 Reduction reduction_from_name(std::string_view name) {
-  for (Reduction r : {Reduction::kSumOverBatchSize, Reduction::kSum, Reduction::kMean,
-                      Reduction::kMeanWithSampleWeight, Reduction::kNone}) {
+  for (Reduction r : {Reduction::kSumOverBatchSize, Reduction::kSum, Reduction::kMean, Reduction::kMeanWithSampleWeight,
+                      Reduction::kNone}) {
     if (reduction_name(r) == name) return r;
   }
   throw Error(ErrorCode::kInvalidArgument, fmt::format("unknown loss reduction '{}'", name),
               "use one of sum_over_batch_size, sum, mean, mean_with_sample_weight, none");
 }
 
-std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const Tensor& b,
-                                                         bool expand_rank_1) {
+std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const Tensor& b, bool expand_rank_1) {
   require_valid("squeeze_or_expand_to_same_rank", "first operand", a);
   require_valid("squeeze_or_expand_to_same_rank", "second operand", b);
   Tensor x1 = a, x2 = b;
@@ -205,20 +202,18 @@ std::pair<Tensor, Tensor> align_weight(const Tensor& values, const Tensor& sampl
     w = reshape(w, padded);
   }
   if (!broadcast_shape(v.shape(), w.shape())) {
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("sample_weight of shape {} does not broadcast against per-sample "
-                    "losses of shape {}",
-                    shape_to_string(sample_weight.shape()), shape_to_string(values.shape())),
-        "pass one weight per sample: shape (batch,) or (batch, 1)");
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("sample_weight of shape {} does not broadcast against per-sample "
+                            "losses of shape {}",
+                            shape_to_string(sample_weight.shape()), shape_to_string(values.shape())),
+                "pass one weight per sample: shape (batch,) or (batch, 1)");
   }
   return {v, w};
 }
 
 }  // namespace
 
-Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>& sample_weight,
-                              Reduction reduction) {
+Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>& sample_weight, Reduction reduction) {
   require_valid("reduce_weighted_values", "values", values);
   require_floating("reduce_weighted_values", "values", values);
   Tensor v = values;
@@ -272,8 +267,8 @@ Tensor kl_divergence(const Tensor& y_true, const Tensor& y_pred) {
   return sum(tc * log(tc / pc), {-1});
 }
 
-Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
-                           double label_smoothing, int64_t axis) {
+Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits, double label_smoothing,
+                           int64_t axis) {
   check_label_smoothing("binary_crossentropy", label_smoothing);
   auto [t, p] = prepare_inputs("binary_crossentropy", y_true, y_pred);
   std::tie(t, p) = squeeze_or_expand_to_same_rank(t, p);
@@ -284,8 +279,7 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from
                 "pass one label per prediction, e.g. (batch, 1) labels for (batch, 1) outputs");
   }
   if (p.rank() == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "binary_crossentropy: y_true and y_pred are scalars; they need rank >= 1",
+    throw Error(ErrorCode::kInvalidArgument, "binary_crossentropy: y_true and y_pred are scalars; they need rank >= 1",
                 "reshape them to (batch, 1)");
   }
   const int64_t a = normalize_axis("binary_crossentropy", axis, p.rank());
@@ -300,8 +294,8 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from
   return mean(elementwise, {a});
 }
 
-Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
-                                double label_smoothing, int64_t axis) {
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits, double label_smoothing,
+                                int64_t axis) {
   check_label_smoothing("categorical_crossentropy", label_smoothing);
   auto [t, p] = prepare_inputs("categorical_crossentropy", y_true, y_pred);
   std::tie(t, p) = squeeze_or_expand_to_same_rank(t, p);
@@ -328,8 +322,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
 
 Tensor sparse_labels(const char* fn, const Tensor& y_true, const Tensor& y_pred) {
   if (y_pred.rank() == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: y_pred is a scalar; it needs a class axis", fn),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: y_pred is a scalar; it needs a class axis", fn),
                 "pass y_pred of shape (batch, classes)");
   }
   Tensor labels = y_true;
@@ -337,19 +330,18 @@ Tensor sparse_labels(const char* fn, const Tensor& y_true, const Tensor& y_pred)
   const Shape pred_shape = y_pred.shape();  // by value: one copy for both iterators
   const Shape expected(pred_shape.begin(), pred_shape.end() - 1);
   if (labels.shape() != expected) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: y_true shape {} does not match y_pred shape {} without its "
-                            "class axis, {}",
-                            fn, shape_to_string(y_true.shape()), shape_to_string(y_pred.shape()),
-                            shape_to_string(expected)),
-                "pass integer labels of shape (batch,) or (batch, 1) (one-hot labels take the "
-                "categorical loss or metric)");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("{}: y_true shape {} does not match y_pred shape {} without its "
+                    "class axis, {}",
+                    fn, shape_to_string(y_true.shape()), shape_to_string(y_pred.shape()), shape_to_string(expected)),
+        "pass integer labels of shape (batch,) or (batch, 1) (one-hot labels take the "
+        "categorical loss or metric)");
   }
   return labels;
 }
 
-Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                       bool from_logits) {
+Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits) {
   const char* fn = "sparse_categorical_crossentropy";
   require_valid(fn, "y_true", y_true);
   require_valid(fn, "y_pred", y_pred);
@@ -376,8 +368,7 @@ void validate_sparse_labels(const Array& labels, int64_t num_classes) {
     const double label = std::trunc(values[i]);
     if (!(label >= 0.0 && label < static_cast<double>(num_classes))) {
       throw Error(ErrorCode::kOutOfRange,
-                  fmt::format("sparse labels: label {} at flat index {} is outside [0, {})",
-                              values[i], i, num_classes),
+                  fmt::format("sparse labels: label {} at flat index {} is outside [0, {})", values[i], i, num_classes),
                   "labels must be class indices 0 .. classes - 1; check the data, or the size "
                   "of the model's output layer");
     }
@@ -402,13 +393,11 @@ Tensor Loss::per_sample(const Tensor& y_true, const Tensor& y_pred) const {
   require_valid(name_.c_str(), "y_true", y_true);
   require_valid(name_.c_str(), "y_pred", y_pred);
   const Tensor p = y_pred.dtype() == dtype_ ? y_pred : convert(y_pred, dtype_);
-  const Tensor t =
-      labels_are_indices() || y_true.dtype() == dtype_ ? y_true : convert(y_true, dtype_);
+  const Tensor t = labels_are_indices() || y_true.dtype() == dtype_ ? y_true : convert(y_true, dtype_);
   return call(t, p);
 }
 
-Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred,
-                        std::optional<Tensor> sample_weight) const {
+Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, std::optional<Tensor> sample_weight) const {
   return reduce_weighted_values(per_sample(y_true, y_pred), sample_weight, reduction_);
 }
 
@@ -426,21 +415,15 @@ Tensor MeanAbsoluteError::call(const Tensor& y_true, const Tensor& y_pred) const
   return mean_absolute_error(y_true, y_pred);
 }
 
-Huber::Huber(const HuberOptions& options)
-    : Loss(options.name, options.reduction, options.dtype), options_(options) {
+Huber::Huber(const HuberOptions& options) : Loss(options.name, options.reduction, options.dtype), options_(options) {
   check_delta("Huber", options.delta);
 }
 
-Tensor Huber::call(const Tensor& y_true, const Tensor& y_pred) const {
-  return huber(y_true, y_pred, options_.delta);
-}
+Tensor Huber::call(const Tensor& y_true, const Tensor& y_pred) const { return huber(y_true, y_pred, options_.delta); }
 
-KLDivergence::KLDivergence(const KLDivergenceOptions& options)
-    : Loss(options.name, options.reduction, options.dtype) {}
+KLDivergence::KLDivergence(const KLDivergenceOptions& options) : Loss(options.name, options.reduction, options.dtype) {}
 
-Tensor KLDivergence::call(const Tensor& y_true, const Tensor& y_pred) const {
-  return kl_divergence(y_true, y_pred);
-}
+Tensor KLDivergence::call(const Tensor& y_true, const Tensor& y_pred) const { return kl_divergence(y_true, y_pred); }
 
 BinaryCrossentropy::BinaryCrossentropy(const BinaryCrossentropyOptions& options)
     : Loss(options.name, options.reduction, options.dtype), options_(options) {
@@ -448,8 +431,7 @@ BinaryCrossentropy::BinaryCrossentropy(const BinaryCrossentropyOptions& options)
 }
 
 Tensor BinaryCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
-  return binary_crossentropy(y_true, y_pred, options_.from_logits, options_.label_smoothing,
-                             options_.axis);
+  return binary_crossentropy(y_true, y_pred, options_.from_logits, options_.label_smoothing, options_.axis);
 }
 
 CategoricalCrossentropy::CategoricalCrossentropy(const CategoricalCrossentropyOptions& options)
@@ -458,12 +440,10 @@ CategoricalCrossentropy::CategoricalCrossentropy(const CategoricalCrossentropyOp
 }
 
 Tensor CategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
-  return categorical_crossentropy(y_true, y_pred, options_.from_logits, options_.label_smoothing,
-                                  options_.axis);
+  return categorical_crossentropy(y_true, y_pred, options_.from_logits, options_.label_smoothing, options_.axis);
 }
 
-SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(
-    const SparseCategoricalCrossentropyOptions& options)
+SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(const SparseCategoricalCrossentropyOptions& options)
     : Loss(options.name, options.reduction, options.dtype), options_(options) {}
 
 Tensor SparseCategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {

@@ -47,21 +47,18 @@ inline Tensor divide_no_nan(const Tensor& x, const Tensor& y) {
 
 /// Checks that `state` has `count` valid f32 elements of shape `shape`; names the metric.
 inline void check_state_of(const std::string& metric, const std::vector<Tensor>& state, size_t count,
-                    const Shape& shape) {
+                           const Shape& shape) {
   if (state.size() != count) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("metric '{}': state has {} elements, expected {}", metric, state.size(), count),
-        "pass the state that initial_state() / update_state() of this metric returned");
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("metric '{}': state has {} elements, expected {}", metric, state.size(), count),
+                "pass the state that initial_state() / update_state() of this metric returned");
   }
   for (size_t i = 0; i < state.size(); ++i) {
     require_valid(metric.c_str(), "a state element", state[i]);
     if (state[i].dtype() != DType::kF32 || state[i].shape() != shape) {
-      throw Error(state[i].dtype() != DType::kF32 ? ErrorCode::kDTypeMismatch
-                                                  : ErrorCode::kShapeMismatch,
+      throw Error(state[i].dtype() != DType::kF32 ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
                   fmt::format("metric '{}': state element {} is {}{}, expected f32{}", metric, i,
-                              dtype_name(state[i].dtype()), shape_to_string(state[i].shape()),
-                              shape_to_string(shape)),
+                              dtype_name(state[i].dtype()), shape_to_string(state[i].shape()), shape_to_string(shape)),
                   "pass the state that initial_state() / update_state() of this metric returned");
     }
   }

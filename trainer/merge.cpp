@@ -28,7 +28,8 @@ void check_broadcast(const std::string& layer, const std::vector<Shape>& shapes)
       const int64_t v = s[s.size() - d];
       if (v == 1) continue;
       if (size != 1 && v != size) {
-        throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: input shapes {} do not broadcast together", layer, shapes_string(shapes)),
+        throw Error(ErrorCode::kShapeMismatch,
+                    fmt::format("{}: input shapes {} do not broadcast together", layer, shapes_string(shapes)),
                     "merge inputs of equal shapes, or shapes where every other size is 1");
       }
       size = v;
@@ -39,9 +40,11 @@ void check_broadcast(const std::string& layer, const std::vector<Shape>& shapes)
 }  // namespace
 
 Tensor Merge::call(LayerContext&, const Tensor& x) {
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("{} '{}' takes a list of inputs, got one tensor {}", class_name(), name(), shape_to_string(x.shape())),
-              fmt::format("call it on several: {}()({{a, b}}) in the functional API, or layer(ctx, {{a, b}})", class_name()));
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      fmt::format("{} '{}' takes a list of inputs, got one tensor {}", class_name(), name(),
+                  shape_to_string(x.shape())),
+      fmt::format("call it on several: {}()({{a, b}}) in the functional API, or layer(ctx, {{a, b}})", class_name()));
 }
 
 void Merge::build_many(const std::vector<Shape>& input_shapes) {
@@ -106,14 +109,17 @@ void Concatenate::build_many(const std::vector<Shape>& shapes) {
   const auto rank = static_cast<int64_t>(shapes[0].size());
   const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
   if (axis < 0 || axis >= rank) {
-    throw Error(ErrorCode::kShapeMismatch, fmt::format("Concatenate '{}': axis {} is outside inputs of rank {}", name(), axis_, rank));
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("Concatenate '{}': axis {} is outside inputs of rank {}", name(), axis_, rank));
   }
   for (const Shape& s : shapes) {
     bool same = static_cast<int64_t>(s.size()) == rank;
-    for (int64_t d = 0; same && d < rank; ++d) same = d == axis || s[static_cast<size_t>(d)] == shapes[0][static_cast<size_t>(d)];
+    for (int64_t d = 0; same && d < rank; ++d)
+      same = d == axis || s[static_cast<size_t>(d)] == shapes[0][static_cast<size_t>(d)];
     if (!same) {
       throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("Concatenate '{}' on axis {}: input shapes {} differ off the axis", name(), axis_, shapes_string(shapes)),
+                  fmt::format("Concatenate '{}' on axis {}: input shapes {} differ off the axis", name(), axis_,
+                              shapes_string(shapes)),
                   "inputs must have one rank and equal sizes except along the axis");
     }
   }

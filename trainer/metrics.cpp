@@ -70,8 +70,7 @@ Samplewise reduce_to_samplewise(const std::string& metric, const Tensor& values,
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("metric '{}': sample_weight of shape {} does not broadcast to "
                               "values of shape {}",
-                              metric, shape_to_string(sample_weight->shape()),
-                              shape_to_string(values.shape())),
+                              metric, shape_to_string(sample_weight->shape()), shape_to_string(values.shape())),
                   "pass one weight per sample: shape (batch,) or (batch, 1)");
     }
     if (wt.shape() != v.shape()) wt = broadcast_to(wt, v.shape());
@@ -85,8 +84,8 @@ Samplewise reduce_to_samplewise(const std::string& metric, const Tensor& values,
 
 /// Traces `result` over state Arrays of their own types and runs it with the interpreter on
 /// host copies of them.
-double evaluate_result(const std::function<Tensor(const std::vector<Tensor>&)>& result,
-                       const std::vector<Array>& state, const std::string& metric) {
+double evaluate_result(const std::function<Tensor(const std::vector<Tensor>&)>& result, const std::vector<Array>& state,
+                       const std::string& metric) {
   std::vector<ir::TensorType> types;
   std::vector<Array> host;
   for (size_t i = 0; i < state.size(); ++i) {
@@ -98,8 +97,7 @@ double evaluate_result(const std::function<Tensor(const std::vector<Tensor>&)>& 
     host.push_back(to_host(state[i]));
   }
   const ir::Graph graph =
-      trace([&](const std::vector<Tensor>& s) { return std::vector<Tensor>{result(s)}; }, types,
-            "metric_result");
+      trace([&](const std::vector<Tensor>& s) { return std::vector<Tensor>{result(s)}; }, types, "metric_result");
   return interp::interpret(graph, host).at(0).element_as_double(0);
 }
 
@@ -141,8 +139,7 @@ std::vector<Tensor> Mean::add_batch(const std::vector<Tensor>& state, const Tens
                 "reduce the loss first (a Loss with a reducing reduction returns a scalar)");
   }
   if (batch_size < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("metric '{}': batch_size = {} is below 1", name_, batch_size),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("metric '{}': batch_size = {} is below 1", name_, batch_size),
                 "pass the number of samples in the batch");
   }
   return update_state(state, batch_loss, scalar(static_cast<double>(batch_size), DType::kF32));
@@ -196,18 +193,15 @@ MeanMetricWrapper::MeanMetricWrapper(std::string name, MetricFn fn)
 
 std::vector<Array> MeanMetricWrapper::initial_state() const { return mean_.initial_state(); }
 
-std::vector<Tensor> MeanMetricWrapper::update_state(const std::vector<Tensor>& state,
-                                                    const Tensor& y_true, const Tensor& y_pred,
-                                                    std::optional<Tensor> sample_weight) const {
+std::vector<Tensor> MeanMetricWrapper::update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                                    const Tensor& y_pred, std::optional<Tensor> sample_weight) const {
   check_state(name(), state, 2);
   require_valid(name().c_str(), "y_true", y_true);
   require_valid(name().c_str(), "y_pred", y_pred);
   return mean_.update_state(state, fn_(y_true, y_pred), sample_weight);
 }
 
-Tensor MeanMetricWrapper::result(const std::vector<Tensor>& state) const {
-  return mean_.result(state);
-}
+Tensor MeanMetricWrapper::result(const std::vector<Tensor>& state) const { return mean_.result(state); }
 
 // ---- per-sample functions -----------------------------------------------------------------------
 
@@ -242,8 +236,7 @@ Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
   require_valid("categorical_accuracy", "y_true", y_true);
   require_valid("categorical_accuracy", "y_pred", y_pred);
   const Shape ts = y_true.shape(), ps = y_pred.shape();
-  if (ts.empty() || ps.empty() || ts.size() != ps.size() ||
-      !std::equal(ts.begin(), ts.end() - 1, ps.begin())) {
+  if (ts.empty() || ps.empty() || ts.size() != ps.size() || !std::equal(ts.begin(), ts.end() - 1, ps.begin())) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("categorical_accuracy: y_true shape {} and y_pred shape {} must "
                             "agree except in the last (class) axis, with rank >= 1",
@@ -269,13 +262,11 @@ Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
 Accuracy::Accuracy(const AccuracyOptions& options) : MeanMetricWrapper(options.name, &accuracy) {}
 
 BinaryAccuracy::BinaryAccuracy(const BinaryAccuracyOptions& options)
-    : MeanMetricWrapper(options.name,
-                        [threshold = options.threshold](const Tensor& t, const Tensor& p) {
-                          return binary_accuracy(t, p, threshold);
-                        }) {
+    : MeanMetricWrapper(options.name, [threshold = options.threshold](const Tensor& t, const Tensor& p) {
+        return binary_accuracy(t, p, threshold);
+      }) {
   if (std::isnan(options.threshold)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("BinaryAccuracy '{}': threshold is NaN", options.name),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("BinaryAccuracy '{}': threshold is NaN", options.name),
                 "use a threshold such as 0.5 for probabilities or 0 for logits");
   }
 }
@@ -283,8 +274,7 @@ BinaryAccuracy::BinaryAccuracy(const BinaryAccuracyOptions& options)
 CategoricalAccuracy::CategoricalAccuracy(const CategoricalAccuracyOptions& options)
     : MeanMetricWrapper(options.name, &categorical_accuracy) {}
 
-SparseCategoricalAccuracy::SparseCategoricalAccuracy(
-    const SparseCategoricalAccuracyOptions& options)
+SparseCategoricalAccuracy::SparseCategoricalAccuracy(const SparseCategoricalAccuracyOptions& options)
     : MeanMetricWrapper(options.name, &sparse_categorical_accuracy) {}
 
 MeanSquaredError::MeanSquaredError(const MeanSquaredErrorOptions& options)
@@ -313,19 +303,16 @@ std::unique_ptr<Metric> make_named(std::string name) {
 }
 
 std::unique_ptr<Metric> make_bce(std::string name) {
-  return std::make_unique<MeanMetricWrapper>(std::move(name), [](const Tensor& t, const Tensor& p) {
-    return losses::binary_crossentropy(t, p);
-  });
+  return std::make_unique<MeanMetricWrapper>(
+      std::move(name), [](const Tensor& t, const Tensor& p) { return losses::binary_crossentropy(t, p); });
 }
 std::unique_ptr<Metric> make_cce(std::string name) {
-  return std::make_unique<MeanMetricWrapper>(std::move(name), [](const Tensor& t, const Tensor& p) {
-    return losses::categorical_crossentropy(t, p);
-  });
+  return std::make_unique<MeanMetricWrapper>(
+      std::move(name), [](const Tensor& t, const Tensor& p) { return losses::categorical_crossentropy(t, p); });
 }
 std::unique_ptr<Metric> make_scce(std::string name) {
-  return std::make_unique<MeanMetricWrapper>(std::move(name), [](const Tensor& t, const Tensor& p) {
-    return losses::sparse_categorical_crossentropy(t, p);
-  });
+  return std::make_unique<MeanMetricWrapper>(
+      std::move(name), [](const Tensor& t, const Tensor& p) { return losses::sparse_categorical_crossentropy(t, p); });
 }
 
 const std::vector<Entry>& registry() {
@@ -335,8 +322,7 @@ const std::vector<Entry>& registry() {
   constexpr auto sparse = &make_named<SparseCategoricalAccuracy, SparseCategoricalAccuracyOptions>;
   constexpr auto mse = &make_named<MeanSquaredError, MeanSquaredErrorOptions>;
   constexpr auto mae = &make_named<MeanAbsoluteError, MeanAbsoluteErrorOptions>;
-  constexpr auto top_k =
-      &make_named<SparseTopKCategoricalAccuracy, SparseTopKCategoricalAccuracyOptions>;
+  constexpr auto top_k = &make_named<SparseTopKCategoricalAccuracy, SparseTopKCategoricalAccuracyOptions>;
   constexpr auto precision = &make_named<Precision, PrecisionOptions>;
   constexpr auto recall = &make_named<Recall, RecallOptions>;
   constexpr auto auc = &make_named<AUC, AUCOptions>;
@@ -387,12 +373,10 @@ const Entry& find_entry(std::string_view identifier) {
 
 /// The accuracy class Keras 3 picks from the shapes
 /// (compile_utils.is_binary_or_sparse_categorical).
-std::unique_ptr<Metric> accuracy_from_shapes(const Shape& y_true, const Shape& y_pred,
-                                             std::string name) {
+std::unique_ptr<Metric> accuracy_from_shapes(const Shape& y_true, const Shape& y_pred, std::string name) {
   if (y_pred.empty()) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("metric '{}': y_pred is a scalar (shape ()); accuracy needs rank >= 1", name));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("metric '{}': y_pred is a scalar (shape ()); accuracy needs rank >= 1", name));
   }
   const int64_t y_pred_last = y_pred.back();
   if (y_pred_last == 1) return make_named<BinaryAccuracy, BinaryAccuracyOptions>(std::move(name));
@@ -430,8 +414,7 @@ std::unique_ptr<Metric> get(std::string_view identifier) {
   return e.make(e.default_name);
 }
 
-std::unique_ptr<Metric> get_for_compile(std::string_view identifier,
-                                        const CompileContext& context) {
+std::unique_ptr<Metric> get_for_compile(std::string_view identifier, const CompileContext& context) {
   std::string lower(identifier);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -45,8 +45,7 @@ Tensor aligned_weight(const std::string& metric, const Tensor& sample_weight, co
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("metric '{}': sample_weight of shape {} does not broadcast to "
                             "predictions of shape {}",
-                            metric, shape_to_string(sample_weight.shape()),
-                            shape_to_string(pred.shape())),
+                            metric, shape_to_string(sample_weight.shape()), shape_to_string(pred.shape())),
                 "pass one weight per sample: shape (batch,) or (batch, 1)");
   }
   return w.shape() == pred.shape() ? w : broadcast_to(w, pred.shape());
@@ -56,8 +55,8 @@ Aligned align_inputs(const std::string& metric, const Tensor& y_true, const Tens
                      const std::optional<Tensor>& sample_weight) {
   require_valid(metric.c_str(), "y_true", y_true);
   require_valid(metric.c_str(), "y_pred", y_pred);
-  auto [pred, labels] = losses::squeeze_or_expand_to_same_rank(convert(y_pred, DType::kF32),
-                                                               convert(y_true, DType::kF32));
+  auto [pred, labels] =
+      losses::squeeze_or_expand_to_same_rank(convert(y_pred, DType::kF32), convert(y_true, DType::kF32));
   if (pred.shape() != labels.shape()) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("metric '{}': y_true shape {} and y_pred shape {} differ", metric,
@@ -93,14 +92,11 @@ struct ThresholdOptions {
 
 /// Keras's parse_init_thresholds with one threshold: the given one must be in [0, 1]; without
 /// one, 0.5, or NEG_INF with top_k (default_threshold). Checks top_k >= 1 and class_id >= 0.
-ThresholdOptions check_threshold_options(const char* owner, const std::string& name,
-                                         std::optional<double> thresholds,
-                                         std::optional<int64_t> top_k,
-                                         std::optional<int64_t> class_id) {
+ThresholdOptions check_threshold_options(const char* owner, const std::string& name, std::optional<double> thresholds,
+                                         std::optional<int64_t> top_k, std::optional<int64_t> class_id) {
   if (thresholds && !(*thresholds >= 0.0 && *thresholds <= 1.0)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} '{}': thresholds = {} is invalid: it must be in [0, 1]", owner,
-                            name, *thresholds),
+                fmt::format("{} '{}': thresholds = {} is invalid: it must be in [0, 1]", owner, name, *thresholds),
                 "a prediction above the threshold counts as positive; Keras's default is 0.5");
   }
   if (top_k && *top_k < 1) {
@@ -111,8 +107,7 @@ ThresholdOptions check_threshold_options(const char* owner, const std::string& n
   }
   if (class_id && *class_id < 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} '{}': class_id = {} is invalid: it must be >= 0", owner, name,
-                            *class_id),
+                fmt::format("{} '{}': class_id = {} is invalid: it must be >= 0", owner, name, *class_id),
                 "class_id is the index of the class (column of y_pred's last axis) to measure");
   }
   const double fallback = top_k ? kNegInf : 0.5;
@@ -125,19 +120,16 @@ ThresholdOptions check_threshold_options(const char* owner, const std::string& n
 /// comparison is (..., C, C), so it costs O(C^2) per row.
 Tensor top_k_mask(const Tensor& pred, int64_t k) {
   const int64_t rank = pred.rank(), c = pred.dim(rank - 1);
-  const Tensor entry = expand_dims(pred, rank);       // (..., C, 1): the entry j
-  const Tensor other = expand_dims(pred, rank - 1);   // (..., 1, C): every entry i of its row
+  const Tensor entry = expand_dims(pred, rank);      // (..., C, 1): the entry j
+  const Tensor other = expand_dims(pred, rank - 1);  // (..., 1, C): every entry i of its row
   const Tensor lower_index = less(iota({c, c}, 1, DType::kI32), iota({c, c}, 0, DType::kI32));
-  const Tensor before =
-      logical_or(greater(other, entry), logical_and(equal(other, entry), lower_index));
+  const Tensor before = logical_or(greater(other, entry), logical_and(equal(other, entry), lower_index));
   const Tensor ahead = sum(convert(before, DType::kF32), {rank});
   return less(ahead, full_like(ahead, static_cast<double>(k)));
 }
 
 /// Column `class_id` of the last axis, kept as a size-1 axis (Keras's x[..., class_id, None]).
-Tensor class_column(const Tensor& x, int64_t class_id) {
-  return slice_axis(x, x.rank() - 1, class_id, class_id + 1);
-}
+Tensor class_column(const Tensor& x, int64_t class_id) { return slice_axis(x, x.rank() - 1, class_id, class_id + 1); }
 
 /// Checks top_k and class_id against y_pred's shape (known at trace time).
 void check_against_shape(const std::string& metric, const ThresholdOptions& o, const Tensor& pred) {
@@ -167,9 +159,8 @@ void check_against_shape(const std::string& metric, const ThresholdOptions& o, c
 
 /// (true positives, false positives, false negatives) of one batch, as Keras's
 /// update_confusion_matrix_variables with one threshold, top_k and class_id.
-std::tuple<Tensor, Tensor, Tensor> confusion_at(const std::string& metric,
-                                                const ThresholdOptions& o, const Tensor& y_true,
-                                                const Tensor& y_pred,
+std::tuple<Tensor, Tensor, Tensor> confusion_at(const std::string& metric, const ThresholdOptions& o,
+                                                const Tensor& y_true, const Tensor& y_pred,
                                                 const std::optional<Tensor>& sample_weight) {
   const Aligned in = align_inputs(metric, y_true, y_pred, sample_weight);
   check_against_shape(metric, o, in.pred);
@@ -194,8 +185,8 @@ std::tuple<Tensor, Tensor, Tensor> confusion_at(const std::string& metric,
 // ---- Precision and Recall ----------------------------------------------------------------------
 
 Precision::Precision(const PrecisionOptions& options) : Metric(options.name) {
-  const ThresholdOptions o = check_threshold_options("Precision", options.name, options.thresholds,
-                                                     options.top_k, options.class_id);
+  const ThresholdOptions o =
+      check_threshold_options("Precision", options.name, options.thresholds, options.top_k, options.class_id);
   threshold_ = o.threshold;
   top_k_ = o.top_k;
   class_id_ = o.class_id;
@@ -203,12 +194,10 @@ Precision::Precision(const PrecisionOptions& options) : Metric(options.name) {
 
 std::vector<Array> Precision::initial_state() const { return distinct_zeros(2, {}); }
 
-std::vector<Tensor> Precision::update_state(const std::vector<Tensor>& state,
-                                            const Tensor& y_true, const Tensor& y_pred,
-                                            std::optional<Tensor> sample_weight) const {
+std::vector<Tensor> Precision::update_state(const std::vector<Tensor>& state, const Tensor& y_true,
+                                            const Tensor& y_pred, std::optional<Tensor> sample_weight) const {
   check_state_of(name(), state, 2, {});
-  const auto [tp, fp, fn] =
-      confusion_at(name(), {threshold_, top_k_, class_id_}, y_true, y_pred, sample_weight);
+  const auto [tp, fp, fn] = confusion_at(name(), {threshold_, top_k_, class_id_}, y_true, y_pred, sample_weight);
   return {state[0] + tp, state[1] + fp};
 }
 
@@ -218,8 +207,8 @@ Tensor Precision::result(const std::vector<Tensor>& state) const {
 }
 
 Recall::Recall(const RecallOptions& options) : Metric(options.name) {
-  const ThresholdOptions o = check_threshold_options("Recall", options.name, options.thresholds,
-                                                     options.top_k, options.class_id);
+  const ThresholdOptions o =
+      check_threshold_options("Recall", options.name, options.thresholds, options.top_k, options.class_id);
   threshold_ = o.threshold;
   top_k_ = o.top_k;
   class_id_ = o.class_id;
@@ -227,12 +216,10 @@ Recall::Recall(const RecallOptions& options) : Metric(options.name) {
 
 std::vector<Array> Recall::initial_state() const { return distinct_zeros(2, {}); }
 
-std::vector<Tensor> Recall::update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                         const Tensor& y_pred,
+std::vector<Tensor> Recall::update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                          std::optional<Tensor> sample_weight) const {
   check_state_of(name(), state, 2, {});
-  const auto [tp, fp, fn] =
-      confusion_at(name(), {threshold_, top_k_, class_id_}, y_true, y_pred, sample_weight);
+  const auto [tp, fp, fn] = confusion_at(name(), {threshold_, top_k_, class_id_}, y_true, y_pred, sample_weight);
   return {state[0] + tp, state[1] + fn};
 }
 
@@ -252,11 +239,9 @@ void check_auc_enums(const AUCOptions& o) {
                 "use AUCCurve::kROC (Keras's \"ROC\", the default) or AUCCurve::kPR (\"PR\")");
   }
   const AUCSummation s = o.summation_method;
-  if (s != AUCSummation::kInterpolation && s != AUCSummation::kMinoring &&
-      s != AUCSummation::kMajoring) {
+  if (s != AUCSummation::kInterpolation && s != AUCSummation::kMinoring && s != AUCSummation::kMajoring) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': summation_method = {} is invalid", o.name,
-                            static_cast<int>(s)),
+                fmt::format("AUC '{}': summation_method = {} is invalid", o.name, static_cast<int>(s)),
                 "use AUCSummation::kInterpolation (the default), kMinoring or kMajoring");
   }
 }
@@ -264,21 +249,18 @@ void check_auc_enums(const AUCOptions& o) {
 void check_auc_labels(const AUCOptions& o) {
   if (o.num_labels && *o.num_labels < 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': num_labels = {} is invalid: it must be >= 1", o.name,
-                            *o.num_labels),
+                fmt::format("AUC '{}': num_labels = {} is invalid: it must be >= 1", o.name, *o.num_labels),
                 "num_labels is the size of the last axis of (batch, num_labels) inputs");
   }
   if (o.multi_label && !o.num_labels) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': multi_label = true needs num_labels", o.name),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("AUC '{}': multi_label = true needs num_labels", o.name),
                 "pass num_labels, the size of the last axis of (batch, num_labels) inputs (the "
                 "state (num_thresholds, num_labels) is made before the first batch)");
   }
   if (!o.label_weights) return;
   const std::vector<double>& w = *o.label_weights;
   if (w.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': label_weights is empty", o.name),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("AUC '{}': label_weights is empty", o.name),
                 "pass one weight per label, or leave label_weights unset");
   }
   for (size_t i = 0; i < w.size(); ++i) {
@@ -291,10 +273,10 @@ void check_auc_labels(const AUCOptions& o) {
     }
   }
   if (o.multi_label && static_cast<int64_t>(w.size()) != *o.num_labels) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': label_weights has {} values but num_labels = {}", o.name,
-                            w.size(), *o.num_labels),
-                "pass one weight per label");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("AUC '{}': label_weights has {} values but num_labels = {}", o.name, w.size(), *o.num_labels),
+        "pass one weight per label");
   }
 }
 
@@ -309,8 +291,7 @@ AUC::AUC(const AUCOptions& options) : Metric(options.name), options_(options) {
   const int64_t n = options_.num_thresholds;
   if (n <= 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("AUC '{}': num_thresholds = {} is invalid: it must be > 1",
-                            options_.name, n),
+                fmt::format("AUC '{}': num_thresholds = {} is invalid: it must be > 1", options_.name, n),
                 "Keras's default is 200");
   }
   check_auc_enums(options_);
@@ -333,9 +314,8 @@ Shape AUC::state_shape() const {
 std::vector<Array> AUC::initial_state() const { return distinct_zeros(4, state_shape()); }
 
 void AUC::check_label_shape(const Tensor& labels, const Tensor& pred) const {
-  const int64_t want = options_.multi_label
-                           ? *options_.num_labels
-                           : static_cast<int64_t>(options_.label_weights->size());
+  const int64_t want =
+      options_.multi_label ? *options_.num_labels : static_cast<int64_t>(options_.label_weights->size());
   if (pred.rank() != 2 || pred.dim(1) != want) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("metric '{}': {} needs y_true and y_pred of shape (batch, {}), got "
@@ -347,14 +327,12 @@ void AUC::check_label_shape(const Tensor& labels, const Tensor& pred) const {
   }
 }
 
-std::vector<Tensor> AUC::update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                      const Tensor& y_pred,
+std::vector<Tensor> AUC::update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                       std::optional<Tensor> sample_weight) const {
   const int64_t n = options_.num_thresholds;
   check_state_of(name(), state, 4, state_shape());
   require_valid(name().c_str(), "y_pred", y_pred);
-  const Tensor probabilities =
-      options_.from_logits ? sigmoid(convert(y_pred, DType::kF32)) : y_pred;
+  const Tensor probabilities = options_.from_logits ? sigmoid(convert(y_pred, DType::kF32)) : y_pred;
   const Aligned in = align_inputs(name(), y_true, probabilities, sample_weight);
   if (options_.multi_label || options_.label_weights) check_label_shape(in.labels, in.pred);
   Tensor pred = in.pred, actual = not_equal(in.labels, zeros_like(in.labels)), weight = in.weight;
@@ -370,8 +348,7 @@ std::vector<Tensor> AUC::update_state(const std::vector<Tensor>& state, const Te
   }
   Shape threshold_shape(static_cast<size_t>(pred.rank() + 1), 1);
   threshold_shape[0] = n;
-  const Tensor thresholds =
-      reshape(constant(Array::from_doubles(thresholds_, {n}, DType::kF32)), threshold_shape);
+  const Tensor thresholds = reshape(constant(Array::from_doubles(thresholds_, {n}, DType::kF32)), threshold_shape);
   const Tensor predicted = greater(expand_dims(pred, 0), thresholds);
   actual = expand_dims(actual, 0);
   weight = expand_dims(weight, 0);
@@ -418,17 +395,15 @@ Tensor AUC::interpolated_pr_area(const std::vector<Tensor>& state) const {
   const Tensor intercept = tail(tp) - slope * tail(p);
   const Tensor zero = zeros_like(tail(p));
   const Tensor both_positive = logical_and(greater(head(p), zero), greater(tail(p), zero));
-  const Tensor p_ratio =
-      where(both_positive, divide_no_nan(head(p), positive_part(tail(p))), ones_like(zero));
-  const Tensor increment = divide_no_nan(slope * (dtp + intercept * log(p_ratio)),
-                                         positive_part(tail(tp) + tail(fn)));
+  const Tensor p_ratio = where(both_positive, divide_no_nan(head(p), positive_part(tail(p))), ones_like(zero));
+  const Tensor increment = divide_no_nan(slope * (dtp + intercept * log(p_ratio)), positive_part(tail(tp) + tail(fn)));
   return sum(increment, {0});
 }
 
 Tensor AUC::result(const std::vector<Tensor>& state) const {
   check_state_of(name(), state, 4, state_shape());
-  const bool pr_interpolation = options_.curve == AUCCurve::kPR &&
-                                options_.summation_method == AUCSummation::kInterpolation;
+  const bool pr_interpolation =
+      options_.curve == AUCCurve::kPR && options_.summation_method == AUCSummation::kInterpolation;
   const Tensor area = pr_interpolation ? interpolated_pr_area(state) : riemann_area(state);
   if (!options_.multi_label) return area;
   if (!options_.label_weights) return mean(area);

@@ -36,15 +36,13 @@ Tensor sparse_top_k_categorical_accuracy(const Tensor& y_true, const Tensor& y_p
   return convert(hit, DType::kF32);
 }
 
-SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(
-    const SparseTopKCategoricalAccuracyOptions& options)
+SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(const SparseTopKCategoricalAccuracyOptions& options)
     : MeanMetricWrapper(options.name, [k = options.k](const Tensor& t, const Tensor& p) {
         return sparse_top_k_categorical_accuracy(t, p, k);
       }) {
   if (options.k < 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("SparseTopKCategoricalAccuracy '{}': k = {} is below 1", options.name,
-                            options.k),
+                fmt::format("SparseTopKCategoricalAccuracy '{}': k = {} is below 1", options.name, options.k),
                 "k is how many of the highest scores count as a hit; Keras's default is 5");
   }
 }

@@ -16,7 +16,8 @@ Shape per_sample(const Shape& s) { return s.empty() ? s : Shape(s.begin() + 1, s
 
 }  // namespace
 
-Model::Model(ModelOptions options) : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {
+Model::Model(ModelOptions options)
+    : Layer(options.name.empty() ? "model" : options.name), options_(std::move(options)) {
   dtype_policy_compute_dtype(options_.dtype_policy, fmt::format("model '{}'", name()));  // validates the name
 }
 
@@ -64,7 +65,8 @@ namespace {
 
 std::string types_to_string(const std::vector<ir::TensorType>& types) {
   std::vector<std::string> parts;
-  for (const ir::TensorType& t : types) parts.push_back(fmt::format("{} {}", dtype_name(t.dtype), shape_to_string(t.shape)));
+  for (const ir::TensorType& t : types)
+    parts.push_back(fmt::format("{} {}", dtype_name(t.dtype), shape_to_string(t.shape)));
   return types.size() == 1 ? parts[0] : fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
@@ -110,7 +112,8 @@ void Model::build_model(const std::vector<ir::TensorType>& input_types) {
 
 std::vector<std::string> Model::output_names() const {
   std::vector<std::string> names;
-  for (size_t i = 0; i < std::max<size_t>(1, output_types_.size()); ++i) names.push_back(fmt::format("output_{}", i + 1));
+  for (size_t i = 0; i < std::max<size_t>(1, output_types_.size()); ++i)
+    names.push_back(fmt::format("output_{}", i + 1));
   return names;
 }
 
@@ -135,7 +138,8 @@ std::vector<Tensor> Model::forward(LayerContext& ctx, const std::vector<Tensor>&
     // Keras casts floating inputs to the policy's compute dtype: f64 (or f16/bf16) data feeds an
     // f32 model.
     std::vector<Tensor> in;
-    for (const Tensor& x : inputs) in.push_back(is_floating(x.dtype()) && x.dtype() != DType::kF32 ? convert(x, DType::kF32) : x);
+    for (const Tensor& x : inputs)
+      in.push_back(is_floating(x.dtype()) && x.dtype() != DType::kF32 ? convert(x, DType::kF32) : x);
     return call_outputs(ctx, in);
   }
   ctx.set_compute_dtype(compute);
@@ -175,11 +179,11 @@ void Model::check_input(const Arrays& x) const {
     for (const ir::TensorType& t : input_types_) {
       want.push_back(fmt::format("{} (batch, {})", dtype_name(t.dtype), fmt::join(per_sample(t.shape), ", ")));
     }
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("model '{}' expects inputs {}, got {}", name(),
-                            want.size() == 1 ? want[0] : fmt::format("[{}]", fmt::join(want, ", ")),
-                            types_to_string(types)),
-                "feed inputs of the shape the model was built for (only the batch size may differ)");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("model '{}' expects inputs {}, got {}", name(),
+                    want.size() == 1 ? want[0] : fmt::format("[{}]", fmt::join(want, ", ")), types_to_string(types)),
+        "feed inputs of the shape the model was built for (only the batch size may differ)");
   }
 }
 
@@ -222,9 +226,10 @@ void Model::set_weights(const std::vector<Array>& weights) {
   if (trainer_live()) return trainer_weights().set_weights(weights);  // changes the next step's state
   std::vector<Variable*> vars = variables();
   if (weights.size() != vars.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("set_weights: {} arrays for model '{}' with {} variables", weights.size(), name(), vars.size()),
-                "pass one array per variable, in get_weights() order");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("set_weights: {} arrays for model '{}' with {} variables", weights.size(), name(), vars.size()),
+        "pass one array per variable, in get_weights() order");
   }
   for (size_t i = 0; i < vars.size(); ++i) {
     if (!weights[i].valid() || weights[i].shape() != vars[i]->shape() || weights[i].dtype() != vars[i]->dtype()) {
@@ -257,7 +262,8 @@ std::string Model::summary() {
   }
   const std::string rule(name_w + shape_w + 12, '-');
   out << rule << "\n"
-      << fmt::format("{:<{}}{:<{}}{:>12}\n", "Layer (type)", name_w, "Output Shape", shape_w, "Param #") << rule << "\n";
+      << fmt::format("{:<{}}{:<{}}{:>12}\n", "Layer (type)", name_w, "Output Shape", shape_w, "Param #") << rule
+      << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     out << fmt::format("{:<{}}{:<{}}{:>12}\n", rows[i].first, name_w, rows[i].second, shape_w,
                        sublayers()[i]->count_params());
@@ -273,7 +279,8 @@ std::string Model::summary() {
 Sequential::Sequential(ModelOptions options)
     : Model(ModelOptions{options.name.empty() ? "sequential" : options.name, options.seed, options.dtype_policy}) {}
 
-Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, ModelOptions options) : Sequential(std::move(options)) {
+Sequential::Sequential(std::vector<std::shared_ptr<Layer>> layers, ModelOptions options)
+    : Sequential(std::move(options)) {
   for (auto& l : layers) add(std::move(l));
 }
 
@@ -328,21 +335,25 @@ Functional::Functional(KerasTensor inputs, KerasTensor outputs, ModelOptions opt
 
 Functional::Functional(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, ModelOptions options)
     : Model(ModelOptions{options.name.empty() ? "functional" : options.name, options.seed, options.dtype_policy}),
-      inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+      inputs_(std::move(inputs)),
+      outputs_(std::move(outputs)) {
   if (inputs_.empty() || outputs_.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Functional: {} inputs and {} outputs", inputs_.size(), outputs_.size()),
                 "pass at least one input (from Input()) and one output (from layer calls)");
   }
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (!inputs_[i].valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] is empty", i));
+    if (!inputs_[i].valid())
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] is empty", i));
     if (inputs_[i].node()->layer) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] is a layer's output, not an Input", i),
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Functional: inputs[{}] is a layer's output, not an Input", i),
                   "pass the KerasTensors returned by Input()");
     }
     for (size_t j = 0; j < i; ++j) {
       if (inputs_[j].node() == inputs_[i].node()) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("Functional: inputs[{}] and inputs[{}] are the same Input", j, i));
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("Functional: inputs[{}] and inputs[{}] are the same Input", j, i));
       }
     }
   }

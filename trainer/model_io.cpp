@@ -80,8 +80,9 @@ std::optional<Difference> compare_variables(const Json& saved, const Json& live,
   for (size_t i = 0; i < n; ++i) {
     const Json &s = saved[i], &l = live[i];
     if (s.at("name") != l.at("name")) {
-      return Difference{ErrorCode::kNotFound, fmt::format("{}: variable {} is '{}' in the file, '{}' in the model", where, i,
-                                                          s.at("name").get<std::string>(), l.at("name").get<std::string>())};
+      return Difference{ErrorCode::kNotFound,
+                        fmt::format("{}: variable {} is '{}' in the file, '{}' in the model", where, i,
+                                    s.at("name").get<std::string>(), l.at("name").get<std::string>())};
     }
     if (s.at("shape") != l.at("shape") || s.at("dtype") != l.at("dtype")) {
       const ErrorCode code = s.at("shape") != l.at("shape") ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch;
@@ -106,8 +107,8 @@ std::optional<Difference> compare_layers(const Json& saved, const Json& live, co
   for (size_t i = 0; i < n; ++i) {
     const Json &s = saved[i], &l = live[i];
     if (s.at("name") != l.at("name") || s.at("class") != l.at("class")) {
-      return Difference{ErrorCode::kInvalidArgument,
-                        fmt::format("{}: layer {} is {} in the file, {} in the model", where, i, describe(s), describe(l))};
+      return Difference{ErrorCode::kInvalidArgument, fmt::format("{}: layer {} is {} in the file, {} in the model",
+                                                                 where, i, describe(s), describe(l))};
     }
     const std::string inner = fmt::format("layer '{}'", s.at("name").get<std::string>());
     if (auto d = compare_variables(s.at("variables"), l.at("variables"), inner)) return d;
@@ -201,10 +202,12 @@ Header read_header(const SafetensorsFile& file) {
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kParseError) throw;
-    throw Error(ErrorCode::kParseError, fmt::format("load_model: '{}' has a malformed '{}': {}", file.path, key, e.what()),
+    throw Error(ErrorCode::kParseError,
+                fmt::format("load_model: '{}' has a malformed '{}': {}", file.path, key, e.what()),
                 "the file is damaged; save the model again");
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kParseError, fmt::format("load_model: '{}' has a malformed '{}': {}", file.path, key, e.what()),
+    throw Error(ErrorCode::kParseError,
+                fmt::format("load_model: '{}' has a malformed '{}': {}", file.path, key, e.what()),
                 "the file is damaged; save the model again");
   }
   return h;
@@ -219,8 +222,8 @@ void build_or_check_input(Model& model, const Header& h, const std::string& path
       model.build_model(h.input_types);
     } catch (const std::bad_alloc&) {
       throw Error(ErrorCode::kParseError,
-                  fmt::format("load_model: building model '{}' for the input types in '{}' ran out of memory", model.name(),
-                              path),
+                  fmt::format("load_model: building model '{}' for the input types in '{}' ran out of memory",
+                              model.name(), path),
                   "the file's input_types are probably damaged; build the model yourself (build_model) before loading");
     }
     return;
@@ -236,12 +239,12 @@ void build_or_check_input(Model& model, const Header& h, const std::string& path
     const ir::TensorType& in = ins[i];
     const ir::TensorType& saved = h.input_types[i];
     if (per_sample(in.shape) != per_sample(saved.shape) || in.dtype != saved.dtype) {
-      throw Error(in.dtype != saved.dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
-                  fmt::format("load_model: '{}' was saved from a model with {} {} {}; model '{}' takes {} {}", path,
-                              ins.size() == 1 ? std::string("inputs") : fmt::format("input {}", i), dtype_name(saved.dtype),
-                              shape_to_string(saved.shape), model.name(), dtype_name(in.dtype),
-                              shape_to_string(in.shape)),
-                  "load it into a model built for the same per-sample input shape");
+      throw Error(
+          in.dtype != saved.dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
+          fmt::format("load_model: '{}' was saved from a model with {} {} {}; model '{}' takes {} {}", path,
+                      ins.size() == 1 ? std::string("inputs") : fmt::format("input {}", i), dtype_name(saved.dtype),
+                      shape_to_string(saved.shape), model.name(), dtype_name(in.dtype), shape_to_string(in.shape)),
+          "load it into a model built for the same per-sample input shape");
     }
   }
 }
@@ -252,8 +255,8 @@ bool check_optimizer(Model& model, const Header& h, callbacks::WeightsAccess& ac
   if (!opt || h.optimizer.empty()) return false;
   if (opt->class_name() != h.optimizer) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("load_model: '{}' holds the state of the optimizer {}; model '{}' is compiled with {}", path,
-                            h.optimizer, model.name(), opt->class_name()),
+                fmt::format("load_model: '{}' holds the state of the optimizer {}; model '{}' is compiled with {}",
+                            path, h.optimizer, model.name(), opt->class_name()),
                 fmt::format("compile the model with the optimizer {} (the same options) before loading", h.optimizer));
   }
   const auto count = static_cast<int64_t>(access.get_optimizer_state().size());
@@ -326,16 +329,15 @@ void save_model(Model& model, const std::string& path) {
   const std::shared_ptr<optimizers::Optimizer> opt = model.optimizer();
   callbacks::WeightsAccess& access = trainer != nullptr ? *trainer : plain;
   const auto tensors = model_io::training_state_tensors(model, access, opt != nullptr);
-  std::map<std::string, std::string> metadata = {
-      {"format", kModelFileFormat},
-      {"model", model.name()},
-      {"model_class", model.class_name()},
-      {"input_shape", Json(model.input_type()->shape).dump()},
-      {"input_dtype", std::string(dtype_name(model.input_type()->dtype))},
-      {"input_types", input_types_json(model)},
-      {"architecture", model_architecture(model)},
-      {"optimizer", opt ? opt->class_name() : ""},
-      {"optimizer_variables", "0"}};
+  std::map<std::string, std::string> metadata = {{"format", kModelFileFormat},
+                                                 {"model", model.name()},
+                                                 {"model_class", model.class_name()},
+                                                 {"input_shape", Json(model.input_type()->shape).dump()},
+                                                 {"input_dtype", std::string(dtype_name(model.input_type()->dtype))},
+                                                 {"input_types", input_types_json(model)},
+                                                 {"architecture", model_architecture(model)},
+                                                 {"optimizer", opt ? opt->class_name() : ""},
+                                                 {"optimizer_variables", "0"}};
   if (opt) {
     const std::vector<Array> state = access.get_optimizer_state();
     metadata["optimizer_variables"] = std::to_string(state.size());

@@ -26,7 +26,6 @@ using detail::type_string;
 
 namespace {
 
-
 /// The dtype JAX promotes a list of floating dtypes to (f64 > f32 > equal narrow types; mixed
 /// f16/bf16 give f32): the dtype Keras's global norm is computed in.
 DType promoted_float(const std::vector<Tensor>& xs) {
@@ -89,11 +88,9 @@ namespace {
 
 void check_learning_rate(const std::string& owner, const LearningRate& lr) {
   if (!lr.is_schedule()) {
-    check_at_least(owner, "learning_rate", lr.value(), 0.0, false,
-                   "pass a learning rate such as 0.001, or a schedule");
+    check_at_least(owner, "learning_rate", lr.value(), 0.0, false, "pass a learning rate such as 0.001, or a schedule");
   } else if (!lr.schedule()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: learning_rate is an empty schedule function", owner),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: learning_rate is an empty schedule function", owner),
                 "pass a float or a callable Tensor(const Tensor& iterations)");
   }
 }
@@ -109,9 +106,7 @@ void check_clipping(const std::string& owner, const OptimizerConfig& c) {
     check_at_least(owner, option, *value, 0.0, true, "leave it unset for no clipping");
   }
   if (set > 1) {
-    auto show = [](const std::optional<double>& v) {
-      return v ? fmt::format("{}", *v) : std::string("unset");
-    };
+    auto show = [](const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string("unset"); };
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: only one of clipnorm, clipvalue and global_clipnorm can be set; "
                             "got clipnorm = {}, clipvalue = {}, global_clipnorm = {}",
@@ -124,10 +119,10 @@ void check_ema(const std::string& owner, const OptimizerConfig& c) {
   if (!c.use_ema) return;
   check_in_range(owner, "ema_momentum", c.ema_momentum, 0.0, 1.0, false);
   if (c.ema_overwrite_frequency && *c.ema_overwrite_frequency < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: ema_overwrite_frequency = {} is invalid: it must be >= 1", owner,
-                            *c.ema_overwrite_frequency),
-                "leave it unset to overwrite only at the end of training");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: ema_overwrite_frequency = {} is invalid: it must be >= 1", owner, *c.ema_overwrite_frequency),
+        "leave it unset to overwrite only at the end of training");
   }
 }
 
@@ -180,12 +175,11 @@ std::optional<int64_t> Optimizer::learning_rate_index() const {
   return 1;
 }
 
-std::vector<ir::TensorType> Optimizer::variable_types(
-    const std::vector<ir::TensorType>& variables) const {
+std::vector<ir::TensorType> Optimizer::variable_types(const std::vector<ir::TensorType>& variables) const {
   std::vector<ir::TensorType> types = {{{}, DType::kI64}};
   if (!config_.learning_rate.is_schedule()) types.push_back({{}, DType::kF32});
   const int64_t kinds = static_cast<int64_t>(slot_names().size()) + (config_.use_ema ? 1 : 0) +
-                       (config_.gradient_accumulation_steps ? 1 : 0);
+                        (config_.gradient_accumulation_steps ? 1 : 0);
   for (int64_t k = 0; k < kinds; ++k) types.insert(types.end(), variables.begin(), variables.end());
   return types;
 }
@@ -229,45 +223,38 @@ Tensor Optimizer::scale_loss(const Tensor& loss, const std::vector<Tensor>&) con
 namespace {
 
 /// Checks the arguments of apply(); returns the indices of the variables that have a gradient.
-std::vector<size_t> check_apply_arguments(const std::string& owner,
-                                          const std::vector<Tensor>& variables,
+std::vector<size_t> check_apply_arguments(const std::string& owner, const std::vector<Tensor>& variables,
                                           const std::vector<Tensor>& gradients) {
   if (gradients.size() != variables.size()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}.apply: got {} gradients for {} variables", owner,
-                            gradients.size(), variables.size()),
+                fmt::format("{}.apply: got {} gradients for {} variables", owner, gradients.size(), variables.size()),
                 "pass one gradient per trainable variable, in the same order");
   }
   std::vector<size_t> present;
   for (size_t i = 0; i < variables.size(); ++i) {
     if (!variables[i].valid()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}.apply: variable {} is an invalid Tensor", owner, i));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}.apply: variable {} is an invalid Tensor", owner, i));
     }
     if (!is_floating(variables[i].dtype())) {
-      throw Error(ErrorCode::kDTypeMismatch,
-                  fmt::format("{}.apply: variable {} has type {}; optimizers update "
-                              "floating-point variables only",
-                              owner, i, type_string(variables[i].type())));
+      throw Error(ErrorCode::kDTypeMismatch, fmt::format("{}.apply: variable {} has type {}; optimizers update "
+                                                         "floating-point variables only",
+                                                         owner, i, type_string(variables[i].type())));
     }
     if (!gradients[i].valid()) continue;
     if (gradients[i].shape() != variables[i].shape()) {
       throw Error(ErrorCode::kShapeMismatch,
-                  fmt::format("{}.apply: gradient {} has type {} but its variable has type {}",
-                              owner, i, type_string(gradients[i].type()),
-                              type_string(variables[i].type())));
+                  fmt::format("{}.apply: gradient {} has type {} but its variable has type {}", owner, i,
+                              type_string(gradients[i].type()), type_string(variables[i].type())));
     }
     if (!is_floating(gradients[i].dtype())) {
-      throw Error(ErrorCode::kDTypeMismatch,
-                  fmt::format("{}.apply: gradient {} has non-floating type {}", owner, i,
-                              type_string(gradients[i].type())));
+      throw Error(ErrorCode::kDTypeMismatch, fmt::format("{}.apply: gradient {} has non-floating type {}", owner, i,
+                                                         type_string(gradients[i].type())));
     }
     present.push_back(i);
   }
   if (!variables.empty() && present.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}.apply: no gradients provided for any of the {} variables", owner,
-                            variables.size()),
+                fmt::format("{}.apply: no gradients provided for any of the {} variables", owner, variables.size()),
                 "check that the loss depends on the trainable variables");
   }
   return present;
@@ -290,27 +277,24 @@ void check_state(const std::string& owner, const std::vector<Tensor>& state,
     }
     const ir::TensorType got = state[i].type();
     if (got.shape != expected[i].shape || got.dtype != expected[i].dtype) {
-      throw Error(got.shape != expected[i].shape ? ErrorCode::kShapeMismatch
-                                                 : ErrorCode::kDTypeMismatch,
-                  fmt::format("{}.apply: optimizer variable {} has type {}, expected {}", owner,
-                              i, type_string(got), type_string(expected[i])),
+      throw Error(got.shape != expected[i].shape ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
+                  fmt::format("{}.apply: optimizer variable {} has type {}, expected {}", owner, i, type_string(got),
+                              type_string(expected[i])),
                   "pass the optimizer variables made by build() for the same variable types");
     }
   }
 }
 
 /// The learning rate of this step from a schedule, checked to be a floating-point scalar.
-Tensor scheduled_rate(const std::string& owner, const ScheduleFn& schedule,
-                      const Tensor& iterations) {
+Tensor scheduled_rate(const std::string& owner, const ScheduleFn& schedule, const Tensor& iterations) {
   const Tensor lr = schedule(iterations);
   if (!lr.valid()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: the learning-rate schedule returned an invalid Tensor", owner));
   }
   if (lr.rank() != 0) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: the learning-rate schedule returned {}, expected a scalar",
-                            owner, type_string(lr.type())));
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: the learning-rate schedule returned {}, expected a scalar",
+                                                       owner, type_string(lr.type())));
   }
   if (!is_floating(lr.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
@@ -345,8 +329,8 @@ std::vector<Tensor> clip(const OptimizerConfig& config, std::vector<Tensor> grad
 /// m * average + (1 - m) * variable with m = ema_momentum except on the first step (m = 0), and
 /// with ema_overwrite_frequency f the variables become their averages when (iterations + 1) % f
 /// is 0 (selected arithmetically, average * 1 + variable * 0, as Keras does).
-void update_moving_averages(const OptimizerConfig& config, const Tensor& iterations,
-                            std::vector<Tensor>& averages, std::vector<Tensor>& variables) {
+void update_moving_averages(const OptimizerConfig& config, const Tensor& iterations, std::vector<Tensor>& averages,
+                            std::vector<Tensor>& variables) {
   const Tensor not_first_step = not_equal(iterations, zeros_like(iterations));
   std::optional<Tensor> overwrite;
   if (config.ema_overwrite_frequency) {
@@ -359,8 +343,7 @@ void update_moving_averages(const OptimizerConfig& config, const Tensor& iterati
     const Tensor momentum = convert(not_first_step, dt) * config.ema_momentum;
     averages[i] = momentum * averages[i] + (1.0 - momentum) * variables[i];
     if (overwrite) {
-      variables[i] = averages[i] * convert(*overwrite, dt) +
-                     variables[i] * convert(logical_not(*overwrite), dt);
+      variables[i] = averages[i] * convert(*overwrite, dt) + variables[i] * convert(logical_not(*overwrite), dt);
     }
   }
 }
@@ -373,16 +356,17 @@ std::string GradientLayout::scope_of(size_t i) const {
 
 void GradientLayout::check(const std::string& owner) const {
   if (!sum_over_devices && std::find(split.begin(), split.end(), true) != split.end()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: a gradient is split over the devices but the GradientLayout has no sum_over_devices",
-                            owner),
-                "set GradientLayout::sum_over_devices (e.g. all_reduce(x, axis, \"sum\")), or split nothing");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: a gradient is split over the devices but the GradientLayout has no sum_over_devices", owner),
+        "set GradientLayout::sum_over_devices (e.g. all_reduce(x, axis, \"sum\")), or split nothing");
   }
 }
 
-std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
-    const std::vector<Tensor>& optimizer_variables, const std::vector<Tensor>& variables,
-    const std::vector<Tensor>& gradients, const GradientLayout& layout) const {
+std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(const std::vector<Tensor>& optimizer_variables,
+                                                                     const std::vector<Tensor>& variables,
+                                                                     const std::vector<Tensor>& gradients,
+                                                                     const GradientLayout& layout) const {
   layout.check(class_name_);
   const std::vector<size_t> present = check_apply_arguments(class_name_, variables, gradients);
   std::vector<ir::TensorType> types;
@@ -475,8 +459,8 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> Optimizer::apply(
 // ---- host-side access ---------------------------------------------------------------------------
 
 int64_t Optimizer::iterations(const std::vector<Array>& optimizer_variables) {
-  if (optimizer_variables.empty() || !optimizer_variables[0].valid() ||
-      optimizer_variables[0].dtype() != DType::kI64 || optimizer_variables[0].rank() != 0) {
+  if (optimizer_variables.empty() || !optimizer_variables[0].valid() || optimizer_variables[0].dtype() != DType::kI64 ||
+      optimizer_variables[0].rank() != 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "the optimizer variables do not start with the iteration count (an i64 scalar)",
                 "pass the optimizer variables made by Optimizer::build() or returned by apply()");
@@ -490,26 +474,21 @@ double Optimizer::current_learning_rate(const std::vector<Array>& optimizer_vari
   if (!config_.learning_rate.is_schedule()) {
     if (optimizer_variables.size() < 2 || optimizer_variables[1].dtype() != DType::kF32 ||
         optimizer_variables[1].rank() != 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: the optimizer variables lack the learning rate (an f32 "
-                              "scalar at index 1)",
-                              class_name_));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the optimizer variables lack the learning rate (an f32 "
+                                                           "scalar at index 1)",
+                                                           class_name_));
     }
     return to_host(optimizer_variables[1]).element_as_double(0);
   }
   const ScheduleFn& schedule = config_.learning_rate.schedule();
   const std::string owner = class_name_;
   const ir::Graph graph = trace(
-      [&](const std::vector<Tensor>& args) {
-        return std::vector<Tensor>{scheduled_rate(owner, schedule, args[0])};
-      },
+      [&](const std::vector<Tensor>& args) { return std::vector<Tensor>{scheduled_rate(owner, schedule, args[0])}; },
       {{{}, DType::kI64}}, "learning_rate_schedule");
-  return interp::interpret(graph, {Array::scalar(static_cast<double>(step), DType::kI64)})[0]
-      .element_as_double(0);
+  return interp::interpret(graph, {Array::scalar(static_cast<double>(step), DType::kI64)})[0].element_as_double(0);
 }
 
-std::vector<Array> Optimizer::with_learning_rate(const std::vector<Array>& optimizer_variables,
-                                                 double value) const {
+std::vector<Array> Optimizer::with_learning_rate(const std::vector<Array>& optimizer_variables, double value) const {
   if (config_.learning_rate.is_schedule()) {
     throw Error(ErrorCode::kFailedPrecondition,
                 fmt::format("{}: this optimizer was created with a learning-rate schedule, so its "
@@ -531,8 +510,8 @@ std::vector<Array> Optimizer::with_learning_rate(const std::vector<Array>& optim
   return out;
 }
 
-std::vector<Array> Optimizer::finalize_variable_values(
-    const std::vector<Array>& optimizer_variables, const std::vector<Array>& variables) const {
+std::vector<Array> Optimizer::finalize_variable_values(const std::vector<Array>& optimizer_variables,
+                                                       const std::vector<Array>& variables) const {
   if (!config_.use_ema) return variables;
   const int64_t n = static_cast<int64_t>(variables.size());
   if (static_cast<int64_t>(optimizer_variables.size()) != num_optimizer_variables(n)) {

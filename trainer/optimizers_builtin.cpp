@@ -37,8 +37,7 @@ OptimizerConfig common_config(const Options& o) {
 
 }  // namespace
 
-SGD::SGD(SGDOptions options)
-    : Optimizer("SGD", "SGD", common_config(options)), options_(std::move(options)) {
+SGD::SGD(SGDOptions options) : Optimizer("SGD", "SGD", common_config(options)), options_(std::move(options)) {
   check_in_range("SGD", "momentum", options_.momentum, 0.0, 1.0, false);
 }
 
@@ -47,16 +46,13 @@ std::vector<std::string> SGD::slot_names() const {
   return {"momentum"};
 }
 
-std::pair<Tensor, std::vector<Tensor>> SGD::update_step(const Tensor& gradient,
-                                                        const Tensor& variable,
-                                                        const std::vector<Tensor>& slots,
-                                                        const Tensor& learning_rate,
+std::pair<Tensor, std::vector<Tensor>> SGD::update_step(const Tensor& gradient, const Tensor& variable,
+                                                        const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                         const Tensor& /*iterations*/) const {
   if (slots.empty()) return {variable - gradient * learning_rate, {}};
   const Tensor momentum = scalar(options_.momentum, variable.dtype());
   const Tensor m = slots[0] * momentum - gradient * learning_rate;
-  const Tensor updated =
-      options_.nesterov ? variable + (m * momentum - gradient * learning_rate) : variable + m;
+  const Tensor updated = options_.nesterov ? variable + (m * momentum - gradient * learning_rate) : variable + m;
   return {updated, {m}};
 }
 
@@ -76,10 +72,8 @@ std::vector<std::string> Adam::slot_names() const {
   return {"momentum", "velocity"};
 }
 
-std::pair<Tensor, std::vector<Tensor>> Adam::update_step(const Tensor& gradient,
-                                                         const Tensor& variable,
-                                                         const std::vector<Tensor>& slots,
-                                                         const Tensor& learning_rate,
+std::pair<Tensor, std::vector<Tensor>> Adam::update_step(const Tensor& gradient, const Tensor& variable,
+                                                         const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                          const Tensor& iterations) const {
   const DType dt = variable.dtype();
   const Tensor local_step = convert(iterations + 1.0, dt);
@@ -124,8 +118,7 @@ AdamOptions adam_options(const AdamWOptions& o) {
 
 }  // namespace
 
-AdamW::AdamW(AdamWOptions options)
-    : Adam("AdamW", adam_options(options)), options_(std::move(options)) {}
+AdamW::AdamW(AdamWOptions options) : Adam("AdamW", adam_options(options)), options_(std::move(options)) {}
 
 // ---- RMSprop -----------------------------------------------------------------------------------
 
@@ -143,8 +136,7 @@ std::vector<std::string> RMSprop::slot_names() const {
   return names;
 }
 
-std::pair<Tensor, std::vector<Tensor>> RMSprop::update_step(const Tensor& gradient,
-                                                            const Tensor& variable,
+std::pair<Tensor, std::vector<Tensor>> RMSprop::update_step(const Tensor& gradient, const Tensor& variable,
                                                             const std::vector<Tensor>& slots,
                                                             const Tensor& learning_rate,
                                                             const Tensor& /*iterations*/) const {
@@ -171,25 +163,21 @@ std::pair<Tensor, std::vector<Tensor>> RMSprop::update_step(const Tensor& gradie
 
 Adagrad::Adagrad(AdagradOptions options)
     : Optimizer("Adagrad", "adagrad", common_config(options)), options_(std::move(options)) {
-  check_at_least("Adagrad", "initial_accumulator_value", options_.initial_accumulator_value, 0.0,
-                 false, "Keras's default is 0.1");
+  check_at_least("Adagrad", "initial_accumulator_value", options_.initial_accumulator_value, 0.0, false,
+                 "Keras's default is 0.1");
   check_at_least("Adagrad", "epsilon", options_.epsilon, 0.0, true);
 }
 
 std::vector<std::string> Adagrad::slot_names() const { return {"accumulator"}; }
 
-double Adagrad::slot_initial_value(size_t /*slot*/) const {
-  return options_.initial_accumulator_value;
-}
+double Adagrad::slot_initial_value(size_t /*slot*/) const { return options_.initial_accumulator_value; }
 
-std::pair<Tensor, std::vector<Tensor>> Adagrad::update_step(const Tensor& gradient,
-                                                            const Tensor& variable,
+std::pair<Tensor, std::vector<Tensor>> Adagrad::update_step(const Tensor& gradient, const Tensor& variable,
                                                             const std::vector<Tensor>& slots,
                                                             const Tensor& learning_rate,
                                                             const Tensor& /*iterations*/) const {
   const Tensor accumulator = slots[0] + square(gradient);
-  const Tensor updated =
-      variable - (learning_rate * gradient) / sqrt(accumulator + options_.epsilon);
+  const Tensor updated = variable - (learning_rate * gradient) / sqrt(accumulator + options_.epsilon);
   return {updated, {accumulator}};
 }
 

@@ -30,7 +30,8 @@ OutputTarget resolve_output(const std::string& path) {
   return {p, special};
 }
 
-OutputFile::OutputFile(const std::string& path, std::string owner) : owner_(std::move(owner)), target_(resolve_output(path)) {
+OutputFile::OutputFile(const std::string& path, std::string owner)
+    : owner_(std::move(owner)), target_(resolve_output(path)) {
   if (target_.in_place) {
     path_ = target_.path.string();
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
@@ -41,7 +42,8 @@ OutputFile::OutputFile(const std::string& path, std::string owner) : owner_(std:
   // A random name, created exclusively; EEXIST (a name in use) tries another one.
   for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
     const uint64_t tag = (uint64_t{rd()} << 32) ^ rd();
-    path_ = (target_.path.parent_path() / fmt::format(".{}.tmp-{:016x}", target_.path.filename().string(), tag)).string();
+    path_ =
+        (target_.path.parent_path() / fmt::format(".{}.tmp-{:016x}", target_.path.filename().string(), tag)).string();
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && errno != EEXIST) break;
   }

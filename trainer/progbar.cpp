@@ -71,33 +71,28 @@ std::string format_eta(double eta) {
 
 /// Characters as a terminal shows them: UTF-8 continuation bytes do not count.
 int64_t display_width(const std::string& s) {
-  return std::count_if(s.begin(), s.end(),
-                       [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+  return std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
 double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void check_target(std::optional<int64_t> target) {
   if (target && *target < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "Progbar: target = " + std::to_string(*target) + " is negative",
+    throw Error(ErrorCode::kInvalidArgument, "Progbar: target = " + std::to_string(*target) + " is negative",
                 "pass the number of units (>= 0), or nullopt when it is unknown");
   }
 }
 
 void check_progbar_layout(int64_t width, double interval) {
   if (width < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "progress bar width = " + std::to_string(width) + " is not positive",
+    throw Error(ErrorCode::kInvalidArgument, "progress bar width = " + std::to_string(width) + " is not positive",
                 "pass width >= 1 (Keras's default is 30)");
   }
   if (!std::isfinite(interval) || interval < 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "progress bar interval = " + std::to_string(interval) +
-                    " s is negative or not finite",
+                "progress bar interval = " + std::to_string(interval) + " s is negative or not finite",
                 "pass the minimum seconds between redraws (>= 0; Keras's default is 0.05)");
   }
 }
@@ -142,8 +137,7 @@ void Progbar::set_target(std::optional<int64_t> target) {
 
 void Progbar::add(int64_t n, const Logs& values) {
   if (n < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "Progbar::add: n = " + std::to_string(n) + " is negative",
+    throw Error(ErrorCode::kInvalidArgument, "Progbar::add: n = " + std::to_string(n) + " is negative",
                 "pass the number of units done since the last update");
   }
   update(seen_so_far_ + n, values);
@@ -151,8 +145,7 @@ void Progbar::add(int64_t n, const Logs& values) {
 
 void Progbar::update(int64_t current, const Logs& values, std::optional<bool> finalize) {
   if (current < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "Progbar::update: current = " + std::to_string(current) + " is negative",
+    throw Error(ErrorCode::kInvalidArgument, "Progbar::update: current = " + std::to_string(current) + " is negative",
                 "pass the number of units done so far (>= 0)");
   }
   const bool fin = finalize.value_or(target_.has_value() && current >= *target_);
@@ -172,8 +165,7 @@ void Progbar::update(int64_t current, const Logs& values, std::optional<bool> fi
 void Progbar::accumulate(int64_t current, const Logs& values) {
   const auto& stateless = options_.stateless_metrics;
   for (const auto& [name, v] : values) {
-    auto it = std::find_if(values_.begin(), values_.end(),
-                           [&](const auto& e) { return e.first == name; });
+    auto it = std::find_if(values_.begin(), values_.end(), [&](const auto& e) { return e.first == name; });
     const bool averaged = std::find(stateless.begin(), stateless.end(), name) != stateless.end();
     if (!averaged) {
       const Value shown{v, 1.0};
@@ -219,13 +211,10 @@ void Progbar::draw_live(int64_t current, bool finalize, double now, double time_
   std::string bar;
   if (target_) {
     const int64_t target = *target_;
-    bar = sformat("%*lld/%lld [", num_digits(target), static_cast<long long>(current),
-                 static_cast<long long>(target));
-    const double progress =
-        target > 0 ? static_cast<double>(current) / static_cast<double>(target) : 1.0;
+    bar = sformat("%*lld/%lld [", num_digits(target), static_cast<long long>(current), static_cast<long long>(target));
+    const double progress = target > 0 ? static_cast<double>(current) / static_cast<double>(target) : 1.0;
     const int64_t width = options_.width;
-    const int64_t filled =
-        std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(width) * progress), 0, width);
+    const int64_t filled = std::clamp<int64_t>(static_cast<int64_t>(static_cast<double>(width) * progress), 0, width);
     if (filled > 0) {
       bar += std::string(static_cast<size_t>(filled - 1), '=');
       bar += current < target ? '>' : '=';
@@ -239,8 +228,8 @@ void Progbar::draw_live(int64_t current, bool finalize, double now, double time_
   if (target_ && !finalize) {
     info = " - ETA: " + format_eta(time_per_unit * static_cast<double>(*target_ - current));
   } else {
-    info = sformat(" - %.0fs", now - start_) + format_time(time_per_unit, options_.unit_name) +
-           format_rate(time_per_unit);
+    info =
+        sformat(" - %.0fs", now - start_) + format_time(time_per_unit, options_.unit_name) + format_rate(time_per_unit);
   }
   info += format_values();
   const int64_t total_width = display_width(bar) + display_width(info);
@@ -264,10 +253,9 @@ std::string Progbar::format_rate(double time_per_unit) const {
 }
 
 void Progbar::draw_summary(int64_t current, double now, double time_per_unit) {
-  std::string line =
-      target_ ? sformat("%*lld/%lld", num_digits(*target_), static_cast<long long>(current),
-                       static_cast<long long>(*target_))
-              : sformat("%lld/Unknown", static_cast<long long>(current));
+  std::string line = target_ ? sformat("%*lld/%lld", num_digits(*target_), static_cast<long long>(current),
+                                       static_cast<long long>(*target_))
+                             : sformat("%lld/Unknown", static_cast<long long>(current));
   line += sformat(" - %.0fs", now - start_);
   line += " -" + format_time(time_per_unit, options_.unit_name);
   line += format_rate(time_per_unit);
@@ -343,9 +331,7 @@ void ProgbarLogger::on_epoch_begin(int64_t epoch, const Logs&) {
 
 void ProgbarLogger::on_epoch_end(int64_t, const Logs& logs) { finalize_progbar(logs); }
 
-void ProgbarLogger::on_train_batch_end(int64_t batch, const Logs& logs) {
-  update_progbar(batch, logs);
-}
+void ProgbarLogger::on_train_batch_end(int64_t batch, const Logs& logs) { update_progbar(batch, logs); }
 
 void ProgbarLogger::on_test_begin(const Logs&) {
   if (called_in_fit_) return;  // validation inside fit is silent

@@ -36,18 +36,16 @@ struct DTypeEntry {
 };
 
 constexpr DTypeEntry kDTypes[] = {
-    {DType::kBool, "BOOL", 0}, {DType::kU8, "U8", 1},     {DType::kI8, "I8", 2},
-    {DType::kF16, "F16", 7},   {DType::kBF16, "BF16", 8}, {DType::kI32, "I32", 9},
-    {DType::kU32, "U32", 10},  {DType::kF32, "F32", 11},  {DType::kF64, "F64", 12},
-    {DType::kI64, "I64", 13},  {DType::kU64, "U64", 14},
+    {DType::kBool, "BOOL", 0}, {DType::kU8, "U8", 1},    {DType::kI8, "I8", 2},    {DType::kF16, "F16", 7},
+    {DType::kBF16, "BF16", 8}, {DType::kI32, "I32", 9},  {DType::kU32, "U32", 10}, {DType::kF32, "F32", 11},
+    {DType::kF64, "F64", 12},  {DType::kI64, "I64", 13}, {DType::kU64, "U64", 14},
 };
 
 const DTypeEntry& dtype_entry(DType dtype) {
   for (const DTypeEntry& e : kDTypes) {
     if (e.dtype == dtype) return e;
   }
-  throw Error(ErrorCode::kInternal,
-              fmt::format("safetensors: no entry for dtype {}", static_cast<int>(dtype)));
+  throw Error(ErrorCode::kInternal, fmt::format("safetensors: no entry for dtype {}", static_cast<int>(dtype)));
 }
 
 std::string supported_dtype_list() {
@@ -61,8 +59,7 @@ std::string supported_dtype_list() {
 std::string system_reason(int err) { return std::strerror(err); }
 
 /// ingot::Error for a failed file-system call `what` on `path` with errno `err`.
-Error file_error(const std::string& context, const std::string& what, const std::string& path,
-                 int err) {
+Error file_error(const std::string& context, const std::string& what, const std::string& path, int err) {
   return Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument,
                fmt::format("{}: {} '{}' failed: {}", context, what, path, system_reason(err)),
                "check that the path and its directory exist and are accessible");
@@ -82,7 +79,6 @@ class Fd {
  private:
   int fd_;
 };
-
 
 /// Reads exactly `size` bytes at `offset` of `fd` into `dst`; returns 0, errno, or -1 at an
 /// early end of file.
@@ -121,8 +117,7 @@ std::string json_string(const std::string& text, const std::string& what) {
   try {
     return Json(text).dump();
   } catch (const Json::exception&) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("save_safetensors: {} is not valid UTF-8", what),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("save_safetensors: {} is not valid UTF-8", what),
                 "safetensors headers are UTF-8 JSON; use UTF-8 names and metadata");
   }
 }
@@ -177,13 +172,12 @@ std::string metadata_json(const std::map<std::string, std::string>& metadata) {
 std::string tensor_json(const Array& array, int64_t begin) {
   std::string shape;
   for (int64_t d : array.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-  return fmt::format(R"({{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})",
-                     dtype_entry(array.dtype()).name, shape, begin, begin + array.nbytes());
+  return fmt::format(R"({{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})", dtype_entry(array.dtype()).name, shape,
+                     begin, begin + array.nbytes());
 }
 
 /// The padded header for `tensors` written in `order`.
-std::string header_json(const std::vector<std::pair<std::string, Array>>& tensors,
-                        const std::vector<size_t>& order,
+std::string header_json(const std::vector<std::pair<std::string, Array>>& tensors, const std::vector<size_t>& order,
                         const std::map<std::string, std::string>& metadata) {
   std::string out = "{";
   if (!metadata.empty()) out += "\"__metadata__\":" + metadata_json(metadata);
@@ -191,8 +185,7 @@ std::string header_json(const std::vector<std::pair<std::string, Array>>& tensor
   for (size_t i : order) {
     const auto& [name, array] = tensors[i];
     if (out.size() > 1) out += ',';
-    out += json_string(name, fmt::format("tensor name '{}'", escape_bytes(name))) + ':' +
-           tensor_json(array, offset);
+    out += json_string(name, fmt::format("tensor name '{}'", escape_bytes(name))) + ':' + tensor_json(array, offset);
     offset += array.nbytes();
   }
   out += '}';
@@ -232,16 +225,14 @@ struct Header {
 /// Reads a safetensors file: `path`, its descriptor and size, and error construction.
 class Reader {
  public:
-  explicit Reader(const std::string& path)
-      : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  explicit Reader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
     if (fd_.get() < 0) throw file_error("load_safetensors", "opening", path, errno);
-    struct stat st {};
+    struct stat st{};
     if (::fstat(fd_.get(), &st) != 0) {
       throw file_error("load_safetensors", "inspecting", path, errno);
     }
     if (!S_ISREG(st.st_mode)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("load_safetensors: '{}' is not a regular file", path),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("load_safetensors: '{}' is not a regular file", path),
                   "pass the path of a .safetensors file");
     }
     file_size_ = static_cast<int64_t>(st.st_size);
@@ -268,24 +259,21 @@ class Reader {
   void read_bytes(int64_t offset, void* dst, int64_t size, const std::string& what) const {
     const int err = read_all(fd_.get(), offset, dst, size);
     if (err == -1) {
-      corrupt(fmt::format("the file ended while reading {} ({} bytes at offset {})", what, size,
-                          offset));
+      corrupt(fmt::format("the file ended while reading {} ({} bytes at offset {})", what, size, offset));
     }
     if (err != 0) throw file_error("load_safetensors", "reading " + what + " of", path_, err);
   }
 
   int64_t read_header_size() const {
     if (file_size_ < 8) {
-      corrupt(
-          fmt::format("the file has {} bytes, fewer than the 8-byte header length", file_size_));
+      corrupt(fmt::format("the file has {} bytes, fewer than the 8-byte header length", file_size_));
     }
     uint8_t bytes[8];
     read_bytes(0, bytes, 8, "the header length");
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | bytes[i];
     if (n > static_cast<uint64_t>(kMaxSafetensorsHeaderBytes)) {
-      corrupt(fmt::format("the header length {} exceeds the limit of {} bytes", n,
-                          kMaxSafetensorsHeaderBytes));
+      corrupt(fmt::format("the header length {} exceeds the limit of {} bytes", n, kMaxSafetensorsHeaderBytes));
     }
     if (n > static_cast<uint64_t>(file_size_ - 8)) {
       corrupt(
@@ -328,8 +316,7 @@ Json Reader::parse_json(const std::string& text) const {
   };
   // nlohmann::json stops at a NUL byte as if the input ended there; raw NULs are never valid JSON.
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-    corrupt(
-        fmt::format("the header is not valid JSON: it has a NUL byte at header offset {}", nul));
+    corrupt(fmt::format("the header is not valid JSON: it has a NUL byte at header offset {}", nul));
   }
   Json header;
   try {
@@ -352,13 +339,12 @@ Shape Reader::parse_shape(const std::string& name, const Json& value) const {
   int64_t count = 1;
   for (const Json& d : value) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(kMaxElements)) {
-      corrupt(fmt::format("tensor '{}': shape {} has the size {}; sizes are integers in [0, {}]",
-                          name, value.dump(), d.dump(), kMaxElements));
+      corrupt(fmt::format("tensor '{}': shape {} has the size {}; sizes are integers in [0, {}]", name, value.dump(),
+                          d.dump(), kMaxElements));
     }
     const auto size = static_cast<int64_t>(d.get<uint64_t>());
     if (size > 0 && count > kMaxElements / size) {
-      corrupt(fmt::format("tensor '{}': shape {} has more than {} elements", name, value.dump(),
-                          kMaxElements));
+      corrupt(fmt::format("tensor '{}': shape {} has more than {} elements", name, value.dump(), kMaxElements));
     }
     count *= size;
     shape.push_back(size);
@@ -366,19 +352,16 @@ Shape Reader::parse_shape(const std::string& name, const Json& value) const {
   return shape;
 }
 
-constexpr const char* kEntryHint =
-    R"(each tensor is {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]})";
+constexpr const char* kEntryHint = R"(each tensor is {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]})";
 
 DType Reader::parse_dtype(const std::string& name, const Json& value) const {
   if (!value.is_string()) {
-    corrupt(fmt::format("tensor '{}': \"dtype\" is {}, not a string", name, value.dump()),
-            kEntryHint);
+    corrupt(fmt::format("tensor '{}': \"dtype\" is {}, not a string", name, value.dump()), kEntryHint);
   }
   try {
     return parse_safetensors_dtype(value.get<std::string>());
   } catch (const Error&) {
-    corrupt(fmt::format("tensor '{}' has the dtype {}, which ingot does not support", name,
-                        value.dump()),
+    corrupt(fmt::format("tensor '{}' has the dtype {}, which ingot does not support", name, value.dump()),
             fmt::format("supported dtypes: {}", supported_dtype_list()));
   }
 }
@@ -445,13 +428,12 @@ void Reader::check_layout(const std::vector<Entry>& entries, int64_t data_size) 
   std::string previous = "the start of the data section";
   for (const Entry& e : entries) {
     const auto nbytes = static_cast<uint64_t>(num_elements(e.shape) * dtype_size(e.dtype));
-    const std::string where =
-        fmt::format("tensor '{}' (dtype {}, shape {}, data_offsets [{}, {}])", e.name,
-                    safetensors_dtype_name(e.dtype), shape_to_string(e.shape), e.begin, e.end);
+    const std::string where = fmt::format("tensor '{}' (dtype {}, shape {}, data_offsets [{}, {}])", e.name,
+                                          safetensors_dtype_name(e.dtype), shape_to_string(e.shape), e.begin, e.end);
     if (e.end < e.begin) corrupt(where + ": the end offset is before the begin offset");
     if (e.end - e.begin != nbytes) {
-      corrupt(fmt::format("{}: the offsets span {} bytes but the shape and dtype need {}", where,
-                          e.end - e.begin, nbytes));
+      corrupt(
+          fmt::format("{}: the offsets span {} bytes but the shape and dtype need {}", where, e.end - e.begin, nbytes));
     }
     if (e.end > static_cast<uint64_t>(data_size)) {
       corrupt(
@@ -460,12 +442,11 @@ void Reader::check_layout(const std::vector<Entry>& entries, int64_t data_size) 
                       where, data_size));
     }
     if (e.begin < previous_end) {
-      corrupt(
-          fmt::format("{}: its data overlaps {}, which ends at {}", where, previous, previous_end));
+      corrupt(fmt::format("{}: its data overlaps {}, which ends at {}", where, previous, previous_end));
     }
     if (e.begin > previous_end) {
-      corrupt(fmt::format("{}: there is a gap of {} bytes after {} (data must be contiguous)",
-                          where, e.begin - previous_end, previous));
+      corrupt(fmt::format("{}: there is a gap of {} bytes after {} (data must be contiguous)", where,
+                          e.begin - previous_end, previous));
     }
     previous_end = e.end;
     previous = fmt::format("tensor '{}'", e.name);
@@ -482,8 +463,7 @@ Array Reader::read_tensor(const Entry& e, int64_t data_start) const {
   Array a = Array::empty(e.shape, e.dtype);
   const int64_t nbytes = a.nbytes();
   if (nbytes == 0) return a;
-  read_bytes(data_start + static_cast<int64_t>(e.begin), a.raw_data(), nbytes,
-             fmt::format("tensor '{}'", e.name));
+  read_bytes(data_start + static_cast<int64_t>(e.begin), a.raw_data(), nbytes, fmt::format("tensor '{}'", e.name));
   if (e.dtype == DType::kBool) {
     const auto* p = static_cast<const uint8_t*>(a.raw_data());
     for (int64_t i = 0; i < nbytes; ++i) {
@@ -509,34 +489,30 @@ std::string names_list(const SafetensorsFile& file) {
 }
 
 /// Checks one target against the file; returns the file's array for it.
-const Array& check_target(const SafetensorsFile& file, const std::string& name,
-                          const Array* target) {
+const Array& check_target(const SafetensorsFile& file, const std::string& name, const Array* target) {
   if (target == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("load_into: the target for '{}' is a null pointer", name),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("load_into: the target for '{}' is a null pointer", name),
                 "pass a pointer to the array to overwrite");
   }
   if (!target->valid()) {
-    throw Error(
-        ErrorCode::kFailedPrecondition,
-        fmt::format("load_into: variable '{}' is an invalid (default-constructed) array", name),
-        "build the model's variables before loading weights");
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("load_into: variable '{}' is an invalid (default-constructed) array", name),
+                "build the model's variables before loading weights");
   }
   const Array* source = file.find(name);
   if (source == nullptr) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("load_into: variable '{}' is not in '{}' (its tensors: {})", name,
-                            file.path, names_list(file)),
-                "load a file saved from the same model");
+    throw Error(
+        ErrorCode::kNotFound,
+        fmt::format("load_into: variable '{}' is not in '{}' (its tensors: {})", name, file.path, names_list(file)),
+        "load a file saved from the same model");
   }
   if (source->shape() != target->shape() || source->dtype() != target->dtype()) {
-    throw Error(
-        source->shape() != target->shape() ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
-        fmt::format("load_into: variable '{}' has shape {} and dtype {}, but '{}' holds "
-                    "shape {} and dtype {} for it",
-                    name, shape_to_string(target->shape()), dtype_name(target->dtype()), file.path,
-                    shape_to_string(source->shape()), dtype_name(source->dtype())),
-        "load a file saved from a model with the same architecture and dtypes");
+    throw Error(source->shape() != target->shape() ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
+                fmt::format("load_into: variable '{}' has shape {} and dtype {}, but '{}' holds "
+                            "shape {} and dtype {} for it",
+                            name, shape_to_string(target->shape()), dtype_name(target->dtype()), file.path,
+                            shape_to_string(source->shape()), dtype_name(source->dtype())),
+                "load a file saved from a model with the same architecture and dtypes");
   }
   return *source;
 }
@@ -562,10 +538,10 @@ const Array* SafetensorsFile::find(const std::string& name) const {
 
 const Array& SafetensorsFile::at(const std::string& name) const {
   if (const Array* a = find(name)) return *a;
-  throw Error(ErrorCode::kNotFound,
-              fmt::format("SafetensorsFile::at: no tensor '{}' in '{}' (its tensors: {})", name,
-                          path, names_list(*this)),
-              "use names() to list the tensors");
+  throw Error(
+      ErrorCode::kNotFound,
+      fmt::format("SafetensorsFile::at: no tensor '{}' in '{}' (its tensors: {})", name, path, names_list(*this)),
+      "use names() to list the tensors");
 }
 
 std::vector<std::string> SafetensorsFile::names() const {
@@ -574,8 +550,7 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Array>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Array>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   const std::vector<size_t> order = write_order(tensors);
   const std::string header = header_json(tensors, order, metadata);
@@ -601,8 +576,7 @@ void load_into(const SafetensorsFile& file, std::vector<std::pair<std::string, A
   std::vector<const Array*> sources;
   for (const auto& [name, target] : targets) {
     if (!seen.insert(name).second) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("load_into: the variable name '{}' is given twice", name),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("load_into: the variable name '{}' is given twice", name),
                   "give every target a unique name");
     }
     sources.push_back(&check_target(file, name, target));

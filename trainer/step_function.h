@@ -120,7 +120,7 @@ class StepFunction {
   std::shared_ptr<CompileNotice> notice_ = std::make_shared<CompileNotice>(name_);
 
   std::shared_ptr<std::atomic<int64_t>> collective_ns_;  ///< the SPMD target's collective time, or null
-  int64_t devices_ = 1;                                   ///< devices collective_ns_ sums over
+  int64_t devices_ = 1;                                  ///< devices collective_ns_ sums over
 };
 
 }  // namespace ingot::detail

@@ -11,13 +11,20 @@ namespace ingot {
 
 const char* step_part_name(StepPart part) {
   switch (part) {
-    case StepPart::kTrainable: return "trainable";
-    case StepPart::kNonTrainable: return "non_trainable";
-    case StepPart::kOptimizer: return "optimizer";
-    case StepPart::kMetrics: return "metrics";
-    case StepPart::kX: return "x";
-    case StepPart::kY: return "y";
-    case StepPart::kSampleWeight: break;
+    case StepPart::kTrainable:
+      return "trainable";
+    case StepPart::kNonTrainable:
+      return "non_trainable";
+    case StepPart::kOptimizer:
+      return "optimizer";
+    case StepPart::kMetrics:
+      return "metrics";
+    case StepPart::kX:
+      return "x";
+    case StepPart::kY:
+      return "y";
+    case StepPart::kSampleWeight:
+      break;
   }
   return "sample_weight";
 }
@@ -92,10 +99,11 @@ std::vector<int64_t> StepLayout::donatable(const StepLayout& results) const {
 
 void StepLayout::check_count(StepPart p, size_t got) const {
   if (got != sizes_[p]) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("step state: part '{}' has {} entries, the step takes {}", step_part_name(p), got, sizes_[p]),
-                "keep every state list's length (replace values, do not add or drop) and pass one x per model input "
-                "and one y and sample weight per output");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("step state: part '{}' has {} entries, the step takes {}", step_part_name(p), got, sizes_[p]),
+        "keep every state list's length (replace values, do not add or drop) and pass one x per model input "
+        "and one y and sample weight per output");
   }
 }
 

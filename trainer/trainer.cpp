@@ -132,7 +132,8 @@ void Model::compile(CompileOptions options) {
   check_compile_outputs(options);
   check_compile_target(options);
   if (trainer_ && (trainer_->fitting || trainer_->live)) {
-    throw Error(ErrorCode::kFailedPrecondition, "compile called while fit/evaluate/predict is running (from a callback?)",
+    throw Error(ErrorCode::kFailedPrecondition,
+                "compile called while fit/evaluate/predict is running (from a callback?)",
                 "compile before or after the loop");
   }
   auto trainer = std::make_shared<Trainer>();
@@ -232,14 +233,14 @@ void check_data_counts(const Model::Trainer& t, const Arrays& x, const Arrays& y
   }
   if (y.valid() && y.size() != t.n_out) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} y arrays for model '{}' with {} outputs ({})", who, y.size(), t.model->name(), t.n_out,
-                            fmt::join(t.model->output_names(), ", ")),
+                fmt::format("{}: {} y arrays for model '{}' with {} outputs ({})", who, y.size(), t.model->name(),
+                            t.n_out, fmt::join(t.model->output_names(), ", ")),
                 "pass one target array per model output, in output order");
   }
   if (sw.size() > 1 && sw.size() != t.n_out) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} sample_weight arrays for model '{}' with {} outputs", who, sw.size(), t.model->name(),
-                            t.n_out),
+                fmt::format("{}: {} sample_weight arrays for model '{}' with {} outputs", who, sw.size(),
+                            t.model->name(), t.n_out),
                 "pass one sample_weight (for every output) or one per output");
   }
 }
@@ -314,7 +315,9 @@ struct TrainTimer {
   const Model::Trainer& t;
   const double run0, compile0, collective0;
   explicit TrainTimer(const Model::Trainer& trainer)
-      : t(trainer), run0(t.train_fn->run_seconds), compile0(t.train_fn->compile_seconds),
+      : t(trainer),
+        run0(t.train_fn->run_seconds),
+        compile0(t.train_fn->compile_seconds),
         collective0(t.train_fn->collective_seconds()) {}
   /// Adds an epoch of `steps` train steps whose loop started at `loop_start` to `timing`, and
   /// sets the step, compile and collective seconds spent since the fit began.
@@ -329,13 +332,14 @@ struct TrainTimer {
 
 /// fit's validation batches (validation_data or the validation_split part), or null without.
 /// Errors (kInvalidArgument, "fit: validation_data"): no y, an adapter's argument errors.
-std::unique_ptr<EpochIterator> validation_iterator(Model::Trainer& t, const FitOptions& o, const std::optional<Batch>& val) {
+std::unique_ptr<EpochIterator> validation_iterator(Model::Trainer& t, const FitOptions& o,
+                                                   const std::optional<Batch>& val) {
   if (!val) return nullptr;
   if (!val->y.valid()) throw Error(ErrorCode::kInvalidArgument, "fit: validation_data has no y", "pass Batch{x, y}");
   try {
     return std::make_unique<EpochIterator>(
-        std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight, o.validation_batch_size.value_or(o.batch_size),
-                                           false),
+        std::make_shared<ArrayDataAdapter>(val->x, val->y, val->sample_weight,
+                                           o.validation_batch_size.value_or(o.batch_size), false),
         o.validation_steps, t.distribute(true), "validation_steps", o.prefetch);
   } catch (const Error& e) {
     throw e.with_context("fit: validation_data");
@@ -371,7 +375,8 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   Arrays &x = arrays.x, &y = arrays.y, &sw = arrays.sample_weight;
   std::optional<Batch>& val = arrays.validation;
   check_distributed_batches(t, x, o.batch_size, "fit");
-  if (val) check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
+  if (val)
+    check_distributed_batches(t, val->x, o.validation_batch_size.value_or(o.batch_size), "fit (validation data)");
   std::shared_ptr<DataAdapter> adapter = make_adapter(x, y, sw, o.data, o.batch_size, o.shuffle, o.seed, "fit");
   if (o.data && !o.class_weight.empty()) adapter = class_weighted(adapter, o.class_weight);
   EpochIterator it(adapter, o.steps_per_epoch, t.distribute(true), "steps_per_epoch", o.prefetch);
@@ -384,15 +389,17 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
   t.check_labels(y);
   if (val) check_validation_data(*this, t, *val);
 
-  callbacks::CallbackList cbs(o.callbacks, {.add_history = true,
-                                            .add_progbar = true,
-                                            .params = {.epochs = o.epochs, .steps = it.num_steps(), .verbose = o.verbose},
-                                            .model = this,
-                                            .weights = &t,
-                                            .progbar = o.progbar});
+  callbacks::CallbackList cbs(o.callbacks,
+                              {.add_history = true,
+                               .add_progbar = true,
+                               .params = {.epochs = o.epochs, .steps = it.num_steps(), .verbose = o.verbose},
+                               .model = this,
+                               .weights = &t,
+                               .progbar = o.progbar});
   FittingFlag fitting(t.fitting);
   // A compile taking over a second shows its progress where the progress bar goes.
-  std::ostream* notices = o.verbose != 0 && process_id() == 0 ? (o.progbar.stream ? o.progbar.stream : &std::cout) : nullptr;
+  std::ostream* notices =
+      o.verbose != 0 && process_id() == 0 ? (o.progbar.stream ? o.progbar.stream : &std::cout) : nullptr;
   const ShowCompiles show_compiles(t, notices);
   Logs logs;
   fit_timing_ = {};
@@ -414,7 +421,7 @@ std::shared_ptr<callbacks::History> Model::fit(FitOptions o) {
       it.stop();
       Logs epoch_logs = logs;
       if (val_it && validates_after(o, epoch)) validate(t, cbs, *val_it, epoch_logs, fit_timing_);
-      t.sync();  // callbacks and the user see (and may assign) this epoch's weights
+      t.sync();                                    // callbacks and the user see (and may assign) this epoch's weights
       logs = cbs.on_epoch_end(epoch, epoch_logs);  // with the entries callbacks added (learning_rate)
     }
   } catch (const Error& e) {
@@ -457,9 +464,11 @@ Logs Model::evaluate(EvaluateOptions o) {
     throw Error(ErrorCode::kFailedPrecondition, "evaluate before compile", "call model.compile(...) first");
   }
   Trainer& t = *trainer_;
-  if (!o.data && !o.y.valid()) throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
+  if (!o.data && !o.y.valid())
+    throw Error(ErrorCode::kInvalidArgument, "evaluate: no targets y", "pass .y with the labels");
   check_distributed_batches(t, o.x, o.batch_size, "evaluate");
-  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
+  std::shared_ptr<DataAdapter> adapter =
+      make_adapter(o.x, o.y, o.sample_weight, o.data, o.batch_size, false, 0, "evaluate");
   EpochIterator it(adapter, o.steps, t.distribute(true), "steps");
   build_model(adapter->x_types());
   t.prepare();
@@ -491,7 +500,8 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
   }
   Trainer& t = *trainer_;
   check_distributed_batches(t, o.x, o.batch_size, "predict");
-  std::shared_ptr<DataAdapter> adapter = make_adapter(o.x, Arrays(), Arrays(), o.data, o.batch_size, false, 0, "predict");
+  std::shared_ptr<DataAdapter> adapter =
+      make_adapter(o.x, Arrays(), Arrays(), o.data, o.batch_size, false, 0, "predict");
   EpochIterator it(adapter, o.steps, t.distribute(false), "steps");
   build_model(adapter->x_types());
   if (t.compiled_by_user) {
@@ -513,10 +523,10 @@ std::vector<Array> Model::predict_outputs(PredictOptions o) {
       cbs.on_predict_batch_begin(step, {});
       for (int64_t k = 0; k < per_call && b; ++k, ++step, b = it.next()) {
         if (b->x.size() != t.n_in) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(),
-                                  t.n_in),
-                      "yield one array per model input");
+          throw Error(
+              ErrorCode::kInvalidArgument,
+              fmt::format("predict: a batch has {} x arrays; model '{}' has {} inputs", b->x.size(), name(), t.n_in),
+              "yield one array per model input");
         }
         const StepState<Array> state{.trainable = t.T, .non_trainable = t.NT, .x = b->x.list()};
         std::vector<Array> out = (*t.predict_fn)(t.step_arguments(StepLayout::predict_arguments(t.sizes()), state));
@@ -540,7 +550,8 @@ namespace {
 /// train_on_batch / test_on_batch: one step on one batch with fresh metric state.
 Logs run_on_batch(Model& model, Model::Trainer& t, bool train, const Arrays& x, const Arrays& y, const Arrays& sw) {
   const char* who = train ? "train_on_batch" : "test_on_batch";
-  if (!y.valid()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no targets y", who), "pass y with the labels");
+  if (!y.valid())
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: no targets y", who), "pass y with the labels");
   // The array adapter's checks (samples, sample_weight rank) on this one batch.
   const int64_t rows = x.valid() && x[0].valid() && x[0].rank() > 0 ? x[0].shape()[0] : 1;
   ArrayDataAdapter check(x, y, sw, std::max<int64_t>(1, rows), false);
@@ -576,7 +587,8 @@ Logs Model::train_on_batch(const Arrays& x, const Arrays& y, const Arrays& sampl
                 "pass one of them (class_weight becomes per-sample weights)");
   }
   if (y.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("train_on_batch: class_weight with {} outputs' targets", y.size()),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("train_on_batch: class_weight with {} outputs' targets", y.size()),
                 "class_weight is for single-output models (as Keras); pass sample_weight per output instead");
   }
   return run_on_batch(*this, *trainer_, true, x, y, Arrays(class_weights_to_sample_weights(y[0], class_weight)));
@@ -592,7 +604,9 @@ Logs Model::test_on_batch(const Arrays& x, const Arrays& y, const Arrays& sample
 bool Model::trainer_live() const { return trainer_ && trainer_->live; }
 callbacks::WeightsAccess& Model::trainer_weights() { return *trainer_; }
 
-std::shared_ptr<optimizers::Optimizer> Model::optimizer() const { return trainer_ ? trainer_->options.optimizer : nullptr; }
+std::shared_ptr<optimizers::Optimizer> Model::optimizer() const {
+  return trainer_ ? trainer_->options.optimizer : nullptr;
+}
 
 callbacks::WeightsAccess* Model::training_state() {
   if (!trainer_) return nullptr;
@@ -684,6 +698,5 @@ void Model::load_weights(const std::string& path) {
   load_into(file, targets);  // checks every name, shape and dtype first; throws before changing anything
   for (size_t i = 0; i < vars.size(); ++i) vars[i]->assign(values[i]);
 }
-
 
 }  // namespace ingot

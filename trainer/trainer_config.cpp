@@ -87,8 +87,7 @@ void Model::Trainer::configure_outputs() {
   for (const metrics::Mean& m : output_loss_trackers) logged.push_back(m.name());
   for (const MetricSlot& slot : slots) {
     if (std::find(logged.begin(), logged.end(), slot.name) != logged.end()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("compile: two entries would be logged as '{}'", slot.name),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: two entries would be logged as '{}'", slot.name),
                   "give one of the metrics another name (its options' `name`)");
     }
     logged.push_back(slot.name);
@@ -132,8 +131,9 @@ std::vector<Array> Model::Trainer::initial_metric_state() const {
 }
 
 std::vector<Tensor> Model::Trainer::update_metric_state(const std::vector<Tensor>& m, const Tensor& loss,
-                                        const std::vector<Tensor>& output_losses, const std::vector<Tensor>& y,
-                                        const std::vector<Tensor>& y_pred, const std::vector<Tensor>& sw) const {
+                                                        const std::vector<Tensor>& output_losses,
+                                                        const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred,
+                                                        const std::vector<Tensor>& sw) const {
   check_count(y, n_out, "y");
   check_count(y_pred, n_out, "y_pred");
   check_count(sw, n_out, "sample_weight");
@@ -186,17 +186,16 @@ std::vector<Tensor> Model::Trainer::metric_results(const std::vector<Tensor>& m)
 }
 
 std::vector<Tensor> Model::Trainer::update_metrics(const std::vector<Tensor>& m, const Tensor& loss,
-                                   const std::vector<Tensor>& output_losses, const std::vector<Tensor>& y,
-                                   const std::vector<Tensor>& y_pred, const std::vector<Tensor>& sw) const {
+                                                   const std::vector<Tensor>& output_losses,
+                                                   const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred,
+                                                   const std::vector<Tensor>& sw) const {
   std::vector<Tensor> out = update_metric_state(m, loss, output_losses, y, y_pred, sw);
   std::vector<Tensor> results = metric_results(out);
   out.insert(out.end(), results.begin(), results.end());
   return out;
 }
 
-bool Model::Trainer::compiled() const {
-  return options.jit_compile && !options.run_eagerly;
-}
+bool Model::Trainer::compiled() const { return options.jit_compile && !options.run_eagerly; }
 
 void Model::Trainer::check_batch(const Batch& b) const {
   // Batches already split over a mesh or on a CUDA device were checked by distribute().

@@ -24,7 +24,8 @@ bool Model::Trainer::is_split(size_t i) const {
 std::vector<std::string> Model::Trainer::split_axes(size_t i) const {
   std::vector<std::string> axes;
   if (!is_split(i)) return axes;
-  for (const PartitionDim& dim : trainable[i]->sharding()->spec().dims()) axes.insert(axes.end(), dim.axes.begin(), dim.axes.end());
+  for (const PartitionDim& dim : trainable[i]->sharding()->spec().dims())
+    axes.insert(axes.end(), dim.axes.begin(), dim.axes.end());
   return axes;
 }
 
@@ -103,17 +104,17 @@ void Model::Trainer::describe_optimizer_state() {
     if (!ref) continue;
     if (*ref < 0 || *ref >= static_cast<int64_t>(trainable.size())) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: optimizer variable {} ('{}') refers to trainable variable {}; the model has {}",
-                              cls, j, optimizer_info[j].name, *ref, trainable.size()),
+                  fmt::format("{}: optimizer variable {} ('{}') refers to trainable variable {}; the model has {}", cls,
+                              j, optimizer_info[j].name, *ref, trainable.size()),
                   "refer to an index into the trainable variables apply() gets");
     }
     const Variable& v = *trainable[static_cast<size_t>(*ref)];
     if (O[j].shape() != v.shape()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: optimizer variable {} ('{}') is made from '{}' of shape {} but has shape {}", cls, j,
-                              optimizer_info[j].name, v.name(), shape_to_string(v.shape()),
-                              shape_to_string(O[j].shape())),
-                  "an optimizer variable of another shape has no reference (it is then replicated)");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: optimizer variable {} ('{}') is made from '{}' of shape {} but has shape {}", cls, j,
+                      optimizer_info[j].name, v.name(), shape_to_string(v.shape()), shape_to_string(O[j].shape())),
+          "an optimizer variable of another shape has no reference (it is then replicated)");
     }
   }
   if (!options.distribution) return;
@@ -125,7 +126,7 @@ void Model::Trainer::describe_optimizer_state() {
 }
 
 std::vector<Tensor> Model::Trainer::combined(const std::vector<Tensor>& before, const std::vector<Tensor>& after,
-                             const std::string& reduction) const {
+                                             const std::string& reduction) const {
   std::vector<Tensor> deltas;
   std::vector<size_t> all;
   for (size_t i = 0; i < after.size(); ++i) {
@@ -142,8 +143,8 @@ std::vector<Tensor> Model::Trainer::combined(const std::vector<Tensor>& before, 
 std::vector<Tensor> Model::Trainer::combined_non_trainable(const std::vector<Tensor>& before,
                                                            const std::vector<Tensor>& after) const {
   std::vector<Tensor> out = after;
-  for (const auto& [aggregation, reduction] : {std::pair{VariableAggregation::kMean, "mean"},
-                                               std::pair{VariableAggregation::kSum, "sum"}}) {
+  for (const auto& [aggregation, reduction] :
+       {std::pair{VariableAggregation::kMean, "mean"}, std::pair{VariableAggregation::kSum, "sum"}}) {
     std::vector<size_t> which;
     std::vector<Tensor> b, a;
     for (size_t i = 0; i < after.size(); ++i) {

@@ -17,7 +17,8 @@ namespace ingot::detail {
 /// Buckets of the tensors `which` (indices into xs) of one dtype: last index first, each bucket at
 /// most `cap` bytes (a larger tensor alone), the first at most min(cap, 1 MiB) (PyTorch DDP's
 /// bucket_cap_mb and small first bucket).
-inline std::vector<std::vector<size_t>> buckets(const std::vector<Tensor>& xs, const std::vector<size_t>& which, int64_t cap) {
+inline std::vector<std::vector<size_t>> buckets(const std::vector<Tensor>& xs, const std::vector<size_t>& which,
+                                                int64_t cap) {
   std::vector<std::vector<size_t>> out;
   int64_t bytes = 0;
   for (auto it = which.rbegin(); it != which.rend(); ++it) {
@@ -40,7 +41,7 @@ inline std::vector<std::vector<size_t>> buckets(const std::vector<Tensor>& xs, c
 /// data-parallel steps -- MLP step on 2 CPU devices 49-64 ms -> 5-8 ms; several buckets let the
 /// scheduler start the last layers' all-reduce while the earlier layers' gradients are computed).
 inline void all_reduce_bucketed(std::vector<Tensor>& xs, const std::vector<size_t>& which, const std::string& axis,
-                         const std::string& reduction, int64_t cap) {
+                                const std::string& reduction, int64_t cap) {
   std::map<DType, std::vector<size_t>> by_dtype;
   for (size_t i : which) by_dtype[xs[i].dtype()].push_back(i);
   for (const auto& [dtype, all] : by_dtype) {

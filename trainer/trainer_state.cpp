@@ -66,7 +66,8 @@ void Model::Trainer::prepare_steps() {
   }
   std::vector<Communicator*> communicators;
   if (options.distribution) {
-    if (const std::shared_ptr<distribution::ProcessGroup>& processes = options.distribution->device_mesh().processes()) {
+    if (const std::shared_ptr<distribution::ProcessGroup>& processes =
+            options.distribution->device_mesh().processes()) {
       communicators = processes->device_communicators();
       broadcast_variables(processes->process_communicator());
     } else {
@@ -90,23 +91,24 @@ void Model::Trainer::prepare_steps() {
                         std::vector<NamedSharding> state_outputs) {
     const std::string name = model->name() + "_" + step;
     if (!options.distribution) {
-      std::shared_ptr<const CompileTarget> target =
-          !compiled() ? interpreter_target() : options.target ? options.target : cpu_target();
+      std::shared_ptr<const CompileTarget> target = !compiled()      ? interpreter_target()
+                                                    : options.target ? options.target
+                                                                     : cpu_target();
       return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), std::move(target), options);
     }
     auto collective_ns = std::make_shared<std::atomic<int64_t>>(0);
     const std::shared_ptr<distribution::Distribution> dist = options.distribution;
     // Outputs: the state as recorded (state_outputs), then the logged values replicated, or from
     // `split_outputs` on split over the batch axis like the batches.
-    SpmdTargetOptions spmd{
-        .communicators = communicators,
-        .out_sharding = [dist, split_outputs, state_outputs](size_t i, size_t) {
-          if (i < state_outputs.size()) return state_outputs[i];
-          if (i >= split_outputs) return dist->data_sharding();
-          return NamedSharding(dist->device_mesh().mesh(), PartitionSpec{});
-        },
-        .collective_nanoseconds = collective_ns,
-        .overlap_collectives = dist->overlap_collectives()};
+    SpmdTargetOptions spmd{.communicators = communicators,
+                           .out_sharding =
+                               [dist, split_outputs, state_outputs](size_t i, size_t) {
+                                 if (i < state_outputs.size()) return state_outputs[i];
+                                 if (i >= split_outputs) return dist->data_sharding();
+                                 return NamedSharding(dist->device_mesh().mesh(), PartitionSpec{});
+                               },
+                           .collective_nanoseconds = collective_ns,
+                           .overlap_collectives = dist->overlap_collectives()};
     return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), spmd_target(std::move(spmd)), options,
                                           collective_ns, dist->device_mesh().mesh().size());
   };
@@ -156,8 +158,9 @@ bool Model::Trainer::sync_after_failure() {
 
 Error Model::Trainer::state_lost(const Error& e) {
   return Error(e.code(),
-               e.message() + "; the model's weights were lost with the failed step (it had taken them over: "
-                             "donated state)",
+               e.message() +
+                   "; the model's weights were lost with the failed step (it had taken them over: "
+                   "donated state)",
                "load_weights (e.g. a ModelCheckpoint or BackupAndRestore file) before using the model again" +
                    (e.hint().empty() ? std::string() : "; " + e.hint()));
 }

@@ -43,7 +43,7 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// Per trainable variable: the path of the layer owning it, the name scope its optimizer update
   /// is recorded under (GradientLayout::scopes).
   std::vector<std::string> update_scopes;
-  size_t n_in = 0, n_out = 0;                          // model inputs and outputs (prepare)
+  size_t n_in = 0, n_out = 0;                           // model inputs and outputs (prepare)
   std::vector<std::shared_ptr<losses::Loss>> out_loss;  // per output (null: none)
   std::vector<double> out_weight;                       // loss_weights per output
   /// Outputs with a loss and their trackers "<output>_loss" (several outputs only; Keras logs
@@ -64,8 +64,8 @@ struct Model::Trainer : callbacks::WeightsAccess {
   /// Under a distribution: each optimizer variable's sharding, recorded before the first step
   /// from its reference variable's (Keras's add_variable_from_reference), replicated for a global one.
   std::vector<NamedSharding> optimizer_shardings;
-  bool live = false;                // T/NT hold the state (variables purged)
-  bool fitting = false;             // a fit is running (nested fit/compile are refused)
+  bool live = false;     // T/NT hold the state (variables purged)
+  bool fitting = false;  // a fit is running (nested fit/compile are refused)
   std::unique_ptr<detail::StepFunction> train_fn, test_fn, predict_fn;
   /// Where the live state and the batches are placed: CompileOptions::target, else the CPU (under
   /// a distribution the steps run on an SPMD target, whose arrays are host arrays too).

@@ -26,9 +26,10 @@ TraceFn Model::Trainer::loss_fn(bool training, bool scaled) const {
     bind_variables(ctx, s);
     std::vector<Tensor> y_pred = model->forward(ctx, s.x);
     if (y_pred.size() != n_out) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("model '{}' returned {} outputs while built with {}", model->name(), y_pred.size(), n_out),
-                  "call_outputs must return the same number of outputs on every call");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("model '{}' returned {} outputs while built with {}", model->name(), y_pred.size(), n_out),
+          "call_outputs must return the same number of outputs on every call");
     }
     std::optional<Tensor> loss;
     std::vector<Tensor> output_losses;
@@ -119,12 +120,9 @@ TraceFn Model::Trainer::predict_step() const {
   };
 }
 
-
 // ---- Model::train_step and its parts -----------------------------------------------------------
 
 namespace {
-
-
 
 Model::Trainer& compiled_trainer(const std::shared_ptr<Model::Trainer>& t, const char* who) {
   if (!t || !t->options.optimizer) {

@@ -5,13 +5,13 @@
 
 namespace ingot {
 
-Variable::Variable(std::string name, Array value, bool trainable)
-    : name_(std::move(name)), trainable_(trainable) {
+Variable::Variable(std::string name, Array value, bool trainable) : name_(std::move(name)), trainable_(trainable) {
   if (name_.empty()) {
     throw Error(ErrorCode::kInvalidArgument, "Variable: the name is empty", "give every variable a name");
   }
   if (!value.valid()) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("Variable '{}': the initial value is an invalid Array", name_));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Variable '{}': the initial value is an invalid Array", name_));
   }
   shape_ = value.shape();
   dtype_ = value.dtype();
@@ -21,9 +21,12 @@ Variable::Variable(std::string name, Array value, bool trainable)
 
 const char* aggregation_name(VariableAggregation aggregation) {
   switch (aggregation) {
-    case VariableAggregation::kMean: return "mean";
-    case VariableAggregation::kSum: return "sum";
-    case VariableAggregation::kOnlyFirstReplica: return "only_first_replica";
+    case VariableAggregation::kMean:
+      return "mean";
+    case VariableAggregation::kSum:
+      return "sum";
+    case VariableAggregation::kOnlyFirstReplica:
+      return "only_first_replica";
   }
   return "?";
 }

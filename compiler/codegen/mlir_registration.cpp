@@ -127,12 +127,12 @@ void register_extensions(mlir::DialectRegistry& registry) {
 }  // namespace
 
 void register_mlir_dialects(mlir::DialectRegistry& registry) {
-  registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
-                  mlir::cf::ControlFlowDialect, mlir::DLTIDialect, mlir::func::FuncDialect, mlir::gpu::GPUDialect,
-                  mlir::index::IndexDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect,
-                  mlir::math::MathDialect, mlir::memref::MemRefDialect, mlir::NVVM::NVVMDialect,
-                  mlir::omp::OpenMPDialect, mlir::scf::SCFDialect, mlir::tensor::TensorDialect, mlir::ub::UBDialect,
-                  mlir::vector::VectorDialect>();
+  registry
+      .insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
+              mlir::cf::ControlFlowDialect, mlir::DLTIDialect, mlir::func::FuncDialect, mlir::gpu::GPUDialect,
+              mlir::index::IndexDialect, mlir::linalg::LinalgDialect, mlir::LLVM::LLVMDialect, mlir::math::MathDialect,
+              mlir::memref::MemRefDialect, mlir::NVVM::NVVMDialect, mlir::omp::OpenMPDialect, mlir::scf::SCFDialect,
+              mlir::tensor::TensorDialect, mlir::ub::UBDialect, mlir::vector::VectorDialect>();
   register_interface_models(registry);
   register_extensions(registry);
 }

@@ -20,8 +20,8 @@ std::vector<PipelineStage> default_tensor_stages(const TensorStageOptions& optio
   // The entry's results that are its arguments are dropped too; the runtime reads the pairing
   // (ingot-drop-argument-results, CpuKernel::run).
   if (in_place) bufferize += fmt::format("drop-equivalent-buffer-results,{},", pass_names::kDropArgumentResults);
-  bufferize += fmt::format("func.func({}{}),", pass_names::kDistinctResults,
-                           in_place ? "{guard-argument-copies=true}" : "");
+  bufferize +=
+      fmt::format("func.func({}{}),", pass_names::kDistinctResults, in_place ? "{guard-argument-copies=true}" : "");
   bufferize += "buffer-results-to-out-params{modify-public-functions hoist-static-allocs},canonicalize";
   return {
       {"canonicalize", "canonicalize,cse"},

@@ -33,16 +33,13 @@ namespace {
 /// code duplicated into each consumer and guarantees the rewrite terminates.
 constexpr int64_t kMaxFusedBodyOps = 48;
 
-int64_t body_size(mlir::linalg::GenericOp op) {
-  return static_cast<int64_t>(op.getBody()->getOperations().size()) - 1;
-}
+int64_t body_size(mlir::linalg::GenericOp op) { return static_cast<int64_t>(op.getBody()->getOperations().size()) - 1; }
 
 /// True if `op`'s body is cheap to recompute: arith operations and linalg.index only (no math
 /// dialect transcendentals, which stay computed once).
 bool is_cheap_elementwise(mlir::linalg::GenericOp op) {
   for (mlir::Operation& inner : op.getBody()->without_terminator()) {
-    if (!mlir::isa<mlir::arith::ArithDialect>(inner.getDialect()) &&
-        !mlir::isa<mlir::linalg::IndexOp>(inner)) {
+    if (!mlir::isa<mlir::arith::ArithDialect>(inner.getDialect()) && !mlir::isa<mlir::linalg::IndexOp>(inner)) {
       return false;
     }
   }
@@ -81,8 +78,8 @@ class FuseMultiUseElementwisePass
            "same-shaped elementwise consumer (ingot)";
   }
   void getDependentDialects(mlir::DialectRegistry& registry) const override {
-    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect,
-                    mlir::linalg::LinalgDialect, mlir::tensor::TensorDialect>();
+    registry.insert<mlir::affine::AffineDialect, mlir::arith::ArithDialect, mlir::linalg::LinalgDialect,
+                    mlir::tensor::TensorDialect>();
   }
   void runOnOperation() override {
     mlir::MLIRContext* ctx = &getContext();
@@ -107,8 +104,7 @@ class FuseMultiUseElementwisePass
 /// already dropped the entry's returned arguments (and drop-equivalent-buffer-results those of
 /// private functions), so the guard is for custom pipelines without them. The CUDA plan handles
 /// donated outputs itself (CudaProgram).
-class DistinctResultsPass
-    : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
+class DistinctResultsPass : public mlir::PassWrapper<DistinctResultsPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DistinctResultsPass)
   llvm::StringRef getArgument() const final { return pass_names::kDistinctResults; }
@@ -163,8 +159,7 @@ class DistinctResultsPass
 /// (ingot-distinct-results): 612 of them in the 12-block LM's train step, a third of its compile.
 /// A function with callers in the module, without a body or with several returns is left as is;
 /// running the pass again composes with the attribute already there.
-class DropArgumentResultsPass
-    : public mlir::PassWrapper<DropArgumentResultsPass, mlir::OperationPass<mlir::ModuleOp>> {
+class DropArgumentResultsPass : public mlir::PassWrapper<DropArgumentResultsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DropArgumentResultsPass)
   llvm::StringRef getArgument() const final { return pass_names::kDropArgumentResults; }

@@ -11,21 +11,19 @@ namespace {
 void check_arguments(const ir::Graph& graph, const std::vector<Array>& arguments) {
   const auto& params = graph.parameters();
   if (arguments.size() != params.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("interpret: graph '{}' takes {} arguments but {} were given",
-                            graph.name(), params.size(), arguments.size()));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("interpret: graph '{}' takes {} arguments but {} were given",
+                                                         graph.name(), params.size(), arguments.size()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const ir::TensorType& t = graph.type(params[i]);
     const Array& a = arguments[i];
     if (!a.valid()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("interpret: argument {} is an invalid (empty) Array", i));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("interpret: argument {} is an invalid (empty) Array", i));
     }
     if (a.dtype() != t.dtype) {
       throw Error(ErrorCode::kDTypeMismatch,
-                  fmt::format("interpret: argument {} has dtype {} but parameter %{} is {}", i,
-                              dtype_name(a.dtype()), params[i], t.to_string()),
+                  fmt::format("interpret: argument {} has dtype {} but parameter %{} is {}", i, dtype_name(a.dtype()),
+                              params[i], t.to_string()),
                   "convert the argument or retrace for this dtype");
     }
     if (a.shape() != t.shape) {
@@ -55,8 +53,7 @@ std::vector<Array> interpret(const ir::Graph& graph, const std::vector<Array>& a
     const ir::Node& node = graph.nodes()[n];
     const ir::OpDef& def = graph.registry().get(node.op);
     if (!def.interpret) {
-      throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("no interpreter kernel for op '{}'", node.op),
+      throw Error(ErrorCode::kUnimplemented, fmt::format("no interpreter kernel for op '{}'", node.op),
                   "this op cannot run under the reference interpreter");
     }
     std::vector<Array> operands;
@@ -71,17 +68,15 @@ std::vector<Array> interpret(const ir::Graph& graph, const std::vector<Array>& a
       throw e.with_context(fmt::format("interpreting node {} ({})", n, node.op));
     }
     if (results.size() != node.outputs.size()) {
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("interpreter kernel of '{}' returned {} results, expected {}",
-                              node.op, results.size(), node.outputs.size()));
+      throw Error(ErrorCode::kInternal, fmt::format("interpreter kernel of '{}' returned {} results, expected {}",
+                                                    node.op, results.size(), node.outputs.size()));
     }
     for (size_t i = 0; i < results.size(); ++i) {
       const ir::TensorType& t = result_types[i];
       if (results[i].shape() != t.shape || results[i].dtype() != t.dtype) {
         throw Error(ErrorCode::kInternal,
-                    fmt::format("interpreter kernel of '{}' returned {}[{}] for result {} of type {}",
-                                node.op, dtype_name(results[i].dtype()),
-                                dims_to_string(results[i].shape()), i, t.to_string()));
+                    fmt::format("interpreter kernel of '{}' returned {}[{}] for result {} of type {}", node.op,
+                                dtype_name(results[i].dtype()), dims_to_string(results[i].shape()), i, t.to_string()));
       }
       env[node.outputs[i]] = std::move(results[i]);
     }

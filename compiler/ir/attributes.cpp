@@ -10,9 +10,7 @@ namespace ingot::ir {
 
 namespace {
 
-void hash_combine(size_t& seed, size_t value) {
-  seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
-}
+void hash_combine(size_t& seed, size_t value) { seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); }
 
 size_t hash_bytes(const void* data, size_t size) {
   return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(data), size));
@@ -54,12 +52,18 @@ size_t hash_attributes(const Attributes& attrs) {
 
 const char* attribute_kind_name(const Attribute& a) {
   switch (a.index()) {
-    case 0: return "int";
-    case 1: return "float";
-    case 2: return "bool";
-    case 3: return "string";
-    case 4: return "ints";
-    case 5: return "array";
+    case 0:
+      return "int";
+    case 1:
+      return "float";
+    case 2:
+      return "bool";
+    case 3:
+      return "string";
+    case 4:
+      return "ints";
+    case 5:
+      return "array";
   }
   return "unknown";
 }
@@ -67,8 +71,7 @@ const char* attribute_kind_name(const Attribute& a) {
 namespace {
 
 template <class T>
-const T& get_as(const std::map<std::string, Attribute>& map, const std::string& name,
-                const char* kind) {
+const T& get_as(const std::map<std::string, Attribute>& map, const std::string& name, const char* kind) {
   auto it = map.find(name);
   if (it == map.end()) {
     throw Error(ErrorCode::kNotFound, fmt::format("missing attribute '{}' ({})", name, kind),
@@ -76,15 +79,12 @@ const T& get_as(const std::map<std::string, Attribute>& map, const std::string& 
   }
   if (const T* v = std::get_if<T>(&it->second)) return *v;
   throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("attribute '{}' is {} but must be {}", name,
-                          attribute_kind_name(it->second), kind));
+              fmt::format("attribute '{}' is {} but must be {}", name, attribute_kind_name(it->second), kind));
 }
 
 }  // namespace
 
-int64_t Attributes::get_int(const std::string& name) const {
-  return get_as<int64_t>(map_, name, "int");
-}
+int64_t Attributes::get_int(const std::string& name) const { return get_as<int64_t>(map_, name, "int"); }
 double Attributes::get_float(const std::string& name) const {
   auto it = map_.find(name);
   if (it != map_.end()) {
@@ -99,11 +99,8 @@ const std::string& Attributes::get_string(const std::string& name) const {
 const std::vector<int64_t>& Attributes::get_ints(const std::string& name) const {
   return get_as<std::vector<int64_t>>(map_, name, "ints");
 }
-const Array& Attributes::get_array(const std::string& name) const {
-  return get_as<Array>(map_, name, "array");
-}
-std::vector<int64_t> Attributes::get_ints_or(const std::string& name,
-                                             std::vector<int64_t> fallback) const {
+const Array& Attributes::get_array(const std::string& name) const { return get_as<Array>(map_, name, "array"); }
+std::vector<int64_t> Attributes::get_ints_or(const std::string& name, std::vector<int64_t> fallback) const {
   return has(name) ? get_ints(name) : fallback;
 }
 int64_t Attributes::get_int_or(const std::string& name, int64_t fallback) const {

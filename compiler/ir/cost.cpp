@@ -84,8 +84,8 @@ const std::map<std::string, CostRule>& rules() {
     const CostRule compare_in = [](const NodeTypes& t) {  // a bool or index result of float inputs
       return std::pair<double, double>{t.floating_in() ? elements(t.in[0]) : 0.0, 0.0};
     };
-    for (const char* op : {"add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "abs",
-                           "negate", "sign", "ceil", "floor", "round_nearest_even"}) {
+    for (const char* op : {"add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "abs", "negate",
+                           "sign", "ceil", "floor", "round_nearest_even"}) {
       m[op] = one;
     }
     for (const char* op : {"exponential", "exponential_minus_one", "log", "log_plus_one", "logistic", "tanh", "erf",
@@ -108,9 +108,27 @@ const std::map<std::string, CostRule>& rules() {
       const bool add = t.node.attrs.has("computation") && t.node.attrs.get_string("computation") == "add";
       return std::pair<double, double>{add && t.floating_out() && t.in.size() >= 3 ? elements(t.in[2]) : 0.0, 0.0};
     };
-    for (const char* op : {"all_gather", "all_reduce", "and", "broadcast_in_dim", "concatenate", "constant",
-                           "convert", "gather", "iota", "not", "optimization_barrier", "or", "pad", "reduce_scatter",
-                           "reshape", "reverse", "rng_bit_generator", "select", "slice", "transpose", "xor"}) {
+    for (const char* op : {"all_gather",
+                           "all_reduce",
+                           "and",
+                           "broadcast_in_dim",
+                           "concatenate",
+                           "constant",
+                           "convert",
+                           "gather",
+                           "iota",
+                           "not",
+                           "optimization_barrier",
+                           "or",
+                           "pad",
+                           "reduce_scatter",
+                           "reshape",
+                           "reverse",
+                           "rng_bit_generator",
+                           "select",
+                           "slice",
+                           "transpose",
+                           "xor"}) {
       m[op] = zero;
     }
     return m;

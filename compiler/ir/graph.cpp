@@ -8,9 +8,7 @@
 
 namespace ingot::ir {
 
-std::string TensorType::to_string() const {
-  return fmt::format("{}[{}]", dtype_name(dtype), dims_to_string(shape));
-}
+std::string TensorType::to_string() const { return fmt::format("{}[{}]", dtype_name(dtype), dims_to_string(shape)); }
 
 Graph::Graph(std::string name, const OpRegistry* registry)
     : name_(std::move(name)), registry_(registry ? registry : &OpRegistry::builtin()) {}
@@ -26,8 +24,7 @@ ValueId Graph::add_parameter(TensorType type) {
 void Graph::check_value(ValueId id, const char* what) const {
   if (id < 0 || id >= num_values()) {
     throw Error(ErrorCode::kNotFound,
-                fmt::format("{}: value %{} does not exist (graph '{}' has {} values)", what, id,
-                            name_, num_values()),
+                fmt::format("{}: value %{} does not exist (graph '{}' has {} values)", what, id, name_, num_values()),
                 "use value ids returned by add_parameter/add_node of this graph");
   }
 }
@@ -44,8 +41,7 @@ std::string Graph::describe_node(const std::string& op, const std::vector<ValueI
   return fmt::format("in %{} = {}({})", num_values(), op, fmt::join(parts, ", "));
 }
 
-std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<ValueId>& inputs,
-                                     Attributes attrs) {
+std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<ValueId>& inputs, Attributes attrs) {
   const std::string where = describe_node(op, inputs);
   std::vector<TensorType> types;
   try {
@@ -53,13 +49,11 @@ std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<Va
     for (ValueId v : inputs) check_value(v, op.c_str());
     const int64_t n = static_cast<int64_t>(inputs.size());
     if (n < def.min_operands || (def.max_operands >= 0 && n > def.max_operands)) {
-      std::string expected =
-          def.max_operands < 0 ? fmt::format("at least {}", def.min_operands)
-          : def.min_operands == def.max_operands
-              ? fmt::format("{}", def.min_operands)
-              : fmt::format("{} to {}", def.min_operands, def.max_operands);
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} takes {} operands but got {}", op, expected, n));
+      std::string expected = def.max_operands < 0 ? fmt::format("at least {}", def.min_operands)
+                             : def.min_operands == def.max_operands
+                                 ? fmt::format("{}", def.min_operands)
+                                 : fmt::format("{} to {}", def.min_operands, def.max_operands);
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} takes {} operands but got {}", op, expected, n));
     }
     if (def.attribute_names) {
       for (const auto& [name, value] : attrs.entries()) {
@@ -89,10 +83,8 @@ std::vector<ValueId> Graph::add_node(const std::string& op, const std::vector<Va
   return nodes_.back().outputs;
 }
 
-std::vector<ValueId> Graph::add_node_with_types(const std::string& op,
-                                                const std::vector<ValueId>& inputs,
-                                                Attributes attrs,
-                                                const std::vector<TensorType>& types) {
+std::vector<ValueId> Graph::add_node_with_types(const std::string& op, const std::vector<ValueId>& inputs,
+                                                Attributes attrs, const std::vector<TensorType>& types) {
   const int64_t first_new = num_values();
   std::vector<ValueId> outs = add_node(op, inputs, std::move(attrs));
   auto rollback = [&] {
@@ -102,15 +94,13 @@ std::vector<ValueId> Graph::add_node_with_types(const std::string& op,
   if (outs.size() != types.size()) {
     rollback();
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: declared {} result types but the op produces {}", op, types.size(),
-                            outs.size()));
+                fmt::format("{}: declared {} result types but the op produces {}", op, types.size(), outs.size()));
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     const TensorType inferred = values_[outs[i]].type;  // a copy: rollback() frees it
     if (!(inferred == types[i])) {
       rollback();
-      throw Error(inferred.dtype != types[i].dtype ? ErrorCode::kDTypeMismatch
-                                                   : ErrorCode::kShapeMismatch,
+      throw Error(inferred.dtype != types[i].dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
                   fmt::format("{}: declared result {} type {} but the shape rule infers {}", op, i,
                               types[i].to_string(), inferred.to_string()),
                   "fix the declared type after ':'");
@@ -127,8 +117,7 @@ void Graph::set_outputs(std::vector<ValueId> outputs) {
 const Node& Graph::node(NodeId id) const {
   if (id < 0 || id >= num_nodes()) {
     throw Error(ErrorCode::kNotFound,
-                fmt::format("node {} does not exist (graph '{}' has {} nodes)", id, name_,
-                            num_nodes()));
+                fmt::format("node {} does not exist (graph '{}' has {} nodes)", id, name_, num_nodes()));
   }
   return nodes_[static_cast<size_t>(id)];
 }
@@ -146,8 +135,7 @@ void Graph::verify() const {
       check_value(v, node.op.c_str());
       const ValueInfo& info = values_[v];
       if (info.producer >= static_cast<NodeId>(n)) {
-        throw Error(ErrorCode::kInternal,
-                    fmt::format("node {} ({}) uses %{} before its definition", n, node.op, v));
+        throw Error(ErrorCode::kInternal, fmt::format("node {} ({}) uses %{} before its definition", n, node.op, v));
       }
       operand_types.push_back(info.type);
     }
@@ -158,15 +146,14 @@ void Graph::verify() const {
       throw e.with_context(fmt::format("in node {} ({})", n, node.op));
     }
     if (types.size() != node.outputs.size()) {
-      throw Error(ErrorCode::kInternal, fmt::format("node {} ({}) has {} outputs, rule gives {}", n,
-                                                    node.op, node.outputs.size(), types.size()));
+      throw Error(ErrorCode::kInternal, fmt::format("node {} ({}) has {} outputs, rule gives {}", n, node.op,
+                                                    node.outputs.size(), types.size()));
     }
     for (size_t i = 0; i < types.size(); ++i) {
       if (!(values_[node.outputs[i]].type == types[i])) {
         throw Error(ErrorCode::kInternal,
-                    fmt::format("node {} ({}) result {} has type {} but the rule infers {}", n,
-                                node.op, i, values_[node.outputs[i]].type.to_string(),
-                                types[i].to_string()));
+                    fmt::format("node {} ({}) result {} has type {} but the rule infers {}", n, node.op, i,
+                                values_[node.outputs[i]].type.to_string(), types[i].to_string()));
       }
     }
   }
@@ -179,9 +166,8 @@ void Graph::set_scope(NodeId id, std::string scope) {
 }
 
 bool Graph::operator==(const Graph& other) const {
-  if (name_ != other.name_ || parameters_.size() != other.parameters_.size() ||
-      nodes_.size() != other.nodes_.size() || outputs_ != other.outputs_ ||
-      values_.size() != other.values_.size()) {
+  if (name_ != other.name_ || parameters_.size() != other.parameters_.size() || nodes_.size() != other.nodes_.size() ||
+      outputs_ != other.outputs_ || values_.size() != other.values_.size()) {
     return false;
   }
   for (size_t i = 0; i < values_.size(); ++i) {

@@ -30,8 +30,7 @@ const OpRegistry& OpRegistry::builtin() {
 
 void OpRegistry::add(OpDef def) {
   if (ops_.count(def.name)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("OpRegistry::add: op '{}' is already registered", def.name));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("OpRegistry::add: op '{}' is already registered", def.name));
   }
   std::string name = def.name;
   ops_.emplace(std::move(name), std::move(def));
@@ -55,7 +54,6 @@ void OpRegistry::set_lowering(const std::string& name, LowerRule rule) {
   }
   it->second.lower = std::move(rule);
 }
-
 
 std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;

@@ -15,8 +15,7 @@ namespace {
 /// nodes for which `keep(node_id)` holds, in order, with each input `v` replaced by
 /// `replace[v]`; outputs are replaced too. Every node goes through Graph::add_node, so the
 /// result is verified.
-Graph rebuild(const Graph& source, const std::function<bool(NodeId)>& keep,
-              const std::vector<ValueId>& replace) {
+Graph rebuild(const Graph& source, const std::function<bool(NodeId)>& keep, const std::vector<ValueId>& replace) {
   Graph out(source.name(), &source.registry());
   std::vector<ValueId> new_id(static_cast<size_t>(source.num_values()), -1);
   for (ValueId p : source.parameters()) new_id[p] = out.add_parameter(source.type(p));
@@ -43,9 +42,7 @@ std::vector<ValueId> identity(const Graph& g) {
   return ids;
 }
 
-void hash_combine(size_t& seed, size_t value) {
-  seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2);
-}
+void hash_combine(size_t& seed, size_t value) { seed ^= value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2); }
 
 /// Hash of a node's op, attributes and (already replaced) inputs.
 size_t hash_node(const Node& node, const std::vector<ValueId>& inputs) {

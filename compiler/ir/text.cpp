@@ -25,8 +25,7 @@ namespace {
 
 /// Characters of a bare word: names of ops, attributes, dtypes, values and functions.
 bool is_word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
 }
 
 /// True if `s` can be printed without quotes after '@'.
@@ -43,10 +42,18 @@ std::string quote_string(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
           out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
@@ -73,8 +80,7 @@ template <class T>
 std::string format_element(T v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v ? "true" : "false";
-  } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> ||
-                       std::is_same_v<T, float>) {
+  } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_same_v<T, float>) {
     return format_float(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, double>) {
     return format_double(v);
@@ -151,8 +157,7 @@ std::unordered_map<ValueId, int64_t> canonical_numbering(const Graph& g) {
   return number;
 }
 
-std::string format_node(const Graph& g, const Node& node,
-                        const std::unordered_map<ValueId, int64_t>& number) {
+std::string format_node(const Graph& g, const Node& node, const std::unordered_map<ValueId, int64_t>& number) {
   std::vector<std::string> results, operands, types, attrs;
   for (ValueId v : node.outputs) {
     results.push_back(fmt::format("%{}", number.at(v)));
@@ -163,8 +168,8 @@ std::string format_node(const Graph& g, const Node& node,
     attrs.push_back(fmt::format("{} = {}", name, format_attribute(value)));
   }
   std::string attr_text = attrs.empty() ? "" : fmt::format(" {{{}}}", fmt::join(attrs, ", "));
-  return fmt::format("  {} = {}({}){} : {}\n", fmt::join(results, ", "), node.op,
-                     fmt::join(operands, ", "), attr_text, fmt::join(types, ", "));
+  return fmt::format("  {} = {}({}){} : {}\n", fmt::join(results, ", "), node.op, fmt::join(operands, ", "), attr_text,
+                     fmt::join(types, ", "));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -365,8 +370,7 @@ std::string Parser::quoted_string() {
       out += '\n';
     } else if (e == 't') {
       out += '\t';
-    } else if (e == 'x' && pos_ + 2 <= text_.size() && hex_digit(text_[pos_]) >= 0 &&
-               hex_digit(text_[pos_ + 1]) >= 0) {
+    } else if (e == 'x' && pos_ + 2 <= text_.size() && hex_digit(text_[pos_]) >= 0 && hex_digit(text_[pos_ + 1]) >= 0) {
       out += static_cast<char>(hex_digit(text_[pos_]) * 16 + hex_digit(text_[pos_ + 1]));
       pos_ += 2;
     } else {
@@ -390,8 +394,7 @@ TensorType Parser::type() {
                             "f16, bf16, f32, f64)",
                             name));
   }
-  expect('[', fmt::format("after dtype '{}' (a type is written like f32[2,3]; a scalar is f32[])",
-                          name));
+  expect('[', fmt::format("after dtype '{}' (a type is written like f32[2,3]; a scalar is f32[])", name));
   if (consume(']')) return t;
   do {
     NumberToken n = number();
@@ -455,8 +458,7 @@ void Parser::check_undefined(const std::string& name, size_t offset) const {
   auto it = names_.find(name);
   if (it == names_.end()) return;
   auto [line, column] = line_column(it->second.offset);
-  fail(offset, fmt::format("duplicate definition of %{} (first defined at line {}, column {})",
-                           name, line, column));
+  fail(offset, fmt::format("duplicate definition of %{} (first defined at line {}, column {})", name, line, column));
 }
 
 void Parser::define(const std::string& name, size_t offset, ValueId id) {
@@ -505,8 +507,7 @@ void Parser::statement(Graph& g) {
   const size_t types_offset = pos_;
   std::vector<TensorType> types = type_list();
   if (types.size() != results.size()) {
-    fail(types_offset, fmt::format("{} declares {} result types for {} results", op, types.size(),
-                                   results.size()));
+    fail(types_offset, fmt::format("{} declares {} result types for {} results", op, types.size(), results.size()));
   }
   std::vector<ValueId> outs;
   try {
@@ -523,8 +524,8 @@ void Parser::return_statement(Graph& g, const std::vector<TensorType>& declared)
   const size_t start = pos_;
   std::vector<ValueId> outs = peek() == '%' ? uses('}') : std::vector<ValueId>{};
   if (outs.size() != declared.size()) {
-    fail(start, fmt::format("return has {} values but the signature declares {} result types",
-                            outs.size(), declared.size()));
+    fail(start,
+         fmt::format("return has {} values but the signature declares {} result types", outs.size(), declared.size()));
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!(g.type(outs[i]) == declared[i])) {
@@ -566,8 +567,9 @@ Attribute Parser::attribute_value() {
     if (n.is_float) return to_double(n);
     return to_i64(n);
   }
-  fail_expected("an attribute value (integer, float, true/false, \"string\", [integers] or "
-                "dense<...> : type)");
+  fail_expected(
+      "an attribute value (integer, float, true/false, \"string\", [integers] or "
+      "dense<...> : type)");
 }
 
 std::vector<int64_t> Parser::int_list() {
@@ -583,8 +585,7 @@ std::vector<int64_t> Parser::int_list() {
   } while (consume(','));
   if (!consume(']')) {
     auto [line, column] = line_column(start);
-    fail_expected(fmt::format("',' or ']' (unterminated list opened at line {}, column {})", line,
-                              column));
+    fail_expected(fmt::format("',' or ']' (unterminated list opened at line {}, column {})", line, column));
   }
   return out;
 }
@@ -630,8 +631,7 @@ int64_t Parser::to_i64(const NumberToken& t) {
   auto r = std::from_chars(t.magnitude.data(), t.magnitude.data() + t.magnitude.size(), m);
   const uint64_t limit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + t.negative;
   if (r.ec != std::errc() || m > limit) {
-    fail(t.offset, fmt::format("integer {}{} does not fit in 64 bits", t.negative ? "-" : "",
-                               t.magnitude));
+    fail(t.offset, fmt::format("integer {}{} does not fit in 64 bits", t.negative ? "-" : "", t.magnitude));
   }
   return t.negative ? static_cast<int64_t>(0 - m) : static_cast<int64_t>(m);
 }
@@ -681,8 +681,7 @@ Nested Parser::nested(int depth) {
     } while (consume(','));
     if (!consume(']')) {
       auto [line, column] = line_column(n.offset);
-      fail_expected(fmt::format("',' or ']' (unterminated list opened at line {}, column {})",
-                                line, column));
+      fail_expected(fmt::format("',' or ']' (unterminated list opened at line {}, column {})", line, column));
     }
     return n;
   }
@@ -700,23 +699,21 @@ Nested Parser::nested(int depth) {
   fail_expected("a number, true/false or '[' in a dense literal");
 }
 
-void Parser::flatten(const Nested& n, const TensorType& t, size_t dim,
-                     std::vector<const Nested*>& out) {
+void Parser::flatten(const Nested& n, const TensorType& t, size_t dim, std::vector<const Nested*>& out) {
   if (dim == t.shape.size()) {
     if (n.kind == Nested::kList) {
-      fail(n.offset, fmt::format("expected an element of {} but found a list (too deeply nested)",
-                                 t.to_string()));
+      fail(n.offset, fmt::format("expected an element of {} but found a list (too deeply nested)", t.to_string()));
     }
     out.push_back(&n);
     return;
   }
   if (n.kind != Nested::kList) {
-    fail(n.offset, fmt::format("expected a list of {} elements for dimension {} of {}",
-                               t.shape[dim], dim, t.to_string()));
+    fail(n.offset,
+         fmt::format("expected a list of {} elements for dimension {} of {}", t.shape[dim], dim, t.to_string()));
   }
   if (static_cast<int64_t>(n.items.size()) != t.shape[dim]) {
-    fail(n.offset, fmt::format("list has {} elements but dimension {} of {} has size {}",
-                               n.items.size(), dim, t.to_string(), t.shape[dim]));
+    fail(n.offset, fmt::format("list has {} elements but dimension {} of {} has size {}", n.items.size(), dim,
+                               t.to_string(), t.shape[dim]));
   }
   for (const Nested& item : n.items) flatten(item, t, dim + 1, out);
 }
@@ -737,8 +734,7 @@ T Parser::element(const Nested& n, DType dtype) {
       const uint64_t max = static_cast<uint64_t>(std::numeric_limits<T>::max());
       const uint64_t limit = t.negative ? (std::is_signed_v<T> ? max + 1 : 0) : max;
       if (r.ec != std::errc() || m > limit) {
-        fail(t.offset, fmt::format("{}{} is out of range for {}", t.negative ? "-" : "",
-                                   t.magnitude, name));
+        fail(t.offset, fmt::format("{}{} is out of range for {}", t.negative ? "-" : "", t.magnitude, name));
       }
       return static_cast<T>(t.negative ? 0 - m : m);
     } else {
@@ -746,8 +742,7 @@ T Parser::element(const Nested& n, DType dtype) {
       std::optional<F> v = parse_float<F>(t);
       T out = v ? T(*v) : T();
       if (!v || (std::isinf(static_cast<F>(out)) && !std::isinf(*v))) {
-        fail(t.offset, fmt::format("{}{} is out of range for {}", t.negative ? "-" : "",
-                                   t.magnitude, name));
+        fail(t.offset, fmt::format("{}{} is out of range for {}", t.negative ? "-" : "", t.magnitude, name));
       }
       return out;
     }
@@ -822,17 +817,13 @@ std::string print_graph(const Graph& graph) {
     results.push_back(graph.type(v).to_string());
     outs.push_back(fmt::format("%{}", number.at(v)));
   }
-  const std::string name =
-      is_bare_word(graph.name()) ? graph.name() : quote_string(graph.name());
-  std::string out = fmt::format("func @{}({}) -> ({}) {{\n", name, fmt::join(params, ", "),
-                                fmt::join(results, ", "));
+  const std::string name = is_bare_word(graph.name()) ? graph.name() : quote_string(graph.name());
+  std::string out = fmt::format("func @{}({}) -> ({}) {{\n", name, fmt::join(params, ", "), fmt::join(results, ", "));
   for (const Node& node : graph.nodes()) out += format_node(graph, node, number);
   out += outs.empty() ? "  return\n}\n" : fmt::format("  return {}\n}}\n", fmt::join(outs, ", "));
   return out;
 }
 
-Graph parse_graph(std::string_view text, const OpRegistry* registry) {
-  return Parser(text, registry).parse();
-}
+Graph parse_graph(std::string_view text, const OpRegistry* registry) { return Parser(text, registry).parse(); }
 
 }  // namespace ingot::ir

@@ -36,8 +36,7 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
       // An output value returned more than once is not paired: one buffer cannot be both the
       // donated parameter and another output.
       const bool repeated = std::count(outs.begin(), outs.end(), outs[j]) > 1;
-      if (!taken[j] && !repeated && graph.type(outs[j]) == graph.type(p) &&
-          graph.value(outs[j]).producer >= 0) {
+      if (!taken[j] && !repeated && graph.type(outs[j]) == graph.type(p) && graph.value(outs[j]).producer >= 0) {
         taken[j] = true;
         pairs.emplace_back(static_cast<size_t>(a), j);
         break;
@@ -49,15 +48,13 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
 
 }  // namespace detail
 
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
-                                                const codegen::CpuCompileOptions& options,
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph, const codegen::CpuCompileOptions& options,
                                                 const std::vector<int64_t>& donate_argnums,
                                                 const lower::LoweringOptions& lowering) {
   const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
   const auto lower_start = std::chrono::steady_clock::now();
   const lower::LoweredModule lowered = lower::lower_graph(graph, "main", pairs, lowering);
-  const double lower_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
+  const double lower_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
   std::vector<std::pair<Shape, DType>> params, results;
   for (const ir::TensorType& t : lowered.params) params.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : lowered.results) results.emplace_back(t.shape, t.dtype);
@@ -82,20 +79,19 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
   std::vector<size_t> donated;
   for (int64_t a : donate_argnums) donated.push_back(static_cast<size_t>(a));
   const std::string name = thunk.name;
-  return std::make_shared<const Executable>(std::move(slots), params.size(),
-                                            std::vector<Thunk>{std::move(thunk)}, std::move(outputs),
-                                            std::move(donated), name);
+  return std::make_shared<const Executable>(std::move(slots), params.size(), std::vector<Thunk>{std::move(thunk)},
+                                            std::move(outputs), std::move(donated), name);
 }
 
 struct Jitted::State {
   TraceFn fn;
   JitOptions options;
   std::shared_ptr<const CompileTarget> target;  ///< options.target, or the CPU
-  std::string what;  ///< "jit '<name>'", for the target's errors
+  std::string what;                             ///< "jit '<name>'", for the target's errors
   mutable std::mutex mutex;
   std::map<std::vector<std::pair<Shape, DType>>, std::shared_ptr<const Executable>> cache;
   double seconds = 0;
-  int64_t last_kernels = 0;  ///< kernel_count() of the executable compiled last
+  int64_t last_kernels = 0;    ///< kernel_count() of the executable compiled last
   ir::CostAnalysis last_cost;  ///< cost_analysis() of the graph compiled last
   CompileBreakdown breakdown;
 };
@@ -127,8 +123,8 @@ std::vector<Array> Jitted::operator()(const std::vector<Array>& args) const {
       if (const char* dir = std::getenv("INGOT_DUMP_DIR"); copts.dump_dir.empty() && dir != nullptr) {
         // Distinct per Jitted object (its address) and per signature, so two jitted functions
         // with the same name do not overwrite each other's dumps.
-        copts.dump_dir = fmt::format("{}/{}-{}-{}", dir, state_->options.name,
-                                     fmt::ptr(state_.get()), state_->cache.size());
+        copts.dump_dir =
+            fmt::format("{}/{}-{}-{}", dir, state_->options.name, fmt::ptr(state_.get()), state_->cache.size());
       }
       codegen::CudaCompileOptions cuda_opts = state_->options.cuda;
       if (cuda_opts.dump_dir.empty()) cuda_opts.dump_dir = copts.dump_dir;

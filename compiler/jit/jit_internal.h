@@ -17,7 +17,8 @@ namespace ingot::detail {
 /// (parameter, output) pairs whose output is written into the parameter's buffer (compile_graph,
 /// compile_graph_cuda). Throws ingot::Error(kInvalidArgument) for a donate_argnum out of range or
 /// repeated.
-std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph, const std::vector<int64_t>& donate_argnums);
+std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
+                                                      const std::vector<int64_t>& donate_argnums);
 
 /// The signature of `args` on one host device (CompileTarget::signature of the CPU and the
 /// interpreter): valid, unsharded, all on one device object. `what` names the caller in errors.

@@ -117,8 +117,12 @@ class SpmdBuilder {
  public:
   SpmdBuilder(const ir::Graph& graph, const codegen::CpuCompileOptions& options, const lower::LoweringOptions& lowering,
               const SpmdOptions& spmd)
-      : g_(graph), options_(options), lowering_(lowering), donate_argnums_(spmd.donate_argnums),
-        collective_ns_(spmd.collective_nanoseconds), steps_(schedule(graph, spmd.overlap_collectives)) {
+      : g_(graph),
+        options_(options),
+        lowering_(lowering),
+        donate_argnums_(spmd.donate_argnums),
+        collective_ns_(spmd.collective_nanoseconds),
+        steps_(schedule(graph, spmd.overlap_collectives)) {
     for (ir::ValueId p : g_.parameters()) {
       slot_of_[p] = slots_.size();
       slots_.emplace_back(g_.type(p).shape, g_.type(p).dtype);
@@ -151,8 +155,8 @@ class SpmdBuilder {
       prepare_segment(segment);
       segment.clear();
       // A start waited for at once is a plain (synchronous) collective.
-      const bool async = step.kind == Step::kStart &&
-                         (p + 1 >= steps_.size() || steps_[p + 1].kind != Step::kWait || steps_[p + 1].node != step.node);
+      const bool async = step.kind == Step::kStart && (p + 1 >= steps_.size() || steps_[p + 1].kind != Step::kWait ||
+                                                       steps_[p + 1].node != step.node);
       events_.push_back({step.kind == Step::kStart ? Event::kStart : Event::kWait, step.node, async});
     }
     prepare_segment(segment);
@@ -282,7 +286,8 @@ class SpmdBuilder {
 
   /// Appends `exe`'s thunks with its slots mapped into the global table: its inputs to the slots
   /// of `external`, every other slot to a new one; then records the slots of `results`.
-  void append(const Executable& exe, const std::vector<ir::ValueId>& external, const std::vector<ir::ValueId>& results) {
+  void append(const Executable& exe, const std::vector<ir::ValueId>& external,
+              const std::vector<ir::ValueId>& results) {
     std::vector<size_t> global(exe.slot_types().size());
     for (size_t s = 0; s < global.size(); ++s) {
       if (s < exe.num_inputs()) {
@@ -319,7 +324,7 @@ class SpmdBuilder {
   /// Makes `t` add its wall time to collective_ns_.
   void timed(Thunk& t) const {
     t.collective = [inner = std::move(t.collective), total = collective_ns_](Communicator& c, std::span<const Array> in,
-                                                                              std::span<Array> out) {
+                                                                             std::span<Array> out) {
       const auto start = std::chrono::steady_clock::now();
       inner(c, in, out);
       *total += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();

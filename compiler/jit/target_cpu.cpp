@@ -107,12 +107,8 @@ class InterpreterTarget final : public CompileTarget {
 
 }  // namespace
 
-std::shared_ptr<const CompileTarget> cpu_target() {
-  return std::make_shared<CpuTarget>();
-}
+std::shared_ptr<const CompileTarget> cpu_target() { return std::make_shared<CpuTarget>(); }
 
-std::shared_ptr<const CompileTarget> interpreter_target() {
-  return std::make_shared<InterpreterTarget>();
-}
+std::shared_ptr<const CompileTarget> interpreter_target() { return std::make_shared<InterpreterTarget>(); }
 
 }  // namespace ingot

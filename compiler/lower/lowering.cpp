@@ -29,8 +29,10 @@ namespace {
 std::string float_literal(double value, DType dtype) {
   auto hex = [](uint64_t bits, int width) { return fmt::format("0x{:0{}X}", bits, width); };
   switch (dtype) {
-    case DType::kF16: return hex(float_to_half_bits(static_cast<float>(value)), 4);
-    case DType::kBF16: return hex(float_to_bf16_bits(static_cast<float>(value)), 4);
+    case DType::kF16:
+      return hex(float_to_half_bits(static_cast<float>(value)), 4);
+    case DType::kBF16:
+      return hex(float_to_bf16_bits(static_cast<float>(value)), 4);
     case DType::kF32: {
       float f = static_cast<float>(value);
       uint32_t bits = 0;
@@ -79,24 +81,32 @@ std::string LoweringContext::let(const std::string& rhs, const std::string& hint
 std::string LoweringContext::library_read(const std::string& tensor, const std::string& tensor_type,
                                           const std::string& memref_type) {
   const std::string n = fresh("m");
-  emit(fmt::format("{} = bufferization.to_buffer {} read_only {{ingot.read = \"{}\"}} : {} to {}", n, tensor, n.substr(1),
-                   tensor_type, memref_type));
+  emit(fmt::format("{} = bufferization.to_buffer {} read_only {{ingot.read = \"{}\"}} : {} to {}", n, tensor,
+                   n.substr(1), tensor_type, memref_type));
   return n;
 }
 
 std::string LoweringContext::element(DType d) {
   switch (d) {
-    case DType::kBool: return "i1";
+    case DType::kBool:
+      return "i1";
     case DType::kI8:
-    case DType::kU8: return "i8";
+    case DType::kU8:
+      return "i8";
     case DType::kI32:
-    case DType::kU32: return "i32";
+    case DType::kU32:
+      return "i32";
     case DType::kI64:
-    case DType::kU64: return "i64";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
+    case DType::kU64:
+      return "i64";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
   }
   return "f32";
 }
@@ -116,8 +126,7 @@ std::vector<std::string> LoweringContext::identity(int64_t rank) {
 }
 
 std::string LoweringContext::affine_map(int64_t loop_rank, const std::vector<std::string>& exprs) {
-  return fmt::format("affine_map<({}) -> ({})>", fmt::join(identity(loop_rank), ", "),
-                     fmt::join(exprs, ", "));
+  return fmt::format("affine_map<({}) -> ({})>", fmt::join(identity(loop_rank), ", "), fmt::join(exprs, ", "));
 }
 
 std::string LoweringContext::empty(const ir::TensorType& t) {
@@ -127,12 +136,11 @@ std::string LoweringContext::empty(const ir::TensorType& t) {
 std::string LoweringContext::fill(const ir::TensorType& t, double value) {
   BodyBuilder b(&counter_);
   // Bools are stored as i8 (one byte each, as ingot::Array stores them).
-  std::string scalar = t.dtype == DType::kBool ? b.constant(value != 0 ? 1 : 0, DType::kI8)
-                                               : b.constant(value, t.dtype);
+  std::string scalar =
+      t.dtype == DType::kBool ? b.constant(value != 0 ? 1 : 0, DType::kI8) : b.constant(value, t.dtype);
   for (const std::string& l : b.lines()) emit(l);
   const std::string e = empty(t);
-  return let(fmt::format("linalg.fill ins({} : {}) outs({} : {}) -> {}", scalar, storage(t.dtype), e,
-                         type(t), type(t)),
+  return let(fmt::format("linalg.fill ins({} : {}) outs({} : {}) -> {}", scalar, storage(t.dtype), e, type(t), type(t)),
              "f");
 }
 
@@ -164,8 +172,8 @@ std::string LoweringContext::generic(
   const std::string result = fresh("g");
   const std::string ins_clause =
       ins.empty() ? "" : fmt::format("ins({} : {}) ", fmt::join(in_names, ", "), fmt::join(in_types, ", "));
-  emit(fmt::format("{} = linalg.generic {{indexing_maps = [{}], iterator_types = [{}]}} {}outs({} : {}) {{",
-                   result, fmt::join(maps, ", "), fmt::join(iters, ", "), ins_clause, out_init, type(out)));
+  emit(fmt::format("{} = linalg.generic {{indexing_maps = [{}], iterator_types = [{}]}} {}outs({} : {}) {{", result,
+                   fmt::join(maps, ", "), fmt::join(iters, ", "), ins_clause, out_init, type(out)));
   emit(fmt::format("^bb0({}):", fmt::join(args, ", ")));
   for (const std::string& l : b.lines()) emit("  " + l);
   emit(fmt::format("  linalg.yield {} : {}", yielded, storage(out.dtype)));
@@ -174,8 +182,7 @@ std::string LoweringContext::generic(
 }
 
 std::string LoweringContext::map(
-    const std::vector<std::string>& operands, const std::vector<ir::TensorType>& types,
-    const ir::TensorType& out,
+    const std::vector<std::string>& operands, const std::vector<ir::TensorType>& types, const ir::TensorType& out,
     const std::function<std::string(BodyBuilder&, const std::vector<std::string>&)>& body) {
   std::vector<GenericInput> ins;
   for (size_t i = 0; i < operands.size(); ++i) ins.push_back({operands[i], types[i], identity(out.rank())});
@@ -238,8 +245,7 @@ void lower_constant_inputs(LoweringContext& ctx, const ir::Node& node, const std
 }  // namespace detail
 
 LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
-                          const std::vector<std::pair<size_t, size_t>>& donated,
-                          const LoweringOptions& options) {
+                          const std::vector<std::pair<size_t, size_t>>& donated, const LoweringOptions& options) {
   if (options.library_conv_min_k < 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("LoweringOptions::library_conv_min_k is {}", options.library_conv_min_k),
@@ -258,7 +264,8 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
   const std::vector<bool> live = live_nodes(graph);
   std::string functions;
   std::set<ir::ValueId> in_place;  // donated outputs a scope function computed into their parameter
-  if (!options.share_repeated_scopes || !detail::lower_with_scope_functions(ctx, live, donated, functions, lowered, in_place)) {
+  if (!options.share_repeated_scopes ||
+      !detail::lower_with_scope_functions(ctx, live, donated, functions, lowered, in_place)) {
     for (size_t n = 0; n < graph.nodes().size(); ++n) {
       // Dead nodes (no output reaches a graph output, e.g. an input cotangent nobody asked for in
       // a traced train step) are not lowered: MLIR drops unused loop nests, but a library call
@@ -300,19 +307,17 @@ LoweredModule lower_graph(const ir::Graph& graph, const std::string& entry,
       lowered.result_of_output.push_back(static_cast<size_t>(it - unique.begin()));
     }
   }
-  std::string text = fmt::format("func.func @{}({}) -> ({}) attributes {{llvm.emit_c_interface}} {{\n",
-                                 entry, fmt::join(params, ", "), fmt::join(out_types, ", "));
+  std::string text = fmt::format("func.func @{}({}) -> ({}) attributes {{llvm.emit_c_interface}} {{\n", entry,
+                                 fmt::join(params, ", "), fmt::join(out_types, ", "));
   for (const std::string& l : ctx.lines()) text += l + "\n";
-  text += fmt::format("    return {}{}{}\n  }}\n", fmt::join(out_names, ", "),
-                      out_names.empty() ? "" : " : ", fmt::join(out_types, ", "));
+  text += fmt::format("    return {}{}{}\n  }}\n", fmt::join(out_names, ", "), out_names.empty() ? "" : " : ",
+                      fmt::join(out_types, ", "));
   std::string decls;
   for (const std::string& d : ctx.declarations()) decls += "  " + d + "\n";
   lowered.text = "module {\n" + decls + functions + "  " + text + "}\n";
   return lowered;
 }
 
-std::string lower_to_mlir(const ir::Graph& graph, const std::string& entry) {
-  return lower_graph(graph, entry).text;
-}
+std::string lower_to_mlir(const ir::Graph& graph, const std::string& entry) { return lower_graph(graph, entry).text; }
 
 }  // namespace ingot::lower

@@ -30,13 +30,15 @@ std::vector<std::pair<int64_t, int64_t>> schedule_units(const ir::Graph& g, cons
   std::vector<int64_t> unit_of(static_cast<size_t>(g.num_nodes()), -1);
   for (size_t k = 0; k < groups.size(); ++k) {
     for (size_t i = 0; i < groups[k].instances.size(); ++i) {
-      for (ir::NodeId n : groups[k].instances[i].nodes) unit_of[static_cast<size_t>(n)] = static_cast<int64_t>(units.size());
+      for (ir::NodeId n : groups[k].instances[i].nodes)
+        unit_of[static_cast<size_t>(n)] = static_cast<int64_t>(units.size());
       units.emplace_back(static_cast<int64_t>(k), static_cast<int64_t>(i));
       members.push_back(groups[k].instances[i].nodes);
     }
   }
   for (ir::NodeId n = 0; n < g.num_nodes(); ++n) {
-    if (!live[static_cast<size_t>(n)] || constant[static_cast<size_t>(n)] || unit_of[static_cast<size_t>(n)] >= 0) continue;
+    if (!live[static_cast<size_t>(n)] || constant[static_cast<size_t>(n)] || unit_of[static_cast<size_t>(n)] >= 0)
+      continue;
     unit_of[static_cast<size_t>(n)] = static_cast<int64_t>(units.size());
     units.emplace_back(n, -1);
     members.push_back({n});
@@ -47,7 +49,8 @@ std::vector<std::pair<int64_t, int64_t>> schedule_units(const ir::Graph& g, cons
     for (ir::NodeId n : members[u]) {
       for (ir::ValueId v : g.node(n).inputs) {
         const ir::NodeId p = g.value(v).producer;
-        if (p < 0 || unit_of[static_cast<size_t>(p)] < 0 || unit_of[static_cast<size_t>(p)] == static_cast<int64_t>(u)) continue;
+        if (p < 0 || unit_of[static_cast<size_t>(p)] < 0 || unit_of[static_cast<size_t>(p)] == static_cast<int64_t>(u))
+          continue;
         next[static_cast<size_t>(unit_of[static_cast<size_t>(p)])].push_back(u);
         ++waiting[u];
       }
@@ -95,15 +98,17 @@ std::string scope_function(const ir::Graph& g, const LoweringOptions& options, c
     const std::string type = LoweringContext::type(g.type(v));
     // A donated output is computed into its parameter's buffer, which the function is given: the
     // result is then that argument (bufferization drops it; no copy, no out-parameter).
-    results.push_back(donated_into[q] < 0 ? ctx.value(v)
-                                          : ctx.let(fmt::format("bufferization.materialize_in_destination {} in %a{} : ({}, {}) -> {}",
-                                                                ctx.value(v), donated_into[q], type, type, type),
-                                                    "donated"));
+    results.push_back(donated_into[q] < 0
+                          ? ctx.value(v)
+                          : ctx.let(fmt::format("bufferization.materialize_in_destination {} in %a{} : ({}, {}) -> {}",
+                                                ctx.value(v), donated_into[q], type, type, type),
+                                    "donated"));
     result_types.push_back(type);
   }
   for (const std::string& d : ctx.declarations()) outer.declare(d);
-  std::string text = fmt::format("  func.func private @{}({}) -> ({}) attributes {{ingot.scope_inputs = {} : i64}} {{\n",
-                                 name, fmt::join(params, ", "), fmt::join(result_types, ", "), params.size());
+  std::string text =
+      fmt::format("  func.func private @{}({}) -> ({}) attributes {{ingot.scope_inputs = {} : i64}} {{\n", name,
+                  fmt::join(params, ", "), fmt::join(result_types, ", "), params.size());
   for (const std::string& l : ctx.lines()) text += l + "\n";
   text += fmt::format("    return {}{}{}\n  }}\n", fmt::join(results, ", "), results.empty() ? "" : " : ",
                       fmt::join(result_types, ", "));
@@ -235,7 +240,8 @@ bool lower_with_scope_functions(LoweringContext& ctx, const std::vector<bool>& l
       const ScopeInstance& inst = groups[static_cast<size_t>(unit)].instances[static_cast<size_t>(instance)];
       const std::vector<int64_t>& in = into[static_cast<size_t>(unit)];
       for (size_t q = 0; q < in.size(); ++q) {
-        if (in[q] >= 0 && last_use_of_parameter(g, inst.inputs[static_cast<size_t>(in[q])], inst, t, position, users, seen)) {
+        if (in[q] >= 0 &&
+            last_use_of_parameter(g, inst.inputs[static_cast<size_t>(in[q])], inst, t, position, users, seen)) {
           in_place.insert(inst.outputs[q]);
         }
       }

@@ -145,7 +145,8 @@ struct Prefix {
   std::vector<ir::NodeId> nodes;
 };
 
-std::vector<Prefix> prefix_tree(const ir::Graph& g, const std::vector<bool>& lowered, const std::vector<bool>& constant) {
+std::vector<Prefix> prefix_tree(const ir::Graph& g, const std::vector<bool>& lowered,
+                                const std::vector<bool>& constant) {
   std::vector<Prefix> tree(1);
   std::map<std::pair<size_t, std::string_view>, size_t> child;
   for (ir::NodeId n = 0; n < g.num_nodes(); ++n) {

@@ -69,9 +69,10 @@ std::vector<std::optional<Tensor>> all_reduce_vjp(const VjpArgs& args) {
 }
 
 void lower_all_reduce(lower::LoweringContext&, const Node& node) {
-  throw Error(ErrorCode::kUnimplemented,
-              fmt::format("all_reduce over mesh axis '{}' is not lowered into a kernel", node.attrs.get_string("axis_name")),
-              kSpmdHint);
+  throw Error(
+      ErrorCode::kUnimplemented,
+      fmt::format("all_reduce over mesh axis '{}' is not lowered into a kernel", node.attrs.get_string("axis_name")),
+      kSpmdHint);
 }
 
 /// all_gather / reduce_scatter attributes: the axis (name and device count) and dimension 0.
@@ -85,9 +86,10 @@ int64_t check_split_attrs(const char* op, const Attributes& attrs) {
                 "give the number of devices along the axis (>= 1)");
   }
   if (attrs.get_int_or("dimension", 0) != 0) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{}: dimension {} (only dimension 0 is gathered or scattered)", op, attrs.get_int("dimension")),
-                "shard the leading dimension");
+    throw Error(
+        ErrorCode::kUnimplemented,
+        fmt::format("{}: dimension {} (only dimension 0 is gathered or scattered)", op, attrs.get_int("dimension")),
+        "shard the leading dimension");
   }
   return size;
 }
@@ -124,7 +126,8 @@ std::vector<Array> split_kernel(std::span<const Array>, const Attributes& attrs,
 /// and divided by the axis size.
 std::vector<std::optional<Tensor>> all_gather_vjp(const VjpArgs& args) {
   if (!args.cotangents[0]) return {std::nullopt};
-  return {reduce_scatter(*args.cotangents[0], args.attrs.get_string("axis_name"), args.attrs.get_int("axis_size"), "sum")};
+  return {
+      reduce_scatter(*args.cotangents[0], args.attrs.get_string("axis_name"), args.attrs.get_int("axis_size"), "sum")};
 }
 
 std::vector<std::optional<Tensor>> reduce_scatter_vjp(const VjpArgs& args) {
@@ -137,23 +140,24 @@ std::vector<std::optional<Tensor>> reduce_scatter_vjp(const VjpArgs& args) {
 }
 
 void lower_split(lower::LoweringContext&, const Node& node) {
-  throw Error(ErrorCode::kUnimplemented,
-              fmt::format("{} over mesh axis '{}' is not lowered into a kernel", node.op, node.attrs.get_string("axis_name")),
-              kSpmdHint);
+  throw Error(
+      ErrorCode::kUnimplemented,
+      fmt::format("{} over mesh axis '{}' is not lowered into a kernel", node.op, node.attrs.get_string("axis_name")),
+      kSpmdHint);
 }
 
 }  // namespace
 
 void register_collective_ops(OpRegistry& r) {
   r.add(OpDef{"all_gather", 1, 1, all_gather_shape, split_kernel,
-              "the devices' blocks along a mesh axis concatenated on dimension 0 (SPMD programs)",
-              lower_split, std::vector<std::string>{"axis_name", "axis_size", "dimension"}});
+              "the devices' blocks along a mesh axis concatenated on dimension 0 (SPMD programs)", lower_split,
+              std::vector<std::string>{"axis_name", "axis_size", "dimension"}});
   r.add(OpDef{"reduce_scatter", 1, 1, reduce_scatter_shape, split_kernel,
-              "sum/mean/max/min over a mesh axis, each device keeping its block of dimension 0 (SPMD programs)", lower_split,
-              std::vector<std::string>{"axis_name", "axis_size", "dimension", "reduction"}});
+              "sum/mean/max/min over a mesh axis, each device keeping its block of dimension 0 (SPMD programs)",
+              lower_split, std::vector<std::string>{"axis_name", "axis_size", "dimension", "reduction"}});
   r.add(OpDef{"all_reduce", 1, 1, all_reduce_shape, all_reduce_kernel,
-              "sum/mean/max/min of the operand over a mesh axis (SPMD programs; compile_graph_spmd)",
-              lower_all_reduce, std::vector<std::string>{"axis_name", "reduction"}});
+              "sum/mean/max/min of the operand over a mesh axis (SPMD programs; compile_graph_spmd)", lower_all_reduce,
+              std::vector<std::string>{"axis_name", "reduction"}});
 }
 
 }  // namespace ingot::ir

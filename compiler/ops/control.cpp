@@ -17,14 +17,12 @@ namespace {
 std::vector<TensorType> barrier_shape(std::span<const TensorType> operands, const Attributes& attrs) {
   if (!attrs.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("optimization_barrier: takes no attributes but got {}",
-                            attrs.entries().begin()->first));
+                fmt::format("optimization_barrier: takes no attributes but got {}", attrs.entries().begin()->first));
   }
   return std::vector<TensorType>(operands.begin(), operands.end());
 }
 
-std::vector<Array> barrier_kernel(std::span<const Array> operands, const Attributes&,
-                                  std::span<const TensorType>) {
+std::vector<Array> barrier_kernel(std::span<const Array> operands, const Attributes&, std::span<const TensorType>) {
   return std::vector<Array>(operands.begin(), operands.end());
 }
 
@@ -44,8 +42,6 @@ void register_control_ops(OpRegistry& r) {
 namespace ingot {
 
 /// The VJP rules of the control ops (autodiff's table; see include/ingot/autodiff/vjp_rules.h).
-void register_control_vjps(VjpRules& r) {
-  r.add("optimization_barrier", ir::barrier_vjp);
-}
+void register_control_vjps(VjpRules& r) { r.add("optimization_barrier", ir::barrier_vjp); }
 
 }  // namespace ingot

@@ -55,8 +55,7 @@ template <class T>
 constexpr unsigned kind_of() {
   if constexpr (std::is_same_v<T, bool>) {
     return kBoolKind;
-  } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> ||
-                       std::is_floating_point_v<T>) {
+  } else if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_floating_point_v<T>) {
     return kFloatKind;
   } else if constexpr (std::is_signed_v<T>) {
     return kSignedKind;
@@ -73,8 +72,7 @@ constexpr bool admits_type() {
 
 /// Whether dtype class `kinds` admits `dtype` (run time).
 bool admits(unsigned kinds, DType dtype) {
-  return dispatch_dtype(
-      dtype, [&](auto tag) { return (kinds & kind_of<typename decltype(tag)::type>()) != 0; });
+  return dispatch_dtype(dtype, [&](auto tag) { return (kinds & kind_of<typename decltype(tag)::type>()) != 0; });
 }
 
 /// "one of f16, bf16, f32, f64" for the dtypes in `kinds`.
@@ -87,28 +85,27 @@ std::string describe_kinds(unsigned kinds) {
 }
 
 /// Throws ingot::Error(kDTypeMismatch) naming op, operand and dtype unless `kinds` admits it.
-void check_kind(const std::string& op, const char* operand, const TensorType& type,
-                unsigned kinds) {
+void check_kind(const std::string& op, const char* operand, const TensorType& type, unsigned kinds) {
   require_dtype(op, operand, type, admits(kinds, type.dtype), describe_kinds(kinds).c_str());
 }
 
 /// Thrown by kernels reached with a dtype their shape rule rejects (only possible when a
 /// kernel is called directly, bypassing Graph verification).
 [[noreturn]] void unsupported_kernel_dtype(const std::string& op, DType dtype) {
-  throw Error(ErrorCode::kDTypeMismatch,
-              fmt::format("{}: the interpreter kernel got dtype {}, which {} does not accept", op,
-                          dtype_name(dtype), op),
-              "verify the graph (Graph::verify) before interpreting it");
+  throw Error(
+      ErrorCode::kDTypeMismatch,
+      fmt::format("{}: the interpreter kernel got dtype {}, which {} does not accept", op, dtype_name(dtype), op),
+      "verify the graph (Graph::verify) before interpreting it");
 }
 
 /// Guards kernels against operands that do not match the verified result shape (only possible
 /// when a kernel is called directly): `x` must have `shape`, or be a scalar if `scalar_ok`.
-void check_kernel_operand(const std::string& op, const char* operand, const Array& x,
-                          const Shape& shape, bool scalar_ok = false) {
+void check_kernel_operand(const std::string& op, const char* operand, const Array& x, const Shape& shape,
+                          bool scalar_ok = false) {
   if (x.shape() == shape || (scalar_ok && x.rank() == 0)) return;
   throw Error(ErrorCode::kShapeMismatch,
-              fmt::format("{}: the interpreter kernel got {} of shape {} for a result of shape {}",
-                          op, operand, shape_to_string(x.shape()), shape_to_string(shape)),
+              fmt::format("{}: the interpreter kernel got {} of shape {} for a result of shape {}", op, operand,
+                          shape_to_string(x.shape()), shape_to_string(shape)),
               "verify the graph (Graph::verify) before interpreting it");
 }
 
@@ -127,8 +124,7 @@ decltype(auto) op_attr(const std::string& op, Get&& get) {
 
 /// The dtype named by string attribute `name`; errors name the op and the attribute.
 DType dtype_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
-  const std::string& s =
-      op_attr(op, [&]() -> const std::string& { return attrs.get_string(name); });
+  const std::string& s = op_attr(op, [&]() -> const std::string& { return attrs.get_string(name); });
   try {
     return parse_dtype(s);
   } catch (const Error& e) {
@@ -342,11 +338,10 @@ enum class Direction { kEQ, kNE, kLT, kLE, kGT, kGE };
 
 /// Parses `comparison_direction`; throws kInvalidArgument naming the op and the bad value.
 Direction parse_direction(const std::string& op, const Attributes& attrs) {
-  const std::string& s =
-      op_attr(op, [&]() -> const std::string& { return attrs.get_string("comparison_direction"); });
-  static constexpr std::pair<const char*, Direction> kNames[] = {
-      {"EQ", Direction::kEQ}, {"NE", Direction::kNE}, {"LT", Direction::kLT},
-      {"LE", Direction::kLE}, {"GT", Direction::kGT}, {"GE", Direction::kGE}};
+  const std::string& s = op_attr(op, [&]() -> const std::string& { return attrs.get_string("comparison_direction"); });
+  static constexpr std::pair<const char*, Direction> kNames[] = {{"EQ", Direction::kEQ}, {"NE", Direction::kNE},
+                                                                 {"LT", Direction::kLT}, {"LE", Direction::kLE},
+                                                                 {"GT", Direction::kGT}, {"GE", Direction::kGE}};
   for (const auto& [name, dir] : kNames) {
     if (s == name) return dir;
   }
@@ -359,12 +354,18 @@ Direction parse_direction(const std::string& op, const Attributes& attrs) {
 template <class C>
 bool compare_fn(Direction dir, C a, C b) {
   switch (dir) {
-    case Direction::kEQ: return a == b;
-    case Direction::kNE: return a != b;
-    case Direction::kLT: return a < b;
-    case Direction::kLE: return a <= b;
-    case Direction::kGT: return a > b;
-    case Direction::kGE: return a >= b;
+    case Direction::kEQ:
+      return a == b;
+    case Direction::kNE:
+      return a != b;
+    case Direction::kLT:
+      return a < b;
+    case Direction::kLE:
+      return a <= b;
+    case Direction::kGT:
+      return a > b;
+    case Direction::kGE:
+      return a >= b;
   }
   return false;
 }
@@ -396,8 +397,7 @@ Array map_unary(const std::string& op, const Array& x, const TensorType& result_
 
 /// Applies `fn` to pairs of elements of equally typed `a` and `b`.
 template <unsigned kinds, bool bool_result, class Fn>
-Array map_binary(const std::string& op, const Array& a, const Array& b,
-                 const TensorType& result_type, Fn fn) {
+Array map_binary(const std::string& op, const Array& a, const Array& b, const TensorType& result_type, Fn fn) {
   check_kernel_operand(op, "lhs", a, result_type.shape);
   check_kernel_operand(op, "rhs", b, result_type.shape);
   Array out = make_result(result_type);
@@ -426,45 +426,41 @@ Array map_binary(const std::string& op, const Array& a, const Array& b,
 /// Shape rule of a one-operand op: operand dtype in `kinds`; result has the operand's shape
 /// and its dtype (or bool).
 ShapeRule unary_rule(std::string op, unsigned kinds, bool bool_result) {
-  return
-      [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
-        check_kind(op, "operand", in[0], kinds);
-        TensorType t = in[0];
-        if (bool_result) t.dtype = DType::kBool;
-        return std::vector<TensorType>{t};
-      };
+  return [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
+    check_kind(op, "operand", in[0], kinds);
+    TensorType t = in[0];
+    if (bool_result) t.dtype = DType::kBool;
+    return std::vector<TensorType>{t};
+  };
 }
 
 /// Throws unless lhs and rhs have identical types (no implicit broadcasting or promotion).
 void check_same_type(const std::string& op, const TensorType& lhs, const TensorType& rhs) {
   if (lhs.shape != rhs.shape) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: operand shapes differ: {} vs {} (lhs {}, rhs {})", op,
-                            shape_to_string(lhs.shape), shape_to_string(rhs.shape), lhs.to_string(),
-                            rhs.to_string()),
+                fmt::format("{}: operand shapes differ: {} vs {} (lhs {}, rhs {})", op, shape_to_string(lhs.shape),
+                            shape_to_string(rhs.shape), lhs.to_string(), rhs.to_string()),
                 fmt::format("broadcast explicitly with broadcast_in_dim, or use ingot::{} "
                             "(the tracer's op broadcasts)",
                             op));
   }
   if (lhs.dtype != rhs.dtype) {
-    throw Error(
-        ErrorCode::kDTypeMismatch,
-        fmt::format("{}: operand dtypes differ: {} vs {} (lhs {}, rhs {})", op,
-                    dtype_name(lhs.dtype), dtype_name(rhs.dtype), lhs.to_string(), rhs.to_string()),
-        "convert one operand with convert so both have the same dtype");
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("{}: operand dtypes differ: {} vs {} (lhs {}, rhs {})", op, dtype_name(lhs.dtype),
+                            dtype_name(rhs.dtype), lhs.to_string(), rhs.to_string()),
+                "convert one operand with convert so both have the same dtype");
   }
 }
 
 /// Shape rule of a two-operand op: identical operand types with dtype in `kinds`.
 ShapeRule binary_rule(std::string op, unsigned kinds, bool bool_result) {
-  return
-      [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
-        check_same_type(op, in[0], in[1]);
-        check_kind(op, "lhs", in[0], kinds);
-        TensorType t = in[0];
-        if (bool_result) t.dtype = DType::kBool;
-        return std::vector<TensorType>{t};
-      };
+  return [op = std::move(op), kinds, bool_result](std::span<const TensorType> in, const Attributes&) {
+    check_same_type(op, in[0], in[1]);
+    check_kind(op, "lhs", in[0], kinds);
+    TensorType t = in[0];
+    if (bool_result) t.dtype = DType::kBool;
+    return std::vector<TensorType>{t};
+  };
 }
 
 std::vector<TensorType> compare_rule(std::span<const TensorType> in, const Attributes& attrs) {
@@ -474,11 +470,9 @@ std::vector<TensorType> compare_rule(std::span<const TensorType> in, const Attri
 }
 
 std::vector<TensorType> constant_rule(std::span<const TensorType>, const Attributes& attrs) {
-  const Array& value =
-      op_attr("constant", [&]() -> const Array& { return attrs.get_array("value"); });
+  const Array& value = op_attr("constant", [&]() -> const Array& { return attrs.get_array("value"); });
   if (!value.valid()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "constant: attribute 'value' is an invalid (default-constructed) Array",
+    throw Error(ErrorCode::kInvalidArgument, "constant: attribute 'value' is an invalid (default-constructed) Array",
                 "set 'value' to an Array holding the literal");
   }
   return {TensorType{value.shape(), value.dtype()}};
@@ -489,10 +483,9 @@ std::vector<TensorType> iota_rule(std::span<const TensorType>, const Attributes&
       op_attr("iota", [&]() -> const std::vector<int64_t>& { return attrs.get_ints("shape"); });
   for (int64_t d : shape) {
     if (d < 0) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("iota: shape = [{}] has a negative size {}", fmt::join(shape, ", "), d),
-          "dimension sizes must be >= 0");
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("iota: shape = [{}] has a negative size {}", fmt::join(shape, ", "), d),
+                  "dimension sizes must be >= 0");
     }
   }
   const DType dtype = dtype_attr("iota", attrs, "dtype");
@@ -503,11 +496,11 @@ std::vector<TensorType> iota_rule(std::span<const TensorType>, const Attributes&
   const int64_t dim = op_attr("iota", [&] { return attrs.get_int("iota_dimension"); });
   const int64_t rank = static_cast<int64_t>(shape.size());
   if (dim < 0 || dim >= rank) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("iota: iota_dimension = {} is out of range for shape [{}] (rank {})",
-                            dim, fmt::join(shape, ", "), rank),
-                rank == 0 ? std::string("iota needs a shape of rank >= 1")
-                          : fmt::format("use a dimension in [0, {})", rank));
+    throw Error(
+        ErrorCode::kOutOfRange,
+        fmt::format("iota: iota_dimension = {} is out of range for shape [{}] (rank {})", dim, fmt::join(shape, ", "),
+                    rank),
+        rank == 0 ? std::string("iota needs a shape of rank >= 1") : fmt::format("use a dimension in [0, {})", rank));
   }
   return {TensorType{shape, dtype}};
 }
@@ -528,14 +521,13 @@ std::vector<TensorType> select_rule(std::span<const TensorType> in, const Attrib
   if (on_true != on_false) {
     throw Error(
         on_true.shape != on_false.shape ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
-        fmt::format("select: on_true has type {} but on_false has type {}", on_true.to_string(),
-                    on_false.to_string()),
+        fmt::format("select: on_true has type {} but on_false has type {}", on_true.to_string(), on_false.to_string()),
         "on_true and on_false must have identical types; broadcast or convert first");
   }
   if (!pred.shape.empty() && pred.shape != on_true.shape) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("select: pred has shape {} but on_true has shape {}",
-                            shape_to_string(pred.shape), shape_to_string(on_true.shape)),
+                fmt::format("select: pred has shape {} but on_true has shape {}", shape_to_string(pred.shape),
+                            shape_to_string(on_true.shape)),
                 "pred must be a scalar or have on_true's shape; use ingot::select to broadcast");
   }
   return {on_true};
@@ -545,14 +537,14 @@ std::vector<TensorType> select_rule(std::span<const TensorType> in, const Attrib
 void check_clamp_bound(const char* name, const TensorType& bound, const TensorType& x) {
   if (bound.dtype != x.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("clamp: {} has dtype {} but operand has dtype {}", name,
-                            dtype_name(bound.dtype), dtype_name(x.dtype)),
+                fmt::format("clamp: {} has dtype {} but operand has dtype {}", name, dtype_name(bound.dtype),
+                            dtype_name(x.dtype)),
                 fmt::format("convert {} to {}", name, dtype_name(x.dtype)));
   }
   if (!bound.shape.empty() && bound.shape != x.shape) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("clamp: {} has shape {} but operand has shape {}", name,
-                            shape_to_string(bound.shape), shape_to_string(x.shape)),
+                fmt::format("clamp: {} has shape {} but operand has shape {}", name, shape_to_string(bound.shape),
+                            shape_to_string(x.shape)),
                 "bounds must be scalars or have the operand's shape; use ingot::clamp to "
                 "broadcast");
   }
@@ -569,8 +561,7 @@ std::vector<TensorType> clamp_rule(std::span<const TensorType> in, const Attribu
 // ---------------------------------------------------------------------------------------------
 // Kernels of the ops that are not plain maps.
 
-std::vector<Array> constant_kernel(std::span<const Array>, const Attributes& attrs,
-                                   std::span<const TensorType>) {
+std::vector<Array> constant_kernel(std::span<const Array>, const Attributes& attrs, std::span<const TensorType>) {
   return {op_attr("constant", [&]() -> const Array& { return attrs.get_array("value"); }).clone()};
 }
 
@@ -623,8 +614,7 @@ std::vector<Array> select_kernel(std::span<const Array> in, const Attributes&,
   check_kernel_operand("select", "on_true", in[1], shape);
   check_kernel_operand("select", "on_false", in[2], shape);
   if (in[1].dtype() != result_types[0].dtype || in[2].dtype() != result_types[0].dtype) {
-    unsupported_kernel_dtype(
-        "select", in[1].dtype() != result_types[0].dtype ? in[1].dtype() : in[2].dtype());
+    unsupported_kernel_dtype("select", in[1].dtype() != result_types[0].dtype ? in[1].dtype() : in[2].dtype());
   }
   Array out = make_result(result_types[0]);
   const int64_t n = out.size();
@@ -719,9 +709,7 @@ Cts abs_vjp(const VjpArgs& a) {
 
 Cts log_vjp(const VjpArgs& a) { return {cotangent(a) / a.operands[0]}; }
 Cts log_plus_one_vjp(const VjpArgs& a) { return {cotangent(a) / (a.operands[0] + 1.0)}; }
-Cts exponential_minus_one_vjp(const VjpArgs& a) {
-  return {cotangent(a) * (a.results[0] + 1.0)};
-}
+Cts exponential_minus_one_vjp(const VjpArgs& a) { return {cotangent(a) * (a.results[0] + 1.0)}; }
 
 /// g * (1 - ans^2) as JAX writes it, (g + g * ans) * (1 - ans): ans^2 is not rounded near 1.
 Cts tanh_vjp(const VjpArgs& a) {
@@ -891,28 +879,23 @@ void add_binary(OpRegistry& r, const std::string& name, const std::string& summa
                                     std::span<const TensorType> result_types) {
     return std::vector<Array>{map_binary<kinds, false>(name, in[0], in[1], result_types[0], fn)};
   };
-  r.add(declared(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary}, {},
-                 kCheapToRecompute));
+  r.add(
+      declared(OpDef{name, 2, 2, binary_rule(name, kinds, false), std::move(kernel), summary}, {}, kCheapToRecompute));
 }
 
 void register_unary_ops(OpRegistry& r) {
   add_unary<kSignedOrFloat>(r, "negate", "-x (integers wrap)", [](auto x) { return negate_fn(x); });
-  add_unary<kSignedOrFloat>(r, "abs", "|x| (abs(INT_MIN) wraps to INT_MIN)",
-                            [](auto x) { return abs_fn(x); });
+  add_unary<kSignedOrFloat>(r, "abs", "|x| (abs(INT_MIN) wraps to INT_MIN)", [](auto x) { return abs_fn(x); });
   add_unary<kSignedOrFloat>(r, "sign", "-1, 0 or 1; sign(+-0) = +-0, sign(NaN) = NaN",
                             [](auto x) { return sign_fn(x); });
   add_unary<kFloatOnly>(r, "exponential", "e^x", [](auto x) { return std::exp(x); });
   add_unary<kFloatOnly>(r, "log", "natural logarithm; log(0) = -inf, log(x < 0) = NaN",
                         [](auto x) { return std::log(x); });
-  add_unary<kFloatOnly>(r, "log_plus_one", "log(1 + x), accurate near 0",
-                        [](auto x) { return std::log1p(x); });
-  add_unary<kFloatOnly>(r, "exponential_minus_one", "e^x - 1, accurate near 0",
-                        [](auto x) { return std::expm1(x); });
+  add_unary<kFloatOnly>(r, "log_plus_one", "log(1 + x), accurate near 0", [](auto x) { return std::log1p(x); });
+  add_unary<kFloatOnly>(r, "exponential_minus_one", "e^x - 1, accurate near 0", [](auto x) { return std::expm1(x); });
   add_unary<kFloatOnly>(r, "tanh", "hyperbolic tangent", [](auto x) { return std::tanh(x); });
-  add_unary<kFloatOnly>(r, "logistic", "1 / (1 + e^-x), without overflow",
-                        [](auto x) { return logistic_fn(x); });
-  add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN",
-                        [](auto x) { return std::sqrt(x); });
+  add_unary<kFloatOnly>(r, "logistic", "1 / (1 + e^-x), without overflow", [](auto x) { return logistic_fn(x); });
+  add_unary<kFloatOnly>(r, "sqrt", "square root; sqrt(x < 0) = NaN", [](auto x) { return std::sqrt(x); });
   add_unary<kFloatOnly>(r, "rsqrt", "1 / sqrt(x); rsqrt(0) = inf",
                         [](auto x) { return decltype(x)(1) / std::sqrt(x); });
   add_unary<kFloatOnly>(r, "sine", "sin(x), x in radians", [](auto x) { return std::sin(x); });
@@ -922,19 +905,15 @@ void register_unary_ops(OpRegistry& r) {
   add_unary<kFloatOnly>(r, "round_nearest_even", "nearest integer, ties to even",
                         [](auto x) { return round_nearest_even_fn(x); });
   add_unary<kFloatOnly>(r, "erf", "the error function", [](auto x) { return std::erf(x); });
-  add_unary<kBoolOrInteger>(r, "not", "logical not (bool) or bitwise not (integers)",
-                            [](auto x) { return not_fn(x); });
+  add_unary<kBoolOrInteger>(r, "not", "logical not (bool) or bitwise not (integers)", [](auto x) { return not_fn(x); });
   add_unary<kFloatOnly, true>(r, "is_finite", "true where x is neither inf nor NaN",
                               [](auto x) { return static_cast<bool>(std::isfinite(x)); });
 }
 
 void register_binary_ops(OpRegistry& r) {
-  add_binary<kNumeric>(r, "add", "a + b (integers wrap)",
-                       [](auto a, auto b) { return add_fn(a, b); });
-  add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)",
-                       [](auto a, auto b) { return subtract_fn(a, b); });
-  add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)",
-                       [](auto a, auto b) { return multiply_fn(a, b); });
+  add_binary<kNumeric>(r, "add", "a + b (integers wrap)", [](auto a, auto b) { return add_fn(a, b); });
+  add_binary<kNumeric>(r, "subtract", "a - b (integers wrap)", [](auto a, auto b) { return subtract_fn(a, b); });
+  add_binary<kNumeric>(r, "multiply", "a * b (integers wrap)", [](auto a, auto b) { return multiply_fn(a, b); });
   add_binary<kNumeric>(r, "divide", "a / b; integers truncate, x / 0 = -1, INT_MIN / -1 = INT_MIN",
                        [](auto a, auto b) { return divide_fn(a, b); });
   add_binary<kNumeric>(r, "remainder", "a - b * trunc(a / b) (dividend's sign); x % 0 = x",
@@ -947,19 +926,16 @@ void register_binary_ops(OpRegistry& r) {
                        [](auto a, auto b) { return minimum_fn(a, b); });
   add_binary<kFloatOnly>(r, "atan2", "angle of the point (b, a), in (-pi, pi]",
                          [](auto a, auto b) { return std::atan2(a, b); });
-  add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and",
-                             [](auto a, auto b) { return and_fn(a, b); });
-  add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or",
-                             [](auto a, auto b) { return or_fn(a, b); });
-  add_binary<kBoolOrInteger>(r, "xor", "logical/bitwise exclusive or",
-                             [](auto a, auto b) { return xor_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "and", "logical/bitwise and", [](auto a, auto b) { return and_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "or", "logical/bitwise or", [](auto a, auto b) { return or_fn(a, b); });
+  add_binary<kBoolOrInteger>(r, "xor", "logical/bitwise exclusive or", [](auto a, auto b) { return xor_fn(a, b); });
 }
 
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-  r.add(declared(OpDef{"constant", 0, 0, constant_rule, constant_kernel, "the literal in attribute `value`"},
-                 {"value"}));
+  r.add(
+      declared(OpDef{"constant", 0, 0, constant_rule, constant_kernel, "the literal in attribute `value`"}, {"value"}));
   r.add(declared(OpDef{"iota", 0, 0, iota_rule, iota_kernel, "index along `iota_dimension` of `shape`, as `dtype`"},
                  {"shape", "dtype", "iota_dimension"}));
   r.add(declared(OpDef{"convert", 1, 1, convert_rule, convert_kernel,

@@ -46,8 +46,7 @@ std::string float_predicate(const std::string& dir) {
   return "oge";
 }
 
-std::string cmp(BodyBuilder& b, DType d, const std::string& dir, const std::string& x,
-                const std::string& y) {
+std::string cmp(BodyBuilder& b, DType d, const std::string& dir, const std::string& x, const std::string& y) {
   if (is_floating(d)) return b.let(fmt::format("arith.cmpf {}, {}, {} : {}", float_predicate(dir), x, y, el(d)));
   return b.let(fmt::format("arith.cmpi {}, {}, {} : {}", int_predicate(dir, is_signed_integer(d)), x, y, el(d)));
 }
@@ -63,7 +62,9 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
   std::string overflow;
   if (s) {
     const int64_t bits = dtype_size(d) * 8;
-    const std::string min = b.let(fmt::format("arith.constant {} : {}", bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), el(d)));
+    const std::string min =
+        b.let(fmt::format("arith.constant {} : {}",
+                          bits == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (bits - 1)), el(d)));
     const std::string minus_one = b.constant(-1, d);
     const std::string x_min = cmp(b, d, "EQ", x, min);
     const std::string y_m1 = cmp(b, d, "EQ", y, minus_one);
@@ -71,7 +72,8 @@ std::string int_div_rem(BodyBuilder& b, DType d, const std::string& x, const std
     bad = b.let(fmt::format("arith.ori {}, {} : i1", by_zero, overflow));
   }
   const std::string safe = select(b, bad, one, y, d);
-  const std::string q = b.let(fmt::format("arith.{}{} {}, {} : {}", rem ? "rem" : "div", s ? "si" : "ui", x, safe, el(d)));
+  const std::string q =
+      b.let(fmt::format("arith.{}{} {}, {} : {}", rem ? "rem" : "div", s ? "si" : "ui", x, safe, el(d)));
   if (rem) {
     std::string r = q;
     if (s) r = select(b, overflow, zero, r, d);
@@ -93,8 +95,8 @@ std::string int_power(BodyBuilder& b, DType d, const std::string& x, const std::
   const std::string ub = b.let(fmt::format("arith.constant {} : index", dtype_size(d) * 8));
   const std::string step = b.let("arith.constant 1 : index");
   const std::string loop = b.fresh(), i = b.fresh(), acc = b.fresh(), base = b.fresh(), e = b.fresh();
-  b.emit(fmt::format("{}:3 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}) -> ({}, {}, {}) {{", loop, i,
-                     lb, ub, step, acc, one, base, x, e, y, t, t, t));
+  b.emit(fmt::format("{}:3 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}, {} = {}) -> ({}, {}, {}) {{",
+                     loop, i, lb, ub, step, acc, one, base, x, e, y, t, t, t));
   const std::string odd = cmp(b, d, "NE", b.let(fmt::format("arith.andi {}, {} : {}", e, one, t)), zero);
   const std::string product = b.let(fmt::format("arith.muli {}, {} : {}", acc, base, t));
   const std::string next_acc = select(b, odd, product, acc, d);
@@ -107,18 +109,17 @@ std::string int_power(BodyBuilder& b, DType d, const std::string& x, const std::
   const std::string minus_one = b.constant(-1, d);
   const std::string exp_odd = cmp(b, d, "NE", b.let(fmt::format("arith.andi {}, {} : {}", y, one, t)), zero);
   const std::string of_minus_one = select(b, exp_odd, minus_one, one, d);
-  const std::string negative = select(b, cmp(b, d, "EQ", x, one), one,
-                                      select(b, cmp(b, d, "EQ", x, minus_one), of_minus_one, zero, d), d);
+  const std::string negative =
+      select(b, cmp(b, d, "EQ", x, one), one, select(b, cmp(b, d, "EQ", x, minus_one), of_minus_one, zero, d), d);
   return select(b, cmp(b, d, "LT", y, zero), negative, result, d);
 }
 
-std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const std::string& x,
-                          const std::string& y) {
+std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const std::string& x, const std::string& y) {
   const std::string t = el(d);
   if (is_floating(d)) {
     static const std::map<std::string, std::string> kFloat = {
-        {"add", "arith.addf"},        {"subtract", "arith.subf"},   {"multiply", "arith.mulf"},
-        {"divide", "arith.divf"},     {"remainder", "arith.remf"},  {"power", "math.powf"},
+        {"add", "arith.addf"},         {"subtract", "arith.subf"},    {"multiply", "arith.mulf"},
+        {"divide", "arith.divf"},      {"remainder", "arith.remf"},   {"power", "math.powf"},
         {"maximum", "arith.maximumf"}, {"minimum", "arith.minimumf"}, {"atan2", "math.atan2"}};
     return b.let(fmt::format("{} {}, {} : {}", kFloat.at(op), x, y, t));
   }
@@ -134,8 +135,7 @@ std::string binary_scalar(BodyBuilder& b, const std::string& op, DType d, const 
   if (op == "and") return b.let(fmt::format("arith.andi {}, {} : {}", x, y, t));
   if (op == "or") return b.let(fmt::format("arith.ori {}, {} : {}", x, y, t));
   if (op == "xor") return b.let(fmt::format("arith.xori {}, {} : {}", x, y, t));
-  throw Error(ErrorCode::kUnimplemented,
-              fmt::format("no lowering for op '{}' on {}", op, dtype_name(d)),
+  throw Error(ErrorCode::kUnimplemented, fmt::format("no lowering for op '{}' on {}", op, dtype_name(d)),
               "run it with the reference interpreter");
 }
 
@@ -157,12 +157,19 @@ std::string unary_scalar(BodyBuilder& b, const std::string& op, DType d, const s
     }
     throw Error(ErrorCode::kUnimplemented, fmt::format("no lowering for op '{}' on {}", op, dtype_name(d)));
   }
-  static const std::map<std::string, std::string> kMath = {
-      {"exponential", "math.exp"}, {"log", "math.log"},     {"log_plus_one", "math.log1p"},
-      {"exponential_minus_one", "math.expm1"}, {"tanh", "math.tanh"}, {"sqrt", "math.sqrt"},
-      {"sine", "math.sin"},      {"cosine", "math.cos"},  {"floor", "math.floor"},
-      {"ceil", "math.ceil"},     {"round_nearest_even", "math.roundeven"}, {"erf", "math.erf"},
-      {"abs", "math.absf"}};
+  static const std::map<std::string, std::string> kMath = {{"exponential", "math.exp"},
+                                                           {"log", "math.log"},
+                                                           {"log_plus_one", "math.log1p"},
+                                                           {"exponential_minus_one", "math.expm1"},
+                                                           {"tanh", "math.tanh"},
+                                                           {"sqrt", "math.sqrt"},
+                                                           {"sine", "math.sin"},
+                                                           {"cosine", "math.cos"},
+                                                           {"floor", "math.floor"},
+                                                           {"ceil", "math.ceil"},
+                                                           {"round_nearest_even", "math.roundeven"},
+                                                           {"erf", "math.erf"},
+                                                           {"abs", "math.absf"}};
   if (auto it = kMath.find(op); it != kMath.end()) return b.let(fmt::format("{} {} : {}", it->second, x, t));
   if (op == "negate") return b.let(fmt::format("arith.negf {} : {}", x, t));
   if (op == "rsqrt") {
@@ -172,9 +179,11 @@ std::string unary_scalar(BodyBuilder& b, const std::string& op, DType d, const s
   if (op == "logistic") {  // x >= 0 ? 1 / (1 + e^-x) : e^x / (1 + e^x), as the interpreter
     const std::string one = b.constant(1, d);
     const std::string en = b.let(fmt::format("math.exp {} : {}", b.let(fmt::format("arith.negf {} : {}", x, t)), t));
-    const std::string pos = b.let(fmt::format("arith.divf {}, {} : {}", one, b.let(fmt::format("arith.addf {}, {} : {}", one, en, t)), t));
+    const std::string pos =
+        b.let(fmt::format("arith.divf {}, {} : {}", one, b.let(fmt::format("arith.addf {}, {} : {}", one, en, t)), t));
     const std::string ep = b.let(fmt::format("math.exp {} : {}", x, t));
-    const std::string neg = b.let(fmt::format("arith.divf {}, {} : {}", ep, b.let(fmt::format("arith.addf {}, {} : {}", one, ep, t)), t));
+    const std::string neg =
+        b.let(fmt::format("arith.divf {}, {} : {}", ep, b.let(fmt::format("arith.addf {}, {} : {}", one, ep, t)), t));
     return select(b, cmp(b, d, "GE", x, b.constant(0, d)), pos, neg, d);
   }
   if (op == "sign") {  // NaN and +-0 unchanged, else copysign(1, x)
@@ -218,8 +227,8 @@ std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::stri
   }
   if (!is_floating(from) && is_floating(to)) {
     const bool s = is_signed_integer(from);
-    std::string v = b.let(fmt::format("arith.{}itofp {} : {} to {}", s ? "s" : "u", x, tf,
-                                      dtype_size(to) < 4 ? "f32" : tt));
+    std::string v =
+        b.let(fmt::format("arith.{}itofp {} : {} to {}", s ? "s" : "u", x, tf, dtype_size(to) < 4 ? "f32" : tt));
     if (dtype_size(to) < 4) v = b.let(fmt::format("arith.truncf {} : f32 to {}", v, tt));
     return v;
   }
@@ -255,9 +264,9 @@ std::string convert_scalar(BodyBuilder& b, DType from, DType to, const std::stri
   const std::string ge = b.let(fmt::format("arith.cmpf oge, {}, {} : f64", t, hi_c));
   const std::string nan = b.let(fmt::format("arith.cmpf uno, {}, {} : f64", t, t));
   const std::string zero = b.constant(0, DType::kF64);
-  const std::string safe = b.let(fmt::format("arith.select {}, {}, {} : f64",
-                                             b.let(fmt::format("arith.ori {}, {} : i1", b.let(fmt::format("arith.ori {}, {} : i1", le, ge)), nan)),
-                                             zero, t));
+  const std::string safe = b.let(fmt::format(
+      "arith.select {}, {}, {} : f64",
+      b.let(fmt::format("arith.ori {}, {} : i1", b.let(fmt::format("arith.ori {}, {} : i1", le, ge)), nan)), zero, t));
   std::string r = b.let(fmt::format("arith.fpto{}i {} : f64 to {}", s ? "s" : "u", safe, tt));
   const std::string min_i = b.let(fmt::format("arith.constant {} : {}", lo_int, tt));
   const std::string max_i = b.let(fmt::format("arith.constant {} : {}", hi_int, tt));
@@ -275,7 +284,6 @@ std::string widen(BodyBuilder& b, DType d, const std::string& x) {
 std::string narrow(BodyBuilder& b, DType d, const std::string& x) {
   return b.let(fmt::format("arith.truncf {} : f32 to {}", x, el(d)));
 }
-
 
 /// Elementwise op over same-shaped operands; scalar operands (select's pred, clamp's bounds)
 /// are broadcast by a constant affine map.
@@ -311,12 +319,13 @@ void lower_iota(LoweringContext& ctx, const Node& node) {
   const TensorType out = out_type(ctx, node);
   const int64_t dim = node.attrs.get_int("iota_dimension");
   std::vector<std::string> iters(static_cast<size_t>(out.rank()), "parallel");
-  bind1(ctx, node, ctx.generic(out.rank(), iters, {}, out, LoweringContext::identity(out.rank()), "",
-                               [&](BodyBuilder& b, const Args&) {
-                                 const std::string i = b.index(dim);
-                                 const std::string i64 = b.let(fmt::format("arith.index_cast {} : index to i64", i));
-                                 return convert_scalar(b, DType::kI64, out.dtype, i64);
-                               }));
+  bind1(ctx, node,
+        ctx.generic(out.rank(), iters, {}, out, LoweringContext::identity(out.rank()), "",
+                    [&](BodyBuilder& b, const Args&) {
+                      const std::string i = b.index(dim);
+                      const std::string i64 = b.let(fmt::format("arith.index_cast {} : index to i64", i));
+                      return convert_scalar(b, DType::kI64, out.dtype, i64);
+                    }));
 }
 
 }  // namespace
@@ -326,32 +335,33 @@ void register_elementwise_lowerings(OpRegistry& r) {
   r.set_lowering("iota", lower_iota);
   r.set_lowering("convert", [](LoweringContext& ctx, const Node& node) {
     const DType from = in_type(ctx, node, 0).dtype, to = out_type(ctx, node).dtype;
-    bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return convert_scalar(b, from, to, a[0]); }));
+    bind1(ctx, node,
+          elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return convert_scalar(b, from, to, a[0]); }));
   });
-  for (const char* op : {"negate", "abs", "sign", "exponential", "log", "log_plus_one",
-                         "exponential_minus_one", "tanh", "logistic", "sqrt", "rsqrt", "sine",
-                         "cosine", "floor", "ceil", "round_nearest_even", "erf", "not", "is_finite"}) {
+  for (const char* op :
+       {"negate", "abs", "sign", "exponential", "log", "log_plus_one", "exponential_minus_one", "tanh", "logistic",
+        "sqrt", "rsqrt", "sine", "cosine", "floor", "ceil", "round_nearest_even", "erf", "not", "is_finite"}) {
     const std::string name = op;
     r.set_lowering(name, [name](LoweringContext& ctx, const Node& node) {
       const DType d = in_type(ctx, node, 0).dtype;
       bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) {
-        if (!is_half(d)) return unary_scalar(b, name, d, a[0]);
-        // f16/bf16: the whole op in f32, rounded once on store, as the interpreter (the
-        // emulate-floats stage widens arith ops only, not math ops or composite formulas).
-        const std::string wide = unary_scalar(b, name, DType::kF32, widen(b, d, a[0]));
-        return name == "is_finite" ? wide : narrow(b, d, wide);
-      }));
+              if (!is_half(d)) return unary_scalar(b, name, d, a[0]);
+              // f16/bf16: the whole op in f32, rounded once on store, as the interpreter (the
+              // emulate-floats stage widens arith ops only, not math ops or composite formulas).
+              const std::string wide = unary_scalar(b, name, DType::kF32, widen(b, d, a[0]));
+              return name == "is_finite" ? wide : narrow(b, d, wide);
+            }));
     });
   }
-  for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "power", "maximum",
-                         "minimum", "atan2", "and", "or", "xor"}) {
+  for (const char* op : {"add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum", "atan2",
+                         "and", "or", "xor"}) {
     const std::string name = op;
     r.set_lowering(name, [name](LoweringContext& ctx, const Node& node) {
       const DType d = in_type(ctx, node, 0).dtype;
       bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) {
-        if (!is_half(d)) return binary_scalar(b, name, d, a[0], a[1]);
-        return narrow(b, d, binary_scalar(b, name, DType::kF32, widen(b, d, a[0]), widen(b, d, a[1])));
-      }));
+              if (!is_half(d)) return binary_scalar(b, name, d, a[0], a[1]);
+              return narrow(b, d, binary_scalar(b, name, DType::kF32, widen(b, d, a[0]), widen(b, d, a[1])));
+            }));
     });
   }
   r.set_lowering("compare", [](LoweringContext& ctx, const Node& node) {
@@ -361,13 +371,14 @@ void register_elementwise_lowerings(OpRegistry& r) {
   });
   r.set_lowering("select", [](LoweringContext& ctx, const Node& node) {
     const DType d = out_type(ctx, node).dtype;
-    bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return select(b, a[0], a[1], a[2], d); }));
+    bind1(ctx, node,
+          elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) { return select(b, a[0], a[1], a[2], d); }));
   });
   r.set_lowering("clamp", [](LoweringContext& ctx, const Node& node) {
     const DType d = out_type(ctx, node).dtype;
     bind1(ctx, node, elementwise(ctx, node, [&](BodyBuilder& b, const Args& a) {
-      return binary_scalar(b, "minimum", d, binary_scalar(b, "maximum", d, a[1], a[0]), a[2]);
-    }));
+            return binary_scalar(b, "minimum", d, binary_scalar(b, "maximum", d, a[1], a[0]), a[2]);
+          }));
   });
 }
 

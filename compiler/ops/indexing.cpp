@@ -28,7 +28,6 @@ namespace {
 using ops::check_kernel_call;
 using ops::check_known_attrs;
 
-
 using ops::check_dims;
 using ops::for_each_index;
 using ops::make_result;
@@ -36,7 +35,6 @@ using ops::require_dtype;
 
 // ---------------------------------------------------------------------------------------------
 // Attribute helpers (names the op in every message; the Graph adds the node text).
-
 
 /// Re-throws an attribute getter's error with `op` in front of its message.
 template <class F>
@@ -49,18 +47,15 @@ auto with_op(const std::string& op, F&& get) {
 }
 
 /// An integer list attribute; absent means empty (as in StableHLO's #stablehlo.gather<...>).
-std::vector<int64_t> list_attr(const std::string& op, const Attributes& attrs,
-                               const std::string& name) {
+std::vector<int64_t> list_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
   return with_op(op, [&] { return attrs.get_ints_or(name, {}); });
 }
 
 /// A required attribute, read with `get`.
 template <class F>
-auto required_attr(const std::string& op, const Attributes& attrs, const std::string& name,
-                   const char* kind, F&& get) {
+auto required_attr(const std::string& op, const Attributes& attrs, const std::string& name, const char* kind, F&& get) {
   if (!attrs.has(name)) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("{}: missing attribute '{}' ({})", op, name, kind),
+    throw Error(ErrorCode::kNotFound, fmt::format("{}: missing attribute '{}' ({})", op, name, kind),
                 fmt::format("set '{}' as described in docs/ir.md", name));
   }
   return with_op(op, get);
@@ -74,8 +69,7 @@ void check_optional_bool(const std::string& op, const Attributes& attrs, const s
 std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 /// check_dims plus "sorted ascending" (StableHLO requires it of offset/window/collapsed dims).
-void check_sorted_dims(const std::string& op, const char* name, const std::vector<int64_t>& dims,
-                       int64_t rank) {
+void check_sorted_dims(const std::string& op, const char* name, const std::vector<int64_t>& dims, int64_t rank) {
   check_dims(op, name, dims, rank);
   if (!std::is_sorted(dims.begin(), dims.end())) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -84,9 +78,7 @@ void check_sorted_dims(const std::string& op, const char* name, const std::vecto
   }
 }
 
-bool contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
+bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // ---------------------------------------------------------------------------------------------
 // Index vectors shared by gather and scatter.
@@ -113,20 +105,18 @@ IndexLayout index_layout(const std::string& op, const TensorType& indices, const
   require_dtype(op, indices_name, indices, is_integer(indices.dtype), "an integer dtype");
   IndexLayout l;
   l.indices_shape = indices.shape;
-  l.index_vector_dim = required_attr(op, attrs, "index_vector_dim", "int",
-                                     [&] { return attrs.get_int("index_vector_dim"); });
+  l.index_vector_dim =
+      required_attr(op, attrs, "index_vector_dim", "int", [&] { return attrs.get_int("index_vector_dim"); });
   if (l.index_vector_dim < 0 || l.index_vector_dim > indices.rank()) {
-    throw Error(
-        ErrorCode::kOutOfRange,
-        fmt::format("{}: index_vector_dim = {} is out of range for {} {} (must be in "
-                    "[0, {}])",
-                    op, l.index_vector_dim, indices_name, indices.to_string(), indices.rank()),
-        "index_vector_dim equal to the rank means an implicit trailing index vector of 1");
+    throw Error(ErrorCode::kOutOfRange,
+                fmt::format("{}: index_vector_dim = {} is out of range for {} {} (must be in "
+                            "[0, {}])",
+                            op, l.index_vector_dim, indices_name, indices.to_string(), indices.rank()),
+                "index_vector_dim equal to the rank means an implicit trailing index vector of 1");
   }
   l.operand_dims = list_attr(op, attrs, map_name);
-  const int64_t vector_size = l.index_vector_dim < indices.rank()
-                                  ? indices.shape[static_cast<size_t>(l.index_vector_dim)]
-                                  : 1;
+  const int64_t vector_size =
+      l.index_vector_dim < indices.rank() ? indices.shape[static_cast<size_t>(l.index_vector_dim)] : 1;
   if (static_cast<int64_t>(l.operand_dims.size()) != vector_size) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: {} = {} has {} entries, but the index vectors of {} {} "
@@ -164,16 +154,15 @@ std::vector<int64_t> read_indices(const Array& a) {
 /// The start index (one entry per operand dim, 0 for unmapped dims) for the indices' batch
 /// index `batch` (the indices' multi-index without index_vector_dim).
 std::vector<int64_t> full_start_index(const IndexLayout& l, const std::vector<int64_t>& values,
-                                      const std::vector<int64_t>& strides,
-                                      const std::vector<int64_t>& batch, int64_t operand_rank) {
+                                      const std::vector<int64_t>& strides, const std::vector<int64_t>& batch,
+                                      int64_t operand_rank) {
   std::vector<int64_t> start(static_cast<size_t>(operand_rank), 0);
   const size_t rank = l.indices_shape.size();
   for (size_t k = 0; k < l.operand_dims.size(); ++k) {
     int64_t off = 0;
     size_t b = 0;
     for (size_t d = 0; d < rank; ++d) {
-      const int64_t i =
-          static_cast<int64_t>(d) == l.index_vector_dim ? static_cast<int64_t>(k) : batch[b++];
+      const int64_t i = static_cast<int64_t>(d) == l.index_vector_dim ? static_cast<int64_t>(k) : batch[b++];
       off += i * strides[d];
     }
     start[static_cast<size_t>(l.operand_dims[k])] = values[static_cast<size_t>(off)];
@@ -194,22 +183,19 @@ struct GatherConfig {
 /// Reads slice_sizes and collapsed_slice_dims: one size in [0, dim] per operand dim, and
 /// collapsed dims sorted, distinct and of slice size 1.
 void read_slices(const Attributes& attrs, const TensorType& operand, GatherConfig& c) {
-  c.slice_sizes = required_attr(kGather, attrs, "slice_sizes", "ints",
-                                [&] { return attrs.get_ints("slice_sizes"); });
+  c.slice_sizes = required_attr(kGather, attrs, "slice_sizes", "ints", [&] { return attrs.get_ints("slice_sizes"); });
   if (static_cast<int64_t>(c.slice_sizes.size()) != operand.rank()) {
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("{}: slice_sizes = {} has {} entries, but operand {} has rank {}", kGather,
-                    list(c.slice_sizes), c.slice_sizes.size(), operand.to_string(), operand.rank()),
-        "give one slice size per operand dimension");
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: slice_sizes = {} has {} entries, but operand {} has rank {}", kGather,
+                            list(c.slice_sizes), c.slice_sizes.size(), operand.to_string(), operand.rank()),
+                "give one slice size per operand dimension");
   }
   for (size_t d = 0; d < c.slice_sizes.size(); ++d) {
     if (c.slice_sizes[d] < 0 || c.slice_sizes[d] > operand.shape[d]) {
       throw Error(ErrorCode::kOutOfRange,
                   fmt::format("{}: slice_sizes = {} has {} for operand dim {}, which has size {} "
                               "(operand {})",
-                              kGather, list(c.slice_sizes), c.slice_sizes[d], d, operand.shape[d],
-                              operand.to_string()),
+                              kGather, list(c.slice_sizes), c.slice_sizes[d], d, operand.shape[d], operand.to_string()),
                   "each slice size must be in [0, operand dimension size]");
     }
   }
@@ -218,25 +204,23 @@ void read_slices(const Attributes& attrs, const TensorType& operand, GatherConfi
   for (int64_t d : c.collapsed) {
     // StableHLO allows <= 1; a collapsed size-0 slice would read elements that do not exist.
     if (c.slice_sizes[static_cast<size_t>(d)] != 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: collapsed_slice_dims = {} contains dimension {}, but "
-                              "slice_sizes[{}] = {} (slice_sizes = {})",
-                              kGather, list(c.collapsed), d, d,
-                              c.slice_sizes[static_cast<size_t>(d)], list(c.slice_sizes)),
-                  "only dimensions with slice size 1 can be collapsed");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: collapsed_slice_dims = {} contains dimension {}, but "
+                      "slice_sizes[{}] = {} (slice_sizes = {})",
+                      kGather, list(c.collapsed), d, d, c.slice_sizes[static_cast<size_t>(d)], list(c.slice_sizes)),
+          "only dimensions with slice size 1 can be collapsed");
     }
   }
 }
 
-GatherConfig gather_config(const TensorType& operand, const TensorType& indices,
-                           const Attributes& attrs) {
+GatherConfig gather_config(const TensorType& operand, const TensorType& indices, const Attributes& attrs) {
   check_known_attrs(kGather, attrs,
-                    {"offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
-                     "slice_sizes", "indices_are_sorted"});
+                    {"offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim", "slice_sizes",
+                     "indices_are_sorted"});
   check_optional_bool(kGather, attrs, "indices_are_sorted");
   GatherConfig c;
-  c.layout =
-      index_layout(kGather, indices, "start_indices", attrs, "start_index_map", operand.rank());
+  c.layout = index_layout(kGather, indices, "start_indices", attrs, "start_index_map", operand.rank());
   read_slices(attrs, operand, c);
   c.offset_dims = list_attr(kGather, attrs, "offset_dims");
   const int64_t offset_count = operand.rank() - static_cast<int64_t>(c.collapsed.size());
@@ -244,8 +228,8 @@ GatherConfig gather_config(const TensorType& operand, const TensorType& indices,
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: offset_dims = {} has {} entries, but operand {} has rank {} "
                             "with {} collapsed_slice_dims = {}, leaving {} offset dimensions",
-                            kGather, list(c.offset_dims), c.offset_dims.size(), operand.to_string(),
-                            operand.rank(), c.collapsed.size(), list(c.collapsed), offset_count),
+                            kGather, list(c.offset_dims), c.offset_dims.size(), operand.to_string(), operand.rank(),
+                            c.collapsed.size(), list(c.collapsed), offset_count),
                 "rank(operand) must equal size(offset_dims) + size(collapsed_slice_dims)");
   }
   const int64_t result_rank = static_cast<int64_t>(c.layout.batch_shape().size()) + offset_count;
@@ -262,8 +246,7 @@ TensorType gather_result(const GatherConfig& c, const TensorType& operand) {
   TensorType out{{}, operand.dtype};
   size_t b = 0, o = 0;
   for (size_t d = 0; d < batch.size() + offsets.size(); ++d) {
-    out.shape.push_back(contains(c.offset_dims, static_cast<int64_t>(d)) ? offsets[o++]
-                                                                         : batch[b++]);
+    out.shape.push_back(contains(c.offset_dims, static_cast<int64_t>(d)) ? offsets[o++] : batch[b++]);
   }
   return out;
 }
@@ -303,12 +286,9 @@ void gather_kernel(const Array& operand, const Array& indices, const GatherConfi
 std::vector<Array> gather_interpret(std::span<const Array> in, const Attributes& attrs,
                                     std::span<const TensorType> result_types) {
   check_kernel_call(kGather, 2, gather_rule, in, attrs, result_types);
-  const GatherConfig c =
-      gather_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
+  const GatherConfig c = gather_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);
-  dispatch_dtype(in[0].dtype(), [&](auto tag) {
-    gather_kernel<typename decltype(tag)::type>(in[0], in[1], c, out);
-  });
+  dispatch_dtype(in[0].dtype(), [&](auto tag) { gather_kernel<typename decltype(tag)::type>(in[0], in[1], c, out); });
   return {out};
 }
 
@@ -324,19 +304,17 @@ struct ScatterConfig {
 };
 
 /// Checks updates' rank, scatter dim sizes and window dim sizes (StableHLO C4, C7, C8).
-void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
-                         const TensorType& updates) {
+void check_updates_shape(const ScatterConfig& c, const TensorType& operand, const TensorType& updates) {
   const Shape batch = c.layout.batch_shape();
   const int64_t expected_rank = static_cast<int64_t>(batch.size() + c.update_window_dims.size());
   if (updates.rank() != expected_rank) {
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("{}: updates {} has rank {}, but expected {} = {} scatter dims "
-                    "(scatter_indices {} without index_vector_dim {}) + {} "
-                    "update_window_dims = {}",
-                    kScatter, updates.to_string(), updates.rank(), expected_rank, batch.size(),
-                    shape_to_string(c.layout.indices_shape), c.layout.index_vector_dim,
-                    c.update_window_dims.size(), list(c.update_window_dims)));
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: updates {} has rank {}, but expected {} = {} scatter dims "
+                            "(scatter_indices {} without index_vector_dim {}) + {} "
+                            "update_window_dims = {}",
+                            kScatter, updates.to_string(), updates.rank(), expected_rank, batch.size(),
+                            shape_to_string(c.layout.indices_shape), c.layout.index_vector_dim,
+                            c.update_window_dims.size(), list(c.update_window_dims)));
   }
   check_sorted_dims(kScatter, "update_window_dims", c.update_window_dims, updates.rank());
   size_t b = 0, w = 0;
@@ -344,11 +322,10 @@ void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
     const int64_t size = updates.shape[d];
     if (!contains(c.update_window_dims, static_cast<int64_t>(d))) {
       if (size != batch[b]) {
-        throw Error(ErrorCode::kShapeMismatch,
-                    fmt::format("{}: updates {} dim {} has size {}, but scatter dim {} of "
-                                "scatter_indices {} has size {}",
-                                kScatter, updates.to_string(), d, size, b,
-                                shape_to_string(c.layout.indices_shape), batch[b]));
+        throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: updates {} dim {} has size {}, but scatter dim {} of "
+                                                           "scatter_indices {} has size {}",
+                                                           kScatter, updates.to_string(), d, size, b,
+                                                           shape_to_string(c.layout.indices_shape), batch[b]));
       }
       ++b;
       continue;
@@ -358,8 +335,7 @@ void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("{}: update window dim {} of updates {} has size {}, larger than "
                               "operand {} dim {} of size {}",
-                              kScatter, d, updates.to_string(), size, operand.to_string(), w,
-                              operand.shape[w]),
+                              kScatter, d, updates.to_string(), size, operand.to_string(), w, operand.shape[w]),
                   "an update window must fit in the operand");
     }
     ++w;
@@ -368,16 +344,15 @@ void check_updates_shape(const ScatterConfig& c, const TensorType& operand,
 
 /// Reads `computation`: true for "add" (numeric operands only), false for "assign".
 bool read_computation(const Attributes& attrs, const TensorType& operand) {
-  const std::string computation = required_attr(kScatter, attrs, "computation", "string",
-                                                [&] { return attrs.get_string("computation"); });
+  const std::string computation =
+      required_attr(kScatter, attrs, "computation", "string", [&] { return attrs.get_string("computation"); });
   if (computation != "add" && computation != "assign") {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: computation = \"{}\" is not supported", kScatter, computation),
                 "use \"add\" or \"assign\"");
   }
   if (computation == "add") {
-    require_dtype(kScatter, "operand", operand, !is_bool(operand.dtype),
-                  "a numeric dtype for computation = \"add\"");
+    require_dtype(kScatter, "operand", operand, !is_bool(operand.dtype), "a numeric dtype for computation = \"add\"");
   }
   return computation == "add";
 }
@@ -386,20 +361,19 @@ ScatterConfig scatter_config(std::span<const TensorType> in, const Attributes& a
   const TensorType& operand = in[0];
   const TensorType& updates = in[2];
   check_known_attrs(kScatter, attrs,
-                    {"update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-                     "index_vector_dim", "computation", "indices_are_sorted", "unique_indices"});
+                    {"update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims", "index_vector_dim",
+                     "computation", "indices_are_sorted", "unique_indices"});
   check_optional_bool(kScatter, attrs, "indices_are_sorted");
   check_optional_bool(kScatter, attrs, "unique_indices");
   if (updates.dtype != operand.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: updates {} and operand {} have different dtypes", kScatter,
-                            updates.to_string(), operand.to_string()),
+                fmt::format("{}: updates {} and operand {} have different dtypes", kScatter, updates.to_string(),
+                            operand.to_string()),
                 "convert the updates to the operand's dtype");
   }
   ScatterConfig c;
   c.add = read_computation(attrs, operand);
-  c.layout = index_layout(kScatter, in[1], "scatter_indices", attrs, "scatter_dims_to_operand_dims",
-                          operand.rank());
+  c.layout = index_layout(kScatter, in[1], "scatter_indices", attrs, "scatter_dims_to_operand_dims", operand.rank());
   c.inserted = list_attr(kScatter, attrs, "inserted_window_dims");
   check_sorted_dims(kScatter, "inserted_window_dims", c.inserted, operand.rank());
   c.update_window_dims = list_attr(kScatter, attrs, "update_window_dims");
@@ -408,9 +382,8 @@ ScatterConfig scatter_config(std::span<const TensorType> in, const Attributes& a
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: update_window_dims = {} has {} entries, but operand {} has rank "
                             "{} with {} inserted_window_dims = {}, leaving {} window dimensions",
-                            kScatter, list(c.update_window_dims), c.update_window_dims.size(),
-                            operand.to_string(), operand.rank(), c.inserted.size(),
-                            list(c.inserted), window_count),
+                            kScatter, list(c.update_window_dims), c.update_window_dims.size(), operand.to_string(),
+                            operand.rank(), c.inserted.size(), list(c.inserted), window_count),
                 "rank(operand) must equal size(update_window_dims) + size(inserted_window_dims)");
   }
   check_updates_shape(c, operand, updates);
@@ -434,8 +407,7 @@ Shape window_sizes(const ScatterConfig& c, int64_t operand_rank, const Shape& up
 }
 
 template <class T>
-void scatter_kernel(const Array& indices, const Array& updates, const ScatterConfig& c,
-                    Array& out) {
+void scatter_kernel(const Array& indices, const Array& updates, const ScatterConfig& c, Array& out) {
   const std::vector<int64_t> values = read_indices(indices);
   const std::vector<int64_t> index_strides = row_major_strides(indices.shape());
   const std::vector<int64_t> out_strides = row_major_strides(out.shape());
@@ -451,8 +423,7 @@ void scatter_kernel(const Array& indices, const Array& updates, const ScatterCon
     for (size_t d = 0; d < u.size(); ++d) {
       (contains(c.update_window_dims, static_cast<int64_t>(d)) ? win : scatter).push_back(u[d]);
     }
-    const std::vector<int64_t> start =
-        full_start_index(c.layout, values, index_strides, scatter, rank);
+    const std::vector<int64_t> start = full_start_index(c.layout, values, index_strides, scatter, rank);
     int64_t off = 0;
     size_t w = 0;
     for (size_t d = 0; d < static_cast<size_t>(rank); ++d) {
@@ -469,8 +440,7 @@ void scatter_kernel(const Array& indices, const Array& updates, const ScatterCon
         dst[off] = upd[flat];
       } else if constexpr (std::is_integral_v<T>) {
         using U = std::make_unsigned_t<T>;
-        dst[off] =
-            static_cast<T>(static_cast<U>(static_cast<U>(dst[off]) + static_cast<U>(upd[flat])));
+        dst[off] = static_cast<T>(static_cast<U>(static_cast<U>(dst[off]) + static_cast<U>(upd[flat])));
       } else {
         dst[off] = T(static_cast<C>(dst[off]) + static_cast<C>(upd[flat]));
       }
@@ -481,14 +451,11 @@ void scatter_kernel(const Array& indices, const Array& updates, const ScatterCon
 std::vector<Array> scatter_interpret(std::span<const Array> in, const Attributes& attrs,
                                      std::span<const TensorType> result_types) {
   check_kernel_call(kScatter, 3, scatter_rule, in, attrs, result_types);
-  const std::vector<TensorType> types = {{in[0].shape(), in[0].dtype()},
-                                         {in[1].shape(), in[1].dtype()},
-                                         {in[2].shape(), in[2].dtype()}};
+  const std::vector<TensorType> types = {
+      {in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, {in[2].shape(), in[2].dtype()}};
   const ScatterConfig c = scatter_config(types, attrs);
   Array out = in[0].clone();
-  dispatch_dtype(in[0].dtype(), [&](auto tag) {
-    scatter_kernel<typename decltype(tag)::type>(in[1], in[2], c, out);
-  });
+  dispatch_dtype(in[0].dtype(), [&](auto tag) { scatter_kernel<typename decltype(tag)::type>(in[1], in[2], c, out); });
   return {out};
 }
 
@@ -501,9 +468,7 @@ std::vector<Array> scatter_interpret(std::span<const Array> in, const Attributes
 using Cts = std::vector<std::optional<Tensor>>;
 
 /// The bool attribute `name`, false when absent.
-bool flag(const Attributes& attrs, const std::string& name) {
-  return attrs.has(name) && attrs.get_bool(name);
-}
+bool flag(const Attributes& attrs, const std::string& name) { return attrs.has(name) && attrs.get_bool(name); }
 
 /// The largest in-bounds start of each index component: operand size - window size of the
 /// operand dim the component maps to.
@@ -518,8 +483,7 @@ std::vector<int64_t> start_limits(const IndexLayout& l, const Shape& operand, co
 /// `values` (one per index component) as a tensor of `indices`' type and shape, laid along
 /// index_vector_dim. A value above the index dtype's maximum saturates to it (every index is
 /// then below the limit anyway).
-Tensor per_component(const std::vector<int64_t>& values, const Tensor& indices,
-                     const IndexLayout& l) {
+Tensor per_component(const std::vector<int64_t>& values, const Tensor& indices, const IndexLayout& l) {
   const DType dtype = indices.dtype();
   const double max = dispatch_dtype(dtype, [](auto tag) {
     using T = typename decltype(tag)::type;
@@ -534,8 +498,7 @@ Tensor per_component(const std::vector<int64_t>& values, const Tensor& indices,
 }
 
 /// The start indices as gather uses them: each component clamped to [0, limit].
-Tensor clamp_indices(const Tensor& indices, const IndexLayout& l,
-                     const std::vector<int64_t>& limits) {
+Tensor clamp_indices(const Tensor& indices, const IndexLayout& l, const std::vector<int64_t>& limits) {
   const Tensor zero = scalar(0, indices.dtype());
   return clamp(indices, zero, per_component(limits, indices, l));
 }
@@ -544,8 +507,7 @@ Tensor clamp_indices(const Tensor& indices, const IndexLayout& l,
 /// scatter applies the update window instead of skipping it.
 Tensor in_bounds(const Tensor& indices, const IndexLayout& l, const std::vector<int64_t>& limits) {
   const Tensor zero = scalar(0, indices.dtype());
-  const Tensor ok = logical_and(greater_equal(indices, zero),
-                                less_equal(indices, per_component(limits, indices, l)));
+  const Tensor ok = logical_and(greater_equal(indices, zero), less_equal(indices, per_component(limits, indices, l)));
   return l.index_vector_dim == indices.rank() ? ok : all(ok, {l.index_vector_dim});
 }
 
@@ -556,8 +518,7 @@ Cts gather_vjp(const VjpArgs& a) {
   const Tensor& indices = a.operands[1];
   const GatherConfig c = gather_config(operand.type(), indices.type(), a.attrs);
   const Shape shape = operand.shape();
-  const Tensor start =
-      clamp_indices(indices, c.layout, start_limits(c.layout, shape, c.slice_sizes));
+  const Tensor start = clamp_indices(indices, c.layout, start_limits(c.layout, shape, c.slice_sizes));
   const Tensor zero = zeros(shape, operand.dtype());
   const Tensor ct = emit(kScatter, {zero, start, *a.cotangents[0]},
                          {{"update_window_dims", c.offset_dims},
@@ -620,9 +581,8 @@ Cts scatter_vjp(const VjpArgs& a) {
   const Shape window = window_sizes(c, g.rank(), updates.shape());
   const Attributes gather_attrs = mirrored_gather(c, a.attrs, window);
   if (!c.add) return scatter_assign_vjp(a, gather_attrs);
-  const Tensor ok =
-      broadcast_in_dim(in_bounds(indices, c.layout, start_limits(c.layout, shape, window)),
-                       updates.shape(), scatter_dims(c, updates.rank()));
+  const Tensor ok = broadcast_in_dim(in_bounds(indices, c.layout, start_limits(c.layout, shape, window)),
+                                     updates.shape(), scatter_dims(c, updates.rank()));
   const Tensor read = emit(kGather, {g, indices}, gather_attrs)[0];
   return {g, std::nullopt, where(ok, read, zeros_like(read))};
 }
@@ -630,8 +590,7 @@ Cts scatter_vjp(const VjpArgs& a) {
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
-  r.add(OpDef{kGather, 2, 2, gather_rule, gather_interpret,
-              "gathers slices of an operand at (clamped) start indices"});
+  r.add(OpDef{kGather, 2, 2, gather_rule, gather_interpret, "gathers slices of an operand at (clamped) start indices"});
   r.add(OpDef{kScatter, 3, 3, scatter_rule, scatter_interpret,
               "adds or assigns update windows into an operand; out-of-bounds windows are skipped"});
 }

@@ -28,8 +28,8 @@ std::string to_i64(BodyBuilder& b, DType d, const std::string& v) {
   if (d == DType::kI64) return v;
   if (d == DType::kU64) {
     const std::string negative = b.let(fmt::format("arith.cmpi slt, {}, {} : i64", v, i64_const(b, 0)));
-    return b.let(fmt::format("arith.select {}, {}, {} : i64", negative,
-                             i64_const(b, std::numeric_limits<int64_t>::max()), v));
+    return b.let(
+        fmt::format("arith.select {}, {}, {} : i64", negative, i64_const(b, std::numeric_limits<int64_t>::max()), v));
   }
   return b.let(fmt::format("arith.ext{}i {} : {} to i64", is_signed_integer(d) ? "s" : "u", v, el(d)));
 }
@@ -81,8 +81,10 @@ void lower_gather(LoweringContext& ctx, const Node& node) {
           if (k != start_map.end()) {
             const std::string v = starts[static_cast<size_t>(k - start_map.begin())];
             const std::string lo = b.let(fmt::format("arith.maxsi {}, {} : i64", v, i64_const(b, 0)));
-            const std::string s = b.let(fmt::format("arith.minsi {}, {} : i64", lo, i64_const(b, operand.shape[dd] - slice_sizes[dd])));
-            p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", s))));
+            const std::string s =
+                b.let(fmt::format("arith.minsi {}, {} : i64", lo, i64_const(b, operand.shape[dd] - slice_sizes[dd])));
+            p = b.let(fmt::format("arith.addi {}, {} : index", p,
+                                  b.let(fmt::format("arith.index_cast {} : i64 to index", s))));
           }
           pos.push_back(p);
         }
@@ -104,9 +106,9 @@ struct Scatter {
 };
 
 Scatter read_scatter(const Attributes& attrs, const TensorType& operand, const TensorType& updates) {
-  Scatter s{attrs.get_ints("update_window_dims"), attrs.get_ints("inserted_window_dims"),
+  Scatter s{attrs.get_ints("update_window_dims"),           attrs.get_ints("inserted_window_dims"),
             attrs.get_ints("scatter_dims_to_operand_dims"), attrs.get_int("index_vector_dim"),
-            attrs.get_string("computation") == "add", Shape(operand.shape.size(), 1)};
+            attrs.get_string("computation") == "add",       Shape(operand.shape.size(), 1)};
   for (int64_t d = 0, w = 0; d < operand.rank(); ++d) {
     if (!contains(s.inserted, d)) s.window[d] = updates.shape[static_cast<size_t>(s.window_dims[w++])];
   }
@@ -120,7 +122,8 @@ std::pair<std::vector<std::string>, std::string> scatter_position(BodyBuilder& b
                                                                   const TensorType& operand,
                                                                   const std::vector<std::string>& u) {
   std::vector<std::string> batch, win;
-  for (size_t d = 0; d < u.size(); ++d) (contains(s.window_dims, static_cast<int64_t>(d)) ? win : batch).push_back(u[d]);
+  for (size_t d = 0; d < u.size(); ++d)
+    (contains(s.window_dims, static_cast<int64_t>(d)) ? win : batch).push_back(u[d]);
   const std::vector<std::string> starts = read_start(b, indices, it, s.index_vector_dim, s.to_operand.size(), batch);
   std::string fits = b.let("arith.constant true");
   std::vector<std::string> pos;
@@ -134,9 +137,11 @@ std::pair<std::vector<std::string>, std::string> scatter_position(BodyBuilder& b
       const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : i64", start, i64_const(b, 0)));
       const std::string hi_ok =
           b.let(fmt::format("arith.cmpi sle, {}, {} : i64", start, i64_const(b, operand.shape[dd] - s.window[dd])));
-      fits = b.let(fmt::format("arith.andi {}, {} : i1", fits, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
+      fits = b.let(
+          fmt::format("arith.andi {}, {} : i1", fits, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
       // Only used (inside the scf.if) when the window fits.
-      p = b.let(fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", start))));
+      p = b.let(
+          fmt::format("arith.addi {}, {} : index", p, b.let(fmt::format("arith.index_cast {} : i64 to index", start))));
     }
     pos.push_back(p);
   }
@@ -148,7 +153,8 @@ std::string scatter_add(BodyBuilder& b, DType d, const std::string& cur, const s
   if (d == DType::kF16 || d == DType::kBF16) {
     const std::string x = b.let(fmt::format("arith.extf {} : {} to f32", cur, el(d)));
     const std::string y = b.let(fmt::format("arith.extf {} : {} to f32", v, el(d)));
-    return b.let(fmt::format("arith.truncf {} : f32 to {}", b.let(fmt::format("arith.addf {}, {} : f32", x, y)), el(d)));
+    return b.let(
+        fmt::format("arith.truncf {} : f32 to {}", b.let(fmt::format("arith.addf {}, {} : f32", x, y)), el(d)));
   }
   return b.let(fmt::format("arith.{} {}, {} : {}", is_floating(d) ? "addf" : "addi", cur, v, el(d)));
 }
@@ -166,7 +172,8 @@ void lower_scatter(LoweringContext& ctx, const Node& node) {
   }
   if (!any_fits) return ctx.bind(node.outputs[0], ctx.operand(node, 0));
   const std::string t = ty(operand);
-  const std::string copy = ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), t), "cp");
+  const std::string copy =
+      ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), t), "cp");
   LocalCode code(ctx);
   BodyBuilder& b = code.b();
   const std::string result = b.fresh(), u = b.fresh(), acc = b.fresh();
@@ -176,9 +183,13 @@ void lower_scatter(LoweringContext& ctx, const Node& node) {
   const auto [pos, fits] = scatter_position(b, s, ctx.operand(node, 1), indices, operand, ui);
   const std::string next = b.fresh();
   b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, fits, t));
-  std::string v = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 2), fmt::join(ui, ", "), ty(updates)));
-  if (s.add) v = scatter_add(b, operand.dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc, fmt::join(pos, ", "), t)), v);
-  b.emit(fmt::format("scf.yield {} : {}", b.let(fmt::format("tensor.insert {} into {}[{}] : {}", v, acc, fmt::join(pos, ", "), t)), t));
+  std::string v =
+      b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 2), fmt::join(ui, ", "), ty(updates)));
+  if (s.add)
+    v = scatter_add(b, operand.dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc, fmt::join(pos, ", "), t)),
+                    v);
+  b.emit(fmt::format("scf.yield {} : {}",
+                     b.let(fmt::format("tensor.insert {} into {}[{}] : {}", v, acc, fmt::join(pos, ", "), t)), t));
   b.emit("} else {");
   b.emit(fmt::format("scf.yield {} : {}", acc, t));
   b.emit("}");

@@ -24,7 +24,6 @@ namespace {
 using ops::check_kernel_call;
 using ops::check_known_attrs;
 
-
 using ops::check_dims;
 using ops::for_each_index;
 using ops::make_result;
@@ -32,7 +31,6 @@ using ops::require_dtype;
 
 // ---------------------------------------------------------------------------------------------
 // Attribute helpers (names the op in every message; the Graph adds the node text).
-
 
 /// Reads the required integer attribute `name`, throwing kNotFound/kInvalidArgument naming `op`.
 int64_t required_int(const std::string& op, const Attributes& attrs, const std::string& name) {
@@ -48,8 +46,8 @@ int64_t required_int(const std::string& op, const Attributes& attrs, const std::
 }
 
 /// Reads the integer list `name`, or `fallback` when absent (nullptr fallback: required).
-std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
-                               const std::string& name, const std::vector<int64_t>* fallback) {
+std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs, const std::string& name,
+                               const std::vector<int64_t>* fallback) {
   if (!attrs.has(name)) {
     if (fallback) return *fallback;
     throw Error(ErrorCode::kNotFound, fmt::format("{}: missing attribute '{}' (ints)", op, name),
@@ -66,23 +64,21 @@ std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
 std::string list(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 /// Throws kInvalidArgument unless `values` has `expected` entries.
-void check_length(const std::string& op, const std::string& name,
-                  const std::vector<int64_t>& values, int64_t expected, const std::string& why) {
+void check_length(const std::string& op, const std::string& name, const std::vector<int64_t>& values, int64_t expected,
+                  const std::string& why) {
   if (static_cast<int64_t>(values.size()) != expected) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} = {} has {} entries, but {} needs {}", op, name, list(values),
-                            values.size(), why, expected));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} = {} has {} entries, but {} needs {}", op, name,
+                                                         list(values), values.size(), why, expected));
   }
 }
 
 /// Throws kInvalidArgument unless every entry of `values` is >= `minimum`.
-void check_at_least(const std::string& op, const std::string& name,
-                    const std::vector<int64_t>& values, int64_t minimum) {
+void check_at_least(const std::string& op, const std::string& name, const std::vector<int64_t>& values,
+                    int64_t minimum) {
   for (int64_t v : values) {
     if (v < minimum) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} = {} contains {}, but every entry must be >= {}", op, name,
-                              list(values), v, minimum));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} = {} contains {}, but every entry must be >= {}", op,
+                                                           name, list(values), v, minimum));
     }
   }
 }
@@ -119,8 +115,7 @@ T from_acc(acc_t<T> v) {
 void check_numeric_pair(const std::string& op, const TensorType& lhs, const TensorType& rhs) {
   if (lhs.dtype != rhs.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: operand dtypes differ: lhs is {}, rhs is {}", op, lhs.to_string(),
-                            rhs.to_string()),
+                fmt::format("{}: operand dtypes differ: lhs is {}, rhs is {}", op, lhs.to_string(), rhs.to_string()),
                 "convert one operand so both have the same dtype");
   }
   require_dtype(op, "lhs", lhs, !is_bool(lhs.dtype), "a numeric dtype (integer or float)");
@@ -138,12 +133,10 @@ struct DotDims {
 };
 
 /// Dimensions of `rank` that are in neither `a` nor `b`, in increasing order.
-std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& a,
-                               const std::vector<int64_t>& b) {
+std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   std::vector<int64_t> out;
   for (int64_t d = 0; d < rank; ++d) {
-    if (std::find(a.begin(), a.end(), d) == a.end() &&
-        std::find(b.begin(), b.end(), d) == b.end()) {
+    if (std::find(a.begin(), a.end(), d) == a.end() && std::find(b.begin(), b.end(), d) == b.end()) {
       out.push_back(d);
     }
   }
@@ -151,8 +144,8 @@ std::vector<int64_t> free_dims(int64_t rank, const std::vector<int64_t>& a,
 }
 
 /// Range, repetition and overlap checks for one side's batching and contracting dimensions.
-void check_dot_side(const char* side, const std::vector<int64_t>& batch,
-                    const std::vector<int64_t>& contract, int64_t rank) {
+void check_dot_side(const char* side, const std::vector<int64_t>& batch, const std::vector<int64_t>& contract,
+                    int64_t rank) {
   const std::string batch_name = fmt::format("{}_batching_dimensions", side);
   const std::string contract_name = fmt::format("{}_contracting_dimensions", side);
   check_dims(kDot, batch_name.c_str(), batch, rank);
@@ -160,35 +153,33 @@ void check_dot_side(const char* side, const std::vector<int64_t>& batch,
   for (int64_t d : batch) {
     if (std::find(contract.begin(), contract.end(), d) != contract.end()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} dimension {} is in both {} = {} and {} = {}", kDot, side, d,
-                              batch_name, list(batch), contract_name, list(contract)),
+                  fmt::format("{}: {} dimension {} is in both {} = {} and {} = {}", kDot, side, d, batch_name,
+                              list(batch), contract_name, list(contract)),
                   "a dimension is either batched or contracted, not both");
     }
   }
 }
 
 /// Checks that the paired dimensions of lhs and rhs have equal sizes.
-void check_paired_sizes(const char* what, const std::vector<int64_t>& lhs_dims,
-                        const std::vector<int64_t>& rhs_dims, const TensorType& lhs,
-                        const TensorType& rhs) {
+void check_paired_sizes(const char* what, const std::vector<int64_t>& lhs_dims, const std::vector<int64_t>& rhs_dims,
+                        const TensorType& lhs, const TensorType& rhs) {
   for (size_t i = 0; i < lhs_dims.size(); ++i) {
     const int64_t a = lhs.shape[static_cast<size_t>(lhs_dims[i])];
     const int64_t b = rhs.shape[static_cast<size_t>(rhs_dims[i])];
     if (a != b) {
-      throw Error(
-          ErrorCode::kShapeMismatch,
-          fmt::format("{}: {} dimension sizes differ: lhs dim {} has {}, rhs dim {} has {} "
-                      "(lhs {}, rhs {})",
-                      kDot, what, lhs_dims[i], a, rhs_dims[i], b, lhs.to_string(), rhs.to_string()),
-          fmt::format("the {} dimensions of lhs and rhs must pair up with equal sizes", what));
+      throw Error(ErrorCode::kShapeMismatch,
+                  fmt::format("{}: {} dimension sizes differ: lhs dim {} has {}, rhs dim {} has {} "
+                              "(lhs {}, rhs {})",
+                              kDot, what, lhs_dims[i], a, rhs_dims[i], b, lhs.to_string(), rhs.to_string()),
+                  fmt::format("the {} dimensions of lhs and rhs must pair up with equal sizes", what));
     }
   }
 }
 
 DotDims dot_dims(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
   check_known_attrs(kDot, attrs,
-                    {"lhs_batching_dimensions", "rhs_batching_dimensions",
-                     "lhs_contracting_dimensions", "rhs_contracting_dimensions"});
+                    {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
+                     "rhs_contracting_dimensions"});
   // Absent lists are empty, as in StableHLO's #stablehlo.dot<...> syntax.
   const std::vector<int64_t> none;
   DotDims d;
@@ -200,17 +191,16 @@ DotDims dot_dims(const TensorType& lhs, const TensorType& rhs, const Attributes&
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: lhs_batching_dimensions = {} and rhs_batching_dimensions = {} "
                             "have different lengths ({} vs {})",
-                            kDot, list(d.lhs_batch), list(d.rhs_batch), d.lhs_batch.size(),
-                            d.rhs_batch.size()),
+                            kDot, list(d.lhs_batch), list(d.rhs_batch), d.lhs_batch.size(), d.rhs_batch.size()),
                 "pair each lhs batching dimension with one rhs batching dimension");
   }
   if (d.lhs_contract.size() != d.rhs_contract.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: lhs_contracting_dimensions = {} and rhs_contracting_dimensions = "
-                            "{} have different lengths ({} vs {})",
-                            kDot, list(d.lhs_contract), list(d.rhs_contract), d.lhs_contract.size(),
-                            d.rhs_contract.size()),
-                "pair each lhs contracting dimension with one rhs contracting dimension");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: lhs_contracting_dimensions = {} and rhs_contracting_dimensions = "
+                    "{} have different lengths ({} vs {})",
+                    kDot, list(d.lhs_contract), list(d.rhs_contract), d.lhs_contract.size(), d.rhs_contract.size()),
+        "pair each lhs contracting dimension with one rhs contracting dimension");
   }
   check_dot_side("lhs", d.lhs_batch, d.lhs_contract, lhs.rank());
   check_dot_side("rhs", d.rhs_batch, d.rhs_contract, rhs.rank());
@@ -255,15 +245,13 @@ void dot_general_kernel(const Array& lhs, const Array& rhs, const DotDims& d, Ar
   for (int64_t c : d.lhs_contract) contract_shape.push_back(lhs.shape()[static_cast<size_t>(c)]);
   std::vector<std::pair<int64_t, int64_t>> contract_offsets;
   for_each_index(contract_shape, [&](const std::vector<int64_t>& idx, int64_t) {
-    contract_offsets.emplace_back(offset_of(idx, 0, d.lhs_contract, ls),
-                                  offset_of(idx, 0, d.rhs_contract, rs));
+    contract_offsets.emplace_back(offset_of(idx, 0, d.lhs_contract, ls), offset_of(idx, 0, d.rhs_contract, rs));
   });
   const size_t nb = d.lhs_batch.size();
   const size_t nl = d.lhs_free.size();
   for_each_index(out.shape(), [&](const std::vector<int64_t>& r, int64_t flat) {
     const int64_t lhs_base = offset_of(r, 0, d.lhs_batch, ls) + offset_of(r, nb, d.lhs_free, ls);
-    const int64_t rhs_base =
-        offset_of(r, 0, d.rhs_batch, rs) + offset_of(r, nb + nl, d.rhs_free, rs);
+    const int64_t rhs_base = offset_of(r, 0, d.rhs_batch, rs) + offset_of(r, nb + nl, d.rhs_free, rs);
     acc_t<T> acc{};
     for (const auto& [lo, ro] : contract_offsets) {
       acc += to_acc(a[lhs_base + lo]) * to_acc(b[rhs_base + ro]);
@@ -302,17 +290,16 @@ void check_dimension_numbers(const char* which, int64_t rank,
   std::vector<std::string> owner(static_cast<size_t>(rank));
   for (const auto& [name, d] : all) {
     if (d < 0 || d >= rank) {
-      throw Error(ErrorCode::kOutOfRange,
-                  fmt::format("{}: {} contains dimension {}, out of range for the {} of rank {}",
-                              kConv, name, d, which, rank),
-                  fmt::format("dimension numbers must be in [0, {})", rank));
+      throw Error(
+          ErrorCode::kOutOfRange,
+          fmt::format("{}: {} contains dimension {}, out of range for the {} of rank {}", kConv, name, d, which, rank),
+          fmt::format("dimension numbers must be in [0, {})", rank));
     }
     std::string& o = owner[static_cast<size_t>(d)];
     if (!o.empty()) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("{}: {} dimension {} is named by both {} and {}", kConv, which, d, o, name),
-          fmt::format("each {} dimension must be named exactly once", which));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {} dimension {} is named by both {} and {}", kConv, which, d, o, name),
+                  fmt::format("each {} dimension must be named exactly once", which));
     }
     o = name;
   }
@@ -322,14 +309,14 @@ void check_dimension_numbers(const char* which, int64_t rank,
 void check_conv_ranks(const TensorType& lhs, const TensorType& rhs) {
   if (lhs.rank() != rhs.rank()) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: lhs {} and rhs {} have different ranks ({} vs {})", kConv,
-                            lhs.to_string(), rhs.to_string(), lhs.rank(), rhs.rank()),
+                fmt::format("{}: lhs {} and rhs {} have different ranks ({} vs {})", kConv, lhs.to_string(),
+                            rhs.to_string(), lhs.rank(), rhs.rank()),
                 "lhs and kernel have one batch/feature dimension pair and the same spatial rank");
   }
   if (lhs.rank() < 2) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: lhs {} has rank {}, but needs rank >= 2 (batch and feature)",
-                            kConv, lhs.to_string(), lhs.rank()));
+                fmt::format("{}: lhs {} has rank {}, but needs rank >= 2 (batch and feature)", kConv, lhs.to_string(),
+                            lhs.rank()));
   }
 }
 
@@ -344,23 +331,20 @@ void read_window_attrs(const Attributes& attrs, int64_t s, ConvConfig& c) {
   c.rhs_dilation = ints_attr(kConv, attrs, "rhs_dilation", &ones);
   const std::string spatial_why = fmt::format("{} spatial dimensions", s);
   check_length(kConv, "window_strides", c.strides, s, spatial_why);
-  check_length(kConv, "padding", c.padding, 2 * s,
-               fmt::format("[lo, hi] for each of {} spatial dimensions", s));
+  check_length(kConv, "padding", c.padding, 2 * s, fmt::format("[lo, hi] for each of {} spatial dimensions", s));
   check_length(kConv, "lhs_dilation", c.lhs_dilation, s, spatial_why);
   check_length(kConv, "rhs_dilation", c.rhs_dilation, s, spatial_why);
   check_at_least(kConv, "window_strides", c.strides, 1);
   check_at_least(kConv, "lhs_dilation", c.lhs_dilation, 1);
   check_at_least(kConv, "rhs_dilation", c.rhs_dilation, 1);
-  c.feature_groups =
-      attrs.has("feature_group_count") ? required_int(kConv, attrs, "feature_group_count") : 1;
-  c.batch_groups =
-      attrs.has("batch_group_count") ? required_int(kConv, attrs, "batch_group_count") : 1;
+  c.feature_groups = attrs.has("feature_group_count") ? required_int(kConv, attrs, "feature_group_count") : 1;
+  c.batch_groups = attrs.has("batch_group_count") ? required_int(kConv, attrs, "batch_group_count") : 1;
   check_at_least(kConv, "feature_group_count", {c.feature_groups}, 1);
   check_at_least(kConv, "batch_group_count", {c.batch_groups}, 1);
   if (c.feature_groups > 1 && c.batch_groups > 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: feature_group_count = {} and batch_group_count = {} are both > 1",
-                            kConv, c.feature_groups, c.batch_groups),
+                fmt::format("{}: feature_group_count = {} and batch_group_count = {} are both > 1", kConv,
+                            c.feature_groups, c.batch_groups),
                 "at most one of the group counts may exceed 1");
   }
 }
@@ -376,25 +360,22 @@ void read_dimension_numbers(const Attributes& attrs, int64_t n, ConvConfig& c) {
   c.out_batch = required_int(kConv, attrs, "output_batch_dimension");
   c.out_feature = required_int(kConv, attrs, "output_feature_dimension");
   c.out_spatial = ints_attr(kConv, attrs, "output_spatial_dimensions", nullptr);
+  check_dimension_numbers("lhs", n, {{"input_batch_dimension", c.in_batch}, {"input_feature_dimension", c.in_feature}},
+                          "input_spatial_dimensions", c.in_spatial);
   check_dimension_numbers(
-      "lhs", n, {{"input_batch_dimension", c.in_batch}, {"input_feature_dimension", c.in_feature}},
-      "input_spatial_dimensions", c.in_spatial);
-  check_dimension_numbers("rhs", n,
-                          {{"kernel_input_feature_dimension", c.k_in_feature},
-                           {"kernel_output_feature_dimension", c.k_out_feature}},
-                          "kernel_spatial_dimensions", c.k_spatial);
-  check_dimension_numbers(
-      "result", n,
-      {{"output_batch_dimension", c.out_batch}, {"output_feature_dimension", c.out_feature}},
-      "output_spatial_dimensions", c.out_spatial);
+      "rhs", n,
+      {{"kernel_input_feature_dimension", c.k_in_feature}, {"kernel_output_feature_dimension", c.k_out_feature}},
+      "kernel_spatial_dimensions", c.k_spatial);
+  check_dimension_numbers("result", n,
+                          {{"output_batch_dimension", c.out_batch}, {"output_feature_dimension", c.out_feature}},
+                          "output_spatial_dimensions", c.out_spatial);
 }
 
 ConvConfig read_conv_config(const TensorType& lhs, const TensorType& rhs, const Attributes& attrs) {
   check_known_attrs(
       kConv, attrs,
-      {"window_strides", "padding", "lhs_dilation", "rhs_dilation", "feature_group_count",
-       "batch_group_count", "input_batch_dimension", "input_feature_dimension",
-       "input_spatial_dimensions", "kernel_input_feature_dimension",
+      {"window_strides", "padding", "lhs_dilation", "rhs_dilation", "feature_group_count", "batch_group_count",
+       "input_batch_dimension", "input_feature_dimension", "input_spatial_dimensions", "kernel_input_feature_dimension",
        "kernel_output_feature_dimension", "kernel_spatial_dimensions", "output_batch_dimension",
        "output_feature_dimension", "output_spatial_dimensions"});
   check_conv_ranks(lhs, rhs);
@@ -413,24 +394,21 @@ void check_conv_groups(const ConvConfig& c, const TensorType& lhs, const TensorT
   const int64_t k_in = dim(rhs, c.k_in_feature);
   const int64_t k_out = dim(rhs, c.k_out_feature);
   if (batch % c.batch_groups != 0) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: lhs batch size {} (input_batch_dimension {} of {}) is not "
-                            "divisible by batch_group_count = {}",
-                            kConv, batch, c.in_batch, lhs.to_string(), c.batch_groups));
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: lhs batch size {} (input_batch_dimension {} of {}) is not "
+                                                       "divisible by batch_group_count = {}",
+                                                       kConv, batch, c.in_batch, lhs.to_string(), c.batch_groups));
   }
   if (k_in * c.feature_groups != features) {
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("{}: lhs has {} input features (input_feature_dimension {} of {}), "
-                    "but kernel_input_feature_dimension {} of rhs {} has size {} and "
-                    "feature_group_count = {} (expected {} * {} = {} features)",
-                    kConv, features, c.in_feature, lhs.to_string(), c.k_in_feature, rhs.to_string(),
-                    k_in, c.feature_groups, k_in, c.feature_groups, k_in * c.feature_groups),
-        "the lhs feature count must equal kernel input features * feature_group_count");
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: lhs has {} input features (input_feature_dimension {} of {}), "
+                            "but kernel_input_feature_dimension {} of rhs {} has size {} and "
+                            "feature_group_count = {} (expected {} * {} = {} features)",
+                            kConv, features, c.in_feature, lhs.to_string(), c.k_in_feature, rhs.to_string(), k_in,
+                            c.feature_groups, k_in, c.feature_groups, k_in * c.feature_groups),
+                "the lhs feature count must equal kernel input features * feature_group_count");
   }
-  for (const auto& [name, groups] :
-       {std::pair<const char*, int64_t>{"feature_group_count", c.feature_groups},
-        {"batch_group_count", c.batch_groups}}) {
+  for (const auto& [name, groups] : {std::pair<const char*, int64_t>{"feature_group_count", c.feature_groups},
+                                     {"batch_group_count", c.batch_groups}}) {
     if (k_out % groups != 0) {
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("{}: kernel output features {} (kernel_output_feature_dimension {} "
@@ -442,8 +420,7 @@ void check_conv_groups(const ConvConfig& c, const TensorType& lhs, const TensorT
 }
 
 /// Output size of spatial dimension `i` (StableHLO C26); throws if the padded input is negative.
-int64_t conv_window_count(const ConvConfig& c, const TensorType& lhs, const TensorType& rhs,
-                          size_t i) {
+int64_t conv_window_count(const ConvConfig& c, const TensorType& lhs, const TensorType& rhs, size_t i) {
   const int64_t in = dim(lhs, c.in_spatial[i]);
   const int64_t k = dim(rhs, c.k_spatial[i]);
   const int64_t lo = c.padding[2 * i];
@@ -505,12 +482,10 @@ ConvGeometry conv_geometry(const ConvConfig& c, const Array& lhs, const Array& r
 
 /// Sums lhs * rhs over one output element's window. `o` is the output multi-index.
 template <class T>
-acc_t<T> conv_point(const ConvConfig& c, const ConvGeometry& g, const T* a, const T* b,
-                    const std::vector<int64_t>& o) {
+acc_t<T> conv_point(const ConvConfig& c, const ConvGeometry& g, const T* a, const T* b, const std::vector<int64_t>& o) {
   const int64_t f = o[static_cast<size_t>(c.out_feature)];
   const int64_t group = f / g.out_per_group;
-  const int64_t batch =
-      o[static_cast<size_t>(c.out_batch)] + (c.batch_groups > 1 ? group * g.batch_per_group : 0);
+  const int64_t batch = o[static_cast<size_t>(c.out_batch)] + (c.batch_groups > 1 ? group * g.batch_per_group : 0);
   const int64_t feature_base = c.feature_groups > 1 ? group * g.in_per_group : 0;
   const int64_t lhs_base = batch * g.ls[static_cast<size_t>(c.in_batch)];
   const int64_t rhs_base = f * g.rs[static_cast<size_t>(c.k_out_feature)];
@@ -521,8 +496,8 @@ acc_t<T> conv_point(const ConvConfig& c, const ConvGeometry& g, const T* a, cons
     int64_t rhs_off = rhs_base + w[ns] * g.rs[static_cast<size_t>(c.k_in_feature)];
     for (size_t i = 0; i < ns; ++i) {
       // Position in the padded, lhs-dilated input; holes and padding contribute zero.
-      const int64_t p = o[static_cast<size_t>(c.out_spatial[i])] * c.strides[i] +
-                        w[i] * c.rhs_dilation[i] - c.padding[2 * i];
+      const int64_t p =
+          o[static_cast<size_t>(c.out_spatial[i])] * c.strides[i] + w[i] * c.rhs_dilation[i] - c.padding[2 * i];
       if (p < 0 || p % c.lhs_dilation[i] != 0) return;
       const int64_t x = p / c.lhs_dilation[i];
       if (x >= g.in_sizes[i]) return;
@@ -548,8 +523,7 @@ void convolution_kernel(const Array& lhs, const Array& rhs, const ConvConfig& c,
 std::vector<Array> convolution_interpret(std::span<const Array> in, const Attributes& attrs,
                                          std::span<const TensorType> result_types) {
   check_kernel_call(kConv, 2, convolution_rule, in, attrs, result_types);
-  const ConvConfig c =
-      read_conv_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
+  const ConvConfig c = read_conv_config({in[0].shape(), in[0].dtype()}, {in[1].shape(), in[1].dtype()}, attrs);
   Array out = make_result(result_types[0]);
   dispatch_dtype(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -586,8 +560,7 @@ Tensor to_operand_order(const Tensor& x, const std::vector<int64_t>& order) {
 }
 
 /// `a` followed by `b` (and `c`).
-std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b,
-                         const std::vector<int64_t>& c = {}) {
+std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b, const std::vector<int64_t>& c = {}) {
   a.insert(a.end(), b.begin(), b.end());
   a.insert(a.end(), c.begin(), c.end());
   return a;
@@ -603,12 +576,10 @@ std::vector<int64_t> range(int64_t first, size_t n) {
 /// `x_contract` reordered as the paired `y_contract` would be when sorted: the x dims that the
 /// free dims of a dot_general over y's contracting dims (which come out in increasing order)
 /// stand for.
-std::vector<int64_t> sorted_by(const std::vector<int64_t>& x_contract,
-                               const std::vector<int64_t>& y_contract) {
+std::vector<int64_t> sorted_by(const std::vector<int64_t>& x_contract, const std::vector<int64_t>& y_contract) {
   std::vector<size_t> order(y_contract.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return y_contract[a] < y_contract[b]; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return y_contract[a] < y_contract[b]; });
   std::vector<int64_t> out;
   for (size_t i : order) out.push_back(x_contract[i]);
   return out;
@@ -663,8 +634,7 @@ Cts dot_general_vjp(const VjpArgs& a) {
   const Tensor& rhs = a.operands[1];
   const Tensor& g = *a.cotangents[0];
   const DotDims d = dot_dims(lhs.type(), rhs.type(), a.attrs);
-  return {dot_operand_cotangent(g, rhs, dot_side(d, true)),
-          dot_operand_cotangent(g, lhs, dot_side(d, false))};
+  return {dot_operand_cotangent(g, rhs, dot_side(d, true)), dot_operand_cotangent(g, lhs, dot_side(d, false))};
 }
 
 /// Size of a dimension of `size` after dilation by `d` (holes between elements).
@@ -748,8 +718,7 @@ std::vector<int64_t> lhs_cotangent_padding(const ConvConfig& c, const ConvSizes&
   for (size_t i = 0; i < s.in.size(); ++i) {
     const int64_t window = dilated(s.window[i], c.rhs_dilation[i]);
     const int64_t before = window - c.padding[2 * i] - 1;
-    const int64_t after =
-        dilated(s.in[i], c.lhs_dilation[i]) + window - 1 - dilated(s.out[i], c.strides[i]) - before;
+    const int64_t after = dilated(s.in[i], c.lhs_dilation[i]) + window - 1 - dilated(s.out[i], c.strides[i]) - before;
     padding.insert(padding.end(), {before, after});
   }
   return padding;
@@ -827,8 +796,7 @@ Tensor conv_lhs_cotangent(const Tensor& g, Tensor rhs, const ConvConfig& c, cons
     rhs = merge_axis_into(rhs, c.k_out_feature, c.k_in_feature);
   }
   const std::vector<int64_t> flip = reversible_dims(c, rhs.shape());
-  Tensor out =
-      emit_convolution(g, flip.empty() ? rhs : reverse(rhs, flip), lhs_cotangent_config(c, s));
+  Tensor out = emit_convolution(g, flip.empty() ? rhs : reverse(rhs, flip), lhs_cotangent_config(c, s));
   if (c.batch_groups > 1) {
     out = merge_axis_into(split_axis(out, c.in_feature, groups), c.in_feature, c.in_batch);
   }

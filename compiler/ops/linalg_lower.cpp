@@ -51,7 +51,8 @@ std::optional<GemmOperand> gemm_view(const TensorType& t, const std::vector<int6
 
 /// The operand without its leading `nb` batch dims (contracting dims renumbered), or nullopt when
 /// its batch dims are not exactly its leading dims in order.
-std::optional<std::pair<TensorType, std::vector<int64_t>>> without_batch(const TensorType& t, const std::vector<int64_t>& batch,
+std::optional<std::pair<TensorType, std::vector<int64_t>>> without_batch(const TensorType& t,
+                                                                         const std::vector<int64_t>& batch,
                                                                          const std::vector<int64_t>& contracting) {
   const auto nb = static_cast<int64_t>(batch.size());
   for (int64_t i = 0; i < nb; ++i) {
@@ -80,10 +81,9 @@ bool gemm_dtype(const std::string& gemm_function, DType dtype) {
 /// identity layouts: no copies). Batch dims that lead both operands in order (attention's
 /// (batch, heads) products) call `<gemm_function>_batched_<dtype>` on 3-D views
 /// (batch, rows, cols): one product per batch element.
-bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs_full,
-                       const TensorType& rhs_full, const TensorType& out, const std::vector<int64_t>& lb,
-                       const std::vector<int64_t>& rb, const std::vector<int64_t>& lc_full,
-                       const std::vector<int64_t>& rc_full) {
+bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType& lhs_full, const TensorType& rhs_full,
+                       const TensorType& out, const std::vector<int64_t>& lb, const std::vector<int64_t>& rb,
+                       const std::vector<int64_t>& lc_full, const std::vector<int64_t>& rc_full) {
   if (!ctx.options().blas_gemm || !gemm_dtype(ctx.options().gemm_function, out.dtype)) return false;
   const auto l = without_batch(lhs_full, lb, lc_full), r = without_batch(rhs_full, rb, rc_full);
   if (!l || !r) return false;
@@ -99,8 +99,8 @@ bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType&
   const std::string e = el(out.dtype);
   const std::string dyn = batched ? fmt::format("memref<?x?x?x{}>", e) : fmt::format("memref<?x?x{}>", e);
   const std::string fn = fmt::format("{}{}_{}", ctx.options().gemm_function, batched ? "_batched" : "", e);
-  ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}",
-                          fn, dyn, dyn, dyn));
+  ctx.declare(fmt::format("func.func private @{}({}, {}, {}, i32, i32) attributes {{llvm.emit_c_interface}}", fn, dyn,
+                          dyn, dyn));
   auto view_shape = [&](int64_t rows, int64_t cols) { return batched ? Shape{batch, rows, cols} : Shape{rows, cols}; };
   auto memref = [&](int64_t rows, int64_t cols) {
     return fmt::format("memref<{}x{}>", fmt::join(view_shape(rows, cols), "x"), e);
@@ -119,10 +119,11 @@ bool lower_dot_as_gemm(LoweringContext& ctx, const Node& node, const TensorType&
   const std::string cd = ctx.let(fmt::format("memref.cast {} : {} to {}", c, memref(m, n), dyn), "m");
   const std::string ta = ctx.let(fmt::format("arith.constant {} : i32", a->contract_first ? 1 : 0), "c");
   const std::string tb = ctx.let(fmt::format("arith.constant {} : i32", b->contract_first ? 0 : 1), "c");
-  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, av, bv, cd, ta,
-                       tb, dyn, dyn, dyn));
+  ctx.emit(fmt::format("func.call @{}({}, {}, {}, {}, {}) : ({}, {}, {}, i32, i32) -> ()", fn, av, bv, cd, ta, tb, dyn,
+                       dyn, dyn));
   const TensorType flat{view_shape(m, n), out.dtype};
-  const std::string t = ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c, memref(m, n), ty(flat)), "t");
+  const std::string t =
+      ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", c, memref(m, n), ty(flat)), "t");
   ctx.bind(node.outputs[0], reshape_value(ctx, t, flat, out.shape));
   return true;
 }
@@ -172,8 +173,8 @@ void lower_dot_general(LoweringContext& ctx, const Node& node) {
   const TensorType acc{out.shape, acc_dtype};
   const std::string init = ctx.fill(acc, 0);
   std::string r = ctx.generic(
-      loops, iters, {{ctx.operand(node, 0), lhs, lmap}, {ctx.operand(node, 1), rhs, rmap}}, acc,
-      out_map, init, [&](BodyBuilder& b, const Args& a) {
+      loops, iters, {{ctx.operand(node, 0), lhs, lmap}, {ctx.operand(node, 1), rhs, rmap}}, acc, out_map, init,
+      [&](BodyBuilder& b, const Args& a) {
         std::string x = a[0], y = a[1];
         if (acc_dtype != lhs.dtype) {
           x = b.let(fmt::format("arith.extf {} : {} to f32", x, el(lhs.dtype)));
@@ -181,12 +182,14 @@ void lower_dot_general(LoweringContext& ctx, const Node& node) {
         }
         const std::string t = el(acc_dtype);
         if (is_floating(acc_dtype)) {
-          return b.let(fmt::format("arith.addf {}, {} : {}", a[2], b.let(fmt::format("arith.mulf {}, {} : {}", x, y, t)), t));
+          return b.let(
+              fmt::format("arith.addf {}, {} : {}", a[2], b.let(fmt::format("arith.mulf {}, {} : {}", x, y, t)), t));
         }
         if (is_bool(acc_dtype)) {
           return b.let(fmt::format("arith.ori {}, {} : i1", a[2], b.let(fmt::format("arith.andi {}, {} : i1", x, y))));
         }
-        return b.let(fmt::format("arith.addi {}, {} : {}", a[2], b.let(fmt::format("arith.muli {}, {} : {}", x, y, t)), t));
+        return b.let(
+            fmt::format("arith.addi {}, {} : {}", a[2], b.let(fmt::format("arith.muli {}, {} : {}", x, y, t)), t));
       });
   if (acc_dtype != out.dtype) r = round_to(ctx, r, out);
   ctx.bind(node.outputs[0], r);
@@ -226,7 +229,8 @@ ConvInput conv_input(LoweringContext& ctx, const std::string& lhs, const TensorT
   if (adds_cells) {
     const TensorType ones{spatial, DType::kI8};
     in.mask = GenericInput{padded(ctx, ctx.fill(ones, 1), ones, s_low, s_high, s_interior, zeros),
-                           padded_type(ones, s_low, s_high, s_interior), {}};
+                           padded_type(ones, s_low, s_high, s_interior),
+                           {}};
   }
   return in;
 }
@@ -256,9 +260,8 @@ std::vector<std::string> conv_maps(const ConvConfig& c, const TensorType& lt, co
   lmap[c.in_batch] = c.batch_groups > 1
                          ? fmt::format("d{} + {} * {}", c.out_batch, group, size(lt, c.in_batch) / c.batch_groups)
                          : fmt::format("d{}", c.out_batch);
-  lmap[c.in_feature] = c.feature_groups > 1
-                           ? fmt::format("{} * {} + {}", group, size(lt, c.in_feature) / c.feature_groups, cdim)
-                           : cdim;
+  lmap[c.in_feature] =
+      c.feature_groups > 1 ? fmt::format("{} * {} + {}", group, size(lt, c.in_feature) / c.feature_groups, cdim) : cdim;
   rmap[c.k_out_feature] = fmt::format("d{}", c.out_feature);
   rmap[c.k_in_feature] = cdim;
   for (size_t i = 0; i < ns; ++i) {
@@ -323,9 +326,9 @@ kernels::ConvSpec conv_spec(const ConvConfig& c, const TensorType& lt, const Ten
 /// A convolution with f32/f64 operands (when LoweringOptions::library_conv and its K reaches
 /// library_conv_min_k) as a call to the
 /// im2col + BLAS GEMM kernel ingot_cpu_conv_<dtype>(lhs, rhs, result, config)
-/// (kernels/cpu/conv.cpp; `<LoweringOptions::conv_function>_<dtype>` in general): both operands and the result as 1-D memrefs in their row-major
-/// layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns false
-/// when the generated loops are to be used instead.
+/// (kernels/cpu/conv.cpp; `<LoweringOptions::conv_function>_<dtype>` in general): both operands and the result as 1-D
+/// memrefs in their row-major layouts, the configuration as a dense i64 constant (kernels::encode_conv_spec). Returns
+/// false when the generated loops are to be used instead.
 bool lower_convolution_as_library(LoweringContext& ctx, const Node& node, const ConvConfig& c, const TensorType& lt,
                                   const TensorType& rt, const TensorType& out) {
   if (!ctx.options().library_conv || (out.dtype != DType::kF32 && out.dtype != DType::kF64)) return false;
@@ -380,7 +383,8 @@ void lower_convolution(LoweringContext& ctx, const Node& node) {
   const std::vector<std::string> rmap = conv_maps(c, lt, rt, in, iters);
   std::vector<GenericInput> ins = {lhs_last_dim_strided(c, n) ? with_unit_last_dim(ctx, in.lhs) : in.lhs,
                                    {ctx.operand(node, 1), rt, rmap}};
-  if (in.mask) ins.push_back(c.strides.back() != 1 ? with_unit_last_dim(ctx, *in.mask) : *in.mask);  // mask => spatial dims
+  if (in.mask)
+    ins.push_back(c.strides.back() != 1 ? with_unit_last_dim(ctx, *in.mask) : *in.mask);  // mask => spatial dims
   const bool masked = in.mask.has_value();
   const std::string result = ctx.generic(
       static_cast<int64_t>(iters.size()), iters, ins, acc, LoweringContext::identity(n), ctx.fill(acc, 0),

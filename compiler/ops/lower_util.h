@@ -37,9 +37,7 @@ inline DType compute_dtype(DType d) { return is_half(d) ? DType::kF32 : d; }
 /// `n` copies of `s` (iterator types, maps).
 inline std::vector<std::string> repeat(size_t n, const std::string& s) { return std::vector<std::string>(n, s); }
 /// An `index` constant.
-inline std::string index_const(BodyBuilder& b, int64_t v) {
-  return b.let(fmt::format("arith.constant {} : index", v));
-}
+inline std::string index_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : index", v)); }
 
 /// An `i64` constant.
 inline std::string i64_const(BodyBuilder& b, int64_t v) { return b.let(fmt::format("arith.constant {} : i64", v)); }
@@ -87,8 +85,8 @@ inline std::string reshape_value(LoweringContext& ctx, const std::string& x, con
   std::vector<std::string> all;
   for (size_t i = 0; i < to.size(); ++i) all.push_back(std::to_string(i));
   return ctx.let(fmt::format("tensor.expand_shape {} [{}] output_shape [{}] : {} into {}", v,
-                             cur.rank() == 0 ? "" : fmt::format("[{}]", fmt::join(all, ", ")),
-                             fmt::join(to, ", "), ty(cur), ty(out)),
+                             cur.rank() == 0 ? "" : fmt::format("[{}]", fmt::join(all, ", ")), fmt::join(to, ", "),
+                             ty(cur), ty(out)),
                  "r");
 }
 
@@ -135,10 +133,10 @@ inline std::string insert_strided(LoweringContext& ctx, const std::string& x, co
                               fmt::join(count, ", "), fmt::join(ones, ", "), ty(xt), ty(src_t)),
                   "s");
   }
-  return ctx.let(fmt::format("tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", src, dest,
-                             fmt::join(offsets, ", "), fmt::join(count, ", "), fmt::join(strides, ", "), ty(src_t),
-                             ty(dt)),
-                 "pad");
+  return ctx.let(
+      fmt::format("tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", src, dest, fmt::join(offsets, ", "),
+                  fmt::join(count, ", "), fmt::join(strides, ", "), ty(src_t), ty(dt)),
+      "pad");
 }
 
 /// The type of `t` padded as the pad op would (edge low/high, interior).

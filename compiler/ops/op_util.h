@@ -27,13 +27,10 @@ inline OpDef declared(OpDef def, std::vector<std::string> attribute_names, OpTra
 inline constexpr OpTraits kCheapToRecompute{.cheap_to_recompute = true};
 
 /// "[1, 2, 3]" for an attribute list.
-inline std::string list_str(const std::vector<int64_t>& v) {
-  return fmt::format("[{}]", fmt::join(v, ", "));
-}
+inline std::string list_str(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 /// The integer-list attribute `name`; a missing or mistyped attribute names the op.
-inline std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs,
-                                      const std::string& name) {
+inline std::vector<int64_t> ints_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
   try {
     return attrs.get_ints(name);
   } catch (const Error& e) {
@@ -42,8 +39,8 @@ inline std::vector<int64_t> ints_attr(const std::string& op, const Attributes& a
 }
 
 /// The integer-list attribute `name`, or `fallback` when absent; mistyped names the op.
-inline std::vector<int64_t> ints_attr_or(const std::string& op, const Attributes& attrs,
-                                         const std::string& name, std::vector<int64_t> fallback) {
+inline std::vector<int64_t> ints_attr_or(const std::string& op, const Attributes& attrs, const std::string& name,
+                                         std::vector<int64_t> fallback) {
   return attrs.has(name) ? ints_attr(op, attrs, name) : fallback;
 }
 
@@ -57,8 +54,7 @@ inline int64_t int_attr(const std::string& op, const Attributes& attrs, const st
 }
 
 /// The string attribute `name`; a missing or mistyped attribute names the op.
-inline std::string string_attr(const std::string& op, const Attributes& attrs,
-                               const std::string& name) {
+inline std::string string_attr(const std::string& op, const Attributes& attrs, const std::string& name) {
   try {
     return attrs.get_string(name);
   } catch (const Error& e) {
@@ -71,8 +67,7 @@ inline std::string string_attr(const std::string& op, const Attributes& attrs,
 inline int64_t check_axis(const std::string& op, const char* attr, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: {} = {} is out of range for rank {}", op, attr, axis, rank),
+    throw Error(ErrorCode::kOutOfRange, fmt::format("{}: {} = {} is out of range for rank {}", op, attr, axis, rank),
                 fmt::format("use a dimension in [{}, {})", -rank, rank));
   }
   return a;
@@ -80,20 +75,18 @@ inline int64_t check_axis(const std::string& op, const char* attr, int64_t axis,
 
 /// Checks that `dims` are distinct and in [0, rank); throws ingot::Error(kOutOfRange /
 /// kInvalidArgument) naming the op and attribute.
-inline void check_dims(const std::string& op, const char* attr, const std::vector<int64_t>& dims,
-                       int64_t rank) {
+inline void check_dims(const std::string& op, const char* attr, const std::vector<int64_t>& dims, int64_t rank) {
   std::vector<bool> seen(static_cast<size_t>(rank > 0 ? rank : 0), false);
   for (int64_t d : dims) {
     if (d < 0 || d >= rank) {
-      throw Error(ErrorCode::kOutOfRange,
-                  fmt::format("{}: {} = [{}] contains {}, out of range for rank {}", op, attr,
-                              fmt::join(dims, ", "), d, rank),
-                  fmt::format("dimensions must be in [0, {})", rank));
+      throw Error(
+          ErrorCode::kOutOfRange,
+          fmt::format("{}: {} = [{}] contains {}, out of range for rank {}", op, attr, fmt::join(dims, ", "), d, rank),
+          fmt::format("dimensions must be in [0, {})", rank));
     }
     if (seen[static_cast<size_t>(d)]) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} = [{}] repeats dimension {}", op, attr,
-                              fmt::join(dims, ", "), d));
+                  fmt::format("{}: {} = [{}] repeats dimension {}", op, attr, fmt::join(dims, ", "), d));
     }
     seen[static_cast<size_t>(d)] = true;
   }
@@ -148,14 +141,12 @@ inline int64_t checked_mul_add(const std::string& op, int64_t a, int64_t b, int6
 /// operands' actual types and checks that `result_types` agree, so a bad call throws instead of
 /// reading or writing out of bounds.
 inline void check_kernel_call(const char* op, size_t operands,
-                       std::vector<TensorType> (*rule)(std::span<const TensorType>,
-                                                       const Attributes&),
-                       std::span<const Array> in, const Attributes& attrs,
-                       std::span<const TensorType> result_types) {
+                              std::vector<TensorType> (*rule)(std::span<const TensorType>, const Attributes&),
+                              std::span<const Array> in, const Attributes& attrs,
+                              std::span<const TensorType> result_types) {
   if (in.size() != operands) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op,
-                            in.size(), operands),
+                fmt::format("{}: the interpreter kernel got {} operands, expected {}", op, in.size(), operands),
                 "verify the graph (Graph::verify) before interpreting it");
   }
   std::vector<TensorType> operand_types;
@@ -165,19 +156,17 @@ inline void check_kernel_call(const char* op, size_t operands,
     std::vector<std::string> got, want;
     for (const TensorType& t : result_types) got.push_back(t.to_string());
     for (const TensorType& t : expected) want.push_back(t.to_string());
-    throw Error(
-        ErrorCode::kShapeMismatch,
-        fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
-                    "give ({})",
-                    op, fmt::join(got, ", "), fmt::join(want, ", ")),
-        "verify the graph (Graph::verify) before interpreting it");
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("{}: the interpreter kernel was asked for results ({}) but the operands "
+                            "give ({})",
+                            op, fmt::join(got, ", "), fmt::join(want, ", ")),
+                "verify the graph (Graph::verify) before interpreting it");
   }
 }
 
 /// Throws kInvalidArgument for an attribute `op` does not define (catches typos in optional
 /// attributes, whose absence would otherwise silently select the default).
-inline void check_known_attrs(const std::string& op, const Attributes& attrs,
-                       const std::vector<std::string>& known) {
+inline void check_known_attrs(const std::string& op, const Attributes& attrs, const std::vector<std::string>& known) {
   for (const auto& [name, value] : attrs.entries()) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", op, name),
@@ -190,13 +179,13 @@ inline void check_known_attrs(const std::string& op, const Attributes& attrs,
 inline Array make_result(const TensorType& type) { return Array::empty(type.shape, type.dtype); }
 
 /// Throws ingot::Error(kDTypeMismatch) unless `pred` holds for `type`'s dtype.
-inline void require_dtype(const std::string& op, const char* operand, const TensorType& type,
-                          bool ok, const char* allowed) {
+inline void require_dtype(const std::string& op, const char* operand, const TensorType& type, bool ok,
+                          const char* allowed) {
   if (!ok) {
-    throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: {} has dtype {}, but {} requires {}", op, operand,
-                            dtype_name(type.dtype), op, allowed),
-                "convert the operand first");
+    throw Error(
+        ErrorCode::kDTypeMismatch,
+        fmt::format("{}: {} has dtype {}, but {} requires {}", op, operand, dtype_name(type.dtype), op, allowed),
+        "convert the operand first");
   }
 }
 

@@ -17,7 +17,6 @@ namespace {
 using ops::check_kernel_call;
 using ops::check_known_attrs;
 
-
 using ops::make_result;
 
 const char* const kRng = "rng_bit_generator";
@@ -28,8 +27,7 @@ const char* const kRng = "rng_bit_generator";
 uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
 /// Encrypts `counter` under `key` with 20 rounds of Threefry-2x32 (key injection every 4).
-std::array<uint32_t, 2> threefry2x32_20(std::array<uint32_t, 2> key,
-                                        std::array<uint32_t, 2> counter) {
+std::array<uint32_t, 2> threefry2x32_20(std::array<uint32_t, 2> key, std::array<uint32_t, 2> counter) {
   static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
   const uint32_t ks[3] = {key[0], key[1], 0x1BD11BDAu ^ key[0] ^ key[1]};
   uint32_t x0 = counter[0] + ks[0];
@@ -67,8 +65,8 @@ void check_state(const TensorType& state) {
   }
   if (state.shape != Shape{2}) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: state has type {} (shape {}), but must be u64[2]", kRng,
-                            state.to_string(), shape_to_string(state.shape)),
+                fmt::format("{}: state has type {} (shape {}), but must be u64[2]", kRng, state.to_string(),
+                            shape_to_string(state.shape)),
                 "the Threefry state is [key, counter]");
   }
 }
@@ -77,8 +75,7 @@ void check_state(const TensorType& state) {
 template <class F>
 auto read_attr(const Attributes& attrs, const std::string& name, const char* kind, F&& get) {
   if (!attrs.has(name)) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("{}: missing attribute '{}' ({})", kRng, name, kind),
+    throw Error(ErrorCode::kNotFound, fmt::format("{}: missing attribute '{}' ({})", kRng, name, kind),
                 fmt::format("set '{}' as described in docs/ir.md", name));
   }
   try {
@@ -91,16 +88,13 @@ auto read_attr(const Attributes& attrs, const std::string& name, const char* kin
 RngConfig rng_config(const Attributes& attrs) {
   for (const auto& [name, value] : attrs.entries()) {
     if (name != "algorithm" && name != "shape" && name != "dtype") {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: unknown attribute '{}'", kRng, name),
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown attribute '{}'", kRng, name),
                   "rng_bit_generator takes the attributes algorithm, shape, dtype");
     }
   }
-  const std::string algorithm =
-      read_attr(attrs, "algorithm", "string", [&] { return attrs.get_string("algorithm"); });
+  const std::string algorithm = read_attr(attrs, "algorithm", "string", [&] { return attrs.get_string("algorithm"); });
   if (algorithm != "THREE_FRY") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: algorithm = \"{}\" is not supported", kRng, algorithm),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: algorithm = \"{}\" is not supported", kRng, algorithm),
                 "use algorithm = \"THREE_FRY\"");
   }
   RngConfig c;
@@ -108,16 +102,13 @@ RngConfig rng_config(const Attributes& attrs) {
   for (int64_t d : c.shape) {
     if (d < 0) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: shape = [{}] contains the negative size {}", kRng,
-                              fmt::join(c.shape, ", "), d),
+                  fmt::format("{}: shape = [{}] contains the negative size {}", kRng, fmt::join(c.shape, ", "), d),
                   "sizes must be >= 0");
     }
   }
-  const std::string dtype =
-      read_attr(attrs, "dtype", "string", [&] { return attrs.get_string("dtype"); });
+  const std::string dtype = read_attr(attrs, "dtype", "string", [&] { return attrs.get_string("dtype"); });
   if (dtype != "u32" && dtype != "u64") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: dtype = \"{}\" is not supported", kRng, dtype),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: dtype = \"{}\" is not supported", kRng, dtype),
                 "use dtype = \"u32\" or \"u64\" and convert the bits afterwards");
   }
   c.dtype = parse_dtype(dtype);

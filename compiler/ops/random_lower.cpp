@@ -23,8 +23,12 @@ using namespace lowering_util;
 std::pair<std::string, std::string> threefry(BodyBuilder& b, const std::array<std::string, 3>& ks, std::string x0,
                                              std::string x1) {
   static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
-  auto add = [&](const std::string& x, const std::string& y) { return b.let(fmt::format("arith.addi {}, {} : i32", x, y)); };
-  auto c32 = [&](int64_t v) { return b.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(static_cast<uint32_t>(v)))); };
+  auto add = [&](const std::string& x, const std::string& y) {
+    return b.let(fmt::format("arith.addi {}, {} : i32", x, y));
+  };
+  auto c32 = [&](int64_t v) {
+    return b.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(static_cast<uint32_t>(v))));
+  };
   x0 = add(x0, ks[0]);
   x1 = add(x1, ks[1]);
   for (int round = 0; round < 20; ++round) {
@@ -57,10 +61,16 @@ void lower_rng(LoweringContext& ctx, const Node& node) {
   const std::string c32 = ctx.let("arith.constant 32 : i64", "c");
   std::array<std::string, 3> ks;
   ks[0] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", key), "t");
-  ks[1] = ctx.let(fmt::format("arith.trunci {} : i64 to i32", ctx.let(fmt::format("arith.shrui {}, {} : i64", key, c32), "t")), "t");
+  ks[1] = ctx.let(
+      fmt::format("arith.trunci {} : i64 to i32", ctx.let(fmt::format("arith.shrui {}, {} : i64", key, c32), "t")),
+      "t");
   const std::string parity = ctx.let(fmt::format("arith.constant {} : i32", static_cast<int32_t>(0x1BD11BDAu)), "c");
-  ks[2] = ctx.let(fmt::format("arith.xori {}, {} : i32", parity, ctx.let(fmt::format("arith.xori {}, {} : i32", ks[0], ks[1]), "t")), "t");
-  const std::string advanced = ctx.let(fmt::format("arith.addi {}, {} : i64", counter, ctx.let(fmt::format("arith.constant {} : i64", blocks), "c")), "t");
+  ks[2] = ctx.let(fmt::format("arith.xori {}, {} : i32", parity,
+                              ctx.let(fmt::format("arith.xori {}, {} : i32", ks[0], ks[1]), "t")),
+                  "t");
+  const std::string advanced = ctx.let(
+      fmt::format("arith.addi {}, {} : i64", counter, ctx.let(fmt::format("arith.constant {} : i64", blocks), "c")),
+      "t");
   ctx.bind(node.outputs[0], ctx.let(fmt::format("tensor.from_elements {}, {} : tensor<2xi64>", key, advanced), "st"));
   if (count == 0) return ctx.bind(node.outputs[1], ctx.empty(bits_t));
   const std::string bits = ctx.generic(
@@ -71,20 +81,24 @@ void lower_rng(LoweringContext& ctx, const Node& node) {
         for (int64_t d = 0; d < bits_t.rank(); ++d) {
           stride /= bits_t.shape[d];
           const std::string i = b.let(fmt::format("arith.index_cast {} : index to i64", b.index(d)));
-          flat = b.let(fmt::format("arith.addi {}, {} : i64", flat, b.let(fmt::format("arith.muli {}, {} : i64", i, i64_const(b, stride)))));
+          flat = b.let(fmt::format("arith.addi {}, {} : i64", flat,
+                                   b.let(fmt::format("arith.muli {}, {} : i64", i, i64_const(b, stride)))));
         }
         const std::string one = i64_const(b, 1);
         const std::string block = wide ? flat : b.let(fmt::format("arith.shrui {}, {} : i64", flat, one));
         const std::string ctr = b.let(fmt::format("arith.addi {}, {} : i64", counter, block));
         const std::string lo = b.let(fmt::format("arith.trunci {} : i64 to i32", ctr));
-        const std::string hi = b.let(fmt::format("arith.trunci {} : i64 to i32", b.let(fmt::format("arith.shrui {}, {} : i64", ctr, i64_const(b, 32)))));
+        const std::string hi = b.let(fmt::format(
+            "arith.trunci {} : i64 to i32", b.let(fmt::format("arith.shrui {}, {} : i64", ctr, i64_const(b, 32)))));
         const auto [y0, y1] = threefry(b, ks, lo, hi);
         if (!wide) {
-          const std::string odd = b.let(fmt::format("arith.trunci {} : i64 to i1", b.let(fmt::format("arith.andi {}, {} : i64", flat, one))));
+          const std::string odd = b.let(
+              fmt::format("arith.trunci {} : i64 to i1", b.let(fmt::format("arith.andi {}, {} : i64", flat, one))));
           return b.let(fmt::format("arith.select {}, {}, {} : i32", odd, y1, y0));
         }
         const std::string w0 = b.let(fmt::format("arith.extui {} : i32 to i64", y0));
-        const std::string w1 = b.let(fmt::format("arith.shli {}, {} : i64", b.let(fmt::format("arith.extui {} : i32 to i64", y1)), i64_const(b, 32)));
+        const std::string w1 = b.let(fmt::format(
+            "arith.shli {}, {} : i64", b.let(fmt::format("arith.extui {} : i32 to i64", y1)), i64_const(b, 32)));
         return b.let(fmt::format("arith.ori {}, {} : i64", w0, w1));
       });
   ctx.bind(node.outputs[1], bits);

@@ -54,15 +54,13 @@ Computation parse_computation(const std::string& op, const Attributes& attrs, bo
   if (name == "min") return Computation::kMin;
   if (logical && name == "and") return Computation::kAnd;
   if (logical && name == "or") return Computation::kOr;
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("{}: computation = \"{}\" is not one of {}", op, name, choices),
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: computation = \"{}\" is not one of {}", op, name, choices),
               fmt::format("use computation = one of {}", choices));
 }
 
 /// Checks the operand dtype against the computation (and/or need bool or integers) and that
 /// `init` is a scalar of the operand's dtype.
-void check_operand_and_init(const std::string& op, const TensorType& x, const TensorType& init,
-                            Computation c) {
+void check_operand_and_init(const std::string& op, const TensorType& x, const TensorType& init, Computation c) {
   const bool logical = c == Computation::kAnd || c == Computation::kOr;
   if (logical && is_floating(x.dtype)) {
     throw Error(ErrorCode::kDTypeMismatch,
@@ -71,27 +69,24 @@ void check_operand_and_init(const std::string& op, const TensorType& x, const Te
                 "use max/min for floats, or compare first to get bools");
   }
   if (init.rank() != 0) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: init must be a scalar, got {}", op, init.to_string()),
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: init must be a scalar, got {}", op, init.to_string()),
                 "pass a rank-0 init value");
   }
   if (init.dtype != x.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: init has type {} but the operand is {}", op, init.to_string(),
-                            x.to_string()),
+                fmt::format("{}: init has type {} but the operand is {}", op, init.to_string(), x.to_string()),
                 "convert init to the operand's dtype");
   }
 }
 
 /// Throws kInvalidArgument unless the list attribute `attr` has `expected` entries.
-void check_length(const std::string& op, const char* attr, const std::vector<int64_t>& list,
-                  size_t expected, const TensorType& operand) {
+void check_length(const std::string& op, const char* attr, const std::vector<int64_t>& list, size_t expected,
+                  const TensorType& operand) {
   if (list.size() != expected) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: {} = {} has {} entries but must have {} for the operand {} of "
                             "rank {}",
-                            op, attr, list_str(list), list.size(), expected, operand.to_string(),
-                            operand.rank()),
+                            op, attr, list_str(list), list.size(), expected, operand.to_string(), operand.rank()),
                 std::string(attr) == "padding" ? "padding is flat: [lo0, hi0, lo1, hi1, ...]"
                                                : "give one entry per operand dimension");
   }
@@ -102,8 +97,7 @@ void check_positive(const std::string& op, const char* attr, const std::vector<i
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i] < 1) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {}[{}] = {} must be >= 1 ({} = {})", op, attr, i, list[i], attr,
-                              list_str(list)));
+                  fmt::format("{}: {}[{}] = {} must be >= 1 ({} = {})", op, attr, i, list[i], attr, list_str(list)));
     }
   }
 }
@@ -130,22 +124,33 @@ C combine(Computation c, C a, C b) {
     return any ? (a || b) : (a && b);
   } else if constexpr (std::is_floating_point_v<C>) {
     switch (c) {
-      case Computation::kAdd: return a + b;
-      case Computation::kMul: return a * b;
-      case Computation::kMax: return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? b : a);
-      case Computation::kMin: return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
-      default: break;
+      case Computation::kAdd:
+        return a + b;
+      case Computation::kMul:
+        return a * b;
+      case Computation::kMax:
+        return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? b : a);
+      case Computation::kMin:
+        return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
+      default:
+        break;
     }
     throw Error(ErrorCode::kInternal, "reduction: and/or reached a float kernel");
   } else {
     using U = std::make_unsigned_t<C>;  // unsigned arithmetic wraps without UB
     switch (c) {
-      case Computation::kAdd: return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
-      case Computation::kMul: return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
-      case Computation::kMax: return a < b ? b : a;
-      case Computation::kMin: return b < a ? b : a;
-      case Computation::kAnd: return static_cast<C>(a & b);
-      case Computation::kOr: return static_cast<C>(a | b);
+      case Computation::kAdd:
+        return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+      case Computation::kMul:
+        return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+      case Computation::kMax:
+        return a < b ? b : a;
+      case Computation::kMin:
+        return b < a ? b : a;
+      case Computation::kAnd:
+        return static_cast<C>(a & b);
+      case Computation::kOr:
+        return static_cast<C>(a | b);
     }
     return a;
   }
@@ -170,8 +175,8 @@ std::vector<TensorType> reduce_shape(std::span<const TensorType> in, const Attri
 }
 
 template <class T>
-Array reduce_typed(const Array& x, const Array& init, const std::vector<int64_t>& dims,
-                   Computation c, const TensorType& type) {
+Array reduce_typed(const Array& x, const Array& init, const std::vector<int64_t>& dims, Computation c,
+                   const TensorType& type) {
   using C = compute_type_t<T>;
   // Result stride of each operand dim (0 for reduced dims).
   std::vector<int64_t> to_result(x.shape().size(), 0);
@@ -216,16 +221,15 @@ std::vector<TensorType> arg_extreme_shape(const std::string& op, std::span<const
   const int64_t dim = int_attr(op, attrs, "dimension");
   if (dim < 0 || dim >= x.rank()) {
     throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: dimension = {} is out of range for the operand {} of rank {}", op,
-                            dim, x.to_string(), x.rank()),
+                fmt::format("{}: dimension = {} is out of range for the operand {} of rank {}", op, dim, x.to_string(),
+                            x.rank()),
                 x.rank() == 0 ? std::string("a scalar has no dimension to reduce")
                               : fmt::format("use a dimension in [0, {})", x.rank()));
   }
   const std::string index_dtype = string_attr(op, attrs, "index_dtype");
   if (index_dtype != "i32" && index_dtype != "i64") {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: index_dtype = \"{}\" must be \"i32\" or \"i64\"", op,
-                            index_dtype));
+                fmt::format("{}: index_dtype = \"{}\" must be \"i32\" or \"i64\"", op, index_dtype));
   }
   const int64_t n = x.shape[static_cast<size_t>(dim)];
   if (n == 0) {
@@ -237,8 +241,7 @@ std::vector<TensorType> arg_extreme_shape(const std::string& op, std::span<const
   }
   if (index_dtype == "i32" && n - 1 > std::numeric_limits<int32_t>::max()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: dimension {} has size {}, too large for index_dtype = \"i32\"",
-                            op, dim, n),
+                fmt::format("{}: dimension {} has size {}, too large for index_dtype = \"i32\"", op, dim, n),
                 "use index_dtype = \"i64\"");
   }
   return {TensorType{remove_dims(x.shape, {dim}), parse_dtype(index_dtype)}};
@@ -307,12 +310,10 @@ struct Window {
 
 /// Reads and checks the window attributes of `op` for an operand of type `x`. `dilations` says
 /// whether the op has base/window dilations (reduce_window) or not (select_and_scatter: ones).
-Window parse_window(const std::string& op, const TensorType& x, const Attributes& attrs,
-                    bool dilations) {
+Window parse_window(const std::string& op, const TensorType& x, const Attributes& attrs, bool dilations) {
   const auto rank = static_cast<size_t>(x.rank());
   const std::vector<int64_t> ones(rank, 1);
-  Window w{ints_attr(op, attrs, "window_dimensions"),
-           ints_attr_or(op, attrs, "window_strides", ones),
+  Window w{ints_attr(op, attrs, "window_dimensions"), ints_attr_or(op, attrs, "window_strides", ones),
            dilations ? ints_attr_or(op, attrs, "base_dilations", ones) : ones,
            dilations ? ints_attr_or(op, attrs, "window_dilations", ones) : ones,
            ints_attr_or(op, attrs, "padding", std::vector<int64_t>(2 * rank, 0))};
@@ -347,8 +348,7 @@ int64_t num_windows(const std::string& op, const TensorType& x, const Window& w,
   return (padded - dilated_window) / w.strides[d] + 1;
 }
 
-std::vector<TensorType> reduce_window_shape(std::span<const TensorType> in,
-                                            const Attributes& attrs) {
+std::vector<TensorType> reduce_window_shape(std::span<const TensorType> in, const Attributes& attrs) {
   const TensorType& x = in[0];
   const Computation c = parse_computation("reduce_window", attrs, /*logical=*/false);
   check_operand_and_init("reduce_window", x, in[1], c);
@@ -373,8 +373,7 @@ int64_t window_source(const Array& x, const Window& w, const std::vector<int64_t
 }
 
 template <class T>
-Array reduce_window_typed(const Array& x, const Array& init, const Window& w, Computation c,
-                          const TensorType& type) {
+Array reduce_window_typed(const Array& x, const Array& init, const Window& w, Computation c, const TensorType& type) {
   using C = compute_type_t<T>;
   const C init_v = load<T>(init, 0);
   const std::vector<int64_t> xstr = row_major_strides(x.shape());
@@ -395,8 +394,7 @@ Array reduce_window_typed(const Array& x, const Array& init, const Window& w, Co
 std::vector<Array> reduce_window_kernel(std::span<const Array> in, const Attributes& attrs,
                                         std::span<const TensorType> types) {
   const Computation c = parse_computation("reduce_window", attrs, false);
-  const Window w =
-      parse_window("reduce_window", TensorType{in[0].shape(), in[0].dtype()}, attrs, true);
+  const Window w = parse_window("reduce_window", TensorType{in[0].shape(), in[0].dtype()}, attrs, true);
   return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
     return reduce_window_typed<typename decltype(tag)::type>(in[0], in[1], w, c, types[0]);
   })};
@@ -416,23 +414,20 @@ bool parse_select(const Attributes& attrs) {
               "use select = \"GE\" (max pooling's gradient) or \"LE\" (min pooling's)");
 }
 
-std::vector<TensorType> select_and_scatter_shape(std::span<const TensorType> in,
-                                                 const Attributes& attrs) {
+std::vector<TensorType> select_and_scatter_shape(std::span<const TensorType> in, const Attributes& attrs) {
   const std::string op = "select_and_scatter";
   const TensorType& x = in[0];
   const TensorType& source = in[1];
   if (x.dtype == DType::kBool) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: the operand must be an integer or floating type, got {}", op,
-                            x.to_string()),
+                fmt::format("{}: the operand must be an integer or floating type, got {}", op, x.to_string()),
                 "convert the operand to a numeric dtype");
   }
   parse_select(attrs);
   check_operand_and_init(op, x, in[2], Computation::kAdd);
   if (source.dtype != x.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: source has type {} but the operand is {}", op,
-                            source.to_string(), x.to_string()),
+                fmt::format("{}: source has type {} but the operand is {}", op, source.to_string(), x.to_string()),
                 "convert source to the operand's dtype");
   }
   const Window w = parse_window(op, x, attrs, /*dilations=*/false);
@@ -442,8 +437,8 @@ std::vector<TensorType> select_and_scatter_shape(std::span<const TensorType> in,
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: source has shape {} but the windows of the operand {} "
                             "(window_dimensions = {}, window_strides = {}, padding = {}) give {}",
-                            op, shape_to_string(source.shape), x.to_string(), list_str(w.dims),
-                            list_str(w.strides), list_str(w.padding), shape_to_string(windows)),
+                            op, shape_to_string(source.shape), x.to_string(), list_str(w.dims), list_str(w.strides),
+                            list_str(w.padding), shape_to_string(windows)),
                 "source holds one value per window: the shape reduce_window would give");
   }
   return {x};
@@ -455,8 +450,8 @@ std::vector<TensorType> select_and_scatter_shape(std::span<const TensorType> in,
 /// the window's source value there. The result is init plus the sums, accumulated in the
 /// compute type and rounded once.
 template <class T>
-Array select_and_scatter_typed(const Array& x, const Array& source, const Array& init,
-                               const Window& w, bool ge, const TensorType& type) {
+Array select_and_scatter_typed(const Array& x, const Array& source, const Array& init, const Window& w, bool ge,
+                               const TensorType& type) {
   using C = compute_type_t<T>;
   std::vector<C> acc(static_cast<size_t>(x.size()), load<T>(init, 0));
   const std::vector<int64_t> xstr = row_major_strides(x.shape());
@@ -490,11 +485,9 @@ Array select_and_scatter_typed(const Array& x, const Array& source, const Array&
 std::vector<Array> select_and_scatter_kernel(std::span<const Array> in, const Attributes& attrs,
                                              std::span<const TensorType> types) {
   const bool ge = parse_select(attrs);
-  const Window w = parse_window("select_and_scatter", TensorType{in[0].shape(), in[0].dtype()},
-                                attrs, false);
+  const Window w = parse_window("select_and_scatter", TensorType{in[0].shape(), in[0].dtype()}, attrs, false);
   return {dispatch_dtype(in[0].dtype(), [&](auto tag) {
-    return select_and_scatter_typed<typename decltype(tag)::type>(in[0], in[1], in[2], w, ge,
-                                                                  types[0]);
+    return select_and_scatter_typed<typename decltype(tag)::type>(in[0], in[1], in[2], w, ge, types[0]);
   })};
 }
 
@@ -515,16 +508,13 @@ Tensor unreduce(const Tensor& g, const Shape& operand_shape, const std::vector<i
 }
 
 /// Sum over `dims` (none: the tensor itself; ingot::sum would read "no axes" as all axes).
-Tensor sum_over(const Tensor& t, const std::vector<int64_t>& dims) {
-  return dims.empty() ? t : sum(t, dims);
-}
+Tensor sum_over(const Tensor& t, const std::vector<int64_t>& dims) { return dims.empty() ? t : sum(t, dims); }
 
 /// reduce max/min, JAX's chooser rule (_reduce_chooser_jvp_rule): the cotangent is split evenly
 /// between the elements equal to the result (ties share it). No element equals the result in
 /// two cases: init beat every element (init is a constant, so the slice gets zeros; the
 /// denominator is made 1) or the result is NaN (the slice gets 0 / 0 = NaN, as in JAX).
-Tensor chooser_cotangent(const Tensor& x, const Tensor& ans, const Tensor& g,
-                         const std::vector<int64_t>& dims) {
+Tensor chooser_cotangent(const Tensor& x, const Tensor& ans, const Tensor& g, const std::vector<int64_t>& dims) {
   const Shape shape = x.shape();
   const Tensor location = convert(equal(x, unreduce(ans, shape, dims)), x.dtype());
   const Tensor count = sum_over(location, dims);
@@ -576,8 +566,7 @@ Tensor tree_product_of_others(const Tensor& y, Tensor g) {
   for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) {
     const int64_t half = it->first.dim(1);
     const Tensor ct = reshape(g, {m, half, 1});
-    g = reshape(concatenate({multiply(ct, it->second), multiply(ct, it->first)}, 2),
-                {m, 2 * half});
+    g = reshape(concatenate({multiply(ct, it->second), multiply(ct, it->first)}, 2), {m, 2 * half});
   }
   return width > n ? slice(g, {0, 0}, {m, n}) : g;
 }
@@ -585,8 +574,7 @@ Tensor tree_product_of_others(const Tensor& y, Tensor g) {
 /// reduce mul: x[i]'s cotangent is g * init * (product of the other elements of its slice),
 /// computed exactly even with zeros (see tree_product_of_others) after moving the reduced dims
 /// last and flattening them.
-Tensor product_cotangent(const Tensor& x, const Tensor& init, const Tensor& g,
-                         const std::vector<int64_t>& dims) {
+Tensor product_cotangent(const Tensor& x, const Tensor& init, const Tensor& g, const std::vector<int64_t>& dims) {
   const Shape shape = x.shape();
   const std::vector<int64_t> perm = reduced_dims_last(x.rank(), dims);
   const bool identity = std::is_sorted(perm.begin(), perm.end());
@@ -595,8 +583,7 @@ Tensor product_cotangent(const Tensor& x, const Tensor& init, const Tensor& g,
   const int64_t m = num_elements(g.shape());
   const int64_t n = x.size() / m;
   const Tensor g_init = multiply(g, broadcast_in_dim(init, g.shape(), {}));
-  const Tensor ct = reshape(tree_product_of_others(reshape(xt, {m, n}), reshape(g_init, {m, 1})),
-                            moved);
+  const Tensor ct = reshape(tree_product_of_others(reshape(xt, {m, n}), reshape(g_init, {m, 1})), moved);
   return identity ? ct : transpose(ct, inverse_permutation(perm));
 }
 
@@ -614,8 +601,7 @@ Cts reduce_vjp(const VjpArgs& a) {
     return {chooser_cotangent(x, a.results[0], g, dims), std::nullopt};
   }
   if (computation == "mul") return {product_cotangent(x, a.operands[1], g, dims), std::nullopt};
-  throw Error(ErrorCode::kUnimplemented,
-              fmt::format("no VJP rule for 'reduce' with computation '{}'", computation),
+  throw Error(ErrorCode::kUnimplemented, fmt::format("no VJP rule for 'reduce' with computation '{}'", computation),
               "only floating-point reductions (add, mul, max, min) carry gradients");
 }
 
@@ -668,8 +654,7 @@ Tensor window_chooser_cotangent(const VjpArgs& a, const Window& w, bool is_max) 
   for (int64_t d : w.base_dilations) base_dilated = base_dilated || d != 1;
   std::vector<int64_t> holes(rank);
   for (size_t d = 0; d < rank; ++d) holes[d] = w.base_dilations[d] - 1;
-  const double never = is_max ? -std::numeric_limits<double>::infinity()
-                              : std::numeric_limits<double>::infinity();
+  const double never = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   const std::vector<int64_t> zeros_r(rank, 0);
   const Tensor operand = base_dilated ? pad(x, never, zeros_r, zeros_r, holes) : x;
   const Tensor& ans = a.results[0];
@@ -677,13 +662,12 @@ Tensor window_chooser_cotangent(const VjpArgs& a, const Window& w, bool is_max) 
   const Tensor init_is_identity = equal(init_b, full_like(init_b, never));
   const Tensor passes = logical_or(not_equal(ans, init_b), init_is_identity);
   const Tensor source = where(passes, g, zeros_like(g));
-  const Tensor scattered =
-      emit("select_and_scatter", {operand, source, scalar(0.0, x.dtype())},
-           {{"window_dimensions", w.dims},
-            {"window_strides", w.strides},
-            {"padding", w.padding},
-            {"select", std::string(is_max ? "GE" : "LE")}})
-          .at(0);
+  const Tensor scattered = emit("select_and_scatter", {operand, source, scalar(0.0, x.dtype())},
+                                {{"window_dimensions", w.dims},
+                                 {"window_strides", w.strides},
+                                 {"padding", w.padding},
+                                 {"select", std::string(is_max ? "GE" : "LE")}})
+                               .at(0);
   if (!base_dilated) return scattered;
   const Shape dilated_shape = scattered.shape();
   return slice(scattered, zeros_r, dilated_shape, w.base_dilations);
@@ -711,30 +695,30 @@ void register_reduction_ops(OpRegistry& r) {
   r.add(ops::declared(OpDef{"reduce", 2, 2, reduce_shape, reduce_kernel,
                             "folds `dimensions` with `computation` (add mul max min and or) starting at init"},
                       {"dimensions", "computation"}));
-  r.add(OpDef{"argmax", 1, 1,
-              [](std::span<const TensorType> in, const Attributes& a) {
-                return arg_extreme_shape("argmax", in, a);
-              },
+  r.add(OpDef{"argmax",
+              1,
+              1,
+              [](std::span<const TensorType> in, const Attributes& a) { return arg_extreme_shape("argmax", in, a); },
               [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
                 return arg_extreme_kernel(in, a, t, /*is_max=*/true);
               },
               "index of the first maximum along `dimension` (NaN counts as the maximum)",
               {},
               std::vector<std::string>{"dimension", "index_dtype"}});
-  r.add(OpDef{"argmin", 1, 1,
-              [](std::span<const TensorType> in, const Attributes& a) {
-                return arg_extreme_shape("argmin", in, a);
-              },
+  r.add(OpDef{"argmin",
+              1,
+              1,
+              [](std::span<const TensorType> in, const Attributes& a) { return arg_extreme_shape("argmin", in, a); },
               [](std::span<const Array> in, const Attributes& a, std::span<const TensorType> t) {
                 return arg_extreme_kernel(in, a, t, /*is_max=*/false);
               },
               "index of the first minimum along `dimension` (NaN counts as the minimum)",
               {},
               std::vector<std::string>{"dimension", "index_dtype"}});
-  r.add(ops::declared(OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
-                            "StableHLO reduce_window with `computation` (add mul max min); padding holds init"},
-                      {"window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding",
-                       "computation"}));
+  r.add(ops::declared(
+      OpDef{"reduce_window", 2, 2, reduce_window_shape, reduce_window_kernel,
+            "StableHLO reduce_window with `computation` (add mul max min); padding holds init"},
+      {"window_dimensions", "window_strides", "base_dilations", "window_dilations", "padding", "computation"}));
   r.add(ops::declared(OpDef{"select_and_scatter", 3, 3, select_and_scatter_shape, select_and_scatter_kernel,
                             "adds each window's source value at the window's first max (GE) / min (LE) "
                             "element, onto init"},

@@ -37,7 +37,8 @@ std::string combine(BodyBuilder& b, const std::string& computation, DType d, con
     return b.let(fmt::format("arith.{} {}, {} : i1", any ? "ori" : "andi", acc, x));
   }
   if (computation == "add" || computation == "mul") {
-    const char* op = is_floating(d) ? (computation == "add" ? "addf" : "mulf") : (computation == "add" ? "addi" : "muli");
+    const char* op =
+        is_floating(d) ? (computation == "add" ? "addf" : "mulf") : (computation == "add" ? "addi" : "muli");
     return b.let(fmt::format("arith.{} {}, {} : {}", op, acc, x, t));
   }
   const bool is_max = computation == "max";
@@ -60,8 +61,10 @@ std::string reduce_combine(BodyBuilder& b, const std::string& computation, DType
                            const std::string& acc) {
   const std::string t = el(d);
   if (is_floating(d)) {
-    const char* op = computation == "add" ? "arith.addf" : computation == "mul" ? "arith.mulf"
-                     : computation == "max" ? "arith.maximumf" : "arith.minimumf";
+    const char* op = computation == "add"   ? "arith.addf"
+                     : computation == "mul" ? "arith.mulf"
+                     : computation == "max" ? "arith.maximumf"
+                                            : "arith.minimumf";
     return b.let(fmt::format("{} {}, {} : {}", op, x, acc, t));
   }
   if (is_bool(d)) {
@@ -91,10 +94,11 @@ void lower_reduce(LoweringContext& ctx, const Node& node) {
     iters.push_back(reduced ? "reduction" : "parallel");
     if (!reduced) out_map.push_back(fmt::format("d{}", d));
   }
-  std::string r = ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, LoweringContext::identity(x.rank())}},
-                              acc, out_map, init, [&](BodyBuilder& b, const Args& a) {
+  std::string r = ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, LoweringContext::identity(x.rank())}}, acc,
+                              out_map, init, [&](BodyBuilder& b, const Args& a) {
                                 std::string v = a[0];
-                                if (acc_dtype != x.dtype) v = b.let(fmt::format("arith.extf {} : {} to f32", v, el(x.dtype)));
+                                if (acc_dtype != x.dtype)
+                                  v = b.let(fmt::format("arith.extf {} : {} to f32", v, el(x.dtype)));
                                 return reduce_combine(b, computation, acc_dtype, v, a[1]);
                               });
   if (acc_dtype != out.dtype) r = round_to(ctx, r, out);
@@ -118,10 +122,10 @@ void lower_arg_extreme(LoweringContext& ctx, const Node& node, bool is_max) {
   const TensorType best_t{out.shape, x.dtype};
   std::vector<int64_t> zeros(static_cast<size_t>(r), 0), sizes = x.shape, ones(static_cast<size_t>(r), 1);
   sizes[static_cast<size_t>(dim)] = 1;
-  const std::string best0 = ctx.let(fmt::format("tensor.extract_slice {}[{}] [{}] [{}] : {} to {}", ctx.operand(node, 0),
-                                                fmt::join(zeros, ", "), fmt::join(sizes, ", "), fmt::join(ones, ", "),
-                                                ty(x), ty(best_t)),
-                                    "s");
+  const std::string best0 =
+      ctx.let(fmt::format("tensor.extract_slice {}[{}] [{}] [{}] : {} to {}", ctx.operand(node, 0),
+                          fmt::join(zeros, ", "), fmt::join(sizes, ", "), fmt::join(ones, ", "), ty(x), ty(best_t)),
+              "s");
   const std::string index0 = ctx.fill(out, 0);
   std::vector<std::string> iters, out_map;
   for (int64_t d = 0; d < r; ++d) {
@@ -138,17 +142,19 @@ void lower_arg_extreme(LoweringContext& ctx, const Node& node, bool is_max) {
   if (is_floating(d)) {
     const std::string v_nan = b.let(fmt::format("arith.cmpf uno, {}, {} : {}", v, v, el(d)));
     const std::string best_ok = b.let(fmt::format("arith.cmpf ord, {}, {} : {}", best, best, el(d)));
-    better = b.let(fmt::format("arith.andi {}, {} : i1", best_ok, b.let(fmt::format("arith.ori {}, {} : i1", v_nan, better))));
+    better = b.let(
+        fmt::format("arith.andi {}, {} : i1", best_ok, b.let(fmt::format("arith.ori {}, {} : i1", v_nan, better))));
   }
   const std::string it = el(out.dtype);
   const std::string k = b.let(fmt::format("arith.index_cast {} : index to {}", b.index(dim), it));
   const std::string nv = select(b, better, v, best, st(d)), nk = select(b, better, k, best_k, it);
   const std::string result = b.fresh();
-  code.emit(fmt::format("{}:2 = linalg.generic {{indexing_maps = [{}, {}, {}], iterator_types = [{}]}} ins({} : {}) "
-                        "outs({}, {} : {}, {}) {{",
-                        result, LoweringContext::affine_map(r, LoweringContext::identity(r)),
-                        LoweringContext::affine_map(r, out_map), LoweringContext::affine_map(r, out_map),
-                        fmt::join(iters, ", "), ctx.operand(node, 0), ty(x), best0, index0, ty(best_t), ty(out)));
+  code.emit(
+      fmt::format("{}:2 = linalg.generic {{indexing_maps = [{}, {}, {}], iterator_types = [{}]}} ins({} : {}) "
+                  "outs({}, {} : {}, {}) {{",
+                  result, LoweringContext::affine_map(r, LoweringContext::identity(r)),
+                  LoweringContext::affine_map(r, out_map), LoweringContext::affine_map(r, out_map),
+                  fmt::join(iters, ", "), ctx.operand(node, 0), ty(x), best0, index0, ty(best_t), ty(out)));
   code.emit(fmt::format("^bb0({}: {}, {}: {}, {}: {}):", v, st(d), best, st(d), best_k, it));
   code.flush();
   code.emit(fmt::format("  linalg.yield {}, {} : {}, {}", nv, nk, st(d), it));
@@ -225,7 +231,8 @@ void lower_reduce_window(LoweringContext& ctx, const Node& node) {
 // select_and_scatter
 
 /// Emits `scf.yield` in the then-branch, `else_values` in an else-branch, and closes the scf.if.
-void close_if(BodyBuilder& b, const std::string& then_values, const std::string& else_values, const std::string& types) {
+void close_if(BodyBuilder& b, const std::string& then_values, const std::string& else_values,
+              const std::string& types) {
   b.emit(fmt::format("scf.yield {} : {}", then_values, types));
   b.emit("} else {");
   b.emit(fmt::format("scf.yield {} : {}", else_values, types));
@@ -236,27 +243,31 @@ void close_if(BodyBuilder& b, const std::string& then_values, const std::string&
 /// operand index of the selected cell, or -1 when the window holds only padding. The selection
 /// starts at the first non-padding cell and moves to a later cell e when `!(selected >= e)`
 /// (GE) or `!(selected <= e)` (LE), as the interpreter; padding cells are never read.
-std::string select_in_window(BodyBuilder& b, const std::string& operand, const TensorType& x, const Window& w,
-                             bool ge, const std::vector<std::string>& o) {
+std::string select_in_window(BodyBuilder& b, const std::string& operand, const TensorType& x, const Window& w, bool ge,
+                             const std::vector<std::string>& o) {
   const DType d = x.dtype;
   const std::string c0 = index_const(b, 0), c1 = index_const(b, 1);
   const std::string sel = b.fresh(), cell = b.fresh(), best = b.fresh(), best_v = b.fresh();
-  b.emit(fmt::format("{}:2 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}) -> (index, {}) {{", sel, cell, c0,
-                     index_const(b, num_elements(w.dims)), c1, best, index_const(b, -1), best_v, b.constant(0, d), st(d)));
+  b.emit(fmt::format("{}:2 = scf.for {} = {} to {} step {} iter_args({} = {}, {} = {}) -> (index, {}) {{", sel, cell,
+                     c0, index_const(b, num_elements(w.dims)), c1, best, index_const(b, -1), best_v, b.constant(0, d),
+                     st(d)));
   const std::vector<std::string> k = unravel(b, cell, w.dims);
   std::vector<std::string> pos;
   std::string valid = b.let("arith.constant true"), flat = c0;
   int64_t stride = num_elements(x.shape);
   for (size_t i = 0; i < x.shape.size(); ++i) {
     const std::string base = b.let(fmt::format("arith.muli {}, {} : index", o[i], index_const(b, w.strides[i])));
-    const std::string p = b.let(fmt::format("arith.subi {}, {} : index", b.let(fmt::format("arith.addi {}, {} : index", base, k[i])),
-                                            index_const(b, w.padding[2 * i])));
+    const std::string p =
+        b.let(fmt::format("arith.subi {}, {} : index", b.let(fmt::format("arith.addi {}, {} : index", base, k[i])),
+                          index_const(b, w.padding[2 * i])));
     pos.push_back(p);
     const std::string lo_ok = b.let(fmt::format("arith.cmpi sge, {}, {} : index", p, c0));
     const std::string hi_ok = b.let(fmt::format("arith.cmpi slt, {}, {} : index", p, index_const(b, x.shape[i])));
-    valid = b.let(fmt::format("arith.andi {}, {} : i1", valid, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
+    valid =
+        b.let(fmt::format("arith.andi {}, {} : i1", valid, b.let(fmt::format("arith.andi {}, {} : i1", lo_ok, hi_ok))));
     stride /= x.shape[i];
-    flat = b.let(fmt::format("arith.addi {}, {} : index", flat, b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
+    flat = b.let(fmt::format("arith.addi {}, {} : index", flat,
+                             b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
   }
   const std::string next = b.fresh();
   b.emit(fmt::format("{}:2 = scf.if {} -> (index, {}) {{", next, valid, st(d)));
@@ -275,7 +286,8 @@ std::string select_in_window(BodyBuilder& b, const std::string& operand, const T
 /// The flat accumulator `acc` (type `t`, 1-D) reshaped to `shape`.
 std::string unflatten(LoweringContext& ctx, const std::string& acc, const TensorType& t, const Shape& shape) {
   const TensorType shaped{shape, t.dtype};
-  if (shape.empty()) return ctx.let(fmt::format("tensor.collapse_shape {} [] : {} into {}", acc, ty(t), ty(shaped)), "r");
+  if (shape.empty())
+    return ctx.let(fmt::format("tensor.collapse_shape {} [] : {} into {}", acc, ty(t), ty(shaped)), "r");
   if (shape.size() == 1) return acc;
   std::vector<std::string> all;
   for (size_t i = 0; i < shape.size(); ++i) all.push_back(std::to_string(i));
@@ -292,8 +304,8 @@ std::string unflatten(LoweringContext& ctx, const std::string& acc, const Tensor
 /// (max pooling's usual 2x2 / stride 2 gradient).
 bool windows_tile_the_operand(const Window& w, const TensorType& x, const TensorType& source) {
   for (size_t i = 0; i < x.shape.size(); ++i) {
-    if (w.strides[i] != w.dims[i] || w.base_dilations[i] != 1 || w.window_dilations[i] != 1 ||
-        w.padding[2 * i] != 0 || w.padding[2 * i + 1] != 0 || source.shape[i] != x.shape[i] / w.dims[i]) {
+    if (w.strides[i] != w.dims[i] || w.base_dilations[i] != 1 || w.window_dilations[i] != 1 || w.padding[2 * i] != 0 ||
+        w.padding[2 * i + 1] != 0 || source.shape[i] != x.shape[i] / w.dims[i]) {
       return false;
     }
   }
@@ -310,37 +322,37 @@ std::string select_and_scatter_tiled(LoweringContext& ctx, const Node& node, con
   const int64_t n = x.rank();
   const TensorType acc{x.shape, acc_dtype};
   const bool ge = node.attrs.get_string("select") == "GE";
-  return ctx.generic(n, repeat(static_cast<size_t>(n), "parallel"), {}, acc, LoweringContext::identity(n), "",
-                     [&](BodyBuilder& b, const Args&) {
-                       std::vector<std::string> o;
-                       std::string inside = b.let("arith.constant true"), flat = index_const(b, 0);
-                       int64_t stride = num_elements(x.shape);
-                       for (int64_t i = 0; i < n; ++i) {
-                         const auto u = static_cast<size_t>(i);
-                         const std::string p = b.index(i);
-                         const std::string oi = b.let(fmt::format("arith.divui {}, {} : index", p, index_const(b, w.strides[u])));
-                         const std::string last = index_const(b, std::max<int64_t>(source.shape[u] - 1, 0));
-                         inside = b.let(fmt::format("arith.andi {}, {} : i1", inside,
-                                                    b.let(fmt::format("arith.cmpi ult, {}, {} : index", oi,
-                                                                      index_const(b, source.shape[u])))));
-                         o.push_back(b.let(fmt::format("arith.minui {}, {} : index", oi, last)));
-                         stride /= x.shape[u];
-                         flat = b.let(fmt::format("arith.addi {}, {} : index", flat,
-                                                  b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
-                       }
-                       const std::string at = select_in_window(b, ctx.operand(node, 0), x, w, ge, o);
-                       const std::string hit = b.let(fmt::format(
-                           "arith.andi {}, {} : i1", inside, b.let(fmt::format("arith.cmpi eq, {}, {} : index", at, flat))));
-                       std::string init = b.let(fmt::format("tensor.extract {}[] : {}", ctx.operand(node, 2),
-                                                            ty(TensorType{{}, d})));
-                       std::string value = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1),
-                                                             fmt::join(o, ", "), ty(source)));
-                       if (acc_dtype != d) {
-                         init = b.let(fmt::format("arith.extf {} : {} to f32", init, el(d)));
-                         value = b.let(fmt::format("arith.extf {} : {} to f32", value, el(d)));
-                       }
-                       return select(b, hit, combine(b, "add", acc_dtype, init, value), init, el(acc_dtype));
-                     });
+  return ctx.generic(
+      n, repeat(static_cast<size_t>(n), "parallel"), {}, acc, LoweringContext::identity(n), "",
+      [&](BodyBuilder& b, const Args&) {
+        std::vector<std::string> o;
+        std::string inside = b.let("arith.constant true"), flat = index_const(b, 0);
+        int64_t stride = num_elements(x.shape);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto u = static_cast<size_t>(i);
+          const std::string p = b.index(i);
+          const std::string oi = b.let(fmt::format("arith.divui {}, {} : index", p, index_const(b, w.strides[u])));
+          const std::string last = index_const(b, std::max<int64_t>(source.shape[u] - 1, 0));
+          inside = b.let(
+              fmt::format("arith.andi {}, {} : i1", inside,
+                          b.let(fmt::format("arith.cmpi ult, {}, {} : index", oi, index_const(b, source.shape[u])))));
+          o.push_back(b.let(fmt::format("arith.minui {}, {} : index", oi, last)));
+          stride /= x.shape[u];
+          flat = b.let(fmt::format("arith.addi {}, {} : index", flat,
+                                   b.let(fmt::format("arith.muli {}, {} : index", p, index_const(b, stride)))));
+        }
+        const std::string at = select_in_window(b, ctx.operand(node, 0), x, w, ge, o);
+        const std::string hit = b.let(fmt::format("arith.andi {}, {} : i1", inside,
+                                                  b.let(fmt::format("arith.cmpi eq, {}, {} : index", at, flat))));
+        std::string init = b.let(fmt::format("tensor.extract {}[] : {}", ctx.operand(node, 2), ty(TensorType{{}, d})));
+        std::string value =
+            b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1), fmt::join(o, ", "), ty(source)));
+        if (acc_dtype != d) {
+          init = b.let(fmt::format("arith.extf {} : {} to f32", init, el(d)));
+          value = b.let(fmt::format("arith.extf {} : {} to f32", value, el(d)));
+        }
+        return select(b, hit, combine(b, "add", acc_dtype, init, value), init, el(acc_dtype));
+      });
 }
 
 void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
@@ -349,8 +361,7 @@ void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
   const Window w = read_window(node.attrs, x.rank());
   if (!is_bool(x.dtype) && num_elements(source.shape) > 0 && windows_tile_the_operand(w, x, source)) {
     const DType acc_dtype = compute_dtype(x.dtype);
-    return ctx.bind(node.outputs[0],
-                    round_to(ctx, select_and_scatter_tiled(ctx, node, x, source, w, acc_dtype), out));
+    return ctx.bind(node.outputs[0], round_to(ctx, select_and_scatter_tiled(ctx, node, x, source, w, acc_dtype), out));
   }
   const DType d = x.dtype, acc_dtype = compute_dtype(d);
   const TensorType flat_t{{num_elements(x.shape)}, acc_dtype};
@@ -362,15 +373,17 @@ void lower_select_and_scatter(LoweringContext& ctx, const Node& node) {
     b.emit(fmt::format("{} = scf.for {} = {} to {} step {} iter_args({} = {}) -> ({}) {{", result, s, index_const(b, 0),
                        index_const(b, num_elements(source.shape)), index_const(b, 1), acc_in, acc, ty(flat_t)));
     const std::vector<std::string> o = unravel(b, s, source.shape);
-    const std::string at =
-        select_in_window(b, ctx.operand(node, 0), x, w, node.attrs.get_string("select") == "GE", o);
+    const std::string at = select_in_window(b, ctx.operand(node, 0), x, w, node.attrs.get_string("select") == "GE", o);
     const std::string next = b.fresh();
-    b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next, b.let(fmt::format("arith.cmpi sge, {}, {} : index", at, index_const(b, 0))),
-                       ty(flat_t)));
-    std::string value = b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1), fmt::join(o, ", "), ty(source)));
+    b.emit(fmt::format("{} = scf.if {} -> ({}) {{", next,
+                       b.let(fmt::format("arith.cmpi sge, {}, {} : index", at, index_const(b, 0))), ty(flat_t)));
+    std::string value =
+        b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 1), fmt::join(o, ", "), ty(source)));
     if (acc_dtype != d) value = b.let(fmt::format("arith.extf {} : {} to f32", value, el(d)));
-    const std::string sum = combine(b, "add", acc_dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc_in, at, ty(flat_t))), value);
-    close_if(b, b.let(fmt::format("tensor.insert {} into {}[{}] : {}", sum, acc_in, at, ty(flat_t))), acc_in, ty(flat_t));
+    const std::string sum =
+        combine(b, "add", acc_dtype, b.let(fmt::format("tensor.extract {}[{}] : {}", acc_in, at, ty(flat_t))), value);
+    close_if(b, b.let(fmt::format("tensor.insert {} into {}[{}] : {}", sum, acc_in, at, ty(flat_t))), acc_in,
+             ty(flat_t));
     b.emit(fmt::format("scf.yield {} : {}", next, ty(flat_t)));
     b.emit("}");
     code.flush();

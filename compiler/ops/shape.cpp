@@ -33,8 +33,8 @@ void check_length(const std::string& op, const char* attr, const std::vector<int
                   const TensorType& operand) {
   if (static_cast<int64_t>(list.size()) != operand.rank()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} = {} has {} entries but the operand {} has rank {}", op, attr,
-                            list_str(list), list.size(), operand.to_string(), operand.rank()),
+                fmt::format("{}: {} = {} has {} entries but the operand {} has rank {}", op, attr, list_str(list),
+                            list.size(), operand.to_string(), operand.rank()),
                 fmt::format("give one {} entry per operand dimension", attr));
   }
 }
@@ -45,10 +45,10 @@ int64_t checked_num_elements(const std::string& op, const char* attr, const Shap
   int64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} = {} has negative size {} at dimension {}", op, attr,
-                              list_str(shape), shape[i], i),
-                  "dimension sizes must be >= 0 (there is no -1 size inference)");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: {} = {} has negative size {} at dimension {}", op, attr, list_str(shape), shape[i], i),
+          "dimension sizes must be >= 0 (there is no -1 size inference)");
     }
   }
   for (int64_t d : shape) {
@@ -57,8 +57,7 @@ int64_t checked_num_elements(const std::string& op, const char* attr, const Shap
   for (int64_t d : shape) {
     if (__builtin_mul_overflow(n, d, &n)) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} = {} has more than 2^63 elements", op, attr,
-                              list_str(shape)));
+                  fmt::format("{}: {} = {} has more than 2^63 elements", op, attr, list_str(shape)));
     }
   }
   return n;
@@ -71,10 +70,9 @@ int64_t checked_mul(const std::string& op, int64_t a, int64_t b) { return ops::c
 /// Checks a single-dimension attribute (no negative counting): 0 <= value < rank.
 void check_dimension(const std::string& op, const char* attr, int64_t value, int64_t rank) {
   if (value < 0 || value >= rank) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: {} = {} is out of range for rank {}", op, attr, value, rank),
-                rank == 0 ? std::string("a scalar has no dimension to use")
-                          : fmt::format("use a dimension in [0, {})", rank));
+    throw Error(
+        ErrorCode::kOutOfRange, fmt::format("{}: {} = {} is out of range for rank {}", op, attr, value, rank),
+        rank == 0 ? std::string("a scalar has no dimension to use") : fmt::format("use a dimension in [0, {})", rank));
   }
 }
 
@@ -84,8 +82,7 @@ void check_dimension(const std::string& op, const char* attr, int64_t value, int
 /// Builds an array of `type` whose element at each multi-index `idx` is a copy of the operand
 /// element at flat index `source(idx)`, or of the scalar `fill` when `source` returns -1.
 template <class F>
-Array copy_elements(const Array& operand, const TensorType& type, F&& source,
-                    const Array* fill = nullptr) {
+Array copy_elements(const Array& operand, const TensorType& type, F&& source, const Array* fill = nullptr) {
   Array out = make_result(type);
   const int64_t esize = dtype_size(type.dtype);
   if (out.size() == 0) return out;
@@ -121,8 +118,7 @@ std::vector<TensorType> reshape_shape(std::span<const TensorType> in, const Attr
   return {TensorType{shape, x.dtype}};
 }
 
-std::vector<Array> reshape_kernel(std::span<const Array> in, const Attributes&,
-                                  std::span<const TensorType> types) {
+std::vector<Array> reshape_kernel(std::span<const Array> in, const Attributes&, std::span<const TensorType> types) {
   return {in[0].clone().reshaped(types[0].shape)};
 }
 
@@ -147,8 +143,7 @@ std::vector<TensorType> broadcast_shape(std::span<const TensorType> in, const At
     }
     if (i > 0 && dims[i] <= dims[i - 1]) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: broadcast_dimensions = {} is not strictly increasing", op,
-                              list_str(dims)),
+                  fmt::format("{}: broadcast_dimensions = {} is not strictly increasing", op, list_str(dims)),
                   "use transpose to reorder dimensions before broadcasting");
     }
     const int64_t xs = x.shape[i];
@@ -157,8 +152,7 @@ std::vector<TensorType> broadcast_shape(std::span<const TensorType> in, const At
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("{}: operand dim {} has size {} but result dim {} has size {} "
                               "(operand shape {}, shape = {}, broadcast_dimensions = {})",
-                              op, i, xs, dims[i], rs, shape_to_string(x.shape),
-                              list_str(shape), list_str(dims)),
+                              op, i, xs, dims[i], rs, shape_to_string(x.shape), list_str(shape), list_str(dims)),
                   "an operand dim must equal its result dim or be 1");
     }
   }
@@ -189,8 +183,7 @@ std::vector<TensorType> transpose_shape(std::span<const TensorType> in, const At
   try {
     check_dims("transpose", "permutation", perm, x.rank());
   } catch (const Error& e) {
-    throw Error(e.code(),
-                fmt::format("{}; it is not a permutation of [0, {})", e.message(), x.rank()),
+    throw Error(e.code(), fmt::format("{}; it is not a permutation of [0, {})", e.message(), x.rank()),
                 fmt::format("list each of 0..{} exactly once", x.rank() - 1));
   }
   Shape shape(perm.size());
@@ -219,13 +212,11 @@ int64_t slice_dim(const TensorType& x, size_t d, int64_t start, int64_t limit, i
   const int64_t size = x.shape[d];
   if (stride < 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("slice: strides[{}] = {} must be >= 1 (strides = {})", d, stride,
-                            list_str(strides)),
+                fmt::format("slice: strides[{}] = {} must be >= 1 (strides = {})", d, stride, list_str(strides)),
                 "reverse the operand to walk backwards");
   }
   if (start < 0) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("slice: start_indices[{}] = {} is negative", d, start),
+    throw Error(ErrorCode::kOutOfRange, fmt::format("slice: start_indices[{}] = {} is negative", d, start),
                 "slice indices are not counted from the end");
   }
   if (limit > size) {
@@ -237,8 +228,7 @@ int64_t slice_dim(const TensorType& x, size_t d, int64_t start, int64_t limit, i
   }
   if (start > limit) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("slice: start_indices[{}] = {} is greater than limit_indices[{}] = {}",
-                            d, start, d, limit),
+                fmt::format("slice: start_indices[{}] = {} is greater than limit_indices[{}] = {}", d, start, d, limit),
                 "use start <= limit (an empty slice has start == limit)");
   }
   return (limit - start + stride - 1) / stride;
@@ -259,8 +249,7 @@ std::vector<TensorType> slice_shape(std::span<const TensorType> in, const Attrib
   return {TensorType{shape, x.dtype}};
 }
 
-std::vector<Array> slice_kernel(std::span<const Array> in, const Attributes& attrs,
-                                std::span<const TensorType> types) {
+std::vector<Array> slice_kernel(std::span<const Array> in, const Attributes& attrs, std::span<const TensorType> types) {
   const Array& x = in[0];
   const std::vector<int64_t> start = attrs.get_ints("start_indices");
   const std::vector<int64_t> strides = attrs.get_ints("strides");
@@ -276,8 +265,7 @@ std::vector<Array> slice_kernel(std::span<const Array> in, const Attributes& att
 // pad
 
 /// Result size of one padded dimension: low + high + n + max(n - 1, 0) * interior.
-int64_t padded_size(const std::string& op, int64_t n, int64_t low, int64_t high,
-                    int64_t interior) {
+int64_t padded_size(const std::string& op, int64_t n, int64_t low, int64_t high, int64_t interior) {
   const int64_t holes = checked_mul(op, n > 0 ? n - 1 : 0, interior);
   return checked_add(op, checked_add(op, checked_add(op, low, high), n), holes);
 }
@@ -292,8 +280,7 @@ std::vector<TensorType> pad_shape(std::span<const TensorType> in, const Attribut
   }
   if (value.dtype != x.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("pad: padding_value has type {} but the operand is {}",
-                            value.to_string(), x.to_string()),
+                fmt::format("pad: padding_value has type {} but the operand is {}", value.to_string(), x.to_string()),
                 "convert the padding value to the operand's dtype");
   }
   const std::vector<int64_t> low = ints_attr("pad", attrs, "edge_padding_low");
@@ -306,8 +293,8 @@ std::vector<TensorType> pad_shape(std::span<const TensorType> in, const Attribut
   for (size_t d = 0; d < shape.size(); ++d) {
     if (interior[d] < 0) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("pad: interior_padding[{}] = {} is negative (interior_padding = {})",
-                              d, interior[d], list_str(interior)),
+                  fmt::format("pad: interior_padding[{}] = {} is negative (interior_padding = {})", d, interior[d],
+                              list_str(interior)),
                   "interior padding must be >= 0; only edge padding may be negative (crop)");
     }
     shape[d] = padded_size("pad", x.shape[d], low[d], high[d], interior[d]);
@@ -322,8 +309,7 @@ std::vector<TensorType> pad_shape(std::span<const TensorType> in, const Attribut
   return {TensorType{shape, x.dtype}};
 }
 
-std::vector<Array> pad_kernel(std::span<const Array> in, const Attributes& attrs,
-                              std::span<const TensorType> types) {
+std::vector<Array> pad_kernel(std::span<const Array> in, const Attributes& attrs, std::span<const TensorType> types) {
   const Array& x = in[0];
   const std::vector<int64_t> low = attrs.get_ints("edge_padding_low");
   const std::vector<int64_t> interior = attrs.get_ints("interior_padding");
@@ -345,12 +331,11 @@ std::vector<Array> pad_kernel(std::span<const Array> in, const Attributes& attrs
 // concatenate
 
 /// Checks that operand `k` can be concatenated with operand 0 along `dim`.
-void check_concat_operand(const TensorType& first, const TensorType& other, size_t k,
-                          int64_t dim) {
+void check_concat_operand(const TensorType& first, const TensorType& other, size_t k, int64_t dim) {
   if (other.dtype != first.dtype) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("concatenate: operand {} has type {} but operand 0 has type {}", k,
-                            other.to_string(), first.to_string()),
+                fmt::format("concatenate: operand {} has type {} but operand 0 has type {}", k, other.to_string(),
+                            first.to_string()),
                 "convert the operands to one dtype");
   }
   bool ok = other.rank() == first.rank();
@@ -367,8 +352,7 @@ void check_concat_operand(const TensorType& first, const TensorType& other, size
   }
 }
 
-std::vector<TensorType> concatenate_shape(std::span<const TensorType> in,
-                                          const Attributes& attrs) {
+std::vector<TensorType> concatenate_shape(std::span<const TensorType> in, const Attributes& attrs) {
   const TensorType& first = in[0];
   const int64_t dim = int_attr("concatenate", attrs, "dimension");
   check_dimension("concatenate", "dimension", dim, first.rank());
@@ -376,8 +360,7 @@ std::vector<TensorType> concatenate_shape(std::span<const TensorType> in,
   for (size_t k = 1; k < in.size(); ++k) {
     check_concat_operand(first, in[k], k, dim);
     shape[static_cast<size_t>(dim)] =
-        checked_add("concatenate", shape[static_cast<size_t>(dim)],
-                    in[k].shape[static_cast<size_t>(dim)]);
+        checked_add("concatenate", shape[static_cast<size_t>(dim)], in[k].shape[static_cast<size_t>(dim)]);
   }
   return {TensorType{shape, first.dtype}};
 }
@@ -536,8 +519,9 @@ void register_shape_ops(OpRegistry& r) {
   r.add(declared(OpDef{"broadcast_in_dim", 1, 1, broadcast_shape, broadcast_kernel,
                        "operand dim i -> result dim broadcast_dimensions[i] (size equal or 1) of `shape`"},
                  {"shape", "broadcast_dimensions"}, ops::kCheapToRecompute));
-  r.add(declared(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel, "result dim i = operand dim permutation[i]"},
-                 {"permutation"}));
+  r.add(
+      declared(OpDef{"transpose", 1, 1, transpose_shape, transpose_kernel, "result dim i = operand dim permutation[i]"},
+               {"permutation"}));
   r.add(declared(OpDef{"slice", 1, 1, slice_shape, slice_kernel,
                        "elements start_indices <= i < limit_indices stepping by strides"},
                  {"start_indices", "limit_indices", "strides"}));
@@ -547,8 +531,9 @@ void register_shape_ops(OpRegistry& r) {
   r.add(declared(OpDef{"concatenate", 1, -1, concatenate_shape, concatenate_kernel,
                        "joins operands along `dimension` (other dims equal)"},
                  {"dimension"}));
-  r.add(declared(OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel, "reverses the order of elements along `dimensions`"},
-                 {"dimensions"}));
+  r.add(declared(
+      OpDef{"reverse", 1, 1, reverse_shape, reverse_kernel, "reverses the order of elements along `dimensions`"},
+      {"dimensions"}));
 }
 
 }  // namespace ingot::ir

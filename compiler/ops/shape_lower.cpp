@@ -23,9 +23,9 @@ void lower_broadcast(LoweringContext& ctx, const Node& node) {
     map.push_back(x.shape[i] == 1 && out.shape[dims[i]] != 1 ? "0" : fmt::format("d{}", dims[i]));
   }
   std::vector<std::string> iters(static_cast<size_t>(out.rank()), "parallel");
-  ctx.bind(node.outputs[0], ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out,
-                                        LoweringContext::identity(out.rank()), "",
-                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+  ctx.bind(node.outputs[0],
+           ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out, LoweringContext::identity(out.rank()),
+                       "", [](BodyBuilder&, const Args& a) { return a[0]; }));
 }
 
 void lower_transpose(LoweringContext& ctx, const Node& node) {
@@ -34,9 +34,9 @@ void lower_transpose(LoweringContext& ctx, const Node& node) {
   std::vector<std::string> map(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) map[perm[i]] = fmt::format("d{}", i);
   std::vector<std::string> iters(static_cast<size_t>(out.rank()), "parallel");
-  ctx.bind(node.outputs[0], ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out,
-                                        LoweringContext::identity(out.rank()), "",
-                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+  ctx.bind(node.outputs[0],
+           ctx.generic(out.rank(), iters, {{ctx.operand(node, 0), x, map}}, out, LoweringContext::identity(out.rank()),
+                       "", [](BodyBuilder&, const Args& a) { return a[0]; }));
 }
 
 void lower_reverse(LoweringContext& ctx, const Node& node) {
@@ -45,9 +45,9 @@ void lower_reverse(LoweringContext& ctx, const Node& node) {
   std::vector<std::string> map = LoweringContext::identity(x.rank());
   for (int64_t d : dims) map[d] = fmt::format("-d{} + {}", d, x.shape[d] - 1);
   std::vector<std::string> iters(static_cast<size_t>(x.rank()), "parallel");
-  ctx.bind(node.outputs[0], ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, map}}, x,
-                                        LoweringContext::identity(x.rank()), "",
-                                        [](BodyBuilder&, const Args& a) { return a[0]; }));
+  ctx.bind(node.outputs[0],
+           ctx.generic(x.rank(), iters, {{ctx.operand(node, 0), x, map}}, x, LoweringContext::identity(x.rank()), "",
+                       [](BodyBuilder&, const Args& a) { return a[0]; }));
 }
 
 void lower_slice(LoweringContext& ctx, const Node& node) {
@@ -70,9 +70,10 @@ void lower_concatenate(LoweringContext& ctx, const Node& node) {
     std::vector<int64_t> offsets(static_cast<size_t>(out.rank()), 0);
     offsets[dim] = offset;
     std::vector<int64_t> ones(static_cast<size_t>(out.rank()), 1);
-    acc = ctx.let(fmt::format("tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", ctx.operand(node, i), acc,
-                              fmt::join(offsets, ", "), fmt::join(t.shape, ", "), fmt::join(ones, ", "), ty(t), ty(out)),
-                  "cat");
+    acc =
+        ctx.let(fmt::format("tensor.insert_slice {} into {}[{}] [{}] [{}] : {} into {}", ctx.operand(node, i), acc,
+                            fmt::join(offsets, ", "), fmt::join(t.shape, ", "), fmt::join(ones, ", "), ty(t), ty(out)),
+                "cat");
     offset += t.shape[dim];
   }
   ctx.bind(node.outputs[0], acc);
@@ -82,17 +83,17 @@ void lower_pad(LoweringContext& ctx, const Node& node) {
   const TensorType x = in_type(ctx, node, 0), out = out_type(ctx, node);
   if (num_elements(out.shape) == 0) return ctx.bind(node.outputs[0], ctx.empty(out));
   const std::string value = ctx.operand(node, 1);
-  ctx.bind(node.outputs[0],
-           padded(ctx, ctx.operand(node, 0), x, node.attrs.get_ints("edge_padding_low"),
-                  node.attrs.get_ints("edge_padding_high"), node.attrs.get_ints("interior_padding"),
-                  [&](const TensorType& t) { return splat(ctx, value, x.dtype, t); }));
+  ctx.bind(node.outputs[0], padded(ctx, ctx.operand(node, 0), x, node.attrs.get_ints("edge_padding_low"),
+                                   node.attrs.get_ints("edge_padding_high"), node.attrs.get_ints("interior_padding"),
+                                   [&](const TensorType& t) { return splat(ctx, value, x.dtype, t); }));
 }
 
 }  // namespace
 
 void register_shape_lowerings(OpRegistry& r) {
   r.set_lowering("reshape", [](LoweringContext& ctx, const Node& node) {
-    ctx.bind(node.outputs[0], reshape_value(ctx, ctx.operand(node, 0), in_type(ctx, node, 0), out_type(ctx, node).shape));
+    ctx.bind(node.outputs[0],
+             reshape_value(ctx, ctx.operand(node, 0), in_type(ctx, node, 0), out_type(ctx, node).shape));
   });
   r.set_lowering("broadcast_in_dim", lower_broadcast);
   r.set_lowering("transpose", lower_transpose);

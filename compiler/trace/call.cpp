@@ -11,17 +11,16 @@ namespace {
 void check_call_args(const ir::Graph& graph, const std::vector<Tensor>& args) {
   const auto& params = graph.parameters();
   if (args.size() != params.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("call: graph '{}' takes {} arguments but {} were given", graph.name(),
-                            params.size(), args.size()));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("call: graph '{}' takes {} arguments but {} were given",
+                                                         graph.name(), params.size(), args.size()));
   }
   for (size_t i = 0; i < args.size(); ++i) {
     const ir::TensorType& want = graph.type(params[i]);
     const ir::TensorType& got = args[i].type();
     if (!(want == got)) {
       throw Error(want.dtype != got.dtype ? ErrorCode::kDTypeMismatch : ErrorCode::kShapeMismatch,
-                  fmt::format("call: argument {} of graph '{}' is {} but the parameter is {}", i,
-                              graph.name(), got.to_string(), want.to_string()),
+                  fmt::format("call: argument {} of graph '{}' is {} but the parameter is {}", i, graph.name(),
+                              got.to_string(), want.to_string()),
                   "pass tensors of the parameter types, or retrace the graph for these types");
     }
   }

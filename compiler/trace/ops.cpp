@@ -58,22 +58,19 @@ std::string describe_trace(const trace_detail::TraceState& s) {
 /// Throws kTraceError unless `x` belongs to the active trace (constants made for it go there).
 void require_active(const Tensor& x, std::string_view fn) {
   if (!x.valid()) {
-    throw Error(ErrorCode::kTraceError,
-                fmt::format("{}: use of an invalid (default-constructed) Tensor", fn),
+    throw Error(ErrorCode::kTraceError, fmt::format("{}: use of an invalid (default-constructed) Tensor", fn),
                 "create tensors inside trace() from its arguments or ingot::constant()");
   }
   const auto current = trace_detail::current_trace();
   const auto& owner = *x.state();
   if (owner.finished) {
     throw Error(ErrorCode::kTraceError,
-                fmt::format("{}: the Tensor belongs to {}, which has already finished", fn,
-                            describe_trace(owner)),
+                fmt::format("{}: the Tensor belongs to {}, which has already finished", fn, describe_trace(owner)),
                 "tensors cannot leak out of the trace that made them; return them instead");
   }
   if (current != x.state()) {
     throw Error(ErrorCode::kTraceError,
-                fmt::format("{}: the Tensor belongs to {} but the active trace is {}", fn,
-                            describe_trace(owner),
+                fmt::format("{}: the Tensor belongs to {} but the active trace is {}", fn, describe_trace(owner),
                             current ? describe_trace(*current) : std::string("none")),
                 "a tensor from an outer trace cannot be used in a nested trace; pass it as an "
                 "argument of the nested function");
@@ -83,10 +80,9 @@ void require_active(const Tensor& x, std::string_view fn) {
 int64_t norm_axis(std::string_view fn, int64_t axis, int64_t rank) {
   const int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= rank) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("{}: axis {} is out of range for rank {}", fn, axis, rank),
-                rank == 0 ? std::string("a rank-0 tensor has no axes")
-                          : fmt::format("use an axis in [{}, {})", -rank, rank));
+    throw Error(
+        ErrorCode::kOutOfRange, fmt::format("{}: axis {} is out of range for rank {}", fn, axis, rank),
+        rank == 0 ? std::string("a rank-0 tensor has no axes") : fmt::format("use an axis in [{}, {})", -rank, rank));
   }
   return a;
 }
@@ -99,8 +95,7 @@ Ints norm_axes(std::string_view fn, const Ints& axes, int64_t rank, bool all_if_
     const int64_t a = norm_axis(fn, axis, rank);
     if (std::find(out.begin(), out.end(), a) != out.end()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: axes [{}] name axis {} twice (rank {})", fn,
-                              fmt::join(axes, ", "), a, rank),
+                  fmt::format("{}: axes [{}] name axis {} twice (rank {})", fn, fmt::join(axes, ", "), a, rank),
                   "list each axis once");
     }
     out.push_back(a);
@@ -145,15 +140,13 @@ Tensor broadcast_as(const Tensor& x, const Shape& shape) {
 void require_same_dtype(std::string_view fn, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype()) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: operand dtypes differ: {} vs {}", fn, a.type().to_string(),
-                            b.type().to_string()),
+                fmt::format("{}: operand dtypes differ: {} vs {}", fn, a.type().to_string(), b.type().to_string()),
                 "convert one operand with ingot::convert(x, dtype) first");
   }
 }
 
 /// A binary op with equal dtypes and NumPy broadcasting.
-Tensor binary(std::string_view fn, const std::string& op, const Tensor& a, const Tensor& b,
-              ir::Attributes attrs = {}) {
+Tensor binary(std::string_view fn, const std::string& op, const Tensor& a, const Tensor& b, ir::Attributes attrs = {}) {
   require_same_dtype(fn, a, b);
   const Shape s = broadcast_shapes(fn, {a.shape(), b.shape()});
   return emit1(op, {broadcast_as(a, s), broadcast_as(b, s)}, std::move(attrs));
@@ -188,8 +181,7 @@ Tensor scalar_like(const Tensor& x, double value, std::string_view fn) {
 Array extreme_scalar(DType dtype, bool lowest) {
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> ||
-                  std::is_floating_point_v<T>) {
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || std::is_floating_point_v<T>) {
       const double inf = std::numeric_limits<double>::infinity();
       return Array::scalar(lowest ? -inf : inf, dtype);
     } else {
@@ -202,18 +194,15 @@ Array extreme_scalar(DType dtype, bool lowest) {
 void require_floating(std::string_view fn, const Tensor& x) {
   if (!is_floating(x.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: x has dtype {}, but {} needs a floating dtype", fn,
-                            dtype_name(x.dtype()), fn),
-                fmt::format("convert first, e.g. ingot::{}(ingot::convert(x, DType::kF32), ...)",
-                            fn));
+                fmt::format("{}: x has dtype {}, but {} needs a floating dtype", fn, dtype_name(x.dtype()), fn),
+                fmt::format("convert first, e.g. ingot::{}(ingot::convert(x, DType::kF32), ...)", fn));
   }
 }
 
 void require_integer(std::string_view fn, const char* what, const Tensor& x) {
   if (!is_integer(x.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: {} have dtype {}, but must be an integer dtype", fn, what,
-                            dtype_name(x.dtype())),
+                fmt::format("{}: {} have dtype {}, but must be an integer dtype", fn, what, dtype_name(x.dtype())),
                 "convert them with ingot::convert(indices, DType::kI32)");
   }
 }
@@ -225,21 +214,19 @@ Shape kept_shape(Shape shape, const Ints& axes) {
 }
 
 /// `reduce` of `x` over `axes` with `computation` and scalar `init` of x's dtype.
-Tensor reduce(std::string_view fn, const Tensor& x, const Ints& axes, bool keepdims,
-              const char* computation, const Array& init) {
+Tensor reduce(std::string_view fn, const Tensor& x, const Ints& axes, bool keepdims, const char* computation,
+              const Array& init) {
   require_active(x, fn);
   const Ints dims = norm_axes(fn, axes, x.rank());
   if (dims.empty()) return x;
-  Tensor r = emit1("reduce", {x, constant(init)},
-                   {{"dimensions", dims}, {"computation", std::string(computation)}});
+  Tensor r = emit1("reduce", {x, constant(init)}, {{"dimensions", dims}, {"computation", std::string(computation)}});
   return keepdims ? reshape(r, kept_shape(x.shape(), dims)) : r;
 }
 
 void require_bool(std::string_view fn, const Tensor& x) {
   if (!is_bool(x.dtype())) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("{}: x has dtype {}, but {} needs bool", fn, dtype_name(x.dtype()),
-                            fn),
+                fmt::format("{}: x has dtype {}, but {} needs bool", fn, dtype_name(x.dtype()), fn),
                 "compare first (e.g. ingot::not_equal(x, zeros_like(x))) or convert to bool");
   }
 }
@@ -252,8 +239,7 @@ int64_t reshape_unknown_index(const Shape& from, const Shape& to) {
     const bool extra = to[i] == -1 && unknown >= 0;
     if (to[i] != -1 || extra) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from),
-                              shape_to_string(to),
+                  fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from), shape_to_string(to),
                               extra ? "more than one -1" : fmt::format("size {} is negative", to[i])),
                   "sizes are >= 0, and at most one may be -1 (inferred)");
     }
@@ -269,8 +255,8 @@ Shape infer_reshape(const Shape& from, const Shape& to) {
   for (int64_t size : to) known *= size == -1 ? 1 : size;
   const int64_t n = num_elements(from);
   const auto fail = [&](ErrorCode code, const std::string& why) {
-    return Error(code, fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from),
-                                   shape_to_string(to), why),
+    return Error(code,
+                 fmt::format("reshape: cannot reshape {} to {}: {}", shape_to_string(from), shape_to_string(to), why),
                  "the element counts must be equal");
   };
   if (unknown < 0 && known != n) {
@@ -278,12 +264,10 @@ Shape infer_reshape(const Shape& from, const Shape& to) {
   }
   if (unknown < 0) return to;
   if (known == 0) {
-    throw fail(ErrorCode::kInvalidArgument,
-               "the -1 is ambiguous when the other sizes multiply to 0");
+    throw fail(ErrorCode::kInvalidArgument, "the -1 is ambiguous when the other sizes multiply to 0");
   }
   if (n % known != 0) {
-    throw fail(ErrorCode::kShapeMismatch,
-               fmt::format("{} elements are not divisible by {}", n, known));
+    throw fail(ErrorCode::kShapeMismatch, fmt::format("{} elements are not divisible by {}", n, known));
   }
   Shape out = to;
   out[static_cast<size_t>(unknown)] = n / known;
@@ -295,17 +279,14 @@ void require_pair(std::string_view fn, const char* what, const Ints& v) {
   const bool ok = v.size() == 2 && v[0] >= 1 && v[1] >= 1;
   if (!ok) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} must be 2 positive integers (h, w), got [{}]", fn, what,
-                            fmt::join(v, ", ")));
+                fmt::format("{}: {} must be 2 positive integers (h, w), got [{}]", fn, what, fmt::join(v, ", ")));
   }
 }
 
-void require_rank(std::string_view fn, const char* what, const Tensor& x, int64_t rank,
-                  const char* layout) {
+void require_rank(std::string_view fn, const char* what, const Tensor& x, int64_t rank, const char* layout) {
   if (x.rank() != rank) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: {} must have rank {} {}, got shape {}", fn, what, rank, layout,
-                            shape_to_string(x.shape())));
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: {} must have rank {} {}, got shape {}", fn, what, rank,
+                                                       layout, shape_to_string(x.shape())));
   }
 }
 
@@ -317,12 +298,11 @@ std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t window, int64_t str
 }
 
 /// Flat {top, bottom, left, right} padding for "valid"/"same" over spatial (h, w).
-Ints padding_2d(std::string_view fn, const std::string& padding, const Shape& in,
-                const Ints& window, const Ints& strides) {
+Ints padding_2d(std::string_view fn, const std::string& padding, const Shape& in, const Ints& window,
+                const Ints& strides) {
   if (padding == "valid") return {0, 0, 0, 0};
   if (padding != "same") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: unknown padding '{}'", fn, padding),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown padding '{}'", fn, padding),
                 "use \"valid\" or \"same\" (conv2d also takes explicit_padding)");
   }
   const auto [t, b] = same_padding(in[0], window[0], strides[0]);
@@ -333,20 +313,18 @@ Ints padding_2d(std::string_view fn, const std::string& padding, const Shape& in
 Ints conv_padding(const Tensor& x, const Tensor& kernel, const Conv2DOptions& o) {
   if (o.explicit_padding.empty()) {
     if (o.padding == "explicit") {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "conv2d: padding 'explicit' but explicit_padding is empty",
+      throw Error(ErrorCode::kInvalidArgument, "conv2d: padding 'explicit' but explicit_padding is empty",
                   "give explicit_padding = {top, bottom, left, right}");
     }
-    const Ints window = {(kernel.dim(0) - 1) * o.dilation[0] + 1,
-                         (kernel.dim(1) - 1) * o.dilation[1] + 1};
+    const Ints window = {(kernel.dim(0) - 1) * o.dilation[0] + 1, (kernel.dim(1) - 1) * o.dilation[1] + 1};
     return padding_2d("conv2d", o.padding, {x.dim(1), x.dim(2)}, window, o.strides);
   }
   if (o.explicit_padding.size() != 4 || (o.padding != "valid" && o.padding != "explicit")) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("conv2d: explicit_padding [{}] with padding '{}'",
-                            fmt::join(o.explicit_padding, ", "), o.padding),
-                "explicit_padding needs 4 values {top, bottom, left, right} and padding "
-                "\"explicit\" (or the default \"valid\")");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("conv2d: explicit_padding [{}] with padding '{}'", fmt::join(o.explicit_padding, ", "), o.padding),
+        "explicit_padding needs 4 values {top, bottom, left, right} and padding "
+        "\"explicit\" (or the default \"valid\")");
   }
   return o.explicit_padding;
 }
@@ -358,19 +336,17 @@ void check_conv_shapes(const Tensor& x, const Tensor& kernel, const Conv2DOption
   require_pair("conv2d", "strides", o.strides);
   require_pair("conv2d", "dilation", o.dilation);
   const int64_t g = o.feature_group_count;
-  const bool ok = g >= 1 && x.dim(3) % g == 0 && kernel.dim(2) * g == x.dim(3) &&
-                  kernel.dim(3) % g == 0;
+  const bool ok = g >= 1 && x.dim(3) % g == 0 && kernel.dim(2) * g == x.dim(3) && kernel.dim(3) % g == 0;
   if (!ok) {
     throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("conv2d: x {} and kernel {} do not fit feature_group_count {}",
-                            shape_to_string(x.shape()), shape_to_string(kernel.shape()), g),
+                fmt::format("conv2d: x {} and kernel {} do not fit feature_group_count {}", shape_to_string(x.shape()),
+                            shape_to_string(kernel.shape()), g),
                 "kernel dim 2 must be in / groups, and in and out divisible by groups");
   }
 }
 
 /// Validated strides of a pool (empty means the pool size, as Keras).
-Ints pool_strides(std::string_view fn, const Tensor& x, const Ints& pool_size,
-                  const Ints& strides) {
+Ints pool_strides(std::string_view fn, const Tensor& x, const Ints& pool_size, const Ints& strides) {
   require_rank(fn, "x", x, 4, "(batch, h, w, c)");
   require_pair(fn, "pool_size", pool_size);
   const Ints s = strides.empty() ? pool_size : strides;
@@ -386,8 +362,7 @@ Tensor pool(std::string_view fn, const Tensor& x, const Ints& pool_size, const I
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: pool_size [{}] is larger than the spatial size ({}, {}) of x {} "
                             "with 'valid' padding",
-                            fn, fmt::join(pool_size, ", "), x.dim(1), x.dim(2),
-                            shape_to_string(x.shape())),
+                            fn, fmt::join(pool_size, ", "), x.dim(1), x.dim(2), shape_to_string(x.shape())),
                 "use a smaller pool or padding \"same\"");
   }
   require_active(x, fn);
@@ -415,10 +390,14 @@ bool depth_fits(DType dtype, int64_t depth) {
 /// Mantissa bits of a float dtype used by random_uniform.
 int random_mantissa_bits(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return 52;
-    case DType::kF32: return 23;
-    case DType::kF16: return 10;
-    default: return 7;  // bf16
+    case DType::kF64:
+      return 52;
+    case DType::kF32:
+      return 23;
+    case DType::kF16:
+      return 10;
+    default:
+      return 7;  // bf16
   }
 }
 
@@ -428,8 +407,7 @@ int random_mantissa_bits(DType dtype) {
 
 Tensor constant(const Array& value) {
   if (!value.valid()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "constant: the Array is invalid (default-constructed)",
+    throw Error(ErrorCode::kInvalidArgument, "constant: the Array is invalid (default-constructed)",
                 "capture an Array that holds data");
   }
   return emit1("constant", {}, {{"value", value.clone()}});
@@ -450,8 +428,7 @@ Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor iota(const Shape& shape, int64_t dimension, DType dtype) {
   check_shape(shape, "iota: shape");
   const int64_t d = norm_axis("iota", dimension, static_cast<int64_t>(shape.size()));
-  return emit1("iota", {},
-               {{"shape", shape}, {"dtype", dtype_str(dtype)}, {"iota_dimension", d}});
+  return emit1("iota", {}, {{"shape", shape}, {"dtype", dtype_str(dtype)}, {"iota_dimension", d}});
 }
 
 Tensor full_like(const Tensor& like, double value) {
@@ -494,9 +471,7 @@ Tensor add(const Tensor& a, const Tensor& b) { return binary("add", "add", a, b)
 Tensor subtract(const Tensor& a, const Tensor& b) { return binary("subtract", "subtract", a, b); }
 Tensor multiply(const Tensor& a, const Tensor& b) { return binary("multiply", "multiply", a, b); }
 Tensor divide(const Tensor& a, const Tensor& b) { return binary("divide", "divide", a, b); }
-Tensor remainder(const Tensor& a, const Tensor& b) {
-  return binary("remainder", "remainder", a, b);
-}
+Tensor remainder(const Tensor& a, const Tensor& b) { return binary("remainder", "remainder", a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary("pow", "power", a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", "maximum", a, b); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", "minimum", a, b); }
@@ -509,9 +484,7 @@ Tensor not_equal(const Tensor& a, const Tensor& b) { return compare("not_equal",
 Tensor less(const Tensor& a, const Tensor& b) { return compare("less", "LT", a, b); }
 Tensor less_equal(const Tensor& a, const Tensor& b) { return compare("less_equal", "LE", a, b); }
 Tensor greater(const Tensor& a, const Tensor& b) { return compare("greater", "GT", a, b); }
-Tensor greater_equal(const Tensor& a, const Tensor& b) {
-  return compare("greater_equal", "GE", a, b);
-}
+Tensor greater_equal(const Tensor& a, const Tensor& b) { return compare("greater_equal", "GE", a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (!is_bool(cond.dtype())) {
@@ -574,10 +547,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   return broadcast_as(x, shape);
 }
 
-Tensor broadcast_in_dim(const Tensor& x, const Shape& shape,
-                        const std::vector<int64_t>& broadcast_dimensions) {
-  return emit1("broadcast_in_dim", {x},
-               {{"shape", shape}, {"broadcast_dimensions", broadcast_dimensions}});
+Tensor broadcast_in_dim(const Tensor& x, const Shape& shape, const std::vector<int64_t>& broadcast_dimensions) {
+  return emit1("broadcast_in_dim", {x}, {{"shape", shape}, {"broadcast_dimensions", broadcast_dimensions}});
 }
 
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& permutation) {
@@ -604,18 +575,16 @@ Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t limit) {
   return slice(x, starts, limits);
 }
 
-Tensor pad(const Tensor& x, double value, const std::vector<int64_t>& low,
-           const std::vector<int64_t>& high, const std::vector<int64_t>& interior) {
+Tensor pad(const Tensor& x, double value, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+           const std::vector<int64_t>& interior) {
   const Ints in = interior.empty() ? Ints(static_cast<size_t>(x.rank()), 0) : interior;
-  ir::Attributes attrs = {
-      {"edge_padding_low", low}, {"edge_padding_high", high}, {"interior_padding", in}};
+  ir::Attributes attrs = {{"edge_padding_low", low}, {"edge_padding_high", high}, {"interior_padding", in}};
   return emit1("pad", {x, scalar_like(x, value, "pad")}, std::move(attrs));
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, "concatenate: the list of tensors is empty",
-                "pass at least one tensor");
+    throw Error(ErrorCode::kInvalidArgument, "concatenate: the list of tensors is empty", "pass at least one tensor");
   }
   const int64_t a = norm_axis("concatenate", axis, xs[0].rank());
   if (xs.size() == 1) return xs[0];
@@ -641,8 +610,7 @@ Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axes) {
     const bool listed = std::find(drop.begin(), drop.end(), i) != drop.end();
     if (listed && size != 1) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("squeeze: axis {} of shape {} has size {}, not 1", i,
-                              shape_to_string(x.shape()), size),
+                  fmt::format("squeeze: axis {} of shape {} has size {}, not 1", i, shape_to_string(x.shape()), size),
                   "only size-1 axes can be squeezed");
     }
     if (!(listed || (axes.empty() && size == 1))) s.push_back(size);
@@ -699,13 +667,9 @@ Tensor arg_extreme(const char* fn, const Tensor& x, int64_t axis, DType index_dt
 }
 }  // namespace
 
-Tensor argmax(const Tensor& x, int64_t axis, DType index_dtype) {
-  return arg_extreme("argmax", x, axis, index_dtype);
-}
+Tensor argmax(const Tensor& x, int64_t axis, DType index_dtype) { return arg_extreme("argmax", x, axis, index_dtype); }
 
-Tensor argmin(const Tensor& x, int64_t axis, DType index_dtype) {
-  return arg_extreme("argmin", x, axis, index_dtype);
-}
+Tensor argmin(const Tensor& x, int64_t axis, DType index_dtype) { return arg_extreme("argmin", x, axis, index_dtype); }
 
 // ---- linear algebra ----------------------------------------------------------------------
 
@@ -721,21 +685,19 @@ namespace {
 
 /// Shapes of matmul's operands after NumPy's 1-D promotion; checks ranks, dtypes and k.
 std::pair<Shape, Shape> matmul_shapes(const Tensor& a, const Tensor& b) {
-  const std::string both =
-      fmt::format("{} and {}", shape_to_string(a.shape()), shape_to_string(b.shape()));
+  const std::string both = fmt::format("{} and {}", shape_to_string(a.shape()), shape_to_string(b.shape()));
   if (a.rank() == 0 || b.rank() == 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("matmul: operands must have rank >= 1, got shapes {}", both),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("matmul: operands must have rank >= 1, got shapes {}", both),
                 "use multiply for scalars");
   }
   require_same_dtype("matmul", a, b);
   const Shape as = a.rank() == 1 ? Shape{1, a.dim(0)} : a.shape();
   const Shape bs = b.rank() == 1 ? Shape{b.dim(0), 1} : b.shape();
   if (as.back() != bs[bs.size() - 2]) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("matmul: shapes {} do not align: contracting sizes {} vs {}", both,
-                            as.back(), bs[bs.size() - 2]),
-                "a's last dimension must equal b's second-to-last (b's only one if 1-D)");
+    throw Error(
+        ErrorCode::kShapeMismatch,
+        fmt::format("matmul: shapes {} do not align: contracting sizes {} vs {}", both, as.back(), bs[bs.size() - 2]),
+        "a's last dimension must equal b's second-to-last (b's only one if 1-D)");
   }
   return {as, bs};
 }
@@ -752,8 +714,7 @@ Tensor batched_dot(const Tensor& a, const Tensor& b, const Shape& batch) {
   a_full.insert(a_full.end(), {a.dim(-2), a.dim(-1)});
   b_full.insert(b_full.end(), {b.dim(-2), b.dim(-1)});
   const Tensor a_b = broadcast_as(a, a_full);
-  return dot_general(a_b, broadcast_as(b, b_full),
-                     {iota_ints(0, nb), iota_ints(0, nb), {nb + 1}, {nb}});
+  return dot_general(a_b, broadcast_as(b, b_full), {iota_ints(0, nb), iota_ints(0, nb), {nb + 1}, {nb}});
 }
 
 }  // namespace
@@ -785,14 +746,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const auto [as, bs] = matmul_shapes(a, b);
   const Shape b_batch(bs.begin(), bs.end() - 2);
   const Shape batch = broadcast_shapes(
-      fmt::format("matmul (batch dims of {} and {})", shape_to_string(a.shape()),
-                  shape_to_string(b.shape())),
+      fmt::format("matmul (batch dims of {} and {})", shape_to_string(a.shape()), shape_to_string(b.shape())),
       {Shape(as.begin(), as.end() - 2), b_batch});
   const Tensor a2 = reshape(a, as);
   const Tensor b2 = reshape(b, bs);
   // A matrix on the right contracts directly, a's batch dims staying in front.
-  const Tensor r = b_batch.empty() ? dot_general(a2, b2, {{}, {}, {a2.rank() - 1}, {0}})
-                                   : batched_dot(a2, b2, batch);
+  const Tensor r = b_batch.empty() ? dot_general(a2, b2, {{}, {}, {a2.rank() - 1}, {0}}) : batched_dot(a2, b2, batch);
   Shape out = r.shape();  // drop the dims that NumPy's 1-D promotion added
   if (b.rank() == 1) out.pop_back();
   if (a.rank() == 1) out.erase(out.end() - (b.rank() == 1 ? 1 : 2));
@@ -822,14 +781,14 @@ Tensor conv2d(const Tensor& x, const Tensor& kernel, const Conv2DOptions& option
 
 // ---- windows and indexing -------------------------------------------------------------------
 
-Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
-                  const std::vector<int64_t>& strides, const std::string& padding) {
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size, const std::vector<int64_t>& strides,
+                  const std::string& padding) {
   const Ints s = pool_strides("max_pool2d", x, pool_size, strides);
   return pool("max_pool2d", x, pool_size, s, padding, "max", extreme_scalar(x.dtype(), true));
 }
 
-Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
-                  const std::vector<int64_t>& strides, const std::string& padding) {
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size, const std::vector<int64_t>& strides,
+                  const std::string& padding) {
   const Ints window = pool_size;  // copied: used after nodes are added
   const Ints s = pool_strides("avg_pool2d", x, window, strides);
   require_floating("avg_pool2d", x);
@@ -872,8 +831,8 @@ Tensor scatter_add_rows(const Shape& shape_in, const Tensor& indices, const Tens
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("scatter_add_rows: updates {} do not fit indices {} and shape {}: "
                             "expected {}",
-                            shape_to_string(updates.shape()), shape_to_string(indices.shape()),
-                            shape_to_string(shape), shape_to_string(expected)),
+                            shape_to_string(updates.shape()), shape_to_string(indices.shape()), shape_to_string(shape),
+                            shape_to_string(expected)),
                 "shape must have rank >= 1 and updates = indices' shape + shape[1:]");
   }
   require_active(updates, "scatter_add_rows");

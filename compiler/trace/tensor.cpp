@@ -18,8 +18,7 @@ struct ThreadTraces {
 thread_local ThreadTraces g_thread_traces;
 
 std::string describe(const TraceState& s) {
-  return fmt::format("trace #{} ('{}'{})", s.serial, s.graph.name(),
-                     s.finished ? ", finished" : "");
+  return fmt::format("trace #{} ('{}'{})", s.serial, s.graph.name(), s.finished ? ", finished" : "");
 }
 
 }  // namespace
@@ -53,8 +52,7 @@ int64_t Tensor::dim(int64_t axis) const {
   const int64_t r = rank();
   const int64_t a = axis < 0 ? axis + r : axis;
   if (a < 0 || a >= r) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("Tensor::dim: axis {} is out of range for rank {}", axis, r));
+    throw Error(ErrorCode::kOutOfRange, fmt::format("Tensor::dim: axis {} is out of range for rank {}", axis, r));
   }
   return shape()[static_cast<size_t>(a)];
 }
@@ -63,8 +61,8 @@ void add_trace_autodiff_seconds(double seconds) {
   if (std::shared_ptr<TraceState> state = trace_detail::current_trace()) state->autodiff_seconds += seconds;
 }
 
-ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
-                const std::string& name, TraceStats* stats) {
+ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name,
+                TraceStats* stats) {
   auto& threads = trace_detail::g_thread_traces;
   auto state = std::make_shared<TraceState>(name, threads.next_serial++);
   std::vector<Tensor> args;
@@ -85,8 +83,7 @@ ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
   for (size_t i = 0; i < results.size(); ++i) {
     const Tensor& r = results[i];
     if (!r.valid()) {
-      throw Error(ErrorCode::kTraceError,
-                  fmt::format("trace '{}': result {} is an invalid Tensor", name, i));
+      throw Error(ErrorCode::kTraceError, fmt::format("trace '{}': result {} is an invalid Tensor", name, i));
     }
     if (r.state() != state) {
       throw Error(ErrorCode::kTraceError,
@@ -114,8 +111,7 @@ NameScope::~NameScope() {
   if (state_) state_->scope.resize(previous_size_);
 }
 
-std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs,
-                         ir::Attributes attrs) {
+std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs, ir::Attributes attrs) {
   std::shared_ptr<TraceState> state = trace_detail::current_trace();
   if (!inputs.empty()) {
     checked_state(inputs[0]);
@@ -127,8 +123,7 @@ std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& input
   }
   if (state->finished) {
     throw Error(ErrorCode::kTraceError,
-                fmt::format("'{}' used a Tensor of {}, which has already finished", op,
-                            trace_detail::describe(*state)),
+                fmt::format("'{}' used a Tensor of {}, which has already finished", op, trace_detail::describe(*state)),
                 "tensors cannot leak out of the trace that made them; return them instead");
   }
   std::vector<ir::ValueId> ids;
@@ -145,8 +140,8 @@ std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& input
   auto current = trace_detail::current_trace();
   if (current && current != state && !inputs.empty()) {
     throw Error(ErrorCode::kTraceError,
-                fmt::format("'{}' used a Tensor of {} inside {}", op,
-                            trace_detail::describe(*state), trace_detail::describe(*current)),
+                fmt::format("'{}' used a Tensor of {} inside {}", op, trace_detail::describe(*state),
+                            trace_detail::describe(*current)),
                 "a tensor from an outer trace cannot be used in a nested trace; pass it as an "
                 "argument of the nested function");
   }

@@ -15,8 +15,8 @@ namespace ingot::trace_detail {
 struct TraceState {
   explicit TraceState(std::string name, int64_t serial) : graph(std::move(name)), serial(serial) {}
   ir::Graph graph;
-  int64_t serial;         ///< 1, 2, ... per thread, for error messages
-  bool finished = false;  ///< set when trace() returns
+  int64_t serial;               ///< 1, 2, ... per thread, for error messages
+  bool finished = false;        ///< set when trace() returns
   double autodiff_seconds = 0;  ///< TraceStats::autodiff_seconds
   std::string scope;            ///< the live NameScopes' names joined by '/' (ir::Node::scope)
 };

@@ -16,10 +16,10 @@ namespace {
 void check_option(std::string_view who, std::string_view name, double value, double lo, double hi, bool hi_open) {
   const bool ok = std::isfinite(value) && value >= lo && (hi_open ? value < hi : value <= hi);
   if (!ok) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} = {} is invalid: it must be in [{}, {}{}", who, name, value, lo, hi,
-                            hi_open ? ")" : "]"),
-                "Keras's defaults: learning_rate 1e-3, beta_1 0.9, beta_2 0.999, epsilon 1e-7");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: {} = {} is invalid: it must be in [{}, {}{}", who, name, value, lo, hi, hi_open ? ")" : "]"),
+        "Keras's defaults: learning_rate 1e-3, beta_1 0.9, beta_2 0.999, epsilon 1e-7");
   }
 }
 

@@ -91,8 +91,9 @@ int64_t dilated(int64_t size, int64_t dilation) { return size == 0 ? 0 : mul_add
 
 /// Result size of spatial dim i (StableHLO's rule, as the interpreter's conv_window_count).
 int64_t window_count(const ConvSpec& s, size_t i) {
-  const int64_t padded = mul_add(1, s.padding[2 * i], mul_add(1, dilated(s.lhs_shape[at(s.in_spatial[i])], s.lhs_dilation[i]),
-                                                              s.padding[2 * i + 1]));
+  const int64_t padded =
+      mul_add(1, s.padding[2 * i],
+              mul_add(1, dilated(s.lhs_shape[at(s.in_spatial[i])], s.lhs_dilation[i]), s.padding[2 * i + 1]));
   if (padded < 0) {
     throw Error(ErrorCode::kShapeMismatch,
                 fmt::format("{}: spatial dim {} has negative padded size {}", kWho, i, padded));
@@ -164,7 +165,7 @@ struct Plan {
   std::vector<int64_t> in_sizes, in_strides, lhs_dilation;  // per lhs spatial dim
   int64_t rows = 0, cols = 0, features = 0, groups = 1, per_group = 0;
   int64_t in_per_group = 0, batch_per_group = 0;
-  enum class Out { kFeatureLast, kFeatureFirst, kBlock } out = Out::kBlock;        // result as C, C^T or a block
+  enum class Out { kFeatureLast, kFeatureFirst, kBlock } out = Out::kBlock;     // result as C, C^T or a block
   enum class Kernel { kOutLast, kOutFirst, kPacked } kernel = Kernel::kPacked;  // rhs as B, B^T or packed B
   // The block is stored transposed (columns x rows) when the rows' last dim is longer than the
   // columns' last dim: the gather's innermost runs are then the longer ones.
@@ -230,7 +231,9 @@ Plan make_plan(const ConvSpec& s, int64_t element_bytes) {
   p.per_group = p.features / p.groups;
   p.in_per_group = s.lhs_shape[at(s.in_feature)] / s.feature_groups;
   p.batch_per_group = s.lhs_shape[at(s.in_batch)] / s.batch_groups;
-  p.out = s.out_feature == n - 1 ? Plan::Out::kFeatureLast : s.out_feature == 0 ? Plan::Out::kFeatureFirst : Plan::Out::kBlock;
+  p.out = s.out_feature == n - 1 ? Plan::Out::kFeatureLast
+          : s.out_feature == 0   ? Plan::Out::kFeatureFirst
+                                 : Plan::Out::kBlock;
   p.kernel = s.k_out_feature == n - 1 ? Plan::Kernel::kOutLast
              : s.k_out_feature == 0   ? Plan::Kernel::kOutFirst
                                       : Plan::Kernel::kPacked;
@@ -453,7 +456,8 @@ void im2col_convolution(const ConvSpec& s, const Plan& p, const T* lhs, const T*
       const int64_t mc = std::min(p.row_chunk, p.rows - m0);
       for (int64_t k0 = 0; k0 < p.cols; k0 += p.col_chunk) {
         const int64_t kc = std::min(p.col_chunk, p.cols - k0);
-        const Side rows{p.row_axes, p.row_sizes, p.row_outer, m0, mc}, cols{p.col_axes, p.col_sizes, p.col_outer, k0, kc};
+        const Side rows{p.row_axes, p.row_sizes, p.row_outer, m0, mc},
+            cols{p.col_axes, p.col_sizes, p.col_outer, k0, kc};
         if (p.transposed) {
           parallel_gather(p, lhs, base, cols, rows, col.data());  // (kc x mc)
         } else {
@@ -465,11 +469,11 @@ void im2col_convolution(const ConvSpec& s, const Plan& p, const T* lhs, const T*
         const bool ta = p.transposed, tb = b_transposed;
         if (p.out == Plan::Out::kFeatureFirst) {
           // The result is (features x rows): C^T = B^T A^T.
-          library_gemm(!b_transposed, !p.transposed, p.per_group, mc,
-                    kc, b, ldb, col.data(), lda, beta, out + g * p.per_group * p.rows + m0, p.rows);
+          library_gemm(!b_transposed, !p.transposed, p.per_group, mc, kc, b, ldb, col.data(), lda, beta,
+                       out + g * p.per_group * p.rows + m0, p.rows);
         } else if (p.out == Plan::Out::kFeatureLast) {
-          library_gemm(ta, tb, mc, p.per_group, kc, col.data(), lda, b, ldb, beta, out + m0 * p.features + g * p.per_group,
-                    p.features);
+          library_gemm(ta, tb, mc, p.per_group, kc, col.data(), lda, b, ldb, beta,
+                       out + m0 * p.features + g * p.per_group, p.features);
         } else {
           library_gemm(ta, tb, mc, p.per_group, kc, col.data(), lda, b, ldb, beta, block.data(), p.per_group);
         }
@@ -494,7 +498,8 @@ void reference(const ConvSpec& s, const T* lhs, const T* rhs, T* out) {
   for (int64_t d : s.k_spatial) window.push_back(s.rhs_shape[at(d)]);
   window.push_back(s.rhs_shape[at(s.k_in_feature)]);
   const int64_t total = elements(s.out_shape, "result"), taps = elements(window, "window");
-  const int64_t out_per_group = std::max<int64_t>(1, s.rhs_shape[at(s.k_out_feature)] / (s.feature_groups * s.batch_groups));
+  const int64_t out_per_group =
+      std::max<int64_t>(1, s.rhs_shape[at(s.k_out_feature)] / (s.feature_groups * s.batch_groups));
   const int64_t in_per_group = s.lhs_shape[at(s.in_feature)] / s.feature_groups;
   const int64_t batch_per_group = s.lhs_shape[at(s.in_batch)] / s.batch_groups;
   const size_t ns = s.in_spatial.size();
@@ -512,7 +517,8 @@ void reference(const ConvSpec& s, const T* lhs, const T* rhs, T* out) {
         int64_t r = f * rs[at(s.k_out_feature)] + w.idx[ns] * rs[at(s.k_in_feature)];
         bool real = true;
         for (size_t i = 0; i < ns && real; ++i) {
-          const int64_t p = o.idx[at(s.out_spatial[i])] * s.strides[i] + w.idx[i] * s.rhs_dilation[i] - s.padding[2 * i];
+          const int64_t p =
+              o.idx[at(s.out_spatial[i])] * s.strides[i] + w.idx[i] * s.rhs_dilation[i] - s.padding[2 * i];
           if (p < 0 || p % s.lhs_dilation[i] != 0 || p / s.lhs_dilation[i] >= s.lhs_shape[at(s.in_spatial[i])]) {
             real = false;
           } else {
@@ -531,8 +537,9 @@ void reference(const ConvSpec& s, const T* lhs, const T* rhs, T* out) {
 template <class T>
 void check_call(const ConvSpec& s, std::span<const T> lhs, std::span<const T> rhs, std::span<T> out) {
   check_conv_spec(s);
-  for (const auto& [name, shape, size] : {std::tuple{"lhs", &s.lhs_shape, lhs.size()}, std::tuple{"rhs", &s.rhs_shape, rhs.size()},
-                                          std::tuple{"result", &s.out_shape, out.size()}}) {
+  for (const auto& [name, shape, size] :
+       {std::tuple{"lhs", &s.lhs_shape, lhs.size()}, std::tuple{"rhs", &s.rhs_shape, rhs.size()},
+        std::tuple{"result", &s.out_shape, out.size()}}) {
     const int64_t want = elements(*shape, name);
     if (static_cast<int64_t>(size) != want) {
       throw Error(ErrorCode::kShapeMismatch,
@@ -575,7 +582,8 @@ void run_from_memrefs(const MemRef1D<T>& lhs, const MemRef1D<T>& rhs, MemRef1D<T
     run_convolution<T>(decode_conv_spec(c), as_span(lhs, "lhs"), as_span(rhs, "rhs"), as_span(out, "result"));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ingot: %s (the result is filled with NaN)\n", e.what());
-    for (int64_t i = 0; i < out.sizes[0]; ++i) out.aligned[out.offset + i * out.strides[0]] = std::numeric_limits<T>::quiet_NaN();
+    for (int64_t i = 0; i < out.sizes[0]; ++i)
+      out.aligned[out.offset + i * out.strides[0]] = std::numeric_limits<T>::quiet_NaN();
   }
 }
 
@@ -654,14 +662,13 @@ void check_conv_spec(const ConvSpec& s) {
   check_positive("batch_group_count", {s.batch_groups});
   if (s.feature_groups > 1 && s.batch_groups > 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: feature_group_count {} and batch_group_count {} are both > 1", kWho,
-                            s.feature_groups, s.batch_groups));
+                fmt::format("{}: feature_group_count {} and batch_group_count {} are both > 1", kWho, s.feature_groups,
+                            s.batch_groups));
   }
   const std::vector<int64_t> want = result_shape(s);
   if (want != s.out_shape) {
-    throw Error(ErrorCode::kShapeMismatch,
-                fmt::format("{}: result shape ({}) differs from the convolution's ({})", kWho,
-                            fmt::join(s.out_shape, ", "), fmt::join(want, ", ")));
+    throw Error(ErrorCode::kShapeMismatch, fmt::format("{}: result shape ({}) differs from the convolution's ({})",
+                                                       kWho, fmt::join(s.out_shape, ", "), fmt::join(want, ", ")));
   }
 }
 

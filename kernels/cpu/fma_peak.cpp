@@ -98,9 +98,10 @@ double fma_round_gflops(int threads) {
     }
   } catch (const std::system_error& e) {
     for (std::thread& th : pool) th.join();
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("measured_fma_peak_gflops: cannot start thread {} of {}: {}", pool.size(), threads, e.what()),
-                "ask for fewer threads");
+    throw Error(
+        ErrorCode::kFailedPrecondition,
+        fmt::format("measured_fma_peak_gflops: cannot start thread {} of {}: {}", pool.size(), threads, e.what()),
+        "ask for fewer threads");
   }
   for (std::thread& th : pool) th.join();
   double sum = 0;

@@ -27,12 +27,12 @@ void scale_c(int64_t m, int64_t n, T* c, int64_t ldc, T beta) {
 
 }  // namespace
 
-void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
+void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, c, ldc, beta);
-  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda,
-                                          b, ldb, beta, c, ldc);
+  const dnnl_status_t status =
+      dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   if (status == dnnl_success) return;
   // oneDNN rejects only invalid arguments, which the callers rule out; OpenBLAS computes the
   // same product if that ever changes (never an exception: this runs under JIT-compiled frames).
@@ -41,8 +41,8 @@ void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a,
-                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
+void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                     const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, c, ldc, beta);
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
@@ -50,15 +50,15 @@ void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c,
-              int32_t trans_a, int32_t trans_b) {
+void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c, int32_t trans_a,
+              int32_t trans_b) {
   sgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[0], c.sizes[1], trans_a ? a.sizes[0] : a.sizes[1],
                   a.aligned + a.offset, a.strides[0], b.aligned + b.offset, b.strides[0], c.aligned + c.offset,
                   c.strides[0]);
 }
 
-void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c,
-              int32_t trans_a, int32_t trans_b) {
+void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c, int32_t trans_a,
+              int32_t trans_b) {
   dgemm_row_major(trans_a != 0, trans_b != 0, c.sizes[0], c.sizes[1], trans_a ? a.sizes[0] : a.sizes[1],
                   a.aligned + a.offset, a.strides[0], b.aligned + b.offset, b.strides[0], c.aligned + c.offset,
                   c.strides[0]);

@@ -26,7 +26,8 @@ void layernorm_forward_reference(std::span<const float> x, std::span<const float
   const char* who = "layernorm_forward_reference";
   check_dims(who, batch, channels);
   if (!std::isfinite(eps) || eps < 0.0f) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: eps = {} is invalid: it must be finite and >= 0", who, eps));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: eps = {} is invalid: it must be finite and >= 0", who, eps));
   }
   const int64_t n = batch * channels;
   detail::check_size(who, "x", static_cast<int64_t>(x.size()), n);

@@ -80,9 +80,12 @@ CudaKernelLaunch adam_launch(DevicePtr table, std::span<const AdamTensor> tensor
   CudaKernelLaunch l{.kernel = "ingot_adam_multi_tensor_f32",
                      .grid = {blocks, static_cast<int64_t>(tensors.size()), 1},
                      .block = {kAdamThreads, 1, 1}};
-  l.params = {param_ptr(table),         param_i64(static_cast<int64_t>(tensors.size())),
-              param_f32(s.alpha),       param_f32(static_cast<float>(options.beta_1)),
-              param_f32(static_cast<float>(options.beta_2)), param_f32(static_cast<float>(options.epsilon)),
+  l.params = {param_ptr(table),
+              param_i64(static_cast<int64_t>(tensors.size())),
+              param_f32(s.alpha),
+              param_f32(static_cast<float>(options.beta_1)),
+              param_f32(static_cast<float>(options.beta_2)),
+              param_f32(static_cast<float>(options.epsilon)),
               param_f32(s.decay)};
   check_launch_limits(l, 0, who);
   return l;

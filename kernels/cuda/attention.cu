@@ -7,8 +7,8 @@
 
 namespace {
 
-constexpr int kRows = 8;       // query rows per block, one warp each (kAttentionQueryRows)
-constexpr int kTile = 32;      // keys per tile, one lane each (kAttentionKeyTile)
+constexpr int kRows = 8;         // query rows per block, one warp each (kAttentionQueryRows)
+constexpr int kTile = 32;        // keys per tile, one lane each (kAttentionKeyTile)
 constexpr int kMaxDPerLane = 4;  // D <= 128 = 4 * 32: lane l owns dims l, l + 32, l + 64, l + 96
 
 }  // namespace
@@ -18,9 +18,10 @@ constexpr int kMaxDPerLane = 4;  // D <= 128 = 4 * 32: lane l owns dims l, l + 3
 // Warp w handles query row t = 8 * (block's row block) + w; per key tile, lane j scores key
 // k0 + j (masked when k0 + j > t), the warp takes the tile max and rescales (online softmax),
 // then accumulates p_j v_j over the tile's keys in order (p_j broadcast by shuffle).
-extern "C" __global__ void __launch_bounds__(256) ingot_attention_forward_f32(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, float* __restrict__ out,
-    float* __restrict__ lse, int64_t batch_heads, int64_t seq_len, int64_t head_dim, float scale) {
+extern "C" __global__ void __launch_bounds__(256)
+    ingot_attention_forward_f32(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                                float* __restrict__ out, float* __restrict__ lse, int64_t batch_heads, int64_t seq_len,
+                                int64_t head_dim, float scale) {
   extern __shared__ float smem[];
   const int64_t row_blocks = (seq_len + kRows - 1) / kRows;
   const int64_t bh = blockIdx.x / row_blocks;
@@ -106,8 +107,10 @@ CudaKernelLaunch attention_forward_launch(DevicePtr q, DevicePtr k, DevicePtr v,
                             kAttentionQueryRows, batch_heads, row_blocks, kMaxGridX),
                 "split the batch into several launches");
   }
-  CudaKernelLaunch l{.kernel = "ingot_attention_forward_f32", .grid = {batch_heads * row_blocks, 1, 1},
-                     .block = {kAttentionThreads, 1, 1}, .shared_bytes = attention_shared_bytes(head_dim)};
+  CudaKernelLaunch l{.kernel = "ingot_attention_forward_f32",
+                     .grid = {batch_heads * row_blocks, 1, 1},
+                     .block = {kAttentionThreads, 1, 1},
+                     .shared_bytes = attention_shared_bytes(head_dim)};
   const std::array<std::pair<const char*, DevicePtr>, 5> ptrs = {
       {{"q", q}, {"k", k}, {"v", v}, {"out", out}, {"lse", lse}}};
   for (const auto& [name, p] : ptrs) {

@@ -38,10 +38,10 @@ __device__ __forceinline__ bool row_origin(const CudaConvParams& p, int64_t m, i
 /// The decomposition of the K step's 16 depths k0 + kk, computed once per block (so the
 /// gathers need no divisions): k = tap * c_per_group + c, taps row-major over k_size.
 struct KStep {
-  int64_t lhs[kTK];                // c * lhs_feature_stride
-  int64_t rhs[kTK];                // c * rhs_in_stride + sum t_i * rhs_stride_i
-  int64_t tap[kMaxSpatial][kTK];   // t_i * rhs_dil_i
-  bool ok[kTK];                    // k < K
+  int64_t lhs[kTK];               // c * lhs_feature_stride
+  int64_t rhs[kTK];               // c * rhs_in_stride + sum t_i * rhs_stride_i
+  int64_t tap[kMaxSpatial][kTK];  // t_i * rhs_dil_i
+  bool ok[kTK];                   // k < K
 };
 
 /// Thread kk < 16 decomposes depth k0 + kk into `step`.
@@ -254,7 +254,7 @@ CudaConvParams cuda_conv_params(const ConvSpec& s) {
   }
   p.lhs_batch_stride = ls[at(s.in_batch)];
   p.lhs_feature_stride = ls[at(s.in_feature)];
-  p.lhs_group_offset = s.batch_groups > 1 ? p.out_batch * p.lhs_batch_stride
+  p.lhs_group_offset = s.batch_groups > 1     ? p.out_batch * p.lhs_batch_stride
                        : s.feature_groups > 1 ? p.c_per_group * p.lhs_feature_stride
                                               : 0;
   p.rhs_in_stride = rs[at(s.k_in_feature)];
@@ -272,12 +272,13 @@ std::string cuda_conv_kernel(DType dtype) {
               "use f32 or f64 (other dtypes get generated loops)");
 }
 
-CudaKernelLaunch cuda_conv_launch(const CudaConvParams& p, DType dtype, DevicePtr lhs, DevicePtr rhs,
-                                  DevicePtr out) {
+CudaKernelLaunch cuda_conv_launch(const CudaConvParams& p, DType dtype, DevicePtr lhs, DevicePtr rhs, DevicePtr out) {
   const char* who = "cuda_conv_launch";
   detail::check_in(who, "params.num_spatial", p.num_spatial, 0, kConvMaxSpatial);
-  for (const auto& [name, v] : {std::pair{"params.m", p.m}, {"params.n_per_group", p.n_per_group},
-                                {"params.k", p.k}, {"params.groups", p.groups}}) {
+  for (const auto& [name, v] : {std::pair{"params.m", p.m},
+                                {"params.n_per_group", p.n_per_group},
+                                {"params.k", p.k},
+                                {"params.groups", p.groups}}) {
     detail::check_in(who, name, v, 1, std::numeric_limits<int64_t>::max());
   }
   detail::check_address(who, "lhs", lhs);

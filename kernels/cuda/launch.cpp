@@ -48,7 +48,9 @@ std::vector<void*> CudaKernelLaunch::param_pointers() {
 
 std::vector<std::string> cuda_kernel_archs() { return {"sm_80", "sm_90"}; }
 
-std::vector<std::string> cuda_kernel_families() { return {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv"}; }
+std::vector<std::string> cuda_kernel_families() {
+  return {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv"};
+}
 
 bool cuda_kernels_have_ptx() {
 #if defined(INGOT_KERNELS_HAVE_PTX)
@@ -71,7 +73,8 @@ std::string_view cuda_kernel_ptx(std::string_view family, std::string_view arch)
   for (const auto& [f, a, text] : kPtxTable) {
     if (f == family && a == arch) return text;
   }
-  throw Error(ErrorCode::kInternal, fmt::format("cuda_kernel_ptx: '{}' for {} is missing from the build", family, arch));
+  throw Error(ErrorCode::kInternal,
+              fmt::format("cuda_kernel_ptx: '{}' for {} is missing from the build", family, arch));
 #else
   throw Error(ErrorCode::kUnimplemented,
               fmt::format("cuda_kernel_ptx: ingot was built without the CUDA toolkit; no PTX for '{}'", family),

@@ -122,10 +122,12 @@ CudaKernelLaunch layernorm_forward_launch(DevicePtr x, DevicePtr gamma, DevicePt
   const char* who = "layernorm_forward_launch";
   check_dims(who, batch, channels, kMaxGridX);
   if (!std::isfinite(eps) || eps < 0.0f) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: eps = {} is invalid: it must be finite and >= 0", who, eps),
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: eps = {} is invalid: it must be finite and >= 0", who, eps),
                 "Keras's default epsilon is 1e-3");
   }
-  CudaKernelLaunch l{.kernel = "ingot_layernorm_forward_f32", .grid = {batch, 1, 1},
+  CudaKernelLaunch l{.kernel = "ingot_layernorm_forward_f32",
+                     .grid = {batch, 1, 1},
                      .block = {layernorm_block_threads(channels), 1, 1}};
   add_pointers<6>(l, who, {x, gamma, beta, out, mean, rstd}, {"x", "gamma", "beta", "out", "mean", "rstd"});
   l.params.insert(l.params.end(), {param_i64(batch), param_i64(channels), param_f32(eps)});
@@ -137,7 +139,8 @@ CudaKernelLaunch layernorm_backward_dx_launch(DevicePtr dout, DevicePtr x, Devic
                                               DevicePtr rstd, DevicePtr dx, int64_t batch, int64_t channels) {
   const char* who = "layernorm_backward_dx_launch";
   check_dims(who, batch, channels, kMaxGridX);
-  CudaKernelLaunch l{.kernel = "ingot_layernorm_backward_dx_f32", .grid = {batch, 1, 1},
+  CudaKernelLaunch l{.kernel = "ingot_layernorm_backward_dx_f32",
+                     .grid = {batch, 1, 1},
                      .block = {layernorm_block_threads(channels), 1, 1}};
   add_pointers<6>(l, who, {dout, x, gamma, mean, rstd, dx}, {"dout", "x", "gamma", "mean", "rstd", "dx"});
   l.params.insert(l.params.end(), {param_i64(batch), param_i64(channels)});

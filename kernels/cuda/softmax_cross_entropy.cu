@@ -11,9 +11,8 @@
 // outside [0, C)), probs = exp(x - m) / s. (m - x[label] is exact-ish for huge logits where
 // m + log(s) would round to m's ulp.)
 extern "C" __global__ void ingot_softmax_ce_forward_f32(const float* __restrict__ logits,
-                                                        const int32_t* __restrict__ labels,
-                                                        float* __restrict__ losses, float* __restrict__ probs,
-                                                        int64_t batch, int64_t classes) {
+                                                        const int32_t* __restrict__ labels, float* __restrict__ losses,
+                                                        float* __restrict__ probs, int64_t batch, int64_t classes) {
   __shared__ float scratch[ingot_cuda::kWarpSize];
   const int64_t row = blockIdx.x;
   if (row >= batch) return;  // uniform per block
@@ -37,8 +36,8 @@ extern "C" __global__ void ingot_softmax_ce_forward_f32(const float* __restrict_
 // grid (B), block: any multiple of 32. dlogits may alias probs (each element read then written by
 // one thread).
 extern "C" __global__ void ingot_softmax_ce_backward_f32(const float* probs, const int32_t* __restrict__ labels,
-                                                         const float* __restrict__ dloss, float* dlogits,
-                                                         int64_t batch, int64_t classes) {
+                                                         const float* __restrict__ dloss, float* dlogits, int64_t batch,
+                                                         int64_t classes) {
   const int64_t row = blockIdx.x;
   if (row >= batch) return;
   const float scale = dloss[0] / static_cast<float>(batch);

@@ -23,18 +23,18 @@ namespace ingot {
   X(cublasDgemmStridedBatched)       \
   X(cublasGetStatusString)
 
-#define INGOT_CUBLASLT_ENTRY_POINTS(X) \
-  X(cublasLtCreate)                    \
-  X(cublasLtDestroy)                   \
-  X(cublasLtMatmulDescCreate)          \
-  X(cublasLtMatmulDescDestroy)         \
-  X(cublasLtMatmulDescSetAttribute)    \
-  X(cublasLtMatrixLayoutCreate)        \
-  X(cublasLtMatrixLayoutDestroy)       \
-  X(cublasLtMatmulPreferenceCreate)    \
-  X(cublasLtMatmulPreferenceDestroy)   \
+#define INGOT_CUBLASLT_ENTRY_POINTS(X)    \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
   X(cublasLtMatmulPreferenceSetAttribute) \
-  X(cublasLtMatmulAlgoGetHeuristic)    \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmul)
 
 /// cublasGemmEx and cublasGemmStridedBatchedEx as libcublas exports them (cublas_api.h also
@@ -127,7 +127,8 @@ class CublasBlas final : public CudaBlas {
   /// `api` is copied: a usable cuBLAS is never unloaded, so its entry points stay valid.
   CublasBlas(const CublasLibrary::Api& api, CudaDevice& device) : api_(api), device_(device) {
     device_.make_current();
-    check(api_, api_.cublasCreate_v2(&handle_), "cublasCreate", fmt::format("creating a cuBLAS handle on {}", device_.name()));
+    check(api_, api_.cublasCreate_v2(&handle_), "cublasCreate",
+          fmt::format("creating a cuBLAS handle on {}", device_.name()));
     const cublasStatus_t lt = api_.cublasLtCreate(&lt_);
     if (lt != CUBLAS_STATUS_SUCCESS) {
       (void)api_.cublasDestroy_v2(handle_);
@@ -188,8 +189,8 @@ class CublasBlas final : public CudaBlas {
   void lt_matmul(const CudaBlasGemm& c, const CudaStream& stream, const std::string& what) {
     if (c.bias % 16 != 0) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cuBLASLt GEMM epilogue {}: the bias at 0x{:x} is not 16-byte aligned", epilogue_name(c.epilogue),
-                              c.bias),
+                  fmt::format("cuBLASLt GEMM epilogue {}: the bias at 0x{:x} is not 16-byte aligned",
+                              epilogue_name(c.epilogue), c.bias),
                   "cuBLASLt's heuristic does not take the bias's alignment and its kernels may assume 16 bytes "
                   "(validate_cuda_program requires a bias offset that is a multiple of 4 elements)");
     }
@@ -204,7 +205,8 @@ class CublasBlas final : public CudaBlas {
       check(api_, api_.cublasLtMatmulDescSetAttribute(d.matmul, attribute, value, bytes),
             "cublasLtMatmulDescSetAttribute", what);
     };
-    check(api_, api_.cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", what);
+    check(api_, api_.cublasLtMatmulDescCreate(&d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate",
+          what);
     const cublasOperation_t ta = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t tb = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasLtEpilogue_t epilogue = lt_epilogue(c.epilogue);
@@ -215,18 +217,21 @@ class CublasBlas final : public CudaBlas {
     set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     // Stored shapes (column-major): A is (m, k), or (k, m) when transposed; B (k, n) or (n, k).
     const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-    check(api_, api_.cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, u(c.trans_a ? c.k : c.m), u(c.trans_a ? c.m : c.k), c.lda),
+    check(api_,
+          api_.cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, u(c.trans_a ? c.k : c.m), u(c.trans_a ? c.m : c.k), c.lda),
           "cublasLtMatrixLayoutCreate", what);
-    check(api_, api_.cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, u(c.trans_b ? c.n : c.k), u(c.trans_b ? c.k : c.n), c.ldb),
+    check(api_,
+          api_.cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, u(c.trans_b ? c.n : c.k), u(c.trans_b ? c.k : c.n), c.ldb),
           "cublasLtMatrixLayoutCreate", what);
     check(api_, api_.cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, u(c.m), u(c.n), c.ldc), "cublasLtMatrixLayoutCreate",
           what);
     const cublasLtMatmulAlgo_t algo = lt_algorithm(c, d, what);
     const float one = 1.0f, zero = 0.0f;
-    const cublasStatus_t status =
-        api_.cublasLtMatmul(lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
-                            pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, &algo, nullptr, 0, stream.handle());
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED) no_lt_kernel(c, what, "cublasLtMatmul returned CUBLAS_STATUS_NOT_SUPPORTED");
+    const cublasStatus_t status = api_.cublasLtMatmul(
+        lt_, d.matmul, &one, pointer<const float>(c.a), d.a, pointer<const float>(c.b), d.b, &zero,
+        pointer<const float>(c.c), d.c, pointer<float>(c.c), d.c, &algo, nullptr, 0, stream.handle());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+      no_lt_kernel(c, what, "cublasLtMatmul returned CUBLAS_STATUS_NOT_SUPPORTED");
     check(api_, status, "cublasLtMatmul", what);
   }
 
@@ -270,12 +275,12 @@ class CublasBlas final : public CudaBlas {
     void* out = pointer<void>(c.c);
     const bool one_call = c.batch == 1;
     const cublasStatus_t status =
-        one_call ? api_.cublasGemmEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), b, t, i(c.ldb),
-                                     &zero, out, t, i(c.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
-                 : api_.cublasGemmStridedBatchedEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda),
-                                                   s(c.stride_a), b, t, i(c.ldb), s(c.stride_b), &zero, out, t,
-                                                   i(c.ldc), s(c.stride_c), i(c.batch), CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT);
+        one_call
+            ? api_.cublasGemmEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda), b, t, i(c.ldb), &zero,
+                                out, t, i(c.ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+            : api_.cublasGemmStridedBatchedEx(handle_, ta, tb, i(c.m), i(c.n), i(c.k), &one, a, t, i(c.lda),
+                                              s(c.stride_a), b, t, i(c.ldb), s(c.stride_b), &zero, out, t, i(c.ldc),
+                                              s(c.stride_c), i(c.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     const char* call = one_call ? "cublasGemmEx" : "cublasGemmStridedBatchedEx";
     if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
       throw Error(ErrorCode::kUnimplemented,
@@ -350,12 +355,12 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
   }
   Api& api = *lib->api_;
   std::vector<std::string> missing;
-#define INGOT_CUBLAS_RESOLVE_ENTRY(name)                                            \
+#define INGOT_CUBLAS_RESOLVE_ENTRY(name)                                        \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUBLAS_ENTRY_POINTS(INGOT_CUBLAS_RESOLVE_ENTRY)
 #undef INGOT_CUBLAS_RESOLVE_ENTRY
-#define INGOT_CUBLAS_RESOLVE_TYPED_ENTRY(name, type)                       \
+#define INGOT_CUBLAS_RESOLVE_TYPED_ENTRY(name, type)              \
   api.name = reinterpret_cast<type>(dlsym(lib->library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUBLAS_EX_ENTRY_POINTS(INGOT_CUBLAS_RESOLVE_TYPED_ENTRY)
@@ -371,7 +376,7 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
                                err != nullptr ? err : "unknown dlopen error");
     return lib;
   }
-#define INGOT_CUBLASLT_RESOLVE_ENTRY(name)                                             \
+#define INGOT_CUBLASLT_RESOLVE_ENTRY(name)                                         \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->lt_library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUBLASLT_ENTRY_POINTS(INGOT_CUBLASLT_RESOLVE_ENTRY)
@@ -386,8 +391,7 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
 
 std::unique_ptr<CudaBlas> CublasLibrary::create(CudaDevice& device) const {
   if (!available_) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("cannot run GEMMs on {}: {}", device.name(), reason_),
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("cannot run GEMMs on {}: {}", device.name(), reason_),
                 "install cuBLAS (CUDA 13: libcublas.so.13) where the dynamic loader finds it, e.g. add "
                 "/usr/local/cuda/lib64 to LD_LIBRARY_PATH, or pass a CudaBlas");
   }

@@ -48,7 +48,8 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
   if (ns < 1 || ns > 3) return not_expressible(fmt::format("{} spatial dims (cuDNN takes 1 to 3 here)", ns));
   if (s.batch_groups != 1) return not_expressible(fmt::format("batch_group_count is {}", s.batch_groups));
   for (size_t i = 0; i < ns; ++i) {
-    if (s.lhs_dilation[i] != 1) return not_expressible(fmt::format("lhs_dilation is [{}]", fmt::join(s.lhs_dilation, ", ")));
+    if (s.lhs_dilation[i] != 1)
+      return not_expressible(fmt::format("lhs_dilation is [{}]", fmt::join(s.lhs_dilation, ", ")));
     if (s.padding[2 * i] != s.padding[2 * i + 1] || s.padding[2 * i] < 0) {
       return not_expressible(fmt::format("padding [{}] is not symmetric and non-negative", fmt::join(s.padding, ", ")));
     }
@@ -85,10 +86,15 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
     dilations.push_back(s.rhs_dilation[i]);
   }
   CudnnConvMapping m;
-  for (const auto& [from, to] : {std::pair{&x_dims, &m.x_dims}, {&x_strides, &m.x_strides}, {&y_dims, &m.y_dims},
-                                 {&y_strides, &m.y_strides}, {&w_dims, &m.w_dims}, {&w_strides, &m.w_strides},
+  for (const auto& [from, to] : {std::pair{&x_dims, &m.x_dims},
+                                 {&x_strides, &m.x_strides},
+                                 {&y_dims, &m.y_dims},
+                                 {&y_strides, &m.y_strides},
+                                 {&w_dims, &m.w_dims},
+                                 {&w_strides, &m.w_strides},
                                  {&pads, &m.pads},
-                                 {&strides, &m.strides}, {&dilations, &m.dilations}}) {
+                                 {&strides, &m.strides},
+                                 {&dilations, &m.dilations}}) {
     for (int64_t v : *from) {
       if (v > std::numeric_limits<int>::max()) {
         return not_expressible(fmt::format("a size or stride of {} exceeds cuDNN's int range", v));
@@ -105,9 +111,12 @@ CudnnConvMapping cudnn_conv_mapping(const kernels::ConvSpec& s) {
 
 const char* conv_engine_name(CudaConvChoice::Engine engine) {
   switch (engine) {
-    case CudaConvChoice::Engine::kUndecided: return "undecided";
-    case CudaConvChoice::Engine::kImplicitGemm: return "implicit GEMM";
-    case CudaConvChoice::Engine::kCudnn: return "cuDNN";
+    case CudaConvChoice::Engine::kUndecided:
+      return "undecided";
+    case CudaConvChoice::Engine::kImplicitGemm:
+      return "implicit GEMM";
+    case CudaConvChoice::Engine::kCudnn:
+      return "cuDNN";
   }
   return "?";
 }
@@ -115,25 +124,25 @@ const char* conv_engine_name(CudaConvChoice::Engine engine) {
 // ---------------------------------------------------------------------------------------------
 // The library
 
-#define INGOT_CUDNN_ENTRY_POINTS(X)       \
-  X(cudnnCreate)                          \
-  X(cudnnDestroy)                         \
-  X(cudnnSetStream)                       \
-  X(cudnnGetErrorString)                  \
-  X(cudnnCreateTensorDescriptor)          \
-  X(cudnnSetTensorNdDescriptor)           \
-  X(cudnnDestroyTensorDescriptor)         \
-  X(cudnnCreateFilterDescriptor)          \
-  X(cudnnSetFilterNdDescriptor)           \
-  X(cudnnDestroyFilterDescriptor)         \
-  X(cudnnCreateConvolutionDescriptor)     \
-  X(cudnnSetConvolutionNdDescriptor)      \
-  X(cudnnSetConvolutionGroupCount)        \
-  X(cudnnSetConvolutionMathType)          \
-  X(cudnnDestroyConvolutionDescriptor)    \
-  X(cudnnGetConvolutionForwardAlgorithm_v7) \
+#define INGOT_CUDNN_ENTRY_POINTS(X)          \
+  X(cudnnCreate)                             \
+  X(cudnnDestroy)                            \
+  X(cudnnSetStream)                          \
+  X(cudnnGetErrorString)                     \
+  X(cudnnCreateTensorDescriptor)             \
+  X(cudnnSetTensorNdDescriptor)              \
+  X(cudnnDestroyTensorDescriptor)            \
+  X(cudnnCreateFilterDescriptor)             \
+  X(cudnnSetFilterNdDescriptor)              \
+  X(cudnnDestroyFilterDescriptor)            \
+  X(cudnnCreateConvolutionDescriptor)        \
+  X(cudnnSetConvolutionNdDescriptor)         \
+  X(cudnnSetConvolutionGroupCount)           \
+  X(cudnnSetConvolutionMathType)             \
+  X(cudnnDestroyConvolutionDescriptor)       \
+  X(cudnnGetConvolutionForwardAlgorithm_v7)  \
   X(cudnnGetConvolutionForwardWorkspaceSize) \
-  X(cudnnConvolutionForward)               \
+  X(cudnnConvolutionForward)                 \
   X(cudnnTransformTensor)
 
 /// Function pointers to cuDNN's entry points (all non-null once resolved).
@@ -169,9 +178,9 @@ struct Descriptors {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnTensorDescriptor_t w_from = nullptr, w_to = nullptr;  // the kernel's copy into packed KCRS
   cudnnConvolutionFwdAlgo_t algorithm = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t workspace = 0;         // the algorithm's
-  size_t packed_offset = 0;     // where the packed kernel starts in the workspace (bytes)
-  size_t packed_bytes = 0;      // 0: the kernel is used in place
+  size_t workspace = 0;      // the algorithm's
+  size_t packed_offset = 0;  // where the packed kernel starts in the workspace (bytes)
+  size_t packed_bytes = 0;   // 0: the kernel is used in place
   DType dtype = DType::kF32;
   Descriptors() = default;
   Descriptors(const Descriptors&) = delete;
@@ -192,7 +201,8 @@ class CudnnDnn final : public CudaDnn {
  public:
   CudnnDnn(const CudnnLibrary::Api& api, CudaDevice& device) : api_(api), device_(device) {
     device_.make_current();
-    check(api_, api_.cudnnCreate(&handle_), "cudnnCreate", fmt::format("creating a cuDNN handle on {}", device_.name()));
+    check(api_, api_.cudnnCreate(&handle_), "cudnnCreate",
+          fmt::format("creating a cuDNN handle on {}", device_.name()));
   }
   ~CudnnDnn() override {
     plans_.clear();
@@ -208,9 +218,10 @@ class CudnnDnn final : public CudaDnn {
 
   CudaDnnConvPlan plan_conv(const CudnnConvMapping& m, DType dtype) override {
     if (!m.expressible || (dtype != DType::kF32 && dtype != DType::kF64)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("cuDNN convolution: {} of dtype {}", m.expressible ? "a mapping" : m.reason, dtype_name(dtype)),
-                  "plan only expressible f32/f64 convolutions (cudnn_conv_mapping)");
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("cuDNN convolution: {} of dtype {}", m.expressible ? "a mapping" : m.reason, dtype_name(dtype)),
+          "plan only expressible f32/f64 convolutions (cudnn_conv_mapping)");
     }
     const std::string what = fmt::format("preparing a {} convolution on {}", dtype_name(dtype), device_.name());
     device_.make_current();
@@ -241,9 +252,10 @@ class CudnnDnn final : public CudaDnn {
     choose_algorithm(*d, what);
     d->packed_offset = (d->workspace + 255) / 256 * 256;
     const int64_t id = next_id_++;
-    CudaDnnConvPlan plan{.id = id, .algorithm = static_cast<int>(d->algorithm),
-                         .workspace_bytes = static_cast<int64_t>(d->packed_bytes == 0 ? d->workspace
-                                                                                      : d->packed_offset + d->packed_bytes)};
+    CudaDnnConvPlan plan{.id = id,
+                         .algorithm = static_cast<int>(d->algorithm),
+                         .workspace_bytes = static_cast<int64_t>(
+                             d->packed_bytes == 0 ? d->workspace : d->packed_offset + d->packed_bytes)};
     plans_[id] = std::move(d);
     return plan;
   }
@@ -256,7 +268,8 @@ class CudnnDnn final : public CudaDnn {
                   "pass a plan this CudaDnn made (plan_conv)");
     }
     const Descriptors& d = *it->second;
-    const std::string what = fmt::format("running a cuDNN convolution (algorithm {}) on {}", plan.algorithm, stream.name());
+    const std::string what =
+        fmt::format("running a cuDNN convolution (algorithm {}) on {}", plan.algorithm, stream.name());
     device_.make_current();
     check(api_, api_.cudnnSetStream(handle_, stream.handle()), "cudnnSetStream", what);
     const float one_f = 1.0f, zero_f = 0.0f;
@@ -271,9 +284,8 @@ class CudnnDnn final : public CudaDnn {
       w = packed;
     }
     check(api_,
-          api_.cudnnConvolutionForward(handle_, one, d.x, pointer(x), d.w,
-                                       pointer(w), d.conv, d.algorithm, pointer(workspace), d.workspace,
-                                       zero, d.y, pointer(y)),
+          api_.cudnnConvolutionForward(handle_, one, d.x, pointer(x), d.w, pointer(w), d.conv, d.algorithm,
+                                       pointer(workspace), d.workspace, zero, d.y, pointer(y)),
           "cudnnConvolutionForward", what);
   }
 
@@ -291,8 +303,8 @@ class CudnnDnn final : public CudaDnn {
           "cudnnSetTensorNdDescriptor (the kernel as stored)", what);
     check(api_, api_.cudnnSetTensorNdDescriptor(d.w_to, type, nb, m.w_dims.data(), packed.data()),
           "cudnnSetTensorNdDescriptor (the packed kernel)", what);
-    d.packed_bytes = static_cast<size_t>(packed[0]) * static_cast<size_t>(m.w_dims[0]) *
-                     static_cast<size_t>(dtype_size(d.dtype));
+    d.packed_bytes =
+        static_cast<size_t>(packed[0]) * static_cast<size_t>(m.w_dims[0]) * static_cast<size_t>(dtype_size(d.dtype));
   }
 
   /// The first of cuDNN's heuristic ranking that succeeds with a workspace <= kMaxWorkspaceBytes.
@@ -300,7 +312,8 @@ class CudnnDnn final : public CudaDnn {
     constexpr int kRequested = 8;
     cudnnConvolutionFwdAlgoPerf_t perf[kRequested] = {};
     int returned = 0;
-    check(api_, api_.cudnnGetConvolutionForwardAlgorithm_v7(handle_, d.x, d.w, d.conv, d.y, kRequested, &returned, perf),
+    check(api_,
+          api_.cudnnGetConvolutionForwardAlgorithm_v7(handle_, d.x, d.w, d.conv, d.y, kRequested, &returned, perf),
           "cudnnGetConvolutionForwardAlgorithm_v7", what);
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspaceBytes) continue;
@@ -346,7 +359,7 @@ std::shared_ptr<CudnnLibrary> CudnnLibrary::load(const std::string& library) {
   }
   Api& api = *lib->api_;
   std::vector<std::string> missing;
-#define INGOT_CUDNN_RESOLVE_ENTRY(name)                                              \
+#define INGOT_CUDNN_RESOLVE_ENTRY(name)                                         \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUDNN_ENTRY_POINTS(INGOT_CUDNN_RESOLVE_ENTRY)
@@ -361,7 +374,8 @@ std::shared_ptr<CudnnLibrary> CudnnLibrary::load(const std::string& library) {
 
 std::unique_ptr<CudaDnn> CudnnLibrary::create(CudaDevice& device) const {
   if (!available_) {
-    throw Error(ErrorCode::kFailedPrecondition, fmt::format("cannot run cuDNN convolutions on {}: {}", device.name(), reason_),
+    throw Error(ErrorCode::kFailedPrecondition,
+                fmt::format("cannot run cuDNN convolutions on {}: {}", device.name(), reason_),
                 "install cuDNN 9 (libcudnn.so.9) where the dynamic loader finds it; the implicit-GEMM kernel runs "
                 "convolutions without it");
   }

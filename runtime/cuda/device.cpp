@@ -12,14 +12,11 @@
 namespace ingot {
 namespace {
 
-CUdeviceptr device_ptr(const void* p) {
-  return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p));
-}
+CUdeviceptr device_ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
 /// Makes `context` current on this thread (every driver call below needs it).
 void set_current(const CudaDriver& driver, CUctx_st* context, std::string_view where) {
-  cuda_detail::check(driver.api(), driver.api().cuCtxSetCurrent(context), "cuCtxSetCurrent",
-                     where);
+  cuda_detail::check(driver.api(), driver.api().cuCtxSetCurrent(context), "cuCtxSetCurrent", where);
 }
 
 }  // namespace
@@ -32,8 +29,7 @@ CudaEvent::CudaEvent(std::shared_ptr<CudaDriver> driver, CUctx_st* context, std:
   const cuda_detail::DriverApi& api = driver_->api();
   const std::string what = fmt::format("creating an event on {}", where_);
   set_current(*driver_, context_, what);
-  cuda_detail::check(api, api.cuEventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate",
-                     what);
+  cuda_detail::check(api, api.cuEventCreate(&event_, CU_EVENT_DISABLE_TIMING), "cuEventCreate", what);
 }
 
 CudaEvent::~CudaEvent() {
@@ -53,8 +49,7 @@ bool CudaEvent::ready() const {
 void CudaEvent::wait() const {
   const std::string what = fmt::format("waiting for work on {}", where_);
   set_current(*driver_, context_, what);
-  cuda_detail::check(driver_->api(), driver_->api().cuEventSynchronize(event_),
-                     "cuEventSynchronize", what);
+  cuda_detail::check(driver_->api(), driver_->api().cuEventSynchronize(event_), "cuEventSynchronize", what);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -64,8 +59,8 @@ CudaStream::CudaStream(std::shared_ptr<CudaDriver> driver, CUctx_st* context, st
     : driver_(std::move(driver)), context_(context), name_(std::move(name)) {
   const std::string what = fmt::format("creating stream {}", name_);
   set_current(*driver_, context_, what);
-  cuda_detail::check(driver_->api(), driver_->api().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING),
-                     "cuStreamCreate", what);
+  cuda_detail::check(driver_->api(), driver_->api().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate",
+                     what);
 }
 
 std::unique_ptr<CudaStream> CudaDevice::create_stream(const std::string& purpose) const {
@@ -81,29 +76,27 @@ CudaStream::~CudaStream() {
 void CudaStream::synchronize() const {
   const std::string what = fmt::format("synchronizing stream {}", name_);
   set_current(*driver_, context_, what);
-  cuda_detail::check(driver_->api(), driver_->api().cuStreamSynchronize(stream_),
-                     "cuStreamSynchronize", what);
+  cuda_detail::check(driver_->api(), driver_->api().cuStreamSynchronize(stream_), "cuStreamSynchronize", what);
 }
 
 std::shared_ptr<CudaEvent> CudaStream::record() const {
   std::shared_ptr<CudaEvent> e(new CudaEvent(driver_, context_, name_));
-  cuda_detail::check(driver_->api(), driver_->api().cuEventRecord(e->handle(), stream_),
-                     "cuEventRecord", fmt::format("recording an event on {}", name_));
+  cuda_detail::check(driver_->api(), driver_->api().cuEventRecord(e->handle(), stream_), "cuEventRecord",
+                     fmt::format("recording an event on {}", name_));
   return e;
 }
 
 void CudaStream::wait(const CudaEvent& event) const {
   const std::string what = fmt::format("making stream {} wait for an event", name_);
   set_current(*driver_, context_, what);
-  cuda_detail::check(driver_->api(), driver_->api().cuStreamWaitEvent(stream_, event.handle(), 0),
-                     "cuStreamWaitEvent", what);
+  cuda_detail::check(driver_->api(), driver_->api().cuStreamWaitEvent(stream_, event.handle(), 0), "cuStreamWaitEvent",
+                     what);
 }
 
 // ---------------------------------------------------------------------------------------------
 // CudaMemoryBackend
 
-CudaMemoryBackend::CudaMemoryBackend(std::shared_ptr<CudaDriver> driver, CUctx_st* context,
-                                     int ordinal)
+CudaMemoryBackend::CudaMemoryBackend(std::shared_ptr<CudaDriver> driver, CUctx_st* context, int ordinal)
     : driver_(std::move(driver)), context_(context), ordinal_(ordinal) {}
 
 std::string CudaMemoryBackend::device_name() const { return fmt::format("cuda:{}", ordinal_); }
@@ -121,16 +114,14 @@ void* CudaMemoryBackend::allocate_raw(int64_t bytes) {
 void CudaMemoryBackend::free_raw(void* ptr, int64_t bytes) {
   const std::string what = fmt::format("freeing {} on {}", format_bytes(bytes), device_name());
   set_current(*driver_, context_, what);
-  cuda_detail::check(driver_->api(), driver_->api().cuMemFree_v2(device_ptr(ptr)), "cuMemFree",
-                     what);
+  cuda_detail::check(driver_->api(), driver_->api().cuMemFree_v2(device_ptr(ptr)), "cuMemFree", what);
 }
 
 DeviceMemoryInfo CudaMemoryBackend::memory_info() const {
   const std::string what = fmt::format("querying the free memory of {}", device_name());
   set_current(*driver_, context_, what);
   size_t free_bytes = 0, total_bytes = 0;
-  cuda_detail::check(driver_->api(), driver_->api().cuMemGetInfo_v2(&free_bytes, &total_bytes),
-                     "cuMemGetInfo", what);
+  cuda_detail::check(driver_->api(), driver_->api().cuMemGetInfo_v2(&free_bytes, &total_bytes), "cuMemGetInfo", what);
   return DeviceMemoryInfo{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
 }
 
@@ -183,8 +174,7 @@ CudaDevice::CudaDevice(std::shared_ptr<CudaDriver> driver, int ordinal)
 std::unique_ptr<CudaDevice> CudaDevice::open(std::shared_ptr<CudaDriver> driver, int ordinal,
                                              const CudaDeviceOptions& options) {
   if (driver == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("CudaDevice::open(cuda:{}): driver is null", ordinal),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("CudaDevice::open(cuda:{}): driver is null", ordinal),
                 "create one with CudaDriver::load()");
   }
   driver->check_device(ordinal);
@@ -197,13 +187,11 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::shared_ptr<CudaDriver> driver,
   cuda_detail::check(api, api.cuDeviceGet(&dev, ordinal), "cuDeviceGet", what);
   d->cu_device_ = dev;
   CUcontext ctx = nullptr;
-  cuda_detail::check(api, api.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain",
-                     what);
+  cuda_detail::check(api, api.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", what);
   d->context_ = ctx;
   d->compute_.reset(new CudaStream(driver, ctx, d->name() + " compute"));
   d->copy_.reset(new CudaStream(driver, ctx, d->name() + " copy"));
-  auto allocator = std::make_unique<CachingAllocator>(
-      std::make_unique<CudaMemoryBackend>(driver, ctx, ordinal));
+  auto allocator = std::make_unique<CachingAllocator>(std::make_unique<CudaMemoryBackend>(driver, ctx, ordinal));
   d->allocator_ = allocator.get();
   d->device_ = std::make_unique<Device>(DeviceKind::kCuda, ordinal, std::move(allocator));
   d->create_staging_buffers(options);
@@ -216,12 +204,9 @@ void CudaDevice::create_staging_buffers(const CudaDeviceOptions& options) {
   for (int i = 0; i < options.num_staging_buffers; ++i) {
     auto sb = std::make_unique<StagingBuffer>();
     sb->bytes = options.staging_buffer_bytes;
-    cuda_detail::check(api,
-                       api.cuMemHostAlloc(&sb->host, static_cast<size_t>(sb->bytes),
-                                          CU_MEMHOSTALLOC_PORTABLE),
+    cuda_detail::check(api, api.cuMemHostAlloc(&sb->host, static_cast<size_t>(sb->bytes), CU_MEMHOSTALLOC_PORTABLE),
                        "cuMemHostAlloc",
-                       fmt::format("allocating a {} pinned staging buffer for {}",
-                                   format_bytes(sb->bytes), name()));
+                       fmt::format("allocating a {} pinned staging buffer for {}", format_bytes(sb->bytes), name()));
     staging_.push_back(std::move(sb));
   }
 }
@@ -272,16 +257,15 @@ void check_copy_arguments(const char* what, const void* src, const void* dst, in
   }
   if (bytes > 0 && (src == nullptr || dst == nullptr)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: {} is null for a copy of {} bytes", what,
-                            src == nullptr ? "src" : "dst", bytes),
+                fmt::format("{}: {} is null for a copy of {} bytes", what, src == nullptr ? "src" : "dst", bytes),
                 "pass valid host and device pointers");
   }
 }
 
 }  // namespace
 
-std::shared_ptr<CudaEvent> CudaDevice::copy_to_device_async(const void* src, void* dst,
-                                                            int64_t bytes, CopyOrder order) {
+std::shared_ptr<CudaEvent> CudaDevice::copy_to_device_async(const void* src, void* dst, int64_t bytes,
+                                                            CopyOrder order) {
   check_copy_arguments("CudaDevice::copy_to_device_async", src, dst, bytes);
   std::lock_guard<std::mutex> lock(transfer_mu_);
   make_current();
@@ -294,11 +278,9 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_to_device_async(const void* src, voi
     StagingBuffer& sb = next_staging_buffer();
     const int64_t n = std::min(sb.bytes, bytes - offset);
     std::memcpy(sb.host, from + offset, static_cast<size_t>(n));
-    cuda_detail::check(api,
-                       api.cuMemcpyHtoDAsync_v2(device_ptr(to + offset), sb.host,
-                                                static_cast<size_t>(n), copy_->handle()),
-                       "cuMemcpyHtoDAsync",
-                       fmt::format("copying {} from the host to {}", format_bytes(n), name()));
+    cuda_detail::check(
+        api, api.cuMemcpyHtoDAsync_v2(device_ptr(to + offset), sb.host, static_cast<size_t>(n), copy_->handle()),
+        "cuMemcpyHtoDAsync", fmt::format("copying {} from the host to {}", format_bytes(n), name()));
     sb.last_use = copy_->record();
     last = sb.last_use;
     offset += n;
@@ -306,8 +288,7 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_to_device_async(const void* src, voi
   return last != nullptr ? last : copy_->record();
 }
 
-std::shared_ptr<CudaEvent> CudaDevice::copy_to_host_async(const void* src, void* dst,
-                                                          int64_t bytes) {
+std::shared_ptr<CudaEvent> CudaDevice::copy_to_host_async(const void* src, void* dst, int64_t bytes) {
   check_copy_arguments("CudaDevice::copy_to_host_async", src, dst, bytes);
   std::lock_guard<std::mutex> lock(transfer_mu_);
   make_current();
@@ -320,13 +301,12 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_to_host_async(const void* src, void*
     StagingBuffer& sb = next_staging_buffer();
     const int64_t n = std::min(sb.bytes, bytes - offset);
     const std::string what = fmt::format("copying {} from {} to the host", format_bytes(n), name());
-    cuda_detail::check(api,
-                       api.cuMemcpyDtoHAsync_v2(sb.host, device_ptr(from + offset),
-                                                static_cast<size_t>(n), copy_->handle()),
-                       "cuMemcpyDtoHAsync", what);
+    cuda_detail::check(
+        api, api.cuMemcpyDtoHAsync_v2(sb.host, device_ptr(from + offset), static_cast<size_t>(n), copy_->handle()),
+        "cuMemcpyDtoHAsync", what);
     sb.pending = {to + offset, sb.host, static_cast<size_t>(n)};
-    cuda_detail::check(api, api.cuLaunchHostFunc(copy_->handle(), copy_out_of_staging, &sb.pending),
-                       "cuLaunchHostFunc", what);
+    cuda_detail::check(api, api.cuLaunchHostFunc(copy_->handle(), copy_out_of_staging, &sb.pending), "cuLaunchHostFunc",
+                       what);
     sb.last_use = copy_->record();
     last = sb.last_use;
     offset += n;
@@ -343,8 +323,8 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_async(const Array& src, Array& dst, 
   }
   if (src.dtype() != dst.dtype()) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("CudaDevice::copy_async: src has dtype {} but dst has dtype {}",
-                            dtype_name(src.dtype()), dtype_name(dst.dtype())),
+                fmt::format("CudaDevice::copy_async: src has dtype {} but dst has dtype {}", dtype_name(src.dtype()),
+                            dtype_name(dst.dtype())),
                 "allocate dst with the dtype of src");
   }
   Device& from = src.device();

@@ -16,8 +16,7 @@ namespace cuda_detail {
 std::string describe(const DriverApi& api, CUresult result) {
   const char* name = nullptr;
   const char* text = nullptr;
-  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != CUDA_SUCCESS ||
-      name == nullptr) {
+  if (api.cuGetErrorName == nullptr || api.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr) {
     return fmt::format("CUresult {}", static_cast<int>(result));
   }
   if (api.cuGetErrorString(result, &text) != CUDA_SUCCESS || text == nullptr) return name;
@@ -28,12 +27,16 @@ namespace {
 
 ErrorCode code_of(CUresult result) {
   switch (result) {
-    case CUDA_ERROR_OUT_OF_MEMORY: return ErrorCode::kOutOfMemory;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return ErrorCode::kOutOfMemory;
     case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_INVALID_HANDLE: return ErrorCode::kInvalidArgument;
+    case CUDA_ERROR_INVALID_HANDLE:
+      return ErrorCode::kInvalidArgument;
     case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_INVALID_DEVICE: return ErrorCode::kNotFound;
-    default: return ErrorCode::kFailedPrecondition;
+    case CUDA_ERROR_INVALID_DEVICE:
+      return ErrorCode::kNotFound;
+    default:
+      return ErrorCode::kFailedPrecondition;
   }
 }
 
@@ -59,8 +62,7 @@ std::string hint_of(CUresult result) {
 
 void check(const DriverApi& api, CUresult result, std::string_view call, std::string_view context) {
   if (result == CUDA_SUCCESS) return;
-  throw Error(code_of(result),
-              fmt::format("{} failed while {}: {}", call, context, describe(api, result)),
+  throw Error(code_of(result), fmt::format("{} failed while {}: {}", call, context, describe(api, result)),
               hint_of(result));
 }
 
@@ -99,8 +101,7 @@ std::shared_ptr<CudaDriver> CudaDriver::load(const std::string& library) {
   return d;
 }
 
-std::shared_ptr<CudaDriver> CudaDriver::from_resolver(std::string source,
-                                                      CudaSymbolResolver resolve) {
+std::shared_ptr<CudaDriver> CudaDriver::from_resolver(std::string source, CudaSymbolResolver resolve) {
   std::shared_ptr<CudaDriver> d(new CudaDriver());
   d->source_ = std::move(source);
   if (!resolve) {
@@ -114,15 +115,16 @@ std::shared_ptr<CudaDriver> CudaDriver::from_resolver(std::string source,
 void CudaDriver::initialise(CudaSymbolResolver& resolve) {
   cuda_detail::DriverApi& api = *api_;
   std::vector<std::string> missing;
-#define INGOT_CUDA_RESOLVE_ENTRY(name)                                   \
+#define INGOT_CUDA_RESOLVE_ENTRY(name)                             \
   api.name = reinterpret_cast<decltype(api.name)>(resolve(#name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_CUDA_DRIVER_ENTRY_POINTS(INGOT_CUDA_RESOLVE_ENTRY)
 #undef INGOT_CUDA_RESOLVE_ENTRY
   if (!missing.empty()) {
-    reason_ = fmt::format("{} is not a usable CUDA driver: it lacks {} (needs a driver for "
-                          "CUDA 12 or newer)",
-                          source_, fmt::join(missing, ", "));
+    reason_ = fmt::format(
+        "{} is not a usable CUDA driver: it lacks {} (needs a driver for "
+        "CUDA 12 or newer)",
+        source_, fmt::join(missing, ", "));
     return;
   }
   CUresult r = api.cuInit(0);
@@ -149,17 +151,14 @@ void CudaDriver::initialise(CudaSymbolResolver& resolve) {
 
 void CudaDriver::check_device(int ordinal) const {
   if (!available_) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("cannot use device cuda:{}: {}", ordinal, reason_),
-                initialised_ ? "check nvidia-smi and CUDA_VISIBLE_DEVICES, or use CPU devices"
-                             : kInstallHint);
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot use device cuda:{}: {}", ordinal, reason_),
+                initialised_ ? "check nvidia-smi and CUDA_VISIBLE_DEVICES, or use CPU devices" : kInstallHint);
   }
   if (ordinal < 0 || ordinal >= device_count_) {
     throw Error(ErrorCode::kOutOfRange,
                 fmt::format("cannot use device cuda:{}: index out of range, this machine has "
                             "{} CUDA device{} (cuda:0 to cuda:{})",
-                            ordinal, device_count_, device_count_ == 1 ? "" : "s",
-                            device_count_ - 1),
+                            ordinal, device_count_, device_count_ == 1 ? "" : "s", device_count_ - 1),
                 "pick an index below the device count (CUDA_VISIBLE_DEVICES renumbers them)");
   }
 }
@@ -170,8 +169,7 @@ std::string CudaDriver::device_name(int ordinal) const {
   const std::string where = fmt::format("getting the name of cuda:{}", ordinal);
   cuda_detail::check(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet", where);
   char name[256] = {};
-  cuda_detail::check(*api_, api_->cuDeviceGetName(name, sizeof(name) - 1, dev), "cuDeviceGetName",
-                     where);
+  cuda_detail::check(*api_, api_->cuDeviceGetName(name, sizeof(name) - 1, dev), "cuDeviceGetName", where);
   return name;
 }
 

@@ -53,8 +53,8 @@ void fail(ErrorCode code, std::string message) { throw Error(code, std::move(mes
 
 uint64_t address_of(std::span<const uint64_t> addresses, int64_t buffer, const std::string& where) {
   if (buffer < 0 || buffer >= static_cast<int64_t>(addresses.size())) {
-    fail(ErrorCode::kOutOfRange, fmt::format("{}: buffer index {} is outside the {} buffer addresses",
-                                             where, buffer, addresses.size()));
+    fail(ErrorCode::kOutOfRange,
+         fmt::format("{}: buffer index {} is outside the {} buffer addresses", where, buffer, addresses.size()));
   }
   return addresses[static_cast<size_t>(buffer)];
 }
@@ -68,12 +68,12 @@ void check_view(const CudaProgram& p, const CudaKernelArg& arg, const std::strin
     fail(ErrorCode::kInvalidArgument, fmt::format("{} is not a memref view", where));
   }
   if (arg.buffer < 0 || arg.buffer >= static_cast<int64_t>(p.buffers.size())) {
-    fail(ErrorCode::kOutOfRange, fmt::format("{}: buffer index {} is outside the program's {} buffers",
-                                             where, arg.buffer, p.buffers.size()));
+    fail(ErrorCode::kOutOfRange,
+         fmt::format("{}: buffer index {} is outside the program's {} buffers", where, arg.buffer, p.buffers.size()));
   }
   if (arg.sizes.size() != arg.strides.size()) {
-    fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has {} sizes but {} strides", where,
-                                                  view_name(arg), arg.sizes.size(), arg.strides.size()));
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has {} sizes but {} strides", where, view_name(arg),
+                                                  arg.sizes.size(), arg.strides.size()));
   }
   int64_t last = arg.offset;
   bool empty = false;
@@ -81,19 +81,22 @@ void check_view(const CudaProgram& p, const CudaKernelArg& arg, const std::strin
     if (arg.sizes[d] < 0 || arg.strides[d] < 0) {
       fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has a negative size or stride", where, view_name(arg)));
     }
-    if (arg.sizes[d] == 0) empty = true;
-    else last += (arg.sizes[d] - 1) * arg.strides[d];
+    if (arg.sizes[d] == 0)
+      empty = true;
+    else
+      last += (arg.sizes[d] - 1) * arg.strides[d];
   }
   const int64_t n = elements_of(p.buffers[static_cast<size_t>(arg.buffer)]);
   if (arg.offset < 0 || (!empty && last >= n)) {
-    fail(ErrorCode::kOutOfRange, fmt::format("{}: the {} reaches element {} of a buffer of {} elements",
-                                             where, view_name(arg), last, n));
+    fail(ErrorCode::kOutOfRange,
+         fmt::format("{}: the {} reaches element {} of a buffer of {} elements", where, view_name(arg), last, n));
   }
 }
 
 void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& where) {
   if (!is_blas_gemm_dtype(g.dtype)) {
-    fail(ErrorCode::kInvalidArgument, fmt::format("{}: dtype {} is not f32, f64, f16 or bf16", where, dtype_name(g.dtype)));
+    fail(ErrorCode::kInvalidArgument,
+         fmt::format("{}: dtype {} is not f32, f64, f16 or bf16", where, dtype_name(g.dtype)));
   }
   if (g.m < 1 || g.n < 1 || g.k < 1) {
     fail(ErrorCode::kInvalidArgument, fmt::format("{}: m = {}, n = {}, k = {} must be >= 1", where, g.m, g.n, g.k));
@@ -117,8 +120,8 @@ void check_gemm(const CudaProgram& p, const CudaGemm& g, const std::string& wher
     }
     const DType dt = p.buffers[static_cast<size_t>(op.view.buffer)].dtype;
     if (dt != g.dtype) {
-      fail(ErrorCode::kDTypeMismatch, fmt::format("{}: buffer {} has dtype {} but the GEMM is {}", what,
-                                                  op.view.buffer, dtype_name(dt), dtype_name(g.dtype)));
+      fail(ErrorCode::kDTypeMismatch, fmt::format("{}: buffer {} has dtype {} but the GEMM is {}", what, op.view.buffer,
+                                                  dtype_name(dt), dtype_name(g.dtype)));
     }
   }
 }
@@ -129,9 +132,8 @@ void check_epilogue(const CudaProgram& p, const CudaGemm& g, const std::string& 
   if (g.epilogue == CudaGemm::Epilogue::kNone) return;
   const std::string what = fmt::format("{} (epilogue {})", where, epilogue_name(g.epilogue));
   if (g.dtype != DType::kF32 || g.batched) {
-    fail(ErrorCode::kInvalidArgument,
-         fmt::format("{}: epilogues run on f32 GEMMs without batch, not a {}{} GEMM", what, dtype_name(g.dtype),
-                     g.batched ? " batched" : ""));
+    fail(ErrorCode::kInvalidArgument, fmt::format("{}: epilogues run on f32 GEMMs without batch, not a {}{} GEMM", what,
+                                                  dtype_name(g.dtype), g.batched ? " batched" : ""));
   }
   check_view(p, g.bias, what + " bias");
   if (g.bias.sizes != Shape{g.n} || g.bias.strides != Shape{1}) {
@@ -156,8 +158,8 @@ void check_launch(const CudaProgram& p, const CudaLaunch& l, const std::string& 
   for (int d = 0; d < 3; ++d) {
     if (l.grid[d] < 1 || l.block[d] < 1 || l.grid[d] > 0x7fffffff || l.block[d] > 1024) {
       fail(ErrorCode::kInvalidArgument,
-           fmt::format("{} ({}): grid ({}) and block ({}) sizes must be in [1, 2^31 - 1] and [1, 1024]",
-                       where, l.kernel, fmt::join(l.grid, ", "), fmt::join(l.block, ", ")));
+           fmt::format("{} ({}): grid ({}) and block ({}) sizes must be in [1, 2^31 - 1] and [1, 1024]", where,
+                       l.kernel, fmt::join(l.grid, ", "), fmt::join(l.block, ", ")));
     }
   }
   for (size_t i = 0; i < l.args.size(); ++i) {
@@ -211,9 +213,9 @@ void check_buffers(const CudaProgram& p) {
     const CudaBuffer& b = p.buffers[i];
     const std::string where = fmt::format("CudaProgram buffer {}", i);
     if (b.bytes != num_elements(b.shape) * dtype_size(b.dtype)) {
-      fail(ErrorCode::kInvalidArgument, fmt::format("{}: bytes = {} but shape {} of {} takes {}", where, b.bytes,
-                                                    shape_to_string(b.shape), dtype_name(b.dtype),
-                                                    num_elements(b.shape) * dtype_size(b.dtype)));
+      fail(ErrorCode::kInvalidArgument,
+           fmt::format("{}: bytes = {} but shape {} of {} takes {}", where, b.bytes, shape_to_string(b.shape),
+                       dtype_name(b.dtype), num_elements(b.shape) * dtype_size(b.dtype)));
     }
     if (b.kind == CudaBuffer::Kind::kConstant && static_cast<int64_t>(b.data.size()) != b.bytes) {
       fail(ErrorCode::kInvalidArgument,
@@ -224,9 +226,9 @@ void check_buffers(const CudaProgram& p) {
     const auto& types = in ? p.input_types : p.output_types;
     std::vector<int>& seen = in ? inputs : outputs;
     if (b.index < 0 || b.index >= static_cast<int64_t>(types.size())) {
-      fail(ErrorCode::kOutOfRange, fmt::format("{}: {} index {} is outside the program's {} {}s", where,
-                                               in ? "input" : "output", b.index, types.size(),
-                                               in ? "input" : "output"));
+      fail(ErrorCode::kOutOfRange,
+           fmt::format("{}: {} index {} is outside the program's {} {}s", where, in ? "input" : "output", b.index,
+                       types.size(), in ? "input" : "output"));
     }
     const auto& [shape, dtype] = types[static_cast<size_t>(b.index)];
     if (shape != b.shape || !same_storage(dtype, b.dtype)) {
@@ -291,9 +293,8 @@ std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch, std::span<cons
     const std::string where = fmt::format("launch of '{}', argument {}", launch.kernel, i);
     const uint64_t address = address_of(buffer_addresses, arg.buffer, where);
     if (arg.sizes.size() != arg.strides.size()) {
-      fail(ErrorCode::kInvalidArgument,
-           fmt::format("{}: the {} has {} sizes but {} strides", where, view_name(arg), arg.sizes.size(),
-                       arg.strides.size()));
+      fail(ErrorCode::kInvalidArgument, fmt::format("{}: the {} has {} sizes but {} strides", where, view_name(arg),
+                                                    arg.sizes.size(), arg.strides.size()));
     }
     words.push_back(address);  // allocated pointer
     words.push_back(address);  // aligned pointer (the view's offset is the next word, not added here)
@@ -383,7 +384,8 @@ void check_donated(const CudaProgram& p) {
            fmt::format("CudaProgram::donated: input {} or output {} appears in two pairs", in, out));
     }
     if (p.input_types[static_cast<size_t>(in)] != p.output_types[static_cast<size_t>(out)]) {
-      fail(ErrorCode::kShapeMismatch, fmt::format("CudaProgram::donated: input {} and output {} differ in type", in, out));
+      fail(ErrorCode::kShapeMismatch,
+           fmt::format("CudaProgram::donated: input {} and output {} differ in type", in, out));
     }
   }
 }
@@ -415,8 +417,10 @@ void validate_cuda_program(const CudaProgram& program) {
   for (size_t i = 0; i < program.thunks.size(); ++i) {
     const CudaThunk& t = program.thunks[i];
     const std::string where = fmt::format("CudaProgram thunk {}", i);
-    if (t.kind == CudaThunk::Kind::kLaunch) check_launch(program, t.launch, where);
-    else if (t.kind == CudaThunk::Kind::kConv) check_conv(program, t.conv, where + " (convolution)");
+    if (t.kind == CudaThunk::Kind::kLaunch)
+      check_launch(program, t.launch, where);
+    else if (t.kind == CudaThunk::Kind::kConv)
+      check_conv(program, t.conv, where + " (convolution)");
     else {
       check_epilogue(program, t.gemm, where + " (GEMM)");
       for (const CudaGemm& g : t.gemm.batch_elements()) check_gemm(program, g, where + " (GEMM)");
@@ -544,9 +548,10 @@ void CudaExecutable::check_arrays(std::span<const Array> arrays, bool outputs) c
   const char* kind = outputs ? "outputs" : "inputs";
   const char* one = outputs ? "output" : "input";
   if (arrays.size() != types.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("CudaExecutable::run: {} {} given, the program takes {}", arrays.size(), kind, types.size()),
-                fmt::format("pass one array per program {} (program().{}_types)", one, one));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("CudaExecutable::run: {} {} given, the program takes {}", arrays.size(), kind, types.size()),
+        fmt::format("pass one array per program {} (program().{}_types)", one, one));
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
     const Array& a = arrays[i];
@@ -554,7 +559,9 @@ void CudaExecutable::check_arrays(std::span<const Array> arrays, bool outputs) c
     if (!a.valid() || a.num_shards() != 1 || &a.device() != &device_.device()) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("CudaExecutable::run: {} {} is {}, not an array on {}", one, i,
-                              !a.valid() ? "invalid" : a.num_shards() != 1 ? "sharded" : "on " + a.device().name(),
+                              !a.valid()            ? "invalid"
+                              : a.num_shards() != 1 ? "sharded"
+                                                    : "on " + a.device().name(),
                               device_.name()),
                   "allocate it on the executable's device or copy it there (CudaDevice::copy_async)");
     }
@@ -580,9 +587,15 @@ std::vector<uint64_t> CudaExecutable::buffer_addresses(std::span<const Array> in
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
     const CudaBuffer& b = program_.buffers[i];
     switch (b.kind) {
-      case CudaBuffer::Kind::kInput: out[i] = address(inputs[static_cast<size_t>(b.index)].buffer()->data()); break;
-      case CudaBuffer::Kind::kOutput: out[i] = address(outputs[static_cast<size_t>(b.index)].buffer()->data()); break;
-      case CudaBuffer::Kind::kConstant: out[i] = address(constants_[i]->data()); break;
+      case CudaBuffer::Kind::kInput:
+        out[i] = address(inputs[static_cast<size_t>(b.index)].buffer()->data());
+        break;
+      case CudaBuffer::Kind::kOutput:
+        out[i] = address(outputs[static_cast<size_t>(b.index)].buffer()->data());
+        break;
+      case CudaBuffer::Kind::kConstant:
+        out[i] = address(constants_[i]->data());
+        break;
       case CudaBuffer::Kind::kTemporary:
         if (arena_ != nullptr) {  // graphs: fixed addresses
           out[i] = address(arena_->data()) + static_cast<uint64_t>(arena_offsets_[i]);
@@ -606,13 +619,13 @@ void CudaExecutable::launch(const CudaLaunch& l, std::span<const uint64_t> addre
   for (uint64_t& w : words) params.push_back(&w);
   const cuda_detail::DriverApi& api = device_.driver()->api();
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
-  cuda_detail::check(api,
-                     api.cuLaunchKernel(function, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]),
-                                        u(l.block[1]), u(l.block[2]), 0, stream.handle(),
-                                        params.empty() ? nullptr : params.data(), nullptr),
-                     "cuLaunchKernel",
-                     fmt::format("launching kernel '{}' (grid {}, block {}) on {}", l.kernel, fmt::join(l.grid, "x"),
-                                 fmt::join(l.block, "x"), device_.name()));
+  cuda_detail::check(
+      api,
+      api.cuLaunchKernel(function, u(l.grid[0]), u(l.grid[1]), u(l.grid[2]), u(l.block[0]), u(l.block[1]),
+                         u(l.block[2]), 0, stream.handle(), params.empty() ? nullptr : params.data(), nullptr),
+      "cuLaunchKernel",
+      fmt::format("launching kernel '{}' (grid {}, block {}) on {}", l.kernel, fmt::join(l.grid, "x"),
+                  fmt::join(l.block, "x"), device_.name()));
 }
 
 CUfunction CudaExecutable::function_of(const std::string& kernel) const {
@@ -634,8 +647,7 @@ void CudaExecutable::run_conv(const CudaConv& c, std::span<const uint64_t> addre
   auto u = [](int64_t v) { return static_cast<unsigned>(v); };
   cuda_detail::check(api,
                      api.cuLaunchKernel(function_of(c.kernel), u(c.grid[0]), u(c.grid[1]), u(c.grid[2]), u(c.block[0]),
-                                        u(c.block[1]), u(c.block[2]), 0, stream.handle(), args,
-                                        nullptr),
+                                        u(c.block[1]), u(c.block[2]), 0, stream.handle(), args, nullptr),
                      "cuLaunchKernel",
                      fmt::format("launching convolution kernel '{}' (grid {}) on {}", c.kernel, fmt::join(c.grid, "x"),
                                  device_.name()));
@@ -677,7 +689,8 @@ void CudaExecutable::choose_conv(size_t index, const CudaConv& c, std::span<cons
   }
   const CudaStream& stream = device_.compute_stream();
   if (dnn_error.empty()) {
-    const uint64_t ws = workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
+    const uint64_t ws =
+        workspace == nullptr ? 0 : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(workspace->data()));
     choice.implicit_gemm_ms = time_ms(stream, kConvTimingRuns, [&] { run_conv(c, addresses, stream); });
     choice.cudnn_ms = time_ms(stream, kConvTimingRuns, [&] {
       if (!dnn_error.empty()) return;
@@ -746,20 +759,22 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
   std::vector<std::shared_ptr<Buffer>> temporaries;  // released on return: the allocator is stream-ordered
   const std::vector<uint64_t> addresses = buffer_addresses(inputs, outputs, temporaries);
   device_.make_current();
-  if (options_.cuda_graphs) run_with_graphs(addresses);
-  else enqueue_thunks(addresses, device_.compute_stream());
+  if (options_.cuda_graphs)
+    run_with_graphs(addresses);
+  else
+    enqueue_thunks(addresses, device_.compute_stream());
   return device_.compute_stream().record();
 }
 
 void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const {
   size_t conv = 0;
   for (const CudaThunk& t : program_.thunks) {
-    if (t.kind == CudaThunk::Kind::kLaunch) launch(t.launch, addresses, stream);
+    if (t.kind == CudaThunk::Kind::kLaunch)
+      launch(t.launch, addresses, stream);
     else if (t.kind == CudaThunk::Kind::kConv) {
       if (conv_choices_[conv].engine == CudaConvChoice::Engine::kUndecided) choose_conv(conv, t.conv, addresses);
       run_chosen_conv(conv++, t.conv, addresses, stream);
-    }
-    else {
+    } else {
       // A batched GEMM is one strided-batched call (per element only when C matrices overlap).
       for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, stream);
     }
@@ -768,7 +783,8 @@ void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses, const C
 
 std::vector<Array> CudaExecutable::run(std::span<const Array> inputs) const {
   std::vector<Array> outputs;
-  for (const auto& [shape, dtype] : program_.output_types) outputs.push_back(Array::empty(shape, dtype, &device_.device()));
+  for (const auto& [shape, dtype] : program_.output_types)
+    outputs.push_back(Array::empty(shape, dtype, &device_.device()));
   run(inputs, outputs);
   return outputs;
 }

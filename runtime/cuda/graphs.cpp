@@ -96,9 +96,9 @@ void CudaExecutable::keep_graph(CUgraphExec_st* exec, std::span<const uint64_t> 
   if (static_cast<int64_t>(graphs_.size()) >= options_.graph_cache_size) {
     // The least recently used goes; a launch still in flight completes (cuGraphExecDestroy frees
     // an executing graph asynchronously, on completion).
-    const auto oldest = std::min_element(graphs_.begin(), graphs_.end(), [](const CachedGraph& a, const CachedGraph& b) {
-      return a.last_use < b.last_use;
-    });
+    const auto oldest =
+        std::min_element(graphs_.begin(), graphs_.end(),
+                         [](const CachedGraph& a, const CachedGraph& b) { return a.last_use < b.last_use; });
     (void)device_.driver()->api().cuGraphExecDestroy(oldest->exec);
     graphs_.erase(oldest);
     ++graph_stats_.evictions;

@@ -40,16 +40,14 @@ namespace {
 /// Throws the ingot::Error of a failed NCCL call (`comm` may be null). Invalid arguments or
 /// usage -> kInvalidArgument, anything else (CUDA, system, remote, internal) ->
 /// kFailedPrecondition.
-void check(const NcclApi& api, ncclResult_t r, std::string_view call, ncclComm_t comm,
-           std::string_view context) {
+void check(const NcclApi& api, ncclResult_t r, std::string_view call, ncclComm_t comm, std::string_view context) {
   if (r == ncclSuccess) return;
   std::string detail = api.ncclGetErrorString(r);
   const char* last = api.ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') detail += fmt::format("; NCCL says: {}", last);
   const bool usage = r == ncclInvalidArgument || r == ncclInvalidUsage;
   throw Error(usage ? ErrorCode::kInvalidArgument : ErrorCode::kFailedPrecondition,
-              fmt::format("{} failed while {}: {} (ncclResult_t {})", call, context, detail,
-                          static_cast<int>(r)),
+              fmt::format("{} failed while {}: {} (ncclResult_t {})", call, context, detail, static_cast<int>(r)),
               usage ? "every rank must call the same collectives with matching arrays"
                     : "rerun with NCCL_DEBUG=WARN (or INFO) to see why");
 }
@@ -82,14 +80,14 @@ std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& library) {
   }
   nccl_detail::NcclApi& api = *lib->api_;
   std::vector<std::string> missing;
-#define INGOT_NCCL_RESOLVE_ENTRY(name)                                           \
+#define INGOT_NCCL_RESOLVE_ENTRY(name)                                          \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
   INGOT_NCCL_ENTRY_POINTS(INGOT_NCCL_RESOLVE_ENTRY)
 #undef INGOT_NCCL_RESOLVE_ENTRY
   if (!missing.empty()) {
-    lib->reason_ = fmt::format("{} is not a usable NCCL: it lacks {} (needs NCCL 2.13 or newer)",
-                               library, fmt::join(missing, ", "));
+    lib->reason_ = fmt::format("{} is not a usable NCCL: it lacks {} (needs NCCL 2.13 or newer)", library,
+                               fmt::join(missing, ", "));
     return lib;
   }
   int version = 0;
@@ -135,10 +133,14 @@ namespace {
 
 ncclDataType_t nccl_type(DType dtype, const char* call) {
   switch (dtype) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kF64: return ncclFloat64;
-    case DType::kI32: return ncclInt32;
-    case DType::kI64: return ncclInt64;
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kF64:
+      return ncclFloat64;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
     default:
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("NcclCommunicator::{}: dtype {} is not supported (f32, f64, i32, "
@@ -151,10 +153,14 @@ ncclDataType_t nccl_type(DType dtype, const char* call) {
 /// The NCCL op for `op` on `dtype`; an integer mean is a sum here, divided afterwards.
 ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMean: return is_floating(dtype) ? ncclAvg : ncclSum;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMean:
+      return is_floating(dtype) ? ncclAvg : ncclSum;
   }
   return ncclSum;
 }
@@ -170,8 +176,8 @@ Shape scaled_dim0(const Shape& shape, int factor) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device,
-                                   ncclComm* comm, int rank, int size)
+NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank,
+                                   int size)
     : nccl_(std::move(nccl)), device_(&device), comm_(comm), rank_(rank), size_(size) {
   scratch_ = Array::empty({1}, DType::kI32, &device.device());
   const int32_t zero = 0;
@@ -188,8 +194,8 @@ NcclCommunicator::~NcclCommunicator() {
   (void)nccl_->api().ncclCommDestroy(comm_);
 }
 
-std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_all(
-    std::shared_ptr<NcclLibrary> nccl, const std::vector<CudaDevice*>& devices) {
+std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_all(std::shared_ptr<NcclLibrary> nccl,
+                                                                            const std::vector<CudaDevice*>& devices) {
   if (nccl == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "NcclCommunicator::create_all: nccl is null",
                 "load it with NcclLibrary::load()");
@@ -200,9 +206,8 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_all(
   for (CudaDevice* d : devices) {
     if (d == nullptr || !seen.insert(d->ordinal()).second) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("NcclCommunicator::create_all: device {} is {} (devices: [{}])",
-                              ordinals.size(), d == nullptr ? "null" : "repeated",
-                              fmt::join(ordinals, ", ")),
+                  fmt::format("NcclCommunicator::create_all: device {} is {} (devices: [{}])", ordinals.size(),
+                              d == nullptr ? "null" : "repeated", fmt::join(ordinals, ", ")),
                   "pass each CUDA device of the group once");
     }
     ordinals.push_back(d->ordinal());
@@ -213,23 +218,19 @@ std::vector<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create_all(
   }
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
   devices[0]->make_current();
-  check(nccl->api(),
-        nccl->api().ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()),
+  check(nccl->api(), nccl->api().ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ordinals.data()),
         "ncclCommInitAll", nullptr,
         fmt::format("creating a group of the devices cuda:[{}]", fmt::join(ordinals, ", ")));
   std::vector<std::unique_ptr<NcclCommunicator>> out;
   const int n = static_cast<int>(devices.size());
   for (int r = 0; r < n; ++r) {
-    out.emplace_back(new NcclCommunicator(nccl, *devices[static_cast<size_t>(r)],
-                                          comms[static_cast<size_t>(r)], r, n));
+    out.emplace_back(new NcclCommunicator(nccl, *devices[static_cast<size_t>(r)], comms[static_cast<size_t>(r)], r, n));
   }
   return out;
 }
 
-std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::shared_ptr<NcclLibrary> nccl,
-                                                           CudaDevice& device,
-                                                           const NcclUniqueId& id, int rank,
-                                                           int size) {
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device,
+                                                           const NcclUniqueId& id, int rank, int size) {
   if (nccl == nullptr) {
     throw Error(ErrorCode::kInvalidArgument, "NcclCommunicator::create: nccl is null",
                 "load it with NcclLibrary::load()");
@@ -237,16 +238,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(std::shared_ptr<NcclL
   nccl->check_available("NcclCommunicator::create");
   if (size < 1 || rank < 0 || rank >= size) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("NcclCommunicator::create: rank = {} is not in [0, size = {})", rank,
-                            size),
+                fmt::format("NcclCommunicator::create: rank = {} is not in [0, size = {})", rank, size),
                 "ranks are numbered 0 to size - 1");
   }
   ncclUniqueId raw;
   std::memcpy(&raw, id.data(), id.size());
   ncclComm_t comm = nullptr;
   device.make_current();
-  check(nccl->api(), nccl->api().ncclCommInitRank(&comm, size, raw, rank), "ncclCommInitRank",
-        nullptr, fmt::format("joining rank {} of {} on {}", rank, size, device.name()));
+  check(nccl->api(), nccl->api().ncclCommInitRank(&comm, size, raw, rank), "ncclCommInitRank", nullptr,
+        fmt::format("joining rank {} of {} on {}", rank, size, device.name()));
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(nccl, device, comm, rank, size));
 }
 
@@ -258,15 +258,13 @@ void NcclCommunicator::check_array(const Array& a, const char* call, const char*
   }
   if (&a.device() != &device_->device()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("NcclCommunicator::{}: {} lives on {}, not on {} (rank {}'s device)",
-                            call, arg, a.device().name(), device_->name(), rank_),
+                fmt::format("NcclCommunicator::{}: {} lives on {}, not on {} (rank {}'s device)", call, arg,
+                            a.device().name(), device_->name(), rank_),
                 "copy the array to this rank's CUDA device first");
   }
 }
 
-void NcclCommunicator::finish() {
-  device_->compute_stream().synchronize();
-}
+void NcclCommunicator::finish() { device_->compute_stream().synchronize(); }
 
 void NcclCommunicator::divide_on_host(Array& a) {
   Array host = Array::empty(a.shape(), a.dtype());
@@ -287,11 +285,11 @@ void NcclCommunicator::all_reduce(Array& inout, ReduceOp op) {
   device_->make_current();
   void* p = inout.raw_data();
   check(nccl_->api(),
-        nccl_->api().ncclAllReduce(p, p, static_cast<size_t>(inout.size()), type,
-                                   nccl_op(op, inout.dtype()), comm_, stream_of(*device_)),
+        nccl_->api().ncclAllReduce(p, p, static_cast<size_t>(inout.size()), type, nccl_op(op, inout.dtype()), comm_,
+                                   stream_of(*device_)),
         "ncclAllReduce", comm_,
-        fmt::format("reducing ({}) {} {} elements on rank {}", reduce_op_name(op),
-                    inout.size(), dtype_name(inout.dtype()), rank_));
+        fmt::format("reducing ({}) {} {} elements on rank {}", reduce_op_name(op), inout.size(),
+                    dtype_name(inout.dtype()), rank_));
   finish();
   if (op == ReduceOp::kMean && is_integer(inout.dtype())) divide_on_host(inout);
 }
@@ -301,8 +299,8 @@ void NcclCommunicator::all_gather(const Array& in, Array& out) {
   check_array(out, "all_gather", "out");
   if (in.dtype() != out.dtype()) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("NcclCommunicator::all_gather: in is {} but out is {}",
-                            dtype_name(in.dtype()), dtype_name(out.dtype())),
+                fmt::format("NcclCommunicator::all_gather: in is {} but out is {}", dtype_name(in.dtype()),
+                            dtype_name(out.dtype())),
                 "allocate out with the dtype of in");
   }
   if (in.rank() < 1 || out.shape() != scaled_dim0(in.shape(), size_)) {
@@ -315,11 +313,10 @@ void NcclCommunicator::all_gather(const Array& in, Array& out) {
   const ncclDataType_t type = nccl_type(in.dtype(), "all_gather");
   device_->make_current();
   check(nccl_->api(),
-        nccl_->api().ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.size()),
-                                   type, comm_, stream_of(*device_)),
+        nccl_->api().ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.size()), type, comm_,
+                                   stream_of(*device_)),
         "ncclAllGather", comm_,
-        fmt::format("gathering {} {} elements per rank on rank {}", in.size(),
-                    dtype_name(in.dtype()), rank_));
+        fmt::format("gathering {} {} elements per rank on rank {}", in.size(), dtype_name(in.dtype()), rank_));
   finish();
 }
 
@@ -328,8 +325,8 @@ void NcclCommunicator::reduce_scatter(const Array& in, Array& out, ReduceOp op) 
   check_array(out, "reduce_scatter", "out");
   if (in.dtype() != out.dtype()) {
     throw Error(ErrorCode::kDTypeMismatch,
-                fmt::format("NcclCommunicator::reduce_scatter: in is {} but out is {}",
-                            dtype_name(in.dtype()), dtype_name(out.dtype())),
+                fmt::format("NcclCommunicator::reduce_scatter: in is {} but out is {}", dtype_name(in.dtype()),
+                            dtype_name(out.dtype())),
                 "allocate out with the dtype of in");
   }
   if (out.rank() < 1 || in.shape() != scaled_dim0(out.shape(), size_)) {
@@ -342,12 +339,11 @@ void NcclCommunicator::reduce_scatter(const Array& in, Array& out, ReduceOp op) 
   const ncclDataType_t type = nccl_type(in.dtype(), "reduce_scatter");
   device_->make_current();
   check(nccl_->api(),
-        nccl_->api().ncclReduceScatter(in.raw_data(), out.raw_data(),
-                                       static_cast<size_t>(out.size()), type,
+        nccl_->api().ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.size()), type,
                                        nccl_op(op, in.dtype()), comm_, stream_of(*device_)),
         "ncclReduceScatter", comm_,
-        fmt::format("reduce-scattering ({}) {} {} elements on rank {}", reduce_op_name(op),
-                    in.size(), dtype_name(in.dtype()), rank_));
+        fmt::format("reduce-scattering ({}) {} {} elements on rank {}", reduce_op_name(op), in.size(),
+                    dtype_name(in.dtype()), rank_));
   finish();
   if (op == ReduceOp::kMean && is_integer(out.dtype())) divide_on_host(out);
 }
@@ -356,27 +352,24 @@ void NcclCommunicator::broadcast(Array& inout, int root) {
   check_array(inout, "broadcast", "inout");
   if (root < 0 || root >= size_) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("NcclCommunicator::broadcast: root = {} is not in [0, {})", root,
-                            size_),
+                fmt::format("NcclCommunicator::broadcast: root = {} is not in [0, {})", root, size_),
                 "pass the rank whose array every rank receives");
   }
   const ncclDataType_t type = nccl_type(inout.dtype(), "broadcast");
   device_->make_current();
   void* p = inout.raw_data();
   check(nccl_->api(),
-        nccl_->api().ncclBroadcast(p, p, static_cast<size_t>(inout.size()), type, root, comm_,
-                                   stream_of(*device_)),
+        nccl_->api().ncclBroadcast(p, p, static_cast<size_t>(inout.size()), type, root, comm_, stream_of(*device_)),
         "ncclBroadcast", comm_,
-        fmt::format("broadcasting {} {} elements from rank {} on rank {}", inout.size(),
-                    dtype_name(inout.dtype()), root, rank_));
+        fmt::format("broadcasting {} {} elements from rank {} on rank {}", inout.size(), dtype_name(inout.dtype()),
+                    root, rank_));
   finish();
 }
 
 void NcclCommunicator::barrier() {
   device_->make_current();
   void* p = scratch_.raw_data();
-  check(nccl_->api(),
-        nccl_->api().ncclAllReduce(p, p, 1, ncclInt32, ncclSum, comm_, stream_of(*device_)),
+  check(nccl_->api(), nccl_->api().ncclAllReduce(p, p, 1, ncclInt32, ncclSum, comm_, stream_of(*device_)),
         "ncclAllReduce", comm_, fmt::format("waiting at a barrier on rank {}", rank_));
   finish();
 }

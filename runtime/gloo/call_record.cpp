@@ -17,8 +17,7 @@ namespace ingot {
 namespace {
 
 // Exchanges the records of all ranks (a Gloo all-gather of 16 int64 per rank).
-std::vector<CallRecord> exchange(GlooCommunicator::State& s, const char* what,
-                                 CallRecord& record) {
+std::vector<CallRecord> exchange(GlooCommunicator::State& s, const char* what, CallRecord& record) {
   std::vector<int64_t> flat(static_cast<size_t>(s.size()) * CallRecord::kFields);
   s.guarded(what, [&] {
     gloo::AllgatherOptions opts(s.context);
@@ -30,8 +29,7 @@ std::vector<CallRecord> exchange(GlooCommunicator::State& s, const char* what,
   });
   std::vector<CallRecord> all(static_cast<size_t>(s.size()));
   for (size_t r = 0; r < all.size(); ++r) {
-    std::copy_n(flat.begin() + static_cast<ptrdiff_t>(r * CallRecord::kFields),
-                CallRecord::kFields, all[r].f.begin());
+    std::copy_n(flat.begin() + static_cast<ptrdiff_t>(r * CallRecord::kFields), CallRecord::kFields, all[r].f.begin());
   }
   return all;
 }
@@ -60,8 +58,8 @@ void GlooCommunicator::State::check_usable(const char* what) const {
 Error GlooCommunicator::State::fail(const char* what, const std::string& cause) {
   broken = fmt::format("{} failed: {}", what, cause);
   return Error(ErrorCode::kFailedPrecondition,
-               fmt::format("{} on rank {} of {} failed in Gloo (timeout {}): {}", what, rank(),
-                           size(), net::seconds_text(timeout), cause),
+               fmt::format("{} on rank {} of {} failed in Gloo (timeout {}): {}", what, rank(), size(),
+                           net::seconds_text(timeout), cause),
                "a peer rank may have exited, stalled or called a different collective; this "
                "communicator can no longer be used");
 }

@@ -43,9 +43,9 @@ const T* reduce_scatter_piece(GlooCommunicator::State& s, T* scratch, int64_t le
   const int p = s.size();
   if (is_power_of_two(p)) {
     gloo::ReductionFunction<T> fn = gloo_kernels::reduction_function<T>(op);
-    gloo::ReduceScatterHalvingDoubling<T> algorithm(
-        s.context, std::vector<T*>{scratch}, static_cast<int>(p * len),
-        std::vector<int>(static_cast<size_t>(p), static_cast<int>(len)), &fn);
+    gloo::ReduceScatterHalvingDoubling<T> algorithm(s.context, std::vector<T*>{scratch}, static_cast<int>(p * len),
+                                                    std::vector<int>(static_cast<size_t>(p), static_cast<int>(len)),
+                                                    &fn);
     algorithm.run();
     return scratch;
   }
@@ -57,11 +57,11 @@ const T* reduce_scatter_piece(GlooCommunicator::State& s, T* scratch, int64_t le
 // takes elements [a, a + len) of every block into a scratch buffer, reduce-scatters it and
 // writes this rank's reduced piece to out[a, a + len).
 template <class T>
-void reduce_scatter_typed(GlooCommunicator::State& s, const T* in, T* out, int64_t block,
-                          ReduceOp op) {
+void reduce_scatter_typed(GlooCommunicator::State& s, const T* in, T* out, int64_t block, ReduceOp op) {
   const int64_t p = s.size();
   const int64_t chunk_bytes = std::clamp<int64_t>(s.options.reduce_scatter_chunk_bytes, 1, INT_MAX);
-  const int64_t piece = std::max<int64_t>(1, std::min<int64_t>(block, chunk_bytes / (p * static_cast<int64_t>(sizeof(T)))));
+  const int64_t piece =
+      std::max<int64_t>(1, std::min<int64_t>(block, chunk_bytes / (p * static_cast<int64_t>(sizeof(T)))));
   std::vector<T> scratch(static_cast<size_t>(p * piece));
   for (int64_t a = 0; a < block; a += piece) {
     const int64_t len = std::min(piece, block - a);
@@ -90,9 +90,7 @@ int GlooCommunicator::size() const { return state_->size(); }
 
 std::string GlooCommunicator::backend() const { return "gloo"; }
 
-double GlooCommunicator::timeout() const {
-  return static_cast<double>(state_->timeout.count()) / 1000.0;
-}
+double GlooCommunicator::timeout() const { return static_cast<double>(state_->timeout.count()) / 1000.0; }
 
 void GlooCommunicator::all_reduce(Array& inout, ReduceOp op) {
   constexpr const char* what = "GlooCommunicator::all_reduce";
@@ -154,9 +152,7 @@ void GlooCommunicator::reduce_scatter(const Array& in, Array& out, ReduceOp op) 
     check_stacked_shape(out, in, s.size(), what, "out", "in");
     check_not_aliased(in, out, what);
   });
-  agree_on_call(s, what,
-                describe_call(CallKind::kReduceScatter, op, &in, -1,
-                              s.options.reduce_scatter_chunk_bytes),
+  agree_on_call(s, what, describe_call(CallKind::kReduceScatter, op, &in, -1, s.options.reduce_scatter_chunk_bytes),
                 err);
   if (out.size() == 0) return;
   dispatch_reducible(in.dtype(), [&](auto tag) {
@@ -177,8 +173,7 @@ void GlooCommunicator::broadcast(Array& inout, int root) {
   s.check_usable(what);
   std::optional<Error> err = capture_error([&] {
     if (root < 0 || root >= s.size()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: root {} is outside [0, {})", what, root, s.size()));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: root {} is outside [0, {})", what, root, s.size()));
     }
     check_host_array(inout, what, "inout", "Gloo");
   });
@@ -199,8 +194,7 @@ void GlooCommunicator::barrier() {
   constexpr const char* what = "GlooCommunicator::barrier";
   State& s = *state_;
   s.check_usable(what);
-  agree_on_call(s, what, describe_call(CallKind::kBarrier, std::nullopt, nullptr, -1, 0),
-                std::nullopt);
+  agree_on_call(s, what, describe_call(CallKind::kBarrier, std::nullopt, nullptr, -1, 0), std::nullopt);
   if (s.size() == 1) return;
   s.guarded(what, [&] {
     gloo::BarrierOptions opts(s.context);

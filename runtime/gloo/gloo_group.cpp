@@ -33,8 +33,7 @@ class TcpStoreForGloo final : public gloo::rendezvous::Store {
     return std::vector<char>(value.begin(), value.end());
   }
   void wait(const std::vector<std::string>& keys) override { store_.wait(prefixed(keys)); }
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     // Gloo passes 0 (gloo::kNoTimeout) for "no timeout": use the store's, never wait forever.
     store_.wait(prefixed(keys), timeout.count() > 0 ? timeout : store_.timeout());
   }
@@ -61,8 +60,7 @@ void check_options(const GlooOptions& options, const char* what) {
 
 // Gloo's TCP transport bound to `options.interface`, else `options.hostname`, else
 // `default_host` (empty: Gloo's default, this machine's host name).
-std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& options,
-                                                     const std::string& default_host,
+std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& options, const std::string& default_host,
                                                      const char* what) {
   gloo::transport::tcp::attr attr;
   std::string where;
@@ -77,16 +75,14 @@ std::shared_ptr<gloo::transport::Device> make_device(const GlooOptions& options,
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: cannot create Gloo's TCP transport on {}: {}", what, where,
-                            e.what()),
+                fmt::format("{}: cannot create Gloo's TCP transport on {}: {}", what, where, e.what()),
                 "set GlooOptions::hostname to an address of this machine (e.g. 127.0.0.1) or "
                 "GlooOptions::interface to an existing interface (e.g. lo)");
   }
 }
 
 std::unique_ptr<GlooCommunicator::State> make_state(std::shared_ptr<gloo::transport::Device> device,
-                                                    std::shared_ptr<gloo::Context> context,
-                                                    const GlooOptions& options,
+                                                    std::shared_ptr<gloo::Context> context, const GlooOptions& options,
                                                     std::chrono::milliseconds timeout) {
   auto state = std::make_unique<GlooCommunicator::State>();
   state->device = std::move(device);
@@ -100,8 +96,8 @@ std::unique_ptr<GlooCommunicator::State> make_state(std::shared_ptr<gloo::transp
 // become kFailedPrecondition naming `where` (the store) and the timeout.
 std::shared_ptr<gloo::Context> connect_full_mesh(int rank, int size, gloo::rendezvous::Store& store,
                                                  std::shared_ptr<gloo::transport::Device>& device,
-                                                 std::chrono::milliseconds timeout,
-                                                 const std::string& where, const char* what) {
+                                                 std::chrono::milliseconds timeout, const std::string& where,
+                                                 const char* what) {
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
   try {
@@ -119,9 +115,7 @@ std::shared_ptr<gloo::Context> connect_full_mesh(int rank, int size, gloo::rende
   return context;
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
+bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0; }
 
 void check_group(const ProcessGroupOptions& g) {
   auto bad = [](std::string message) {
@@ -154,7 +148,8 @@ void check_world_size(TcpStore& store, const ProcessGroupOptions& g, int local_r
       try {
         report = store.get(checked(r));
       } catch (const Error& e) {
-        throw e.with_context(fmt::format("{}: rank 0 of {} waited for rank {}, which did not join", what, g.world_size, r));
+        throw e.with_context(
+            fmt::format("{}: rank 0 of {} waited for rank {}, which did not join", what, g.world_size, r));
       }
       if (!report.empty()) {
         throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: rank {} disagrees with rank 0: {}", what, r, report),
@@ -220,8 +215,8 @@ GlooProcessGroup join_processes(const ProcessGroupOptions& g, int local_ranks, b
   for (int i = 0; i < n; ++i) devices.push_back(make_device(options, host, what));
   std::unique_ptr<TcpStoreServer> server;
   std::vector<std::shared_ptr<gloo::Context>> contexts(static_cast<size_t>(n));
-  const std::string where = fmt::format("{}: the store at master_addr:master_port (MASTER_ADDR:MASTER_PORT) {}:{}", what,
-                                        g.master_addr, g.master_port);
+  const std::string where = fmt::format("{}: the store at master_addr:master_port (MASTER_ADDR:MASTER_PORT) {}:{}",
+                                        what, g.master_addr, g.master_port);
   std::unique_ptr<TcpStore> store;
   try {
     if (g.rank == 0) server = std::make_unique<TcpStoreServer>(g.master_addr, g.master_port);
@@ -237,13 +232,13 @@ GlooProcessGroup join_processes(const ProcessGroupOptions& g, int local_ranks, b
     TcpStoreForGloo gloo_store(store, process ? "ingot/gloo/process/" : "ingot/gloo/ranks/");
     const int rank = process ? g.rank : g.rank * local_ranks + i;
     const int size = process ? g.world_size : g.world_size * local_ranks;
-    contexts[static_cast<size_t>(i)] =
-        connect_full_mesh(rank, size, gloo_store, devices[static_cast<size_t>(i)], t, "the store at " + store.address(), what);
+    contexts[static_cast<size_t>(i)] = connect_full_mesh(rank, size, gloo_store, devices[static_cast<size_t>(i)], t,
+                                                         "the store at " + store.address(), what);
   });
   GlooProcessGroup out;
   for (int i = 0; i < n; ++i) {
-    auto comm = std::make_unique<GlooCommunicator>(make_state(devices[static_cast<size_t>(i)],
-                                                              contexts[static_cast<size_t>(i)], options, t));
+    auto comm = std::make_unique<GlooCommunicator>(
+        make_state(devices[static_cast<size_t>(i)], contexts[static_cast<size_t>(i)], options, t));
     if (i == local_ranks) {
       out.process = std::move(comm);
     } else {
@@ -257,8 +252,7 @@ GlooProcessGroup join_processes(const ProcessGroupOptions& g, int local_ranks, b
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, double timeout,
-                                                                 const GlooOptions& options) {
+std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, double timeout, const GlooOptions& options) {
   constexpr const char* what = "make_local_gloo_group";
   if (size < 1) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: size {} must be >= 1", what, size));
@@ -276,19 +270,16 @@ std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, doubl
   });
   std::vector<std::unique_ptr<Communicator>> group;
   for (int r = 0; r < size; ++r) {
-    group.push_back(std::make_unique<GlooCommunicator>(
-        make_state(devices[r], contexts[r], options, t)));
+    group.push_back(std::make_unique<GlooCommunicator>(make_state(devices[r], contexts[r], options, t)));
   }
   return group;
 }
 
-std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group,
-                                           const GlooOptions& options) {
+std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group, const GlooOptions& options) {
   return std::move(join_processes(group, 1, false, options, "connect_gloo").ranks.front());
 }
 
-GlooProcessGroup connect_gloo_processes(const ProcessGroupOptions& group, int local_ranks,
-                                        const GlooOptions& options) {
+GlooProcessGroup connect_gloo_processes(const ProcessGroupOptions& group, int local_ranks, const GlooOptions& options) {
   return join_processes(group, local_ranks, true, options, "connect_gloo_processes");
 }
 

@@ -20,9 +20,7 @@ std::string read_env(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ProcessGroupOptions::from_env: environment variable {} is not set",
-                            name),
-                kHint);
+                fmt::format("ProcessGroupOptions::from_env: environment variable {} is not set", name), kHint);
   }
   return value;
 }
@@ -34,14 +32,11 @@ int read_int_env(const char* name, int lo, int hi, const std::string& range) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ProcessGroupOptions::from_env: {}='{}' is not an integer", name, text),
-                kHint);
+                fmt::format("ProcessGroupOptions::from_env: {}='{}' is not an integer", name, text), kHint);
   }
   if (value < lo || value > hi) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("ProcessGroupOptions::from_env: {}={} is outside {}", name, value,
-                            range),
-                kHint);
+                fmt::format("ProcessGroupOptions::from_env: {}={} is outside {}", name, value, range), kHint);
   }
   return value;
 }
@@ -51,12 +46,10 @@ int read_int_env(const char* name, int lo, int hi, const std::string& range) {
 ProcessGroupOptions ProcessGroupOptions::from_env() {
   ProcessGroupOptions g;
   g.world_size = read_int_env("WORLD_SIZE", 1, 1 << 20, "[1, 1048576]");
-  g.rank = read_int_env("RANK", 0, g.world_size - 1,
-                        fmt::format("[0, WORLD_SIZE={})", g.world_size));
+  g.rank = read_int_env("RANK", 0, g.world_size - 1, fmt::format("[0, WORLD_SIZE={})", g.world_size));
   g.master_addr = read_env("MASTER_ADDR");
   if (g.master_addr.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "ProcessGroupOptions::from_env: MASTER_ADDR='' is empty", kHint);
+    throw Error(ErrorCode::kInvalidArgument, "ProcessGroupOptions::from_env: MASTER_ADDR='' is empty", kHint);
   }
   g.master_port = read_int_env("MASTER_PORT", 1, 65535, "[1, 65535]");
   return g;

@@ -39,10 +39,13 @@ void reduce2(T* x, const T* y, size_t n) {
 template <class T>
 gloo::AllreduceOptions::Func all_reduce_function(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMax: return &reduce3<T, Max>;
-    case ReduceOp::kMin: return &reduce3<T, Min>;
+    case ReduceOp::kMax:
+      return &reduce3<T, Max>;
+    case ReduceOp::kMin:
+      return &reduce3<T, Min>;
     case ReduceOp::kSum:
-    case ReduceOp::kMean: break;
+    case ReduceOp::kMean:
+      break;
   }
   return &reduce3<T, Sum>;
 }
@@ -51,10 +54,13 @@ gloo::AllreduceOptions::Func all_reduce_function(ReduceOp op) {
 template <class T>
 gloo::ReductionFunction<T> reduction_function(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMax: return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Max>);
-    case ReduceOp::kMin: return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Min>);
+    case ReduceOp::kMax:
+      return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Max>);
+    case ReduceOp::kMin:
+      return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Min>);
     case ReduceOp::kSum:
-    case ReduceOp::kMean: break;
+    case ReduceOp::kMean:
+      break;
   }
   return gloo::ReductionFunction<T>(gloo::CUSTOM, &reduce2<T, Sum>);
 }

@@ -37,8 +37,7 @@ AddrInfoPtr resolve(const std::string& host, int port, bool passive) {
   std::string service = std::to_string(port);
   int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
   if (rc != 0 || result == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("cannot resolve host '{}': {}", host, gai_strerror(rc)),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("cannot resolve host '{}': {}", host, gai_strerror(rc)),
                 "use an IP address (e.g. 127.0.0.1) or a resolvable host name");
   }
   return AddrInfoPtr(result);
@@ -92,8 +91,7 @@ Fd try_connect(const addrinfo* ai, Clock::time_point deadline, int& err) {
 }
 
 Error io_error(const std::string& peer, const char* what, int err) {
-  return Error(ErrorCode::kFailedPrecondition,
-               fmt::format("{} {}: {}", what, peer, std::strerror(err)),
+  return Error(ErrorCode::kFailedPrecondition, fmt::format("{} {}: {}", what, peer, std::strerror(err)),
                "check that the peer process is alive and reachable");
 }
 
@@ -141,8 +139,7 @@ Fd listen_tcp(const std::string& host, int port) {
     last_err = errno;
   }
   throw Error(ErrorCode::kFailedPrecondition,
-              fmt::format("cannot listen on {}: {}", endpoint_name(host, port),
-                          std::strerror(last_err)),
+              fmt::format("cannot listen on {}: {}", endpoint_name(host, port), std::strerror(last_err)),
               "pick a free port (MASTER_PORT) and an address of this machine (MASTER_ADDR)");
 }
 
@@ -154,8 +151,7 @@ int local_port(const Fd& fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
-Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline,
-               const std::string& timeout_text) {
+Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline, const std::string& timeout_text) {
   AddrInfoPtr list = resolve(host, port, /*passive=*/false);
   auto pause = std::chrono::milliseconds(10);
   int err = ECONNREFUSED;
@@ -169,8 +165,8 @@ Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline,
     pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
   throw Error(ErrorCode::kFailedPrecondition,
-              fmt::format("could not connect to {} within {} (last error: {})",
-                          endpoint_name(host, port), timeout_text, std::strerror(err)),
+              fmt::format("could not connect to {} within {} (last error: {})", endpoint_name(host, port), timeout_text,
+                          std::strerror(err)),
               "start the rank-0 process (which serves the store) and check MASTER_ADDR / "
               "MASTER_PORT; raise the timeout if ranks start far apart");
 }
@@ -180,8 +176,7 @@ void set_nonblocking(int fd) {
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
-void send_all(int fd, const void* data, size_t size, Clock::time_point deadline,
-              const std::string& peer) {
+void send_all(int fd, const void* data, size_t size, Clock::time_point deadline, const std::string& peer) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     if (!wait_ready(fd, POLLOUT, deadline)) throw io_error(peer, "timed out sending to", ETIMEDOUT);
@@ -195,8 +190,7 @@ void send_all(int fd, const void* data, size_t size, Clock::time_point deadline,
   }
 }
 
-void recv_all(int fd, void* data, size_t size, Clock::time_point deadline,
-              const std::string& peer) {
+void recv_all(int fd, void* data, size_t size, Clock::time_point deadline, const std::string& peer) {
   char* p = static_cast<char*>(data);
   while (size > 0) {
     if (!wait_ready(fd, POLLIN, deadline)) {
@@ -204,8 +198,7 @@ void recv_all(int fd, void* data, size_t size, Clock::time_point deadline,
     }
     ssize_t n = ::recv(fd, p, size, 0);
     if (n == 0) {
-      throw Error(ErrorCode::kFailedPrecondition,
-                  fmt::format("{} closed the connection", peer),
+      throw Error(ErrorCode::kFailedPrecondition, fmt::format("{} closed the connection", peer),
                   "the rank-0 process (which serves the store) may have exited");
     }
     if (n < 0) {

@@ -54,8 +54,7 @@ int local_port(const Fd& fd);
 /// server may not listen yet) until `deadline`. Errors: kInvalidArgument when `host` does not
 /// resolve; kFailedPrecondition naming the address, `timeout_text` and the last OS error when
 /// no connection was made before the deadline.
-Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline,
-               const std::string& timeout_text);
+Fd connect_tcp(const std::string& host, int port, Clock::time_point deadline, const std::string& timeout_text);
 
 /// Makes `fd` non-blocking (for the server's poll loop).
 void set_nonblocking(int fd);
@@ -63,12 +62,10 @@ void set_nonblocking(int fd);
 /// Writes all `size` bytes (blocking socket; waits with poll so `deadline` is honoured).
 /// Errors: kFailedPrecondition naming `peer` on a closed connection, an OS error or the
 /// deadline.
-void send_all(int fd, const void* data, size_t size, Clock::time_point deadline,
-              const std::string& peer);
+void send_all(int fd, const void* data, size_t size, Clock::time_point deadline, const std::string& peer);
 
 /// Reads exactly `size` bytes; same errors as send_all ("closed the connection" on EOF).
-void recv_all(int fd, void* data, size_t size, Clock::time_point deadline,
-              const std::string& peer);
+void recv_all(int fd, void* data, size_t size, Clock::time_point deadline, const std::string& peer);
 
 /// Human text of a duration in seconds, e.g. "0.5 s", "30 s".
 std::string seconds_text(std::chrono::milliseconds duration);

@@ -48,8 +48,7 @@ uint64_t decode_header(const char* header) {
 bool decode_body(std::string_view body, Message& out) {
   size_t pos = 0;
   uint64_t code = 0, timeout = 0, count = 0;
-  if (!get_le(body, pos, 1, code) || !get_le(body, pos, 8, timeout) ||
-      !get_le(body, pos, 4, count)) {
+  if (!get_le(body, pos, 1, code) || !get_le(body, pos, 8, timeout) || !get_le(body, pos, 4, count)) {
     return false;
   }
   out.code = static_cast<uint8_t>(code);

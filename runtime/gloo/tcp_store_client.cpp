@@ -50,21 +50,18 @@ sp::Message TcpStore::Impl::exchange(const sp::Message& request, std::chrono::mi
   net::recv_all(fd.get(), header, sizeof(header), deadline, peer);
   uint64_t length = sp::decode_header(header);
   if (length > sp::kMaxBodyBytes) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("TcpStore: {} sent a frame of {} bytes", peer, length),
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("TcpStore: {} sent a frame of {} bytes", peer, length),
                 "MASTER_ADDR:MASTER_PORT may point at a service that is not an ingot store");
   }
   std::string body(length, '\0');
   net::recv_all(fd.get(), body.data(), body.size(), deadline, peer);
   sp::Message reply;
   if (!sp::decode_body(body, reply)) {
-    throw Error(ErrorCode::kFailedPrecondition,
-                fmt::format("TcpStore: malformed reply from {}", peer));
+    throw Error(ErrorCode::kFailedPrecondition, fmt::format("TcpStore: malformed reply from {}", peer));
   }
   if (reply.code == static_cast<uint8_t>(sp::Status::kBadRequest)) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("TcpStore: {} rejected a request: {}", peer,
-                            reply.strings.empty() ? "" : reply.strings[0]));
+    throw Error(ErrorCode::kInternal, fmt::format("TcpStore: {} rejected a request: {}", peer,
+                                                  reply.strings.empty() ? "" : reply.strings[0]));
   }
   return reply;
 }
@@ -84,27 +81,24 @@ void TcpStore::Impl::handshake() {
                 fmt::format("TcpStore: handshake with {} failed: {}", address, e.message()),
                 "MASTER_ADDR:MASTER_PORT must be the address served by rank 0's TcpStoreServer");
   }
-  throw Error(ErrorCode::kFailedPrecondition,
-              fmt::format("TcpStore: {} does not speak {}", address, sp::kMagic),
+  throw Error(ErrorCode::kFailedPrecondition, fmt::format("TcpStore: {} does not speak {}", address, sp::kMagic),
               "MASTER_ADDR:MASTER_PORT must be the address served by rank 0's TcpStoreServer");
 }
 
-Error TcpStore::Impl::timeout_error(const std::string& what,
-                                    const std::vector<std::string>& missing,
+Error TcpStore::Impl::timeout_error(const std::string& what, const std::vector<std::string>& missing,
                                     std::chrono::milliseconds wait) const {
-  return Error(ErrorCode::kFailedPrecondition,
-               fmt::format("TcpStore {}: {} {} not set within {}", address, what,
-                           key_list(missing), net::seconds_text(wait)),
-               "a rank may have failed to start or exited early; check every rank's output, "
-               "or raise the timeout if ranks start far apart");
+  return Error(
+      ErrorCode::kFailedPrecondition,
+      fmt::format("TcpStore {}: {} {} not set within {}", address, what, key_list(missing), net::seconds_text(wait)),
+      "a rank may have failed to start or exited early; check every rank's output, "
+      "or raise the timeout if ranks start far apart");
 }
 
 TcpStore::TcpStore(const std::string& host, int port, std::chrono::milliseconds timeout)
     : impl_(std::make_unique<Impl>()) {
   net::check_port(port, /*allow_zero=*/false, "TcpStore");
   if (timeout.count() <= 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("TcpStore: timeout {} ms must be positive", timeout.count()));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("TcpStore: timeout {} ms must be positive", timeout.count()));
   }
   impl_->address = net::endpoint_name(host, port);
   impl_->timeout = timeout;
@@ -116,9 +110,9 @@ TcpStore::~TcpStore() = default;
 
 void TcpStore::set(const std::string& key, const std::string& value) {
   if (key.size() + value.size() > (uint64_t{1} << 30)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("TcpStore::set: key and value of {} bytes exceed the 1 GiB limit",
-                            key.size() + value.size()));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("TcpStore::set: key and value of {} bytes exceed the 1 GiB limit", key.size() + value.size()));
   }
   sp::Message m;
   m.code = static_cast<uint8_t>(sp::Op::kSet);

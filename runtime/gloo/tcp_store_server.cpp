@@ -38,11 +38,11 @@ struct Pending {
 
 struct Connection {
   net::Fd fd;
-  std::string in;          // received bytes not yet parsed
-  std::string out;         // encoded replies not yet sent
-  bool greeted = false;    // the kHello handshake was done
-  bool closing = false;    // close once `out` is flushed (after a bad request)
-  bool dead = false;       // the peer closed or errored: drop now
+  std::string in;        // received bytes not yet parsed
+  std::string out;       // encoded replies not yet sent
+  bool greeted = false;  // the kHello handshake was done
+  bool closing = false;  // close once `out` is flushed (after a bad request)
+  bool dead = false;     // the peer closed or errored: drop now
   std::optional<Pending> pending;
 };
 

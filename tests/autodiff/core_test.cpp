@@ -15,15 +15,11 @@ using testing::expect_error;
 using testing::expect_values;
 using testing::grads_at;
 
-Array f64v(const std::vector<double>& v) {
-  return Array::from_vector<double>(v, {static_cast<int64_t>(v.size())});
-}
+Array f64v(const std::vector<double>& v) { return Array::from_vector<double>(v, {static_cast<int64_t>(v.size())}); }
 
 TEST(Autodiff, FanOutAccumulates) {
   // f(x) = x * x + x  ->  f'(x) = 2x + 1
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{add(multiply(a[0], a[0]), a[0])};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{add(multiply(a[0], a[0]), a[0])}; };
   check_grads(f, {f64v({0.5, -2.0, 3.0})});
 }
 
@@ -35,8 +31,7 @@ TEST(Autodiff, ValueAndGradLayout) {
   };
   ir::TensorType s{{}, DType::kF64};
   ir::Graph g = trace(value_and_grad(f, {0, 1}, /*has_aux=*/true), {s, s});
-  std::vector<Array> out =
-      interp::interpret(g, {Array::scalar(0.5, DType::kF64), Array::scalar(2.0, DType::kF64)});
+  std::vector<Array> out = interp::interpret(g, {Array::scalar(0.5, DType::kF64), Array::scalar(2.0, DType::kF64)});
   ASSERT_EQ(out.size(), 4u);  // loss, aux, dx, dy
   const double p = 1.0, e = std::exp(p * p);
   expect_values(out[0], {e}, 1e-15);
@@ -51,17 +46,14 @@ TEST(Autodiff, GradIgnoresOtherArgumentsAndDeadBranches) {
     (void)unused;
     return std::vector<Tensor>{multiply(a[0], a[0])};
   };
-  std::vector<Array> g = grads_at(f, {Array::scalar(3.0, DType::kF64), Array::scalar(1.0, DType::kF64)},
-                                  {0, 1});
+  std::vector<Array> g = grads_at(f, {Array::scalar(3.0, DType::kF64), Array::scalar(1.0, DType::kF64)}, {0, 1});
   expect_values(g[0], {6.0});
   expect_values(g[1], {0.0});  // symbolic zero materialised as zeros
 }
 
 TEST(Autodiff, SymbolicZerosEmitNoWork) {
   // Differentiating w.r.t. y only: nothing flows into x's branch.
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{add(exp(a[0]), multiply(a[1], a[1]))};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{add(exp(a[0]), multiply(a[1], a[1]))}; };
   ir::TensorType s{{}, DType::kF64};
   ir::Graph vg = value_and_grad_graph(trace(f, {s, s}, "f"), {1});
   int exps = 0;
@@ -73,10 +65,7 @@ TEST(Autodiff, VjpWithExplicitCotangents) {
   ir::Graph g = trace(
       [](const std::vector<Tensor>& a) {
         auto [outs, pullback] = vjp(
-            [](const std::vector<Tensor>& b) {
-              return std::vector<Tensor>{multiply(b[0], b[1]), b[0]};
-            },
-            {a[0], a[1]});
+            [](const std::vector<Tensor>& b) { return std::vector<Tensor>{multiply(b[0], b[1]), b[0]}; }, {a[0], a[1]});
         std::vector<Tensor> cts = pullback({a[2], Tensor()});  // zero cotangent for output 1
         return std::vector<Tensor>{outs[0], cts[0], cts[1]};
       },
@@ -91,18 +80,15 @@ TEST(Autodiff, Errors) {
   ir::TensorType vec{{3}, DType::kF64};
   ir::TensorType sc{{}, DType::kF64};
   auto identity = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0]}; };
-  expect_error([&] { trace(value_and_grad(identity), {vec}); }, ErrorCode::kShapeMismatch,
-               {"loss", "scalar", "(3,)"});
+  expect_error([&] { trace(value_and_grad(identity), {vec}); }, ErrorCode::kShapeMismatch, {"loss", "scalar", "(3,)"});
   expect_error([&] { trace(value_and_grad(identity, {1}), {sc}); }, ErrorCode::kOutOfRange,
                {"argnum 1", "1 arguments"});
-  expect_error([&] { trace(value_and_grad(identity, {0, 0}), {sc}); },
-               ErrorCode::kInvalidArgument, {"argnum 0 is repeated"});
+  expect_error([&] { trace(value_and_grad(identity, {0, 0}), {sc}); }, ErrorCode::kInvalidArgument,
+               {"argnum 0 is repeated"});
   auto two = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0], a[0]}; };
-  expect_error([&] { trace(value_and_grad(two), {sc}); }, ErrorCode::kInvalidArgument,
-               {"2 outputs", "has_aux"});
+  expect_error([&] { trace(value_and_grad(two), {sc}); }, ErrorCode::kInvalidArgument, {"2 outputs", "has_aux"});
   ir::TensorType isc{{}, DType::kI32};
-  expect_error([&] { trace(value_and_grad(identity), {isc}); }, ErrorCode::kDTypeMismatch,
-               {"floating point", "i32"});
+  expect_error([&] { trace(value_and_grad(identity), {isc}); }, ErrorCode::kDTypeMismatch, {"floating point", "i32"});
   expect_error(
       [&] {
         trace(
@@ -121,9 +107,7 @@ TEST(Autodiff, OuterTensorCaptureIsATraceError) {
         trace(
             [](const std::vector<Tensor>& a) {
               Tensor outer = a[0];
-              TraceFn f = [outer](const std::vector<Tensor>& b) {
-                return std::vector<Tensor>{multiply(b[0], outer)};
-              };
+              TraceFn f = [outer](const std::vector<Tensor>& b) { return std::vector<Tensor>{multiply(b[0], outer)}; };
               return grad(f)({a[0]});
             },
             {{{}, DType::kF64}});

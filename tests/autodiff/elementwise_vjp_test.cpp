@@ -39,14 +39,10 @@ using AcceptPair = std::function<bool(double, double)>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 Array f64v(const std::vector<double>& v) { return f64(v, {static_cast<int64_t>(v.size())}); }
 Array f64s(double v) { return Array::scalar(v, DType::kF64); }
-Array bools(const std::vector<bool>& v, const Shape& shape) {
-  return Array::from_vector<bool>(v, shape);
-}
+Array bools(const std::vector<bool>& v, const Shape& shape) { return Array::from_vector<bool>(v, shape); }
 
 TraceFn unary_fn(Unary op) {
   return [op](const std::vector<Tensor>& a) { return std::vector<Tensor>{op(a[0])}; };
@@ -124,11 +120,35 @@ bool pairs_ok(const Array& a, const Array& b, const AcceptPair& ok) {
 
 TEST(ElementwiseVjp, EveryOpWithFloatResultsAndOperandsHasARule) {
   const VjpRules& r = VjpRules::builtin();
-  for (const char* op :
-       {"negate", "abs", "sign", "exponential", "log", "log_plus_one", "exponential_minus_one",
-        "tanh", "logistic", "sqrt", "rsqrt", "sine", "cosine", "floor", "ceil",
-        "round_nearest_even", "erf", "add", "subtract", "multiply", "divide", "remainder",
-        "power", "maximum", "minimum", "atan2", "convert", "select", "clamp"}) {
+  for (const char* op : {"negate",
+                         "abs",
+                         "sign",
+                         "exponential",
+                         "log",
+                         "log_plus_one",
+                         "exponential_minus_one",
+                         "tanh",
+                         "logistic",
+                         "sqrt",
+                         "rsqrt",
+                         "sine",
+                         "cosine",
+                         "floor",
+                         "ceil",
+                         "round_nearest_even",
+                         "erf",
+                         "add",
+                         "subtract",
+                         "multiply",
+                         "divide",
+                         "remainder",
+                         "power",
+                         "maximum",
+                         "minimum",
+                         "atan2",
+                         "convert",
+                         "select",
+                         "clamp"}) {
     EXPECT_NE(r.find(op), nullptr) << op << " has no VJP rule";
   }
   // Bool results (or no operands) never carry a cotangent, so these need no rule.
@@ -143,8 +163,7 @@ TEST(VjpRules, EveryRuleBelongsToARegisteredOpAndAddRefusesDuplicates) {
   }
   VjpRules rules;
   rules.add("negate", [](const VjpArgs&) { return std::vector<std::optional<Tensor>>{}; });
-  EXPECT_THROW(rules.add("negate", [](const VjpArgs&) { return std::vector<std::optional<Tensor>>{}; }),
-               Error);
+  EXPECT_THROW(rules.add("negate", [](const VjpArgs&) { return std::vector<std::optional<Tensor>>{}; }), Error);
   EXPECT_THROW(rules.add("abs", VjpRule{}), Error);
 }
 
@@ -153,7 +172,7 @@ TEST(VjpRules, EveryRuleBelongsToARegisteredOpAndAddRefusesDuplicates) {
 struct UnaryCase {
   const char* name;
   Unary op;
-  double lo, hi;         ///< sampling interval
+  double lo, hi;          ///< sampling interval
   Accept ok = any_value;  ///< keeps points away from kinks
 };
 
@@ -193,9 +212,7 @@ TEST(ElementwiseVjp, UnaryOpsOfASizeOneOperandBroadcastByMultiply) {
   // op(x) with x (2, 1) times w (2, 3): the cotangent of op(x) is summed over the broadcast dim.
   for (const UnaryCase& c : unary_cases()) {
     SCOPED_TRACE(c.name);
-    TraceFn f = [op = c.op](const std::vector<Tensor>& a) {
-      return std::vector<Tensor>{op(a[0]) * a[1]};
-    };
+    TraceFn f = [op = c.op](const std::vector<Tensor>& a) { return std::vector<Tensor>{op(a[0]) * a[1]}; };
     check_grads(f, {draw({2, 1}, 7, c.lo, c.hi, c.ok), draw({2, 3}, 8, -1, 1, any_value)});
   }
 }
@@ -219,24 +236,19 @@ bool off_integer_quotient(double a, double b) {
 std::vector<BinaryCase> binary_cases() {
   const AcceptPair distinct = [](double a, double b) { return std::abs(a - b) > 0.1; };
   // Off the origin, and off atan2's branch cut (a = 0, b < 0) where it jumps from pi to -pi.
-  const AcceptPair atan2_ok = [](double a, double b) {
-    return a * a + b * b > 0.1 && !(b < 0 && std::abs(a) < 0.1);
-  };
+  const AcceptPair atan2_ok = [](double a, double b) { return a * a + b * b > 0.1 && !(b < 0 && std::abs(a) < 0.1); };
   return {
       {"add", [](const Tensor& a, const Tensor& b) { return a + b; }, -2, 2, -2, 2},
       {"subtract", [](const Tensor& a, const Tensor& b) { return a - b; }, -2, 2, -2, 2},
       {"multiply", [](const Tensor& a, const Tensor& b) { return a * b; }, -2, 2, -2, 2},
       {"divide", [](const Tensor& a, const Tensor& b) { return a / b; }, -2, 2, -2, 2,
        [](double b) { return std::abs(b) > 0.3; }},
-      {"remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, -4, 4, -2,
-       2, [](double b) { return std::abs(b) > 0.4; }, off_integer_quotient},
+      {"remainder", [](const Tensor& a, const Tensor& b) { return remainder(a, b); }, -4, 4, -2, 2,
+       [](double b) { return std::abs(b) > 0.4; }, off_integer_quotient},
       {"power", [](const Tensor& a, const Tensor& b) { return pow(a, b); }, 0.2, 2.5, -2, 2},
-      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, -2, 2, -2, 2,
-       any_value, distinct},
-      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, -2, 2, -2, 2,
-       any_value, distinct},
-      {"atan2", [](const Tensor& a, const Tensor& b) { return atan2(a, b); }, -2, 2, -2, 2,
-       any_value, atan2_ok},
+      {"maximum", [](const Tensor& a, const Tensor& b) { return maximum(a, b); }, -2, 2, -2, 2, any_value, distinct},
+      {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); }, -2, 2, -2, 2, any_value, distinct},
+      {"atan2", [](const Tensor& a, const Tensor& b) { return atan2(a, b); }, -2, 2, -2, 2, any_value, atan2_ok},
   };
 }
 
@@ -248,8 +260,8 @@ Array rounded(const Array& a, DType dtype) {
 
 /// f64 operands of shapes `sa` and `sb` for `c`, exactly representable in `dtype`, redrawn with
 /// new seeds until every pair is accepted.
-std::vector<Array> binary_point(const BinaryCase& c, const Shape& sa, const Shape& sb,
-                                uint64_t seed, DType dtype = DType::kF64) {
+std::vector<Array> binary_point(const BinaryCase& c, const Shape& sa, const Shape& sb, uint64_t seed,
+                                DType dtype = DType::kF64) {
   for (uint64_t attempt = 0; attempt < 1000; ++attempt) {
     const uint64_t s = seed + 7919 * attempt;
     Array a = rounded(draw(sa, s, c.lo_a, c.hi_a, any_value), dtype);
@@ -263,14 +275,13 @@ std::vector<Array> binary_point(const BinaryCase& c, const Shape& sa, const Shap
 TEST(ElementwiseVjp, BinaryOpsMatchFiniteDifferences) {
   // Equal shapes, and size-1 / scalar operands broadcast by the tracer (the broadcast_in_dim rule
   // sums their cotangents).
-  const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{}, {}}, {{3}, {3}}, {{2, 3}, {2, 3}}, {{2, 1}, {2, 3}}, {{2, 3}, {2, 1}},
-      {{2, 3}, {}}, {{1, 3}, {2, 1}}, {{0, 3}, {0, 3}}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{}, {}},         {{3}, {3}},       {{2, 3}, {2, 3}},
+                                                       {{2, 1}, {2, 3}}, {{2, 3}, {2, 1}}, {{2, 3}, {}},
+                                                       {{1, 3}, {2, 1}}, {{0, 3}, {0, 3}}};
   for (const BinaryCase& c : binary_cases()) {
     for (size_t s = 0; s < shapes.size(); ++s) {
       const auto& [sa, sb] = shapes[s];
-      SCOPED_TRACE(std::string(c.name) + " at shapes " + shape_to_string(sa) + ", " +
-                   shape_to_string(sb));
+      SCOPED_TRACE(std::string(c.name) + " at shapes " + shape_to_string(sa) + ", " + shape_to_string(sb));
       std::vector<Array> point = binary_point(c, sa, sb, 200 + 10 * s);
       ASSERT_EQ(point.size(), 2u);
       check_grads(binary_fn(c.op), point);
@@ -281,39 +292,30 @@ TEST(ElementwiseVjp, BinaryOpsMatchFiniteDifferences) {
 // ---- finite differences: select and clamp -------------------------------------------------
 
 TEST(ElementwiseVjp, SelectMatchesFiniteDifferences) {
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{where(a[0], a[1], a[2])};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{where(a[0], a[1], a[2])}; };
   const Array t = draw({2, 3}, 1, -2, 2, any_value);
   const Array e = draw({2, 3}, 2, -2, 2, any_value);
   check_grads(f, {bools({true, false, false, true, true, false}, {2, 3}), t, e});
-  check_grads(f, {bools({true}, {}), t, e});   // scalar pred: select takes it as is
+  check_grads(f, {bools({true}, {}), t, e});  // scalar pred: select takes it as is
   check_grads(f, {bools({false}, {}), t, e});
   // pred (2, 1) and on_true (2, 1) broadcast against on_false (2, 3).
   check_grads(f, {bools({true, false}, {2, 1}), draw({2, 1}, 3, -2, 2, any_value), e});
 }
 
 TEST(ElementwiseVjp, ClampMatchesFiniteDifferences) {
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{clamp(a[1], a[0], a[2])};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{clamp(a[1], a[0], a[2])}; };
   const double lo = -0.5, hi = 0.7;
-  const Accept off_bounds = [&](double x) {
-    return std::abs(x - lo) > 0.1 && std::abs(x - hi) > 0.1;
-  };
+  const Accept off_bounds = [&](double x) { return std::abs(x - lo) > 0.1 && std::abs(x - hi) > 0.1; };
   // Scalar bounds: their cotangents are summed over x's elements.
   check_grads(f, {f64s(lo), draw({2, 3}, 4, -1.5, 1.5, off_bounds), f64s(hi)});
   check_grads(f, {f64s(lo), draw({}, 5, -1.5, 1.5, off_bounds), f64s(hi)});
   // Bounds of x's shape.
-  check_grads(f, {f64v({-1, 0.2, -0.3, 0.5}), f64v({-1.5, 0.5, 0.4, 0.3}),
-                  f64v({1, 0.3, 0.9, 0.4})});
+  check_grads(f, {f64v({-1, 0.2, -0.3, 0.5}), f64v({-1.5, 0.5, 0.4, 0.3}), f64v({1, 0.3, 0.9, 0.4})});
   // Degenerate lo > hi: the result is hi everywhere, so all of the cotangent goes to hi.
-  check_grads(f, {f64s(1), draw({3}, 6, -2, 2, [](double x) { return std::abs(x) > 1.1; }),
-                  f64s(-1)});
+  check_grads(f, {f64s(1), draw({3}, 6, -2, 2, [](double x) { return std::abs(x) > 1.1; }), f64s(-1)});
   check_grads(f, {f64s(1), f64v({0.0, 0.5, -0.5}), f64s(-1)});
   // lo (2, 1) broadcast by the tracer against x (2, 3), scalar hi.
-  check_grads(f, {f64({-0.5, 0.0}, {2, 1}), f64({-1, -0.2, 0.3, -0.3, 0.5, 2}, {2, 3}),
-                  f64s(0.4)});
+  check_grads(f, {f64({-0.5, 0.0}, {2, 1}), f64({-1, -0.2, 0.3, -0.3, 0.5, 2}, {2, 3}), f64s(0.4)});
 }
 
 TEST(ElementwiseVjp, FunctionsOfSeveralOps) {
@@ -358,40 +360,32 @@ TEST(ElementwiseVjp, ConvertThroughAnIntegerStopsTheGradient) {
 // ---- exact values at kinks and singularities (docs/autodiff.md conventions) ------------------
 
 TEST(ElementwiseVjp, AbsAtZeroIsOne) {
-  expect_values(grads_at(summed([](const Tensor& x) { return abs(x); }),
-                         {f64v({0.0, -0.0, 2.0, -3.0, kNaN})})[0],
+  expect_values(grads_at(summed([](const Tensor& x) { return abs(x); }), {f64v({0.0, -0.0, 2.0, -3.0, kNaN})})[0],
                 {1.0, 1.0, 1.0, -1.0, -1.0});
 }
 
 TEST(ElementwiseVjp, MaximumAndMinimumSplitTies) {
   // maximum(x, 0) at x = 0 splits the tie: 0.5 (ingot::relu is a select instead: relu'(0) = 0).
-  expect_values(grads_at(summed([](const Tensor& x) { return maximum(x, zeros_like(x)); }),
-                         {f64v({0.0, 1.0, -1.0, -0.0})})[0],
-                {0.5, 1.0, 0.0, 0.5});
+  expect_values(
+      grads_at(summed([](const Tensor& x) { return maximum(x, zeros_like(x)); }), {f64v({0.0, 1.0, -1.0, -0.0})})[0],
+      {0.5, 1.0, 0.0, 0.5});
   const Array a = f64v({1, 2, 3, kNaN, 1});
   const Array b = f64v({1, 5, 0, 1, kNaN});
   // A NaN operand makes the result NaN, which equals neither operand: both get 0.
-  std::vector<Array> gmin = grads_at(summed2([](const Tensor& x, const Tensor& y) {
-                                       return minimum(x, y);
-                                     }),
-                                     {a, b}, {0, 1});
+  std::vector<Array> gmin =
+      grads_at(summed2([](const Tensor& x, const Tensor& y) { return minimum(x, y); }), {a, b}, {0, 1});
   expect_values(gmin[0], {0.5, 1, 0, 0, 0});
   expect_values(gmin[1], {0.5, 0, 1, 0, 0});
-  std::vector<Array> gmax = grads_at(summed2([](const Tensor& x, const Tensor& y) {
-                                       return maximum(x, y);
-                                     }),
-                                     {a, b}, {0, 1});
+  std::vector<Array> gmax =
+      grads_at(summed2([](const Tensor& x, const Tensor& y) { return maximum(x, y); }), {a, b}, {0, 1});
   expect_values(gmax[0], {0.5, 0, 1, 0, 0});
   expect_values(gmax[1], {0.5, 1, 0, 0, 0});
 }
 
 TEST(ElementwiseVjp, ClampPassesTheGradientOnlyStrictlyInside) {
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(clamp(a[1], a[0], a[2]))};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(clamp(a[1], a[0], a[2]))}; };
   // x at lo, at hi, inside, above, below, far above.
-  std::vector<Array> g =
-      grads_at(f, {f64s(-1), f64v({-1, 1, 0.5, 2, -2, 3}), f64s(1)}, {0, 1, 2});
+  std::vector<Array> g = grads_at(f, {f64s(-1), f64v({-1, 1, 0.5, 2, -2, 3}), f64s(1)}, {0, 1, 2});
   expect_values(g[0], {1});  // only x = -2 is below lo; x == lo gives nothing to anyone
   expect_values(g[1], {0, 0, 1, 0, 0, 0});
   expect_values(g[2], {2});  // x = 2 and 3
@@ -414,42 +408,33 @@ TEST(ElementwiseVjp, ClampPassesTheGradientOnlyStrictlyInside) {
 }
 
 TEST(ElementwiseVjp, SqrtAtZeroIsInfiniteAndNormAtZeroIsNaN) {
-  expect_values(grads_at(summed([](const Tensor& x) { return sqrt(x); }), {f64v({0.0, 4.0})})[0],
-                {kInf, 0.25});
+  expect_values(grads_at(summed([](const Tensor& x) { return sqrt(x); }), {f64v({0.0, 4.0})})[0], {kInf, 0.25});
   // sqrt(sum(x^2)) at 0: sqrt' = inf times d(x^2) = 2x = 0 gives NaN (as JAX).
-  TraceFn norm = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sqrt(sum(a[0] * a[0]))};
-  };
+  TraceFn norm = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sqrt(sum(a[0] * a[0]))}; };
   expect_values(grads_at(norm, {f64v({0.0, 0.0})})[0], {kNaN, kNaN});
   expect_values(grads_at(norm, {f64v({3.0, 4.0})})[0], {0.6, 0.8}, 1e-15);
   // sum(x^2) at 0 is smooth: 0.
-  expect_values(grads_at(summed([](const Tensor& x) { return x * x; }), {f64v({0.0, -0.0})})[0],
-                {0.0, 0.0});
+  expect_values(grads_at(summed([](const Tensor& x) { return x * x; }), {f64v({0.0, -0.0})})[0], {0.0, 0.0});
   // rsqrt'(0) = -0.5 * inf / 0 = -inf.
-  expect_values(grads_at(summed([](const Tensor& x) { return rsqrt(x); }), {f64v({0.0, 4.0})})[0],
-                {-kInf, -0.0625});
+  expect_values(grads_at(summed([](const Tensor& x) { return rsqrt(x); }), {f64v({0.0, 4.0})})[0], {-kInf, -0.0625});
 }
 
 TEST(ElementwiseVjp, LogAndLog1pAtTheirPoles) {
-  expect_values(grads_at(summed([](const Tensor& x) { return log(x); }),
-                         {f64v({0.0, -0.0, 0.5, -2.0})})[0],
+  expect_values(grads_at(summed([](const Tensor& x) { return log(x); }), {f64v({0.0, -0.0, 0.5, -2.0})})[0],
                 {kInf, -kInf, 2.0, -0.5});
-  expect_values(grads_at(summed([](const Tensor& x) { return log1p(x); }), {f64v({-1.0, 1.0})})[0],
-                {kInf, 0.5});
+  expect_values(grads_at(summed([](const Tensor& x) { return log1p(x); }), {f64v({-1.0, 1.0})})[0], {kInf, 0.5});
 }
 
 TEST(ElementwiseVjp, DivideByZero) {
-  std::vector<Array> g = grads_at(
-      summed2([](const Tensor& a, const Tensor& b) { return a / b; }),
-      {f64v({1, -1, 1, 0, 6}), f64v({0, 0, -0.0, 0, 2})}, {0, 1});
-  expect_values(g[0], {kInf, kInf, -kInf, kInf, 0.5});  // 1 / b: the sign of the zero
+  std::vector<Array> g = grads_at(summed2([](const Tensor& a, const Tensor& b) { return a / b; }),
+                                  {f64v({1, -1, 1, 0, 6}), f64v({0, 0, -0.0, 0, 2})}, {0, 1});
+  expect_values(g[0], {kInf, kInf, -kInf, kInf, 0.5});    // 1 / b: the sign of the zero
   expect_values(g[1], {-kInf, kInf, -kInf, kNaN, -1.5});  // -a / b^2; 0 / 0 is NaN
 }
 
 TEST(ElementwiseVjp, PowerWithZeroBaseOrZeroExponent) {
   TraceFn f = summed2([](const Tensor& a, const Tensor& b) { return pow(a, b); });
-  std::vector<Array> g =
-      grads_at(f, {f64v({0, 0, 0, 0, 2, 2, -3}), f64v({2, 0, 0.5, 1, 0, 3, 2})}, {0, 1});
+  std::vector<Array> g = grads_at(f, {f64v({0, 0, 0, 0, 2, 2, -3}), f64v({2, 0, 0.5, 1, 0, 3, 2})}, {0, 1});
   // d/da: 2 * 0 = 0; 0 (a^0 is constant, also at a = 0); 0.5 * 0^-0.5 = inf; 1 * 0^0 = 1;
   // 0 * 2^-1 = 0; 3 * 2^2 = 12; 2 * -3 = -6.
   expect_values(g[0], {0, 0, kInf, 1, 0, 12, -6});
@@ -460,9 +445,8 @@ TEST(ElementwiseVjp, PowerWithZeroBaseOrZeroExponent) {
 TEST(ElementwiseVjp, RemainderAndAtan2AtTheirSingularPoints) {
   // At a = k * b, remainder's d/db is -trunc(a / b) = -k (the one-sided derivative from the side
   // where |a / b| >= |k|); d/da is always 1.
-  std::vector<Array> g = grads_at(
-      summed2([](const Tensor& a, const Tensor& b) { return remainder(a, b); }),
-      {f64v({3.0, -3.0, 2.0, 2.5}), f64v({1.5, 1.5, -1.0, -1.0})}, {0, 1});
+  std::vector<Array> g = grads_at(summed2([](const Tensor& a, const Tensor& b) { return remainder(a, b); }),
+                                  {f64v({3.0, -3.0, 2.0, 2.5}), f64v({1.5, 1.5, -1.0, -1.0})}, {0, 1});
   expect_values(g[0], {1, 1, 1, 1});
   expect_values(g[1], {-2, 2, 2, 2});
   // atan2 at the origin: 0 / 0 in both partials.
@@ -519,9 +503,7 @@ TEST(ElementwiseVjp, SelectGivesThePredicateNothingAndTheUntakenBranchZero) {
 /// f''(x) elementwise for f = sum(op(x)), whose Hessian is diagonal: the gradient of sum(f'(x)).
 Array second_derivative(const Unary& op, const Array& x) {
   TraceFn df = grad(summed(op));
-  TraceFn sum_df = [df](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(df(a)[0])};
-  };
+  TraceFn sum_df = [df](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(df(a)[0])}; };
   return grads_at(sum_df, {x})[0];
 }
 
@@ -540,37 +522,35 @@ TEST(ElementwiseVjp, SecondDerivativesMatchClosedForms) {
   const std::vector<double> xs = {-1.3, -0.4, 0.5, 1.7};
   {
     SCOPED_TRACE("exp");
-    expect_second_derivative([](const Tensor& x) { return exp(x); }, xs,
-                             [](double x) { return std::exp(x); });
+    expect_second_derivative([](const Tensor& x) { return exp(x); }, xs, [](double x) { return std::exp(x); });
   }
   {
     SCOPED_TRACE("tanh");
-    expect_second_derivative([](const Tensor& x) { return tanh(x); }, xs, [](double x) {
-      const double t = std::tanh(x);
-      return -2 * t * (1 - t * t);
-    });
+    expect_second_derivative([](const Tensor& x) { return tanh(x); }, xs,
+                             [](double x) {
+                               const double t = std::tanh(x);
+                               return -2 * t * (1 - t * t);
+                             });
   }
   {
     SCOPED_TRACE("logistic");
-    expect_second_derivative([](const Tensor& x) { return sigmoid(x); }, xs, [](double x) {
-      const double s = 1 / (1 + std::exp(-x));
-      return s * (1 - s) * (1 - 2 * s);
-    });
+    expect_second_derivative([](const Tensor& x) { return sigmoid(x); }, xs,
+                             [](double x) {
+                               const double s = 1 / (1 + std::exp(-x));
+                               return s * (1 - s) * (1 - 2 * s);
+                             });
   }
   {
     SCOPED_TRACE("sine");
-    expect_second_derivative([](const Tensor& x) { return sin(x); }, xs,
-                             [](double x) { return -std::sin(x); });
+    expect_second_derivative([](const Tensor& x) { return sin(x); }, xs, [](double x) { return -std::sin(x); });
   }
   {
     SCOPED_TRACE("multiply: x^3");
-    expect_second_derivative([](const Tensor& x) { return x * x * x; }, xs,
-                             [](double x) { return 6 * x; });
+    expect_second_derivative([](const Tensor& x) { return x * x * x; }, xs, [](double x) { return 6 * x; });
   }
   {
     SCOPED_TRACE("divide: 1 / x");
-    expect_second_derivative([](const Tensor& x) { return 1.0 / x; }, xs,
-                             [](double x) { return 2 / (x * x * x); });
+    expect_second_derivative([](const Tensor& x) { return 1.0 / x; }, xs, [](double x) { return 2 / (x * x * x); });
   }
   {
     SCOPED_TRACE("power: x^3");
@@ -588,17 +568,14 @@ TEST(ElementwiseVjp, MixedSecondDerivativesMatchClosedForms) {
   // d/db of sum(d/da f(a, b)) for f = a * b * b, a / b and a^b.
   auto mixed = [](Binary op, const Array& a, const Array& b) {
     TraceFn df_da = grad(summed2(std::move(op)), {0});
-    TraceFn sum_df = [df_da](const std::vector<Tensor>& t) {
-      return std::vector<Tensor>{sum(df_da(t)[0])};
-    };
+    TraceFn sum_df = [df_da](const std::vector<Tensor>& t) { return std::vector<Tensor>{sum(df_da(t)[0])}; };
     return grads_at(sum_df, {a, b}, {1})[0].to_doubles();
   };
   const std::vector<double> av = {0.5, 1.5, 2.0};
   const std::vector<double> bv = {-1.2, 0.7, 2.5};
-  const std::vector<double> prod = mixed([](const Tensor& a, const Tensor& b) { return a * b * b; },
-                                         f64v(av), f64v(bv));
-  const std::vector<double> quot =
-      mixed([](const Tensor& a, const Tensor& b) { return a / b; }, f64v(av), f64v(bv));
+  const std::vector<double> prod =
+      mixed([](const Tensor& a, const Tensor& b) { return a * b * b; }, f64v(av), f64v(bv));
+  const std::vector<double> quot = mixed([](const Tensor& a, const Tensor& b) { return a / b; }, f64v(av), f64v(bv));
   const std::vector<double> powr =
       mixed([](const Tensor& a, const Tensor& b) { return pow(a, b); }, f64v(av), f64v(bv));
   for (size_t i = 0; i < av.size(); ++i) {
@@ -615,9 +592,7 @@ TEST(ElementwiseVjp, PowerSecondDerivativeIsFiniteAtZeroExponent) {
   // the second derivatives at b == 0, even at a = 0. The select makes d/da identically 0 there, so
   // its derivatives are 0 too (d/db d/da at (a, 0) is 0, not the limit 1/a).
   TraceFn df_da = grad(summed2([](const Tensor& a, const Tensor& b) { return pow(a, b); }), {0});
-  TraceFn sum_df = [df_da](const std::vector<Tensor>& t) {
-    return std::vector<Tensor>{sum(df_da(t)[0])};
-  };
+  TraceFn sum_df = [df_da](const std::vector<Tensor>& t) { return std::vector<Tensor>{sum(df_da(t)[0])}; };
   std::vector<Array> g = grads_at(sum_df, {f64v({0.0, 2.0}), f64v({0.0, 0.0})}, {0, 1});
   expect_values(g[0], {0.0, 0.0});
   expect_values(g[1], {0.0, 0.0});
@@ -637,27 +612,19 @@ TEST(ElementwiseVjp, SecondDerivativesOfEveryOpMatchFiniteDifferences) {
     check_grads(grad(summed2(c.op), {0, 1}), point);
   }
   TraceFn clamp_grads = grad(
-      [](const std::vector<Tensor>& a) {
-        return std::vector<Tensor>{sum(clamp(a[1], a[0], a[2]) * a[1])};
-      },
-      {0, 1, 2});
+      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(clamp(a[1], a[0], a[2]) * a[1])}; }, {0, 1, 2});
   check_grads(clamp_grads, {f64s(-0.5), f64v({-1.0, 0.2, 0.9}), f64s(0.7)});
-  TraceFn select_grads = grad(
-      [](const std::vector<Tensor>& a) {
-        return std::vector<Tensor>{sum(where(a[0], a[1] * a[1], a[2] * a[1]))};
-      },
-      {1, 2});
-  check_grads(select_grads, {bools({true, false, true}, {3}), f64v({0.3, -1.2, 2.0}),
-                             f64v({1.1, 0.4, -0.6})});
+  TraceFn select_grads =
+      grad([](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(where(a[0], a[1] * a[1], a[2] * a[1]))}; },
+           {1, 2});
+  check_grads(select_grads, {bools({true, false, true}, {3}), f64v({0.3, -1.2, 2.0}), f64v({1.1, 0.4, -0.6})});
 }
 
 TEST(ElementwiseVjp, HessianVectorProductMatchesFiniteDifferencesOfTheGradient) {
   // f(x) = sum(tanh(x) * x^2); hvp(x, v) = grad_x (grad f(x) . v).
   TraceFn f = summed([](const Tensor& x) { return tanh(x) * (x * x); });
   TraceFn df = grad(f);
-  TraceFn dot_v = [df](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(df({a[0]})[0] * a[1])};
-  };
+  TraceFn dot_v = [df](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(df({a[0]})[0] * a[1])}; };
   const ir::TensorType vec{{4}, DType::kF64};
   const ir::Graph hvp = trace(grad(dot_v, {0}), {vec, vec}, "hvp");
   const ir::Graph gradient = trace(df, {vec}, "grad");
@@ -714,9 +681,7 @@ TEST(ElementwiseVjp, FiniteDifferencesInF32WithLooserTolerance) {
   options.eps = 1e-3;
   options.rtol = 1e-2;
   options.atol = 1e-3;
-  auto to_f32 = [](const Array& a) {
-    return Array::from_doubles(a.to_doubles(), a.shape(), DType::kF32);
-  };
+  auto to_f32 = [](const Array& a) { return Array::from_doubles(a.to_doubles(), a.shape(), DType::kF32); };
   for (const UnaryCase& c : unary_cases()) {
     SCOPED_TRACE(c.name);
     check_grads(unary_fn(c.op), {to_f32(draw({2, 3}, 500, c.lo, c.hi, c.ok))}, options);
@@ -730,8 +695,8 @@ TEST(ElementwiseVjp, FiniteDifferencesInF32WithLooserTolerance) {
 }
 
 /// Gradients of sum(op(args)) in `dtype` against the f64 gradients at the same (rounded) points.
-void expect_close_to_f64(const TraceFn& f, const std::vector<Array>& args,
-                         const std::vector<int64_t>& argnums, DType dtype, double rtol) {
+void expect_close_to_f64(const TraceFn& f, const std::vector<Array>& args, const std::vector<int64_t>& argnums,
+                         DType dtype, double rtol) {
   std::vector<Array> narrow, wide;
   for (const Array& a : args) {
     narrow.push_back(Array::from_doubles(a.to_doubles(), a.shape(), dtype));
@@ -753,8 +718,7 @@ TEST(ElementwiseVjp, RulesWorkInEveryFloatDType) {
   // (autodiff rejects any other type); their values are checked against the f64 rules (whose
   // correctness the finite-difference tests establish) with tolerances of a few ulps of each
   // dtype through the handful of rounded ops of a rule: f32 u = 6e-8, f16 4.9e-4, bf16 3.9e-3.
-  const std::vector<std::pair<DType, double>> dtypes = {
-      {DType::kF32, 1e-5}, {DType::kF16, 1e-2}, {DType::kBF16, 5e-2}};
+  const std::vector<std::pair<DType, double>> dtypes = {{DType::kF32, 1e-5}, {DType::kF16, 1e-2}, {DType::kBF16, 5e-2}};
   for (const auto& [dtype, rtol] : dtypes) {
     for (const UnaryCase& c : unary_cases()) {
       SCOPED_TRACE(std::string(c.name) + " in " + std::string(dtype_name(dtype)));

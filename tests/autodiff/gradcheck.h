@@ -65,8 +65,7 @@ inline TraceFn projected_loss(const TraceFn& fn, uint64_t seed) {
 
 /// Checks reverse-mode gradients of `fn` at `args` against central differences; reports every
 /// mismatching element with its analytic and numeric values through GoogleTest.
-inline void check_grads(const TraceFn& fn, const std::vector<Array>& args,
-                        GradCheckOptions options = {}) {
+inline void check_grads(const TraceFn& fn, const std::vector<Array>& args, GradCheckOptions options = {}) {
   std::vector<ir::TensorType> types;
   for (const Array& a : args) types.push_back({a.shape(), a.dtype()});
   std::vector<int64_t> argnums = options.argnums;
@@ -101,13 +100,11 @@ inline void check_grads(const TraceFn& fn, const std::vector<Array>& args,
       };
       const double numeric = (eval_at(options.eps) - eval_at(-options.eps)) / (2 * options.eps);
       const double analytic = grad.element_as_double(i);
-      const double tol =
-          options.atol + options.rtol * std::max(std::abs(analytic), std::abs(numeric));
-      const bool ok = std::abs(analytic - numeric) <= tol ||
-                      (std::isnan(analytic) && std::isnan(numeric));
+      const double tol = options.atol + options.rtol * std::max(std::abs(analytic), std::abs(numeric));
+      const bool ok = std::abs(analytic - numeric) <= tol || (std::isnan(analytic) && std::isnan(numeric));
       if (!ok && reported++ < 5) {
-        ADD_FAILURE() << "d loss / d arg" << a << "[" << i << "]: analytic " << analytic
-                      << " vs numeric " << numeric << " (tolerance " << tol << ")";
+        ADD_FAILURE() << "d loss / d arg" << a << "[" << i << "]: analytic " << analytic << " vs numeric " << numeric
+                      << " (tolerance " << tol << ")";
       }
     }
   }

@@ -23,9 +23,7 @@ using testing::i32;
 using testing::random_f64;
 using Ints = std::vector<int64_t>;
 
-Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 
 /// loss = sum(out * w) for a fixed w: d loss / d out = w.
 Tensor weighted(const Tensor& out, const Array& w) { return sum(out * constant(w)); }
@@ -62,8 +60,7 @@ std::vector<double> take_grad_200(const Array& idx) {
   std::vector<double> w(static_cast<size_t>(idx.size()));
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(i + 1);
   TraceFn f = [w](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{
-        weighted(take(a[0], a[1]), f64(w, {static_cast<int64_t>(w.size()), 1}))};
+    return std::vector<Tensor>{weighted(take(a[0], a[1]), f64(w, {static_cast<int64_t>(w.size()), 1}))};
   };
   return grads_at(f, {random_f64({200, 1}, 6), idx})[0].to_doubles();
 }
@@ -98,9 +95,7 @@ TEST(IndexingVjp, GatherSlicesOf2dOperand) {
   // Overlapping slices, one start (4, 5) clamped to (3, 3).
   check_grads(slices_fn(), {random_f64({5, 6}, 8), i32({0, 0, 1, 2, 4, 5}, {3, 2})});
   // loss = sum of all slices: each element counts the slices that cover it.
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(slices_fn()(a)[0])};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(slices_fn()(a)[0])}; };
   const Array dx = grads_at(f, {random_f64({5, 6}, 9), i32({0, 0, 1, 2, 9, 9}, {3, 2})})[0];
   expect_values(dx, {1, 1, 1, 0, 0, 0,  //
                      1, 1, 2, 1, 1, 0,  //
@@ -163,11 +158,9 @@ TEST(IndexingVjp, ScatterAddDuplicateAndOutOfBoundsIndices) {
   const Array idx = i32({1, 3, 1, 9, -1}, {5, 1});
   check_grads(scatter_rows("add"), {random_f64({5, 2}, 13), idx, random_f64({5, 2}, 14)});
   TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{
-        weighted(scatter_rows("add")(a)[0], f64({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {5, 2}))};
+    return std::vector<Tensor>{weighted(scatter_rows("add")(a)[0], f64({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {5, 2}))};
   };
-  const std::vector<Array> g =
-      grads_at(f, {random_f64({5, 2}, 15), idx, random_f64({5, 2}, 16)}, {0, 2});
+  const std::vector<Array> g = grads_at(f, {random_f64({5, 2}, 15), idx, random_f64({5, 2}, 16)}, {0, 2});
   expect_values(g[0], {1, 2, 3, 4, 5, 6, 7, 8, 9, 10});  // the operand passes through
   expect_values(g[1], {3, 4, 7, 8, 3, 4, 0, 0, 0, 0});   // w at the target row, 0 if skipped
 }
@@ -187,17 +180,13 @@ TEST(IndexingVjp, ScatterAddSkipsPartlyOutOfBoundsWindows) {
   check_grads(f, {random_f64({4, 4}, 17), idx, random_f64({2, 2, 2}, 18)});
   std::vector<double> w(16);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<double>(i);
-  TraceFn s = [f, w](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{weighted(f(a)[0], f64(w, {4, 4}))};
-  };
+  TraceFn s = [f, w](const std::vector<Tensor>& a) { return std::vector<Tensor>{weighted(f(a)[0], f64(w, {4, 4}))}; };
   const Array du = grads_at(s, {random_f64({4, 4}, 19), idx, random_f64({2, 2, 2}, 20)}, {2})[0];
   expect_values(du, {0, 0, 0, 0, 10, 11, 14, 15});
 }
 
 TEST(IndexingVjp, ScatterAddRowsHelper) {
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{scatter_add_rows({4, 3}, a[1], a[0])};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{scatter_add_rows({4, 3}, a[1], a[0])}; };
   check_grads(f, {random_f64({2, 2, 3}, 21), i32({0, 2, 2, 3}, {2, 2})}, {.argnums = {0}});
 }
 
@@ -207,11 +196,9 @@ TEST(IndexingVjp, ScatterAssignLastWriteWins) {
   const Array idx = i32({2, 0, 2, 7}, {4, 1});
   check_grads(scatter_rows("assign"), {random_f64({4, 2}, 22), idx, random_f64({4, 2}, 23)});
   TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{
-        weighted(scatter_rows("assign")(a)[0], f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}))};
+    return std::vector<Tensor>{weighted(scatter_rows("assign")(a)[0], f64({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}))};
   };
-  const std::vector<Array> g =
-      grads_at(f, {random_f64({4, 2}, 24), idx, random_f64({4, 2}, 25)}, {0, 2});
+  const std::vector<Array> g = grads_at(f, {random_f64({4, 2}, 24), idx, random_f64({4, 2}, 25)}, {0, 2});
   expect_values(g[0], {0, 0, 3, 4, 0, 0, 7, 8});
   expect_values(g[1], {0, 0, 1, 2, 5, 6, 0, 0});
 }

@@ -22,15 +22,11 @@ using testing::grads_at;
 using testing::random_f64;
 using Ints = std::vector<int64_t>;
 
-Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 
 /// f(lhs, rhs) = dot_general(lhs, rhs, dims).
 TraceFn dot(const DotDimensions& dims) {
-  return [dims](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{dot_general(a[0], a[1], dims)};
-  };
+  return [dims](const std::vector<Tensor>& a) { return std::vector<Tensor>{dot_general(a[0], a[1], dims)}; };
 }
 
 /// Checks the gradients of dot_general(lhs, rhs, dims) at random points of the given shapes.
@@ -76,9 +72,7 @@ TEST(LinalgVjp, MatmulBroadcastsBatchDims) {
 
 TEST(LinalgVjp, MatmulExactValues) {
   // loss = sum(A B): dA[i, k] = sum_j B[k, j] (row sums of B), dB[k, j] = sum_i A[i, k].
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(matmul(a[0], a[1]))};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(matmul(a[0], a[1]))}; };
   const Array A = f64({1, 2, 3, 4, 5, 6}, {2, 3});
   const Array B = f64({1, 0, 2, -1, 3, 1, 0, 4, -2, 5, 1, 1}, {3, 4});
   const std::vector<Array> g = grads_at(f, {A, B}, {0, 1});
@@ -107,8 +101,7 @@ TEST(LinalgVjp, DotGeneralEmptyDims) {
     return std::vector<Tensor>{sum(dot_general(a[0], a[1], {{}, {}, {1}, {0}}))};
   };
   // No rows: the loss is an empty sum, so the rhs gets zeros.
-  std::vector<Array> g =
-      grads_at(f, {Array::zeros({0, 3}, DType::kF64), random_f64({3, 2}, 15)}, {0, 1});
+  std::vector<Array> g = grads_at(f, {Array::zeros({0, 3}, DType::kF64), random_f64({3, 2}, 15)}, {0, 1});
   EXPECT_EQ(g[0].shape(), (Shape{0, 3}));
   expect_values(g[1], {0, 0, 0, 0, 0, 0});
   // An empty contraction: the output is zeros (2, 2) and both cotangents are empty.
@@ -208,9 +201,7 @@ ir::Attributes conv_attrs(const ConvSpec& s) {
 }
 
 TraceFn raw_conv(const ConvSpec& s) {
-  return [s](const std::vector<Tensor>& a) {
-    return emit("convolution", {a[0], a[1]}, conv_attrs(s));
-  };
+  return [s](const std::vector<Tensor>& a) { return emit("convolution", {a[0], a[1]}, conv_attrs(s)); };
 }
 
 TraceFn conv2d_fn(const Conv2DOptions& o) {
@@ -225,8 +216,7 @@ TEST(LinalgVjp, Conv2dStridesAndPadding) {
   check_conv(conv2d_fn({.strides = {2, 2}, .padding = "same"}), {1, 5, 5, 2}, {3, 3, 2, 3}, 30);
   // VALID with stride 2 leaves the last row and column of x unread: their cotangent is zero.
   check_conv(conv2d_fn({.strides = {2, 2}}), {2, 6, 5, 1}, {3, 2, 1, 2}, 32);
-  check_conv(conv2d_fn({.strides = {1, 2}, .explicit_padding = {2, 0, 1, 3}}), {1, 4, 4, 2},
-             {2, 3, 2, 2}, 34);
+  check_conv(conv2d_fn({.strides = {1, 2}, .explicit_padding = {2, 0, 1, 3}}), {1, 4, 4, 2}, {2, 3, 2, 2}, 34);
 }
 
 TEST(LinalgVjp, Conv2dDilation) {
@@ -235,29 +225,22 @@ TEST(LinalgVjp, Conv2dDilation) {
 }
 
 TEST(LinalgVjp, Conv2dFeatureGroupsAndDepthwise) {
-  check_conv(conv2d_fn({.padding = "same", .feature_group_count = 2}), {1, 4, 4, 4}, {3, 3, 2, 4},
-             40);
+  check_conv(conv2d_fn({.padding = "same", .feature_group_count = 2}), {1, 4, 4, 4}, {3, 3, 2, 4}, 40);
   // Depthwise with channel multiplier 2.
-  check_conv(conv2d_fn({.strides = {1, 2}, .feature_group_count = 3}), {1, 4, 4, 3}, {3, 3, 1, 6},
-             42);
+  check_conv(conv2d_fn({.strides = {1, 2}, .feature_group_count = 3}), {1, 4, 4, 3}, {3, 3, 1, 6}, 42);
 }
 
 TEST(LinalgVjp, ConvolutionBatchGroups) {
   // 4 images in 2 batch groups: output batch 2, each group of 2 output features sees its own
   // half of the batch.
   check_conv(raw_conv({.batch_groups = 2}), {4, 3, 3, 2}, {2, 2, 2, 4}, 44);
-  ConvSpec nchw{.lhs = "NCHW",
-                .rhs = "OIHW",
-                .out = "NCHW",
-                .strides = {1, 2},
-                .padding = {1, 0, 0, 1},
-                .batch_groups = 2};
+  ConvSpec nchw{
+      .lhs = "NCHW", .rhs = "OIHW", .out = "NCHW", .strides = {1, 2}, .padding = {1, 0, 0, 1}, .batch_groups = 2};
   check_conv(raw_conv(nchw), {4, 2, 3, 3}, {4, 2, 2, 2}, 46);
 }
 
 TEST(LinalgVjp, ConvolutionNchwLayouts) {
-  ConvSpec s{
-      .lhs = "NCHW", .rhs = "OIHW", .out = "NCHW", .strides = {2, 1}, .padding = {1, 1, 0, 1}};
+  ConvSpec s{.lhs = "NCHW", .rhs = "OIHW", .out = "NCHW", .strides = {2, 1}, .padding = {1, 1, 0, 1}};
   check_conv(raw_conv(s), {2, 3, 5, 4}, {2, 3, 3, 2}, 48);
   // Kernel output features before input features, with feature groups, and an NHWC output.
   s = {.lhs = "NCHW", .rhs = "OIHW", .out = "NHWC", .padding = {1, 1, 1, 1}, .feature_groups = 2};
@@ -291,39 +274,30 @@ TEST(LinalgVjp, ConvolutionExactValues) {
   // 1-D x = [1, 2, 3, 4, 5], k = [1, 1], stride 2 (VALID): out = [x0 + x1, x2 + x3]; x4 is not
   // read. loss = sum(out): dx = [1, 1, 1, 1, 0], dk = [x0 + x2, x1 + x3] = [4, 6].
   TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{
-        sum(raw_conv({.lhs = "NWC", .rhs = "WIO", .out = "NWC", .strides = {2}})(a)[0])};
+    return std::vector<Tensor>{sum(raw_conv({.lhs = "NWC", .rhs = "WIO", .out = "NWC", .strides = {2}})(a)[0])};
   };
-  const std::vector<Array> g =
-      grads_at(f, {f64({1, 2, 3, 4, 5}, {1, 5, 1}), f64({1, 1}, {2, 1, 1})}, {0, 1});
+  const std::vector<Array> g = grads_at(f, {f64({1, 2, 3, 4, 5}, {1, 5, 1}), f64({1, 1}, {2, 1, 1})}, {0, 1});
   expect_values(g[0], {1, 1, 1, 1, 0});
   expect_values(g[1], {4, 6});
   // Stride 1, padding 1 on both sides: every x is read by both taps except at the ends, where
   // one tap falls on padding.
   TraceFn h = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{
-        sum(raw_conv({.lhs = "NWC", .rhs = "WIO", .out = "NWC", .padding = {1, 1}})(a)[0])};
+    return std::vector<Tensor>{sum(raw_conv({.lhs = "NWC", .rhs = "WIO", .out = "NWC", .padding = {1, 1}})(a)[0])};
   };
-  const std::vector<Array> gh =
-      grads_at(h, {f64({1, 2, 3}, {1, 3, 1}), f64({10, 100}, {2, 1, 1})}, {0, 1});
+  const std::vector<Array> gh = grads_at(h, {f64({1, 2, 3}, {1, 3, 1}), f64({10, 100}, {2, 1, 1})}, {0, 1});
   // out = [100 x0, 10 x0 + 100 x1, 10 x1 + 100 x2, 10 x2]
   expect_values(gh[0], {110, 110, 110});
   expect_values(gh[1], {6, 6});
 }
 
 TEST(LinalgVjp, ConvolutionEmptyOperands) {
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(conv2d(a[0], a[1]))};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(conv2d(a[0], a[1]))}; };
   // An empty batch: no output, the kernel gets zeros.
-  std::vector<Array> g =
-      grads_at(f, {Array::zeros({0, 3, 3, 1}, DType::kF64), random_f64({2, 2, 1, 2}, 58)}, {0, 1});
+  std::vector<Array> g = grads_at(f, {Array::zeros({0, 3, 3, 1}, DType::kF64), random_f64({2, 2, 1, 2}, 58)}, {0, 1});
   EXPECT_EQ(g[0].shape(), (Shape{0, 3, 3, 1}));
   expect_values(g[1], std::vector<double>(8, 0.0));
   // No input features: the output is zeros, both cotangents are empty.
-  g = grads_at(f,
-               {Array::zeros({1, 3, 3, 0}, DType::kF64), Array::zeros({2, 2, 0, 2}, DType::kF64)},
-               {0, 1});
+  g = grads_at(f, {Array::zeros({1, 3, 3, 0}, DType::kF64), Array::zeros({2, 2, 0, 2}, DType::kF64)}, {0, 1});
   EXPECT_EQ(g[0].shape(), (Shape{1, 3, 3, 0}));
   EXPECT_EQ(g[1].shape(), (Shape{2, 2, 0, 2}));
 }
@@ -334,11 +308,9 @@ TEST(LinalgVjp, ConvolutionSecondOrder) {
     return std::vector<Tensor>{sum(y * y)};
   };
   // A 1x1 kernel needs no reversal.
-  check_grads(grad(f, {0, 1}), {random_f64({1, 3, 3, 2}, 60), random_f64({1, 1, 2, 2}, 61)},
-              {.seed = 62});
+  check_grads(grad(f, {0, 1}), {random_f64({1, 3, 3, 2}, 60), random_f64({1, 1, 2, 2}, 61)}, {.seed = 62});
   // A 2x2 kernel is reversed in the lhs cotangent, so the second order needs reverse's rule.
-  check_grads(grad(f, {0, 1}), {random_f64({1, 3, 3, 2}, 63), random_f64({2, 2, 2, 2}, 64)},
-              {.seed = 65});
+  check_grads(grad(f, {0, 1}), {random_f64({1, 3, 3, 2}, 63), random_f64({2, 2, 2, 2}, 64)}, {.seed = 65});
 }
 
 }  // namespace

@@ -36,9 +36,8 @@ std::vector<Tensor> mlp_loss(const std::vector<Tensor>& a) {
 }
 
 std::vector<Array> mlp_args(uint64_t seed) {
-  return {random_f64({4, 5}, seed), random_f64({5, 6}, seed + 1), random_f64({6}, seed + 2),
-          random_f64({6, 3}, seed + 3), random_f64({3}, seed + 4),
-          Array::from_vector<int32_t>({0, 2, 1, 2}, {4})};
+  return {random_f64({4, 5}, seed),     random_f64({5, 6}, seed + 1), random_f64({6}, seed + 2),
+          random_f64({6, 3}, seed + 3), random_f64({3}, seed + 4),    Array::from_vector<int32_t>({0, 2, 1, 2}, {4})};
 }
 
 TEST(ModelGradients, MlpCrossEntropyMatchesFiniteDifferences) {
@@ -46,19 +45,17 @@ TEST(ModelGradients, MlpCrossEntropyMatchesFiniteDifferences) {
 }
 
 TEST(ModelGradients, MlpBackwardGraphIsAtMostThreeTimesTheForward) {
-  std::vector<ir::TensorType> types = {f64t({4, 5}), f64t({5, 6}), f64t({6}), f64t({6, 3}),
-                                       f64t({3}), {{4}, DType::kI32}};
+  std::vector<ir::TensorType> types = {f64t({4, 5}), f64t({5, 6}), f64t({6}),
+                                       f64t({6, 3}), f64t({3}),    {{4}, DType::kI32}};
   ir::Graph forward = ir::eliminate_common_subexpressions(trace(mlp_loss, types, "mlp_loss"));
   ir::Graph vg = value_and_grad_graph(forward, {1, 2, 3, 4});
-  std::cout << "[ node count ] MLP loss forward: " << forward.num_nodes()
-            << ", value_and_grad: " << vg.num_nodes() << " ("
-            << static_cast<double>(vg.num_nodes()) / forward.num_nodes() << "x)\n";
+  std::cout << "[ node count ] MLP loss forward: " << forward.num_nodes() << ", value_and_grad: " << vg.num_nodes()
+            << " (" << static_cast<double>(vg.num_nodes()) / forward.num_nodes() << "x)\n";
   EXPECT_LE(vg.num_nodes(), 3 * forward.num_nodes()) << ir::print_graph(vg);
   // The cleaned graph computes the same loss and gradients as the raw transformation.
   std::vector<Array> args = mlp_args(3);
   std::vector<Array> a = interp::interpret(vg, args);
-  std::vector<Array> b =
-      interp::interpret(trace(value_and_grad(mlp_loss, {1, 2, 3, 4}), types), args);
+  std::vector<Array> b = interp::interpret(trace(value_and_grad(mlp_loss, {1, 2, 3, 4}), types), args);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(a[i].bitwise_equal(b[i])) << "output " << i;
 }
@@ -73,9 +70,8 @@ TEST(ModelGradients, ConvPoolNet) {
     Tensor logits = matmul(reshape(h, {2, 18}), a[3]);
     return std::vector<Tensor>{cross_entropy(logits, a[4])};
   };
-  std::vector<Array> args = {random_f64({2, 6, 6, 1}, 11), random_f64({3, 3, 1, 2}, 12),
-                             random_f64({2}, 13), random_f64({18, 3}, 14),
-                             Array::from_vector<int32_t>({1, 0}, {2})};
+  std::vector<Array> args = {random_f64({2, 6, 6, 1}, 11), random_f64({3, 3, 1, 2}, 12), random_f64({2}, 13),
+                             random_f64({18, 3}, 14), Array::from_vector<int32_t>({1, 0}, {2})};
   check_grads(net, args, {.argnums = {0, 1, 2, 3}});
 }
 
@@ -88,15 +84,13 @@ TEST(ModelGradients, CausalAttentionBlock) {
     scores = where(less_equal(cols, rows), scores, full({5, 5}, -1e9, DType::kF64));
     return std::vector<Tensor>{matmul(matmul(softmax(scores, -1), v), a[4])};
   };
-  std::vector<Array> args = {random_f64({5, 4}, 21), random_f64({4, 4}, 22),
-                             random_f64({4, 4}, 23), random_f64({4, 4}, 24),
-                             random_f64({4, 4}, 25)};
+  std::vector<Array> args = {random_f64({5, 4}, 21), random_f64({4, 4}, 22), random_f64({4, 4}, 23),
+                             random_f64({4, 4}, 24), random_f64({4, 4}, 25)};
   check_grads(block, args);
 }
 
 /// Gradient of sum(w * f(x)) at x (f64), w fixed, for composite edge tests.
-std::vector<double> grad_of(const std::function<Tensor(const Tensor&)>& f,
-                            const std::vector<double>& x) {
+std::vector<double> grad_of(const std::function<Tensor(const Tensor&)>& f, const std::vector<double>& x) {
   Array in = Array::from_vector<double>(x, {static_cast<int64_t>(x.size())});
   TraceFn loss = [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(f(a[0]))}; };
   return testing::grads_at(loss, {in}).at(0).to_doubles();
@@ -114,11 +108,9 @@ TEST(CompositeGradients, FiniteAndCorrectAtTheEdges) {
   EXPECT_EQ(ls[1], 0.5);
   EXPECT_NEAR(ls[2], sigmoid_d(-3), 1e-15);
   // relu'(0) = 0 as jax.nn.relu.
-  EXPECT_EQ(grad_of([](const Tensor& x) { return relu(x); }, {-1, 0, 2}),
-            (std::vector<double>{0, 0, 1}));
+  EXPECT_EQ(grad_of([](const Tensor& x) { return relu(x); }, {-1, 0, 2}), (std::vector<double>{0, 0, 1}));
   // sum(log_softmax) has gradient 1 - n softmax; finite for huge logits and -inf entries.
-  std::vector<double> g = grad_of([](const Tensor& x) { return log_softmax(x); },
-                                  {1000, 1000, -inf});
+  std::vector<double> g = grad_of([](const Tensor& x) { return log_softmax(x); }, {1000, 1000, -inf});
   expect_values(Array::from_vector<double>(g, {3}), {-0.5, -0.5, 1}, 1e-12);
   // logsumexp' = softmax, also with -inf entries and huge values.
   g = grad_of([](const Tensor& x) { return logsumexp(x); }, {1000, -1000, -inf, 1000});
@@ -136,13 +128,12 @@ TEST(CompositeGradients, SigmoidBinaryCrossEntropyAtLargeLogits) {
   std::vector<Array> g = testing::grads_at(f, {logits, labels}, {0});
   // d/dlogit = sigmoid(logit) - label.
   expect_values(g[0], {-1, 0, 0.5, 1 / (1 + std::exp(-2.0)) - 0.25}, 1e-15);
-  check_grads(f, {Array::from_vector<double>({-3, 0.5, 2}, {3}),
-                  Array::from_vector<double>({1, 0.3, 0}, {3})});
+  check_grads(f, {Array::from_vector<double>({-3, 0.5, 2}, {3}), Array::from_vector<double>({1, 0.3, 0}, {3})});
 }
 
 TEST(Rematerialisation, SameGradientsWithRecomputedForwardValues) {
-  std::vector<ir::TensorType> types = {f64t({4, 5}), f64t({5, 6}), f64t({6}), f64t({6, 3}),
-                                       f64t({3}), {{4}, DType::kI32}};
+  std::vector<ir::TensorType> types = {f64t({4, 5}), f64t({5, 6}), f64t({6}),
+                                       f64t({6, 3}), f64t({3}),    {{4}, DType::kI32}};
   TraceFn tanh_mlp = [](const std::vector<Tensor>& a) {
     Tensor h = tanh(matmul(a[0], a[1]) + a[2]);
     return std::vector<Tensor>{cross_entropy(matmul(h, a[3]) + a[4], a[5])};

@@ -32,9 +32,7 @@ TraceFn unary(std::function<Tensor(const Tensor&)> f) {
 }
 
 /// f64 array of `shape` holding `v`.
-Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 Array f64(const std::vector<double>& v) { return f64(v, {static_cast<int64_t>(v.size())}); }
 
 /// A raw `reduce` node (the Tensor API sorts axes and fixes the init).
@@ -64,8 +62,7 @@ Array grad_of(const TraceFn& f, const Array& x) { return grads_at(f, {x})[0]; }
 
 TEST(ReduceVjp, SumOverSeveralDims) {
   check_grads(unary([](const Tensor& x) { return sum(x, {0, 2}); }), {random_f64({2, 3, 4}, 1)});
-  check_grads(unary([](const Tensor& x) { return sum(x * x, {1}, true); }),
-              {random_f64({3, 1, 4}, 2)});
+  check_grads(unary([](const Tensor& x) { return sum(x * x, {1}, true); }), {random_f64({3, 1, 4}, 2)});
   check_grads(unary([](const Tensor& x) { return sum(x * x); }), {random_f64({2, 3}, 3)});
 }
 
@@ -84,9 +81,7 @@ TEST(ReduceVjp, MaxAndMinAtTieFreePoints) {
   check_grads(unary([](const Tensor& t) { return max(t, {1}); }), {random_f64({3, 1, 4}, 7)});
   check_grads(unary([](const Tensor& t) { return min(t, {0, 1}); }), {random_f64({1, 5}, 8)});
   // Unsorted dims and a non-identity init (below every element, so it never wins).
-  check_grads(unary([](const Tensor& t) {
-                return reduce_op(t, scalar(-2.0, DType::kF64), {2, 0}, "max");
-              }),
+  check_grads(unary([](const Tensor& t) { return reduce_op(t, scalar(-2.0, DType::kF64), {2, 0}, "max"); }),
               {random_f64({2, 3, 4}, 9)});
 }
 
@@ -95,9 +90,7 @@ TEST(ReduceVjp, MaxTiesSplitEvenly) {
   expect_values(grads_at(f, {f64({1, 3, 3, 2})})[0], {0, 0.5, 0.5, 0});
   expect_values(grads_at(f, {f64({2, 2, 2})})[0], {1.0 / 3, 1.0 / 3, 1.0 / 3});
   // Per row, weighted by the row's cotangent (2 and 3).
-  TraceFn rows = unary([](const Tensor& x) {
-    return sum(max(x, {1}) * constant(f64({2, 3})));
-  });
+  TraceFn rows = unary([](const Tensor& x) { return sum(max(x, {1}) * constant(f64({2, 3}))); });
   expect_values(grads_at(rows, {f64({1, 5, 5, 4, 4, 4}, {2, 3})})[0], {0, 1, 1, 1, 1, 1});
   // All -inf (the identity init): the elements still share the cotangent, as in JAX.
   expect_values(grads_at(f, {f64({-kInf, -kInf})})[0], {0.5, 0.5});
@@ -117,9 +110,7 @@ TEST(ReduceVjp, MaxWithNaNGivesNaNAsJax) {
 
 TEST(ReduceVjp, InitThatWinsGetsNothingAndPassesNothing) {
   // max(init 5, 1, 2) = 5: init is a constant, so no element gets a cotangent.
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{reduce_op(a[0], a[1], {0}, "max")};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{reduce_op(a[0], a[1], {0}, "max")}; };
   std::vector<Array> g = grads_at(f, {f64({1, 2}), Array::scalar(5.0, DType::kF64)}, {0, 1});
   expect_values(g[0], {0, 0});
   expect_values(g[1], {0});
@@ -141,8 +132,7 @@ TEST(ReduceVjp, ProductAtRandomPoints) {
     check_grads(unary([](const Tensor& t) { return prod(t, {0, 2}); }), {x});  // n = 8
     check_grads(unary([](const Tensor& t) { return prod(t, {1}); }), {x});     // n = 3
     check_grads(unary([](const Tensor& t) { return prod(t); }), {x});          // n = 24
-    check_grads(unary([](const Tensor& t) { return reduce_op(t, scalar(1.0, DType::kF64), {2, 0}, "mul"); }),
-                {x});
+    check_grads(unary([](const Tensor& t) { return reduce_op(t, scalar(1.0, DType::kF64), {2, 0}, "mul"); }), {x});
   }
   check_grads(unary([](const Tensor& t) { return prod(t); }), {random_f64({5}, 12)});
   check_grads(unary([](const Tensor& t) { return prod(t, {1}); }), {random_f64({3, 1}, 13)});
@@ -151,15 +141,12 @@ TEST(ReduceVjp, ProductAtRandomPoints) {
 
 TEST(ReduceVjp, ProductScalesByInit) {
   // reduce mul with init c is c * prod(x): x's cotangent includes c; init's is zero.
-  TraceFn f = [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{reduce_op(a[0], a[1], {1}, "mul")};
-  };
+  TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{reduce_op(a[0], a[1], {1}, "mul")}; };
   GradCheckOptions o;
   o.argnums = {0};
   check_grads(f, {random_f64({2, 3}, 15), Array::scalar(2.5, DType::kF64)}, o);
-  std::vector<Array> g =
-      grads_at(unary([](const Tensor& x) { return reduce_op(x, scalar(2.0, DType::kF64), {0}, "mul"); }),
-               {f64({3, 4, 5})});
+  std::vector<Array> g = grads_at(
+      unary([](const Tensor& x) { return reduce_op(x, scalar(2.0, DType::kF64), {0}, "mul"); }), {f64({3, 4, 5})});
   expect_values(g[0], {40, 30, 24});
 }
 
@@ -246,9 +233,7 @@ TEST(ReduceWindowVjp, MaxPoolingAtTieFreePoints) {
 
 TEST(ReduceWindowVjp, MaxAndMinWindows) {
   auto win = [](Attributes a, double init, const std::string& c) {
-    return unary([a, init, c](const Tensor& x) {
-      return window_op(x, scalar(init, DType::kF64), a, c);
-    });
+    return unary([a, init, c](const Tensor& x) { return window_op(x, scalar(init, DType::kF64), a, c); });
   };
   check_grads(win(window({3}, {2}, {1, 2}), -kInf, "max"), {random_f64({7}, 29)});
   check_grads(win(window({3}, {2}, {1, 2}), kInf, "min"), {random_f64({7}, 30)});
@@ -257,8 +242,7 @@ TEST(ReduceWindowVjp, MaxAndMinWindows) {
   check_grads(win(window({2}, {1}, {-1, 0}), -kInf, "max"), {random_f64({5}, 32)});
   check_grads(win(window({3}, {1}, {1, 1}, {2}), -kInf, "max"), {random_f64({4}, 33)});
   // (A window of holes only would hold +inf and make the projected loss NaN; none here.)
-  check_grads(win(window({2, 3}, {2, 1}, {0, 0, 1, 0}, {1, 3}), kInf, "min"),
-              {random_f64({2, 3}, 34)});
+  check_grads(win(window({2, 3}, {2, 1}, {0, 0, 1, 0}, {1, 3}), kInf, "min"), {random_f64({2, 3}, 34)});
   // init 0 beats the negative windows (a relu of the window maximum): those pass nothing.
   check_grads(win(window({2}, {1}, {0, 0}), 0.0, "max"), {random_f64({6}, 35)});
 }
@@ -269,27 +253,23 @@ TEST(ReduceWindowVjp, MaxPoolingTiesGoToTheFirstElement) {
   // 3x3 "same" pooling of a constant image: each window's first real cell (padding is never
   // selected) is the top-left one it covers; cell (0, 0) is first for 4 windows.
   TraceFn same = unary([](const Tensor& x) { return sum(max_pool2d(x, {3, 3}, {1, 1}, "same")); });
-  expect_values(grads_at(same, {f64(std::vector<double>(9, 7.0), {1, 3, 3, 1})})[0],
-                {4, 2, 0, 2, 1, 0, 0, 0, 0});
+  expect_values(grads_at(same, {f64(std::vector<double>(9, 7.0), {1, 3, 3, 1})})[0], {4, 2, 0, 2, 1, 0, 0, 0, 0});
   // Min windows: the first minimum.
-  TraceFn mins = unary([](const Tensor& x) {
-    return sum(window_op(x, scalar(kInf, DType::kF64), window({3}, {1}, {0, 0}), "min"));
-  });
+  TraceFn mins = unary(
+      [](const Tensor& x) { return sum(window_op(x, scalar(kInf, DType::kF64), window({3}, {1}, {0, 0}), "min")); });
   expect_values(grads_at(mins, {f64({2, 1, 3, 1, 1})})[0], {0, 2, 0, 1, 0});
 }
 
 TEST(ReduceWindowVjp, WindowsWhereInitWinsPassNothing) {
   // init 0.5 beats [0.1, 0.2] but not [0.2, 0.9]; [0.9, 0.4] passes to 0.9.
-  TraceFn f = unary([](const Tensor& x) {
-    return sum(window_op(x, scalar(0.5, DType::kF64), window({2}, {1}, {0, 0}), "max"));
-  });
+  TraceFn f = unary(
+      [](const Tensor& x) { return sum(window_op(x, scalar(0.5, DType::kF64), window({2}, {1}, {0, 0}), "max")); });
   expect_values(grads_at(f, {f64({0.1, 0.2, 0.9, 0.4})})[0], {0, 0, 2, 0});
   // A tie with a finite init: init is folded first and keeps it.
   expect_values(grads_at(f, {f64({0.5, 0.5})})[0], {0, 0});
   // With the identity init -inf, a window of -inf still passes to its first element (as JAX).
-  TraceFn g = unary([](const Tensor& x) {
-    return sum(window_op(x, scalar(-kInf, DType::kF64), window({2}, {1}, {0, 0}), "max"));
-  });
+  TraceFn g = unary(
+      [](const Tensor& x) { return sum(window_op(x, scalar(-kInf, DType::kF64), window({2}, {1}, {0, 0}), "max")); });
   expect_values(grads_at(g, {f64({-kInf, -kInf, 1})})[0], {1, 0, 1});
 }
 
@@ -300,18 +280,15 @@ TEST(ReduceWindowVjp, UnsupportedCasesAreNamedErrors) {
   });
   expect_error([&] { trace(grad(dilated), {t}); }, ErrorCode::kUnimplemented,
                {"no VJP rule for 'reduce_window' max", "window_dilations = [2]"});
-  TraceFn product = unary([](const Tensor& x) {
-    return sum(window_op(x, scalar(1.0, DType::kF64), window({2}, {1}, {0, 0}), "mul"));
-  });
+  TraceFn product = unary(
+      [](const Tensor& x) { return sum(window_op(x, scalar(1.0, DType::kF64), window({2}, {1}, {0, 0}), "mul")); });
   expect_error([&] { trace(grad(product), {t}); }, ErrorCode::kUnimplemented,
                {"no VJP rule for 'reduce_window' with computation 'mul'"});
   // select_and_scatter (max pooling's backward) has no rule of its own: no second order.
   TraceFn pool = unary([](const Tensor& x) {
     return sum(window_op(x * x, scalar(-kInf, DType::kF64), window({2}, {2}, {0, 0}), "max"));
   });
-  TraceFn grad_sum = [pool](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(grad(pool)(a)[0])};
-  };
+  TraceFn grad_sum = [pool](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(grad(pool)(a)[0])}; };
   expect_error([&] { trace(grad(grad_sum), {{{4}, DType::kF64}}); }, ErrorCode::kUnimplemented,
                {"no VJP rule for 'select_and_scatter'"});
 }
@@ -331,8 +308,7 @@ TEST(ReductionVjp, EmptyOperandsAndWindowlessResults) {
   // No window fits: every element gets zero.
   for (const char* c : {"add", "max"}) {
     TraceFn f = unary([c](const Tensor& x) {
-      return add(sum(window_op(x, scalar(0.0, DType::kF64), window({4}, {1}, {0, 0}), c)),
-                 sum(x));
+      return add(sum(window_op(x, scalar(0.0, DType::kF64), window({4}, {1}, {0, 0}), c)), sum(x));
     });
     expect_values(grads_at(f, {f64({1, 2, 3})})[0], {1, 1, 1});
   }
@@ -363,9 +339,8 @@ TEST(ReductionVjp, F32RulesKeepTheDtype) {
 TEST(ReductionVjp, SecondOrderOfSumsOfSquares) {
   // grad(sum(x^2)) = 2x through reduce add and reduce_window add; their gradients are 2.
   TraceFn sum_sq = unary([](const Tensor& x) { return sum(sum(x * x, {1})); });
-  TraceFn window_sq = unary([](const Tensor& x) {
-    return sum(window_op(x * x, scalar(0.0, DType::kF64), window({2}, {2}, {1, 1}), "add"));
-  });
+  TraceFn window_sq = unary(
+      [](const Tensor& x) { return sum(window_op(x * x, scalar(0.0, DType::kF64), window({2}, {2}, {1, 1}), "add")); });
   check_grads(grad(sum_sq), {random_f64({2, 3}, 36)});
   check_grads(grad(window_sq), {random_f64({4}, 36)});
   TraceFn sum_of_grad = [window_sq](const std::vector<Tensor>& a) {
@@ -376,8 +351,7 @@ TEST(ReductionVjp, SecondOrderOfSumsOfSquares) {
 }
 
 TEST(ReductionVjp, SecondOrderOfProduct) {
-  check_grads(grad(unary([](const Tensor& x) { return prod(x); })),
-              {random_f64({5}, 37, 0.5, 1.5)});
+  check_grads(grad(unary([](const Tensor& x) { return prod(x); })), {random_f64({5}, 37, 0.5, 1.5)});
   // d/dx sum_i prod_{j != i} x_j for (a, b, c) = (b + c, a + c, a + b), exact with a zero.
   TraceFn sum_of_grad = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{sum(grad(unary([](const Tensor& x) { return prod(x); }))(a)[0])};
@@ -387,15 +361,12 @@ TEST(ReductionVjp, SecondOrderOfProduct) {
 }
 
 TEST(ReductionVjp, SecondOrderOfMaxAndTranspose) {
-  TraceFn f = unary([](const Tensor& x) {
-    return sum(max(transpose(x * x * x, {1, 0}), {1}) * constant(f64({1, 2, 3})));
-  });
+  TraceFn f =
+      unary([](const Tensor& x) { return sum(max(transpose(x * x * x, {1, 0}), {1}) * constant(f64({1, 2, 3}))); });
   check_grads(grad(f), {random_f64({2, 3}, 38)});
   // Column maxima of x^3 at rows (1, 0, 1): sum(grad) = sum_c 3 w_c x^2 at the maxima, whose
   // gradient is 6 w_c x there.
-  TraceFn sum_of_grad = [f](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{sum(grad(f)(a)[0])};
-  };
+  TraceFn sum_of_grad = [f](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(grad(f)(a)[0])}; };
   expect_values(grad_of(sum_of_grad, f64({1, 2, -1, 2, 1, 0.5}, {2, 3})), {0, 24, 0, 12, 0, 9});
 }
 

@@ -88,7 +88,7 @@ TEST(AdamLaunch, TableAndConfiguration) {
   const std::vector<void*> p = l.param_pointers();
   EXPECT_EQ(*static_cast<int64_t*>(p[1]), 3);
   EXPECT_NEAR(*static_cast<float*>(p[2]), 0.1 * std::sqrt(0.001) / 0.1, 1e-7);  // alpha at step 1
-  EXPECT_NEAR(*static_cast<float*>(p[6]), 0.001f, 1e-9);                         // decay = wd * lr
+  EXPECT_NEAR(*static_cast<float*>(p[6]), 0.001f, 1e-9);                        // decay = wd * lr
   const std::vector<AdamTensor> huge = {{.size = int64_t{1} << 40, .param = 1, .grad = 2, .m = 3, .v = 4}};
   EXPECT_EQ(adam_launch(0x1000, huge, o, 3).grid[0], kAdamMaxBlocksPerTensor);
 }

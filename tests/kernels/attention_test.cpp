@@ -18,8 +18,8 @@ namespace {
 using namespace ingot::kernels;
 
 /// Naive causal attention in double: the full score matrix with -inf above the diagonal.
-void naive_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                     int64_t bh, int64_t seq, int64_t dim, std::vector<double>& out, std::vector<double>& lse) {
+void naive_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, int64_t bh,
+                     int64_t seq, int64_t dim, std::vector<double>& out, std::vector<double>& lse) {
   out.assign(bh * seq * dim, 0.0);
   lse.assign(bh * seq, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
@@ -58,7 +58,7 @@ TEST(AttentionReference, HandValues) {
 
 TEST(AttentionReference, MatchesNaiveCausalSoftmaxInDouble) {
   // Sequence lengths across tile edges (31, 32, 33, 70), head dims 1 .. 128.
-  const std::vector<std::array<int64_t, 4>> shapes = {{1, 1, 1, 8}, {2, 3, 70, 16}, {1, 2, 33, 128},
+  const std::vector<std::array<int64_t, 4>> shapes = {{1, 1, 1, 8},  {2, 3, 70, 16}, {1, 2, 33, 128},
                                                       {1, 1, 32, 1}, {2, 1, 31, 48}, {1, 1, 100, 64}};
   unsigned seed = 20;
   for (const auto& [b, h, t, d] : shapes) {

@@ -88,11 +88,13 @@ std::vector<double> direct_convolution(const ConvSpec& s, const std::vector<doub
       in[at(s.in_feature)] = k[at(s.k_in_feature)] + (s.feature_groups > 1 ? g * s.rhs_shape[at(s.k_in_feature)] : 0);
       bool hole = false;
       for (size_t i = 0; i < ns; ++i) {
-        const int64_t dilated = o[at(s.out_spatial[i])] * s.strides[i] + k[at(s.k_spatial[i])] * s.rhs_dilation[i] -
-                                s.padding[2 * i];
+        const int64_t dilated =
+            o[at(s.out_spatial[i])] * s.strides[i] + k[at(s.k_spatial[i])] * s.rhs_dilation[i] - s.padding[2 * i];
         const int64_t size = s.lhs_shape[at(s.in_spatial[i])];
-        if (dilated < 0 || dilated % s.lhs_dilation[i] != 0 || dilated / s.lhs_dilation[i] >= size) hole = true;
-        else in[at(s.in_spatial[i])] = dilated / s.lhs_dilation[i];
+        if (dilated < 0 || dilated % s.lhs_dilation[i] != 0 || dilated / s.lhs_dilation[i] >= size)
+          hole = true;
+        else
+          in[at(s.in_spatial[i])] = dilated / s.lhs_dilation[i];
       }
       if (!hole) sum += lhs[at(offset(s.lhs_shape, in))] * rhs[at(offset(s.rhs_shape, k))];
     } while (next(k, s.rhs_shape));
@@ -104,18 +106,38 @@ std::vector<double> direct_convolution(const ConvSpec& s, const std::vector<doub
 /// Forward NCHW / OIHW, stride 2, asymmetric padding.
 ConvSpec forward_nchw() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {2, 3, 9, 8}, .rhs_shape = {5, 3, 3, 2}, .in_batch = 0, .in_feature = 1, .in_spatial = {2, 3},
-         .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2, 3}, .out_batch = 0, .out_feature = 1,
-         .out_spatial = {2, 3}, .strides = {2, 1}, .padding = {1, 0, 2, 1}};
+  b.s = {.lhs_shape = {2, 3, 9, 8},
+         .rhs_shape = {5, 3, 3, 2},
+         .in_batch = 0,
+         .in_feature = 1,
+         .in_spatial = {2, 3},
+         .k_in_feature = 1,
+         .k_out_feature = 0,
+         .k_spatial = {2, 3},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2, 3},
+         .strides = {2, 1},
+         .padding = {1, 0, 2, 1}};
   return b.build();
 }
 
 /// Forward NHWC / HWIO (TensorFlow's layout), rhs dilation and a negative (cropping) pad.
 ConvSpec forward_nhwc() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {2, 10, 7, 4}, .rhs_shape = {2, 3, 4, 6}, .in_batch = 0, .in_feature = 3, .in_spatial = {1, 2},
-         .k_in_feature = 2, .k_out_feature = 3, .k_spatial = {0, 1}, .out_batch = 0, .out_feature = 3,
-         .out_spatial = {1, 2}, .padding = {-1, 1, 1, 1}, .rhs_dilation = {2, 1}};
+  b.s = {.lhs_shape = {2, 10, 7, 4},
+         .rhs_shape = {2, 3, 4, 6},
+         .in_batch = 0,
+         .in_feature = 3,
+         .in_spatial = {1, 2},
+         .k_in_feature = 2,
+         .k_out_feature = 3,
+         .k_spatial = {0, 1},
+         .out_batch = 0,
+         .out_feature = 3,
+         .out_spatial = {1, 2},
+         .padding = {-1, 1, 1, 1},
+         .rhs_dilation = {2, 1}};
   return b.build();
 }
 
@@ -123,9 +145,19 @@ ConvSpec forward_nhwc() {
 /// features as its input features, lhs dilation 2 and padding k - 1 - p.
 ConvSpec input_gradient() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {2, 5, 4, 4}, .rhs_shape = {5, 3, 3, 3}, .in_batch = 0, .in_feature = 1, .in_spatial = {2, 3},
-         .k_in_feature = 0, .k_out_feature = 1, .k_spatial = {2, 3}, .out_batch = 0, .out_feature = 1,
-         .out_spatial = {2, 3}, .padding = {1, 2, 1, 2}, .lhs_dilation = {2, 2}};
+  b.s = {.lhs_shape = {2, 5, 4, 4},
+         .rhs_shape = {5, 3, 3, 3},
+         .in_batch = 0,
+         .in_feature = 1,
+         .in_spatial = {2, 3},
+         .k_in_feature = 0,
+         .k_out_feature = 1,
+         .k_spatial = {2, 3},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2, 3},
+         .padding = {1, 2, 1, 2},
+         .lhs_dilation = {2, 2}};
   return b.build();
 }
 
@@ -134,36 +166,76 @@ ConvSpec input_gradient() {
 /// with C in the batch position.
 ConvSpec weight_gradient() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {3, 3, 9, 9}, .rhs_shape = {3, 4, 4, 4}, .in_batch = 1, .in_feature = 0, .in_spatial = {2, 3},
-         .k_in_feature = 0, .k_out_feature = 1, .k_spatial = {2, 3}, .out_batch = 0, .out_feature = 1,
-         .out_spatial = {2, 3}, .padding = {1, 1, 1, 1}, .rhs_dilation = {2, 2}};
+  b.s = {.lhs_shape = {3, 3, 9, 9},
+         .rhs_shape = {3, 4, 4, 4},
+         .in_batch = 1,
+         .in_feature = 0,
+         .in_spatial = {2, 3},
+         .k_in_feature = 0,
+         .k_out_feature = 1,
+         .k_spatial = {2, 3},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2, 3},
+         .padding = {1, 1, 1, 1},
+         .rhs_dilation = {2, 2}};
   return b.build();
 }
 
 /// Feature groups 2 (a grouped convolution), 1-D.
 ConvSpec feature_groups() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {2, 4, 11}, .rhs_shape = {6, 2, 3}, .in_batch = 0, .in_feature = 1, .in_spatial = {2},
-         .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2}, .out_batch = 0, .out_feature = 1,
-         .out_spatial = {2}, .strides = {2}, .feature_groups = 2};
+  b.s = {.lhs_shape = {2, 4, 11},
+         .rhs_shape = {6, 2, 3},
+         .in_batch = 0,
+         .in_feature = 1,
+         .in_spatial = {2},
+         .k_in_feature = 1,
+         .k_out_feature = 0,
+         .k_spatial = {2},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2},
+         .strides = {2},
+         .feature_groups = 2};
   return b.build();
 }
 
 /// Batch groups 3 (the weight gradient of a grouped convolution), 1-D.
 ConvSpec batch_groups() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {6, 2, 8}, .rhs_shape = {6, 2, 3}, .in_batch = 0, .in_feature = 1, .in_spatial = {2},
-         .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2}, .out_batch = 0, .out_feature = 1,
-         .out_spatial = {2}, .padding = {1, 1}, .batch_groups = 3};
+  b.s = {.lhs_shape = {6, 2, 8},
+         .rhs_shape = {6, 2, 3},
+         .in_batch = 0,
+         .in_feature = 1,
+         .in_spatial = {2},
+         .k_in_feature = 1,
+         .k_out_feature = 0,
+         .k_spatial = {2},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2},
+         .padding = {1, 1},
+         .batch_groups = 3};
   return b.build();
 }
 
 /// 3-D, features last, output dims permuted (out feature first).
 ConvSpec three_d() {
   SpecBuilder b;
-  b.s = {.lhs_shape = {1, 5, 4, 6, 2}, .rhs_shape = {3, 2, 2, 2, 3}, .in_batch = 0, .in_feature = 4,
-         .in_spatial = {1, 2, 3}, .k_in_feature = 3, .k_out_feature = 4, .k_spatial = {0, 1, 2}, .out_batch = 4,
-         .out_feature = 0, .out_spatial = {1, 2, 3}, .strides = {1, 2, 1}, .padding = {0, 0, 1, 0, 0, 1}};
+  b.s = {.lhs_shape = {1, 5, 4, 6, 2},
+         .rhs_shape = {3, 2, 2, 2, 3},
+         .in_batch = 0,
+         .in_feature = 4,
+         .in_spatial = {1, 2, 3},
+         .k_in_feature = 3,
+         .k_out_feature = 4,
+         .k_spatial = {0, 1, 2},
+         .out_batch = 4,
+         .out_feature = 0,
+         .out_spatial = {1, 2, 3},
+         .strides = {1, 2, 1},
+         .padding = {0, 0, 1, 0, 0, 1}};
   return b.build();
 }
 
@@ -173,9 +245,12 @@ struct NamedSpec {
 };
 
 std::vector<NamedSpec> all_specs() {
-  return {{"forward NCHW", forward_nchw()},       {"forward NHWC", forward_nhwc()},
-          {"input gradient", input_gradient()},   {"weight gradient", weight_gradient()},
-          {"feature groups", feature_groups()},   {"batch groups", batch_groups()},
+  return {{"forward NCHW", forward_nchw()},
+          {"forward NHWC", forward_nhwc()},
+          {"input gradient", input_gradient()},
+          {"weight gradient", weight_gradient()},
+          {"feature groups", feature_groups()},
+          {"batch groups", batch_groups()},
           {"3-D", three_d()}};
 }
 
@@ -235,7 +310,7 @@ TEST(CudaConv, ParamsOfAForwardNchwConvolutionByHand) {
   EXPECT_EQ(p.pad_low[1], 2);
   EXPECT_EQ(p.lhs_size[2], 0);  // unused spatial slots stay 0
   // Groups: the lhs slices of consecutive groups.
-  EXPECT_EQ(cuda_conv_params(feature_groups()).lhs_group_offset, 2 * 11);  // 2 features of 11
+  EXPECT_EQ(cuda_conv_params(feature_groups()).lhs_group_offset, 2 * 11);   // 2 features of 11
   EXPECT_EQ(cuda_conv_params(batch_groups()).lhs_group_offset, 2 * 2 * 8);  // 2 batch rows of (2, 8)
   EXPECT_EQ(cuda_conv_params(batch_groups()).groups, 3);
   EXPECT_EQ(cuda_conv_params(batch_groups()).n_per_group, 2);
@@ -295,9 +370,17 @@ TEST(CudaConv, BadArgumentsThrowNamingThem) {
   expect_error([&] { cuda_conv_launch(empty, DType::kF32, 1, 1, 1); }, ErrorCode::kInvalidArgument, "params.k");
   // Four spatial dims: more than the kernels take.
   SpecBuilder b;
-  b.s = {.lhs_shape = {1, 1, 2, 2, 2, 2}, .rhs_shape = {1, 1, 1, 1, 1, 1}, .in_batch = 0, .in_feature = 1,
-         .in_spatial = {2, 3, 4, 5}, .k_in_feature = 1, .k_out_feature = 0, .k_spatial = {2, 3, 4, 5},
-         .out_batch = 0, .out_feature = 1, .out_spatial = {2, 3, 4, 5}};
+  b.s = {.lhs_shape = {1, 1, 2, 2, 2, 2},
+         .rhs_shape = {1, 1, 1, 1, 1, 1},
+         .in_batch = 0,
+         .in_feature = 1,
+         .in_spatial = {2, 3, 4, 5},
+         .k_in_feature = 1,
+         .k_out_feature = 0,
+         .k_spatial = {2, 3, 4, 5},
+         .out_batch = 0,
+         .out_feature = 1,
+         .out_spatial = {2, 3, 4, 5}};
   expect_error([&] { cuda_conv_params(b.build()); }, ErrorCode::kInvalidArgument, "4 spatial dims");
   // An invalid spec: check_conv_spec's error.
   ConvSpec bad = forward_nchw();
@@ -305,7 +388,8 @@ TEST(CudaConv, BadArgumentsThrowNamingThem) {
   EXPECT_THROW(cuda_conv_params(bad), Error);
   // Wrong buffer sizes: nothing written.
   const ConvSpec s = forward_nchw();
-  std::vector<float> lhs(at(elements(s.lhs_shape))), rhs(at(elements(s.rhs_shape)) - 1), out(at(elements(s.out_shape)), 7.0f);
+  std::vector<float> lhs(at(elements(s.lhs_shape))), rhs(at(elements(s.rhs_shape)) - 1),
+      out(at(elements(s.out_shape)), 7.0f);
   expect_error([&] { cuda_conv_emulate(s, lhs, rhs, out); }, ErrorCode::kShapeMismatch, "rhs");
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == 7.0f; }));
 }

@@ -16,8 +16,8 @@ namespace {
 using namespace ingot::kernels;
 
 /// sum(layernorm(x) * w) in double, for x (batch, channels).
-double weighted_output(const std::vector<double>& x, const std::vector<double>& gamma,
-                       const std::vector<double>& beta, const std::vector<float>& w, int64_t channels, double eps) {
+double weighted_output(const std::vector<double>& x, const std::vector<double>& gamma, const std::vector<double>& beta,
+                       const std::vector<float>& w, int64_t channels, double eps) {
   double total = 0.0;
   for (size_t o = 0; o < x.size(); o += channels) {
     double m = 0.0, v = 0.0;

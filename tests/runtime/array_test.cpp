@@ -30,8 +30,7 @@ TEST(Shape, Helpers) {
   EXPECT_EQ(shape_to_string({2, 3}), "(2, 3)");
   EXPECT_EQ(shape_to_string({4}), "(4,)");
   EXPECT_EQ(shape_to_string({}), "()");
-  expect_error([] { check_shape({2, -1}, "test"); }, ErrorCode::kInvalidArgument,
-               {"(2, -1)", "-1", "dimension 1"});
+  expect_error([] { check_shape({2, -1}, "test"); }, ErrorCode::kInvalidArgument, {"(2, -1)", "-1", "dimension 1"});
 }
 
 TEST(Array, FromVectorRoundTrip) {
@@ -97,8 +96,7 @@ TEST(Array, EmptyAndScalar) {
 TEST(Array, ToStringLikeNumPy) {
   EXPECT_EQ(Array::from_vector<float>({1, 2, 3, 4}, {2, 2}).to_string(), "[[1., 2.],\n [3., 4.]]");
   EXPECT_EQ(Array::from_vector<int32_t>({1, -20, 3}, {3}).to_string(), "[  1, -20,   3]");
-  EXPECT_EQ(Array::from_vector<float>({0.5f, -INFINITY, NAN}, {3}).to_string(),
-            "[ 0.5, -inf,  nan]");
+  EXPECT_EQ(Array::from_vector<float>({0.5f, -INFINITY, NAN}, {3}).to_string(), "[ 0.5, -inf,  nan]");
   EXPECT_EQ(Array::from_vector<bool>({true, false}, {2}).to_string(), "[ True, False]");
   EXPECT_EQ(Array::from_vector<int32_t>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}).to_string(),
             "[[[1, 2],\n  [3, 4]],\n\n [[5, 6],\n  [7, 8]]]");
@@ -130,8 +128,8 @@ TEST(Allocator, TracksBytesInUseAndPeak) {
 
 TEST(Allocator, HugeRequestIsOutOfMemoryError) {
   Device dev(DeviceKind::kCpu, 0, std::make_unique<HostAllocator>());
-  expect_error([&] { Array::empty({int64_t{1} << 38, int64_t{1} << 20}, DType::kF64, &dev); },
-               ErrorCode::kOutOfMemory, {"bytes"});
+  expect_error([&] { Array::empty({int64_t{1} << 38, int64_t{1} << 20}, DType::kF64, &dev); }, ErrorCode::kOutOfMemory,
+               {"bytes"});
   EXPECT_EQ(dev.allocator().stats().bytes_in_use, 0);
 }
 
@@ -144,8 +142,7 @@ namespace {
 TEST(Shape, HugeShapesAreRejectedWithoutOverflow) {
   testing::expect_error([] { Array::empty({int64_t{1} << 31, int64_t{1} << 31}, DType::kF32); },
                         ErrorCode::kInvalidArgument, {"more than 2^59 elements"});
-  testing::expect_error([] { check_shape({int64_t{1} << 62, 4}, "t"); },
-                        ErrorCode::kInvalidArgument, {"t:", "2^59"});
+  testing::expect_error([] { check_shape({int64_t{1} << 62, 4}, "t"); }, ErrorCode::kInvalidArgument, {"t:", "2^59"});
   check_shape({int64_t{1} << 62, int64_t{1} << 62, 0}, "zero-size");  // 0 elements: fine
   check_shape({int64_t{1} << 59}, "limit");
 }

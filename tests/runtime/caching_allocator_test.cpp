@@ -180,7 +180,7 @@ TEST(CachingAllocator, LargeBlockIsNotSplitForOneMiBOrLessAndCountsWhole) {
 
 TEST(CachingAllocator, EmptyCacheReturnsOnlyEntirelyFreeSegments) {
   Fixture f;
-  void* a = f.alloc->allocate(100, kAlign);      // small segment A (stays live)
+  void* a = f.alloc->allocate(100, kAlign);          // small segment A (stays live)
   void* big = f.alloc->allocate(12 * kMiB, kAlign);  // 12 MiB segment B
   f.alloc->deallocate(big, 12 * kMiB);
   EXPECT_EQ(f.alloc->empty_cache(), 12 * kMiB);
@@ -250,11 +250,11 @@ TEST(CachingAllocator, OutOfMemoryErrorNamesRequestedFreeAndReservedBytes) {
 TEST(CachingAllocator, SmallRequestsNeedTheirTwentyMiBSegmentEvenOnASmallDevice) {
   // As in PyTorch, a 3 MiB request reserves a 20 MiB segment: a 4 MiB device cannot hold it.
   Fixture f(4 * kMiB);
-  expect_error([&] { f.alloc->allocate(3 * kMiB, kAlign); }, ErrorCode::kOutOfMemory,
-               {"tried to allocate 3145728 bytes (3.00 MiB)", "segment of 20971520 bytes",
-                "4194304 bytes (4.00 MiB) free"});
-  expect_error([&] { f.alloc->allocate(std::numeric_limits<int64_t>::max(), kAlign); },
-               ErrorCode::kOutOfMemory, {"tried to allocate 9223372036854775807 bytes"});
+  expect_error(
+      [&] { f.alloc->allocate(3 * kMiB, kAlign); }, ErrorCode::kOutOfMemory,
+      {"tried to allocate 3145728 bytes (3.00 MiB)", "segment of 20971520 bytes", "4194304 bytes (4.00 MiB) free"});
+  expect_error([&] { f.alloc->allocate(std::numeric_limits<int64_t>::max(), kAlign); }, ErrorCode::kOutOfMemory,
+               {"tried to allocate 9223372036854775807 bytes"});
 }
 
 TEST(CachingAllocator, MisuseIsAClearError) {
@@ -269,22 +269,17 @@ TEST(CachingAllocator, MisuseIsAClearError) {
   expect_error([&] { f.alloc->deallocate(a, 1000); }, ErrorCode::kInvalidArgument,
                {"allocated with 1024 bytes", "bytes = 1000"});
   f.alloc->deallocate(a, 1024);
-  expect_error([&] { f.alloc->deallocate(a, 1024); }, ErrorCode::kInvalidArgument,
-               {"already free (double free)"});
-  expect_error([&] { f.alloc->allocate(-1, kAlign); }, ErrorCode::kInvalidArgument,
-               {"bytes = -1"});
-  expect_error([&] { f.alloc->allocate(8, 3); }, ErrorCode::kInvalidArgument,
-               {"alignment = 3", "<= 256"});
-  expect_error([&] { f.alloc->allocate(8, 512); }, ErrorCode::kInvalidArgument,
-               {"alignment = 512"});
+  expect_error([&] { f.alloc->deallocate(a, 1024); }, ErrorCode::kInvalidArgument, {"already free (double free)"});
+  expect_error([&] { f.alloc->allocate(-1, kAlign); }, ErrorCode::kInvalidArgument, {"bytes = -1"});
+  expect_error([&] { f.alloc->allocate(8, 3); }, ErrorCode::kInvalidArgument, {"alignment = 3", "<= 256"});
+  expect_error([&] { f.alloc->allocate(8, 512); }, ErrorCode::kInvalidArgument, {"alignment = 512"});
   f.alloc->deallocate(nullptr, 0);  // no-op, as HostAllocator
   CachingAllocatorStats s = f.alloc->caching_stats();
   EXPECT_EQ(s.num_live_blocks, 1);
   EXPECT_EQ(s.requested_bytes, 1024);
   EXPECT_EQ(s.num_frees, 1);
   f.alloc->deallocate(b, 1024);
-  expect_error([] { HostMemoryBackend bad(-5); }, ErrorCode::kInvalidArgument,
-               {"capacity_bytes = -5"});
+  expect_error([] { HostMemoryBackend bad(-5); }, ErrorCode::kInvalidArgument, {"capacity_bytes = -5"});
 }
 
 TEST(CachingAllocator, ZeroByteAllocationsAreDistinctAndAligned) {
@@ -305,8 +300,7 @@ TEST(CachingAllocator, DestructorReturnsEverySegment) {
   HostMemoryBackend* raw = backend.get();
   // The backend dies with the allocator, so count through a wrapper that outlives it.
   struct Counting final : RawMemoryBackend {
-    explicit Counting(std::unique_ptr<HostMemoryBackend> b, int64_t* frees)
-        : inner(std::move(b)), frees(frees) {}
+    explicit Counting(std::unique_ptr<HostMemoryBackend> b, int64_t* frees) : inner(std::move(b)), frees(frees) {}
     void* allocate_raw(int64_t bytes) override { return inner->allocate_raw(bytes); }
     void free_raw(void* p, int64_t bytes) override {
       inner->free_raw(p, bytes);
@@ -376,8 +370,8 @@ TEST(CachingAllocator, RandomSequenceKeepsBlocksDisjointAndStatsExact) {
       continue;
     }
     // Mostly small, some large (up to 24 MiB) requests.
-    const int64_t bytes = rng() % 100 < 3 ? static_cast<int64_t>(rng() % (24 * kMiB))
-                                          : static_cast<int64_t>(rng() % (64 * kKiB));
+    const int64_t bytes =
+        rng() % 100 < 3 ? static_cast<int64_t>(rng() % (24 * kMiB)) : static_cast<int64_t>(rng() % (64 * kKiB));
     void* p = f.alloc->allocate(bytes, kAlign);
     const auto tag = static_cast<unsigned char>(step % 251 + 1);
     std::memset(p, tag, static_cast<size_t>(bytes));

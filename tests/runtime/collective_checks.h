@@ -62,10 +62,14 @@ inline double expected_reduction(ReduceOp op, int size, int64_t i, bool integer)
     lo = std::min(lo, v);
   }
   switch (op) {
-    case ReduceOp::kSum: return sum;
-    case ReduceOp::kMean: return integer ? std::trunc(sum / size) : sum / size;
-    case ReduceOp::kMax: return hi;
-    case ReduceOp::kMin: return lo;
+    case ReduceOp::kSum:
+      return sum;
+    case ReduceOp::kMean:
+      return integer ? std::trunc(sum / size) : sum / size;
+    case ReduceOp::kMax:
+      return hi;
+    case ReduceOp::kMin:
+      return lo;
   }
   return 0;
 }
@@ -73,8 +77,9 @@ inline double expected_reduction(ReduceOp op, int size, int64_t i, bool integer)
 inline double tolerance(DType d) { return d == DType::kF32 ? 1e-5 : d == DType::kF64 ? 1e-12 : 0.0; }
 
 // reduce_scatter of (size * 3, 5) blocks on the ranks of `g`, every op and each of `dtypes`.
-inline void check_reduce_scatter(Group& g, const std::vector<DType>& dtypes = std::vector<DType>(
-                                               std::begin(kReduceDTypes), std::end(kReduceDTypes))) {
+inline void check_reduce_scatter(Group& g,
+                                 const std::vector<DType>& dtypes = std::vector<DType>(std::begin(kReduceDTypes),
+                                                                                       std::end(kReduceDTypes))) {
   const int size = static_cast<int>(g.size());
   const int64_t block = 15;
   run_ranks(g, [&](int rank, Communicator& c) {

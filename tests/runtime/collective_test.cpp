@@ -67,8 +67,8 @@ TEST_P(Collective, GroupCreationArguments) {
   expect_error([&] { make_group(2, 0.0); }, ErrorCode::kInvalidArgument, {"timeout 0"});
   expect_error([&] { make_group(2, -1.0); }, ErrorCode::kInvalidArgument, {"timeout -1"});
   expect_error([&] { make_group(2, std::nan("")); }, ErrorCode::kInvalidArgument, {"timeout"});
-  expect_error([&] { make_group(2, std::numeric_limits<double>::infinity()); },
-               ErrorCode::kInvalidArgument, {"timeout inf"});
+  expect_error([&] { make_group(2, std::numeric_limits<double>::infinity()); }, ErrorCode::kInvalidArgument,
+               {"timeout inf"});
 }
 
 TEST_P(Collective, ReduceScatterFourRanks) {
@@ -248,8 +248,7 @@ TEST_P(Collective, SingleRankGroup) {
   // `in` and `out` must not share a buffer.
   expect_error([&] { c.all_gather(in, in); }, ErrorCode::kInvalidArgument, {"share one buffer"});
   Array view = in.reshaped({2});
-  expect_error([&] { c.reduce_scatter(in, view, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
-               {"share one buffer"});
+  expect_error([&] { c.reduce_scatter(in, view, ReduceOp::kSum); }, ErrorCode::kInvalidArgument, {"share one buffer"});
 }
 
 TEST_P(Collective, ArgumentErrorsOnEveryRank) {
@@ -262,24 +261,21 @@ TEST_P(Collective, ArgumentErrorsOnEveryRank) {
     Array i64_out = Array::zeros({8, 3}, DType::kI64);
     expect_error([&] { c.all_gather(in, i64_out); }, ErrorCode::kDTypeMismatch, {"f32", "i64"});
     Array scalar = Array::scalar(1, DType::kF32);
-    expect_error([&] { c.all_gather(scalar, bad_out); }, ErrorCode::kInvalidArgument,
-                 {"rank >= 1", "()"});
+    expect_error([&] { c.all_gather(scalar, bad_out); }, ErrorCode::kInvalidArgument, {"rank >= 1", "()"});
     Array rs_in = Array::zeros({9, 3}, DType::kF32);
     Array rs_out = Array::zeros({2, 3}, DType::kF32);
-    expect_error([&] { c.reduce_scatter(rs_in, rs_out, ReduceOp::kSum); },
-                 ErrorCode::kShapeMismatch, {"reduce_scatter", "(9, 3)", "(2, 3)", "(8, 3)"});
+    expect_error([&] { c.reduce_scatter(rs_in, rs_out, ReduceOp::kSum); }, ErrorCode::kShapeMismatch,
+                 {"reduce_scatter", "(9, 3)", "(2, 3)", "(8, 3)"});
     Array bf = Array::zeros({4}, DType::kBF16);
-    expect_error([&] { c.all_reduce(bf, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
-                 {"all_reduce", "bf16"});
+    expect_error([&] { c.all_reduce(bf, ReduceOp::kSum); }, ErrorCode::kInvalidArgument, {"all_reduce", "bf16"});
     Array b_in = Array::zeros({8}, DType::kBool);
     Array b_out = Array::zeros({2}, DType::kBool);
-    expect_error([&] { c.reduce_scatter(b_in, b_out, ReduceOp::kMax); },
-                 ErrorCode::kInvalidArgument, {"reduce_scatter", "bool"});
+    expect_error([&] { c.reduce_scatter(b_in, b_out, ReduceOp::kMax); }, ErrorCode::kInvalidArgument,
+                 {"reduce_scatter", "bool"});
     expect_error([&] { c.broadcast(in, 4); }, ErrorCode::kInvalidArgument, {"root 4", "[0, 4)"});
     expect_error([&] { c.broadcast(in, -1); }, ErrorCode::kInvalidArgument, {"root -1"});
     Array invalid;
-    expect_error([&] { c.all_reduce(invalid, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
-                 {"invalid"});
+    expect_error([&] { c.all_reduce(invalid, ReduceOp::kSum); }, ErrorCode::kInvalidArgument, {"invalid"});
     // Argument errors leave the group usable.
     Array ok = Array::full({2}, 1.5, DType::kF64);
     c.all_reduce(ok, ReduceOp::kSum);
@@ -293,8 +289,7 @@ TEST_P(Collective, ArraysOnOtherDevicesAreRejected) {
   Device fake_cuda(DeviceKind::kCuda, 7, std::make_unique<HostAllocator>());
   run_ranks(g, [&](int, Communicator& c) {
     Array a = Array::zeros({2}, DType::kF32, &fake_cuda);
-    expect_error([&] { c.all_reduce(a, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
-                 {"cuda:7", "host arrays"});
+    expect_error([&] { c.all_reduce(a, ReduceOp::kSum); }, ErrorCode::kInvalidArgument, {"cuda:7", "host arrays"});
   });
 }
 
@@ -304,15 +299,16 @@ TEST_P(Collective, RanksThatDisagreeAllGetTheSameError) {
     // Shapes differ on rank 3.
     Array a = Array::zeros({rank == 3 ? 5 : 4}, DType::kF32);
     expect_error([&] { c.all_reduce(a, ReduceOp::kSum); }, ErrorCode::kShapeMismatch,
-                 {"rank 0 called all_reduce(sum) of f32 (4,)", "rank 3 called all_reduce(sum) "
-                                                              "of f32 (5,)"});
+                 {"rank 0 called all_reduce(sum) of f32 (4,)",
+                  "rank 3 called all_reduce(sum) "
+                  "of f32 (5,)"});
     // Dtypes differ on rank 1.
     Array b = Array::zeros({4}, rank == 1 ? DType::kI32 : DType::kF32);
     expect_error([&] { c.all_reduce(b, ReduceOp::kMax); }, ErrorCode::kDTypeMismatch,
                  {"f32 (4,)", "rank 1", "i32 (4,)"});
     // Different ops, different collectives, different roots.
-    expect_error([&] { c.all_reduce(a, rank == 2 ? ReduceOp::kMax : ReduceOp::kSum); },
-                 ErrorCode::kFailedPrecondition, {"all_reduce(sum)", "rank 2", "all_reduce(max)"});
+    expect_error([&] { c.all_reduce(a, rank == 2 ? ReduceOp::kMax : ReduceOp::kSum); }, ErrorCode::kFailedPrecondition,
+                 {"all_reduce(sum)", "rank 2", "all_reduce(max)"});
     Array x = Array::zeros({4}, DType::kF32);
     expect_error(
         [&] {
@@ -340,8 +336,7 @@ TEST_P(Collective, OneRanksBadArgumentsFailEveryRank) {
     if (rank == 1) {
       expect_error([&] { c.all_gather(in, out); }, ErrorCode::kShapeMismatch, {"(1, 2)", "(3, 2)"});
     } else {
-      expect_error([&] { c.all_gather(in, out); }, ErrorCode::kFailedPrecondition,
-                   {"rank 1 rejected its arguments"});
+      expect_error([&] { c.all_gather(in, out); }, ErrorCode::kFailedPrecondition, {"rank 1 rejected its arguments"});
     }
     Array good = Array::zeros({4, 2}, DType::kI32);
     c.all_gather(in, good);
@@ -377,13 +372,9 @@ TEST_P(Collective, PeerGoingAwayMidCollectiveIsAnErrorBeforeTheTimeout) {
 INSTANTIATE_TEST_SUITE_P(
     HostMemory, Collective,
     ::testing::Values(Backend{"Gloo", "gloo",
-                              [](int size, double timeout) {
-                                return make_local_gloo_group(size, timeout);
-                              }},
+                              [](int size, double timeout) { return make_local_gloo_group(size, timeout); }},
                       Backend{"SharedMemory", "shared_memory",
-                              [](int size, double timeout) {
-                                return make_shared_memory_group(size, timeout);
-                              }}),
+                              [](int size, double timeout) { return make_shared_memory_group(size, timeout); }}),
     [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
 
 }  // namespace

@@ -41,7 +41,8 @@ TEST(CudaConvProgram, MalformedConvolutionThunksNameTheProblem) {
   {
     CudaProgram p = conv_program();
     p.thunks[0].conv.rhs = view(1, 5);  // the kernel has 6 elements
-    expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"thunk 0", "operand rhs", "(2, 1, 3)"});
+    expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+                 {"thunk 0", "operand rhs", "(2, 1, 3)"});
   }
   {
     CudaProgram p = conv_program();
@@ -83,13 +84,25 @@ TEST(CudaConvProgram, MalformedConvolutionThunksNameTheProblem) {
 
 /// A 2-D spec: lhs/rhs shapes and dims, stride, padding, rhs dilation, feature groups.
 kernels::ConvSpec spec_2d(std::vector<int64_t> lhs, std::vector<int64_t> rhs, std::vector<int64_t> out,
-                          std::array<int64_t, 4> in_dims, std::array<int64_t, 4> k_dims, std::array<int64_t, 4> out_dims) {
+                          std::array<int64_t, 4> in_dims, std::array<int64_t, 4> k_dims,
+                          std::array<int64_t, 4> out_dims) {
   // *_dims: batch/out-feature, feature/in-feature, spatial 0, spatial 1.
-  return {.lhs_shape = std::move(lhs), .rhs_shape = std::move(rhs), .out_shape = std::move(out),
-          .in_batch = in_dims[0], .in_feature = in_dims[1], .in_spatial = {in_dims[2], in_dims[3]},
-          .k_in_feature = k_dims[1], .k_out_feature = k_dims[0], .k_spatial = {k_dims[2], k_dims[3]},
-          .out_batch = out_dims[0], .out_feature = out_dims[1], .out_spatial = {out_dims[2], out_dims[3]},
-          .strides = {2, 1}, .padding = {1, 1, 2, 2}, .lhs_dilation = {1, 1}, .rhs_dilation = {1, 2}};
+  return {.lhs_shape = std::move(lhs),
+          .rhs_shape = std::move(rhs),
+          .out_shape = std::move(out),
+          .in_batch = in_dims[0],
+          .in_feature = in_dims[1],
+          .in_spatial = {in_dims[2], in_dims[3]},
+          .k_in_feature = k_dims[1],
+          .k_out_feature = k_dims[0],
+          .k_spatial = {k_dims[2], k_dims[3]},
+          .out_batch = out_dims[0],
+          .out_feature = out_dims[1],
+          .out_spatial = {out_dims[2], out_dims[3]},
+          .strides = {2, 1},
+          .padding = {1, 1, 2, 2},
+          .lhs_dilation = {1, 1},
+          .rhs_dilation = {1, 2}};
 }
 
 TEST(CudnnConvMapping, NchwWithKcrsByHand) {
@@ -147,10 +160,21 @@ TEST(CudnnConvMapping, AKerasHwioKernelIsCopiedIntoPackedKcrs) {
 
 TEST(CudnnConvMapping, OneSpatialDimGetsAUnitDim) {
   // x (2, 3, 10) NCW, w (4, 3, 3) KCS, padding 1: out (2, 4, 10) as 4-D with a unit height.
-  const kernels::ConvSpec s = {.lhs_shape = {2, 3, 10}, .rhs_shape = {4, 3, 3}, .out_shape = {2, 4, 10},
-                               .in_batch = 0, .in_feature = 1, .in_spatial = {2}, .k_in_feature = 1,
-                               .k_out_feature = 0, .k_spatial = {2}, .out_batch = 0, .out_feature = 1,
-                               .out_spatial = {2}, .strides = {1}, .padding = {1, 1}, .lhs_dilation = {1},
+  const kernels::ConvSpec s = {.lhs_shape = {2, 3, 10},
+                               .rhs_shape = {4, 3, 3},
+                               .out_shape = {2, 4, 10},
+                               .in_batch = 0,
+                               .in_feature = 1,
+                               .in_spatial = {2},
+                               .k_in_feature = 1,
+                               .k_out_feature = 0,
+                               .k_spatial = {2},
+                               .out_batch = 0,
+                               .out_feature = 1,
+                               .out_spatial = {2},
+                               .strides = {1},
+                               .padding = {1, 1},
+                               .lhs_dilation = {1},
                                .rhs_dilation = {1}};
   const CudnnConvMapping m = cudnn_conv_mapping(s);
   ASSERT_TRUE(m.expressible) << m.reason;
@@ -187,12 +211,22 @@ TEST(CudnnConvMapping, WhatCudnnCannotExpressSaysWhy) {
   s.padding = {-1, -1, 2, 2};
   EXPECT_NE(reason(s).find("non-negative"), std::string::npos);
   // Four spatial dims.
-  kernels::ConvSpec four = {.lhs_shape = {1, 1, 2, 2, 2, 2}, .rhs_shape = {1, 1, 1, 1, 1, 1},
-                            .out_shape = {1, 1, 2, 2, 2, 2}, .in_batch = 0, .in_feature = 1,
-                            .in_spatial = {2, 3, 4, 5}, .k_in_feature = 1, .k_out_feature = 0,
-                            .k_spatial = {2, 3, 4, 5}, .out_batch = 0, .out_feature = 1,
-                            .out_spatial = {2, 3, 4, 5}, .strides = {1, 1, 1, 1}, .padding = std::vector<int64_t>(8, 0),
-                            .lhs_dilation = {1, 1, 1, 1}, .rhs_dilation = {1, 1, 1, 1}};
+  kernels::ConvSpec four = {.lhs_shape = {1, 1, 2, 2, 2, 2},
+                            .rhs_shape = {1, 1, 1, 1, 1, 1},
+                            .out_shape = {1, 1, 2, 2, 2, 2},
+                            .in_batch = 0,
+                            .in_feature = 1,
+                            .in_spatial = {2, 3, 4, 5},
+                            .k_in_feature = 1,
+                            .k_out_feature = 0,
+                            .k_spatial = {2, 3, 4, 5},
+                            .out_batch = 0,
+                            .out_feature = 1,
+                            .out_spatial = {2, 3, 4, 5},
+                            .strides = {1, 1, 1, 1},
+                            .padding = std::vector<int64_t>(8, 0),
+                            .lhs_dilation = {1, 1, 1, 1},
+                            .rhs_dilation = {1, 1, 1, 1}};
   EXPECT_NE(reason(four).find("4 spatial dims"), std::string::npos);
 }
 
@@ -203,7 +237,8 @@ TEST(CudnnLibrary, MissingLibraryIsUnavailableWithReason) {
   // A library without cuDNN's symbols (libc) is not a usable cuDNN, naming what it lacks.
   const auto libc = CudnnLibrary::load("libc.so.6");
   EXPECT_FALSE(libc->available());
-  EXPECT_NE(libc->unavailable_reason().find("cudnnConvolutionForward"), std::string::npos) << libc->unavailable_reason();
+  EXPECT_NE(libc->unavailable_reason().find("cudnnConvolutionForward"), std::string::npos)
+      << libc->unavailable_reason();
   EXPECT_STREQ(conv_engine_name(CudaConvChoice::Engine::kCudnn), "cuDNN");
   EXPECT_STREQ(conv_engine_name(CudaConvChoice::Engine::kImplicitGemm), "implicit GEMM");
 }

@@ -30,7 +30,8 @@ using testing::FakeCudaScope;
 /// Fake PTX for `arch` with one entry `entry` of `params` 64-bit parameters.
 std::string fake_ptx(const std::string& arch, const std::string& entry, int params) {
   std::string p = fmt::format(".version 8.0\n.target {}\n.address_size 64\n.visible .entry {}(\n", arch, entry);
-  for (int i = 0; i < params; ++i) p += fmt::format("\t.param .u64 {}_param_{}{}\n", entry, i, i + 1 < params ? "," : "");
+  for (int i = 0; i < params; ++i)
+    p += fmt::format("\t.param .u64 {}_param_{}{}\n", entry, i, i + 1 < params ? "," : "");
   return p + ")\n{\n\tret;\n}\n";
 }
 
@@ -91,9 +92,7 @@ T* at(uint64_t address) {
 struct View2 {
   uint64_t aligned;
   int64_t offset, sizes[2], strides[2];
-  float& operator()(int64_t i, int64_t j) const {
-    return at<float>(aligned)[offset + i * strides[0] + j * strides[1]];
-  }
+  float& operator()(int64_t i, int64_t j) const { return at<float>(aligned)[offset + i * strides[0] + j * strides[1]]; }
 };
 View2 view2(const std::vector<uint64_t>& w, size_t first) {
   auto s = [&](size_t i) { return static_cast<int64_t>(w[first + i]); };
@@ -110,7 +109,8 @@ const std::vector<float> kConstant = {10, 20, 30, 40, 50, 60};
 
 CudaProgram elementwise_program(const std::vector<std::string>& archs = {"sm_80", "sm_90"}) {
   CudaProgram p;
-  p.kernels = {image("add_kernel.add_kernel", kAddWords, archs), image("scale_kernel.scale_kernel", kScaleWords, archs)};
+  p.kernels = {image("add_kernel.add_kernel", kAddWords, archs),
+               image("scale_kernel.scale_kernel", kScaleWords, archs)};
   p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {2, 3}), buffer(CudaBuffer::Kind::kConstant, 0, {2, 3}),
                buffer(CudaBuffer::Kind::kTemporary, 0, {2, 3}), buffer(CudaBuffer::Kind::kOutput, 0, {3})};
   p.buffers[1].data.resize(24);
@@ -189,11 +189,22 @@ TEST(CudaLaunchWords, DescriptorAbiByHand) {
   l.kernel = "m.k";
   l.args = {memref(1, 5, {2, 3}, {4, 1}), index_arg(-3), memref(0, 0, {}, {}), memref(2, 7, {6}, {2})};
   const std::vector<uint64_t> addresses = {0x1000, 0x2000, 0x3000};
-  const std::vector<uint64_t> expected = {
-      0x2000, 0x2000, 5, 2, 3, 4, 1,         // rank 2: the pointer is NOT advanced by the offset
-      static_cast<uint64_t>(int64_t{-3}),    // index
-      0x1000, 0x1000, 0,                     // rank 0: pointers and offset only
-      0x3000, 0x3000, 7, 6, 2};              // rank 1
+  const std::vector<uint64_t> expected = {0x2000,
+                                          0x2000,
+                                          5,
+                                          2,
+                                          3,
+                                          4,
+                                          1,  // rank 2: the pointer is NOT advanced by the offset
+                                          static_cast<uint64_t>(int64_t{-3}),  // index
+                                          0x1000,
+                                          0x1000,
+                                          0,  // rank 0: pointers and offset only
+                                          0x3000,
+                                          0x3000,
+                                          7,
+                                          6,
+                                          2};  // rank 1
   EXPECT_EQ(cuda_launch_words(l, addresses), expected);
 }
 
@@ -202,7 +213,8 @@ TEST(CudaLaunchWords, EveryLaunchOfAProgramInOrder) {
   const std::vector<uint64_t> a = {100, 200, 300, 400};
   const auto words = cuda_launch_parameter_words(p, a);
   ASSERT_EQ(words.size(), 2u);
-  EXPECT_EQ(words[0], (std::vector<uint64_t>{100, 100, 0, 2, 3, 3, 1, 200, 200, 0, 2, 3, 3, 1, 300, 300, 0, 2, 3, 3, 1}));
+  EXPECT_EQ(words[0],
+            (std::vector<uint64_t>{100, 100, 0, 2, 3, 3, 1, 200, 200, 0, 2, 3, 3, 1, 300, 300, 0, 2, 3, 3, 1}));
   EXPECT_EQ(words[1], (std::vector<uint64_t>{300, 300, 3, 3, 1, 7, 400, 400, 0, 3, 1}));
 }
 
@@ -424,8 +436,8 @@ TEST(CudaExecutableFake, LaunchRecordsAndResults) {
   ASSERT_EQ(launches[0].params.size(), static_cast<size_t>(kAddWords));
   const uint64_t c = launches[0].params[7], t = launches[0].params[14];
   EXPECT_NE(c, t);
-  EXPECT_EQ(launches[0].params, (std::vector<uint64_t>{address(x), address(x), 0, 2, 3, 3, 1, c, c, 0, 2, 3, 3, 1,
-                                                       t, t, 0, 2, 3, 3, 1}));
+  EXPECT_EQ(launches[0].params,
+            (std::vector<uint64_t>{address(x), address(x), 0, 2, 3, 3, 1, c, c, 0, 2, 3, 3, 1, t, t, 0, 2, 3, 3, 1}));
   EXPECT_EQ(launches[1].params, (std::vector<uint64_t>{t, t, 3, 3, 1, 7, address(out), address(out), 0, 3, 1}));
   EXPECT_EQ(std::vector<float>(at<float>(c), at<float>(c) + 6), kConstant);  // uploaded once, before the run
   // out = (x[1, :] + c[1, :]) * 7
@@ -454,7 +466,7 @@ TEST(CudaExecutableFake, TemporariesAreReleasedAndModulesUnloaded) {
     EXPECT_EQ(with_constants - before, 24);  // the constant
     const std::vector<Array> inputs = {x}, outputs = {out};
     exe->run(inputs, outputs)->wait();
-    EXPECT_EQ(dev->allocator().stats().bytes_in_use, with_constants);  // the temporary went back
+    EXPECT_EQ(dev->allocator().stats().bytes_in_use, with_constants);            // the temporary went back
     EXPECT_EQ(dev->allocator().stats().peak_bytes_in_use - with_constants, 24);  // tmp
   }
   EXPECT_EQ(dev->allocator().stats().bytes_in_use, before);
@@ -520,8 +532,7 @@ TEST(CudaExecutableFake, WrongArgumentsLaunchNothing) {
                {"input 0 is on cpu:0, not an array on cuda:0"});
   expect_error([&] { run({Array()}, {out}); }, ErrorCode::kInvalidArgument, {"input 0 is invalid"});
   const Array alias = Array::from_buffer({3}, DType::kF32, x.buffer());
-  expect_error([&] { run({x}, {alias}); }, ErrorCode::kInvalidArgument,
-               {"output 0 shares its buffer with an input"});
+  expect_error([&] { run({x}, {alias}); }, ErrorCode::kInvalidArgument, {"output 0 shares its buffer with an input"});
   EXPECT_TRUE(fake.state().launches.empty());
 }
 
@@ -536,10 +547,14 @@ class HostBlas final : public CudaBlas {
   void gemm(const CudaBlasGemm& c, const CudaStream& stream) override {
     calls.push_back(c);
     testing::fake_cuda::enqueue(stream.handle(), [c] {
-      if (c.dtype == DType::kF32) run<float>(c);
-      else if (c.dtype == DType::kF16) run<f16>(c);
-      else if (c.dtype == DType::kBF16) run<bf16>(c);
-      else run<double>(c);
+      if (c.dtype == DType::kF32)
+        run<float>(c);
+      else if (c.dtype == DType::kF16)
+        run<f16>(c);
+      else if (c.dtype == DType::kBF16)
+        run<bf16>(c);
+      else
+        run<double>(c);
     });
   }
   std::vector<CudaBlasGemm> calls;
@@ -575,8 +590,8 @@ class HostBlas final : public CudaBlas {
 };
 
 /// Row-major C (m x n) = op(A) op(B) on the host, the oracle.
-std::vector<double> matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n,
-                           int64_t k, bool ta, bool tb) {
+std::vector<double> matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n, int64_t k,
+                           bool ta, bool tb) {
   std::vector<double> c(static_cast<size_t>(m * n));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -610,7 +625,7 @@ TEST(CudaExecutableFake, GemmProgramMatchesHostMatmul) {
   const int64_t m = 2, n = 4, k = 3, n2 = 5;
   CudaProgram p;
   p.kernels = {image("add_kernel.add_kernel", kAddWords, {"sm_90"})};
-  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {40}), buffer(CudaBuffer::Kind::kInput, 1, {n2, n}),
+  p.buffers = {buffer(CudaBuffer::Kind::kInput, 0, {40}),       buffer(CudaBuffer::Kind::kInput, 1, {n2, n}),
                buffer(CudaBuffer::Kind::kTemporary, 0, {m, n}), buffer(CudaBuffer::Kind::kConstant, 0, {m, n}),
                buffer(CudaBuffer::Kind::kTemporary, 0, {m, n}), buffer(CudaBuffer::Kind::kOutput, 0, {15})};
   const std::vector<double> bias = iota(m * n, -0.5, 1.0);
@@ -687,7 +702,8 @@ TEST(CudaExecutableFake, BatchedGemmIsOneStridedBatchedCall) {
   for (int64_t i = 0; i < batch; ++i) {
     const std::vector<double> c = matmul(slice(a, i * k * m, k * m), slice(b, i * k * n, k * n), m, n, k, true, false);
     for (int64_t j = 0; j < m * n; ++j) {
-      EXPECT_NEAR(got[static_cast<size_t>(i * m * n + j)], c[static_cast<size_t>(j)], 1e-4 * (1 + std::abs(c[static_cast<size_t>(j)])))
+      EXPECT_NEAR(got[static_cast<size_t>(i * m * n + j)], c[static_cast<size_t>(j)],
+                  1e-4 * (1 + std::abs(c[static_cast<size_t>(j)])))
           << "batch " << i << " element " << j;
     }
   }
@@ -861,7 +877,8 @@ TEST(CudaProgramValidation, HalfGemmsAreValidButNotWithEpilogues) {
                  {fmt::format("epilogues run on f32 GEMMs without batch, not a {} GEMM", dtype_name(dt))});
   }
   CudaProgram p = half_dense_program(4, 5, 3, DType::kI32);
-  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument, {"dtype i32 is not f32, f64, f16 or bf16"});
+  expect_error([&] { validate_cuda_program(p); }, ErrorCode::kInvalidArgument,
+               {"dtype i32 is not f32, f64, f16 or bf16"});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -991,7 +1008,8 @@ TEST_F(FakeCublas, TransposedEpilogueGemmsAndNoAlgorithmIsANamedError) {
   exe->run(inputs, outputs)->wait();
   const std::vector<double> product = matmul(x, w, m, n, k, true, true);
   std::vector<double> want(3, 0.0);
-  for (int64_t i = 0; i < m * n; ++i) want.push_back(std::max(0.0, product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)]));
+  for (int64_t i = 0; i < m * n; ++i)
+    want.push_back(std::max(0.0, product[static_cast<size_t>(i)] + b[static_cast<size_t>(i % n)]));
   testing::expect_values(to_host(*dev, out), want, 1e-5);
   EXPECT_EQ(log_->lt_matmul_calls, 1);
   // A configuration cuBLASLt has no kernel for: kUnimplemented naming the switch, nothing run.
@@ -1017,11 +1035,14 @@ TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
   std::vector<Array> inputs = {dx, dw, db}, outputs = {out};
   plain->run(inputs, outputs)->wait();
   const std::vector<double> c = matmul(x, w, m, n, k, false, false);
-  testing::expect_values(to_host(*dev, out), [&] {
-    std::vector<double> v(3, 0.0);
-    v.insert(v.end(), c.begin(), c.end());
-    return v;
-  }(), 1e-5);
+  testing::expect_values(
+      to_host(*dev, out),
+      [&] {
+        std::vector<double> v(3, 0.0);
+        v.insert(v.end(), c.begin(), c.end());
+        return v;
+      }(),
+      1e-5);
   EXPECT_EQ(log_->gemm_calls, 1);
   // Strided-batched: C[i] (m, n) = A[i]^T B[i], A stored (batch, k, m).
   CudaProgram p;
@@ -1043,7 +1064,8 @@ TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
   const std::vector<Array> got = batched->run(inputs);
   std::vector<double> want;
   for (int64_t i = 0; i < batch; ++i) {
-    const std::vector<double> ci = matmul(slice(a, i * k * m, k * m), slice(bb, i * k * n, k * n), m, n, k, true, false);
+    const std::vector<double> ci =
+        matmul(slice(a, i * k * m, k * m), slice(bb, i * k * n, k * n), m, n, k, true, false);
     want.insert(want.end(), ci.begin(), ci.end());
   }
   testing::expect_values(to_host(*dev, got[0]), want, 1e-5);
@@ -1059,7 +1081,8 @@ std::vector<double> half_matmul(const std::vector<double>& a, const std::vector<
                                 int64_t k, bool ta, bool tb, DType dtype) {
   std::vector<double> c = matmul(a, b, m, n, k, ta, tb);
   for (double& v : c) {
-    v = dtype == DType::kF16 ? static_cast<float>(f16(static_cast<float>(v))) : static_cast<float>(bf16(static_cast<float>(v)));
+    v = dtype == DType::kF16 ? static_cast<float>(f16(static_cast<float>(v)))
+                             : static_cast<float>(bf16(static_cast<float>(v)));
   }
   return c;
 }

@@ -135,7 +135,9 @@ std::vector<float> expected(const std::vector<float>& x, const std::vector<float
   std::vector<float> out(4, 0.0f);
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
-      for (int l = 0; l < 3; ++l) out[static_cast<size_t>(2 * i + j)] += (x[static_cast<size_t>(3 * i + l)] + 1) * w[static_cast<size_t>(2 * l + j)];
+      for (int l = 0; l < 3; ++l)
+        out[static_cast<size_t>(2 * i + j)] +=
+            (x[static_cast<size_t>(3 * i + l)] + 1) * w[static_cast<size_t>(2 * l + j)];
     }
   }
   return out;
@@ -284,8 +286,9 @@ TEST(CudaGraphs, AFailedGraphLaunchIsThrownLikeAFailedKernelLaunch) {
   EXPECT_EQ(f.run(x, xv, w, out), expected(xv, kW));  // captured
   f.fake.state().graph_launch_result = testing::kCudaErrorIllegalAddress;
   const std::vector<Array> in = {x, w}, o = {out};
-  expect_error([&] { f.exe->run(in, o); }, ErrorCode::kFailedPrecondition,
-               {"cuGraphLaunch failed while replaying the CUDA graph of a run on cuda:0", "CUDA_ERROR_ILLEGAL_ADDRESS"});
+  expect_error(
+      [&] { f.exe->run(in, o); }, ErrorCode::kFailedPrecondition,
+      {"cuGraphLaunch failed while replaying the CUDA graph of a run on cuda:0", "CUDA_ERROR_ILLEGAL_ADDRESS"});
   const CudaGraphStats s = f.exe->graph_stats();
   EXPECT_EQ(s.replays, 0);  // nothing counted for the failed call
   EXPECT_EQ(s.cached, 1);

@@ -56,8 +56,7 @@ TEST(CudaDriver, MissingLibraryIsUnavailableWithReason) {
   EXPECT_FALSE(d->available());
   EXPECT_EQ(d->device_count(), 0);
   EXPECT_EQ(d->driver_version(), 0);
-  EXPECT_NE(d->unavailable_reason().find("libingot_no_such_cuda.so.1 could not be loaded"),
-            std::string::npos)
+  EXPECT_NE(d->unavailable_reason().find("libingot_no_such_cuda.so.1 could not be loaded"), std::string::npos)
       << d->unavailable_reason();
   expect_error([&] { d->check_device(0); }, ErrorCode::kNotFound,
                {"cannot use device cuda:0", "could not be loaded", "install the NVIDIA driver"});
@@ -82,11 +81,9 @@ TEST(CudaFake, InitFailureIsTheReason) {
   fake.state().init_result = testing::kCudaErrorNoDevice;
   auto d = fake.driver();
   EXPECT_FALSE(d->available());
-  EXPECT_EQ(d->unavailable_reason(),
-            "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)");
+  EXPECT_EQ(d->unavailable_reason(), "cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)");
   expect_error([&] { CudaDevice::open(d, 0); }, ErrorCode::kNotFound,
-               {"cannot use device cuda:0: cuInit failed: CUDA_ERROR_NO_DEVICE",
-                "install the NVIDIA driver"});
+               {"cannot use device cuda:0: cuInit failed: CUDA_ERROR_NO_DEVICE", "install the NVIDIA driver"});
 }
 
 TEST(CudaFake, NoDeviceIsTheReason) {
@@ -113,16 +110,15 @@ TEST(CudaFake, IndexOutOfRangeNamesTheDeviceAndTheCount) {
   auto d = fake.driver();
   ASSERT_TRUE(d->available()) << d->unavailable_reason();
   EXPECT_EQ(d->device_count(), 2);
-  expect_error([&] { CudaDevice::open(d, 2); }, ErrorCode::kOutOfRange,
-               {"cannot use device cuda:2: index out of range", "2 CUDA devices (cuda:0 to cuda:1)",
-                "CUDA_VISIBLE_DEVICES"});
+  expect_error(
+      [&] { CudaDevice::open(d, 2); }, ErrorCode::kOutOfRange,
+      {"cannot use device cuda:2: index out of range", "2 CUDA devices (cuda:0 to cuda:1)", "CUDA_VISIBLE_DEVICES"});
   expect_error([&] { CudaDevice::open(d, -1); }, ErrorCode::kOutOfRange, {"cuda:-1"});
-  expect_error([&] { CudaDevice::open(nullptr, 0); }, ErrorCode::kInvalidArgument,
-               {"driver is null"});
-  expect_error([&] { CudaDevice::open(d, 0, CudaDeviceOptions{0, 2}); },
-               ErrorCode::kInvalidArgument, {"staging_buffer_bytes = 0"});
-  expect_error([&] { CudaDevice::open(d, 0, CudaDeviceOptions{1024, 0}); },
-               ErrorCode::kInvalidArgument, {"num_staging_buffers = 0"});
+  expect_error([&] { CudaDevice::open(nullptr, 0); }, ErrorCode::kInvalidArgument, {"driver is null"});
+  expect_error([&] { CudaDevice::open(d, 0, CudaDeviceOptions{0, 2}); }, ErrorCode::kInvalidArgument,
+               {"staging_buffer_bytes = 0"});
+  expect_error([&] { CudaDevice::open(d, 0, CudaDeviceOptions{1024, 0}); }, ErrorCode::kInvalidArgument,
+               {"num_staging_buffers = 0"});
   EXPECT_EQ(fake.context_references(), 0);  // nothing was retained by the failed opens
 }
 
@@ -205,8 +201,7 @@ TEST(CudaFake, LargeCopiesCycleThroughTheStagingBuffers) {
   std::fill(src.begin(), src.end(), 0);
   up->wait();
   for (int64_t i = 0; i < n; ++i) {
-    ASSERT_EQ(static_cast<unsigned char*>(d)[i], static_cast<unsigned char>(i * 7 + i / 4096))
-        << "byte " << i;
+    ASSERT_EQ(static_cast<unsigned char*>(d)[i], static_cast<unsigned char>(i * 7 + i / 4096)) << "byte " << i;
   }
   std::shared_ptr<CudaEvent> down = dev->copy_to_host_async(d, back.data(), n);
   down->wait();
@@ -315,8 +310,7 @@ TEST(CudaFake, FailedCopySurfacesAtEveryWait) {
   for (int i = 0; i < 2; ++i) {
     expect_error([&] { up->wait(); }, ErrorCode::kFailedPrecondition,
                  {"cuEventSynchronize failed while waiting for work on cuda:0 copy",
-                  "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)",
-                  "CUDA_LAUNCH_BLOCKING=1"});
+                  "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)", "CUDA_LAUNCH_BLOCKING=1"});
   }
   EXPECT_TRUE(up->ready());  // done, with an error
   expect_error([&] { dev->synchronize(); }, ErrorCode::kFailedPrecondition,
@@ -337,10 +331,10 @@ TEST(CudaFake, CopyArgumentsAreChecked) {
   Array h2b = Array::zeros({2}, DType::kF32);
   expect_error([&] { dev->copy_async(h2, h2b); }, ErrorCode::kInvalidArgument,
                {"copies from cpu:0 to cpu:0 are not between the host and this device"});
-  expect_error([&] { dev->copy_to_device_async(h2.raw_data(), d2.raw_data(), -4); },
-               ErrorCode::kInvalidArgument, {"bytes = -4 is negative"});
-  expect_error([&] { dev->copy_to_host_async(nullptr, h2.raw_data(), 8); },
-               ErrorCode::kInvalidArgument, {"src is null for a copy of 8 bytes"});
+  expect_error([&] { dev->copy_to_device_async(h2.raw_data(), d2.raw_data(), -4); }, ErrorCode::kInvalidArgument,
+               {"bytes = -4 is negative"});
+  expect_error([&] { dev->copy_to_host_async(nullptr, h2.raw_data(), 8); }, ErrorCode::kInvalidArgument,
+               {"src is null for a copy of 8 bytes"});
   // An array of another CUDA device is not this device's either.
   auto other = CudaDevice::open(fake.driver(), 1);
   Array o2 = Array::empty({2}, DType::kF32, &other->device());
@@ -353,11 +347,10 @@ TEST(CudaFake, AllocatorOutOfMemoryReportsTheDevicesFreeBytes) {
   auto dev = CudaDevice::open(fake.driver(), 0);
   Array big = Array::empty({60 * kMiB}, DType::kU8, &dev->device());  // a 60 MiB segment
   Array small = Array::empty({1000}, DType::kU8, &dev->device());     // a 2 MiB segment
-  expect_error([&] { Array::empty({10 * kMiB}, DType::kU8, &dev->device()); },
-               ErrorCode::kOutOfMemory,
-               {"cuda:0 out of memory: tried to allocate 10485760 bytes (10.00 MiB)",
-                "2097152 bytes (2.00 MiB) free of 67108864 bytes (64.00 MiB) total",
-                "65011712 bytes (62.00 MiB) reserved"});
+  expect_error(
+      [&] { Array::empty({10 * kMiB}, DType::kU8, &dev->device()); }, ErrorCode::kOutOfMemory,
+      {"cuda:0 out of memory: tried to allocate 10485760 bytes (10.00 MiB)",
+       "2097152 bytes (2.00 MiB) free of 67108864 bytes (64.00 MiB) total", "65011712 bytes (62.00 MiB) reserved"});
   CachingAllocatorStats s = dev->allocator().caching_stats();
   EXPECT_EQ(s.num_ooms, 1);
   EXPECT_EQ(s.num_segments, 2);
@@ -379,8 +372,8 @@ TEST(CudaFake, DestroyingTheDeviceFinishesPendingCopies) {
     auto dev = CudaDevice::open(fake.driver(), 0);
     Array host = Array::from_vector<float>({1, 2, 3}, {3});
     Array on_dev = Array::empty({3}, DType::kF32, &dev->device());
-    dev->copy_async(host, on_dev);                                     // never waited for
-    dev->copy_to_host_async(on_dev.raw_data(), back.data(), 12);       // nor this one
+    dev->copy_async(host, on_dev);                                // never waited for
+    dev->copy_to_host_async(on_dev.raw_data(), back.data(), 12);  // nor this one
     on_dev = Array();
   }
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3}));
@@ -410,8 +403,8 @@ TEST(NcclLibrary, MissingOrWrongLibraryIsUnavailable) {
   EXPECT_FALSE(missing->available());
   EXPECT_EQ(missing->version_string(), "");
   expect_error([&] { missing->unique_id(); }, ErrorCode::kNotFound,
-               {"NcclLibrary::unique_id: NCCL is not available",
-                "libingot_no_such_nccl.so.2 could not be loaded", "or use Gloo"});
+               {"NcclLibrary::unique_id: NCCL is not available", "libingot_no_such_nccl.so.2 could not be loaded",
+                "or use Gloo"});
   auto wrong = NcclLibrary::load("libm.so.6");
   EXPECT_FALSE(wrong->available());
   EXPECT_NE(wrong->unavailable_reason().find("libm.so.6 is not a usable NCCL: it lacks "
@@ -425,10 +418,10 @@ TEST(NcclLibrary, MissingOrWrongLibraryIsUnavailable) {
 // ---------------------------------------------------------------------------------------------
 // GPU tests: run where a CUDA driver and device exist, skip with the reason elsewhere.
 
-#define INGOT_REQUIRE_GPU(driver)                                               \
-  std::shared_ptr<CudaDriver> driver = CudaDriver::load();                      \
-  if (!driver->available()) {                                                   \
-    GTEST_SKIP() << "no CUDA driver/GPU: " << driver->unavailable_reason();     \
+#define INGOT_REQUIRE_GPU(driver)                                           \
+  std::shared_ptr<CudaDriver> driver = CudaDriver::load();                  \
+  if (!driver->available()) {                                               \
+    GTEST_SKIP() << "no CUDA driver/GPU: " << driver->unavailable_reason(); \
   }
 
 TEST(CudaGpu, DeviceAllocationAndRoundTrip) {
@@ -485,8 +478,7 @@ TEST(CudaGpu, OutOfMemoryNamesRequestedAndFreeBytes) {
   INGOT_REQUIRE_GPU(driver);
   auto dev = CudaDevice::open(driver, 0);
   const int64_t total = dev->memory_info().total_bytes;
-  expect_error([&] { Array::empty({total + kMiB}, DType::kU8, &dev->device()); },
-               ErrorCode::kOutOfMemory,
+  expect_error([&] { Array::empty({total + kMiB}, DType::kU8, &dev->device()); }, ErrorCode::kOutOfMemory,
                {"cuda:0 out of memory: tried to allocate " + std::to_string(total + kMiB),
                 "free of " + std::to_string(total) + " bytes"});
   // The device stays usable.
@@ -529,20 +521,20 @@ struct NcclGroup {
   }
 };
 
-#define INGOT_REQUIRE_NCCL_GROUP(group)                                                   \
-  INGOT_REQUIRE_GPU(driver_for_##group);                                                  \
-  std::shared_ptr<NcclLibrary> nccl_for_##group = NcclLibrary::load();                    \
-  if (!nccl_for_##group->available()) {                                                   \
-    GTEST_SKIP() << "no NCCL: " << nccl_for_##group->unavailable_reason();                \
-  }                                                                                       \
-  NcclGroup group;                                                                        \
-  for (int i = 0; i < driver_for_##group->device_count(); ++i) {                          \
-    group.devices.push_back(CudaDevice::open(driver_for_##group, i));                     \
-  }                                                                                       \
-  {                                                                                       \
-    std::vector<CudaDevice*> raw;                                                         \
-    for (auto& d : group.devices) raw.push_back(d.get());                                 \
-    group.comms = NcclCommunicator::create_all(nccl_for_##group, raw);                    \
+#define INGOT_REQUIRE_NCCL_GROUP(group)                                    \
+  INGOT_REQUIRE_GPU(driver_for_##group);                                   \
+  std::shared_ptr<NcclLibrary> nccl_for_##group = NcclLibrary::load();     \
+  if (!nccl_for_##group->available()) {                                    \
+    GTEST_SKIP() << "no NCCL: " << nccl_for_##group->unavailable_reason(); \
+  }                                                                        \
+  NcclGroup group;                                                         \
+  for (int i = 0; i < driver_for_##group->device_count(); ++i) {           \
+    group.devices.push_back(CudaDevice::open(driver_for_##group, i));      \
+  }                                                                        \
+  {                                                                        \
+    std::vector<CudaDevice*> raw;                                          \
+    for (auto& d : group.devices) raw.push_back(d.get());                  \
+    group.comms = NcclCommunicator::create_all(nccl_for_##group, raw);     \
   }
 
 TEST(NcclGpu, AllReduceOnAllLocalGpus) {
@@ -566,10 +558,18 @@ TEST(NcclGpu, AllReduceOnAllLocalGpus) {
       }
       std::vector<int32_t> want;
       switch (op) {
-        case ReduceOp::kSum: want = {s0, s1, s2}; break;
-        case ReduceOp::kMean: want = {s0 / n, s1 / n, s2 / n}; break;  // truncating
-        case ReduceOp::kMax: want = {n, -3, 7 * (n - 1)}; break;
-        case ReduceOp::kMin: want = {1, -3 * n, 0}; break;
+        case ReduceOp::kSum:
+          want = {s0, s1, s2};
+          break;
+        case ReduceOp::kMean:
+          want = {s0 / n, s1 / n, s2 / n};
+          break;  // truncating
+        case ReduceOp::kMax:
+          want = {n, -3, 7 * (n - 1)};
+          break;
+        case ReduceOp::kMin:
+          want = {1, -3 * n, 0};
+          break;
       }
       EXPECT_EQ(got, want) << reduce_op_name(op) << " on rank " << r;
     }
@@ -624,13 +624,11 @@ TEST(NcclGpu, ArgumentErrors) {
   expect_error([&] { c.all_reduce(host, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
                {"all_reduce: inout lives on cpu:0, not on cuda:0"});
   Array bf = Array::empty({2}, DType::kBF16, &g.devices[0]->device());
-  expect_error([&] { c.all_reduce(bf, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
-               {"dtype bf16 is not supported"});
+  expect_error([&] { c.all_reduce(bf, ReduceOp::kSum); }, ErrorCode::kInvalidArgument, {"dtype bf16 is not supported"});
   Array in = Array::empty({2, 3}, DType::kF32, &g.devices[0]->device());
   Array out = Array::empty({2 * g.size() + 1, 3}, DType::kF32, &g.devices[0]->device());
   expect_error([&] { c.all_gather(in, out); }, ErrorCode::kShapeMismatch, {"(2, 3)"});
-  expect_error([&] { c.broadcast(in, g.size()); }, ErrorCode::kInvalidArgument,
-               {"root = " + std::to_string(g.size())});
+  expect_error([&] { c.broadcast(in, g.size()); }, ErrorCode::kInvalidArgument, {"root = " + std::to_string(g.size())});
 }
 
 TEST(NcclGpu, UniqueIdGroupOfOne) {
@@ -646,8 +644,8 @@ TEST(NcclGpu, UniqueIdGroupOfOne) {
   Array back = Array::zeros({3}, DType::kI64);
   dev->copy_async(a, back)->wait();
   EXPECT_EQ(back.to_vector<int64_t>(), (std::vector<int64_t>{-7, 0, 9}));
-  expect_error([&] { NcclCommunicator::create(nccl, *dev, nccl->unique_id(), 1, 1); },
-               ErrorCode::kInvalidArgument, {"rank = 1 is not in [0, size = 1)"});
+  expect_error([&] { NcclCommunicator::create(nccl, *dev, nccl->unique_id(), 1, 1); }, ErrorCode::kInvalidArgument,
+               {"rank = 1 is not in [0, size = 1)"});
 }
 
 }  // namespace

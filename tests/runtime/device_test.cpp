@@ -64,12 +64,12 @@ TEST(Runtime, DefaultsToOneDevice) {
 }
 
 TEST(Runtime, RejectsBadOptionsAndLookups) {
-  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = 0}); },
-               ErrorCode::kInvalidArgument, {"num_cpu_devices = 0", "[1, 1024]"});
-  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = -3}); },
-               ErrorCode::kInvalidArgument, {"num_cpu_devices = -3"});
-  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = 1025}); },
-               ErrorCode::kInvalidArgument, {"num_cpu_devices = 1025"});
+  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = 0}); }, ErrorCode::kInvalidArgument,
+               {"num_cpu_devices = 0", "[1, 1024]"});
+  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = -3}); }, ErrorCode::kInvalidArgument,
+               {"num_cpu_devices = -3"});
+  expect_error([] { Runtime rt(RuntimeOptions{.num_cpu_devices = 1025}); }, ErrorCode::kInvalidArgument,
+               {"num_cpu_devices = 1025"});
   Runtime rt(RuntimeOptions{.num_cpu_devices = 2});
   expect_error([&] { rt.device(2); }, ErrorCode::kOutOfRange, {"index 2", "[0, 2)"});
   expect_error([&] { rt.device(-1); }, ErrorCode::kOutOfRange, {"index -1"});
@@ -140,9 +140,8 @@ TEST(Worker, DevicesRunConcurrently) {
 TEST(Worker, ExceptionsSurfaceFromWaitAndTheWorkerKeepsGoing) {
   Runtime rt(RuntimeOptions{.num_cpu_devices = 1});
   Device& d = rt.device(0);
-  std::shared_ptr<Event> bad = d.enqueue([] {
-    throw Error(ErrorCode::kInvalidArgument, "copy of shard 3 failed", "retry");
-  });
+  std::shared_ptr<Event> bad =
+      d.enqueue([] { throw Error(ErrorCode::kInvalidArgument, "copy of shard 3 failed", "retry"); });
   std::shared_ptr<Event> other = d.enqueue([] { throw std::runtime_error("plain failure"); });
   std::atomic<bool> later{false};
   std::shared_ptr<Event> ok = d.enqueue([&] { later = true; });
@@ -163,8 +162,7 @@ TEST(Worker, ExceptionsSurfaceFromWaitAndTheWorkerKeepsGoing) {
       },
       std::runtime_error);
   // when_all waits for everything, then rethrows the first error in list order.
-  expect_error([&] { when_all({ok, bad, other})->wait(); }, ErrorCode::kInvalidArgument,
-               {"shard 3"});
+  expect_error([&] { when_all({ok, bad, other})->wait(); }, ErrorCode::kInvalidArgument, {"shard 3"});
   EXPECT_TRUE(when_all({ok, bad})->ready());
 }
 
@@ -184,8 +182,7 @@ TEST(Worker, WaitingOnLaterWorkOfTheSameDeviceIsAnErrorNotADeadlock) {
   Device& d0 = rt.device(0);
   Device& d1 = rt.device(1);
   std::shared_ptr<Event> outer = d0.enqueue([&] { d0.enqueue([] {})->wait(); });
-  expect_error([&] { outer->wait(); }, ErrorCode::kFailedPrecondition,
-               {"work on cpu:0", "never return"});
+  expect_error([&] { outer->wait(); }, ErrorCode::kFailedPrecondition, {"work on cpu:0", "never return"});
   std::shared_ptr<Event> sync = d0.enqueue([&] { d0.synchronize(); });
   expect_error([&] { sync->wait(); }, ErrorCode::kFailedPrecondition, {"cpu:0"});
   // Waiting for another device's work from a worker is fine.
@@ -207,8 +204,7 @@ TEST(Worker, RejectsEmptyWorkAndWorkAfterShutdown) {
   d.shutdown_worker();  // runs what is queued, then joins
   EXPECT_EQ(ran.load(), 1);
   EXPECT_FALSE(d.has_worker());
-  expect_error([&] { d.enqueue([] {}); }, ErrorCode::kFailedPrecondition,
-               {"worker of cpu:0 was shut down"});
+  expect_error([&] { d.enqueue([] {}); }, ErrorCode::kFailedPrecondition, {"worker of cpu:0 was shut down"});
   d.shutdown_worker();  // idempotent
   d.synchronize();      // nothing to wait for
 }
@@ -264,8 +260,7 @@ TEST(Runtime, DetectsBuffersThatWouldOutliveIt) {
     Runtime rt(RuntimeOptions{.num_cpu_devices = 2});
     Array a = Array::zeros({4}, DType::kF32, &rt.device(1));
     EXPECT_EQ(rt.num_live_buffers(), 1);
-    expect_error([&] { rt.check_no_live_buffers(); }, ErrorCode::kFailedPrecondition,
-                 {"cpu:1 (1 buffer, 16 bytes)"});
+    expect_error([&] { rt.check_no_live_buffers(); }, ErrorCode::kFailedPrecondition, {"cpu:1 (1 buffer, 16 bytes)"});
     a = Array();
     EXPECT_EQ(rt.num_live_buffers(), 0);
     rt.check_no_live_buffers();
@@ -278,8 +273,7 @@ TEST(Runtime, DetectsBuffersThatWouldOutliveIt) {
   // The devices were kept alive, so the survivor is still usable and can be freed safely.
   EXPECT_EQ(survivor.to_vector<int32_t>(), (std::vector<int32_t>{3, 3}));
   EXPECT_EQ(survivor.device().name(), "cpu:0");
-  expect_error([&] { survivor.device().enqueue([] {}); }, ErrorCode::kFailedPrecondition,
-               {"shut down"});
+  expect_error([&] { survivor.device().enqueue([] {}); }, ErrorCode::kFailedPrecondition, {"shut down"});
   survivor = Array();
 }
 
@@ -295,8 +289,7 @@ TEST(CompletionEvent, CompletesOnce) {
   e.complete();
   EXPECT_TRUE(e.ready());
   e.wait();
-  expect_error([&] { e.complete(); }, ErrorCode::kFailedPrecondition,
-               {"manual work was already completed"});
+  expect_error([&] { e.complete(); }, ErrorCode::kFailedPrecondition, {"manual work was already completed"});
   EXPECT_TRUE(when_all({})->ready());
   when_all({nullptr})->wait();
 }

@@ -29,8 +29,7 @@ TEST(DType, SizesAndNames) {
 }
 
 TEST(DType, UnknownNameIsAClearError) {
-  expect_error([] { parse_dtype("float32"); }, ErrorCode::kInvalidArgument,
-               {"unknown dtype name 'float32'", "f32"});
+  expect_error([] { parse_dtype("float32"); }, ErrorCode::kInvalidArgument, {"unknown dtype name 'float32'", "f32"});
 }
 
 TEST(DType, Categories) {

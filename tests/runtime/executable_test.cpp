@@ -23,8 +23,7 @@ using testing::expect_error;
 using testing::f32;
 
 /// A thunk that writes out[0][i] = in[0][i] * factor + offset (f32), logging its name.
-Thunk scale_thunk(std::string name, size_t in, size_t out, float factor, float offset,
-                  std::vector<std::string>* log) {
+Thunk scale_thunk(std::string name, size_t in, size_t out, float factor, float offset, std::vector<std::string>* log) {
   Thunk t;
   t.name = name;
   t.input_slots = {in};
@@ -85,8 +84,8 @@ TEST(Executable, AllocatesNonInputSlotsWithTheirTypesOnTheDevice) {
   const int64_t before = device.allocator().stats().num_allocations;
   std::vector<Array> out = exe.run({input}, &device);
 
-  EXPECT_EQ(seen, (std::vector<std::pair<Shape, DType>>{
-                      {{2, 3}, DType::kF32}, {{}, DType::kI32}, {{2, 2}, DType::kBool}}));
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<Shape, DType>>{{{2, 3}, DType::kF32}, {{}, DType::kI32}, {{2, 2}, DType::kBool}}));
   // The input slot is the caller's array itself (no copy); the two others were allocated on
   // `device`, once each.
   EXPECT_EQ(seen_ptrs[0], input.raw_data());
@@ -115,8 +114,7 @@ TEST(Executable, ASlotWrittenTwiceKeepsItsBufferAndEmptySlotsWork) {
 
   // Size-0 slots are allocated and passed like any other.
   log.clear();
-  Executable empty({{{0, 3}, DType::kF32}, {{0, 3}, DType::kF32}}, 1,
-                   {scale_thunk("noop", 0, 1, 2, 0, &log)}, {1});
+  Executable empty({{{0, 3}, DType::kF32}, {{0, 3}, DType::kF32}}, 1, {scale_thunk("noop", 0, 1, 2, 0, &log)}, {1});
   std::vector<Array> out = empty.run({Array::zeros({0, 3}, DType::kF32)});
   EXPECT_EQ(log, std::vector<std::string>{"noop"});
   EXPECT_EQ(out[0].shape(), (Shape{0, 3}));
@@ -125,8 +123,7 @@ TEST(Executable, ASlotWrittenTwiceKeepsItsBufferAndEmptySlotsWork) {
 
 TEST(Executable, AnOutputReturnedTwiceIsOneArray) {
   std::vector<std::string> log;
-  Executable exe({{{2}, DType::kF32}, {{2}, DType::kF32}}, 1, {scale_thunk("neg", 0, 1, -1, 0, &log)},
-                 {1, 0, 1});
+  Executable exe({{{2}, DType::kF32}, {{2}, DType::kF32}}, 1, {scale_thunk("neg", 0, 1, -1, 0, &log)}, {1, 0, 1});
   std::vector<Array> out = exe.run({f32({3, 4})});
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].raw_data(), out[2].raw_data());
@@ -177,18 +174,16 @@ TEST(Executable, ArgumentErrorsNameTheIndexAndTypes) {
   const Array good1 = Array::zeros({3}, DType::kI32);
   expect_error([&] { exe.run({good0}); }, ErrorCode::kInvalidArgument,
                {"Executable::run", "1 arguments given", "takes 2"});
-  expect_error([&] { exe.run({good0, good1, good1}); }, ErrorCode::kInvalidArgument,
-               {"3 arguments given", "takes 2"});
-  expect_error([&] { exe.run({good0, Array()}); }, ErrorCode::kInvalidArgument,
-               {"argument 1", "invalid Array"});
+  expect_error([&] { exe.run({good0, good1, good1}); }, ErrorCode::kInvalidArgument, {"3 arguments given", "takes 2"});
+  expect_error([&] { exe.run({good0, Array()}); }, ErrorCode::kInvalidArgument, {"argument 1", "invalid Array"});
   expect_error([&] { exe.run({good0, Array::zeros({3}, DType::kI64)}); }, ErrorCode::kDTypeMismatch,
                {"argument 1", "i64", "expected i32"});
-  expect_error([&] { exe.run({Array::zeros({2, 2}, DType::kF16), good1}); },
-               ErrorCode::kDTypeMismatch, {"argument 0", "f16", "expected f32"});
+  expect_error([&] { exe.run({Array::zeros({2, 2}, DType::kF16), good1}); }, ErrorCode::kDTypeMismatch,
+               {"argument 0", "f16", "expected f32"});
   expect_error([&] { exe.run({Array::zeros({4}, DType::kF32), good1}); }, ErrorCode::kShapeMismatch,
                {"argument 0", "(4,)", "expected (2, 2)"});
-  expect_error([&] { exe.run({good0, Array::zeros({1, 3}, DType::kI32)}); },
-               ErrorCode::kShapeMismatch, {"argument 1", "(1, 3)", "expected (3,)"});
+  expect_error([&] { exe.run({good0, Array::zeros({1, 3}, DType::kI32)}); }, ErrorCode::kShapeMismatch,
+               {"argument 1", "(1, 3)", "expected (3,)"});
   // Nothing ran for any of them.
   EXPECT_TRUE(log.empty());
   exe.run({good0, good1});
@@ -199,9 +194,7 @@ TEST(Executable, ThunkErrorsPropagate) {
   Thunk t;
   t.name = "fails";
   t.output_slots = {0};
-  t.run = [](std::span<const Array>, std::span<Array>) {
-    throw Error(ErrorCode::kInternal, "thunk 'fails' broke");
-  };
+  t.run = [](std::span<const Array>, std::span<Array>) { throw Error(ErrorCode::kInternal, "thunk 'fails' broke"); };
   Executable exe({{{1}, DType::kF32}}, 0, {t}, {0});
   expect_error([&] { exe.run({}); }, ErrorCode::kInternal, {"thunk 'fails' broke"});
 }
@@ -209,12 +202,11 @@ TEST(Executable, ThunkErrorsPropagate) {
 TEST(Executable, ConstructionChecksTheSlotTable) {
   std::vector<std::string> log;
   const Slots two(2, {Shape{2}, DType::kF32});
-  expect_error([&] { Executable(two, 1, {scale_thunk("far", 0, 5, 1, 0, &log)}, {1}); },
-               ErrorCode::kInvalidArgument, {"thunk 'far'", "slot 5", "2 slots"});
-  expect_error([&] { Executable(two, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {2}); },
-               ErrorCode::kInvalidArgument, {"output list", "slot 2"});
-  expect_error([&] { Executable(two, 3, {}, {}); }, ErrorCode::kInvalidArgument,
-               {"3 inputs", "2 slots"});
+  expect_error([&] { Executable(two, 1, {scale_thunk("far", 0, 5, 1, 0, &log)}, {1}); }, ErrorCode::kInvalidArgument,
+               {"thunk 'far'", "slot 5", "2 slots"});
+  expect_error([&] { Executable(two, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {2}); }, ErrorCode::kInvalidArgument,
+               {"output list", "slot 2"});
+  expect_error([&] { Executable(two, 3, {}, {}); }, ErrorCode::kInvalidArgument, {"3 inputs", "2 slots"});
   // Reading a slot no one has written yet, writing an input, returning a slot no one writes.
   const Slots three(3, {Shape{2}, DType::kF32});
   std::vector<Thunk> backwards;
@@ -224,14 +216,14 @@ TEST(Executable, ConstructionChecksTheSlotTable) {
                {"thunk 'reader'", "reads slot 2", "before"});
   expect_error([&] { Executable(three, 1, {scale_thunk("clobber", 0, 0, 1, 0, &log)}, {0}); },
                ErrorCode::kInvalidArgument, {"thunk 'clobber'", "writes input slot 0", "not donated"});
-  expect_error([&] { Executable(three, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {1, 2}); },
-               ErrorCode::kInvalidArgument, {"output slot 2", "neither an input nor written"});
+  expect_error([&] { Executable(three, 1, {scale_thunk("t", 0, 1, 1, 0, &log)}, {1, 2}); }, ErrorCode::kInvalidArgument,
+               {"output slot 2", "neither an input nor written"});
 }
 
 /// An asynchronous "collective" that copies in[0] into out[0] after `sleep_ms`, logging its start
 /// and end (it ignores the communicator), or throws `error` when not empty.
-Thunk async_copy(std::string name, size_t in, size_t out, int sleep_ms, std::vector<std::string>* log,
-                 std::mutex* mu, std::string error = {}) {
+Thunk async_copy(std::string name, size_t in, size_t out, int sleep_ms, std::vector<std::string>* log, std::mutex* mu,
+                 std::string error = {}) {
   Thunk t;
   t.name = name;
   t.input_slots = {in};
@@ -291,7 +283,8 @@ TEST(Executable, AnAsyncCollectivesErrorIsThrownAtItsWait) {
   thunks.push_back(wait_thunk(0));
   Executable exe(Slots(3, {Shape{2}, DType::kF32}), 1, std::move(thunks), {1, 2});
   std::vector<std::unique_ptr<Communicator>> one = make_local_gloo_group(1);
-  expect_error([&] { exe.run({f32({1, 2})}, nullptr, one[0].get()); }, ErrorCode::kFailedPrecondition, {"peer went away"});
+  expect_error([&] { exe.run({f32({1, 2})}, nullptr, one[0].get()); }, ErrorCode::kFailedPrecondition,
+               {"peer went away"});
   EXPECT_EQ(std::count(log.begin(), log.end(), "compute"), 1);
 }
 
@@ -300,15 +293,18 @@ TEST(Executable, AsyncCollectivesAndWaitsAreChecked) {
   std::mutex mu;
   const Slots slots(3, {Shape{2}, DType::kF32});
   // Reading the output before the wait.
-  std::vector<Thunk> early = {async_copy("c", 0, 1, 0, &log, &mu), scale_thunk("reader", 1, 2, 1, 0, &log), wait_thunk(0)};
-  expect_error([&] { Executable(slots, 1, early, {2}); }, ErrorCode::kInvalidArgument, {"thunk 'reader' reads slot 1 before"});
+  std::vector<Thunk> early = {async_copy("c", 0, 1, 0, &log, &mu), scale_thunk("reader", 1, 2, 1, 0, &log),
+                              wait_thunk(0)};
+  expect_error([&] { Executable(slots, 1, early, {2}); }, ErrorCode::kInvalidArgument,
+               {"thunk 'reader' reads slot 1 before"});
   // Never waited for; waited twice; waiting for a plain thunk or a later one; a wait with work.
   expect_error([&] { Executable(slots, 1, {async_copy("c", 0, 1, 0, &log, &mu)}, {0}); }, ErrorCode::kInvalidArgument,
                {"'c' (thunk 0) is never waited for"});
   std::vector<Thunk> twice = {async_copy("c", 0, 1, 0, &log, &mu), wait_thunk(0), wait_thunk(0)};
   expect_error([&] { Executable(slots, 1, twice, {1}); }, ErrorCode::kInvalidArgument, {"waited for already"});
   std::vector<Thunk> plain = {scale_thunk("t", 0, 1, 1, 0, &log), wait_thunk(0)};
-  expect_error([&] { Executable(slots, 1, plain, {1}); }, ErrorCode::kInvalidArgument, {"not an asynchronous collective"});
+  expect_error([&] { Executable(slots, 1, plain, {1}); }, ErrorCode::kInvalidArgument,
+               {"not an asynchronous collective"});
   std::vector<Thunk> later = {wait_thunk(1), async_copy("c", 0, 1, 0, &log, &mu)};
   expect_error([&] { Executable(slots, 1, later, {0}); }, ErrorCode::kInvalidArgument, {"not before it"});
   Thunk busy = wait_thunk(0);

@@ -21,8 +21,8 @@
 //     test waits for its uploads before running a program through it).
 // What it saw is logged for the test (ingot_fake_cublas_log: call counts, the last epilogue and
 // the alignments the heuristic was given); ingot_fake_cublas_set_no_algorithm makes the heuristic
-// find nothing, ingot_fake_cublas_set_ex_unsupported the *Ex GEMMs answer NOT_SUPPORTED. The log is file-scope state: the module is the test's
-// fake, loaded by one test process, as the fake driver's state is.
+// find nothing, ingot_fake_cublas_set_ex_unsupported the *Ex GEMMs answer NOT_SUPPORTED. The log is file-scope state:
+// the module is the test's fake, loaded by one test process, as the fake driver's state is.
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_bf16.h>
@@ -39,7 +39,7 @@
 namespace {
 
 FakeCublasLog g_log;
-bool g_no_algorithm = false;  // cublasLtMatmulAlgoGetHeuristic finds nothing (ingot_fake_cublas_set_no_algorithm)
+bool g_no_algorithm = false;    // cublasLtMatmulAlgoGetHeuristic finds nothing (ingot_fake_cublas_set_no_algorithm)
 bool g_ex_unsupported = false;  // the *Ex GEMMs answer NOT_SUPPORTED (ingot_fake_cublas_set_ex_unsupported)
 
 struct Desc {  // stored in cublasLtMatmulDescOpaque_t::data
@@ -68,7 +68,8 @@ void reference_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, 
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t i = 0; i < m; ++i) {
       T sum = 0;
-      for (int64_t l = 0; l < k; ++l) sum += (ta ? a[l + i * lda] : a[i + l * lda]) * (tb ? b[j + l * ldb] : b[l + j * ldb]);
+      for (int64_t l = 0; l < k; ++l)
+        sum += (ta ? a[l + i * lda] : a[i + l * lda]) * (tb ? b[j + l * ldb] : b[l + j * ldb]);
       d[i + j * ldc] = alpha * sum + (beta == T{0} ? T{0} : beta * c[i + j * ldc]);
     }
   }
@@ -80,8 +81,9 @@ bool bad_dims(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, i
 }
 
 template <class T>
-cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* a, int lda,
-                    long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc, long long sc, int batch) {
+cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* a,
+                    int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
+                    long long sc, int batch) {
   if (bad_dims(ta, tb, m, n, k, lda, ldb, ldc) || batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
   for (int p = 0; p < batch; ++p) {
     reference_gemm<T>(ta != CUBLAS_OP_N, tb != CUBLAS_OP_N, m, n, k, *alpha, a + p * sa, lda, b + p * sb, ldb, *beta,
@@ -97,8 +99,10 @@ float load16(cudaDataType type, const void* p, int64_t i) {
   return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
 }
 void store16(cudaDataType type, void* p, int64_t i, float v) {
-  if (type == CUDA_R_16F) static_cast<__half*>(p)[i] = __float2half_rn(v);
-  else static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  if (type == CUDA_R_16F)
+    static_cast<__half*>(p)[i] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
 }
 
 /// The *Ex GEMMs: column-major C = alpha op(A) op(B) + beta C on 16-bit operands of one type,
@@ -189,8 +193,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, c
 }
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                                          int k, const double* alpha, const double* a, int lda, long long sa,
-                                         const double* b, int ldb, long long sb, const double* beta, double* c,
-                                         int ldc, long long sc, int batch) {
+                                         const double* b, int ldb, long long sb, const double* beta, double* c, int ldc,
+                                         long long sc, int batch) {
   ++g_log.strided_calls;
   g_log.last_batch = batch;
   return gemm<double>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
@@ -244,18 +248,22 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     return CUBLAS_STATUS_SUCCESS;
   };
   switch (attribute) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: return u32(d.trans_a);
-    case CUBLASLT_MATMUL_DESC_TRANSB: return u32(d.trans_b);
-    case CUBLASLT_MATMUL_DESC_EPILOGUE: return u32(d.epilogue);
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      return u32(d.trans_a);
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      return u32(d.trans_b);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+      return u32(d.epilogue);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
       if (bytes != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
       std::memcpy(&d.bias, value, sizeof(void*));
       return CUBLAS_STATUS_SUCCESS;
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
-cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows, uint64_t cols,
-                                          int64_t ld) {
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld) {
   if (ld < static_cast<int64_t>(std::max<uint64_t>(rows, 1))) return CUBLAS_STATUS_INVALID_VALUE;  // column-major
   *layout = new cublasLtMatrixLayoutOpaque_t{};
   view<Layout>(*layout) = Layout{static_cast<uint64_t>(type), rows, cols, ld};

@@ -55,9 +55,9 @@
 // The handle types, defined here for the fake (cuda.h only declares them).
 struct CUstream_st {
   std::deque<std::function<void()>> pending;
-  bool capturing = false;          // between cuStreamBeginCapture and cuStreamEndCapture
-  bool capture_invalidated = false;  // an illegal call during the capture
-  int capture_mode = 0;            // CUstreamCaptureMode
+  bool capturing = false;                       // between cuStreamBeginCapture and cuStreamEndCapture
+  bool capture_invalidated = false;             // an illegal call during the capture
+  int capture_mode = 0;                         // CUstreamCaptureMode
   std::vector<std::function<void()>> captured;  // what the capture recorded, in order
 };
 struct CUgraph_st {
@@ -67,8 +67,8 @@ struct CUgraphExec_st {
   std::vector<std::function<void()>> work;
 };
 struct CUevent_st {
-  CUstream_st* stream = nullptr;         // the stream of the last record
-  std::shared_ptr<bool> done;            // set when that record ran
+  CUstream_st* stream = nullptr;  // the stream of the last record
+  std::shared_ptr<bool> done;     // set when that record ran
 };
 struct CUctx_st {
   int device = 0;
@@ -105,10 +105,10 @@ constexpr int kCudaErrorStreamCaptureIsolation = 905;
 
 /// One cuLaunchKernel call as the fake saw it.
 struct FakeLaunch {
-  std::string kernel;                 // the function's entry name
+  std::string kernel;  // the function's entry name
   std::array<unsigned, 3> grid{}, block{};
   unsigned shared_bytes = 0;
-  std::vector<uint64_t> params;       // one 8-byte word per ".param" of the entry
+  std::vector<uint64_t> params;  // one 8-byte word per ".param" of the entry
 };
 
 struct FakeCuda {
@@ -129,8 +129,8 @@ struct FakeCuda {
   std::vector<std::string> calls_without_context;
   int compute_major = 9, compute_minor = 0;  // cuDeviceGetAttribute (every fake device)
   int live_modules = 0;
-  std::vector<std::string> loaded_ptx;       // every image given to cuModuleLoadData, in order
-  std::vector<FakeLaunch> launches;          // in enqueue order
+  std::vector<std::string> loaded_ptx;  // every image given to cuModuleLoadData, in order
+  std::vector<FakeLaunch> launches;     // in enqueue order
   /// Host bodies of kernels by entry name, run in stream order with the launch's words.
   std::map<std::string, std::function<void(const std::vector<uint64_t>&)>> kernel_bodies;
 
@@ -151,9 +151,7 @@ inline thread_local CUctx_st* t_fake_current = nullptr;
 
 namespace fake_cuda {
 
-inline std::unique_lock<std::recursive_mutex> lock() {
-  return std::unique_lock<std::recursive_mutex>(g_fake_cuda->mu);
-}
+inline std::unique_lock<std::recursive_mutex> lock() { return std::unique_lock<std::recursive_mutex>(g_fake_cuda->mu); }
 
 /// Records a call made without a current context and returns the error.
 inline int no_context(const char* call) {
@@ -163,8 +161,10 @@ inline int no_context(const char* call) {
 
 /// Enqueues `op` on `s`, or records it into the capture when `s` is capturing.
 inline void push(CUstream_st* s, std::function<void()> op) {
-  if (s->capturing) s->captured.push_back(std::move(op));
-  else s->pending.push_back(std::move(op));
+  if (s->capturing)
+    s->captured.push_back(std::move(op));
+  else
+    s->pending.push_back(std::move(op));
 }
 
 /// A call that a capture of `s` forbids: invalidates the capture and returns the error.
@@ -207,30 +207,70 @@ inline int cuDriverGetVersion(int* v) {
 }
 inline int cuGetErrorName(int r, const char** s) {
   switch (r) {
-    case kCudaSuccess: *s = "CUDA_SUCCESS"; return kCudaSuccess;
-    case kCudaErrorInvalidValue: *s = "CUDA_ERROR_INVALID_VALUE"; return kCudaSuccess;
-    case kCudaErrorOutOfMemory: *s = "CUDA_ERROR_OUT_OF_MEMORY"; return kCudaSuccess;
-    case kCudaErrorNoDevice: *s = "CUDA_ERROR_NO_DEVICE"; return kCudaSuccess;
-    case kCudaErrorInvalidDevice: *s = "CUDA_ERROR_INVALID_DEVICE"; return kCudaSuccess;
-    case kCudaErrorInvalidContext: *s = "CUDA_ERROR_INVALID_CONTEXT"; return kCudaSuccess;
-    case kCudaErrorNotReady: *s = "CUDA_ERROR_NOT_READY"; return kCudaSuccess;
-    case kCudaErrorIllegalAddress: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; return kCudaSuccess;
-    case kCudaErrorInvalidPtx: *s = "CUDA_ERROR_INVALID_PTX"; return kCudaSuccess;
-    case kCudaErrorNotFound: *s = "CUDA_ERROR_NOT_FOUND"; return kCudaSuccess;
-    case kCudaErrorInvalidHandle: *s = "CUDA_ERROR_INVALID_HANDLE"; return kCudaSuccess;
-    case kCudaErrorStreamCaptureUnsupported: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return kCudaSuccess;
-    case kCudaErrorStreamCaptureInvalidated: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; return kCudaSuccess;
-    case kCudaErrorStreamCaptureIsolation: *s = "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"; return kCudaSuccess;
-    default: *s = nullptr; return kCudaErrorInvalidValue;
+    case kCudaSuccess:
+      *s = "CUDA_SUCCESS";
+      return kCudaSuccess;
+    case kCudaErrorInvalidValue:
+      *s = "CUDA_ERROR_INVALID_VALUE";
+      return kCudaSuccess;
+    case kCudaErrorOutOfMemory:
+      *s = "CUDA_ERROR_OUT_OF_MEMORY";
+      return kCudaSuccess;
+    case kCudaErrorNoDevice:
+      *s = "CUDA_ERROR_NO_DEVICE";
+      return kCudaSuccess;
+    case kCudaErrorInvalidDevice:
+      *s = "CUDA_ERROR_INVALID_DEVICE";
+      return kCudaSuccess;
+    case kCudaErrorInvalidContext:
+      *s = "CUDA_ERROR_INVALID_CONTEXT";
+      return kCudaSuccess;
+    case kCudaErrorNotReady:
+      *s = "CUDA_ERROR_NOT_READY";
+      return kCudaSuccess;
+    case kCudaErrorIllegalAddress:
+      *s = "CUDA_ERROR_ILLEGAL_ADDRESS";
+      return kCudaSuccess;
+    case kCudaErrorInvalidPtx:
+      *s = "CUDA_ERROR_INVALID_PTX";
+      return kCudaSuccess;
+    case kCudaErrorNotFound:
+      *s = "CUDA_ERROR_NOT_FOUND";
+      return kCudaSuccess;
+    case kCudaErrorInvalidHandle:
+      *s = "CUDA_ERROR_INVALID_HANDLE";
+      return kCudaSuccess;
+    case kCudaErrorStreamCaptureUnsupported:
+      *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+      return kCudaSuccess;
+    case kCudaErrorStreamCaptureInvalidated:
+      *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+      return kCudaSuccess;
+    case kCudaErrorStreamCaptureIsolation:
+      *s = "CUDA_ERROR_STREAM_CAPTURE_ISOLATION";
+      return kCudaSuccess;
+    default:
+      *s = nullptr;
+      return kCudaErrorInvalidValue;
   }
 }
 inline int cuGetErrorString(int r, const char** s) {
   switch (r) {
-    case kCudaErrorNoDevice: *s = "no CUDA-capable device is detected"; return kCudaSuccess;
-    case kCudaErrorIllegalAddress: *s = "an illegal memory access was encountered"; return kCudaSuccess;
-    case kCudaErrorOutOfMemory: *s = "out of memory"; return kCudaSuccess;
-    case kCudaErrorInvalidContext: *s = "invalid device context"; return kCudaSuccess;
-    default: *s = "fake error"; return kCudaSuccess;
+    case kCudaErrorNoDevice:
+      *s = "no CUDA-capable device is detected";
+      return kCudaSuccess;
+    case kCudaErrorIllegalAddress:
+      *s = "an illegal memory access was encountered";
+      return kCudaSuccess;
+    case kCudaErrorOutOfMemory:
+      *s = "out of memory";
+      return kCudaSuccess;
+    case kCudaErrorInvalidContext:
+      *s = "invalid device context";
+      return kCudaSuccess;
+    default:
+      *s = "fake error";
+      return kCudaSuccess;
   }
 }
 inline int cuDeviceGetCount(int* n) {
@@ -411,9 +451,12 @@ inline int cuEventDestroy_v2(CUevent_st* e) {
 
 inline int cuDeviceGetAttribute(int* value, int attribute, int dev) {
   if (dev < 0 || dev >= g_fake_cuda->device_count) return kCudaErrorInvalidDevice;
-  if (attribute == 75) *value = g_fake_cuda->compute_major;       // ..._COMPUTE_CAPABILITY_MAJOR
-  else if (attribute == 76) *value = g_fake_cuda->compute_minor;  // ..._COMPUTE_CAPABILITY_MINOR
-  else return kCudaErrorInvalidValue;
+  if (attribute == 75)
+    *value = g_fake_cuda->compute_major;  // ..._COMPUTE_CAPABILITY_MAJOR
+  else if (attribute == 76)
+    *value = g_fake_cuda->compute_minor;  // ..._COMPUTE_CAPABILITY_MINOR
+  else
+    return kCudaErrorInvalidValue;
   return kCudaSuccess;
 }
 inline int cuModuleLoadData(CUmod_st** module, const void* image) {
@@ -446,8 +489,8 @@ inline int cuModuleGetFunction(CUfunc_st** function, CUmod_st* module, const cha
   *function = &module->functions.back();
   return kCudaSuccess;
 }
-inline int cuLaunchKernel(CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                          unsigned bz, unsigned shared_bytes, CUstream_st* s, void** params, void** extra) {
+inline int cuLaunchKernel(CUfunc_st* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                          unsigned shared_bytes, CUstream_st* s, void** params, void** extra) {
   auto l = lock();
   if (t_fake_current == nullptr) return no_context("cuLaunchKernel");
   if (f == nullptr) return kCudaErrorInvalidHandle;
@@ -549,26 +592,24 @@ inline CudaSymbolResolver resolver(std::string omit = "") {
   return [omit](const char* name) -> void* {
     static const std::map<std::string, void*> table = {
 #define INGOT_FAKE_ENTRY(fn) {#fn, reinterpret_cast<void*>(&fn)},
-        INGOT_FAKE_ENTRY(cuInit) INGOT_FAKE_ENTRY(cuDriverGetVersion)
-        INGOT_FAKE_ENTRY(cuGetErrorString) INGOT_FAKE_ENTRY(cuGetErrorName)
-        INGOT_FAKE_ENTRY(cuDeviceGetCount) INGOT_FAKE_ENTRY(cuDeviceGet)
-        INGOT_FAKE_ENTRY(cuDeviceGetName) INGOT_FAKE_ENTRY(cuDeviceTotalMem_v2)
-        INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRetain) INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2)
-        INGOT_FAKE_ENTRY(cuCtxSetCurrent) INGOT_FAKE_ENTRY(cuMemGetInfo_v2)
-        INGOT_FAKE_ENTRY(cuMemAlloc_v2) INGOT_FAKE_ENTRY(cuMemFree_v2)
-        INGOT_FAKE_ENTRY(cuMemHostAlloc) INGOT_FAKE_ENTRY(cuMemFreeHost)
-        INGOT_FAKE_ENTRY(cuMemcpyHtoDAsync_v2) INGOT_FAKE_ENTRY(cuMemcpyDtoHAsync_v2)
-        INGOT_FAKE_ENTRY(cuStreamCreate) INGOT_FAKE_ENTRY(cuStreamDestroy_v2)
-        INGOT_FAKE_ENTRY(cuStreamSynchronize) INGOT_FAKE_ENTRY(cuStreamWaitEvent)
-        INGOT_FAKE_ENTRY(cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate)
-        INGOT_FAKE_ENTRY(cuEventRecord) INGOT_FAKE_ENTRY(cuEventQuery)
-        INGOT_FAKE_ENTRY(cuEventSynchronize) INGOT_FAKE_ENTRY(cuEventDestroy_v2)
-        INGOT_FAKE_ENTRY(cuDeviceGetAttribute) INGOT_FAKE_ENTRY(cuModuleLoadData)
-        INGOT_FAKE_ENTRY(cuModuleGetFunction) INGOT_FAKE_ENTRY(cuModuleUnload)
-        INGOT_FAKE_ENTRY(cuLaunchKernel) INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2)
-        INGOT_FAKE_ENTRY(cuStreamEndCapture) INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)
-        INGOT_FAKE_ENTRY(cuGraphLaunch) INGOT_FAKE_ENTRY(cuGraphExecDestroy)
-        INGOT_FAKE_ENTRY(cuGraphDestroy)
+        INGOT_FAKE_ENTRY(cuInit) INGOT_FAKE_ENTRY(cuDriverGetVersion) INGOT_FAKE_ENTRY(cuGetErrorString)
+            INGOT_FAKE_ENTRY(cuGetErrorName) INGOT_FAKE_ENTRY(cuDeviceGetCount) INGOT_FAKE_ENTRY(cuDeviceGet)
+                INGOT_FAKE_ENTRY(cuDeviceGetName) INGOT_FAKE_ENTRY(cuDeviceTotalMem_v2) INGOT_FAKE_ENTRY(
+                    cuDevicePrimaryCtxRetain) INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2)
+                    INGOT_FAKE_ENTRY(cuCtxSetCurrent) INGOT_FAKE_ENTRY(cuMemGetInfo_v2) INGOT_FAKE_ENTRY(
+                        cuMemAlloc_v2) INGOT_FAKE_ENTRY(cuMemFree_v2) INGOT_FAKE_ENTRY(cuMemHostAlloc)
+                        INGOT_FAKE_ENTRY(cuMemFreeHost) INGOT_FAKE_ENTRY(cuMemcpyHtoDAsync_v2) INGOT_FAKE_ENTRY(
+                            cuMemcpyDtoHAsync_v2) INGOT_FAKE_ENTRY(cuStreamCreate) INGOT_FAKE_ENTRY(cuStreamDestroy_v2)
+                            INGOT_FAKE_ENTRY(cuStreamSynchronize) INGOT_FAKE_ENTRY(cuStreamWaitEvent) INGOT_FAKE_ENTRY(
+                                cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate) INGOT_FAKE_ENTRY(cuEventRecord)
+                                INGOT_FAKE_ENTRY(cuEventQuery) INGOT_FAKE_ENTRY(cuEventSynchronize)
+                                    INGOT_FAKE_ENTRY(cuEventDestroy_v2) INGOT_FAKE_ENTRY(cuDeviceGetAttribute)
+                                        INGOT_FAKE_ENTRY(cuModuleLoadData) INGOT_FAKE_ENTRY(cuModuleGetFunction)
+                                            INGOT_FAKE_ENTRY(cuModuleUnload) INGOT_FAKE_ENTRY(cuLaunchKernel)
+                                                INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2) INGOT_FAKE_ENTRY(
+                                                    cuStreamEndCapture) INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)
+                                                    INGOT_FAKE_ENTRY(cuGraphLaunch) INGOT_FAKE_ENTRY(cuGraphExecDestroy)
+                                                        INGOT_FAKE_ENTRY(cuGraphDestroy)
 #undef INGOT_FAKE_ENTRY
     };
     if (omit == name) return nullptr;

@@ -97,8 +97,7 @@ TEST(GlooErrors, WithoutVerificationCollectivesStillWork) {
 TEST(GlooErrors, GroupCreationArguments) {
   GlooOptions iface;
   iface.interface = "nosuchif0";
-  expect_error([&] { make_local_gloo_group(2, 5.0, iface); }, ErrorCode::kInvalidArgument,
-               {"interface 'nosuchif0'"});
+  expect_error([&] { make_local_gloo_group(2, 5.0, iface); }, ErrorCode::kInvalidArgument, {"interface 'nosuchif0'"});
   GlooOptions chunk;
   chunk.reduce_scatter_chunk_bytes = 0;
   expect_error([&] { make_local_gloo_group(2, 5.0, chunk); }, ErrorCode::kInvalidArgument,
@@ -162,8 +161,7 @@ TEST(GlooProcessGroup, FromEnvErrorsNameTheVariableAndValue) {
   env.set("WORLD_SIZE", "2");
   env.set("MASTER_ADDR", "127.0.0.1");
   env.set("MASTER_PORT", "29500");
-  auto expect_env_error = [&](const char* name, std::optional<std::string> value,
-                              std::vector<std::string> needles) {
+  auto expect_env_error = [&](const char* name, std::optional<std::string> value, std::vector<std::string> needles) {
     EnvGuard one;
     one.set(name, value);
     expect_error([] { ProcessGroupOptions::from_env(); }, ErrorCode::kInvalidArgument, needles);
@@ -231,8 +229,7 @@ ProcessGroupOptions pg(int rank, int world_size, int port, double timeout) {
 
 TEST(GlooProcessGroup, ConnectGlooThreeRanksInOneProcess) {
   int port = testing::free_port();
-  std::vector<Joined> joined = connect_threads({pg(0, 3, port, 10), pg(1, 3, port, 10),
-                                                pg(2, 3, port, 10)});
+  std::vector<Joined> joined = connect_threads({pg(0, 3, port, 10), pg(1, 3, port, 10), pg(2, 3, port, 10)});
   Group group;
   for (size_t r = 0; r < joined.size(); ++r) {
     ASSERT_FALSE(joined[r].error) << "rank " << r << ": " << joined[r].error->what();
@@ -258,8 +255,7 @@ TEST(GlooProcessGroup, MissingRankTimesOutNamingAddressAndTimeout) {
   expect_error([&] { connect_gloo(pg(0, 2, port, 0.5)); }, ErrorCode::kFailedPrecondition,
                {"connect_gloo", "rank 0 of 2", address, "0.5 s"});
   // Rank 1 finds no store.
-  expect_error([&] { connect_gloo(pg(1, 2, port, 0.3)); }, ErrorCode::kFailedPrecondition,
-               {address, "0.3 s"});
+  expect_error([&] { connect_gloo(pg(1, 2, port, 0.3)); }, ErrorCode::kFailedPrecondition, {address, "0.3 s"});
   EXPECT_LT(Clock::now() - start, 6s);
 }
 
@@ -272,8 +268,7 @@ TEST(GlooProcessGroup, WorldSizeMismatchIsAnError) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(joined[r].error) << r;
     EXPECT_EQ(joined[r].error->code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(joined[r].error->what()).find("world_size is 3 on rank 1 but 2 on rank 0"),
-              std::string::npos)
+    EXPECT_NE(std::string(joined[r].error->what()).find("world_size is 3 on rank 1 but 2 on rank 0"), std::string::npos)
         << joined[r].error->what();
   }
   EXPECT_NE(std::string(joined[0].error->what()).find("rank 1 disagrees with rank 0"), std::string::npos);
@@ -404,8 +399,7 @@ TEST(GlooProcessWorker, RunsCollectives) {
   Array rs_in = Array::from_vector<int32_t>({rank, 5, -rank, 7 * rank}, {4});
   Array rs_out = Array::zeros({2}, DType::kI32);
   c->reduce_scatter(rs_in, rs_out, ReduceOp::kMax);
-  EXPECT_EQ(rs_out.to_vector<int32_t>(),
-            rank == 0 ? (std::vector<int32_t>{1, 5}) : (std::vector<int32_t>{0, 7}));
+  EXPECT_EQ(rs_out.to_vector<int32_t>(), rank == 0 ? (std::vector<int32_t>{1, 5}) : (std::vector<int32_t>{0, 7}));
   Array b = Array::full({3}, 10.0 * rank, DType::kF32);
   c->broadcast(b, 1);
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{10, 10, 10}));

@@ -84,8 +84,7 @@ class Gate {
 };
 
 /// Producer of 0, 1, ..., n-1 then std::nullopt (n < 0: endless); counts its calls.
-PrefetchQueue<int64_t>::Producer counting(int64_t n, std::atomic<int64_t>* calls,
-                                          std::atomic<bool>* exited = nullptr) {
+PrefetchQueue<int64_t>::Producer counting(int64_t n, std::atomic<int64_t>* calls, std::atomic<bool>* exited = nullptr) {
   return [n, calls, exited, i = int64_t{0}]() mutable -> std::optional<int64_t> {
     if (exited) arm_exit_flag(exited);
     calls->fetch_add(1);
@@ -339,9 +338,9 @@ TEST(PrefetchQueue, StopWhileTheProducerIsInTheMiddleOfABatch) {
   });
   EXPECT_EQ(q.next(), std::optional<int64_t>(0));
   ASSERT_TRUE(gate.wait_for_waiter());
-  std::thread stopper([&] { q.stop(); });  // waits for the producer call to return
+  std::thread stopper([&] { q.stop(); });                 // waits for the producer call to return
   EXPECT_TRUE(wait_until([&] { return q.finished(); }));  // EXPECT: the stopper must be joined
-  EXPECT_FALSE(exited.load());  // the producer is still inside its call
+  EXPECT_FALSE(exited.load());                            // the producer is still inside its call
   gate.open();
   stopper.join();
   EXPECT_TRUE(exited.load());
@@ -387,12 +386,11 @@ TEST(PrefetchQueue, DestructorStopsAndJoins) {
 }
 
 TEST(PrefetchQueue, RejectsBadArguments) {
-  expect_error([] { PrefetchQueue<int64_t> q(nullptr); }, ErrorCode::kInvalidArgument,
-               {"producer function is empty"});
+  expect_error([] { PrefetchQueue<int64_t> q(nullptr); }, ErrorCode::kInvalidArgument, {"producer function is empty"});
   std::atomic<int64_t> calls{0};
   for (int64_t slots : {0, -3}) {
-    expect_error([&] { PrefetchQueue<int64_t> q(counting(1, &calls), {}, slots); },
-                 ErrorCode::kInvalidArgument, {"slots must be >= 1", "got " + std::to_string(slots)});
+    expect_error([&] { PrefetchQueue<int64_t> q(counting(1, &calls), {}, slots); }, ErrorCode::kInvalidArgument,
+                 {"slots must be >= 1", "got " + std::to_string(slots)});
   }
   EXPECT_EQ(calls.load(), 0);  // no thread was started
 }
@@ -439,7 +437,7 @@ TEST(PrefetchQueue, ConcurrentConsumersEachGetDistinctBatchesInOrder) {
     all.insert(v.begin(), v.end());
   }
   EXPECT_EQ(static_cast<int64_t>(seen[0].size() + seen[1].size()), kBatches);  // none repeated
-  ASSERT_EQ(static_cast<int64_t>(all.size()), kBatches);                      // none lost
+  ASSERT_EQ(static_cast<int64_t>(all.size()), kBatches);                       // none lost
   EXPECT_EQ(*all.begin(), 0);
   EXPECT_EQ(*all.rbegin(), kBatches - 1);
 }
@@ -533,7 +531,8 @@ TEST(PrefetchDistribute, PutsEachBatchOntoItsShardingAndReportsBadBatches) {
         ++n;
         if (n == 3) return ArrayBatch{Array::zeros({3, 2}, DType::kF32), Array::scalar(0, DType::kI32)};  // odd rows
         if (n > 3) return std::nullopt;
-        return ArrayBatch{Array::full({4, 2}, static_cast<double>(n), DType::kF32), Array::scalar(static_cast<double>(n), DType::kI32)};
+        return ArrayBatch{Array::full({4, 2}, static_cast<double>(n), DType::kF32),
+                          Array::scalar(static_cast<double>(n), DType::kI32)};
       },
       distribute_to({split, replicated}));
   for (int64_t step = 1; step <= 2; ++step) {

@@ -52,9 +52,7 @@ class ShardingTest : public ::testing::Test {
   Mesh mesh1{{{"batch", 4}}, rt.devices()};
   Mesh mesh2{{{"batch", 2}, {"model", 2}}, rt.devices()};
 
-  I32s shard_values(const Array& a, size_t position) {
-    return a.shards().at(position).to_vector<int32_t>();
-  }
+  I32s shard_values(const Array& a, size_t position) { return a.shards().at(position).to_vector<int32_t>(); }
   // Every shard holds exactly the slice its sharding names, and to_host gives back `v`.
   void expect_consistent(const Array& a, const I32s& v) {
     const NamedSharding s = a.sharding();
@@ -86,26 +84,21 @@ TEST_F(ShardingTest, MeshLaysDevicesOutRowMajor) {
   EXPECT_EQ(Mesh::single_device(rt.device(3)).to_string(), "Mesh(device: cpu:3)");
   EXPECT_TRUE(mesh2 == Mesh({{"batch", 2}, {"model", 2}}, rt.devices()));
   EXPECT_FALSE(mesh2 == Mesh({{"batch", 4}}, rt.devices()));
-  expect_error([&] { mesh2.axis_size("data"); }, ErrorCode::kNotFound,
-               {"'data'", "'batch': 2, 'model': 2"});
+  expect_error([&] { mesh2.axis_size("data"); }, ErrorCode::kNotFound, {"'data'", "'batch': 2, 'model': 2"});
   expect_error([&] { mesh2.coords(4); }, ErrorCode::kOutOfRange, {"position 4"});
 }
 
 TEST_F(ShardingTest, BadMeshesAreClearErrors) {
   std::vector<Device*> d = rt.devices();
-  expect_error([&] { Mesh({{"batch", 2}, {"batch", 2}}, d); }, ErrorCode::kInvalidArgument,
-               {"'batch' is used twice"});
+  expect_error([&] { Mesh({{"batch", 2}, {"batch", 2}}, d); }, ErrorCode::kInvalidArgument, {"'batch' is used twice"});
   expect_error([&] { Mesh({{"batch", 3}}, d); }, ErrorCode::kInvalidArgument,
                {"4 devices given for axes ('batch': 3) whose sizes multiply to 3"});
   expect_error([&] { Mesh({{"batch", 2}, {"model", 4}}, d); }, ErrorCode::kInvalidArgument,
                {"4 devices", "multiply to 8"});
-  expect_error([&] { Mesh({{"batch", 0}}, {}); }, ErrorCode::kInvalidArgument,
-               {"'batch' has size 0"});
+  expect_error([&] { Mesh({{"batch", 0}}, {}); }, ErrorCode::kInvalidArgument, {"'batch' has size 0"});
   expect_error([&] { Mesh({{"", 4}}, d); }, ErrorCode::kInvalidArgument, {"axis 0", "empty name"});
-  expect_error([&] { Mesh({{"batch", 2}}, {d[0], nullptr}); }, ErrorCode::kInvalidArgument,
-               {"device 1 is null"});
-  expect_error([&] { Mesh({{"batch", 2}}, {d[1], d[1]}); }, ErrorCode::kInvalidArgument,
-               {"cpu:1 appears twice"});
+  expect_error([&] { Mesh({{"batch", 2}}, {d[0], nullptr}); }, ErrorCode::kInvalidArgument, {"device 1 is null"});
+  expect_error([&] { Mesh({{"batch", 2}}, {d[1], d[1]}); }, ErrorCode::kInvalidArgument, {"cpu:1 appears twice"});
 }
 
 // --- PartitionSpec ------------------------------------------------------------------------
@@ -114,8 +107,7 @@ TEST(PartitionSpec, ReadsLikeJax) {
   EXPECT_EQ(PartitionSpec().to_string(), "PartitionSpec()");
   EXPECT_EQ(PartitionSpec{"batch"}.to_string(), "PartitionSpec('batch',)");
   EXPECT_EQ((PartitionSpec{"batch", "model"}).to_string(), "PartitionSpec('batch', 'model')");
-  EXPECT_EQ((PartitionSpec{{}, {"batch", "model"}}).to_string(),
-            "PartitionSpec(None, ('batch', 'model'))");
+  EXPECT_EQ((PartitionSpec{{}, {"batch", "model"}}).to_string(), "PartitionSpec(None, ('batch', 'model'))");
   PartitionSpec tuple{{"batch", "model"}};
   ASSERT_EQ(tuple.size(), 1);
   EXPECT_EQ(tuple.dims()[0].axes, (std::vector<std::string>{"batch", "model"}));
@@ -129,10 +121,8 @@ TEST(PartitionSpec, AnAxisUsedTwiceIsAnError) {
                {"'batch' is used twice (dimension 0 and dimension 1)"});
   expect_error([] { PartitionSpec({"model", {"batch", "model"}}); }, ErrorCode::kInvalidArgument,
                {"'model' is used twice (dimension 0 and dimension 1)"});
-  expect_error([] { PartitionSpec{{"x", "x"}}; }, ErrorCode::kInvalidArgument,
-               {"'x' is used twice"});
-  expect_error([] { PartitionSpec{{}, ""}; }, ErrorCode::kInvalidArgument,
-               {"dimension 1 names an empty mesh axis"});
+  expect_error([] { PartitionSpec{{"x", "x"}}; }, ErrorCode::kInvalidArgument, {"'x' is used twice"});
+  expect_error([] { PartitionSpec{{}, ""}; }, ErrorCode::kInvalidArgument, {"dimension 1 names an empty mesh axis"});
 }
 
 // --- NamedSharding index arithmetic -------------------------------------------------------
@@ -143,8 +133,7 @@ TEST_F(ShardingTest, ShardIndicesOnA2dMesh) {
   EXPECT_EQ(s.shard_shape(shape), (Shape{2, 3}));
   using R = std::vector<IndexRange>;
   EXPECT_EQ(s.devices_indices(shape),
-            (std::vector<R>{R{{0, 2}, {0, 3}}, R{{0, 2}, {3, 6}}, R{{2, 4}, {0, 3}},
-                            R{{2, 4}, {3, 6}}}));
+            (std::vector<R>{R{{0, 2}, {0, 3}}, R{{0, 2}, {3, 6}}, R{{2, 4}, {0, 3}}, R{{2, 4}, {3, 6}}}));
   EXPECT_FALSE(s.is_fully_replicated());
   EXPECT_EQ(s.replica_id(3), 0);
 
@@ -176,16 +165,14 @@ TEST_F(ShardingTest, ShardIndicesOnA2dMesh) {
 TEST_F(ShardingTest, UnevenSplitNamesDimensionSizeAndAxisSize) {
   NamedSharding s(mesh1, PartitionSpec{"batch"});
   expect_error([&] { s.shard_shape({6, 4}); }, ErrorCode::kShapeMismatch,
-               {"dimension 0 of shape (6, 4) has size 6",
-                "does not split evenly over mesh axis 'batch' of size 4", "multiple of 4"});
+               {"dimension 0 of shape (6, 4) has size 6", "does not split evenly over mesh axis 'batch' of size 4",
+                "multiple of 4"});
   Array x = Array::from_vector<int32_t>(iota(24), {6, 4});
   expect_error([&] { device_put(x, s); }, ErrorCode::kShapeMismatch,
                {"device_put", "dimension 0", "size 6", "'batch' of size 4"});
   NamedSharding t(mesh2, PartitionSpec{{}, {"batch", "model"}});
-  expect_error([&] { device_put(Array::from_vector<int32_t>(iota(12), {2, 6}), t); },
-               ErrorCode::kShapeMismatch,
-               {"dimension 1 of shape (2, 6) has size 6",
-                "mesh axes ('batch', 'model') of total size 4"});
+  expect_error([&] { device_put(Array::from_vector<int32_t>(iota(12), {2, 6}), t); }, ErrorCode::kShapeMismatch,
+               {"dimension 1 of shape (2, 6) has size 6", "mesh axes ('batch', 'model') of total size 4"});
   // Nothing was allocated on the devices by the failed puts.
   EXPECT_EQ(rt.num_live_buffers(), 0);
 }
@@ -220,8 +207,7 @@ TEST_F(ShardingTest, PutGet1dMeshSplitDim0) {
 
 TEST_F(ShardingTest, PutGet1dMeshSplitDim1) {
   const I32s v = iota(16);
-  Array a = device_put(Array::from_vector<int32_t>(v, {4, 4}),
-                       NamedSharding(mesh1, PartitionSpec{{}, "batch"}));
+  Array a = device_put(Array::from_vector<int32_t>(v, {4, 4}), NamedSharding(mesh1, PartitionSpec{{}, "batch"}));
   EXPECT_EQ(a.shards()[0].shape(), (Shape{4, 1}));
   EXPECT_EQ(shard_values(a, 0), (I32s{0, 4, 8, 12}));
   EXPECT_EQ(shard_values(a, 1), (I32s{1, 5, 9, 13}));
@@ -282,16 +268,16 @@ TEST_F(ShardingTest, PutGet2dMeshSplitOneDimReplicatedOverTheOtherAxis) {
 
 TEST_F(ShardingTest, PutGet2dMeshTupleOfAxes) {
   const I32s v = iota(16);
-  Array rows = device_put(Array::from_vector<int32_t>(v, {8, 2}),
-                          NamedSharding(mesh2, PartitionSpec{{"model", "batch"}}));
+  Array rows =
+      device_put(Array::from_vector<int32_t>(v, {8, 2}), NamedSharding(mesh2, PartitionSpec{{"model", "batch"}}));
   EXPECT_EQ(shard_values(rows, 0), (I32s{0, 1, 2, 3}));    // block 0
   EXPECT_EQ(shard_values(rows, 1), (I32s{8, 9, 10, 11}));  // (b0, m1): block 2
   EXPECT_EQ(shard_values(rows, 2), (I32s{4, 5, 6, 7}));    // (b1, m0): block 1
   EXPECT_EQ(shard_values(rows, 3), (I32s{12, 13, 14, 15}));
   EXPECT_EQ(to_host(rows).to_vector<int32_t>(), v);
 
-  Array cols = device_put(Array::from_vector<int32_t>(v, {2, 8}),
-                          NamedSharding(mesh2, PartitionSpec{{}, {"batch", "model"}}));
+  Array cols =
+      device_put(Array::from_vector<int32_t>(v, {2, 8}), NamedSharding(mesh2, PartitionSpec{{}, {"batch", "model"}}));
   EXPECT_EQ(shard_values(cols, 0), (I32s{0, 1, 8, 9}));
   EXPECT_EQ(shard_values(cols, 1), (I32s{2, 3, 10, 11}));
   EXPECT_EQ(shard_values(cols, 2), (I32s{4, 5, 12, 13}));
@@ -303,10 +289,13 @@ TEST_F(ShardingTest, PutGetRank3EverySpec) {
   const Shape shape{2, 4, 8};  // x[i][j][k] = 32 i + 8 j + k
   const I32s v = iota(64);
   Array x = Array::from_vector<int32_t>(v, shape);
-  const std::vector<PartitionSpec> specs = {
-      PartitionSpec(), PartitionSpec{"batch"}, PartitionSpec{{}, "model"},
-      PartitionSpec{{}, "batch", "model"}, PartitionSpec{"model", {}, "batch"},
-      PartitionSpec{{}, {"batch", "model"}}, PartitionSpec{{}, {}, {"model", "batch"}}};
+  const std::vector<PartitionSpec> specs = {PartitionSpec(),
+                                            PartitionSpec{"batch"},
+                                            PartitionSpec{{}, "model"},
+                                            PartitionSpec{{}, "batch", "model"},
+                                            PartitionSpec{"model", {}, "batch"},
+                                            PartitionSpec{{}, {"batch", "model"}},
+                                            PartitionSpec{{}, {}, {"model", "batch"}}};
   for (const PartitionSpec& spec : specs) {
     SCOPED_TRACE(spec.to_string());
     expect_consistent(device_put(x, NamedSharding(mesh2, spec)), v);
@@ -314,7 +303,7 @@ TEST_F(ShardingTest, PutGetRank3EverySpec) {
   // One hand-checked shard: (batch 1, model 0) of P(None, 'batch', 'model') holds
   // x[:, 2:4, 0:4].
   Array a = device_put(x, NamedSharding(mesh2, PartitionSpec{{}, "batch", "model"}));
-  EXPECT_EQ(shard_values(a, 2), (I32s{16, 17, 18, 19, 24, 25, 26, 27,    // i = 0
+  EXPECT_EQ(shard_values(a, 2), (I32s{16, 17, 18, 19, 24, 25, 26, 27,     // i = 0
                                       48, 49, 50, 51, 56, 57, 58, 59}));  // i = 1
 }
 
@@ -405,10 +394,8 @@ TEST_F(ShardingTest, ReshardBetweenSpecsAndMeshes) {
 // --- host accessors, single-device arrays, from_shards, clone -----------------------------
 
 TEST_F(ShardingTest, HostAccessorsOnShardedArraysSayToCallToHost) {
-  Array a = device_put(Array::from_vector<int32_t>(iota(8), {4, 2}),
-                       NamedSharding(mesh1, PartitionSpec{"batch"}));
-  const std::vector<std::string> needles = {"sharded over 4 devices",
-                                            "NamedSharding(mesh=Mesh('batch': 4",
+  Array a = device_put(Array::from_vector<int32_t>(iota(8), {4, 2}), NamedSharding(mesh1, PartitionSpec{"batch"}));
+  const std::vector<std::string> needles = {"sharded over 4 devices", "NamedSharding(mesh=Mesh('batch': 4",
                                             "PartitionSpec('batch',)", "to_host"};
   expect_error([&] { a.to_vector<int32_t>(); }, ErrorCode::kFailedPrecondition, needles);
   expect_error([&] { a.data<int32_t>(); }, ErrorCode::kFailedPrecondition, needles);
@@ -419,12 +406,13 @@ TEST_F(ShardingTest, HostAccessorsOnShardedArraysSayToCallToHost) {
   expect_error([&] { a.buffer(); }, ErrorCode::kFailedPrecondition, needles);
   expect_error([&] { a.bitwise_equal(a); }, ErrorCode::kFailedPrecondition, needles);
   expect_error([&] { a.reshaped({8}); }, ErrorCode::kFailedPrecondition, needles);
-  expect_error([&] {
-    std::vector<int32_t> out(8);
-    a.copy_to(std::span<int32_t>(out));
-  }, ErrorCode::kFailedPrecondition, {"Array::copy_to", "to_host"});
-  expect_error([&] { a.device(); }, ErrorCode::kFailedPrecondition,
-               {"sharded over 4 devices", "addressable_shard"});
+  expect_error(
+      [&] {
+        std::vector<int32_t> out(8);
+        a.copy_to(std::span<int32_t>(out));
+      },
+      ErrorCode::kFailedPrecondition, {"Array::copy_to", "to_host"});
+  expect_error([&] { a.device(); }, ErrorCode::kFailedPrecondition, {"sharded over 4 devices", "addressable_shard"});
   expect_error([&] { a.addressable_shard(default_cpu_device()); }, ErrorCode::kNotFound,
                {"no shard", "cpu:0", "PartitionSpec('batch',)"});
   EXPECT_TRUE(a.valid());
@@ -478,26 +466,25 @@ TEST_F(ShardingTest, FromShardsBuildsAndValidates) {
   EXPECT_EQ(to_host(a).to_vector<int32_t>(), (I32s{0, 10, 1, 11, 2, 12, 3, 13}));
   EXPECT_EQ(a.shards()[1].buffer(), shards[1].buffer());  // shared, not copied
 
-  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, {shards[0]}); },
-               ErrorCode::kInvalidArgument, {"1 shards given for 4 devices"});
+  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, {shards[0]}); }, ErrorCode::kInvalidArgument,
+               {"1 shards given for 4 devices"});
   std::vector<Array> swapped = {shards[1], shards[0], shards[2], shards[3]};
-  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, swapped); },
-               ErrorCode::kInvalidArgument, {"shard 0 is on cpu:1", "position 0 on cpu:0"});
-  expect_error([&] { Array::from_shards({4, 2}, DType::kF32, s, shards); },
-               ErrorCode::kDTypeMismatch, {"shard 0 has dtype i32", "dtype f32"});
-  expect_error([&] { Array::from_shards({8, 2}, DType::kI32, s, shards); },
-               ErrorCode::kShapeMismatch, {"shard 0 has shape (1, 2)", "shard shape (2, 2)"});
+  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, swapped); }, ErrorCode::kInvalidArgument,
+               {"shard 0 is on cpu:1", "position 0 on cpu:0"});
+  expect_error([&] { Array::from_shards({4, 2}, DType::kF32, s, shards); }, ErrorCode::kDTypeMismatch,
+               {"shard 0 has dtype i32", "dtype f32"});
+  expect_error([&] { Array::from_shards({8, 2}, DType::kI32, s, shards); }, ErrorCode::kShapeMismatch,
+               {"shard 0 has shape (1, 2)", "shard shape (2, 2)"});
   std::vector<Array> with_invalid = {shards[0], Array(), shards[2], shards[3]};
-  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, with_invalid); },
-               ErrorCode::kInvalidArgument, {"shard 1 is invalid"});
-  expect_error([&] { Array::from_shards({6, 2}, DType::kI32, s, shards); },
-               ErrorCode::kShapeMismatch, {"dimension 0", "size 6", "size 4"});
+  expect_error([&] { Array::from_shards({4, 2}, DType::kI32, s, with_invalid); }, ErrorCode::kInvalidArgument,
+               {"shard 1 is invalid"});
+  expect_error([&] { Array::from_shards({6, 2}, DType::kI32, s, shards); }, ErrorCode::kShapeMismatch,
+               {"dimension 0", "size 6", "size 4"});
 }
 
 TEST_F(ShardingTest, CloneKeepsTheShardingWithNewBuffers) {
   const I32s v = iota(8);
-  Array a = device_put(Array::from_vector<int32_t>(v, {2, 4}),
-                       NamedSharding(mesh2, PartitionSpec{{}, "model"}));
+  Array a = device_put(Array::from_vector<int32_t>(v, {2, 4}), NamedSharding(mesh2, PartitionSpec{{}, "model"}));
   Array c = a.clone();
   EXPECT_TRUE(c.sharding() == a.sharding());
   for (size_t p = 0; p < 4; ++p) EXPECT_NE(c.shards()[p].buffer(), a.shards()[p].buffer());
@@ -511,13 +498,12 @@ TEST_F(ShardingTest, DonatedArraysCannotBePutOrGathered) {
   Array a = device_put(x, NamedSharding(mesh1, PartitionSpec{"batch"}));
   (void)x.buffer()->donate("jit:step");
   EXPECT_TRUE(x.donated());
-  expect_error([&] { device_put(x, NamedSharding(mesh1, PartitionSpec())); },
-               ErrorCode::kFailedPrecondition, {"device_put", "donated"});
+  expect_error([&] { device_put(x, NamedSharding(mesh1, PartitionSpec())); }, ErrorCode::kFailedPrecondition,
+               {"device_put", "donated"});
   (void)a.shards()[2].buffer()->donate("jit:step");
   EXPECT_TRUE(a.donated());
   expect_error([&] { to_host(a); }, ErrorCode::kFailedPrecondition, {"to_host", "donated"});
-  expect_error([&] { a.shards()[2].to_vector<int32_t>(); }, ErrorCode::kFailedPrecondition,
-               {"donated to 'jit:step'"});
+  expect_error([&] { a.shards()[2].to_vector<int32_t>(); }, ErrorCode::kFailedPrecondition, {"donated to 'jit:step'"});
   EXPECT_EQ(a.shards()[1].to_vector<int32_t>(), (I32s{2, 3}));
 }
 
@@ -528,8 +514,7 @@ TEST_F(ShardingTest, AsyncPutCopiesOnEachDestinationWorker) {
     while (!gate.load()) std::this_thread::sleep_for(1ms);
   });
   const I32s v = iota(16);
-  Array a = device_put_async(Array::from_vector<int32_t>(v, {4, 4}),
-                             NamedSharding(mesh1, PartitionSpec{"batch"}));
+  Array a = device_put_async(Array::from_vector<int32_t>(v, {4, 4}), NamedSharding(mesh1, PartitionSpec{"batch"}));
   const std::vector<Array> shards = a.shards();
   for (size_t p : {0u, 1u, 3u}) shards[p].block_until_ready();
   EXPECT_TRUE(shards[0].is_ready());
@@ -549,8 +534,8 @@ TEST_F(ShardingTest, ReadingAPendingShardWaitsForItsCopy) {
   rt.device(1).enqueue([&] {
     while (!gate.load()) std::this_thread::sleep_for(1ms);
   });
-  Array a = device_put_async(Array::from_vector<int32_t>(iota(8), {4, 2}),
-                             NamedSharding(mesh1, PartitionSpec{"batch"}));
+  Array a =
+      device_put_async(Array::from_vector<int32_t>(iota(8), {4, 2}), NamedSharding(mesh1, PartitionSpec{"batch"}));
   std::thread opener([&] {
     std::this_thread::sleep_for(20ms);
     gate = true;
@@ -576,8 +561,7 @@ TEST_F(ShardingTest, ErrorsOfTheProducerSurfaceFromCopiesAndReads) {
   expect_error([&] { device_put(x, s); }, ErrorCode::kInternal, {"producer failed"});
   expect_error([&] { to_host(a); }, ErrorCode::kInternal, {"producer failed"});
   expect_error([&] { x.with_ready_event(nullptr); }, ErrorCode::kInvalidArgument, {"null"});
-  expect_error([&] { a.with_ready_event(failed); }, ErrorCode::kFailedPrecondition,
-               {"from_shards"});
+  expect_error([&] { a.with_ready_event(failed); }, ErrorCode::kFailedPrecondition, {"from_shards"});
 }
 
 TEST_F(ShardingTest, NonCpuDevicesAreRejected) {

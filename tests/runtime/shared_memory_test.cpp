@@ -63,8 +63,7 @@ TEST(SharedMemory, MeanIsTheRankOrderSumDividedOnce) {
     c.all_reduce(a, ReduceOp::kMean);
     results[rank] = a.to_vector<double>();
   });
-  const std::vector<double> expected = {((0.1 + 0.2) + 0.30000000000000004) / 3,
-                                        ((1e16 + -1e16) + 1e16) / 3, 1.0};
+  const std::vector<double> expected = {((0.1 + 0.2) + 0.30000000000000004) / 3, ((1e16 + -1e16) + 1e16) / 3, 1.0};
   for (int r = 0; r < 3; ++r) {
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(results[r][i], expected[i]) << r << " " << i;
   }
@@ -137,13 +136,13 @@ TEST(SharedMemory, TimeoutNamesTheMissingRanksAndWakesTheOtherWaiters) {
   for (std::thread& t : threads) t.join();
   ASSERT_TRUE(errors[0] && errors[1]);
   EXPECT_EQ(errors[0]->code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(std::string(errors[0]->what()).find("barrier on rank 0 of 4 timed out after 0.4 s: "
-                                               "rank(s) 2, 3 did not arrive"),
+  EXPECT_NE(std::string(errors[0]->what())
+                .find("barrier on rank 0 of 4 timed out after 0.4 s: "
+                      "rank(s) 2, 3 did not arrive"),
             std::string::npos)
       << errors[0]->what();
   EXPECT_EQ(errors[1]->code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(std::string(errors[1]->what()).find("rank 0 waited 0.4 s"), std::string::npos)
-      << errors[1]->what();
+  EXPECT_NE(std::string(errors[1]->what()).find("rank 0 waited 0.4 s"), std::string::npos) << errors[1]->what();
   EXPECT_LT(waited[1], 350ms) << "rank 1 waited out its own timeout";
   // Broken on every rank, including those that never called.
   for (int r = 0; r < 4; ++r) {
@@ -158,8 +157,7 @@ TEST(SharedMemory, ArgumentErrorsNameTheBackend) {
   Device fake_cuda(DeviceKind::kCuda, 3, std::make_unique<HostAllocator>());
   Array a = Array::zeros({2}, DType::kF32, &fake_cuda);
   expect_error([&] { g[0]->broadcast(a, 0); }, ErrorCode::kInvalidArgument,
-               {"SharedMemoryCommunicator::broadcast", "cuda:3",
-                "shared-memory communicator needs host arrays"});
+               {"SharedMemoryCommunicator::broadcast", "cuda:3", "shared-memory communicator needs host arrays"});
 }
 
 }  // namespace

@@ -76,8 +76,9 @@ TEST(Spmd, AllGatherReduceScatterAndBroadcastThunks) {
 
   // reduce_scatter of each device's (4, 3) block (device b holds rows 4b..4b+3 of a (16, 3) iota):
   // device p gets row p of the sum of the four blocks.
-  const std::vector<Array> scattered = run_spmd(one_collective({4, 3}, {1, 3}, reduce_scatter_thunk(0, 1, ReduceOp::kSum)),
-                                                {device_put(iota_i32({16, 3}), d.split())}, {d.split()}, d.comms());
+  const std::vector<Array> scattered =
+      run_spmd(one_collective({4, 3}, {1, 3}, reduce_scatter_thunk(0, 1, ReduceOp::kSum)),
+               {device_put(iota_i32({16, 3}), d.split())}, {d.split()}, d.comms());
   std::vector<int32_t> want;
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 3; ++c) {

@@ -86,11 +86,10 @@ TEST(TcpStore, TimeoutsAreErrorsNamingAddressKeyAndTimeout) {
   TcpStore client("127.0.0.1", server.port(), 200ms);
   std::string address = "127.0.0.1:" + std::to_string(server.port());
   auto start = Clock::now();
-  expect_error([&] { client.get("missing"); }, ErrorCode::kFailedPrecondition,
-               {address, "'missing'", "0.2 s"});
+  expect_error([&] { client.get("missing"); }, ErrorCode::kFailedPrecondition, {address, "'missing'", "0.2 s"});
   client.set("here", "1");
-  expect_error([&] { client.wait({"here", "gone1", "gone2"}, 100ms); },
-               ErrorCode::kFailedPrecondition, {address, "'gone1', 'gone2'", "0.1 s"});
+  expect_error([&] { client.wait({"here", "gone1", "gone2"}, 100ms); }, ErrorCode::kFailedPrecondition,
+               {address, "'gone1', 'gone2'", "0.1 s"});
   EXPECT_LT(Clock::now() - start, 2s);
   // The connection stays usable after a timeout.
   EXPECT_EQ(client.get("here"), "1");
@@ -123,22 +122,19 @@ TEST(TcpStore, ServerClosingIsAnErrorForClients) {
   auto server = std::make_unique<TcpStoreServer>("127.0.0.1", 0);
   TcpStore client("127.0.0.1", server->port(), 5s);
   server.reset();
-  expect_error([&] { client.get("k"); }, ErrorCode::kFailedPrecondition,
-               {"closed the connection"});
+  expect_error([&] { client.get("k"); }, ErrorCode::kFailedPrecondition, {"closed the connection"});
 }
 
 TEST(TcpStore, BadArgumentsAndBusyPort) {
-  expect_error([] { TcpStoreServer("127.0.0.1", 70000); }, ErrorCode::kInvalidArgument,
-               {"70000"});
+  expect_error([] { TcpStoreServer("127.0.0.1", 70000); }, ErrorCode::kInvalidArgument, {"70000"});
   expect_error([] { TcpStore("127.0.0.1", 0, 1s); }, ErrorCode::kInvalidArgument, {"port 0"});
-  expect_error([] { TcpStore("127.0.0.1", 80, 0ms); }, ErrorCode::kInvalidArgument,
-               {"timeout 0 ms"});
-  expect_error([] { TcpStore("no-such-host.invalid", 29500, 1s); },
-               ErrorCode::kInvalidArgument, {"no-such-host.invalid"});
+  expect_error([] { TcpStore("127.0.0.1", 80, 0ms); }, ErrorCode::kInvalidArgument, {"timeout 0 ms"});
+  expect_error([] { TcpStore("no-such-host.invalid", 29500, 1s); }, ErrorCode::kInvalidArgument,
+               {"no-such-host.invalid"});
   TcpStoreServer server("127.0.0.1", 0);
   std::string address = "127.0.0.1:" + std::to_string(server.port());
-  expect_error([&] { TcpStoreServer("127.0.0.1", server.port()); },
-               ErrorCode::kFailedPrecondition, {"cannot listen on", address});
+  expect_error([&] { TcpStoreServer("127.0.0.1", server.port()); }, ErrorCode::kFailedPrecondition,
+               {"cannot listen on", address});
 }
 
 TEST(TcpStore, PeerThatIsNotAStoreFailsTheHandshake) {

@@ -92,7 +92,11 @@ TEST(DataParallel, TheStepCompilesOnceAcrossEpochsWithValidation) {
   FourDeviceDataParallel d;
   auto m = mlp();
   compile(*m, d.dp);
-  m->fit({.x = data.x, .y = data.y, .batch_size = 8, .epochs = 3, .verbose = 0,
+  m->fit({.x = data.x,
+          .y = data.y,
+          .batch_size = 8,
+          .epochs = 3,
+          .verbose = 0,
           .validation_data = Batch{.x = {data.x}, .y = {data.y}, .sample_weight = {}}});
   EXPECT_EQ(m->train_step_compile_count(), 1);
 }
@@ -105,7 +109,8 @@ TEST(DataParallel, BadLayoutsAreClearErrors) {
   const std::vector<Array> before = m->get_weights();
   // A batch of 10 does not split over 4 devices: refused before the step runs; nothing changes.
   expect_error([&] { m->fit({.x = data.x, .y = data.y, .batch_size = 10, .epochs = 1, .verbose = 0}); },
-               ErrorCode::kInvalidArgument, {"fit: 64 samples in batches of 10 give a batch of 10", "4 devices", "'batch'"});
+               ErrorCode::kInvalidArgument,
+               {"fit: 64 samples in batches of 10 give a batch of 10", "4 devices", "'batch'"});
   // Batches of 8 are fine but 60 samples end with a batch of 4... and 62 with one of 6: refused
   // before the first step, not when the last batch comes.
   const Array x62 = testing::random_array({62, 8}, DType::kF32, 12);
@@ -117,27 +122,34 @@ TEST(DataParallel, BadLayoutsAreClearErrors) {
   expect_error([&] { m->predict({.x = x62, .batch_size = 8, .verbose = 0}); }, ErrorCode::kInvalidArgument,
                {"predict: 62 samples"});
   // A generator's batches are checked as they come, each before its step.
-  expect_error([&] {
-    m->fit({.data = std::make_shared<ArrayDataAdapter>(x62, y62, Arrays(), 10, false), .epochs = 1, .verbose = 0});
-  }, ErrorCode::kInvalidArgument, {"a batch of 10 samples does not split over the 4 devices"});
+  expect_error(
+      [&] {
+        m->fit({.data = std::make_shared<ArrayDataAdapter>(x62, y62, Arrays(), 10, false), .epochs = 1, .verbose = 0});
+      },
+      ErrorCode::kInvalidArgument, {"a batch of 10 samples does not split over the 4 devices"});
   const std::vector<Array> after = m->get_weights();
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i].bitwise_equal(after[i])) << i;
   // A two-axis mesh is not data parallel; a distribution needs compiled CPU steps.
-  expect_error([&] {
-    distribution::DataParallel(distribution::DeviceMesh(
-        {.shape = {2, 2}, .axis_names = {"batch", "model"}, .devices = d.runtime.devices()}));
-  }, ErrorCode::kInvalidArgument, {"DataParallel: the mesh has 2 axes"});
+  expect_error(
+      [&] {
+        distribution::DataParallel(distribution::DeviceMesh(
+            {.shape = {2, 2}, .axis_names = {"batch", "model"}, .devices = d.runtime.devices()}));
+      },
+      ErrorCode::kInvalidArgument, {"DataParallel: the mesh has 2 axes"});
   expect_error([&] { distribution::DeviceMesh({.shape = {4}, .axis_names = {}, .devices = d.runtime.devices()}); },
                ErrorCode::kInvalidArgument, {"shape has 1 entries but axis_names 0"});
-  expect_error([&] { distribution::DeviceMesh({.shape = {3}, .axis_names = {"batch"}, .devices = d.runtime.devices()}); },
-               ErrorCode::kInvalidArgument, {});
+  expect_error(
+      [&] { distribution::DeviceMesh({.shape = {3}, .axis_names = {"batch"}, .devices = d.runtime.devices()}); },
+      ErrorCode::kInvalidArgument, {});
   auto eager = mlp();
-  expect_error([&] {
-    eager->compile({.optimizer = std::make_shared<optimizers::SGD>(),
-                    .loss = std::make_shared<losses::MeanSquaredError>(),
-                    .run_eagerly = true,
-                    .distribution = d.dp});
-  }, ErrorCode::kInvalidArgument, {"a distribution needs compiled steps"});
+  expect_error(
+      [&] {
+        eager->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                        .loss = std::make_shared<losses::MeanSquaredError>(),
+                        .run_eagerly = true,
+                        .distribution = d.dp});
+      },
+      ErrorCode::kInvalidArgument, {"a distribution needs compiled steps"});
 }
 
 }  // namespace

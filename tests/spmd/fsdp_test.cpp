@@ -34,8 +34,10 @@ struct FsdpSetup {
   /// Bytes in use on device 1 at the end of the last train batch of a 1-epoch fit.
   int64_t bytes_during_fit(Model& m) const {
     int64_t bytes = 0;
-    auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-        .on_train_batch_end = [&](int64_t, const Logs&) { bytes = runtime.devices()[1]->allocator().stats().bytes_in_use; }});
+    auto probe = std::make_shared<callbacks::LambdaCallback>(
+        callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t, const Logs&) {
+          bytes = runtime.devices()[1]->allocator().stats().bytes_in_use;
+        }});
     m.fit({.x = x, .y = y, .batch_size = 16, .epochs = 1, .verbose = 0, .callbacks = {probe}, .shuffle = false});
     return bytes;
   }
@@ -189,11 +191,11 @@ TEST(Fsdp, AnOptimizerThatMisdescribesItsVariablesIsRefusedBeforeAnyStep) {
                     losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
                 .distribution = s.fsdp()});
     const std::vector<Array> before = m->get_weights();
-    expect_error([&] { m->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
-                 ErrorCode::kInvalidArgument,
-                 {wrong_reference ? "Misdescribed: optimizer variable 5 ('m') is made from 'dense/kernel' of shape (8, 16) "
-                                    "but has shape (4,)"
-                                  : "Misdescribed: variable_info describes 5 optimizer variables, build made 6"});
+    expect_error(
+        [&] { m->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); }, ErrorCode::kInvalidArgument,
+        {wrong_reference ? "Misdescribed: optimizer variable 5 ('m') is made from 'dense/kernel' of shape (8, 16) "
+                           "but has shape (4,)"
+                         : "Misdescribed: variable_info describes 5 optimizer variables, build made 6"});
     testing::expect_arrays_near(m->get_weights(), before, 0);
   }
 }
@@ -231,7 +233,8 @@ TEST(Fsdp, BadLayoutsAreClearErrorsBeforeAnyStep) {
   auto m3 = mlp();
   compile(*m3, std::make_shared<distribution::ModelParallel>(typo, "batch"));
   expect_error([&] { m3->fit({.x = s.x, .y = s.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
-               ErrorCode::kInvalidArgument, {"pattern 'dense_9/.*' matches none of the model's variables", "dense/kernel"});
+               ErrorCode::kInvalidArgument,
+               {"pattern 'dense_9/.*' matches none of the model's variables", "dense/kernel"});
 }
 
 }  // namespace

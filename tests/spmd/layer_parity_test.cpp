@@ -32,8 +32,8 @@ using Layers = std::vector<std::shared_ptr<Layer>>;
 struct Case {
   std::string name;
   std::function<Layers()> layers;
-  Shape input;          ///< one sample's shape (with a leading 1)
-  bool integer_inputs;  ///< token ids in [0, 10) instead of random floats
+  Shape input;                             ///< one sample's shape (with a leading 1)
+  bool integer_inputs;                     ///< token ids in [0, 10) instead of random floats
   std::string fsdp_kernels = ".*/kernel";  ///< the variables FSDP splits over the 4 devices
 };
 
@@ -47,51 +47,73 @@ std::vector<Case> cases() {
     return make_shared<Dense>(DenseOptions{.units = units, .activation = std::move(activation)});
   };
   return {
-      {"Dropout", [=] { return Layers{dense(16, "relu"), make_shared<Dropout>(DropoutOptions{.rate = 0.5, .seed = 3}),
-                                      dense(4)}; },
-       {1, 8}, false},
+      {"Dropout",
+       [=] {
+         return Layers{dense(16, "relu"), make_shared<Dropout>(DropoutOptions{.rate = 0.5, .seed = 3}), dense(4)};
+       },
+       {1, 8},
+       false},
       // 7 features: an odd number of 32-bit draws per example (a Threefry block holds two).
       {"DropoutOddFeatures",
        [=] { return Layers{dense(7, "relu"), make_shared<Dropout>(DropoutOptions{.rate = 0.3, .seed = 4}), dense(4)}; },
-       {1, 8}, false, "dense/kernel"},  // the (7, 4) kernel does not split over 4 devices
+       {1, 8},
+       false,
+       "dense/kernel"},  // the (7, 4) kernel does not split over 4 devices
       {"BatchNormalization",
-       [=] { return Layers{make_shared<Dense>(DenseOptions{.units = 16, .use_bias = false}),
-                           make_shared<BatchNormalization>(BatchNormalizationOptions{.momentum = 0.9}),
-                           make_shared<Activation>("relu"), dense(4)}; },
-       {1, 8}, false},
+       [=] {
+         return Layers{make_shared<Dense>(DenseOptions{.units = 16, .use_bias = false}),
+                       make_shared<BatchNormalization>(BatchNormalizationOptions{.momentum = 0.9}),
+                       make_shared<Activation>("relu"), dense(4)};
+       },
+       {1, 8},
+       false},
       {"BatchNormalizationConv",  // statistics over batch, height and width
        [=] {
-         return Layers{make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4, .kernel_size = {4, 4}, .padding = "same",
-                                                              .use_bias = false}),
+         return Layers{make_shared<Conv2D>(Conv2DLayerOptions{
+                           .filters = 4, .kernel_size = {4, 4}, .padding = "same", .use_bias = false}),
                        make_shared<BatchNormalization>(BatchNormalizationOptions{.momentum = 0.8}),
                        make_shared<GlobalAveragePooling2D>(), dense(4)};
        },
-       {1, 6, 6, 4}, false},
-      {"LayerNormalization", [=] { return Layers{dense(16), make_shared<LayerNormalization>(), dense(4)}; }, {1, 8},
+       {1, 6, 6, 4},
+       false},
+      {"LayerNormalization",
+       [=] { return Layers{dense(16), make_shared<LayerNormalization>(), dense(4)}; },
+       {1, 8},
        false},
       {"Embedding",
-       [=] { return Layers{make_shared<Embedding>(EmbeddingOptions{.input_dim = 10, .output_dim = 4}),
-                           make_shared<Flatten>(), dense(4)}; },
-       {1, 5}, true},
+       [=] {
+         return Layers{make_shared<Embedding>(EmbeddingOptions{.input_dim = 10, .output_dim = 4}),
+                       make_shared<Flatten>(), dense(4)};
+       },
+       {1, 5},
+       true},
       {"MultiHeadAttention",
-       [=] { return Layers{make_shared<MultiHeadAttention>(MultiHeadAttentionOptions{.num_heads = 4, .key_dim = 4, .use_bias = false}),
-                           make_shared<Flatten>(), dense(4)}; },
-       {1, 3, 8}, false},
+       [=] {
+         return Layers{make_shared<MultiHeadAttention>(
+                           MultiHeadAttentionOptions{.num_heads = 4, .key_dim = 4, .use_bias = false}),
+                       make_shared<Flatten>(), dense(4)};
+       },
+       {1, 3, 8},
+       false},
       {"Pooling",
        [=] {
          return Layers{make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4, .kernel_size = {4, 4}, .padding = "same"}),
-                       make_shared<MaxPooling2D>(), make_shared<AveragePooling2D>(AveragePooling2DOptions{.pool_size = {3, 3}}),
+                       make_shared<MaxPooling2D>(),
+                       make_shared<AveragePooling2D>(AveragePooling2DOptions{.pool_size = {3, 3}}),
                        make_shared<Flatten>(), dense(4)};
        },
-       {1, 6, 6, 4}, false},
+       {1, 6, 6, 4},
+       false},
       {"Regularizers",
        [=] {
-         return Layers{make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu",
+         return Layers{make_shared<Dense>(DenseOptions{.units = 16,
+                                                       .activation = "relu",
                                                        .kernel_regularizer = regularizers::l2(0.01),
                                                        .bias_regularizer = regularizers::l1(0.01)}),
                        dense(4)};
        },
-       {1, 8}, false},
+       {1, 8},
+       false},
   };
 }
 
@@ -145,7 +167,9 @@ TEST_P(LayerParity, EveryMeshTrainsLikeOneDevice) {
   const Logs e1 = one->evaluate({.x = data.x, .y = data.y, .batch_size = 16, .verbose = 0});
   Meshes meshes;
   const std::vector<std::pair<std::string, std::shared_ptr<distribution::Distribution>>> runs = {
-      {"DataParallel(2)", meshes.data_parallel(2)}, {"DataParallel(4)", meshes.data_parallel(4)}, {"FSDP(4)", meshes.fsdp(c.fsdp_kernels)}};
+      {"DataParallel(2)", meshes.data_parallel(2)},
+      {"DataParallel(4)", meshes.data_parallel(4)},
+      {"FSDP(4)", meshes.fsdp(c.fsdp_kernels)}};
   for (const auto& [label, d] : runs) {
     SCOPED_TRACE(label);
     auto m = make_model(c);
@@ -176,8 +200,8 @@ std::pair<std::vector<double>, uint64_t> dropout_draw(int64_t rows, int64_t cols
     const Tensor y = drop.call(ctx, a[0]);
     return std::vector<Tensor>{y, *ctx.new_value(state)};
   };
-  const std::vector<Array> out =
-      interp::interpret(trace(fn, {{{rows, cols}, DType::kF32}, state.type()}), {ones, Array::from_vector<uint64_t>({9, counter}, {2})});
+  const std::vector<Array> out = interp::interpret(trace(fn, {{{rows, cols}, DType::kF32}, state.type()}),
+                                                   {ones, Array::from_vector<uint64_t>({9, counter}, {2})});
   return {out[0].to_doubles(), out[1].to_vector<uint64_t>()[1]};
 }
 
@@ -214,10 +238,13 @@ TEST(LayerParity, AnAggregationTheCollectivesCannotCombineIsRefusedAtCompile) {
   Meshes meshes;
   auto m = make_model(cases()[0]);  // Dense, Dropout (u64 RNG state), Dense
   for (Variable* v : m->non_trainable_variables()) v->set_aggregation(VariableAggregation::kMean);
-  testing::expect_error([&] { testing::spmd_compile(*m, meshes.data_parallel(2), false);
-                              const CaseData data(cases()[0]);
-                              m->fit({.x = data.x, .y = data.y, .batch_size = 16, .epochs = 1, .verbose = 0}); },
-                        ErrorCode::kInvalidArgument, {"seed_generator_state", "u64", "'mean'", "only_first_replica"});
+  testing::expect_error(
+      [&] {
+        testing::spmd_compile(*m, meshes.data_parallel(2), false);
+        const CaseData data(cases()[0]);
+        m->fit({.x = data.x, .y = data.y, .batch_size = 16, .epochs = 1, .verbose = 0});
+      },
+      ErrorCode::kInvalidArgument, {"seed_generator_state", "u64", "'mean'", "only_first_replica"});
   EXPECT_STREQ(aggregation_name(VariableAggregation::kOnlyFirstReplica), "only_first_replica");
 }
 

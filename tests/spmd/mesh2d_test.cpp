@@ -44,7 +44,8 @@ TEST(Mesh2d, CollectivesOverOneAxisStayOnItsLines) {
     EXPECT_EQ(d.group[p]->along("model").rank(), p % 2);
     EXPECT_EQ(d.group[p]->along("model").size(), 2);
   }
-  testing::expect_error([&] { d.group[0]->along("data"); }, ErrorCode::kNotFound, {"no mesh axis 'data'", "batch, model"});
+  testing::expect_error([&] { d.group[0]->along("data"); }, ErrorCode::kNotFound,
+                        {"no mesh axis 'data'", "batch, model"});
   // Device p contributes 10^p: along "model" rows {0,1} and {2,3} sum; along "batch" columns
   // {0,2} and {1,3}; the whole mesh everything.
   std::vector<Array> model(4), batch(4), whole(4);
@@ -76,7 +77,7 @@ TEST(Mesh2d, CompiledCollectivesUseTheirAxisGroup) {
   // x_b @ w, and its sum over "batch" is the column sums of x @ w.
   TwoByTwo d;
   const TraceFn step = [](const std::vector<Tensor>& a) {
-    const Tensor part = matmul(a[0], a[1]);                                          // (2, 2)
+    const Tensor part = matmul(a[0], a[1]);                                                  // (2, 2)
     const Tensor full = transpose(all_gather(transpose(part, {1, 0}), "model", 2), {1, 0});  // (2, 4)
     return std::vector<Tensor>{all_reduce(sum(full, {0}), "batch", "sum"), full};
   };
@@ -84,11 +85,15 @@ TEST(Mesh2d, CompiledCollectivesUseTheirAxisGroup) {
   const Array x = testing::random_array({4, 3}, DType::kF32, 5), w = testing::random_array({3, 4}, DType::kF32, 6);
   const NamedSharding rows(d.mesh, PartitionSpec{"batch"}), cols(d.mesh, PartitionSpec{{}, "model"}),
       replicated(d.mesh, PartitionSpec{});
-  const std::vector<Array> out = run_spmd(*exe, {device_put(x, rows), device_put(w, cols)}, {replicated, rows}, d.comms());
-  const std::vector<Array> want = interp::interpret(
-      trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(matmul(a[0], a[1]), {0}), matmul(a[0], a[1])}; },
-            {{{4, 3}, DType::kF32}, {{3, 4}, DType::kF32}}),
-      {x, w});
+  const std::vector<Array> out =
+      run_spmd(*exe, {device_put(x, rows), device_put(w, cols)}, {replicated, rows}, d.comms());
+  const std::vector<Array> want =
+      interp::interpret(trace(
+                            [](const std::vector<Tensor>& a) {
+                              return std::vector<Tensor>{sum(matmul(a[0], a[1]), {0}), matmul(a[0], a[1])};
+                            },
+                            {{{4, 3}, DType::kF32}, {{3, 4}, DType::kF32}}),
+                        {x, w});
   for (const Array& replica : out[0].shards()) testing::expect_values(replica, want[0].to_doubles(), 1e-5);
   testing::expect_values(to_host(out[1]), want[1].to_doubles(), 1e-5);
 }
@@ -99,7 +104,8 @@ TEST(Mesh2d, CompiledCollectivesUseTheirAxisGroup) {
 struct ModelParallel2d {
   Runtime runtime{RuntimeOptions{.num_cpu_devices = 4}};
   distribution::DeviceMesh mesh{{.shape = {2, 2}, .axis_names = {"batch", "model"}, .devices = runtime.devices()}};
-  std::shared_ptr<distribution::ModelParallel> with(const std::vector<std::pair<std::string, PartitionSpec>>& layouts) const {
+  std::shared_ptr<distribution::ModelParallel> with(
+      const std::vector<std::pair<std::string, PartitionSpec>>& layouts) const {
     distribution::LayoutMap map(mesh);
     for (const auto& [pattern, spec] : layouts) map.set(pattern, spec);
     return std::make_shared<distribution::ModelParallel>(map, "batch");

@@ -57,7 +57,8 @@ std::vector<std::pair<std::string, Array>> results(Model& m, const callbacks::Hi
 }
 
 TEST(MultiProcessWorker, TrainsDataParallel) {
-  if (std::getenv(kWorkerFlag) == nullptr || std::getenv(kDirVariable) == nullptr || std::getenv(kLayoutVariable) == nullptr) {
+  if (std::getenv(kWorkerFlag) == nullptr || std::getenv(kDirVariable) == nullptr ||
+      std::getenv(kLayoutVariable) == nullptr) {
     GTEST_SKIP() << "worker of the MultiProcess tests: runs only in the processes they start (" << kWorkerFlag
                  << " unset)";
   }
@@ -112,7 +113,8 @@ void expect_two_processes_equal_one_device(const std::string& layout) {
     const SafetensorsFile got = load_safetensors((dir / ("rank" + std::to_string(r) + ".safetensors")).string());
     for (const auto& [name, value] : want) {
       SCOPED_TRACE(name);
-      const auto it = std::find_if(got.tensors.begin(), got.tensors.end(), [&](const auto& t) { return t.first == name; });
+      const auto it =
+          std::find_if(got.tensors.begin(), got.tensors.end(), [&](const auto& t) { return t.first == name; });
       ASSERT_NE(it, got.tensors.end());
       testing::expect_arrays_near(std::vector<Array>{it->second}, std::vector<Array>{value}, 1e-5);
     }
@@ -138,15 +140,19 @@ TEST(MultiProcess, BadMeshesAreClearErrors) {
   alone.master_port = testing::free_port();
   auto processes = distribution::initialize(alone, runtime.devices());
   EXPECT_EQ(processes->num_processes(), 1);
-  testing::expect_error([&] { distribution::DeviceMesh({.shape = {3}, .axis_names = {"batch"}, .processes = processes}); },
-                        ErrorCode::kInvalidArgument, {});
+  testing::expect_error(
+      [&] { distribution::DeviceMesh({.shape = {3}, .axis_names = {"batch"}, .processes = processes}); },
+      ErrorCode::kInvalidArgument, {});
   testing::expect_error(
       [&] {
-        distribution::DeviceMesh(
-            {.shape = {2}, .axis_names = {"batch"}, .devices = {runtime.devices()[1], runtime.devices()[0]}, .processes = processes});
+        distribution::DeviceMesh({.shape = {2},
+                                  .axis_names = {"batch"},
+                                  .devices = {runtime.devices()[1], runtime.devices()[0]},
+                                  .processes = processes});
       },
       ErrorCode::kInvalidArgument, {"not the process group's devices"});
-  testing::expect_error([&] { distribution::initialize(alone, {}); }, ErrorCode::kInvalidArgument, {"no local devices"});
+  testing::expect_error([&] { distribution::initialize(alone, {}); }, ErrorCode::kInvalidArgument,
+                        {"no local devices"});
   testing::expect_error([&] { distribution::initialize(alone, {nullptr}); }, ErrorCode::kInvalidArgument,
                         {"local device 0 is null"});
 }

@@ -30,7 +30,9 @@ struct Updated {
   std::vector<Array> state;
 };
 
-std::vector<Tensor> take(const std::vector<Tensor>& a, size_t at, size_t n) { return {a.begin() + at, a.begin() + at + n}; }
+std::vector<Tensor> take(const std::vector<Tensor>& a, size_t at, size_t n) {
+  return {a.begin() + at, a.begin() + at + n};
+}
 
 Updated apply_split(const optimizers::Optimizer& opt, const Array& w, const Array& b, const Array& gw, const Array& gb,
                     bool with_layout) {
@@ -71,7 +73,8 @@ Updated apply_split(const optimizers::Optimizer& opt, const Array& w, const Arra
   return u;
 }
 
-Updated apply_whole(const optimizers::Optimizer& opt, const Array& w, const Array& b, const Array& gw, const Array& gb) {
+Updated apply_whole(const optimizers::Optimizer& opt, const Array& w, const Array& b, const Array& gw,
+                    const Array& gb) {
   const std::vector<Array> state = opt.build({{{8, 3}, DType::kF32}, {{3}, DType::kF32}});
   const TraceFn step = [&](const std::vector<Tensor>& a) {
     auto [new_vars, new_state] = opt.apply(take(a, 4, state.size()), {a[0], a[1]}, {a[2], a[3]});
@@ -114,11 +117,11 @@ TEST(SplitGradients, ClippingNormsCoverTheWholeGradient) {
 TEST(SplitGradients, ANonFiniteBlockOnOneDeviceSkipsTheStepOnEveryDevice) {
   Gradients g;
   g.gw.data<float>()[4 * 3 + 1] = std::numeric_limits<float>::infinity();  // row 4: device 2's block
-  const optimizers::LossScaleOptimizer lso({.inner_optimizer = std::make_shared<optimizers::SGD>(
-                                                optimizers::SGDOptions{.learning_rate = 0.1}),
-                                            .initial_scale = 8.0});
+  const optimizers::LossScaleOptimizer lso(
+      {.inner_optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.1}),
+       .initial_scale = 8.0});
   const Updated want = apply_whole(lso, g.w, g.b, g.gw, g.gb);
-  testing::expect_values(want.w, g.w.to_doubles(), 0);  // one device skips the step...
+  testing::expect_values(want.w, g.w.to_doubles(), 0);                        // one device skips the step...
   EXPECT_EQ(optimizers::LossScaleOptimizer::dynamic_scale(want.state), 4.0);  // ...and halves the scale
   const Updated got = apply_split(lso, g.w, g.b, g.gw, g.gb, true);
   testing::expect_values(got.w, g.w.to_doubles(), 0);
@@ -128,12 +131,15 @@ TEST(SplitGradients, ANonFiniteBlockOnOneDeviceSkipsTheStepOnEveryDevice) {
   const optimizers::SGD sgd(optimizers::SGDOptions{});
   testing::expect_error(
       [&] {
-        trace([&](const std::vector<Tensor>& a) {
-          optimizers::GradientLayout layout{.split = {true}};
-          return sgd.apply(take(a, 2, 2), {a[0]}, {a[1]}, layout).first;
-        }, {{{2}, DType::kF32}, {{2}, DType::kF32}, {{}, DType::kI64}, {{}, DType::kF32}});
+        trace(
+            [&](const std::vector<Tensor>& a) {
+              optimizers::GradientLayout layout{.split = {true}};
+              return sgd.apply(take(a, 2, 2), {a[0]}, {a[1]}, layout).first;
+            },
+            {{{2}, DType::kF32}, {{2}, DType::kF32}, {{}, DType::kI64}, {{}, DType::kF32}});
       },
-      ErrorCode::kInvalidArgument, {"SGD: a gradient is split over the devices but the GradientLayout has no sum_over_devices"});
+      ErrorCode::kInvalidArgument,
+      {"SGD: a gradient is split over the devices but the GradientLayout has no sum_over_devices"});
 }
 
 }  // namespace

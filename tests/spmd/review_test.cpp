@@ -40,8 +40,14 @@ struct Ragged {
 /// A run of `epochs` epochs (batches of 16, shuffled with seed 3) validated on the ragged set.
 FitOptions fit_options(const testing::SpmdData& d, const Ragged& v, int64_t epochs,
                        std::vector<std::shared_ptr<callbacks::Callback>> cbs) {
-  return {.x = d.x, .y = d.y, .batch_size = 16, .epochs = epochs, .verbose = 0, .callbacks = std::move(cbs),
-          .validation_data = Batch{.x = {v.x}, .y = {v.y}}, .seed = 3};
+  return {.x = d.x,
+          .y = d.y,
+          .batch_size = 16,
+          .epochs = epochs,
+          .verbose = 0,
+          .callbacks = std::move(cbs),
+          .validation_data = Batch{.x = {v.x}, .y = {v.y}},
+          .seed = 3};
 }
 
 /// Saves the weights after every epoch to <dir>/ckpt_<epoch>.safetensors and, when val_loss
@@ -98,7 +104,8 @@ std::vector<int> run_workers(const std::string& filter, const fs::path& dir, std
   const int port = testing::free_port();
   const std::vector<std::string> extra = {std::string(kDirVariable) + "=" + dir.string()};
   std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) pids.push_back(testing::spawn_self(filter, testing::rank_env(r, 2, port, kWorkerFlag, extra)));
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(testing::spawn_self(filter, testing::rank_env(r, 2, port, kWorkerFlag, extra)));
   const auto deadline = std::chrono::steady_clock::now() + limit;
   std::vector<int> codes;
   for (pid_t p : pids) codes.push_back(p > 0 ? testing::wait_child(p, deadline) : -1);
@@ -193,10 +200,10 @@ TEST(ReviewMultiProcess, CheckpointsBackupAndRaggedBatchesEqualOneDevice) {
   // Nothing else was written: no temporary files left by concurrent writers, no per-process copies.
   std::set<std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) files.insert(e.path().filename().string());
-  EXPECT_EQ(files, (std::set<std::string>{"best.safetensors", "ckpt_1.safetensors", "ckpt_2.safetensors",
-                                          "ckpt_3.safetensors", "ckpt_4.safetensors", "ckpt_5.safetensors",
-                                          "final.safetensors", "one_device", "results0.safetensors",
-                                          "results1.safetensors"}));
+  EXPECT_EQ(files,
+            (std::set<std::string>{"best.safetensors", "ckpt_1.safetensors", "ckpt_2.safetensors", "ckpt_3.safetensors",
+                                   "ckpt_4.safetensors", "ckpt_5.safetensors", "final.safetensors", "one_device",
+                                   "results0.safetensors", "results1.safetensors"}));
   fs::remove_all(dir);
 }
 
@@ -207,15 +214,15 @@ TEST(ReviewWorker, PeerDiesMidTraining) {
   auto m = testing::spmd_mlp("rv_mlp", 7);
   testing::spmd_compile(*m, w.dp);
   // Process 1 dies after its third step, as a killed process would (no goodbye to its peers).
-  auto die = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+  auto die = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t batch, const Logs&) {
         if (w.group.rank == 1 && batch == 2) std::_Exit(0);
       }});
   const auto start = std::chrono::steady_clock::now();
   // The survivor's error names the collective that failed, not a consequence of it.
-  testing::expect_error([&] { m->fit({.x = data.x, .y = data.y, .batch_size = 16, .epochs = 5, .verbose = 0,
-                                      .callbacks = {die}}); },
-                        ErrorCode::kFailedPrecondition, {"run_spmd", "rank"});
+  testing::expect_error(
+      [&] { m->fit({.x = data.x, .y = data.y, .batch_size = 16, .epochs = 5, .verbose = 0, .callbacks = {die}}); },
+      ErrorCode::kFailedPrecondition, {"run_spmd", "rank"});
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
   // The model is usable again: weights can be loaded into it and it evaluates on one process.
   auto fresh = testing::spmd_mlp("rv_mlp", 7);

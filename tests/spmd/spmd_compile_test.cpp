@@ -56,10 +56,11 @@ TEST(SpmdCompile, SegmentsAroundAnAllReduceMatchTheWholeBatch) {
   const TraceFn whole = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{sum(matmul(a[0], a[1]), {0}) * 0.5 + 1.0, matmul(a[0], a[1])};
   };
-  const std::vector<Array> want = interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 5}, DType::kF32}}), {x, w});
+  const std::vector<Array> want =
+      interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 5}, DType::kF32}}), {x, w});
   for (const auto& step : {in_order, overlapped}) {
-    const std::vector<Array> out =
-        run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated())}, {d.replicated(), d.split()}, d.comms());
+    const std::vector<Array> out = run_spmd(*step, {device_put(x, d.split()), device_put(w, d.replicated())},
+                                            {d.replicated(), d.split()}, d.comms());
     for (const Array& replica : out[0].shards()) expect_near(replica, want[0], 1e-5);
     expect_near(out[1], want[1], 1e-5);
   }
@@ -75,8 +76,8 @@ TEST(SpmdCompile, AxisIndexIsEachDevicesPositionAlongTheAxis) {
   };
   const ir::Graph graph = trace(local, {{{2, 3}, DType::kF32}}, "index");
   const Array x = testing::random_array({8, 3}, DType::kF32, 1);
-  const std::vector<Array> out = run_spmd(*compile_graph_spmd(graph), {device_put(x, d.split())}, {d.split(), d.split()},
-                                          d.comms());
+  const std::vector<Array> out =
+      run_spmd(*compile_graph_spmd(graph), {device_put(x, d.split())}, {d.split(), d.split()}, d.comms());
   EXPECT_EQ(to_host(out[0]).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(to_host(out[1]).to_vector<int64_t>(), (std::vector<int64_t>{0, 2, 4, 6}));
   testing::expect_error([] { axis_index("batch", 0); }, ErrorCode::kInvalidArgument, {"axis_size", "'batch'"});
@@ -117,7 +118,8 @@ TEST(SpmdCompile, ADonatedParameterIsUpdatedInPlaceOnEveryDevice) {
     return std::vector<Tensor>{a[1] - all_reduce(g, "batch", "mean") * 0.1};
   };
   const std::vector<ir::TensorType> shard = {{{2, 3}, DType::kF32}, {{3, 2}, DType::kF32}};
-  const std::shared_ptr<const Executable> exe = compile_graph_spmd(trace(step, shard, "update"), {}, {}, {.donate_argnums = {1}});
+  const std::shared_ptr<const Executable> exe =
+      compile_graph_spmd(trace(step, shard, "update"), {}, {}, {.donate_argnums = {1}});
   EXPECT_EQ(exe->outputs(), (std::vector<size_t>{1})) << "the output is the donated parameter's slot";
   EXPECT_EQ(exe->donated_inputs(), (std::vector<size_t>{1}));
   const Array x = testing::random_array({8, 3}, DType::kF32, 7), w = testing::random_array({3, 2}, DType::kF32, 8);
@@ -131,7 +133,8 @@ TEST(SpmdCompile, ADonatedParameterIsUpdatedInPlaceOnEveryDevice) {
   const TraceFn whole = [](const std::vector<Tensor>& a) {
     return std::vector<Tensor>{a[1] - matmul(transpose(a[0], {1, 0}), matmul(a[0], a[1])) * 0.025};
   };
-  const std::vector<Array> want = interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 2}, DType::kF32}}), {x, w});
+  const std::vector<Array> want =
+      interp::interpret(trace(whole, {{{8, 3}, DType::kF32}, {{3, 2}, DType::kF32}}), {x, w});
   for (const Array& replica : shards) expect_near(replica, want[0], 1e-5);
 }
 
@@ -163,12 +166,16 @@ TEST(SpmdCompile, FsdpGradientsThroughAllGatherAreTheBlocksOfTheWholeBatchGradie
   expect_near(out[1], want[1], 1e-5);  // the blocks assemble into the whole gradient
   // Shape rules: a block whose rows do not split; a bad axis size.
   testing::expect_error(
-      [] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{reduce_scatter(a[0], "batch", 4)}; },
-                 {{{6}, DType::kF32}}); },
+      [] {
+        trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{reduce_scatter(a[0], "batch", 4)}; },
+              {{{6}, DType::kF32}});
+      },
       ErrorCode::kShapeMismatch, {"does not split into 4 parts"});
   testing::expect_error(
-      [] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_gather(a[0], "batch", 0)}; },
-                 {{{6}, DType::kF32}}); },
+      [] {
+        trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_gather(a[0], "batch", 0)}; },
+              {{{6}, DType::kF32}});
+      },
       ErrorCode::kInvalidArgument, {"axis_size is 0"});
 }
 
@@ -187,12 +194,18 @@ TEST(SpmdCompile, CollectivesNeedTheSpmdPath) {
   EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, -2}));
   EXPECT_NE(out[1].buffer(), x.buffer());  // a returned parameter is a copy
   // Bad attributes are traced errors.
-  testing::expect_error([&] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "")}; },
-                                    {{{3}, DType::kF32}}); },
-                        ErrorCode::kInvalidArgument, {"axis_name is empty"});
-  testing::expect_error([&] { trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "b", "prod")}; },
-                                    {{{3}, DType::kF32}}); },
-                        ErrorCode::kInvalidArgument, {"reduction is 'prod'"});
+  testing::expect_error(
+      [&] {
+        trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "")}; },
+              {{{3}, DType::kF32}});
+      },
+      ErrorCode::kInvalidArgument, {"axis_name is empty"});
+  testing::expect_error(
+      [&] {
+        trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0], "b", "prod")}; },
+              {{{3}, DType::kF32}});
+      },
+      ErrorCode::kInvalidArgument, {"reduction is 'prod'"});
 }
 
 TEST(SpmdCompile, ASegmentThatFailsToCompileIsNamed) {
@@ -204,7 +217,9 @@ TEST(SpmdCompile, ASegmentThatFailsToCompileIsNamed) {
     if (name == "add") def.lower = nullptr;
     registry.add(def);
   }
-  const TraceFn f = [](const std::vector<Tensor>& a) { return std::vector<Tensor>{all_reduce(a[0] * 2.0, "batch", "sum") + a[0]}; };
+  const TraceFn f = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{all_reduce(a[0] * 2.0, "batch", "sum") + a[0]};
+  };
   const ir::Graph traced = trace(f, {{{4}, DType::kF32}}, "broken");
   ir::Graph g("broken", &registry);
   std::map<ir::ValueId, ir::ValueId> map;
@@ -228,7 +243,8 @@ TEST(SpmdCompile, CollectivesWithoutAVjpRuleAreNamedErrors) {
   // max / min reductions have no VJP rule: differentiating through them names the op.
   for (const char* op : {"all_reduce", "reduce_scatter"}) {
     const TraceFn f = [op](const std::vector<Tensor>& a) {
-      const Tensor r = std::string(op) == "all_reduce" ? all_reduce(a[0], "batch", "max") : reduce_scatter(a[0], "batch", 2, "max");
+      const Tensor r =
+          std::string(op) == "all_reduce" ? all_reduce(a[0], "batch", "max") : reduce_scatter(a[0], "batch", 2, "max");
       return std::vector<Tensor>{sum(r)};
     };
     testing::expect_error([&] { trace(value_and_grad(f, {0}), {{{4}, DType::kF32}}); }, ErrorCode::kUnimplemented,

@@ -20,8 +20,8 @@ using testing::expect_error;
 constexpr int64_t B = 2, T = 4, F = 5, H = 2, K = 3, V = 2, O = 4;
 
 std::shared_ptr<MultiHeadAttention> make_mha(bool causal = false) {
-  auto mha = std::make_shared<MultiHeadAttention>(
-      MultiHeadAttentionOptions{.num_heads = H, .key_dim = K, .value_dim = V, .output_shape = O, .use_causal_mask = causal});
+  auto mha = std::make_shared<MultiHeadAttention>(MultiHeadAttentionOptions{
+      .num_heads = H, .key_dim = K, .value_dim = V, .output_shape = O, .use_causal_mask = causal});
   mha->build_for({B, T, F}, {B, T, F}, {B, T, F});
   return mha;
 }
@@ -44,7 +44,7 @@ TraceFn attention_fn(const std::shared_ptr<MultiHeadAttention>& mha, Array pad, 
 /// q, k, v, output biases.
 std::vector<double> reference(const std::vector<std::vector<double>>& w, const std::vector<double>& x,
                               const std::vector<bool>& pad, bool causal, std::vector<double>* scores) {
-  const auto& wq = w[0], &wk = w[1], &wv = w[2], &wo = w[3], &bq = w[4], &bk = w[5], &bv = w[6], &bo = w[7];
+  const auto &wq = w[0], &wk = w[1], &wv = w[2], &wo = w[3], &bq = w[4], &bk = w[5], &bv = w[6], &bo = w[7];
   auto proj = [&](const std::vector<double>& kern, const std::vector<double>& bias, int64_t d, int64_t b, int64_t t,
                   int64_t h, int64_t j) {
     double acc = bias[h * d + j];
@@ -59,7 +59,8 @@ std::vector<double> reference(const std::vector<std::vector<double>>& w, const s
         std::vector<double> logit(T);
         for (int64_t s = 0; s < T; ++s) {
           double dot = 0;
-          for (int64_t j = 0; j < K; ++j) dot += proj(wq, bq, K, b, t, h, j) / std::sqrt(double(K)) * proj(wk, bk, K, b, s, h, j);
+          for (int64_t j = 0; j < K; ++j)
+            dot += proj(wq, bq, K, b, t, h, j) / std::sqrt(double(K)) * proj(wk, bk, K, b, s, h, j);
           const bool keep = (pad.empty() || pad[b * T + s]) && (!causal || s <= t);
           logit[s] = dot + (keep ? 0.0 : -1e9);
         }
@@ -83,7 +84,8 @@ std::vector<double> reference(const std::vector<std::vector<double>>& w, const s
 
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " " << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " " << i;
 }
 
 TEST(MultiHeadAttention, MatchesTheFormulaWithCausalAndPaddingMasks) {
@@ -102,11 +104,14 @@ TEST(MultiHeadAttention, MatchesTheFormulaWithCausalAndPaddingMasks) {
   Array pad = Array::from_vector<bool>({true, true, true, true, true, true, true, false}, {B, 1, T});
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "not causal");
-    ir::Graph g = trace(attention_fn(mha, pad, causal), [&] {
-      std::vector<ir::TensorType> t;
-      for (const Array& a : args) t.push_back({a.shape(), a.dtype()});
-      return t;
-    }(), "mha");
+    ir::Graph g = trace(
+        attention_fn(mha, pad, causal),
+        [&] {
+          std::vector<ir::TensorType> t;
+          for (const Array& a : args) t.push_back({a.shape(), a.dtype()});
+          return t;
+        }(),
+        "mha");
     const std::vector<Array> out = interp::interpret(g, args);
     std::vector<double> want_scores;
     std::vector<bool> keep;
@@ -125,7 +130,8 @@ TEST(MultiHeadAttention, MasksStayFiniteInFloat16) {
   // ((1 - mask) * -inf is NaN where the mask is 1). Keras uses -3e4 there.
   auto mha = make_mha();
   std::vector<Array> args32 = {testing::random_array({B, T, F}, DType::kF32, 4)};
-  for (Variable* v : mha->variables()) args32.push_back(testing::random_array(v->shape(), DType::kF32, 10 + args32.size(), -1, 1));
+  for (Variable* v : mha->variables())
+    args32.push_back(testing::random_array(v->shape(), DType::kF32, 10 + args32.size(), -1, 1));
   std::vector<Array> args16;
   std::vector<ir::TensorType> t32, t16;
   for (const Array& a : args32) {
@@ -208,7 +214,8 @@ TEST(MultiHeadAttention, TrainsInAModelWithFit) {
 }
 
 TEST(MultiHeadAttention, BadOptionsAndInputsAreClearErrors) {
-  expect_error([] { MultiHeadAttention({.num_heads = 0, .key_dim = 4}); }, ErrorCode::kInvalidArgument, {"num_heads", "0"});
+  expect_error([] { MultiHeadAttention({.num_heads = 0, .key_dim = 4}); }, ErrorCode::kInvalidArgument,
+               {"num_heads", "0"});
   expect_error([] { MultiHeadAttention({.num_heads = 2, .key_dim = 4, .value_dim = -1}); }, ErrorCode::kInvalidArgument,
                {"value_dim", "-1"});
   auto mha = make_mha();
@@ -216,12 +223,17 @@ TEST(MultiHeadAttention, BadOptionsAndInputsAreClearErrors) {
   for (Variable* v : mha->variables()) types.push_back(v->type());
   expect_error([&] { trace(attention_fn(mha, Array::from_vector<bool>({true, false}, {2, 1}), false), types); },
                ErrorCode::kShapeMismatch, {"attention_mask", "(batch, T, S)"});
-  expect_error([&] { trace(attention_fn(mha, Array::from_vector<int32_t>(std::vector<int32_t>(B * T, 1), {B, 1, T}), false), types); },
-               ErrorCode::kDTypeMismatch, {"bool"});
+  expect_error(
+      [&] {
+        trace(attention_fn(mha, Array::from_vector<int32_t>(std::vector<int32_t>(B * T, 1), {B, 1, T}), false), types);
+      },
+      ErrorCode::kDTypeMismatch, {"bool"});
   types[0] = {{B, T, F + 1}, DType::kF32};
-  expect_error([&] { trace(attention_fn(mha, Array(), false), types); }, ErrorCode::kShapeMismatch, {"built for 5 features"});
+  expect_error([&] { trace(attention_fn(mha, Array(), false), types); }, ErrorCode::kShapeMismatch,
+               {"built for 5 features"});
   types[0] = {{B, F}, DType::kF32};
-  expect_error([&] { trace(attention_fn(mha, Array(), false), types); }, ErrorCode::kShapeMismatch, {"(batch, length, features)"});
+  expect_error([&] { trace(attention_fn(mha, Array(), false), types); }, ErrorCode::kShapeMismatch,
+               {"(batch, length, features)"});
 }
 
 }  // namespace

@@ -88,8 +88,10 @@ TEST(BackupAndRestore, KeepsTheBackupWhenAskedAndRejectsForeignFiles) {
   EXPECT_TRUE(again->fit(fit_options(d, {keep}))->epochs().empty());
 
   // Weights of another model, and a plain weights file, are errors that change nothing.
-  auto other = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})});
-  other->compile({.optimizer = std::make_shared<optimizers::Adam>(), .loss = std::make_shared<losses::SparseCategoricalCrossentropy>()});
+  auto other = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})});
+  other->compile({.optimizer = std::make_shared<optimizers::Adam>(),
+                  .loss = std::make_shared<losses::SparseCategoricalCrossentropy>()});
   expect_error([&] { other->fit(fit_options(d, {keep})); }, ErrorCode::kShapeMismatch, {"dense/kernel"});
   auto fresh = make_model();
   fresh->build_model({1, 4});

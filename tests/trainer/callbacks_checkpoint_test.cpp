@@ -111,11 +111,8 @@ TEST(PathTemplate, RejectsMalformedPatternsAndUnknownFields) {
   bad("{val_loss:.3}", "needs a type");
   bad("{epoch:.2d}", "has a precision");
   bad("{loss:.f}", "without a precision");
-  expect_error(
-      [] {
-        PathTemplate("{val_acc:.2f}").format(1, std::nullopt, {{"loss", 1.0}, {"val_loss", 2.0}});
-      },
-      ErrorCode::kInvalidArgument, {"no field 'val_acc'"});
+  expect_error([] { PathTemplate("{val_acc:.2f}").format(1, std::nullopt, {{"loss", 1.0}, {"val_loss", 2.0}}); },
+               ErrorCode::kInvalidArgument, {"no field 'val_acc'"});
   try {
     PathTemplate("{batch}").format(1, std::nullopt, {{"loss", 1.0}});
     ADD_FAILURE() << "expected an error";
@@ -215,9 +212,9 @@ TEST_F(ModelCheckpointTest, WholeModelFilesResumeAndSaveWeightsOnlyWritesWeights
   // SGD with momentum: resuming needs the momentum and the iteration count from the file.
   const auto compiled = [] {
     auto model = linear(0, 0);
-    model->compile({.optimizer = std::make_shared<optimizers::SGD>(
-                        optimizers::SGDOptions{.learning_rate = 0.1, .momentum = 0.9}),
-                    .loss = std::make_shared<losses::MeanSquaredError>()});
+    model->compile(
+        {.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.1, .momentum = 0.9}),
+         .loss = std::make_shared<losses::MeanSquaredError>()});
     return model;
   };
   const Array x = testing::f32({1, 2}, {2, 1}), y = testing::f32({3, 5}, {2, 1});
@@ -347,11 +344,8 @@ TEST_F(ModelCheckpointTest, RejectsBadOptionsAndPaths) {
   auto to_dir = std::make_shared<ModelCheckpoint>(ModelCheckpointOptions{.filepath = path("taken")});
   CallbackList dir_list({to_dir}, {.params = {.verbose = 0}, .model = model.get()});
   dir_list.on_train_begin({});
-  expect_error(
-      [&] {
-        dir_list.on_epoch_end(0, {{"loss", 1.0}});
-      },
-      ErrorCode::kInvalidArgument, {"is an existing directory"});
+  expect_error([&] { dir_list.on_epoch_end(0, {{"loss", 1.0}}); }, ErrorCode::kInvalidArgument,
+               {"is an existing directory"});
   EXPECT_TRUE(to_dir->saved().empty());
   EXPECT_EQ(listing(), std::vector<std::string>{});
 }

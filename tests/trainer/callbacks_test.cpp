@@ -58,39 +58,26 @@ class Recorder : public Callback {
   void on_train_end(const Logs& l) override { add("train_end", l); }
   void on_epoch_begin(int64_t e, const Logs& l) override { add("epoch_begin " + idx(e), l); }
   void on_epoch_end(int64_t e, const Logs& l) override { add("epoch_end " + idx(e), l); }
-  void on_train_batch_begin(int64_t b, const Logs& l) override {
-    add("train_batch_begin " + idx(b), l);
-  }
-  void on_train_batch_end(int64_t b, const Logs& l) override {
-    add("train_batch_end " + idx(b), l);
-  }
+  void on_train_batch_begin(int64_t b, const Logs& l) override { add("train_batch_begin " + idx(b), l); }
+  void on_train_batch_end(int64_t b, const Logs& l) override { add("train_batch_end " + idx(b), l); }
   void on_test_begin(const Logs& l) override { add("test_begin", l); }
   void on_test_end(const Logs& l) override { add("test_end", l); }
-  void on_test_batch_begin(int64_t b, const Logs& l) override {
-    add("test_batch_begin " + idx(b), l);
-  }
+  void on_test_batch_begin(int64_t b, const Logs& l) override { add("test_batch_begin " + idx(b), l); }
   void on_test_batch_end(int64_t b, const Logs& l) override { add("test_batch_end " + idx(b), l); }
   void on_predict_begin(const Logs& l) override { add("predict_begin", l); }
   void on_predict_end(const Logs& l) override { add("predict_end", l); }
-  void on_predict_batch_begin(int64_t b, const Logs& l) override {
-    add("predict_batch_begin " + idx(b), l);
-  }
-  void on_predict_batch_end(int64_t b, const Logs& l) override {
-    add("predict_batch_end " + idx(b), l);
-  }
+  void on_predict_batch_begin(int64_t b, const Logs& l) override { add("predict_batch_begin " + idx(b), l); }
+  void on_predict_batch_end(int64_t b, const Logs& l) override { add("predict_batch_end " + idx(b), l); }
 
  private:
   static std::string idx(int64_t i) { return std::to_string(i); }
-  void add(const std::string& event, const Logs& l) {
-    log_->push_back(name_ + ":" + event + show(l));
-  }
+  void add(const std::string& event, const Logs& l) { log_->push_back(name_ + ":" + event + show(l)); }
   std::string name_;
   std::vector<std::string>* log_;
 };
 
 /// Each event of `events` as the recorders named in `names` see it, in order.
-std::vector<std::string> interleave(const std::vector<std::string>& events,
-                                    const std::vector<std::string>& names) {
+std::vector<std::string> interleave(const std::vector<std::string>& events, const std::vector<std::string>& names) {
   std::vector<std::string> out;
   for (const auto& e : events) {
     for (const auto& n : names) out.push_back(n + ":" + e);
@@ -101,10 +88,9 @@ std::vector<std::string> interleave(const std::vector<std::string>& events,
 /// The trainer's protocol for fit, as TRAINER_SEMANTICS.md states it: clear stop_training, run
 /// the hooks, stop after the batch or epoch at which a callback set the flag; on_train_end only
 /// when training finished. Returns the (epoch, batch) pairs that ran.
-std::vector<std::pair<int64_t, int64_t>> simulate_fit(
-    CallbackList& list, int64_t epochs, int64_t steps,
-    const std::function<Logs(int64_t, int64_t)>& batch_logs,
-    const std::function<Logs(int64_t)>& epoch_logs) {
+std::vector<std::pair<int64_t, int64_t>> simulate_fit(CallbackList& list, int64_t epochs, int64_t steps,
+                                                      const std::function<Logs(int64_t, int64_t)>& batch_logs,
+                                                      const std::function<Logs(int64_t)>& epoch_logs) {
   std::vector<std::pair<int64_t, int64_t>> ran;
   list.control().stop_training = false;
   list.on_train_begin({});
@@ -156,14 +142,13 @@ TEST(CallbackList, ForwardsEveryHookInOrderThroughFitEvaluatePredict) {
   std::vector<std::string> events = {"train_begin"};
   for (int epoch = 0; epoch < 2; ++epoch) {
     const std::string e = std::to_string(epoch);
-    events.insert(events.end(), {"epoch_begin " + e, "train_batch_begin 0",
-                                 "train_batch_end 0 loss=1", "train_batch_begin 1",
-                                 "train_batch_end 1 loss=2", "test_begin", "test_batch_begin 0",
-                                 "test_batch_end 0 loss=5", "test_end loss=5",
-                                 "epoch_end " + e + " loss=1.5 val_loss=5"});
+    events.insert(events.end(),
+                  {"epoch_begin " + e, "train_batch_begin 0", "train_batch_end 0 loss=1", "train_batch_begin 1",
+                   "train_batch_end 1 loss=2", "test_begin", "test_batch_begin 0", "test_batch_end 0 loss=5",
+                   "test_end loss=5", "epoch_end " + e + " loss=1.5 val_loss=5"});
   }
-  events.insert(events.end(), {"train_end loss=1.5 val_loss=5", "predict_begin",
-                               "predict_batch_begin 0", "predict_batch_end 0", "predict_end"});
+  events.insert(events.end(), {"train_end loss=1.5 val_loss=5", "predict_begin", "predict_batch_begin 0",
+                               "predict_batch_end 0", "predict_end"});
   EXPECT_EQ(log, interleave(events, {"A", "B"}));
   // verbose 0: History is added after the user's callbacks, no ProgbarLogger.
   ASSERT_EQ(list.callbacks().size(), 3u);
@@ -212,9 +197,8 @@ TEST(CallbackList, GivesModelParamsWeightsAndControlToEveryCallback) {
   Model* model = reinterpret_cast<Model*>(&model_stand_in);  // never dereferenced
   std::vector<std::string> log;
   auto a = std::make_shared<Recorder>("A", &log);
-  CallbackList list({a}, {.params = {.epochs = 4, .steps = std::nullopt, .verbose = 2},
-                          .model = model,
-                          .weights = &weights});
+  CallbackList list(
+      {a}, {.params = {.epochs = 4, .steps = std::nullopt, .verbose = 2}, .model = model, .weights = &weights});
   auto late = std::make_shared<Recorder>("L", &log);
   list.append(late);
   for (const auto& cb : list.callbacks()) {
@@ -243,23 +227,17 @@ TEST(CallbackList, RejectsBadInputWithClearErrors) {
   std::vector<std::string> log;
   auto a = std::make_shared<Recorder>("A", &log);
   EXPECT_EQ(error_code_of([&] { CallbackList({a, nullptr}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.epochs = -1}}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.steps = -2}}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.verbose = 3}}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.epochs = -1}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.steps = -2}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { CallbackList({}, {.params = {.verbose = 3}}); }), ErrorCode::kInvalidArgument);
 
   CallbackList list({a}, {.params = {.verbose = 0}});
   EXPECT_EQ(error_code_of([&] { list.append(nullptr); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { list.set_params({.verbose = -1}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { list.set_params({.verbose = -1}); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(a->params().verbose, 0);  // a rejected set_params changes nothing
   EXPECT_EQ(error_code_of([&] { list.on_epoch_begin(-1, {}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { list.on_train_batch_end(-3, {}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { list.on_predict_batch_begin(-1, {}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { list.on_train_batch_end(-3, {}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { list.on_predict_batch_begin(-1, {}); }), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(log.empty());  // no callback ran
 
   try {
@@ -303,8 +281,7 @@ TEST(Callback, ControlOutsideAListIsAClearError) {
   StopAt lone(0, 0);
   EXPECT_FALSE(lone.has_control());
   lone.on_epoch_begin(0, {});
-  EXPECT_EQ(error_code_of([&] { lone.on_train_batch_end(0, {}); }),
-            ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(error_code_of([&] { lone.on_train_batch_end(0, {}); }), ErrorCode::kFailedPrecondition);
   auto flags = std::make_shared<TrainingControl>();
   lone.set_control(flags);
   lone.on_train_batch_end(0, {});
@@ -336,8 +313,7 @@ TEST(History, RecordsEpochLogsInFirstSeenOrder) {
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
-    EXPECT_NE(std::string(e.what()).find("[loss, accuracy, val_loss]"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("[loss, accuracy, val_loss]"), std::string::npos) << e.what();
   }
   // A new fit starts a fresh record; initial_epoch > 0 shows in epochs().
   h.on_train_begin({});
@@ -407,8 +383,8 @@ TEST(ProgbarLogger, LiveBarOnATerminal) {
 TEST(ProgbarLogger, OneLinePerEpochWhenNotATerminal) {
   FakeClock clock;
   std::ostringstream out;  // not a terminal: verbose 1 prints summary lines
-  CallbackList list({}, {.params = {.epochs = 2, .steps = 4, .verbose = 1},
-                         .progbar = {.stream = &out, .clock = clock.fn()}});
+  CallbackList list(
+      {}, {.params = {.epochs = 2, .steps = 4, .verbose = 1}, .progbar = {.stream = &out, .clock = clock.fn()}});
   drive_progbar_fit(list, clock);
   EXPECT_EQ(out.str(),
             "Epoch 1/2\n"
@@ -489,8 +465,7 @@ TEST(ProgbarLogger, DirectEvaluateAndPredictGetTheirOwnBar) {
   std::ostringstream out;
   CallbackList predict({}, {.add_history = false,
                             .params = {.epochs = 1, .steps = 2, .verbose = 1},
-                            .progbar = {.stream = &out, .force_terminal = true,
-                                        .clock = clock.fn()}});
+                            .progbar = {.stream = &out, .force_terminal = true, .clock = clock.fn()}});
   clock.t = 0.0;
   predict.on_predict_begin({});
   clock.t = 0.002;
@@ -506,10 +481,8 @@ TEST(ProgbarLogger, DirectEvaluateAndPredictGetTheirOwnBar) {
 
 TEST(ProgbarLogger, RejectsBadOptions) {
   EXPECT_EQ(error_code_of([] { ProgbarLogger({.width = 0}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { ProgbarLogger({.interval = -0.1}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { ProgbarLogger({.interval = kNaN}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { ProgbarLogger({.interval = -0.1}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { ProgbarLogger({.interval = kNaN}); }), ErrorCode::kInvalidArgument);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -563,8 +536,7 @@ TEST(Progbar, EtaAndTimeFormats) {
 TEST(Progbar, RedrawsAreThrottledExceptTheFinalUpdate) {
   FakeClock clock;
   std::ostringstream out;
-  Progbar bar(3, {.width = 3, .interval = 1.0, .stream = &out, .force_terminal = true,
-                  .clock = clock.fn()});
+  Progbar bar(3, {.width = 3, .interval = 1.0, .stream = &out, .force_terminal = true, .clock = clock.fn()});
   clock.t = 0.1;
   bar.update(1);
   clock.t = 0.5;
@@ -610,12 +582,9 @@ TEST(Progbar, ShowsTheAchievedRateAfterTheTimePerStep) {
 TEST(Progbar, RejectsBadArguments) {
   std::ostringstream out;
   EXPECT_EQ(error_code_of([&] { Progbar(-1, {.stream = &out}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { Progbar(3, {.width = 0, .stream = &out}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { Progbar(3, {.verbose = 3, .stream = &out}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { Progbar(3, {.interval = kInf, .stream = &out}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { Progbar(3, {.width = 0, .stream = &out}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { Progbar(3, {.verbose = 3, .stream = &out}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([&] { Progbar(3, {.interval = kInf, .stream = &out}); }), ErrorCode::kInvalidArgument);
   Progbar bar(3, {.stream = &out});
   EXPECT_EQ(error_code_of([&] { bar.update(-1); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(error_code_of([&] { bar.add(-1); }), ErrorCode::kInvalidArgument);
@@ -633,10 +602,7 @@ TEST(TerminateOnNaN, StopsOnNaNOrInfiniteLoss) {
   auto cb = std::make_shared<TerminateOnNaN>(TerminateOnNaNOptions{.stream = &out});
   CallbackList list({cb}, {.params = {.epochs = 3, .steps = 5, .verbose = 0}});
   const auto ran = simulate_fit(
-      list, 3, 5,
-      [](int64_t epoch, int64_t batch) {
-        return Logs{{"loss", epoch == 1 && batch == 3 ? kNaN : 0.5}};
-      },
+      list, 3, 5, [](int64_t epoch, int64_t batch) { return Logs{{"loss", epoch == 1 && batch == 3 ? kNaN : 0.5}}; },
       [](int64_t) { return Logs{{"loss", 0.5}}; });
   ASSERT_EQ(ran.size(), 9u);  // 5 batches of epoch 0, batches 0..3 of epoch 1
   EXPECT_EQ(ran.back(), (std::pair<int64_t, int64_t>{1, 3}));
@@ -657,8 +623,7 @@ TEST(TerminateOnNaN, StopsOnNaNOrInfiniteLoss) {
 // EarlyStopping
 
 /// Runs a fit with one value of `monitor` per epoch (until stopped); returns the epochs run.
-int64_t fit_with_values(CallbackList& list, const std::string& monitor,
-                        const std::vector<double>& values) {
+int64_t fit_with_values(CallbackList& list, const std::string& monitor, const std::vector<double>& values) {
   const auto n = static_cast<int64_t>(values.size());
   const auto ran = simulate_fit(
       list, n, 1, [](int64_t, int64_t) { return Logs{{"loss", 1.0}}; },
@@ -668,8 +633,7 @@ int64_t fit_with_values(CallbackList& list, const std::string& monitor,
 
 TEST(EarlyStopping, StopsWhenPatienceRunsOut) {
   std::ostringstream out;
-  auto es = std::make_shared<EarlyStopping>(
-      EarlyStoppingOptions{.patience = 2, .verbose = 1, .stream = &out});
+  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.patience = 2, .verbose = 1, .stream = &out});
   EXPECT_TRUE(es->minimizes());
   CallbackList list({es}, {.params = {.epochs = 6, .verbose = 0}});
   // best 0.9 at epoch 1; epochs 2 and 3 are worse -> wait reaches 2 at epoch 3.
@@ -706,8 +670,7 @@ TEST(EarlyStopping, MinDeltaModeAndAutoDirection) {
   EXPECT_DOUBLE_EQ(acc->best(), 0.6);
 
   // Explicit kMax on a loss-like name: rising values keep training going.
-  auto max = std::make_shared<EarlyStopping>(
-      EarlyStoppingOptions{.monitor = "loss", .mode = MonitorMode::kMax});
+  auto max = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.monitor = "loss", .mode = MonitorMode::kMax});
   CallbackList max_list({max}, {.params = {.verbose = 0}});
   EXPECT_EQ(fit_with_values(max_list, "loss", {1.0, 2.0, 3.0}), 3);
   EXPECT_EQ(max->stopped_epoch(), 0);
@@ -735,8 +698,7 @@ TEST(EarlyStopping, BaselineMustBeBeaten) {
   EXPECT_EQ(without->stopped_epoch(), 0);
 
   // Beating the baseline resets the wait.
-  auto beaten = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.patience = 2,
-                                                                     .baseline = 0.5});
+  auto beaten = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.patience = 2, .baseline = 0.5});
   CallbackList list3({beaten}, {.params = {.verbose = 0}});
   EXPECT_EQ(fit_with_values(list3, "val_loss", {0.4, 0.45, 0.3, 0.35, 0.36}), 5);
   EXPECT_EQ(beaten->stopped_epoch(), 4);
@@ -780,8 +742,8 @@ struct ScalarWeights : WeightsAccess {
 TEST(EarlyStopping, RestoresTheBestWeights) {
   ScalarWeights weights;
   std::ostringstream out;
-  auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{
-      .patience = 2, .verbose = 1, .restore_best_weights = true, .stream = &out});
+  auto es = std::make_shared<EarlyStopping>(
+      EarlyStoppingOptions{.patience = 2, .verbose = 1, .restore_best_weights = true, .stream = &out});
   // The model's weight after epoch e is 10 + e.
   auto set_weight = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
       .on_epoch_end = [&](int64_t e, const Logs&) { weights.value = 10.0 + static_cast<double>(e); }});
@@ -794,8 +756,7 @@ TEST(EarlyStopping, RestoresTheBestWeights) {
             "Epoch 4: early stopping\n"
             "Restoring model weights from the end of the best epoch: 2.\n");
 
-  auto no_access = std::make_shared<EarlyStopping>(
-      EarlyStoppingOptions{.restore_best_weights = true});
+  auto no_access = std::make_shared<EarlyStopping>(EarlyStoppingOptions{.restore_best_weights = true});
   CallbackList list2({no_access}, {.params = {.verbose = 0}});
   EXPECT_EQ(error_code_of([&] { list2.on_train_begin({}); }), ErrorCode::kFailedPrecondition);
 }
@@ -803,12 +764,9 @@ TEST(EarlyStopping, RestoresTheBestWeights) {
 TEST(EarlyStopping, RejectsBadOptions) {
   EXPECT_EQ(error_code_of([] { EarlyStopping({.monitor = ""}); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(error_code_of([] { EarlyStopping({.patience = -1}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { EarlyStopping({.min_delta = kNaN}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { EarlyStopping({.baseline = kInf}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([] { EarlyStopping({.start_from_epoch = -2}); }),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { EarlyStopping({.min_delta = kNaN}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { EarlyStopping({.baseline = kInf}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error_code_of([] { EarlyStopping({.start_from_epoch = -2}); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(error_code_of([] { EarlyStopping({.verbose = -1}); }), ErrorCode::kInvalidArgument);
   try {
     EarlyStopping({.monitor = "val_custom_metric"});
@@ -825,13 +783,9 @@ TEST(EarlyStopping, RejectsBadOptions) {
 
 TEST(LambdaCallback, CallsEachGivenFunction) {
   std::vector<std::string> log;
-  auto on = [&](std::string name) {
-    return [&log, name](const Logs& l) { log.push_back(name + show(l)); };
-  };
+  auto on = [&](std::string name) { return [&log, name](const Logs& l) { log.push_back(name + show(l)); }; };
   auto on_index = [&](std::string name) {
-    return [&log, name](int64_t i, const Logs& l) {
-      log.push_back(name + " " + std::to_string(i) + show(l));
-    };
+    return [&log, name](int64_t i, const Logs& l) { log.push_back(name + " " + std::to_string(i) + show(l)); };
   };
   auto all = std::make_shared<LambdaCallback>(LambdaCallbackOptions{
       .on_train_begin = on("train_begin"),
@@ -849,8 +803,8 @@ TEST(LambdaCallback, CallsEachGivenFunction) {
       .on_predict_batch_begin = on_index("predict_batch_begin"),
       .on_predict_batch_end = on_index("predict_batch_end"),
   });
-  auto only_epoch_end = std::make_shared<LambdaCallback>(
-      LambdaCallbackOptions{.on_epoch_end = on_index("ONLY epoch_end")});
+  auto only_epoch_end =
+      std::make_shared<LambdaCallback>(LambdaCallbackOptions{.on_epoch_end = on_index("ONLY epoch_end")});
   CallbackList list({all, only_epoch_end}, {.params = {.verbose = 0}});
   list.on_train_begin({});
   list.on_epoch_begin(0, {});
@@ -867,11 +821,10 @@ TEST(LambdaCallback, CallsEachGivenFunction) {
   list.on_predict_batch_end(0, {});
   list.on_predict_end({});
   EXPECT_EQ(log, (std::vector<std::string>{
-                     "train_begin", "epoch_begin 0", "train_batch_begin 0",
-                     "train_batch_end 0 loss=2", "test_begin", "test_batch_begin 0",
-                     "test_batch_end 0 loss=3", "test_end loss=3", "epoch_end 0 loss=2 val_loss=3",
-                     "ONLY epoch_end 0 loss=2 val_loss=3", "train_end loss=2", "predict_begin",
-                     "predict_batch_begin 0", "predict_batch_end 0", "predict_end"}));
+                     "train_begin", "epoch_begin 0", "train_batch_begin 0", "train_batch_end 0 loss=2", "test_begin",
+                     "test_batch_begin 0", "test_batch_end 0 loss=3", "test_end loss=3",
+                     "epoch_end 0 loss=2 val_loss=3", "ONLY epoch_end 0 loss=2 val_loss=3", "train_end loss=2",
+                     "predict_begin", "predict_batch_begin 0", "predict_batch_end 0", "predict_end"}));
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ TEST(ValidationSplit, LastFractionBeforeShufflingWithFloorForTraining) {
   expect_error([&] { split_validation(all, 1.0); }, ErrorCode::kInvalidArgument, {"validation_split", "[0, 1)"});
   expect_error([&] { split_validation(all, -0.1); }, ErrorCode::kInvalidArgument, {"validation_split"});
   const Batch one{rows(1, 1), Array(), Array()};
-  expect_error([&] { split_validation(one, 0.5); }, ErrorCode::kInvalidArgument, {"0.5", "1 samples", "0 for training"});
+  expect_error([&] { split_validation(one, 0.5); }, ErrorCode::kInvalidArgument,
+               {"0.5", "1 samples", "0 for training"});
 }
 
 TEST(ClassWeights, BecomeSampleWeightsFromIntegerOrOneHotLabels) {

@@ -27,7 +27,8 @@ struct Data {
   Array x = Array::zeros({64, 5}, DType::kF32), y = Array::zeros({64}, DType::kI32);
   Data() {
     for (int64_t i = 0; i < 320; ++i) x.data<float>()[i] = std::sin(0.31f * static_cast<float>(i));
-    for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = x.data<float>()[5 * i] > 0.3f ? 2 : (x.data<float>()[5 * i + 1] > 0 ? 1 : 0);
+    for (int64_t i = 0; i < 64; ++i)
+      y.data<int32_t>()[i] = x.data<float>()[5 * i] > 0.3f ? 2 : (x.data<float>()[5 * i + 1] > 0 ? 1 : 0);
   }
 };
 
@@ -68,10 +69,11 @@ TEST(DTypePolicy, MixedModelsComputeInLowPrecisionWithF32VariablesAndOutputs) {
 TEST(DTypePolicy, MixedFloat16TrainsWithALossScaleOptimizer) {
   const Data d;
   auto model = mlp("mixed_float16");
-  model->compile({.optimizer = std::make_shared<optimizers::LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{
-                      .inner_optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01})}),
-                  .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
-                      losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
+  model->compile(
+      {.optimizer = std::make_shared<optimizers::LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{
+           .inner_optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01})}),
+       .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
+           losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
   auto h = model->fit({.x = d.x, .y = d.y, .batch_size = 16, .epochs = 15, .verbose = 0});
   const std::vector<double>& loss = h->values("loss");
   EXPECT_LT(loss.back(), 0.6 * loss.front());
@@ -103,10 +105,10 @@ std::vector<DType> op_dtypes(const ir::Graph& g, const std::string& op) {
 /// Dense(16, relu) -> Dense(8, relu) -> Dense(3) -> Activation(softmax) under `policy`, with the
 /// given layers' own policies ("" : the model's).
 std::shared_ptr<Sequential> classifier(const std::string& policy, const std::vector<std::string>& own) {
-  std::vector<std::shared_ptr<Layer>> layers = {std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
-                                                std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
-                                                std::make_shared<Dense>(DenseOptions{.units = 3}),
-                                                std::make_shared<Activation>("softmax")};
+  std::vector<std::shared_ptr<Layer>> layers = {
+      std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
+      std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
+      std::make_shared<Dense>(DenseOptions{.units = 3}), std::make_shared<Activation>("softmax")};
   for (size_t i = 0; i < own.size(); ++i) {
     if (!own[i].empty()) layers[i]->set_dtype_policy(own[i]);
   }
@@ -220,8 +222,8 @@ TEST(DTypePolicy, BadLayerPoliciesAreErrorsThatChangeNothing) {
   dense.set_dtype_policy("mixed_float16");
   expect_error([&] { dense.set_dtype_policy("bfloat16"); }, ErrorCode::kInvalidArgument, {"'head'", "'bfloat16'"});
   EXPECT_EQ(dense.dtype_policy(), "mixed_float16");
-  auto model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = 2, .name = "built"})});
+  auto model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2, .name = "built"})});
   model->build_model({1, 3});
   expect_error([&] { model->layers()[0]->set_dtype_policy("float32"); }, ErrorCode::kFailedPrecondition,
                {"'built'", "built layer", "before"});
@@ -232,9 +234,9 @@ TEST(DTypePolicy, NormalizationLayersComputeInFloat32UnderMixedPolicies) {
   const Data d;
   const auto model = [](const std::string& policy) {
     return std::make_shared<Sequential>(
-        std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 6}),
-                                            std::make_shared<BatchNormalization>(),
-                                            std::make_shared<LayerNormalization>(), std::make_shared<Dense>(DenseOptions{.units = 3})},
+        std::vector<std::shared_ptr<Layer>>{
+            std::make_shared<Dense>(DenseOptions{.units = 6}), std::make_shared<BatchNormalization>(),
+            std::make_shared<LayerNormalization>(), std::make_shared<Dense>(DenseOptions{.units = 3})},
         ModelOptions{.dtype_policy = policy});
   };
   auto f32 = model("float32");
@@ -261,7 +263,8 @@ std::vector<Array> large_mean_batches() {
     Array x = Array::zeros({32, 2}, DType::kF32);
     for (int64_t i = 0; i < 64; ++i) {
       const int64_t sample = i / 2, column = i % 2;
-      x.data<float>()[i] = 300.0f + 8.0f * static_cast<float>(column) + 0.25f * static_cast<float>((sample + b + column) % 2);
+      x.data<float>()[i] =
+          300.0f + 8.0f * static_cast<float>(column) + 0.25f * static_cast<float>((sample + b + column) % 2);
     }
     out.push_back(std::move(x));
   }
@@ -298,15 +301,17 @@ TEST(DTypePolicy, BatchNormMovingStatisticsUnderMixedFloat16MatchFloat32) {
   }
   const double tol = 1e-3;
   // f16 statistics would fail the tolerance (the variance visibly so).
-  EXPECT_GT(std::max(std::abs(f16_var[0] - want_var[0]) / want_var[0], std::abs(f16_var[1] - want_var[1]) / want_var[1]),
-            10 * tol);
+  EXPECT_GT(
+      std::max(std::abs(f16_var[0] - want_var[0]) / want_var[0], std::abs(f16_var[1] - want_var[1]) / want_var[1]),
+      10 * tol);
   for (const std::string policy : {"float32", "mixed_float16"}) {
     SCOPED_TRACE(policy);
     auto bn = std::make_shared<BatchNormalization>(BatchNormalizationOptions{.momentum = momentum});
     Sequential model({bn, std::make_shared<Dense>(DenseOptions{.units = 1})}, ModelOptions{.dtype_policy = policy});
-    model.compile({.optimizer = std::make_shared<optimizers::LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{
-                       .inner_optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.01})}),
-                   .loss = std::make_shared<losses::MeanSquaredError>()});
+    model.compile(
+        {.optimizer = std::make_shared<optimizers::LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{
+             .inner_optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.01})}),
+         .loss = std::make_shared<losses::MeanSquaredError>()});
     for (const Array& x : batches) model.train_on_batch(x, Array::zeros({32, 1}, DType::kF32));
     const std::vector<Variable*> stats = bn->non_trainable_variables();
     ASSERT_EQ(stats.size(), 2u);
@@ -351,14 +356,16 @@ TEST(DTypePolicy, MixedBfloat16BatchNormCnnTrains) {
     y.data<int32_t>()[s] = static_cast<int32_t>(s % 2);
     for (int64_t p = 0; p < 64; ++p) {
       const bool top = p < 32;
-      x.data<float>()[s * 64 + p] = (top == (s % 2 == 1) ? 1.0f : 0.2f) + 0.3f * std::sin(0.7f * static_cast<float>(s * 64 + p));
+      x.data<float>()[s * 64 + p] =
+          (top == (s % 2 == 1) ? 1.0f : 0.2f) + 0.3f * std::sin(0.7f * static_cast<float>(s * 64 + p));
     }
   }
   auto head = std::make_shared<Dense>(DenseOptions{.units = 2});
   head->set_dtype_policy("float32");
-  Sequential model({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4}), std::make_shared<BatchNormalization>(),
-                    std::make_shared<Activation>("relu"), std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(), head},
-                   ModelOptions{.dtype_policy = "mixed_bfloat16"});
+  Sequential model(
+      {std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 4}), std::make_shared<BatchNormalization>(),
+       std::make_shared<Activation>("relu"), std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(), head},
+      ModelOptions{.dtype_policy = "mixed_bfloat16"});
   model.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01}),
                  .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                      losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});

@@ -30,8 +30,8 @@ TEST(FitCuda, StepsLaunchOnTheDeviceAndTheVariablesStayHostArrays) {
   const Array y = testing::f32({1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}, {8, 2});
   std::vector<DeviceKind> live_kinds;
   Model* m = &model;
-  auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_train_batch_end = [&](int64_t, const Logs&) {
+  auto probe = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t, const Logs&) {
         for (const Array& w : m->get_weights()) live_kinds.push_back(w.device().kind());  // host copies
       }});
   model.fit({.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {probe}, .shuffle = false});
@@ -55,8 +55,10 @@ TEST(FitCuda, TheInterpreterCannotRunOnADevice) {
   Sequential model({std::make_shared<Dense>(DenseOptions{.units = 1})});
   testing::expect_error(
       [&] {
-        model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>(),
-                       .run_eagerly = true, .target = cuda_target(*dev)});
+        model.compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                       .loss = std::make_shared<losses::MeanSquaredError>(),
+                       .run_eagerly = true,
+                       .target = cuda_target(*dev)});
       },
       ErrorCode::kInvalidArgument, {"needs compiled steps"});
 }

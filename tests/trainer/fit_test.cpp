@@ -76,8 +76,12 @@ TEST(Fit, LossScalingChangesNeitherTheUpdatesNorTheLoggedLoss) {
   model->compile({.optimizer = std::make_shared<optimizers::SGD>(
                       optimizers::SGDOptions{.learning_rate = 0.1, .loss_scale_factor = 1024.0}),
                   .loss = std::make_shared<losses::MeanSquaredError>()});
-  auto h = model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}), .batch_size = 2,
-                       .epochs = 2, .verbose = 0, .shuffle = false});
+  auto h = model->fit({.x = testing::f32({1, 2}, {2, 1}),
+                       .y = testing::f32({3, 5}, {2, 1}),
+                       .batch_size = 2,
+                       .epochs = 2,
+                       .verbose = 0,
+                       .shuffle = false});
   EXPECT_NEAR(h->values("loss")[0], 17.0, 1e-4);
   EXPECT_NEAR(h->values("loss")[1], 1.685, 1e-4);
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 1.71, 1e-5);
@@ -124,8 +128,12 @@ TEST(Fit, CompilerAndLoweringOptionsReachTheSteps) {
   std::filesystem::remove_all(dir);
   c.compiler.dump_dir = dir.string();
   model->compile(c);
-  model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}), .batch_size = 2, .epochs = 2,
-              .verbose = 0, .shuffle = false});
+  model->fit({.x = testing::f32({1, 2}, {2, 1}),
+              .y = testing::f32({3, 5}, {2, 1}),
+              .batch_size = 2,
+              .epochs = 2,
+              .verbose = 0,
+              .shuffle = false});
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 1.71, 1e-5);
   EXPECT_TRUE(std::filesystem::exists(dir / "00-input.mlir"));  // the dump option reached the jit
   std::filesystem::remove_all(dir);
@@ -136,8 +144,11 @@ TEST(Fit, EpochLossIsWeightedByBatchSize) {
   auto model = linear(0, 0);
   model->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.0}),
                   .loss = std::make_shared<losses::MeanAbsoluteError>()});
-  auto history = model->fit({.x = testing::f32({1, 1, 1}, {3, 1}), .y = testing::f32({10, 10, 9}, {3, 1}),
-                             .batch_size = 2, .verbose = 0, .shuffle = false});
+  auto history = model->fit({.x = testing::f32({1, 1, 1}, {3, 1}),
+                             .y = testing::f32({10, 10, 9}, {3, 1}),
+                             .batch_size = 2,
+                             .verbose = 0,
+                             .shuffle = false});
   EXPECT_NEAR(history->values("loss")[0], 29.0 / 3.0, 1e-5);
 }
 
@@ -154,7 +165,9 @@ TEST(Fit, StepsPerExecutionFiresHooksPerCallAndEqualsSingleSteps) {
   auto run = [&](int64_t k, Hooks* hooks) {
     auto model = linear(0.5f, 0);
     model->compile(sgd_mse(0.05, k));
-    const auto add = [](std::vector<int64_t>& to) { return [&to](int64_t batch, const Logs&) { to.push_back(batch); }; };
+    const auto add = [](std::vector<int64_t>& to) {
+      return [&to](int64_t batch, const Logs&) { to.push_back(batch); };
+    };
     auto record = std::make_shared<callbacks::LambdaCallback>(
         callbacks::LambdaCallbackOptions{.on_train_batch_begin = add(hooks->train_begin),
                                          .on_train_batch_end = add(hooks->train_end),
@@ -195,8 +208,14 @@ TEST(Fit, TimingSeparatesTheStepItsCompilationAndTheLoopAround) {
   // A batch hook that sleeps 20 ms is time outside the step: it must land in the overhead.
   auto slow = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
       .on_train_batch_end = [](int64_t, const Logs&) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }});
-  model->fit({.x = x, .y = y, .batch_size = 16, .epochs = 2, .verbose = 0, .callbacks = {slow},
-              .validation_split = 0.2, .shuffle = false});
+  model->fit({.x = x,
+              .y = y,
+              .batch_size = 16,
+              .epochs = 2,
+              .verbose = 0,
+              .callbacks = {slow},
+              .validation_split = 0.2,
+              .shuffle = false});
   const FitTiming first = model->last_fit_timing();
   EXPECT_EQ(first.train_steps, 4);  // 32 training samples: 2 batches of 16, two epochs
   EXPECT_GT(first.step_seconds, 0);
@@ -223,16 +242,21 @@ TEST(Fit, MetricsIgnoreSampleWeightsAndWeightedMetricsUseThem) {
                   .weighted_metrics = {std::make_shared<metrics::MeanAbsoluteError>(),
                                        std::make_shared<metrics::MeanSquaredError>()}});
   // Predictions [0, 0] for targets [3, 5]: errors 3 and 5; weights [0, 1].
-  const Logs logs = model->evaluate({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({3, 5}, {2, 1}),
-                                     .sample_weight = testing::f32({0, 1}, {2}), .verbose = 0});
+  const Logs logs = model->evaluate({.x = testing::f32({1, 2}, {2, 1}),
+                                     .y = testing::f32({3, 5}, {2, 1}),
+                                     .sample_weight = testing::f32({0, 1}, {2}),
+                                     .verbose = 0});
   EXPECT_NEAR(*logs.get("mean_absolute_error"), 4.0, 1e-6);           // (3 + 5) / 2
   EXPECT_NEAR(*logs.get("weighted_mean_absolute_error"), 5.0, 1e-6);  // (0 * 3 + 1 * 5) / 1
   EXPECT_NEAR(*logs.get("mean_squared_error"), 25.0, 1e-6);           // weighted, no clash: own name
   EXPECT_NEAR(*logs.get("loss"), 12.5, 1e-6);                         // (0 * 9 + 1 * 25) / 2
-  expect_error([] {
-    linear(0, 0)->compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>(),
-                           .weighted_metrics = {nullptr}});
-  }, ErrorCode::kInvalidArgument, {"weighted metric 0 is null"});
+  expect_error(
+      [] {
+        linear(0, 0)->compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                               .loss = std::make_shared<losses::MeanSquaredError>(),
+                               .weighted_metrics = {nullptr}});
+      },
+      ErrorCode::kInvalidArgument, {"weighted metric 0 is null"});
 }
 
 TEST(Fit, CompilesAtMostTwicePerSignatureAndBuildsWithoutConsumingABatch) {
@@ -279,21 +303,25 @@ TEST(Fit, ACallbackAssigningWeightsChangesTheNextStep) {
       if (batch != 0) return;
       // The variables hold no copy while fit runs (the donated state is the live value) ...
       *purged = static_cast<bool>(weights_access()) && ([&] {
-        try {
-          static_cast<Model*>(model())->variables()[0]->value();
-          return false;
-        } catch (const Error&) {
-          return true;
-        }
-      })();
+                  try {
+                    static_cast<Model*>(model())->variables()[0]->value();
+                    return false;
+                  } catch (const Error&) {
+                    return true;
+                  }
+                })();
       // ... and the weights a callback sets are what the next step uses.
       weights_access()->set_weights({testing::f32({0}, {1, 1}), testing::f32({0}, {1})});
     }
   };
   // One sample per batch, y = 2 for both: with w = 1 the first loss is (1 * 1 - 2)^2 = 1; with
   // the zeroed weights the second is (0 - 2)^2 = 4. (Loss logs are running means: (1 + 4) / 2.)
-  model->fit({.x = testing::f32({1, 1}, {2, 1}), .y = testing::f32({2, 2}, {2, 1}), .batch_size = 1, .verbose = 0,
-              .callbacks = {std::make_shared<Zeroing>(&purged_during_fit), cb}, .shuffle = false});
+  model->fit({.x = testing::f32({1, 1}, {2, 1}),
+              .y = testing::f32({2, 2}, {2, 1}),
+              .batch_size = 1,
+              .verbose = 0,
+              .callbacks = {std::make_shared<Zeroing>(&purged_during_fit), cb},
+              .shuffle = false});
   ASSERT_EQ(batch_losses.size(), 2u);
   EXPECT_NEAR(batch_losses[0], 1.0, 1e-6);
   EXPECT_NEAR(batch_losses[1], 2.5, 1e-6);
@@ -322,7 +350,7 @@ TEST(Fit, ValidationEvaluatePredictAndOnBatch) {
   EXPECT_NEAR(*model->test_on_batch(x, y).get("loss"), 0.25, 1e-6);
   model->compile(sgd_mse(0.1));
   const Logs t = model->train_on_batch(testing::f32({1}, {1, 1}), testing::f32({4}, {1, 1}));
-  EXPECT_NEAR(*t.get("loss"), 1.0, 1e-6);  // pred 3 before the update
+  EXPECT_NEAR(*t.get("loss"), 1.0, 1e-6);                                 // pred 3 before the update
   EXPECT_NEAR(model->get_weights()[0].to_vector<float>()[0], 2.2, 1e-6);  // w += 0.1 * 2 * 1
 }
 
@@ -336,8 +364,8 @@ TEST(Fit, DuringFitTheVariablesHoldNoSecondCopyOfTheState) {
   Array x = Array::full({4, 1000}, 0.01, DType::kF32), y = Array::zeros({4, 1000}, DType::kF32);
   const int64_t before = default_cpu_device().allocator().stats().bytes_in_use;  // weights + data
   int64_t during = 0;
-  auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_train_batch_end = [&](int64_t, const Logs&) {
+  auto probe = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t, const Logs&) {
         during = std::max(during, default_cpu_device().allocator().stats().bytes_in_use);
       }});
   model.fit({.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {probe}});
@@ -353,8 +381,12 @@ TEST(Fit, AVariableAssignedAtEpochEndIsWhatTheNextEpochTrains) {
   auto reset = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
       .on_epoch_end = [m](int64_t, const Logs&) { m->variables()[0]->assign(testing::f32({3}, {1, 1})); }});
   // x = 1, y = 3: epoch 1 trains w = 1, the callback assigns w = 3 for epoch 2.
-  auto h = model->fit({.x = testing::f32({1}, {1, 1}), .y = testing::f32({3}, {1, 1}), .batch_size = 1, .epochs = 2,
-                       .verbose = 0, .callbacks = {reset}});
+  auto h = model->fit({.x = testing::f32({1}, {1, 1}),
+                       .y = testing::f32({3}, {1, 1}),
+                       .batch_size = 1,
+                       .epochs = 2,
+                       .verbose = 0,
+                       .callbacks = {reset}});
   EXPECT_NEAR(h->values("loss")[0], 4.0, 1e-6);  // (1 - 3)^2
   EXPECT_NEAR(h->values("loss")[1], 0.0, 1e-6);  // (3 - 3)^2 after the assignment
 }
@@ -366,8 +398,12 @@ TEST(Fit, RunEagerlyMatchesCompiledSteps) {
     CompileOptions c = sgd_mse(0.05);
     c.run_eagerly = eager;
     model->compile(c);
-    auto h = model->fit({.x = testing::f32({1, 2, 3, 4, 5}, {5, 1}), .y = testing::f32({2, 4, 6, 8, 10}, {5, 1}),
-                         .batch_size = 2, .epochs = 3, .verbose = 0, .shuffle = false});
+    auto h = model->fit({.x = testing::f32({1, 2, 3, 4, 5}, {5, 1}),
+                         .y = testing::f32({2, 4, 6, 8, 10}, {5, 1}),
+                         .batch_size = 2,
+                         .epochs = 3,
+                         .verbose = 0,
+                         .shuffle = false});
     return std::make_pair(model->get_weights()[0].to_vector<float>()[0], h->values("loss"));
   };
   const auto [w_eager, l_eager] = run(true);
@@ -385,9 +421,12 @@ TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
   model->compile(sgd_mse(0.1));
   expect_error([&] { model->fit({.x = x, .y = testing::f32({1, 2, 3}, {3, 1}), .verbose = 0}); },
                ErrorCode::kInvalidArgument, {"2 samples", "(3, 1)"});
-  expect_error([&] {
-    model->fit({.x = x, .y = y, .sample_weight = testing::f32({1, 1}, {2}), .verbose = 0, .class_weight = {{0, 1.0}}});
-  }, ErrorCode::kInvalidArgument, {"sample_weight and class_weight"});
+  expect_error(
+      [&] {
+        model->fit(
+            {.x = x, .y = y, .sample_weight = testing::f32({1, 1}, {2}), .verbose = 0, .class_weight = {{0, 1.0}}});
+      },
+      ErrorCode::kInvalidArgument, {"sample_weight and class_weight"});
   expect_error([&] { model->fit({.x = x, .y = y, .batch_size = 0, .verbose = 0}); }, ErrorCode::kInvalidArgument,
                {"batch_size", "0"});
   expect_error([&] { model->fit({.x = x, .y = y, .verbose = 0, .validation_split = 1.5}); },
@@ -401,8 +440,8 @@ TEST(Fit, BadInputIsAClearErrorAndChangesNothing) {
   classifier.compile({.optimizer = std::make_shared<optimizers::SGD>(),
                       .loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
                           losses::SparseCategoricalCrossentropyOptions{.from_logits = true})});
-  expect_error([&] { classifier.fit({.x = x, .y = testing::i32({0, 3}, {2}), .verbose = 0}); },
-               ErrorCode::kOutOfRange, {"label 3", "[0, 3)"});
+  expect_error([&] { classifier.fit({.x = x, .y = testing::i32({0, 3}, {2}), .verbose = 0}); }, ErrorCode::kOutOfRange,
+               {"label 3", "[0, 3)"});
 }
 
 TEST(Fit, SavedWeightsReloadToIdenticalPredictions) {
@@ -424,7 +463,8 @@ TEST(Fit, SavedWeightsReloadToIdenticalPredictions) {
   Sequential wrong({std::make_shared<Dense>(DenseOptions{.units = 4})});
   wrong.build_model({1, 5});
   const std::vector<Array> kept = wrong.get_weights();
-  expect_error([&] { wrong.load_weights(path.string()); }, ErrorCode::kShapeMismatch, {"dense/kernel", "(5, 4)", "(5, 8)"});
+  expect_error([&] { wrong.load_weights(path.string()); }, ErrorCode::kShapeMismatch,
+               {"dense/kernel", "(5, 4)", "(5, 8)"});
   EXPECT_EQ(wrong.get_weights()[0].to_vector<float>(), kept[0].to_vector<float>());
   std::filesystem::remove(path);
 }
@@ -453,8 +493,8 @@ TEST(FitNested, PredictAndEvaluateFromABatchCallbackLeaveTheFitIntact) {
   std::vector<double> nested_losses;
   Sequential* am = a.m.get();
   const Array ax = a.x, ay = a.y;
-  auto probe = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+  auto probe = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t batch, const Logs&) {
         if (batch != 1) return;
         EXPECT_EQ(am->predict({.x = ax}).shape(), (Shape{20, 3}));
         nested_losses.push_back(*am->evaluate({.x = ax, .y = ay, .verbose = 0}).get("loss"));
@@ -473,8 +513,8 @@ TEST(FitNested, ModelSetWeightsFromACallbackTakesEffectAndFitOrCompileAreRefused
   Classifier c;
   Sequential* m = c.m.get();
   std::string fit_error, compile_error;
-  auto cb = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_train_batch_end = [&](int64_t batch, const Logs&) {
+  auto cb = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_train_batch_end = [&](int64_t batch, const Logs&) {
         if (batch != 0) return;
         std::vector<Array> w = m->get_weights();  // the live state, from a callback
         for (Array& a : w) a = Array::zeros(a.shape(), a.dtype());
@@ -502,16 +542,26 @@ TEST(FitNested, ModelSetWeightsFromACallbackTakesEffectAndFitOrCompileAreRefused
 TEST(FitChecks, EverythingIsCheckedBeforeTheFirstStep) {
   Classifier c;
   // validation_data with the wrong features / without y / with out-of-range labels.
-  expect_error([&] {
-    c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_data = Batch{Array::zeros({2, 7}, DType::kF32), testing::i32({0, 1}, {2}), Array()}});
-  }, ErrorCode::kShapeMismatch, {"validation_data", "(2, 7)"});
+  expect_error(
+      [&] {
+        c.m->fit({.x = c.x,
+                  .y = c.y,
+                  .verbose = 0,
+                  .validation_data = Batch{Array::zeros({2, 7}, DType::kF32), testing::i32({0, 1}, {2}), Array()}});
+      },
+      ErrorCode::kShapeMismatch, {"validation_data", "(2, 7)"});
   const std::vector<Array> w0 = c.m->get_weights();
   expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_data = Batch{c.x, Array(), Array()}}); },
                ErrorCode::kInvalidArgument, {"validation_data has no y"});
-  expect_error([&] {
-    c.m->fit({.x = c.x, .y = c.y, .verbose = 0,
-              .validation_data = Batch{c.x, Array::from_vector<int32_t>(std::vector<int32_t>(20, 5), {20}), Array()}});
-  }, ErrorCode::kOutOfRange, {"validation_data", "label 5"});
+  expect_error(
+      [&] {
+        c.m->fit(
+            {.x = c.x,
+             .y = c.y,
+             .verbose = 0,
+             .validation_data = Batch{c.x, Array::from_vector<int32_t>(std::vector<int32_t>(20, 5), {20}), Array()}});
+      },
+      ErrorCode::kOutOfRange, {"validation_data", "label 5"});
   EXPECT_EQ(c.m->get_weights()[0].to_vector<float>(), w0[0].to_vector<float>());  // nothing trained
   expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .validation_freq = 0}); }, ErrorCode::kInvalidArgument,
                {"validation_freq", "0"});
@@ -521,10 +571,13 @@ TEST(FitChecks, EverythingIsCheckedBeforeTheFirstStep) {
                ErrorCode::kInvalidArgument, {"validation_steps 100"});
   expect_error([&] { c.m->fit({.x = c.x, .y = c.y, .verbose = 0, .class_weight = {{0, -1.0}}}); },
                ErrorCode::kInvalidArgument, {"class_weight", "-1"});
-  expect_error([&] { c.m->fit({.x = Array::zeros({0, 4}, DType::kF32), .y = Array::zeros({0}, DType::kI32), .verbose = 0}); },
-               ErrorCode::kInvalidArgument, {"no samples"});
-  expect_error([&] { c.m->evaluate({.x = c.x, .verbose = 0}); }, ErrorCode::kInvalidArgument, {"evaluate: no targets y"});
-  expect_error([&] { c.m->train_on_batch(c.x, Array()); }, ErrorCode::kInvalidArgument, {"train_on_batch: no targets y"});
+  expect_error(
+      [&] { c.m->fit({.x = Array::zeros({0, 4}, DType::kF32), .y = Array::zeros({0}, DType::kI32), .verbose = 0}); },
+      ErrorCode::kInvalidArgument, {"no samples"});
+  expect_error([&] { c.m->evaluate({.x = c.x, .verbose = 0}); }, ErrorCode::kInvalidArgument,
+               {"evaluate: no targets y"});
+  expect_error([&] { c.m->train_on_batch(c.x, Array()); }, ErrorCode::kInvalidArgument,
+               {"train_on_batch: no targets y"});
   // A generator's labels are checked batch by batch.
   auto gen = std::make_shared<GeneratorDataAdapter>(
       [&]() {
@@ -532,25 +585,29 @@ TEST(FitChecks, EverythingIsCheckedBeforeTheFirstStep) {
         return [&, done]() -> std::optional<Batch> {
           if (*done) return std::nullopt;
           *done = true;
-          return Batch{Array::full({4, 4}, 0.5, DType::kF32), Array::from_vector<int32_t>({7, 9, -3, 100}, {4}), Array()};
+          return Batch{Array::full({4, 4}, 0.5, DType::kF32), Array::from_vector<int32_t>({7, 9, -3, 100}, {4}),
+                       Array()};
         };
       },
       ir::TensorType{{4, 4}, DType::kF32});
   expect_error([&] { c.m->fit({.data = gen, .verbose = 0}); }, ErrorCode::kOutOfRange, {"label"});
   // Weights I/O needs a built model.
   Sequential unbuilt({std::make_shared<Dense>(DenseOptions{.units = 2})});
-  expect_error([&] { unbuilt.save_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition, {"not built"});
-  expect_error([&] { unbuilt.load_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition, {"not built"});
+  expect_error([&] { unbuilt.save_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition,
+               {"not built"});
+  expect_error([&] { unbuilt.load_weights("/tmp/ingot_unbuilt.safetensors"); }, ErrorCode::kFailedPrecondition,
+               {"not built"});
 }
 
 TEST(FitChecks, ValidationFiresTheTestHooks) {
   Classifier c;
   int test_begin = 0, test_batches = 0, test_end = 0;
-  auto cb = std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
-      .on_test_begin = [&](const Logs&) { ++test_begin; },
-      .on_test_end = [&](const Logs&) { ++test_end; },
-      .on_test_batch_end = [&](int64_t, const Logs&) { ++test_batches; }});
-  c.m->fit({.x = c.x, .y = c.y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {cb}, .validation_split = 0.5});
+  auto cb = std::make_shared<callbacks::LambdaCallback>(
+      callbacks::LambdaCallbackOptions{.on_test_begin = [&](const Logs&) { ++test_begin; },
+                                       .on_test_end = [&](const Logs&) { ++test_end; },
+                                       .on_test_batch_end = [&](int64_t, const Logs&) { ++test_batches; }});
+  c.m->fit(
+      {.x = c.x, .y = c.y, .batch_size = 4, .epochs = 2, .verbose = 0, .callbacks = {cb}, .validation_split = 0.5});
   EXPECT_EQ(test_begin, 2);
   EXPECT_EQ(test_end, 2);
   EXPECT_EQ(test_batches, 6);  // 10 validation samples in batches of 4: 3 per epoch
@@ -594,7 +651,7 @@ TEST(FitEma, FitEndsWithTheMovingAverageOfEveryStepsWeights) {
   EXPECT_NEAR(w[0].to_doubles()[0], ema[0], 1e-6);
   EXPECT_NEAR(w[1].to_doubles()[0], ema[1], 1e-6);
   EXPECT_GT(std::abs(w[0].to_doubles()[0] - raw.back()[0]), 1e-3);  // the average, not the last step
-  EXPECT_NEAR(at_train_end.at(0), ema[0], 1e-6);                      // already there at on_train_end
+  EXPECT_NEAR(at_train_end.at(0), ema[0], 1e-6);                    // already there at on_train_end
 }
 
 }  // namespace
@@ -608,7 +665,8 @@ namespace {
 TEST(FitReview, ALayerUsedTwiceInASequentialTrainsWithOneSetOfVariables) {
   auto d = std::make_shared<Dense>(DenseOptions{.units = 3, .activation = "tanh"});
   Sequential model({d, d, std::make_shared<Dense>(DenseOptions{.units = 1})});
-  model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  model.compile(
+      {.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
   const Array x = testing::f32({1, 2, 3, 0.5f, -1, 0, 2, 2, 1}, {3, 3}), y = testing::f32({1, 0, -1}, {3, 1});
   auto h = model.fit({.x = x, .y = y, .batch_size = 3, .epochs = 2, .verbose = 0});  // used to be a donation error
   EXPECT_EQ(h->values("loss").size(), 2u);
@@ -654,25 +712,31 @@ TEST(FitReview, NonFiniteSampleWeightsAreRefused) {
   auto model = linear(0.5f, 0);
   model->compile(sgd_mse(0.1));
   const std::vector<Array> before = model->get_weights();
-  expect_error([&] {
-    model->fit({.x = testing::f32({1, 2}, {2, 1}), .y = testing::f32({1, 2}, {2, 1}),
-                .sample_weight = testing::f32({1, std::nanf("")}, {2}), .verbose = 0});
-  }, ErrorCode::kInvalidArgument, {"sample_weight of sample 1 is nan"});
+  expect_error(
+      [&] {
+        model->fit({.x = testing::f32({1, 2}, {2, 1}),
+                    .y = testing::f32({1, 2}, {2, 1}),
+                    .sample_weight = testing::f32({1, std::nanf("")}, {2}),
+                    .verbose = 0});
+      },
+      ErrorCode::kInvalidArgument, {"sample_weight of sample 1 is nan"});
   EXPECT_EQ(model->get_weights()[0].to_doubles(), before[0].to_doubles());
 }
 
 TEST(FitReview, AConvolutionKernelLargerThanItsInputIsAnError) {
-  Sequential model({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}}),
-                    std::make_shared<Flatten>()});
+  Sequential model(
+      {std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}}), std::make_shared<Flatten>()});
   expect_error([&] { model.build_model({1, 4, 4, 1}); }, ErrorCode::kShapeMismatch,
                {"kernel_size [9, 9] is larger than the input's spatial size [4, 4]"});
-  Sequential same({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}, .padding = "same"})});
+  Sequential same(
+      {std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 2, .kernel_size = {9, 9}, .padding = "same"})});
   same.build_model({1, 4, 4, 1});  // "same" padding keeps the size
   EXPECT_EQ(same.output_type()->shape, (Shape{1, 4, 4, 2}));
 }
 
 TEST(FitReview, SummaryColumnsWidenForLongNamesAndUnnamedLayersAreDescribed) {
-  auto bn = std::make_shared<BatchNormalization>(BatchNormalizationOptions{.name = "a_rather_long_batch_normalization_name"});
+  auto bn =
+      std::make_shared<BatchNormalization>(BatchNormalizationOptions{.name = "a_rather_long_batch_normalization_name"});
   Sequential model({std::make_shared<Dense>(DenseOptions{.units = 4}), bn});
   model.build_model({2, 3});
   const std::string s = model.summary();
@@ -707,8 +771,8 @@ namespace {
 
 /// Dense 4 -> 3 logits, seeded, compiled with SGD, sparse cross-entropy and accuracy.
 std::shared_ptr<Sequential> seeded_classifier() {
-  auto m = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})},
-                                        ModelOptions{.seed = 5});
+  auto m = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 3})}, ModelOptions{.seed = 5});
   m->build_model({1, 4});
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
@@ -748,14 +812,16 @@ TEST(Fit, FloatLabelsAreClassIndicesTruncatedAsKerasCastsThem) {
   const Array yf = testing::f32({0, 1, 2, 1, 0, 2, 2, 1}, {8});
   const std::vector<std::pair<int64_t, double>> cw = {{0, 1.0}, {1, 3.0}, {2, 0.5}};
   auto a = seeded_classifier(), b = seeded_classifier();
-  const auto ha = a->fit({.x = x, .y = yi, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
-  const auto hb = b->fit({.x = x, .y = yf, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
+  const auto ha =
+      a->fit({.x = x, .y = yi, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
+  const auto hb =
+      b->fit({.x = x, .y = yf, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false, .class_weight = cw});
   EXPECT_EQ(ha->values("loss"), hb->values("loss"));
   EXPECT_EQ(ha->values("accuracy"), hb->values("accuracy"));
   // A fractional label is truncated to its class in the loss, as Keras's cast: 1.7 is class 1.
   const Logs whole = a->evaluate({.x = x, .y = testing::f32({1, 1, 1, 1, 1, 1, 1, 1}, {8}), .verbose = 0});
-  const Logs fractional = a->evaluate({.x = x, .y = testing::f32({1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f}, {8}),
-                                       .verbose = 0});
+  const Logs fractional =
+      a->evaluate({.x = x, .y = testing::f32({1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f, 1.7f}, {8}), .verbose = 0});
   EXPECT_EQ(*whole.get("loss"), *fractional.get("loss"));
 }
 

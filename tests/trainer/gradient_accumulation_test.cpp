@@ -22,9 +22,10 @@ std::pair<std::vector<Array>, std::vector<Array>> apply_once(const Optimizer& op
                                                              const std::vector<Array>& grads) {
   const size_t s = state.size(), n = vars.size();
   const TraceFn fn = [&](const std::vector<Tensor>& a) {
-    auto [v, st] = opt.apply({a.begin(), a.begin() + static_cast<std::ptrdiff_t>(s)},
-                             {a.begin() + static_cast<std::ptrdiff_t>(s), a.begin() + static_cast<std::ptrdiff_t>(s + n)},
-                             {a.begin() + static_cast<std::ptrdiff_t>(s + n), a.end()});
+    auto [v, st] =
+        opt.apply({a.begin(), a.begin() + static_cast<std::ptrdiff_t>(s)},
+                  {a.begin() + static_cast<std::ptrdiff_t>(s), a.begin() + static_cast<std::ptrdiff_t>(s + n)},
+                  {a.begin() + static_cast<std::ptrdiff_t>(s + n), a.end()});
     v.insert(v.end(), st.begin(), st.end());
     return v;
   };
@@ -34,7 +35,8 @@ std::pair<std::vector<Array>, std::vector<Array>> apply_once(const Optimizer& op
   std::vector<ir::TensorType> types;
   for (const Array& a : args) types.push_back({a.shape(), a.dtype()});
   const std::vector<Array> out = interp::interpret(trace(fn, types), args);
-  return {{out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n)}, {out.begin() + static_cast<std::ptrdiff_t>(n), out.end()}};
+  return {{out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n)},
+          {out.begin() + static_cast<std::ptrdiff_t>(n), out.end()}};
 }
 
 TEST(GradientAccumulation, SgdUpdatesEveryKthCallWithTheMeanGradient) {
@@ -64,17 +66,17 @@ TEST(GradientAccumulation, AdamAccumulatedOverTwoCallsIsOneStepOnTheMeanGradient
   for (size_t i = 0; i < 6; ++i) mean.push_back((g1.to_doubles()[i] + g2.to_doubles()[i]) / 2);
   auto [a1, s1] = apply_once(accumulated, accumulated.build({{{3, 2}, DType::kF32}}), {w}, {g1});
   auto [a2, s2] = apply_once(accumulated, s1, a1, {g2});
-  auto [p1, t1] = apply_once(plain, plain.build({{{3, 2}, DType::kF32}}), {w},
-                             {Array::from_doubles(mean, {3, 2}, DType::kF32)});
+  auto [p1, t1] =
+      apply_once(plain, plain.build({{{3, 2}, DType::kF32}}), {w}, {Array::from_doubles(mean, {3, 2}, DType::kF32)});
   testing::expect_values(a2[0], p1[0].to_doubles(), 1e-6);
   EXPECT_EQ(Optimizer::iterations(s2), 2);
 }
 
 TEST(GradientAccumulation, SchedulesCountUpdatesNotCalls) {
   // 0.1 at update 0, 0.2 after: after one call (update count 0) the rate is still 0.1.
-  const optimizers::SGD sgd({.learning_rate = optimizers::schedules::PiecewiseConstantDecay(
-                                 {.boundaries = {0}, .values = {0.1, 0.2}}),
-                             .gradient_accumulation_steps = 2});
+  const optimizers::SGD sgd(
+      {.learning_rate = optimizers::schedules::PiecewiseConstantDecay({.boundaries = {0}, .values = {0.1, 0.2}}),
+       .gradient_accumulation_steps = 2});
   auto [w1, s1] = apply_once(sgd, sgd.build({{{1}, DType::kF32}}), {Array::from_vector<float>({1}, {1})},
                              {Array::from_vector<float>({1}, {1})});
   EXPECT_NEAR(sgd.current_learning_rate(s1), 0.1, 1e-7);

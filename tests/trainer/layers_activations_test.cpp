@@ -65,8 +65,8 @@ TEST(Activations, GradientsMatchFiniteDifferences) {
   const Array x = Array::from_vector<double>(kInputs, {2, 4});
   for (const char* name : {"gelu", "silu", "softplus", "log_softmax"}) {
     SCOPED_TRACE(name);
-    testing::check_grads([name](const std::vector<Tensor>& a) { return std::vector<Tensor>{apply_activation(name, a[0])}; },
-                         {x});
+    testing::check_grads(
+        [name](const std::vector<Tensor>& a) { return std::vector<Tensor>{apply_activation(name, a[0])}; }, {x});
   }
 }
 
@@ -78,7 +78,8 @@ TEST(Activations, UsableAsDenseAndConvActivationStrings) {
   const std::vector<float> y = model.predict_on_batch(testing::f32({1, 2}, {1, 2})).to_vector<float>();
   EXPECT_NEAR(y[0], gelu_ref(1.0), 1e-6);
   EXPECT_NEAR(y[1], gelu_ref(-1.5), 1e-6);
-  Sequential conv({std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 1, .kernel_size = {1, 1}, .activation = "softplus"})});
+  Sequential conv(
+      {std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 1, .kernel_size = {1, 1}, .activation = "softplus"})});
   conv.build_model({1, 1, 2, 1});
   conv.set_weights({testing::f32({2}, {1, 1, 1, 1}), testing::f32({-1}, {1})});
   const std::vector<float> c = conv.predict_on_batch(testing::f32({0, 3}, {1, 1, 2, 1})).to_vector<float>();

@@ -11,14 +11,12 @@ namespace ingot {
 namespace {
 
 TEST(LayersDocsExample, BuildsAndPredicts) {
-  Sequential model({
-      std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 32, .kernel_regularizer = regularizers::l2(1e-4)}),
-      std::make_shared<BatchNormalization>(),
-      std::make_shared<Activation>("gelu"),
-      std::make_shared<AveragePooling2D>(AveragePooling2DOptions{.padding = "same"}),
-      std::make_shared<GlobalAveragePooling2D>(),
-      std::make_shared<LayerNormalization>(),
-      std::make_shared<Dense>(DenseOptions{.units = 10, .kernel_initializer = initializers::orthogonal()})});
+  Sequential model(
+      {std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 32, .kernel_regularizer = regularizers::l2(1e-4)}),
+       std::make_shared<BatchNormalization>(), std::make_shared<Activation>("gelu"),
+       std::make_shared<AveragePooling2D>(AveragePooling2DOptions{.padding = "same"}),
+       std::make_shared<GlobalAveragePooling2D>(), std::make_shared<LayerNormalization>(),
+       std::make_shared<Dense>(DenseOptions{.units = 10, .kernel_initializer = initializers::orthogonal()})});
   Array x = Array::zeros({2, 8, 8, 1}, DType::kF32);
   for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = std::sin(0.3f * static_cast<float>(i));
   const Array y = model.predict_on_batch(x);

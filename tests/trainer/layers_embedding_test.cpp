@@ -96,8 +96,10 @@ TEST(Embedding, FitLearnsFromTokenSequences) {
 }
 
 TEST(Embedding, BadOptionsAndInputsAreErrors) {
-  expect_error([] { Embedding({.input_dim = 0, .output_dim = 2}); }, ErrorCode::kInvalidArgument, {"Embedding", "input_dim", "0"});
-  expect_error([] { Embedding({.input_dim = 3, .output_dim = -1}); }, ErrorCode::kInvalidArgument, {"Embedding", "output_dim", "-1"});
+  expect_error([] { Embedding({.input_dim = 0, .output_dim = 2}); }, ErrorCode::kInvalidArgument,
+               {"Embedding", "input_dim", "0"});
+  expect_error([] { Embedding({.input_dim = 3, .output_dim = -1}); }, ErrorCode::kInvalidArgument,
+               {"Embedding", "output_dim", "-1"});
   Sequential model({std::make_shared<Embedding>(EmbeddingOptions{.input_dim = 3, .output_dim = 2})});
   expect_error([&] { model.build_model({1, 2}, DType::kBool); }, ErrorCode::kDTypeMismatch, {"Embedding", "bool"});
 }

@@ -76,10 +76,10 @@ void expect_scaled_identity(const std::vector<double>& g, double scale, double t
 }
 
 TEST(Initializers, OrthogonalMatricesAreOrthonormal) {
-  expect_scaled_identity(gram(initializers::orthogonal()({6, 4}, DType::kF64, 1)), 1.0);       // tall: columns
-  expect_scaled_identity(gram(initializers::orthogonal()({3, 5}, DType::kF64, 2)), 1.0);       // wide: rows
-  expect_scaled_identity(gram(initializers::orthogonal()({3, 3, 2, 4}, DType::kF64, 3)), 1.0); // conv (18, 4)
-  expect_scaled_identity(gram(initializers::get("orthogonal")({4, 4}, DType::kF64, 4)), 1.0);  // square
+  expect_scaled_identity(gram(initializers::orthogonal()({6, 4}, DType::kF64, 1)), 1.0);        // tall: columns
+  expect_scaled_identity(gram(initializers::orthogonal()({3, 5}, DType::kF64, 2)), 1.0);        // wide: rows
+  expect_scaled_identity(gram(initializers::orthogonal()({3, 3, 2, 4}, DType::kF64, 3)), 1.0);  // conv (18, 4)
+  expect_scaled_identity(gram(initializers::get("orthogonal")({4, 4}, DType::kF64, 4)), 1.0);   // square
   expect_scaled_identity(gram(initializers::orthogonal(2.0)({5, 3}, DType::kF64, 5)), 4.0);
   const std::vector<double> f = gram(initializers::orthogonal()({64, 32}, DType::kF32, 6));
   for (size_t i = 0; i < 32; ++i) EXPECT_NEAR(f[i * 32 + i], 1.0, 1e-5);
@@ -90,19 +90,25 @@ TEST(Initializers, OrthogonalMatricesAreOrthonormal) {
 }
 
 TEST(Initializers, OrthogonalKernelInADenseLayer) {
-  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 3, .kernel_initializer = initializers::orthogonal()})});
+  Sequential model(
+      {std::make_shared<Dense>(DenseOptions{.units = 3, .kernel_initializer = initializers::orthogonal()})});
   model.build_model({1, 8});
   expect_scaled_identity(gram(model.get_weights()[0]), 1.0, 1e-6);  // f32
 }
 
 TEST(Initializers, BadArgumentsNameThemselves) {
   expect_error([] { initializers::random_normal(0, -1); }, ErrorCode::kInvalidArgument, {"random_normal", "stddev -1"});
-  expect_error([] { initializers::random_normal(INFINITY, 1); }, ErrorCode::kInvalidArgument, {"random_normal", "mean inf"});
-  expect_error([] { initializers::random_uniform(1, 0); }, ErrorCode::kInvalidArgument, {"random_uniform", "minval 1", "maxval 0"});
+  expect_error([] { initializers::random_normal(INFINITY, 1); }, ErrorCode::kInvalidArgument,
+               {"random_normal", "mean inf"});
+  expect_error([] { initializers::random_uniform(1, 0); }, ErrorCode::kInvalidArgument,
+               {"random_uniform", "minval 1", "maxval 0"});
   expect_error([] { initializers::orthogonal(NAN); }, ErrorCode::kInvalidArgument, {"orthogonal", "gain", "nan"});
-  expect_error([] { initializers::orthogonal()({5}, DType::kF32, 0); }, ErrorCode::kInvalidArgument, {"orthogonal", "(5,)", "rank 1"});
-  expect_error([] { initializers::random_uniform()({2}, DType::kI32, 0); }, ErrorCode::kInvalidArgument, {"random_uniform", "i32"});
-  expect_error([] { initializers::get("lecun_normal"); }, ErrorCode::kNotFound, {"'lecun_normal'", "orthogonal", "random_normal"});
+  expect_error([] { initializers::orthogonal()({5}, DType::kF32, 0); }, ErrorCode::kInvalidArgument,
+               {"orthogonal", "(5,)", "rank 1"});
+  expect_error([] { initializers::random_uniform()({2}, DType::kI32, 0); }, ErrorCode::kInvalidArgument,
+               {"random_uniform", "i32"});
+  expect_error([] { initializers::get("lecun_normal"); }, ErrorCode::kNotFound,
+               {"'lecun_normal'", "orthogonal", "random_normal"});
 }
 
 }  // namespace

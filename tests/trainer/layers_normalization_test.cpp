@@ -52,7 +52,8 @@ TEST(BatchNormalization, TrainingUsesBatchStatisticsAndUpdatesTheMovingOnes) {
 TEST(BatchNormalization, InferenceUsesTheMovingStatistics) {
   BatchNormalization bn;
   testing::build_layer(bn, {4, 2});
-  set_variables(bn, {testing::f32({2, 0.5f}), testing::f32({1, -1}), testing::f32({0.4f, -1}), testing::f32({1.4f, 2.9f})});
+  set_variables(bn,
+                {testing::f32({2, 0.5f}), testing::f32({1, -1}), testing::f32({0.4f, -1}), testing::f32({1.4f, 2.9f})});
   const std::vector<Array> out = testing::run_layer(bn, testing::f32(kBatch1, {4, 2}), false, /*with_updates=*/true);
   ASSERT_EQ(out.size(), 1u) << "inference must not update the moving statistics";
   std::vector<double> want;
@@ -73,8 +74,12 @@ TEST(BatchNormalization, FitUpdatesTheMovingStatisticsBatchByBatch) {
                  .loss = std::make_shared<losses::MeanSquaredError>()});
   std::vector<float> x = kBatch1;
   x.insert(x.end(), kBatch2.begin(), kBatch2.end());
-  model.fit({.x = testing::f32(x, {6, 2}), .y = Array::zeros({6, 2}, DType::kF32), .batch_size = 4, .epochs = 1,
-             .verbose = 0, .shuffle = false});
+  model.fit({.x = testing::f32(x, {6, 2}),
+             .y = Array::zeros({6, 2}, DType::kF32),
+             .batch_size = 4,
+             .epochs = 1,
+             .verbose = 0,
+             .shuffle = false});
   const std::vector<Array> w = model.get_weights();
   testing::expect_values(w[2], {0.46, 0.56}, 1e-6);
   testing::expect_values(w[3], {1.36, 3.01}, 1e-6);
@@ -97,7 +102,8 @@ TEST(BatchNormalization, ChannelAxisOneOfARank4Input) {
   args[1] = Array::from_vector<double>({0.25, 0, -1}, {3});
   std::vector<ir::TensorType> types;
   for (const Array& a : args) types.push_back({a.shape(), a.dtype()});
-  const std::vector<double> y = interp::interpret(trace(testing::layer_fn(bn, true), types, "bn"), args).at(0).to_doubles();
+  const std::vector<double> y =
+      interp::interpret(trace(testing::layer_fn(bn, true), types, "bn"), args).at(0).to_doubles();
   const std::vector<double> v = x.to_doubles(), g = args[0].to_doubles(), b = args[1].to_doubles();
   for (size_t c = 0; c < 3; ++c) {
     double m = 0, s = 0;
@@ -124,10 +130,10 @@ TEST(BatchNormalization, GradientsMatchFiniteDifferences) {
     testing::build_layer(bn, x.shape());  // f32 variables; the test binds f64 values
     std::vector<Array> args = testing::layer_args(bn, x, DType::kF64);
     const int64_t c = bn.variables()[0]->shape()[0];
-    args[0] = testing::random_f64({c}, 4, 0.5, 2);    // gamma
-    args[1] = testing::random_f64({c}, 5);            // beta
-    args[2] = testing::random_f64({c}, 6);            // moving mean
-    args[3] = testing::random_f64({c}, 7, 0.5, 2);    // moving variance
+    args[0] = testing::random_f64({c}, 4, 0.5, 2);             // gamma
+    args[1] = testing::random_f64({c}, 5);                     // beta
+    args[2] = testing::random_f64({c}, 6);                     // moving mean
+    args[3] = testing::random_f64({c}, 7, 0.5, 2);             // moving variance
     testing::check_grads(testing::layer_fn(bn, true), args);   // through the batch statistics
     testing::check_grads(testing::layer_fn(bn, false), args);  // through the moving ones
   }
@@ -176,11 +182,14 @@ TEST(BatchNormalization, CenterAndScaleOffDropTheirVariables) {
 }
 
 TEST(BatchNormalization, BadOptionsAreErrors) {
-  expect_error([] { BatchNormalization({.momentum = 1.5}); }, ErrorCode::kInvalidArgument, {"BatchNormalization", "momentum", "1.5"});
-  expect_error([] { BatchNormalization({.epsilon = 0}); }, ErrorCode::kInvalidArgument, {"BatchNormalization", "epsilon", "0"});
+  expect_error([] { BatchNormalization({.momentum = 1.5}); }, ErrorCode::kInvalidArgument,
+               {"BatchNormalization", "momentum", "1.5"});
+  expect_error([] { BatchNormalization({.epsilon = 0}); }, ErrorCode::kInvalidArgument,
+               {"BatchNormalization", "epsilon", "0"});
   expect_error([] { BatchNormalization({.epsilon = std::nan("")}); }, ErrorCode::kInvalidArgument, {"epsilon", "nan"});
   BatchNormalization bn({.axis = 2});
-  expect_error([&] { testing::build_layer(bn, {4, 2}); }, ErrorCode::kInvalidArgument, {"BatchNormalization", "axis 2", "(4, 2)"});
+  expect_error([&] { testing::build_layer(bn, {4, 2}); }, ErrorCode::kInvalidArgument,
+               {"BatchNormalization", "axis 2", "(4, 2)"});
   EXPECT_TRUE(bn.variables().empty()) << "a failed build must create nothing";
   BatchNormalization batch_axis({.axis = -2});
   expect_error([&] { testing::build_layer(batch_axis, {4, 2}); }, ErrorCode::kInvalidArgument, {"axis -2", "batch"});
@@ -219,7 +228,8 @@ TEST(LayerNormalization, SeveralAxesShareTheStatistics) {
   args[0] = testing::random_f64({2, 3}, 9, 0.5, 2);
   std::vector<ir::TensorType> types;
   for (const Array& a : args) types.push_back({a.shape(), a.dtype()});
-  const std::vector<double> y = interp::interpret(trace(testing::layer_fn(ln, true), types, "ln"), args).at(0).to_doubles();
+  const std::vector<double> y =
+      interp::interpret(trace(testing::layer_fn(ln, true), types, "ln"), args).at(0).to_doubles();
   const std::vector<double> v = x.to_doubles(), g = args[0].to_doubles();
   for (size_t n = 0; n < 2; ++n) {
     double m = 0, s = 0;
@@ -248,7 +258,8 @@ TEST(LayerNormalization, SummaryAndBadOptions) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   }
   expect_error([] { LayerNormalization({.axis = {}}); }, ErrorCode::kInvalidArgument, {"LayerNormalization", "axis"});
-  expect_error([] { LayerNormalization({.epsilon = -1}); }, ErrorCode::kInvalidArgument, {"LayerNormalization", "epsilon", "-1"});
+  expect_error([] { LayerNormalization({.epsilon = -1}); }, ErrorCode::kInvalidArgument,
+               {"LayerNormalization", "epsilon", "-1"});
   LayerNormalization twice({.axis = {-1, 1}});
   expect_error([&] { testing::build_layer(twice, {2, 3}); }, ErrorCode::kInvalidArgument, {"axis (-1, 1)", "twice"});
   EXPECT_TRUE(twice.variables().empty());

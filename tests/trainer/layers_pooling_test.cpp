@@ -74,28 +74,34 @@ TEST(GlobalAveragePooling2D, MeansOverHeightAndWidth) {
 }
 
 TEST(AveragePooling2D, SummaryShowsTheOutputShapes) {
-  Sequential model({std::make_shared<AveragePooling2D>(), std::make_shared<AveragePooling2D>(AveragePooling2DOptions{.padding = "same"}),
+  Sequential model({std::make_shared<AveragePooling2D>(),
+                    std::make_shared<AveragePooling2D>(AveragePooling2DOptions{.padding = "same"}),
                     std::make_shared<GlobalAveragePooling2D>(GlobalAveragePooling2DOptions{.keepdims = true}),
                     std::make_shared<GlobalAveragePooling2D>()});
   model.build_model({1, 9, 9, 3});
   const std::string s = model.summary();
-  for (const char* want : {"average_pooling2d (AveragePooling2D)", "(None, 4, 4, 3)", "average_pooling2d_1", "(None, 2, 2, 3)",
-                           "global_average_pooling2d (GlobalAveragePooling2D)", "(None, 1, 1, 3)", "(None, 3)",
-                           "Total params: 0"}) {
+  for (const char* want :
+       {"average_pooling2d (AveragePooling2D)", "(None, 4, 4, 3)", "average_pooling2d_1", "(None, 2, 2, 3)",
+        "global_average_pooling2d (GlobalAveragePooling2D)", "(None, 1, 1, 3)", "(None, 3)", "Total params: 0"}) {
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   }
   // Compiled prediction equals the hand value: all-ones images average to 1.
-  testing::expect_values(model.predict_on_batch(Array::full({2, 9, 9, 3}, 1.0, DType::kF32)), std::vector<double>(6, 1.0));
+  testing::expect_values(model.predict_on_batch(Array::full({2, 9, 9, 3}, 1.0, DType::kF32)),
+                         std::vector<double>(6, 1.0));
 }
 
 TEST(AveragePooling2D, BadOptionsAndInputsAreErrors) {
-  expect_error([] { AveragePooling2D({.pool_size = {2}}); }, ErrorCode::kInvalidArgument, {"AveragePooling2D", "pool_size", "(2)"});
-  expect_error([] { AveragePooling2D({.strides = {0, 1}}); }, ErrorCode::kInvalidArgument, {"AveragePooling2D", "strides", "(0, 1)"});
-  expect_error([] { AveragePooling2D({.padding = "full"}); }, ErrorCode::kInvalidArgument, {"AveragePooling2D", "padding", "full"});
+  expect_error([] { AveragePooling2D({.pool_size = {2}}); }, ErrorCode::kInvalidArgument,
+               {"AveragePooling2D", "pool_size", "(2)"});
+  expect_error([] { AveragePooling2D({.strides = {0, 1}}); }, ErrorCode::kInvalidArgument,
+               {"AveragePooling2D", "strides", "(0, 1)"});
+  expect_error([] { AveragePooling2D({.padding = "full"}); }, ErrorCode::kInvalidArgument,
+               {"AveragePooling2D", "padding", "full"});
   Sequential model({std::make_shared<AveragePooling2D>()});
   expect_error([&] { model.build_model({2, 5}); }, ErrorCode::kShapeMismatch, {"AveragePooling2D", "rank 4", "(2, 5)"});
   Sequential global({std::make_shared<GlobalAveragePooling2D>()});
-  expect_error([&] { global.build_model({2, 5, 5}); }, ErrorCode::kShapeMismatch, {"GlobalAveragePooling2D", "rank 4", "(2, 5, 5)"});
+  expect_error([&] { global.build_model({2, 5, 5}); }, ErrorCode::kShapeMismatch,
+               {"GlobalAveragePooling2D", "rank 4", "(2, 5, 5)"});
 }
 
 }  // namespace

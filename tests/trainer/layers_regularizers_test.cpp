@@ -27,7 +27,7 @@ TEST(Regularizers, PenaltiesMatchHandValues) {
   EXPECT_NEAR(penalty(regularizers::l1_l2(0.5, 0.1), w), 4.4, 1e-6);
   EXPECT_NEAR(penalty(regularizers::get("l2"), w), 0.14, 1e-7);  // default 0.01
   EXPECT_NEAR(penalty(regularizers::get("l1"), w), 0.06, 1e-7);
-  EXPECT_EQ(penalty(regularizers::get("l1_l2"), w), 0.0);         // Keras's L1L2 defaults are 0
+  EXPECT_EQ(penalty(regularizers::get("l1_l2"), w), 0.0);  // Keras's L1L2 defaults are 0
 }
 
 TEST(Regularizers, GradientsMatchFiniteDifferences) {
@@ -39,8 +39,8 @@ TEST(Regularizers, GradientsMatchFiniteDifferences) {
 
 TEST(Regularizers, DenseAddsThePenaltiesToTheLossAndItsGradient) {
   // Dense(1), w = 2, b = -1, x = 1, y = 0: pred 1, MSE 1; penalties 0.1 * 2^2 + 0.5 * |-1| = 0.9.
-  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 1, .kernel_regularizer = regularizers::l2(0.1),
-                                                         .bias_regularizer = regularizers::l1(0.5)})});
+  Sequential model({std::make_shared<Dense>(DenseOptions{
+      .units = 1, .kernel_regularizer = regularizers::l2(0.1), .bias_regularizer = regularizers::l1(0.5)})});
   model.build_model({1, 1});
   model.set_weights({testing::f32({2}, {1, 1}), testing::f32({-1}, {1})});
   model.compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.1}),
@@ -61,7 +61,8 @@ TEST(Regularizers, ConvAndEmbeddingPenaltiesJoinTheLoss) {
       Conv2DLayerOptions{.filters = 1, .kernel_size = {1, 1}, .kernel_regularizer = regularizers::l2()})});
   conv.build_model({1, 1, 1, 1});
   conv.set_weights({testing::f32({3}, {1, 1, 1, 1}), testing::f32({0}, {1})});
-  conv.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  conv.compile(
+      {.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
   EXPECT_NEAR(*conv.evaluate({.x = testing::f32({1}, {1, 1, 1, 1}), .y = testing::f32({3}, {1, 1, 1, 1}), .verbose = 0})
                    .get("loss"),
               0.09, 1e-6);
@@ -71,9 +72,9 @@ TEST(Regularizers, ConvAndEmbeddingPenaltiesJoinTheLoss) {
   emb.build_model({1, 1}, DType::kI32);
   emb.set_weights({testing::f32({1, -1, 2, 0}, {2, 2})});
   emb.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
-  EXPECT_NEAR(*emb.evaluate({.x = testing::i32({0}, {1, 1}), .y = testing::f32({1, -1}, {1, 1, 2}), .verbose = 0})
-                   .get("loss"),
-              0.4, 1e-6);
+  EXPECT_NEAR(
+      *emb.evaluate({.x = testing::i32({0}, {1, 1}), .y = testing::f32({1, -1}, {1, 1, 2}), .verbose = 0}).get("loss"),
+      0.4, 1e-6);
 }
 
 TEST(Regularizers, BadArgumentsAndPenaltiesAreErrors) {
@@ -83,7 +84,8 @@ TEST(Regularizers, BadArgumentsAndPenaltiesAreErrors) {
   expect_error([] { regularizers::get("l3"); }, ErrorCode::kNotFound, {"'l3'", "l1_l2"});
   Regularizer not_scalar = [](const Tensor& w) { return abs(w); };
   Sequential model({std::make_shared<Dense>(DenseOptions{.units = 2, .kernel_regularizer = not_scalar})});
-  expect_error([&] { model.build_model({1, 3}); }, ErrorCode::kShapeMismatch, {"kernel_regularizer", "dense/kernel", "(3, 2)"});
+  expect_error([&] { model.build_model({1, 3}); }, ErrorCode::kShapeMismatch,
+               {"kernel_regularizer", "dense/kernel", "(3, 2)"});
 }
 
 }  // namespace

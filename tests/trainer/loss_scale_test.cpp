@@ -18,7 +18,8 @@ using optimizers::LossScaleOptimizer;
 using testing::expect_error;
 
 /// One apply() of `opt` run by the interpreter: state, variables and gradients in, new ones out.
-void step(const optimizers::Optimizer& opt, std::vector<Array>& state, std::vector<Array>& vars, const std::vector<Array>& grads) {
+void step(const optimizers::Optimizer& opt, std::vector<Array>& state, std::vector<Array>& vars,
+          const std::vector<Array>& grads) {
   std::vector<Array> args = state;
   args.insert(args.end(), vars.begin(), vars.end());
   args.insert(args.end(), grads.begin(), grads.end());
@@ -26,9 +27,10 @@ void step(const optimizers::Optimizer& opt, std::vector<Array>& state, std::vect
   for (const Array& a : args) types.push_back({a.shape(), a.dtype()});
   const size_t ns = state.size(), nv = vars.size();
   TraceFn fn = [&](const std::vector<Tensor>& a) {
-    auto [v, s] = opt.apply({a.begin(), a.begin() + static_cast<std::ptrdiff_t>(ns)},
-                            {a.begin() + static_cast<std::ptrdiff_t>(ns), a.begin() + static_cast<std::ptrdiff_t>(ns + nv)},
-                            {a.begin() + static_cast<std::ptrdiff_t>(ns + nv), a.end()});
+    auto [v, s] =
+        opt.apply({a.begin(), a.begin() + static_cast<std::ptrdiff_t>(ns)},
+                  {a.begin() + static_cast<std::ptrdiff_t>(ns), a.begin() + static_cast<std::ptrdiff_t>(ns + nv)},
+                  {a.begin() + static_cast<std::ptrdiff_t>(ns + nv), a.end()});
     v.insert(v.end(), s.begin(), s.end());
     return v;
   };
@@ -75,10 +77,13 @@ TEST(LossScaleOptimizer, FitMatchesTheUnscaledOptimizerExactly) {
   for (int64_t i = 0; i < 96; ++i) x.data<float>()[i] = std::sin(0.7f * static_cast<float>(i));
   for (int64_t i = 0; i < 32; ++i) y.data<float>()[i] = x.data<float>()[3 * i] - 2 * x.data<float>()[3 * i + 1];
   auto run = [&](bool scaled) {
-    Sequential m({std::make_shared<Dense>(DenseOptions{.units = 4, .activation = "tanh"}), std::make_shared<Dense>(DenseOptions{.units = 1})});
+    Sequential m({std::make_shared<Dense>(DenseOptions{.units = 4, .activation = "tanh"}),
+                  std::make_shared<Dense>(DenseOptions{.units = 1})});
     auto adam = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.01});
     std::shared_ptr<optimizers::Optimizer> opt = adam;
-    if (scaled) opt = std::make_shared<LossScaleOptimizer>(optimizers::LossScaleOptimizerOptions{.inner_optimizer = adam, .dynamic_growth_steps = 3});
+    if (scaled)
+      opt = std::make_shared<LossScaleOptimizer>(
+          optimizers::LossScaleOptimizerOptions{.inner_optimizer = adam, .dynamic_growth_steps = 3});
     m.compile({.optimizer = opt, .loss = std::make_shared<losses::MeanSquaredError>()});
     auto h = m.fit({.x = x, .y = y, .batch_size = 8, .epochs = 3, .verbose = 0});
     return std::make_pair(h->values("loss"), m.get_weights());
@@ -98,7 +103,8 @@ TEST(LossScaleOptimizer, BadOptionsAreClearErrors) {
   expect_error([&] { LossScaleOptimizer(O{.inner_optimizer = adam, .dynamic_growth_steps = 0}); },
                ErrorCode::kInvalidArgument, {"dynamic_growth_steps", "0"});
   auto scaled = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.loss_scale_factor = 8.0});
-  expect_error([&] { LossScaleOptimizer(O{.inner_optimizer = scaled}); }, ErrorCode::kInvalidArgument, {"loss_scale_factor"});
+  expect_error([&] { LossScaleOptimizer(O{.inner_optimizer = scaled}); }, ErrorCode::kInvalidArgument,
+               {"loss_scale_factor"});
 }
 
 }  // namespace

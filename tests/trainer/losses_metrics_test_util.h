@@ -30,8 +30,7 @@ inline std::vector<Array> interpret_fn(const TraceFn& fn, const std::vector<Arra
 /// Runs `fn` on `args` interpreted and jit-compiled, expects equal shapes and dtypes and values
 /// within |a - b| <= rtol * max(|a|, |b|, 1) (NaN only where both are NaN), and returns the
 /// interpreter's outputs.
-inline std::vector<Array> run_both(const TraceFn& fn, const std::vector<Array>& args,
-                                   double rtol = 1e-6) {
+inline std::vector<Array> run_both(const TraceFn& fn, const std::vector<Array>& args, double rtol = 1e-6) {
   std::vector<Array> want = interpret_fn(fn, args);
   std::vector<Array> got = jit(fn, {.name = "losses_metrics_test"})(args);
   EXPECT_EQ(want.size(), got.size());
@@ -54,13 +53,10 @@ inline std::vector<Array> run_both(const TraceFn& fn, const std::vector<Array>& 
 }
 
 /// f64 array from values.
-inline Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+inline Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 
-inline /// Runs `body` inside a trace over `args` (for error tests).
-void in_trace(const std::vector<Array>& args,
-              const std::function<void(const std::vector<Tensor>&)>& body) {
+inline  /// Runs `body` inside a trace over `args` (for error tests).
+    void in_trace(const std::vector<Array>& args, const std::function<void(const std::vector<Tensor>&)>& body) {
   interpret_fn(
       [&](const std::vector<Tensor>& a) {
         body(a);

@@ -61,9 +61,7 @@ double value_of(const losses::Loss& loss, const Array& y_true, const Array& y_pr
 /// per_sample() of the loss, interpreted.
 Array per_sample_of(const losses::Loss& loss, const Array& y_true, const Array& y_pred) {
   return interpret_fn(
-             [&loss](const std::vector<Tensor>& a) {
-               return std::vector<Tensor>{loss.per_sample(a[0], a[1])};
-             },
+             [&loss](const std::vector<Tensor>& a) { return std::vector<Tensor>{loss.per_sample(a[0], a[1])}; },
              {y_true, y_pred})
       .at(0);
 }
@@ -88,22 +86,18 @@ TEST(LossReduction, EveryReductionOnTheContractCase) {
   // Per-sample losses [1, 1]; weighted [0.5, 1.5].
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSum}), t, p, w), 2.0);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMean}), t, p, w), 1.0);
-  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSumOverBatchSize}), t, p,
-                     f32({0.5f, 0.5f}, {2})),
-            0.5);
+  EXPECT_EQ(
+      value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSumOverBatchSize}), t, p, f32({0.5f, 0.5f}, {2})),
+      0.5);
   // mean_with_sample_weight divides by the weights' sum: (0.5 * 1 + 1.5 * 1) / 2 = 1; with
   // weights [1, 3] and per-sample losses [1, 1]: 4 / 4 = 1; with [0.5, 0] and losses [1, 1]: 1.
-  EXPECT_EQ(
-      value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t, p, w),
-      1.0);
+  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t, p, w), 1.0);
   const Array t2 = f32({0, 0}, {2, 1}), p2 = f32({1, 3}, {2, 1});  // per-sample [1, 3]
-  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t2,
-                     p2, f32({1, 3}, {2})),
-            2.5);  // (1 + 9) / 4
-  // Without weights mean_with_sample_weight is the plain mean.
   EXPECT_EQ(
-      value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t2, p2),
-      2.0);
+      value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t2, p2, f32({1, 3}, {2})),
+      2.5);  // (1 + 9) / 4
+  // Without weights mean_with_sample_weight is the plain mean.
+  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t2, p2), 2.0);
 }
 
 TEST(LossReduction, NoneReturnsWeightedPerSampleLosses) {
@@ -125,9 +119,7 @@ TEST(LossReduction, NoneReturnsWeightedPerSampleLosses) {
 TEST(LossReduction, ZeroWeightsGiveZeroNotNan) {
   const Array t = f32({1, 2}, {2, 1}), p = f32({2, 3}, {2, 1});
   const Array zero = f32({0, 0}, {2});
-  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t,
-                     p, zero),
-            0.0);
+  EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kMeanWithSampleWeight}), t, p, zero), 0.0);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError(), t, p, zero), 0.0);
   EXPECT_EQ(value_of(losses::MeanAbsoluteError({.reduction = Reduction::kSum}), t, p, zero), 0.0);
 }
@@ -151,8 +143,8 @@ TEST(LossReduction, WeightsAlignWithTheBatchAxisOfSequenceLosses) {
 }
 
 TEST(LossReduction, NamesRoundTripAndUnknownNamesAreErrors) {
-  for (Reduction r : {Reduction::kSumOverBatchSize, Reduction::kSum, Reduction::kMean,
-                      Reduction::kMeanWithSampleWeight, Reduction::kNone}) {
+  for (Reduction r : {Reduction::kSumOverBatchSize, Reduction::kSum, Reduction::kMean, Reduction::kMeanWithSampleWeight,
+                      Reduction::kNone}) {
     EXPECT_EQ(losses::reduction_from_name(losses::reduction_name(r)), r);
   }
   EXPECT_EQ(losses::reduction_name(Reduction::kSumOverBatchSize), "sum_over_batch_size");
@@ -163,9 +155,8 @@ TEST(LossReduction, NamesRoundTripAndUnknownNamesAreErrors) {
 TEST(LossReduction, MismatchedWeightShapeIsAClearError) {
   expect_error(
       [] {
-        in_trace(
-            {f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({1, 1, 1}, {3})},
-            [](const std::vector<Tensor>& a) { losses::MeanAbsoluteError()(a[0], a[1], a[2]); });
+        in_trace({f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({1, 1, 1}, {3})},
+                 [](const std::vector<Tensor>& a) { losses::MeanAbsoluteError()(a[0], a[1], a[2]); });
       },
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2,)"});
 }
@@ -238,12 +229,9 @@ TEST(HuberLoss, LinearOutsideDeltaAndContinuousAtIt) {
 }
 
 TEST(HuberLoss, BadDeltaAndShapesAreClearErrors) {
-  expect_error([] { losses::Huber({.delta = 0.0}); }, ErrorCode::kInvalidArgument,
-               {"Huber", "delta = 0", "> 0"});
-  expect_error([] { losses::Huber({.delta = -1.0}); }, ErrorCode::kInvalidArgument,
-               {"delta = -1"});
-  expect_error([] { losses::Huber({.delta = std::nan("")}); }, ErrorCode::kInvalidArgument,
-               {"delta = nan"});
+  expect_error([] { losses::Huber({.delta = 0.0}); }, ErrorCode::kInvalidArgument, {"Huber", "delta = 0", "> 0"});
+  expect_error([] { losses::Huber({.delta = -1.0}); }, ErrorCode::kInvalidArgument, {"delta = -1"});
+  expect_error([] { losses::Huber({.delta = std::nan("")}); }, ErrorCode::kInvalidArgument, {"delta = nan"});
   expect_error(
       [] {
         in_trace({f32({1, 2, 3}, {3, 1}), f32({1, 2}, {2, 1})},
@@ -266,8 +254,7 @@ TEST(KLDivergenceLoss, KerasExampleWithClipping) {
   EXPECT_NEAR(value_of(kld, t, p), 0.458, 5e-4);
   // Identical distributions diverge by 0; a prediction of 0 is clipped, not infinite.
   EXPECT_NEAR(value_of(kld, f32({0.25f, 0.75f}, {1, 2}), f32({0.25f, 0.75f}, {1, 2})), 0.0, 1e-7);
-  expect_close(value_of(kld, f32({1, 0}, {1, 2}), f32({0, 1}, {1, 2})),
-               std::log(1 / e) + e * std::log(e / 1.0), 1e-5);
+  expect_close(value_of(kld, f32({1, 0}, {1, 2}), f32({0, 1}, {1, 2})), std::log(1 / e) + e * std::log(e / 1.0), 1e-5);
   expect_error(
       [] {
         in_trace({f32({1, 2, 3}, {1, 3}), f32({1, 2}, {1, 2})},
@@ -298,9 +285,7 @@ TEST(BinaryCrossentropyLoss, KerasLogitExample) {
   want /= 4;
   EXPECT_NEAR(want, 0.865, 5e-4);
   const Array p = f32({-18.6f, 0.51f, 2.94f, -12.8f}, {4});
-  expect_close(
-      value_of(losses::BinaryCrossentropy({.from_logits = true}), f32({0, 1, 0, 0}, {4}), p), want,
-      1e-5);
+  expect_close(value_of(losses::BinaryCrossentropy({.from_logits = true}), f32({0, 1, 0, 0}, {4}), p), want, 1e-5);
 }
 
 TEST(BinaryCrossentropyLoss, LargeLogitsStayFinite) {
@@ -331,12 +316,10 @@ TEST(BinaryCrossentropyLoss, LabelSmoothingMovesLabelsTowardsHalf) {
   const double s0 = -(0.9 * std::log(0.9) + 0.1 * std::log(0.1));
   const double s1 = -(0.1 * std::log(0.2) + 0.9 * std::log(0.8));
   losses::BinaryCrossentropy bce({.label_smoothing = 0.2, .reduction = Reduction::kNone});
-  testing::expect_values(loss_of(bce, f32({1, 0}, {2, 1}), f32({0.9f, 0.2f}, {2, 1})), {s0, s1},
-                         2e-6);
+  testing::expect_values(loss_of(bce, f32({1, 0}, {2, 1}), f32({0.9f, 0.2f}, {2, 1})), {s0, s1}, 2e-6);
   // The same smoothing on logits: 0.9 * softplus(-x) + 0.1 * softplus(x) at x = 2.
   losses::BinaryCrossentropy logits({.from_logits = true, .label_smoothing = 0.2});
-  expect_close(value_of(logits, f32({1}, {1, 1}), f32({2}, {1, 1})),
-               0.9 * softplus_d(-2) + 0.1 * softplus_d(2));
+  expect_close(value_of(logits, f32({1}, {1, 1}), f32({2}, {1, 1})), 0.9 * softplus_d(-2) + 0.1 * softplus_d(2));
 }
 
 TEST(BinaryCrossentropyLoss, ColumnLabelsForColumnPredictionsAndAxis) {
@@ -348,13 +331,12 @@ TEST(BinaryCrossentropyLoss, ColumnLabelsForColumnPredictionsAndAxis) {
   // axis 0 averages over the leading axis instead: the transpose of the Keras example.
   const Array t = f32({0, 0, 1, 0}, {2, 2}), p = f32({0.6f, 0.4f, 0.4f, 0.6f}, {2, 2});
   losses::BinaryCrossentropy axis0({.axis = 0, .reduction = Reduction::kNone});
-  testing::expect_values(loss_of(axis0, t, p),
-                         {-std::log(0.4), (-std::log(0.6) - std::log(0.4)) / 2}, 1e-6);
+  testing::expect_values(loss_of(axis0, t, p), {-std::log(0.4), (-std::log(0.6) - std::log(0.4)) / 2}, 1e-6);
 }
 
 TEST(BinaryCrossentropyLoss, BadInputsAreClearErrors) {
-  expect_error([] { losses::BinaryCrossentropy({.label_smoothing = 1.5}); },
-               ErrorCode::kInvalidArgument, {"label_smoothing", "1.5"});
+  expect_error([] { losses::BinaryCrossentropy({.label_smoothing = 1.5}); }, ErrorCode::kInvalidArgument,
+               {"label_smoothing", "1.5"});
   expect_error(
       [] {
         in_trace({f32({1, 0, 1}, {3, 1}), f32({0.5f, 0.5f}, {2, 1})},
@@ -364,9 +346,7 @@ TEST(BinaryCrossentropyLoss, BadInputsAreClearErrors) {
   expect_error(
       [] {
         in_trace({f32({1, 0}, {2, 1}), f32({0.5f, 0.5f}, {2, 1})},
-                 [](const std::vector<Tensor>& a) {
-                   losses::binary_crossentropy(a[0], a[1], false, 0.0, 2);
-                 });
+                 [](const std::vector<Tensor>& a) { losses::binary_crossentropy(a[0], a[1], false, 0.0, 2); });
       },
       ErrorCode::kOutOfRange, {"axis 2", "rank 2"});
   expect_error(
@@ -386,8 +366,7 @@ TEST(CategoricalCrossentropyLoss, KerasExample) {
   const Array p = f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3});
   losses::CategoricalCrossentropy cce;
   expect_close(value_of(cce, t, p), (-std::log(0.95) - std::log(0.1)) / 2);
-  expect_close(value_of(cce, t, p, f32({0.3f, 0.7f}, {2})),
-               (-0.3 * std::log(0.95) - 0.7 * std::log(0.1)) / 2);
+  expect_close(value_of(cce, t, p, f32({0.3f, 0.7f}, {2})), (-0.3 * std::log(0.95) - 0.7 * std::log(0.1)) / 2);
   EXPECT_NEAR(value_of(cce, t, p, f32({0.3f, 0.7f}, {2})), 0.814, 5e-4);
 }
 
@@ -402,8 +381,8 @@ TEST(CategoricalCrossentropyLoss, LogitsMatchLogSoftmaxAndStayFinite) {
   // -log_softmax([1, 2, 3])[2] = log(e + e^2 + e^3) - 3.
   losses::CategoricalCrossentropy cce({.from_logits = true, .reduction = Reduction::kNone});
   const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
-  Array r = loss_of(cce, f32({0, 0, 1, 0, 1, 0, 1, 0, 0}, {3, 3}),
-                    f32({1, 2, 3, 1000, 0, -1000, 1000, 0, -1000}, {3, 3}));
+  Array r =
+      loss_of(cce, f32({0, 0, 1, 0, 1, 0, 1, 0, 0}, {3, 3}), f32({1, 2, 3, 1000, 0, -1000, 1000, 0, -1000}, {3, 3}));
   testing::expect_values(r, {lse - 3, 1000, 0}, 1e-6);
 }
 
@@ -425,22 +404,19 @@ TEST(CategoricalCrossentropyLoss, ClassAxisZero) {
 TEST(CategoricalCrossentropyLoss, BadInputsAreClearErrors) {
   expect_error(
       [] {
-        in_trace(
-            {f32({0, 1, 0, 1, 0, 0}, {2, 3}), f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})},
-            [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
+        in_trace({f32({0, 1, 0, 1, 0, 0}, {2, 3}), f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})},
+                 [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
       },
       ErrorCode::kShapeMismatch, {"categorical_crossentropy", "(2, 3)", "(2, 2)", "sparse"});
-  expect_error([] { losses::CategoricalCrossentropy({.label_smoothing = -0.1}); },
-               ErrorCode::kInvalidArgument, {"label_smoothing", "-0.1"});
+  expect_error([] { losses::CategoricalCrossentropy({.label_smoothing = -0.1}); }, ErrorCode::kInvalidArgument,
+               {"label_smoothing", "-0.1"});
   // One class: softmax over a single unit makes the loss constant.
   expect_error(
       [] {
-        in_trace(
-            {f32({1, 1}, {2, 1}), f32({0.3f, 0.9f}, {2, 1})},
-            [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
+        in_trace({f32({1, 1}, {2, 1}), f32({0.3f, 0.9f}, {2, 1})},
+                 [](const std::vector<Tensor>& a) { losses::CategoricalCrossentropy()(a[0], a[1]); });
       },
-      ErrorCode::kInvalidArgument,
-      {"categorical_crossentropy", "(2, 1)", "single class", "binary"});
+      ErrorCode::kInvalidArgument, {"categorical_crossentropy", "(2, 1)", "single class", "binary"});
 }
 
 // ---- sparse categorical crossentropy ------------------------------------------------------------
@@ -477,8 +453,7 @@ TEST(SparseCategoricalCrossentropyLoss, LogitsMatchTheLogSoftmaxForm) {
       for (int64_t c = 0; c < classes; ++c) s += std::exp(row[c] - m);
       want.push_back(m + std::log(s) - row[labels[static_cast<size_t>(b)]]);
     }
-    losses::SparseCategoricalCrossentropy scce(
-        {.from_logits = true, .reduction = Reduction::kNone});
+    losses::SparseCategoricalCrossentropy scce({.from_logits = true, .reduction = Reduction::kNone});
     Array r = loss_of(scce, i32(labels, {batch}), f32(x, {batch, classes}));
     EXPECT_EQ(r.shape(), (Shape{batch}));
     const std::vector<double> got = r.to_doubles();
@@ -496,32 +471,25 @@ TEST(SparseCategoricalCrossentropyLoss, OutOfRangeLabelsSelectNothingAndHostChec
   testing::expect_values(loss_of(scce, i32({0, 3}, {2}), p), {-std::log(0.5), 0}, 1e-6);
   losses::validate_sparse_labels(i32({0, 2, 1}, {3}), 3);
   losses::validate_sparse_labels(f32({0, 2.5f}, {2, 1}), 3);  // floats truncate as in the loss
-  expect_error(
-      [] {
-        losses::validate_sparse_labels(i32({0, 3}, {2}), 3);
-      },
-      ErrorCode::kOutOfRange, {"label 3", "flat index 1", "[0, 3)"});
+  expect_error([] { losses::validate_sparse_labels(i32({0, 3}, {2}), 3); }, ErrorCode::kOutOfRange,
+               {"label 3", "flat index 1", "[0, 3)"});
   expect_error([] { losses::validate_sparse_labels(i32({-1}, {1}), 3); }, ErrorCode::kOutOfRange,
                {"label -1", "[0, 3)"});
-  expect_error([] { losses::validate_sparse_labels(i32({0}, {1}), 0); },
-               ErrorCode::kInvalidArgument, {"num_classes = 0"});
+  expect_error([] { losses::validate_sparse_labels(i32({0}, {1}), 0); }, ErrorCode::kInvalidArgument,
+               {"num_classes = 0"});
 }
 
 TEST(SparseCategoricalCrossentropyLoss, BadShapesAreClearErrors) {
   expect_error(
       [] {
         in_trace({i32({0, 1, 0, 1}, {2, 2}), f32({0.5f, 0.5f, 0.5f, 0.5f, 0, 0}, {2, 3})},
-                 [](const std::vector<Tensor>& a) {
-                   losses::SparseCategoricalCrossentropy()(a[0], a[1]);
-                 });
+                 [](const std::vector<Tensor>& a) { losses::SparseCategoricalCrossentropy()(a[0], a[1]); });
       },
       ErrorCode::kShapeMismatch, {"sparse_categorical_crossentropy", "(2, 2)", "(2, 3)", "(2,)"});
   expect_error(
       [] {
         in_trace({i32({0, 1, 2}, {3}), f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})},
-                 [](const std::vector<Tensor>& a) {
-                   losses::SparseCategoricalCrossentropy()(a[0], a[1]);
-                 });
+                 [](const std::vector<Tensor>& a) { losses::SparseCategoricalCrossentropy()(a[0], a[1]); });
       },
       ErrorCode::kShapeMismatch, {"(3,)", "(2, 2)"});
   expect_error(
@@ -547,9 +515,8 @@ TEST(LossFactory, KerasNamesAndAliases) {
         Case{"binary_crossentropy", "binary_crossentropy"},
         Case{"categorical_crossentropy", "categorical_crossentropy"},
         Case{"sparse_categorical_crossentropy", "sparse_categorical_crossentropy"},
-        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
-        Case{"huber", "huber_loss"}, Case{"Huber", "huber_loss"},
-        Case{"kl_divergence", "kl_divergence"}, Case{"KLDivergence", "kl_divergence"},
+        Case{"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"}, Case{"huber", "huber_loss"},
+        Case{"Huber", "huber_loss"}, Case{"kl_divergence", "kl_divergence"}, Case{"KLDivergence", "kl_divergence"},
         Case{"kld", "kl_divergence"}, Case{"KLD", "kl_divergence"}}) {
     std::unique_ptr<losses::Loss> loss = losses::get(c.identifier);
     ASSERT_NE(loss, nullptr) << c.identifier;
@@ -562,9 +529,7 @@ TEST(LossFactory, KerasNamesAndAliases) {
   std::unique_ptr<losses::Loss> scce = losses::get("sparse_categorical_crossentropy");
   expect_close(value_of(*scce, i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})),
                (-std::log(0.95) - std::log(0.1)) / 2);
-  EXPECT_EQ(
-      value_of(*losses::get("mae"), f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({0, 1}, {2, 1})),
-      0.5);
+  EXPECT_EQ(value_of(*losses::get("mae"), f32({1, 2}, {2, 1}), f32({2, 3}, {2, 1}), f32({0, 1}, {2, 1})), 0.5);
 }
 
 TEST(LossFactory, UnknownNameListsTheKnownOnes) {
@@ -598,19 +563,16 @@ TEST(CustomLoss, LossFunctionWrapperWrapsAPerSampleFunction) {
   EXPECT_EQ(cubic.name(), "cubic");
   // (batch,) targets are expanded to (batch, 1) before the function: |1-3|^3 + |0-1|^3 = 9.
   EXPECT_EQ(value_of(cubic, f32({1, 0}, {2}), f32({3, 1}, {2, 1})), 9.0);
-  expect_error([] { losses::LossFunctionWrapper(nullptr); }, ErrorCode::kInvalidArgument,
-               {"loss function is empty"});
+  expect_error([] { losses::LossFunctionWrapper(nullptr); }, ErrorCode::kInvalidArgument, {"loss function is empty"});
   expect_error([] { losses::MeanSquaredError({.dtype = DType::kI32}); }, ErrorCode::kDTypeMismatch,
                {"i32", "floating"});
-  expect_error([] { losses::MeanSquaredError({.name = ""}); }, ErrorCode::kInvalidArgument,
-               {"name is empty"});
+  expect_error([] { losses::MeanSquaredError({.name = ""}); }, ErrorCode::kInvalidArgument, {"name is empty"});
 }
 
 TEST(LossErrors, InvalidTensorsAndScalarsAreClearErrors) {
   expect_error(
       [] {
-        in_trace({f32({1}, {1})},
-                 [](const std::vector<Tensor>& a) { losses::MeanSquaredError()(a[0], Tensor()); });
+        in_trace({f32({1}, {1})}, [](const std::vector<Tensor>& a) { losses::MeanSquaredError()(a[0], Tensor()); });
       },
       ErrorCode::kTraceError, {"y_pred", "invalid"});
   expect_error(
@@ -631,9 +593,7 @@ TEST(LossErrors, InvalidTensorsAndScalarsAreClearErrors) {
 
 TEST(LossGradients, MeanSquaredErrorMatchesFiniteDifferencesAndTheClosedForm) {
   losses::MeanSquaredError mse({.dtype = DType::kF64});
-  const TraceFn fn = [&mse](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{mse(a[0], a[1], a[2])};
-  };
+  const TraceFn fn = [&mse](const std::vector<Tensor>& a) { return std::vector<Tensor>{mse(a[0], a[1], a[2])}; };
   const Array t = testing::random_f64({3, 2}, 1), p = testing::random_f64({3, 2}, 2);
   const Array w = f64({1.0, 0.5, 2.0}, {3});
   testing::check_grads(fn, {t, p, w}, {.argnums = {1}});
@@ -652,9 +612,7 @@ TEST(LossGradients, HuberMatchesFiniteDifferencesAtAndAroundTheKink) {
   for (double delta : {1.0, 0.5}) {
     SCOPED_TRACE(delta);
     losses::Huber huber({.delta = delta, .dtype = DType::kF64});
-    const TraceFn fn = [&huber](const std::vector<Tensor>& a) {
-      return std::vector<Tensor>{huber(a[0], a[1])};
-    };
+    const TraceFn fn = [&huber](const std::vector<Tensor>& a) { return std::vector<Tensor>{huber(a[0], a[1])}; };
     const Array t = f64({0, 0, 0, 0, 1, 1, 1, 1}, {2, 4});
     const std::vector<double> e = {-2.0, -delta, -0.3, 0.1, delta, 2.5, 0.0, -0.75 * delta};
     std::vector<double> pv(e.size());
@@ -670,9 +628,7 @@ TEST(LossGradients, HuberMatchesFiniteDifferencesAtAndAroundTheKink) {
 
 TEST(LossGradients, KLDivergenceMatchesFiniteDifferencesAndMinusTrueOverPred) {
   losses::KLDivergence kld({.dtype = DType::kF64});
-  const TraceFn fn = [&kld](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{kld(a[0], a[1])};
-  };
+  const TraceFn fn = [&kld](const std::vector<Tensor>& a) { return std::vector<Tensor>{kld(a[0], a[1])}; };
   const Array t = f64({0.2, 0.3, 0.5, 0.6, 0.1, 0.3}, {2, 3});
   const Array p = f64({0.1, 0.6, 0.3, 0.25, 0.25, 0.5}, {2, 3});
   testing::check_grads(fn, {t, p}, {.argnums = {1}});
@@ -685,9 +641,7 @@ TEST(LossGradients, KLDivergenceMatchesFiniteDifferencesAndMinusTrueOverPred) {
 
 TEST(LossGradients, SparseCrossentropyFromLogitsMatchesFiniteDifferencesAndSoftmaxMinusOneHot) {
   losses::SparseCategoricalCrossentropy scce({.from_logits = true, .dtype = DType::kF64});
-  const TraceFn fn = [&scce](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{scce(a[1], a[0])};
-  };
+  const TraceFn fn = [&scce](const std::vector<Tensor>& a) { return std::vector<Tensor>{scce(a[1], a[0])}; };
   const Array logits = testing::random_f64({4, 3}, 3, -3, 3);
   const Array labels = i32({2, 0, 1, 2}, {4});
   testing::check_grads(fn, {logits, labels}, {.argnums = {0}});
@@ -716,25 +670,19 @@ TEST(LossGradients, EveryLossIsDifferentiableWithFiniteGradients) {
       {std::make_shared<losses::MeanSquaredError>(), f32({1, 2}, {2, 1}), f32({0, 5}, {2, 1})},
       {std::make_shared<losses::MeanAbsoluteError>(), f32({1, 2}, {2, 1}), f32({0, 5}, {2, 1})},
       {std::make_shared<losses::BinaryCrossentropy>(), f32({1, 0}, {2, 1}), f32({0, 1}, {2, 1})},
-      {std::make_shared<losses::BinaryCrossentropy>(
-           losses::BinaryCrossentropyOptions{.from_logits = true}),
+      {std::make_shared<losses::BinaryCrossentropy>(losses::BinaryCrossentropyOptions{.from_logits = true}),
        f32({1, 0}, {2, 1}), f32({-1e4f, 1e4f}, {2, 1})},
-      {std::make_shared<losses::CategoricalCrossentropy>(), f32({1, 0, 0, 1}, {2, 2}),
-       f32({0, 1, 0.5f, 0.5f}, {2, 2})},
-      {std::make_shared<losses::CategoricalCrossentropy>(
-           losses::CategoricalCrossentropyOptions{.from_logits = true}),
+      {std::make_shared<losses::CategoricalCrossentropy>(), f32({1, 0, 0, 1}, {2, 2}), f32({0, 1, 0.5f, 0.5f}, {2, 2})},
+      {std::make_shared<losses::CategoricalCrossentropy>(losses::CategoricalCrossentropyOptions{.from_logits = true}),
        f32({1, 0, 0, 1}, {2, 2}), f32({-1e4f, 1e4f, 3, -3}, {2, 2})},
       {std::make_shared<losses::SparseCategoricalCrossentropy>(
            losses::SparseCategoricalCrossentropyOptions{.from_logits = true}),
        i32({0, 1}, {2}), f32({-1e4f, 1e4f, 3, -3}, {2, 2})},
       {std::make_shared<losses::Huber>(), f32({1, 2}, {2, 1}), f32({0, 50}, {2, 1})},
-      {std::make_shared<losses::KLDivergence>(), f32({1, 0, 0.5f, 0.5f}, {2, 2}),
-       f32({0, 1, 0.5f, 0.5f}, {2, 2})},
+      {std::make_shared<losses::KLDivergence>(), f32({1, 0, 0.5f, 0.5f}, {2, 2}), f32({0, 1, 0.5f, 0.5f}, {2, 2})},
   };
   for (const Case& c : cases) {
-    const TraceFn fn = [&c](const std::vector<Tensor>& a) {
-      return std::vector<Tensor>{(*c.loss)(a[0], a[1])};
-    };
+    const TraceFn fn = [&c](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*c.loss)(a[0], a[1])}; };
     const TraceFn vg = value_and_grad(fn, {1});
     std::vector<Array> out = run_both(vg, {c.y_true, c.y_pred}, 1e-5);
     ASSERT_EQ(out.size(), 2u) << c.loss->name();
@@ -746,11 +694,9 @@ TEST(LossGradients, EveryLossIsDifferentiableWithFiniteGradients) {
 
 TEST(LossGradients, ZeroWeightMeanHasZeroGradientNotNan) {
   losses::MeanSquaredError mse({.reduction = Reduction::kMeanWithSampleWeight});
-  const TraceFn fn = [&mse](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{mse(a[0], a[1], a[2])};
-  };
-  std::vector<Array> out = run_both(value_and_grad(fn, {1}),
-                                    {f32({1, 2}, {2, 1}), f32({3, 5}, {2, 1}), f32({0, 0}, {2})});
+  const TraceFn fn = [&mse](const std::vector<Tensor>& a) { return std::vector<Tensor>{mse(a[0], a[1], a[2])}; };
+  std::vector<Array> out =
+      run_both(value_and_grad(fn, {1}), {f32({1, 2}, {2, 1}), f32({3, 5}, {2, 1}), f32({0, 0}, {2})});
   testing::expect_values(out[0], {0});
   testing::expect_values(out[1], {0, 0});
 }

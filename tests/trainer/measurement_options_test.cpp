@@ -108,8 +108,14 @@ TEST(Prefetch, FitWithoutPrefetchingGivesTheSameHistoryBitwise) {
     auto model = linear(0.5f, 0);
     model->compile(sgd_mse(0.01));
     // Shuffled batches of 3 (a ragged last one) over 3 epochs, with validation data.
-    histories.push_back(model->fit({.x = x, .y = y, .batch_size = 3, .epochs = 3, .verbose = 0,
-                                    .validation_data = Batch{vx, vy, Array()}, .shuffle = true, .seed = 5,
+    histories.push_back(model->fit({.x = x,
+                                    .y = y,
+                                    .batch_size = 3,
+                                    .epochs = 3,
+                                    .verbose = 0,
+                                    .validation_data = Batch{vx, vy, Array()},
+                                    .shuffle = true,
+                                    .seed = 5,
                                     .prefetch = prefetch}));
     weights.push_back(model->get_weights());
   }
@@ -190,8 +196,8 @@ TEST(KernelCount, TheStatsOfSmallFunctionsAreTheHandCountedKernels) {
   // result buffer itself).
   JitOptions library;
   library.lowering.blas_gemm = true;
-  const Jitted mm = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]))}; },
-                        library);
+  const Jitted mm =
+      jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]))}; }, library);
   mm({Array::full({4, 8}, 1.0, DType::kF32), Array::full({8, 3}, 1.0, DType::kF32)});
   EXPECT_EQ(mm.kernel_count(), 2);
 }
@@ -202,7 +208,8 @@ TEST(KernelCount, ADonatedUpdateIsOneLoopNestAndNoCopyOntoItself) {
   // itself).
   JitOptions options;
   options.donate_argnums = {0};
-  const Jitted update = jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.1}; }, options);
+  const Jitted update =
+      jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.1}; }, options);
   Array w = testing::f32({1, 2, 3, 4}, {4});
   const void* buffer = w.raw_data();
   const std::vector<Array> out = update({w, testing::f32({10, 20, 30, 40}, {4})});

@@ -27,7 +27,8 @@ std::vector<double> apply(Layer& layer, const std::vector<Array>& inputs) {
 }
 
 TEST(Merge, ElementwiseLayersComputeKerasValues) {
-  const Array a = testing::f32({1, -2, 3, 4}, {2, 2}), b = testing::f32({2, 5, -1, 4}, {2, 2}), c = testing::f32({1, 1}, {1, 2});
+  const Array a = testing::f32({1, -2, 3, 4}, {2, 2}), b = testing::f32({2, 5, -1, 4}, {2, 2}),
+              c = testing::f32({1, 1}, {1, 2});
   EXPECT_EQ(apply(*std::make_shared<Add>(), {a, b, c}), (std::vector<double>{4, 4, 3, 9}));  // c broadcasts
   EXPECT_EQ(apply(*std::make_shared<Subtract>(), {a, b}), (std::vector<double>{-1, -7, 4, 0}));
   EXPECT_EQ(apply(*std::make_shared<Multiply>(), {a, b}), (std::vector<double>{2, -10, -3, 16}));
@@ -66,7 +67,8 @@ TEST(Merge, ABranchingModelTrainsWithFit) {
   KerasTensor a = std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "tanh"})->operator()(in);
   KerasTensor b = std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"})->operator()(in);
   KerasTensor m = std::make_shared<Multiply>()->operator()({a, b});
-  KerasTensor out = std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(std::make_shared<Add>()->operator()({m, a}));
+  KerasTensor out =
+      std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(std::make_shared<Add>()->operator()({m, a}));
   Functional model(in, out);
   model.compile({.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.02}),
                  .loss = std::make_shared<losses::MeanSquaredError>()});
@@ -88,15 +90,16 @@ TEST(Merge, BadInputsAreClearErrors) {
                {"Subtract", "got 3 inputs", "takes 2"});
   expect_error([&] { std::make_shared<Add>()->operator()({in, Input({4})}); }, ErrorCode::kShapeMismatch,
                {"do not broadcast", "(1, 3)", "(1, 4)"});
-  expect_error([&] { std::make_shared<Concatenate>()->operator()({Input({2, 3}), Input({3, 3})}); }, ErrorCode::kShapeMismatch,
-               {"differ off the axis"});
+  expect_error([&] { std::make_shared<Concatenate>()->operator()({Input({2, 3}), Input({3, 3})}); },
+               ErrorCode::kShapeMismatch, {"differ off the axis"});
   expect_error([&] { std::make_shared<Concatenate>(3)->operator()({in, in}); }, ErrorCode::kShapeMismatch, {"axis 3"});
-  expect_error([&] { std::make_shared<Add>()->operator()({in, Input({3}, DType::kF64)}); }, ErrorCode::kDTypeMismatch, {"f64"});
+  expect_error([&] { std::make_shared<Add>()->operator()({in, Input({3}, DType::kF64)}); }, ErrorCode::kDTypeMismatch,
+               {"f64"});
   // An output that also depends on another Input is not reachable from the given one alone.
   KerasTensor mixed = std::make_shared<Add>()->operator()({in, other});
   expect_error([&] { Functional(in, mixed); }, ErrorCode::kInvalidArgument, {"'other'", "not from the given inputs"});
-  expect_error([&] { std::make_shared<Dense>(DenseOptions{.units = 2})->operator()({in, in}); }, ErrorCode::kInvalidArgument,
-               {"takes one input, got 2"});
+  expect_error([&] { std::make_shared<Dense>(DenseOptions{.units = 2})->operator()({in, in}); },
+               ErrorCode::kInvalidArgument, {"takes one input, got 2"});
 }
 
 }  // namespace

@@ -33,12 +33,11 @@ struct Batch {
 /// Runs `update` (state..., inputs...) -> new state, then `result`, once per batch of `inputs`,
 /// interpreted and jit-compiled (which must agree), carrying the state between the calls in
 /// Arrays. Returns the last result; the final state goes to `final_state` when given.
-double run_updates(
-    const std::vector<Array>& initial,
-    const std::function<std::vector<Tensor>(const std::vector<Tensor>& state,
-                                            const std::vector<Tensor>& inputs)>& update,
-    const std::function<Tensor(const std::vector<Tensor>&)>& result,
-    const std::vector<std::vector<Array>>& inputs, std::vector<Array>* final_state = nullptr) {
+double run_updates(const std::vector<Array>& initial,
+                   const std::function<std::vector<Tensor>(const std::vector<Tensor>& state,
+                                                           const std::vector<Tensor>& inputs)>& update,
+                   const std::function<Tensor(const std::vector<Tensor>&)>& result,
+                   const std::vector<std::vector<Array>>& inputs, std::vector<Array>* final_state = nullptr) {
   std::vector<Array> state = initial;
   const size_t n = state.size();
   double value = 0;
@@ -121,8 +120,7 @@ TEST(MeanMetric, StartsAtZeroAndAveragesSamples) {
 TEST(MeanMetric, SampleWeightsWeightTheMean) {
   metrics::Mean mean;
   EXPECT_EQ(run_mean(mean, {{f32({1, 2, 3}), f32({1, 0, 1})}}), 2.0);  // (1 + 3) / 2
-  EXPECT_EQ(run_mean(mean, {{f32({1, 2, 3}), f32({0.5f, 1, 2})}}),
-            static_cast<double>(8.5f / 3.5f));
+  EXPECT_EQ(run_mean(mean, {{f32({1, 2, 3}), f32({0.5f, 1, 2})}}), static_cast<double>(8.5f / 3.5f));
   // (batch, 1) weights against (batch,) values.
   EXPECT_EQ(run_mean(mean, {{f32({1, 2, 3}), f32({1, 0, 1}, {3, 1})}}), 2.0);
   // All-zero weights: 0, never NaN.
@@ -170,16 +168,14 @@ TEST(LossTracker, BadBatchArgumentsAreClearErrors) {
   metrics::Mean tracker("loss");
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), f32_scalar(0), f32_scalar(1)}, [&](const std::vector<Tensor>& a) {
-          tracker.add_batch({a[0], a[1]}, a[2], 0);
-        });
+        in_trace({f32_scalar(0), f32_scalar(0), f32_scalar(1)},
+                 [&](const std::vector<Tensor>& a) { tracker.add_batch({a[0], a[1]}, a[2], 0); });
       },
       ErrorCode::kInvalidArgument, {"'loss'", "batch_size = 0"});
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), f32_scalar(0), f32({1, 2})}, [&](const std::vector<Tensor>& a) {
-          tracker.add_batch({a[0], a[1]}, a[2], 2);
-        });
+        in_trace({f32_scalar(0), f32_scalar(0), f32({1, 2})},
+                 [&](const std::vector<Tensor>& a) { tracker.add_batch({a[0], a[1]}, a[2], 2); });
       },
       ErrorCode::kInvalidArgument, {"scalar", "(2,)"});
 }
@@ -229,10 +225,9 @@ TEST(BinaryAccuracyMetric, KerasExampleAndThreshold) {
   // Threshold 0 for logits; (batch,) labels against (batch, 1) predictions.
   metrics::BinaryAccuracy logits({.threshold = 0.0, .name = "acc"});
   EXPECT_EQ(logits.name(), "acc");
-  EXPECT_EQ(run_metric(logits, {{f32({1, 0, 1}), f32({3, -2, -0.5f}, {3, 1})}}),
-            static_cast<double>(2.0f / 3.0f));
-  expect_error([] { metrics::BinaryAccuracy({.threshold = std::nan("")}); },
-               ErrorCode::kInvalidArgument, {"threshold is NaN"});
+  EXPECT_EQ(run_metric(logits, {{f32({1, 0, 1}), f32({3, -2, -0.5f}, {3, 1})}}), static_cast<double>(2.0f / 3.0f));
+  expect_error([] { metrics::BinaryAccuracy({.threshold = std::nan("")}); }, ErrorCode::kInvalidArgument,
+               {"threshold is NaN"});
 }
 
 TEST(CategoricalAccuracyMetric, KerasExampleAcrossBatches) {
@@ -260,9 +255,7 @@ TEST(SparseCategoricalAccuracyMetric, KerasExampleWithEveryLabelForm) {
   // A non-integral float label never matches.
   EXPECT_EQ(run_metric(acc, {{f32({1.5f, 1}, {2}), p}}), 0.5);
   // Accumulation: 1 of 2, then 2 of 2 -> 3 / 4.
-  EXPECT_EQ(
-      run_metric(acc, {{i32({2, 1}, {2}), p}, {i32({0, 1}, {2}), f32({3, 1, 2, 0, 4, 1}, {2, 3})}}),
-      0.75);
+  EXPECT_EQ(run_metric(acc, {{i32({2, 1}, {2}), p}, {i32({0, 1}, {2}), f32({3, 1, 2, 0, 4, 1}, {2, 3})}}), 0.75);
 }
 
 TEST(SparseTopKCategoricalAccuracyMetric, KerasExampleAndTwoBatches) {
@@ -271,11 +264,9 @@ TEST(SparseTopKCategoricalAccuracyMetric, KerasExampleAndTwoBatches) {
   metrics::SparseTopKCategoricalAccuracy top1({.k = 1});
   const Array p = f32({0.1f, 0.9f, 0.8f, 0.05f, 0.95f, 0}, {2, 3});
   EXPECT_EQ(run_metric(top1, {{i32({2, 1}, {2}), p}}), 0.5);
-  EXPECT_EQ(run_metric(top1, {{i32({2, 1}, {2}), p, f32({0.7f, 0.3f})}}),
-            static_cast<double>(0.3f));
+  EXPECT_EQ(run_metric(top1, {{i32({2, 1}, {2}), p, f32({0.7f, 0.3f})}}), static_cast<double>(0.3f));
   // k = 2: label 2 (0.8) is second: both hit. Default k = 5 >= classes: every label hits.
-  EXPECT_EQ(run_metric(metrics::SparseTopKCategoricalAccuracy({.k = 2}), {{i32({2, 1}, {2}), p}}),
-            1.0);
+  EXPECT_EQ(run_metric(metrics::SparseTopKCategoricalAccuracy({.k = 2}), {{i32({2, 1}, {2}), p}}), 1.0);
   metrics::SparseTopKCategoricalAccuracy top5;
   EXPECT_EQ(top5.name(), "sparse_top_k_categorical_accuracy");
   EXPECT_EQ(run_metric(top5, {{i32({0, 2}, {2}), p}}), 1.0);
@@ -289,17 +280,15 @@ TEST(SparseTopKCategoricalAccuracyMetric, KerasExampleAndTwoBatches) {
                         0.4f, 0.4f, 0.1f, 0.1f},
                        {3, 4});
   const Array p2 = f32({0.3f, 0.3f, 0.1f, 0.3f, 0.1f, 0.2f, 0.3f, 0.4f}, {2, 4});
-  EXPECT_EQ(run_metric(top2, {{f32({3, 0, 1}, {3, 1}), p1}, {f32({2, 7}, {2, 1}), p2}}),
-            static_cast<double>(0.4f));
+  EXPECT_EQ(run_metric(top2, {{f32({3, 0, 1}, {3, 1}), p1}, {f32({2, 7}, {2, 1}), p2}}), static_cast<double>(0.4f));
   // A NaN score at the label never hits (the JAX back end treats it as -inf).
   EXPECT_EQ(run_metric(top5, {{i32({0}, {1}), f32({NAN, 0.5f}, {1, 2})}}), 0.0);
-  expect_error([] { metrics::SparseTopKCategoricalAccuracy({.k = 0}); },
-               ErrorCode::kInvalidArgument, {"SparseTopKCategoricalAccuracy", "k = 0"});
+  expect_error([] { metrics::SparseTopKCategoricalAccuracy({.k = 0}); }, ErrorCode::kInvalidArgument,
+               {"SparseTopKCategoricalAccuracy", "k = 0"});
 }
 
 /// Runs `metric` over `batches` like run_metric and returns the final state's values.
-std::vector<std::vector<double>> final_state_of(const metrics::Metric& metric,
-                                                const std::vector<Batch>& batches) {
+std::vector<std::vector<double>> final_state_of(const metrics::Metric& metric, const std::vector<Batch>& batches) {
   std::vector<std::vector<Array>> inputs;
   for (const Batch& b : batches) {
     std::vector<Array> in = {b.y_true, b.y_pred};
@@ -335,10 +324,8 @@ TEST(PrecisionRecallMetrics, KerasExamplesAndTwoBatches) {
   // Second batch (batch, 1): labels [1, 1, 0], predictions [0.5, 0.9, 0.7]; 0.5 is not above
   // the threshold. Precision: tp 2 + 1, fp 1 + 1 -> 3 / 5. Recall: tp 3, fn 1 + 1 -> 3 / 5.
   const Batch second = {f32({1, 1, 0}, {3, 1}), f32({0.5f, 0.9f, 0.7f}, {3, 1})};
-  EXPECT_EQ(final_state_of(precision, {{t, p}, second}),
-            (std::vector<std::vector<double>>{{3}, {2}}));
-  EXPECT_EQ(final_state_of(recall, {{t, p}, second}),
-            (std::vector<std::vector<double>>{{3}, {2}}));
+  EXPECT_EQ(final_state_of(precision, {{t, p}, second}), (std::vector<std::vector<double>>{{3}, {2}}));
+  EXPECT_EQ(final_state_of(recall, {{t, p}, second}), (std::vector<std::vector<double>>{{3}, {2}}));
   EXPECT_NEAR(run_metric(precision, {{t, p}, second}), 0.6, 1e-7);
   // Threshold 0.6 on the second batch alone: 0.9 and 0.7 are positive -> precision 1 / 2,
   // recall 1 / 2. Weights (batch,) [2, 1, 3]: tp 1, fp 3, fn 2.
@@ -363,18 +350,13 @@ TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
   expect_error(
       [&] {
         in_trace({f32_scalar(0), f32_scalar(0), f32({0, 1, 1}, {3, 1}), f32({0, 1}, {2, 1})},
-                 [&](const std::vector<Tensor>& a) {
-                   precision.update_state({a[0], a[1]}, a[2], a[3]);
-                 });
+                 [&](const std::vector<Tensor>& a) { precision.update_state({a[0], a[1]}, a[2], a[3]); });
       },
       ErrorCode::kShapeMismatch, {"precision", "(3, 1)", "(2, 1)"});
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), f32_scalar(0), f32({0, 1}, {2, 1}), f32({0, 1}, {2, 1}),
-                  f32({1, 1, 1})},
-                 [&](const std::vector<Tensor>& a) {
-                   precision.update_state({a[0], a[1]}, a[2], a[3], a[4]);
-                 });
+        in_trace({f32_scalar(0), f32_scalar(0), f32({0, 1}, {2, 1}), f32({0, 1}, {2, 1}), f32({1, 1, 1})},
+                 [&](const std::vector<Tensor>& a) { precision.update_state({a[0], a[1]}, a[2], a[3], a[4]); });
       },
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2, 1)"});
 }
@@ -384,12 +366,9 @@ TEST(PrecisionRecallMetrics, BadOptionsAndShapesAreClearErrors) {
 //   row 1: scores [0.9, 0.2, 0.3, 0.05], labels [0, 0, 1, 1]
 //   row 2: scores [0.2, 0.1, 0.6, 0.3], labels [0, 0, 1, 0]  (second batch)
 Batch top_k_rows() {
-  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}),
-          f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
+  return {f32({0, 1, 1, 0, 0, 0, 1, 1}, {2, 4}), f32({0.1f, 0.7f, 0.4f, 0.7f, 0.9f, 0.2f, 0.3f, 0.05f}, {2, 4})};
 }
-Batch top_k_second_batch() {
-  return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})};
-}
+Batch top_k_second_batch() { return {f32({0, 0, 1, 0}, {1, 4}), f32({0.2f, 0.1f, 0.6f, 0.3f}, {1, 4})}; }
 
 TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) {
   // top_k = 1, default threshold NEG_INF (-1e10): row 0's tie 0.7 / 0.7 goes to the lower index
@@ -409,8 +388,7 @@ TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) 
   EXPECT_EQ(run_metric(metrics::Recall({.top_k = 2}), {top_k_rows()}), 0.5);
   // top_k = 2 with thresholds 0.5: row 0's 0.7 and 0.7 pass (tp 1, fp 1); row 1's 0.9 passes
   // (fp), 0.3 does not. Precision 1 / 3; recall 1 / 4.
-  EXPECT_NEAR(run_metric(metrics::Precision({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}),
-              1.0 / 3, 1e-7);
+  EXPECT_NEAR(run_metric(metrics::Precision({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}), 1.0 / 3, 1e-7);
   EXPECT_EQ(run_metric(metrics::Recall({.thresholds = 0.5, .top_k = 2}), {top_k_rows()}), 0.25);
   // Sample weights (batch,) [2, 1] with top_k = 1: tp 2 (row 0), fp 1 (row 1) -> 2 / 3; the
   // positive labels weigh 2 + 2 + 1 + 1 = 6 -> recall 2 / 6.
@@ -422,8 +400,7 @@ TEST(PrecisionRecallMetrics, TopKKeepsTheLargestPredictionsPerRowWithKerasTies) 
   // (2 + 1) = 2 / 3; recall: 5 positive labels -> 2 / 5.
   EXPECT_NEAR(run_metric(p1, {top_k_rows(), top_k_second_batch()}), 2.0 / 3, 1e-7);
   EXPECT_NEAR(run_metric(r1, {top_k_rows(), top_k_second_batch()}), 0.4, 1e-7);
-  EXPECT_EQ(final_state_of(r1, {top_k_rows(), top_k_second_batch()}),
-            (std::vector<std::vector<double>>{{2}, {3}}));
+  EXPECT_EQ(final_state_of(r1, {top_k_rows(), top_k_second_batch()}), (std::vector<std::vector<double>>{{2}, {3}}));
 }
 
 TEST(PrecisionRecallMetrics, ClassIdUsesOneColumnAfterTheTopK) {
@@ -455,18 +432,17 @@ TEST(PrecisionRecallMetrics, BadTopKAndClassIdAreClearErrors) {
                {"Precision", "top_k = 0", ">= 1"});
   expect_error([] { metrics::Recall({.class_id = -1}); }, ErrorCode::kInvalidArgument,
                {"Recall", "class_id = -1", ">= 0"});
-  expect_error([] { metrics::Recall({.thresholds = -0.5, .top_k = 1}); },
-               ErrorCode::kInvalidArgument, {"Recall", "thresholds = -0.5", "[0, 1]"});
+  expect_error([] { metrics::Recall({.thresholds = -0.5, .top_k = 1}); }, ErrorCode::kInvalidArgument,
+               {"Recall", "thresholds = -0.5", "[0, 1]"});
   auto update = [](const metrics::Metric& m, const Array& t, const Array& p) {
-    in_trace({f32_scalar(0), f32_scalar(0), t, p}, [&](const std::vector<Tensor>& a) {
-      m.update_state({a[0], a[1]}, a[2], a[3]);
-    });
+    in_trace({f32_scalar(0), f32_scalar(0), t, p},
+             [&](const std::vector<Tensor>& a) { m.update_state({a[0], a[1]}, a[2], a[3]); });
   };
   const Batch rows = top_k_rows();
-  expect_error([&] { update(metrics::Precision({.top_k = 5}), rows.y_true, rows.y_pred); },
-               ErrorCode::kInvalidArgument, {"precision", "top_k = 5", "4 entries", "(2, 4)"});
-  expect_error([&] { update(metrics::Recall({.class_id = 4}), rows.y_true, rows.y_pred); },
-               ErrorCode::kInvalidArgument, {"recall", "class_id = 4", "(2, 4)", "[0, classes)"});
+  expect_error([&] { update(metrics::Precision({.top_k = 5}), rows.y_true, rows.y_pred); }, ErrorCode::kInvalidArgument,
+               {"precision", "top_k = 5", "4 entries", "(2, 4)"});
+  expect_error([&] { update(metrics::Recall({.class_id = 4}), rows.y_true, rows.y_pred); }, ErrorCode::kInvalidArgument,
+               {"recall", "class_id = 4", "(2, 4)", "[0, classes)"});
   expect_error([&] { update(metrics::Recall({.class_id = 0}), f32({1, 0}), f32({0.2f, 0.9f})); },
                ErrorCode::kInvalidArgument, {"recall", "class_id = 0", "(batch, classes)", "(2,)"});
   // A failed update leaves the metric usable.
@@ -477,8 +453,8 @@ TEST(PrecisionRecallMetrics, BadTopKAndClassIdAreClearErrors) {
 /// A model whose predictions are its inputs: one Dense layer of `features` units with an
 /// identity kernel and no bias, so compiled metrics see exactly the x given to evaluate().
 std::shared_ptr<Sequential> identity_model(int64_t features) {
-  auto model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = features, .use_bias = false})});
+  auto model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = features, .use_bias = false})});
   model->build_model({1, features});
   std::vector<float> eye(static_cast<size_t>(features * features), 0.0f);
   for (int64_t i = 0; i < features; ++i) eye[static_cast<size_t>(i * features + i)] = 1.0f;
@@ -499,15 +475,13 @@ Array rows_of(const std::vector<Array>& parts) {
 }
 
 /// Logs of evaluate() on the identity model with `metrics` compiled (batches of `batch_size`).
-Logs evaluate_compiled(const std::vector<std::shared_ptr<metrics::Metric>>& metrics,
-                       const Array& x, const Array& y, int64_t batch_size,
-                       const Array& sample_weight = Array()) {
+Logs evaluate_compiled(const std::vector<std::shared_ptr<metrics::Metric>>& metrics, const Array& x, const Array& y,
+                       int64_t batch_size, const Array& sample_weight = Array()) {
   auto model = identity_model(x.shape()[1]);
   model->compile({.optimizer = std::make_shared<optimizers::SGD>(),
                   .loss = std::make_shared<losses::MeanSquaredError>(),
                   .weighted_metrics = metrics});
-  return model->evaluate(
-      {.x = x, .y = y, .sample_weight = sample_weight, .batch_size = batch_size, .verbose = 0});
+  return model->evaluate({.x = x, .y = y, .sample_weight = sample_weight, .batch_size = batch_size, .verbose = 0});
 }
 
 TEST(PrecisionRecallMetrics, CompiledEvaluateMatchesTheEagerValues) {
@@ -525,8 +499,7 @@ TEST(PrecisionRecallMetrics, CompiledEvaluateMatchesTheEagerValues) {
   EXPECT_EQ(eager_recall, 0.5);
   const Logs logs = evaluate_compiled(
       {std::make_shared<metrics::Precision>(precision), std::make_shared<metrics::Recall>(recall)},
-      rows_of({first.y_pred, second.y_pred}), rows_of({first.y_true, second.y_true}), 2,
-      f32({2, 1, 1}));
+      rows_of({first.y_pred, second.y_pred}), rows_of({first.y_true, second.y_true}), 2, f32({2, 1, 1}));
   EXPECT_EQ(*logs.get("precision"), eager_precision);
   EXPECT_EQ(*logs.get("recall_2"), eager_recall);
 }
@@ -539,33 +512,29 @@ TEST(AUCMetric, KerasExampleOverTwoBatchesWithItsConfusionCounts) {
   EXPECT_EQ(auc.name(), "auc");
   ASSERT_EQ(auc.thresholds().size(), 3u);
   EXPECT_EQ(auc.thresholds()[1], 0.5);
-  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})},
-                                      {f32({1, 1}), f32({0.3f, 0.9f})}};
+  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})}, {f32({1, 1}), f32({0.3f, 0.9f})}};
   EXPECT_EQ(run_metric(auc, batches), 0.75);
   // State order (Keras's): true_positives, true_negatives, false_positives, false_negatives.
   EXPECT_EQ(final_state_of(auc, batches),
             (std::vector<std::vector<double>>{{2, 1, 0}, {0, 2, 2}, {2, 0, 0}, {0, 1, 2}}));
   // Minoring / majoring: heights min [0.5, 0] / max [1, 0.5] -> 0.5 / 1.
-  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3,
-                                     .summation_method = metrics::AUCSummation::kMinoring}),
-                       batches),
-            0.5);
-  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3,
-                                     .summation_method = metrics::AUCSummation::kMajoring}),
-                       batches),
-            1.0);
+  EXPECT_EQ(
+      run_metric(metrics::AUC({.num_thresholds = 3, .summation_method = metrics::AUCSummation::kMinoring}), batches),
+      0.5);
+  EXPECT_EQ(
+      run_metric(metrics::AUC({.num_thresholds = 3, .summation_method = metrics::AUCSummation::kMajoring}), batches),
+      1.0);
   // Sample weights [1, 0, 0, 1]: only (label 0, 0.0) and (label 1, 0.9) count: tp [1, 1, 0],
   // fp [1, 0, 0], fn [0, 0, 1], tn [0, 1, 1]; recall [1, 1, 0], fp rate [1, 0, 0] -> AUC 1.
-  EXPECT_EQ(run_metric(auc, {{f32({0, 0}), f32({0, 0.5f}), f32({1, 0})},
-                             {f32({1, 1}), f32({0.3f, 0.9f}), f32({0, 1})}}),
-            1.0);
+  EXPECT_EQ(
+      run_metric(auc, {{f32({0, 0}), f32({0, 0.5f}), f32({1, 0})}, {f32({1, 1}), f32({0.3f, 0.9f}), f32({0, 1})}}),
+      1.0);
 }
 
 TEST(AUCMetric, PRCurveWithEverySummationMethod) {
   // The Keras example above: tp [2, 1, 0], fp [2, 0, 0], fn [0, 1, 2]; recall [1, 0.5, 0],
   // precision tp / (tp + fp) = [2/4, 1/1, 0 (0/0)]. PR: x = recall, widths [0.5, 0.5].
-  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})},
-                                      {f32({1, 1}), f32({0.3f, 0.9f})}};
+  const std::vector<Batch> batches = {{f32({0, 0}), f32({0, 0.5f})}, {f32({1, 1}), f32({0.3f, 0.9f})}};
   using metrics::AUCCurve, metrics::AUCSummation;
   auto pr = [](AUCSummation s) {
     return metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR, .summation_method = s});
@@ -577,8 +546,7 @@ TEST(AUCMetric, PRCurveWithEverySummationMethod) {
   // dp = [3, 1]; slope = [1/3, 1]; intercept = tp[1:] - slope * p[1:] = [1 - 1/3, 0] = [2/3, 0];
   // p ratio = [4/1, 1 (p[2] = 0)]; increments = slope * (dtp + intercept * ln(ratio)) /
   // (tp[1:] + fn[1:]) = [(1/3) (1 + (2/3) ln 4) / 2, 1 * 1 / 2] -> 1/6 + ln(4)/9 + 1/2.
-  EXPECT_NEAR(run_metric(pr(AUCSummation::kInterpolation), batches),
-              1.0 / 6 + std::log(4.0) / 9 + 0.5, 1e-6);
+  EXPECT_NEAR(run_metric(pr(AUCSummation::kInterpolation), batches), 1.0 / 6 + std::log(4.0) / 9 + 0.5, 1e-6);
   // Sample weights [1, 0, 0, 1]: tp [1, 1, 0], fp [1, 0, 0], fn [0, 0, 1]; p = [2, 1, 0],
   // dtp = [0, 1], dp = [1, 1], slope [0, 1], intercept [1, 0], ratio [2, 1]: increments
   // [0, 1 * (1 + 0) / (0 + 1)] -> 1. Minoring: recall [1, 1, 0], precision [0.5, 1, 0]:
@@ -592,12 +560,9 @@ TEST(AUCMetric, PRCurveWithEverySummationMethod) {
   // exactly, ln(0.3/0.7), ln 9) give the same ROC 0.75 and PR values.
   const std::vector<Batch> logits = {
       {f32({0, 0}), f32({-20.0f, 0.0f})},
-      {f32({1, 1}),
-       f32({static_cast<float>(std::log(0.3 / 0.7)), static_cast<float>(std::log(9.0))})}};
+      {f32({1, 1}), f32({static_cast<float>(std::log(0.3 / 0.7)), static_cast<float>(std::log(9.0))})}};
   EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3, .from_logits = true}), logits), 0.75);
-  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR,
-                                       .from_logits = true}),
-                         logits),
+  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .curve = AUCCurve::kPR, .from_logits = true}), logits),
               1.0 / 6 + std::log(4.0) / 9 + 0.5, 1e-6);
 }
 
@@ -608,8 +573,7 @@ TEST(AUCMetric, PRCurveWithEverySummationMethod) {
 // fn [0, 0, 1], tn [0, 2, 3]: recall [1, 1, 0], fp rate [1, 1/3, 0]; ROC = (2/3) * 1 +
 // (1/3) * 0.5 = 5/6.
 Batch two_labels() {
-  return {f32({0, 1, 0, 0, 1, 0, 1, 0}, {4, 2}),
-          f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f, 0.9f, 0.2f}, {4, 2})};
+  return {f32({0, 1, 0, 0, 1, 0, 1, 0}, {4, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f, 0.9f, 0.2f}, {4, 2})};
 }
 
 TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
@@ -618,8 +582,7 @@ TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
   EXPECT_EQ(auc.initial_state()[0].shape(), (Shape{3, 2}));
   // Mean of 0.75 and 5/6 = 19/24. Fed as batches of 3 and 1 rows.
   const Batch all = two_labels();
-  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
-                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
   const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
   EXPECT_NEAR(run_metric(auc, {first, second}), 19.0 / 24, 1e-6);
   // State (thresholds, labels), row-major: tp [[2, 1], [1, 1], [0, 0]], tn [[0, 0], [2, 2],
@@ -628,29 +591,31 @@ TEST(AUCMetric, MultiLabelAveragesThePerLabelAreas) {
             (std::vector<std::vector<double>>{
                 {2, 1, 1, 1, 0, 0}, {0, 0, 2, 2, 2, 3}, {2, 3, 0, 1, 0, 0}, {0, 0, 1, 0, 2, 1}}));
   // label_weights [1, 3]: (1 * 0.75 + 3 * 5/6) / 4 = 3.25 / 4.
-  EXPECT_NEAR(run_metric(metrics::AUC({.num_thresholds = 3, .multi_label = true, .num_labels = 2,
-                                       .label_weights = std::vector<double>{1, 3}}),
-                         {all}),
-              3.25 / 4, 1e-6);
+  EXPECT_NEAR(
+      run_metric(
+          metrics::AUC(
+              {.num_thresholds = 3, .multi_label = true, .num_labels = 2, .label_weights = std::vector<double>{1, 3}}),
+          {all}),
+      3.25 / 4, 1e-6);
   // Zero label weights: 0 (divide_no_nan), not NaN.
-  EXPECT_EQ(run_metric(metrics::AUC({.num_thresholds = 3, .multi_label = true, .num_labels = 2,
-                                     .label_weights = std::vector<double>{0, 0}}),
-                       {all}),
-            0.0);
+  EXPECT_EQ(
+      run_metric(
+          metrics::AUC(
+              {.num_thresholds = 3, .multi_label = true, .num_labels = 2, .label_weights = std::vector<double>{0, 0}}),
+          {all}),
+      0.0);
   // Every curve / summation: the multi-label mean equals the mean of single-label AUCs of the
   // two columns.
   using metrics::AUCCurve, metrics::AUCSummation;
   const Batch col0 = {f32({0, 0, 1, 1}), f32({0, 0.5f, 0.3f, 0.9f})};
   const Batch col1 = {f32({1, 0, 0, 0}), f32({0.8f, 0.6f, 0.4f, 0.2f})};
   for (AUCCurve c : {AUCCurve::kROC, AUCCurve::kPR}) {
-    for (AUCSummation s :
-         {AUCSummation::kInterpolation, AUCSummation::kMinoring, AUCSummation::kMajoring}) {
+    for (AUCSummation s : {AUCSummation::kInterpolation, AUCSummation::kMinoring, AUCSummation::kMajoring}) {
       const metrics::AUC single({.num_thresholds = 3, .curve = c, .summation_method = s});
-      const metrics::AUC multi({.num_thresholds = 3, .curve = c, .summation_method = s,
-                                .multi_label = true, .num_labels = 2});
+      const metrics::AUC multi(
+          {.num_thresholds = 3, .curve = c, .summation_method = s, .multi_label = true, .num_labels = 2});
       const double expected = (run_metric(single, {col0}) + run_metric(single, {col1})) / 2;
-      EXPECT_NEAR(run_metric(multi, {all}), expected, 1e-6)
-          << static_cast<int>(c) << " " << static_cast<int>(s);
+      EXPECT_NEAR(run_metric(multi, {all}), expected, 1e-6) << static_cast<int>(c) << " " << static_cast<int>(s);
     }
   }
 }
@@ -678,24 +643,25 @@ TEST(AUCMetric, LabelWeightsWithoutMultiLabelWeightEachDecision) {
 
 TEST(AUCMetric, CompiledEvaluateMatchesTheEagerValues) {
   // Batches of 3 and 1 rows of two_labels(), through a compiled evaluate().
-  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}),
-                       f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
+  const Batch first = {f32({0, 1, 0, 0, 1, 0}, {3, 2}), f32({0, 0.8f, 0.5f, 0.6f, 0.3f, 0.4f}, {3, 2})};
   const Batch second = {f32({1, 0}, {1, 2}), f32({0.9f, 0.2f}, {1, 2})};
   const metrics::AUC pr({.num_thresholds = 3, .curve = metrics::AUCCurve::kPR, .name = "pr"});
-  const metrics::AUC multi({.num_thresholds = 3, .name = "multi", .multi_label = true,
-                            .num_labels = 2, .label_weights = std::vector<double>{1, 3}});
-  const metrics::AUC roc({.num_thresholds = 3, .summation_method = metrics::AUCSummation::kMinoring,
-                          .name = "roc_min"});
+  const metrics::AUC multi({.num_thresholds = 3,
+                            .name = "multi",
+                            .multi_label = true,
+                            .num_labels = 2,
+                            .label_weights = std::vector<double>{1, 3}});
+  const metrics::AUC roc(
+      {.num_thresholds = 3, .summation_method = metrics::AUCSummation::kMinoring, .name = "roc_min"});
   const double eager_pr = run_metric(pr, {first, second});
   const double eager_multi = run_metric(multi, {first, second});
   const double eager_roc = run_metric(roc, {first, second});
   EXPECT_NEAR(eager_multi, 3.25 / 4, 1e-6);
   // ROC minoring of the pooled counts: recall [1, 2/3, 0], fp rate [1, 1/5, 0] -> (4/5)(2/3).
   EXPECT_NEAR(eager_roc, 8.0 / 15, 1e-6);
-  const Logs logs = evaluate_compiled({std::make_shared<metrics::AUC>(pr),
-                                       std::make_shared<metrics::AUC>(multi),
-                                       std::make_shared<metrics::AUC>(roc)},
-                                      two_labels().y_pred, two_labels().y_true, 3);
+  const Logs logs = evaluate_compiled(
+      {std::make_shared<metrics::AUC>(pr), std::make_shared<metrics::AUC>(multi), std::make_shared<metrics::AUC>(roc)},
+      two_labels().y_pred, two_labels().y_true, 3);
   EXPECT_NEAR(*logs.get("pr"), eager_pr, 1e-6);
   EXPECT_NEAR(*logs.get("multi"), eager_multi, 1e-6);
   EXPECT_NEAR(*logs.get("roc_min"), eager_roc, 1e-6);
@@ -703,23 +669,19 @@ TEST(AUCMetric, CompiledEvaluateMatchesTheEagerValues) {
 
 TEST(AUCMetric, BadCurveAndLabelOptionsAreClearErrors) {
   using metrics::AUC;
-  expect_error([] { AUC({.curve = static_cast<metrics::AUCCurve>(7)}); },
-               ErrorCode::kInvalidArgument, {"AUC", "curve = 7", "kPR"});
-  expect_error([] { AUC({.summation_method = static_cast<metrics::AUCSummation>(9)}); },
-               ErrorCode::kInvalidArgument, {"AUC", "summation_method = 9"});
+  expect_error([] { AUC({.curve = static_cast<metrics::AUCCurve>(7)}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "curve = 7", "kPR"});
+  expect_error([] { AUC({.summation_method = static_cast<metrics::AUCSummation>(9)}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "summation_method = 9"});
   expect_error([] { AUC({.multi_label = true}); }, ErrorCode::kInvalidArgument,
                {"AUC", "multi_label = true needs num_labels"});
-  expect_error([] { AUC({.num_labels = 0}); }, ErrorCode::kInvalidArgument,
-               {"AUC", "num_labels = 0", ">= 1"});
-  expect_error([] { AUC({.label_weights = std::vector<double>{}}); },
-               ErrorCode::kInvalidArgument, {"AUC", "label_weights is empty"});
-  expect_error([] { AUC({.label_weights = std::vector<double>{1, -2}}); },
-               ErrorCode::kInvalidArgument, {"AUC", "label_weights[1] = -2", ">= 0"});
-  expect_error(
-      [] {
-        AUC({.multi_label = true, .num_labels = 3, .label_weights = std::vector<double>{1, 2}});
-      },
-      ErrorCode::kInvalidArgument, {"AUC", "label_weights has 2 values but num_labels = 3"});
+  expect_error([] { AUC({.num_labels = 0}); }, ErrorCode::kInvalidArgument, {"AUC", "num_labels = 0", ">= 1"});
+  expect_error([] { AUC({.label_weights = std::vector<double>{}}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "label_weights is empty"});
+  expect_error([] { AUC({.label_weights = std::vector<double>{1, -2}}); }, ErrorCode::kInvalidArgument,
+               {"AUC", "label_weights[1] = -2", ">= 0"});
+  expect_error([] { AUC({.multi_label = true, .num_labels = 3, .label_weights = std::vector<double>{1, 2}}); },
+               ErrorCode::kInvalidArgument, {"AUC", "label_weights has 2 values but num_labels = 3"});
   // Shapes that do not fit the labels are caught at trace time.
   const AUC multi({.num_thresholds = 3, .multi_label = true, .num_labels = 3});
   const Batch rows = two_labels();
@@ -727,9 +689,7 @@ TEST(AUCMetric, BadCurveAndLabelOptionsAreClearErrors) {
     std::vector<Array> args = auc.initial_state();
     args.push_back(t);
     args.push_back(p);
-    in_trace(args, [&](const std::vector<Tensor>& a) {
-      auc.update_state({a[0], a[1], a[2], a[3]}, a[4], a[5]);
-    });
+    in_trace(args, [&](const std::vector<Tensor>& a) { auc.update_state({a[0], a[1], a[2], a[3]}, a[4], a[5]); });
   };
   expect_error([&] { update(multi, rows.y_true, rows.y_pred); }, ErrorCode::kShapeMismatch,
                {"auc", "multi_label", "(batch, 3)", "(4, 2)"});
@@ -740,8 +700,7 @@ TEST(AUCMetric, BadCurveAndLabelOptionsAreClearErrors) {
 
 /// Keras's ROC AUC with interpolation, in double, from the definition (thresholds, counts,
 /// trapezoids).
-double roc_auc_by_hand(const std::vector<double>& labels, const std::vector<double>& preds,
-                       int64_t num_thresholds) {
+double roc_auc_by_hand(const std::vector<double>& labels, const std::vector<double>& preds, int64_t num_thresholds) {
   std::vector<double> thresholds = {-1e-7};
   for (int64_t i = 1; i < num_thresholds - 1; ++i) {
     thresholds.push_back(static_cast<double>(i) / static_cast<double>(num_thresholds - 1));
@@ -779,8 +738,7 @@ TEST(AUCMetric, TwoHundredThresholdsMatchTheDefinitionAndTheRankStatistic) {
   metrics::AUC auc;
   EXPECT_EQ(auc.thresholds().size(), 200u);
   std::vector<float> l(labels.begin(), labels.end()), p(preds.begin(), preds.end());
-  const Batch first = {f32({l.begin(), l.begin() + 6}, {6, 1}),
-                       f32({p.begin(), p.begin() + 6}, {6, 1})};
+  const Batch first = {f32({l.begin(), l.begin() + 6}, {6, 1}), f32({p.begin(), p.begin() + 6}, {6, 1})};
   const Batch second = {f32({l.begin() + 6, l.end()}, {4, 1}), f32({p.begin() + 6, p.end()}, {4, 1})};
   EXPECT_NEAR(run_metric(auc, {first, second}), expected, 1e-6);
   std::vector<std::vector<double>> state = final_state_of(auc, {first, second});
@@ -801,31 +759,23 @@ TEST(AUCMetric, BadOptionsAndStateAreClearErrors) {
                  [&](const std::vector<Tensor>& a) { auc.result(a); });
       },
       ErrorCode::kShapeMismatch, {"auc", "state element 0", "expected f32(3,)"});
-  expect_error(
-      [&] {
-        in_trace({f32({0, 0, 0})}, [&](const std::vector<Tensor>& a) { auc.result({a[0]}); });
-      },
-      ErrorCode::kInvalidArgument, {"auc", "1 elements, expected 4"});
+  expect_error([&] { in_trace({f32({0, 0, 0})}, [&](const std::vector<Tensor>& a) { auc.result({a[0]}); }); },
+               ErrorCode::kInvalidArgument, {"auc", "1 elements, expected 4"});
 }
 
 TEST(AccuracyMetrics, BadShapesAreClearErrors) {
   metrics::CategoricalAccuracy cat;
   metrics::SparseCategoricalAccuracy sparse;
-  const std::vector<Array> state_and_data = {f32_scalar(0), f32_scalar(0),
-                                             f32({0, 1, 0, 1, 0, 0}, {3, 2}),
+  const std::vector<Array> state_and_data = {f32_scalar(0), f32_scalar(0), f32({0, 1, 0, 1, 0, 0}, {3, 2}),
                                              f32({0.5f, 0.5f, 0.5f, 0.5f}, {2, 2})};
   expect_error(
       [&] {
-        in_trace(state_and_data, [&](const std::vector<Tensor>& a) {
-          cat.update_state({a[0], a[1]}, a[2], a[3]);
-        });
+        in_trace(state_and_data, [&](const std::vector<Tensor>& a) { cat.update_state({a[0], a[1]}, a[2], a[3]); });
       },
       ErrorCode::kShapeMismatch, {"categorical_accuracy", "(3, 2)", "(2, 2)"});
   expect_error(
       [&] {
-        in_trace(state_and_data, [&](const std::vector<Tensor>& a) {
-          sparse.update_state({a[0], a[1]}, a[2], a[3]);
-        });
+        in_trace(state_and_data, [&](const std::vector<Tensor>& a) { sparse.update_state({a[0], a[1]}, a[2], a[3]); });
       },
       ErrorCode::kShapeMismatch, {"sparse_categorical_accuracy", "(3, 2)", "(2,)"});
 }
@@ -853,13 +803,12 @@ TEST(MeanAbsoluteErrorMetric, KerasExample) {
 
 TEST(MeanMetricWrapperMetric, WrapsAPerSampleFunction) {
   // A custom metric: the largest absolute error per sample. Rows: max(1, 2) = 2, max(0, 4) = 4.
-  metrics::MeanMetricWrapper max_error(
-      "max_error", [](const Tensor& t, const Tensor& p) { return max(abs(t - p), {-1}); });
+  metrics::MeanMetricWrapper max_error("max_error",
+                                       [](const Tensor& t, const Tensor& p) { return max(abs(t - p), {-1}); });
   EXPECT_EQ(max_error.name(), "max_error");
   EXPECT_EQ(run_metric(max_error, {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2})}}), 3.0);
-  EXPECT_EQ(
-      run_metric(max_error, {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2}), f32({3, 1})}}),
-      2.5);  // (6 + 4) / 4
+  EXPECT_EQ(run_metric(max_error, {{f32({0, 0, 0, 0}, {2, 2}), f32({1, -2, 0, 4}, {2, 2}), f32({3, 1})}}),
+            2.5);  // (6 + 4) / 4
   expect_error([] { metrics::MeanMetricWrapper("m", nullptr); }, ErrorCode::kInvalidArgument,
                {"metric function is empty"});
   expect_error([] { metrics::Mean(""); }, ErrorCode::kInvalidArgument, {"name is empty"});
@@ -869,8 +818,7 @@ TEST(CrossentropyMetrics, AreMeansOfTheLossFunctions) {
   // "sparse_categorical_crossentropy" as a metric: the mean of the per-sample losses, i.e. the
   // Keras example's 1.177 over the two samples.
   std::unique_ptr<metrics::Metric> m = metrics::get("sparse_categorical_crossentropy");
-  const double v =
-      run_metric(*m, {{i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})}});
+  const double v = run_metric(*m, {{i32({1, 2}, {2}), f32({0.05f, 0.95f, 0, 0.1f, 0.8f, 0.1f}, {2, 3})}});
   EXPECT_NEAR(v, (-std::log(0.95) - std::log(0.1)) / 2, 2e-6);
 }
 
@@ -881,40 +829,30 @@ TEST(MetricState, MalformedStateAndWeightsAreClearErrors) {
   const Array t = i32({0, 1}, {2}), p = f32({1, 0, 0, 1}, {2, 2});
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), t, p},
-                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0]}, a[1], a[2]); });
+        in_trace({f32_scalar(0), t, p}, [&](const std::vector<Tensor>& a) { acc.update_state({a[0]}, a[1], a[2]); });
       },
       ErrorCode::kInvalidArgument, {"sparse_categorical_accuracy", "state has 1 elements", "2"});
   expect_error(
       [&] {
         in_trace({f32_scalar(0), Array::scalar(0, DType::kF64), t, p},
-                 [&](const std::vector<Tensor>& a) {
-                   acc.update_state({a[0], a[1]}, a[2], a[3]);
-                 });
+                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0], a[1]}, a[2], a[3]); });
       },
       ErrorCode::kDTypeMismatch, {"state element 1", "f64", "f32"});
   expect_error(
       [&] {
-        in_trace({f32_scalar(0), f32({0, 0}), t, p}, [&](const std::vector<Tensor>& a) {
-          acc.update_state({a[0], a[1]}, a[2], a[3]);
-        });
+        in_trace({f32_scalar(0), f32({0, 0}), t, p},
+                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0], a[1]}, a[2], a[3]); });
       },
       ErrorCode::kShapeMismatch, {"state element 1", "(2,)"});
   expect_error(
       [&] {
         in_trace({f32_scalar(0), f32_scalar(0), t, p, f32({1, 1, 1})},
-                 [&](const std::vector<Tensor>& a) {
-                   acc.update_state({a[0], a[1]}, a[2], a[3], a[4]);
-                 });
+                 [&](const std::vector<Tensor>& a) { acc.update_state({a[0], a[1]}, a[2], a[3], a[4]); });
       },
       ErrorCode::kShapeMismatch, {"sample_weight", "(3,)", "(2,)"});
-  expect_error([&] { acc.result_value({f32_scalar(0)}); }, ErrorCode::kInvalidArgument,
-               {"state has 1 elements"});
-  expect_error(
-      [&] {
-        acc.result_value({f32_scalar(0), Array()});
-      },
-      ErrorCode::kInvalidArgument, {"state Array 1 is invalid"});
+  expect_error([&] { acc.result_value({f32_scalar(0)}); }, ErrorCode::kInvalidArgument, {"state has 1 elements"});
+  expect_error([&] { acc.result_value({f32_scalar(0), Array()}); }, ErrorCode::kInvalidArgument,
+               {"state Array 1 is invalid"});
 }
 
 // ---- factories ----------------------------------------------------------------------------------
@@ -924,17 +862,15 @@ TEST(MetricFactory, KerasNamesAndAliases) {
     const char* identifier;
     const char* name;
   };
-  for (const Case& c : {Case{"accuracy", "accuracy"}, Case{"Accuracy", "accuracy"},
-                        Case{"binary_accuracy", "binary_accuracy"},
-                        Case{"categorical_accuracy", "categorical_accuracy"},
-                        Case{"SparseCategoricalAccuracy", "sparse_categorical_accuracy"},
-                        Case{"mse", "mean_squared_error"}, Case{"MAE", "mean_absolute_error"},
-                        Case{"bce", "binary_crossentropy"},
-                        Case{"sparse_top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"},
-                        Case{"SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy"},
-                        Case{"precision", "precision"}, Case{"Precision", "precision"},
-                        Case{"recall", "recall"}, Case{"Recall", "recall"}, Case{"auc", "auc"},
-                        Case{"AUC", "auc"}}) {
+  for (const Case& c :
+       {Case{"accuracy", "accuracy"}, Case{"Accuracy", "accuracy"}, Case{"binary_accuracy", "binary_accuracy"},
+        Case{"categorical_accuracy", "categorical_accuracy"},
+        Case{"SparseCategoricalAccuracy", "sparse_categorical_accuracy"}, Case{"mse", "mean_squared_error"},
+        Case{"MAE", "mean_absolute_error"}, Case{"bce", "binary_crossentropy"},
+        Case{"sparse_top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"},
+        Case{"SparseTopKCategoricalAccuracy", "sparse_top_k_categorical_accuracy"}, Case{"precision", "precision"},
+        Case{"Precision", "precision"}, Case{"recall", "recall"}, Case{"Recall", "recall"}, Case{"auc", "auc"},
+        Case{"AUC", "auc"}}) {
     std::unique_ptr<metrics::Metric> m = metrics::get(c.identifier);
     ASSERT_NE(m, nullptr) << c.identifier;
     EXPECT_EQ(m->name(), c.name) << c.identifier;
@@ -975,9 +911,7 @@ TEST(MetricFactory, CompileResolvesAccuracyByShapesAsKeras3) {
   EXPECT_EQ(mse->name(), "mse");
   EXPECT_NE(dynamic_cast<metrics::MeanSquaredError*>(mse.get()), nullptr);
   // The resolved metric works: sparse accuracy of the Keras example.
-  EXPECT_EQ(
-      run_metric(*acc, {{i32({2, 1}, {2}), f32({0.1f, 0.6f, 0.3f, 0.05f, 0.95f, 0}, {2, 3})}}),
-      0.5);
+  EXPECT_EQ(run_metric(*acc, {{i32({2, 1}, {2}), f32({0.1f, 0.6f, 0.3f, 0.05f, 0.95f, 0}, {2, 3})}}), 0.5);
 }
 
 TEST(MetricFactory, CompileResolvesAccuracyByTheLossWithoutShapes) {
@@ -991,15 +925,12 @@ TEST(MetricFactory, CompileResolvesAccuracyByTheLossWithoutShapes) {
   std::unique_ptr<losses::Loss> by_name = losses::get("sparse_categorical_crossentropy");
   EXPECT_EQ(kind_of(*metrics::get_for_compile("accuracy", {.loss = by_name.get()})), "sparse");
   // Shapes win over the loss when both are known (Keras 3).
-  EXPECT_EQ(
-      kind_of(*metrics::get_for_compile(
-          "accuracy", {.y_true_shape = Shape{8, 1}, .y_pred_shape = Shape{8, 5}, .loss = &bce})),
-      "sparse");
-  expect_error([&] { metrics::get_for_compile("accuracy", {.loss = &mse}); },
-               ErrorCode::kInvalidArgument,
+  EXPECT_EQ(kind_of(*metrics::get_for_compile(
+                "accuracy", {.y_true_shape = Shape{8, 1}, .y_pred_shape = Shape{8, 5}, .loss = &bce})),
+            "sparse");
+  expect_error([&] { metrics::get_for_compile("accuracy", {.loss = &mse}); }, ErrorCode::kInvalidArgument,
                {"'accuracy'", "shapes", "sparse_categorical_accuracy"});
-  expect_error([] { metrics::get_for_compile("accuracy", {}); }, ErrorCode::kInvalidArgument,
-               {"cannot tell"});
+  expect_error([] { metrics::get_for_compile("accuracy", {}); }, ErrorCode::kInvalidArgument, {"cannot tell"});
   expect_error([] { metrics::get_for_compile("f1_score", {}); }, ErrorCode::kInvalidArgument,
                {"unknown metric 'f1_score'"});
   // Other names keep the identifier as written, as Keras 3's compile does.
@@ -1061,8 +992,7 @@ TEST(MetricsInAStep, AllMetricsAndTheTrackerInOneTracedFunctionAgreeWithJit) {
     }
   }
   EXPECT_NEAR(tracker.result_value({state[0], state[1]}), host_loss_total / 5, 2e-6);
-  EXPECT_EQ(acc.result_value({state[2], state[3]}),
-            static_cast<double>(static_cast<float>(correct) / 5.0f));
+  EXPECT_EQ(acc.result_value({state[2], state[3]}), static_cast<double>(static_cast<float>(correct) / 5.0f));
   EXPECT_EQ(correct, 3);
 }
 

@@ -26,7 +26,8 @@ using Data = testing::ResumeData;
 using testing::make_model;
 
 FitOptions fit_options(const Data& d, int64_t epochs, int64_t initial_epoch = 0) {
-  return {.x = d.x, .y = d.y, .batch_size = 8, .epochs = epochs, .verbose = 0, .seed = 5, .initial_epoch = initial_epoch};
+  return {
+      .x = d.x, .y = d.y, .batch_size = 8, .epochs = epochs, .verbose = 0, .seed = 5, .initial_epoch = initial_epoch};
 }
 
 std::vector<std::vector<double>> doubles(const std::vector<Array>& arrays) {
@@ -40,7 +41,8 @@ class ModelIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("ingot_model_io_test_") + info->name() + "_" + std::to_string(::getpid()));
+    dir_ = fs::temp_directory_path() /
+           (std::string("ingot_model_io_test_") + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -91,7 +93,8 @@ TEST_F(ModelIoTest, ALoadedModelResumesBitwiseLikeAnUninterruptedRun) {
 
 TEST_F(ModelIoTest, TheArchitectureListsLayersAndVariables) {
   auto m = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})}, ModelOptions{.name = "tiny"});
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})},
+      ModelOptions{.name = "tiny"});
   m->build_model({1, 3});
   EXPECT_EQ(model_architecture(*m),
             R"({"class":"Sequential","layers":[{"class":"Dense","layers":[],"name":"dense","variables":[)"
@@ -109,7 +112,8 @@ TEST_F(ModelIoTest, TheArchitectureListsLayersAndVariables) {
   EXPECT_EQ(file.names(), (std::vector<std::string>{"dense/bias", "dense/kernel"}));
 
   auto target = std::make_shared<Sequential>(
-      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})}, ModelOptions{.name = "tiny"});
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})},
+      ModelOptions{.name = "tiny"});
   target->compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.momentum = 0.5}),
                    .loss = std::make_shared<losses::MeanSquaredError>()});
   load_model(*target, path("tiny.safetensors"));
@@ -120,7 +124,8 @@ TEST_F(ModelIoTest, TheArchitectureListsLayersAndVariables) {
   EXPECT_EQ(state[0].to_doubles(), std::vector<double>{0});
   EXPECT_EQ(state[2].to_doubles(), std::vector<double>(6, 0.0));
 
-  auto unbuilt = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})});
+  auto unbuilt = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 2})});
   expect_error([&] { save_model(*unbuilt, path("never.safetensors")); }, ErrorCode::kFailedPrecondition,
                {"save_model", "not built"});
   EXPECT_FALSE(fs::exists(path("never.safetensors")));
@@ -183,7 +188,8 @@ TEST_F(ModelIoTest, ForeignDamagedAndMismatchedFilesAreErrorsThatChangeNothing) 
   // Another model class.
   auto in = Input({4});
   auto functional = std::make_shared<Functional>(in, (*std::make_shared<Dense>(DenseOptions{.units = 3}))(in));
-  functional->compile({.optimizer = std::make_shared<optimizers::Adam>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  functional->compile(
+      {.optimizer = std::make_shared<optimizers::Adam>(), .loss = std::make_shared<losses::MeanSquaredError>()});
   expect_error([&] { load_model(*functional, good); }, ErrorCode::kInvalidArgument,
                {"holds a Sequential model ('sequential')", "is a Functional"});
   EXPECT_FALSE(functional->input_type().has_value());  // refused before building
@@ -193,8 +199,9 @@ TEST_F(ModelIoTest, ForeignDamagedAndMismatchedFilesAreErrorsThatChangeNothing) 
         {"layer 1 is 'dropout' (Dropout) in the file, 'layer_normalization' (LayerNormalization) in the model"});
   fails(Target(make_model(nullptr, nullptr, 9), d), good, ErrorCode::kShapeMismatch,
         {"variable 'dense/kernel' is f32 (4, 8) in the file, f32 (4, 9) in the model"});
-  auto short_model = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}), std::make_shared<Dropout>(DropoutOptions{.rate = 0.25})});
+  auto short_model = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
+                                          std::make_shared<Dropout>(DropoutOptions{.rate = 0.25})});
   short_model->build_model({8, 4});
   const std::vector<std::vector<double>> short_before = doubles(short_model->get_weights());
   expect_error([&] { load_model(*short_model, good); }, ErrorCode::kNotFound,

@@ -36,7 +36,8 @@ TEST(Initializers, FansAndRanges) {
   for (float v : h.to_vector<float>()) sum2 += double(v) * v;
   EXPECT_NEAR(sum2 / 40000.0, 2.0 / 400.0, 0.15 * 2.0 / 400.0);
   expect_error([] { initializers::get("lecun_normal"); }, ErrorCode::kNotFound, {"lecun_normal", "glorot_uniform"});
-  expect_error([] { initializers::he_normal()({2}, DType::kI32, 0); }, ErrorCode::kInvalidArgument, {"he_normal", "i32"});
+  expect_error([] { initializers::he_normal()({2}, DType::kI32, 0); }, ErrorCode::kInvalidArgument,
+               {"he_normal", "i32"});
 }
 
 TEST(Variable, AssignChecksAndPurge) {
@@ -45,7 +46,8 @@ TEST(Variable, AssignChecksAndPurge) {
   v.assign(source);
   source.data<float>()[0] = 9;  // the variable holds its own copy
   EXPECT_EQ(v.value().to_vector<float>(), std::vector<float>(6, 1.5f));
-  expect_error([&] { v.assign(Array::zeros({3, 2}, DType::kF32)); }, ErrorCode::kShapeMismatch, {"'w'", "(2, 3)", "(3, 2)"});
+  expect_error([&] { v.assign(Array::zeros({3, 2}, DType::kF32)); }, ErrorCode::kShapeMismatch,
+               {"'w'", "(2, 3)", "(3, 2)"});
   expect_error([&] { v.assign(Array::zeros({2, 3}, DType::kF64)); }, ErrorCode::kDTypeMismatch, {"'w'", "f64"});
   EXPECT_EQ(v.value().to_vector<float>(), std::vector<float>(6, 1.5f));  // unchanged
   v.purge();
@@ -55,7 +57,8 @@ TEST(Variable, AssignChecksAndPurge) {
 }
 
 TEST(Sequential, BuildsByShapeNamesLayersAndSummarises) {
-  Sequential model({std::make_shared<Flatten>(), std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
+  Sequential model({std::make_shared<Flatten>(),
+                    std::make_shared<Dense>(DenseOptions{.units = 16, .activation = "relu"}),
                     std::make_shared<Dense>(DenseOptions{.units = 10, .activation = "softmax"})});
   EXPECT_FALSE(model.input_type().has_value());
   model.build_model({1, 28, 28});
@@ -233,7 +236,8 @@ TEST(DropoutLayer, DropsAndScalesInTrainingOnlyAndAdvancesItsState) {
 TEST(DropoutLayer, TrainsInFitWithRepeatableResults) {
   auto run = [] {
     Sequential m({std::make_shared<Dense>(DenseOptions{.units = 8, .activation = "relu"}),
-                  std::make_shared<Dropout>(DropoutOptions{.rate = 0.5}), std::make_shared<Dense>(DenseOptions{.units = 1})});
+                  std::make_shared<Dropout>(DropoutOptions{.rate = 0.5}),
+                  std::make_shared<Dense>(DenseOptions{.units = 1})});
     m.compile({.optimizer = std::make_shared<optimizers::SGD>(optimizers::SGDOptions{.learning_rate = 0.05}),
                .loss = std::make_shared<losses::MeanSquaredError>()});
     Array x = Array::zeros({16, 3}, DType::kF32), y = Array::zeros({16, 1}, DType::kF32);

@@ -31,8 +31,8 @@ std::shared_ptr<Functional> two_by_two(ModelOptions options = {}) {
 void set_known_weights(Model& m) {
   m.build_model({{{4, 2}, DType::kF32}, {{4, 1}, DType::kF32}});
   // reg: w = [1, -1, 2], b = 0.5; cls: W = [[1, 0], [0, 1], [1, -1]], b = [0, 0.25].
-  m.set_weights({testing::f32({1, -1, 2}, {3, 1}), testing::f32({0.5f}, {1}),
-                 testing::f32({1, 0, 0, 1, 1, -1}, {3, 2}), testing::f32({0, 0.25f}, {2})});
+  m.set_weights({testing::f32({1, -1, 2}, {3, 1}), testing::f32({0.5f}, {1}), testing::f32({1, 0, 0, 1, 1, -1}, {3, 2}),
+                 testing::f32({0, 0.25f}, {2})});
 }
 
 // Four samples: a (4, 2), b (4, 1), regression targets (4, 1), class labels (4,).
@@ -165,8 +165,8 @@ TEST(MultiIO, FitEvaluateAndPredictTakeLists) {
   c.optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{.learning_rate = 0.05});
   model->compile(c);
   const std::vector<Array> d = synthetic(96);
-  auto hist = model->fit({.x = {d[0], d[1]}, .y = {d[2], d[3]}, .batch_size = 16, .epochs = 30, .verbose = 0,
-                          .validation_split = 0.25});
+  auto hist = model->fit(
+      {.x = {d[0], d[1]}, .y = {d[2], d[3]}, .batch_size = 16, .epochs = 30, .verbose = 0, .validation_split = 0.25});
   EXPECT_LT(hist->values("loss").back(), 0.2 * hist->values("loss").front());
   EXPECT_EQ(hist->values("val_reg_loss").size(), 30u);
   EXPECT_GT(hist->values("cls_sparse_categorical_accuracy").back(), 0.9);
@@ -184,9 +184,11 @@ TEST(MultiIO, FitEvaluateAndPredictTakeLists) {
 
 TEST(MultiIO, SeveralInputsOneOutputPredictsOneArray) {
   KerasTensor a = Input({3}), b = Input({3});
-  KerasTensor out = std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(std::make_shared<Add>()->operator()({a, b}));
+  KerasTensor out =
+      std::make_shared<Dense>(DenseOptions{.units = 1})->operator()(std::make_shared<Add>()->operator()({a, b}));
   Functional model({a, b}, {out});
-  model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  model.compile(
+      {.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
   const Array xa = testing::f32({1, 2, 3, 4, 5, 6}, {2, 3}), xb = testing::f32({1, 1, 1, -1, -1, -1}, {2, 3});
   const Array y = model.predict({.x = {xa, xb}});
   EXPECT_EQ(y.shape(), (Shape{2, 1}));
@@ -280,13 +282,16 @@ TEST(MultiIO, MismatchedListsAreNamedBeforeAnyStep) {
                {"1 y arrays for model"});
   expect_error([&] { model->fit({.x = d[0], .y = {d[2], d[3]}, .verbose = 0}); }, ErrorCode::kShapeMismatch,
                {"was built for inputs"});
-  expect_error([&] { model->fit({.x = {d[0], d[1]}, .y = {d[2], d[3]}, .sample_weight = {Array::full({8}, 1.0, DType::kF32),
-                                                                                          Array::full({8}, 1.0, DType::kF32),
-                                                                                          Array::full({8}, 1.0, DType::kF32)},
-                                 .verbose = 0}); },
-               ErrorCode::kInvalidArgument, {"3 sample_weight arrays"});
-  expect_error([&] { model->fit({.x = {d[0], d[1]}, .y = {d[2], d[3]}, .verbose = 0,
-                                 .class_weight = {{0, 1.0}}}); },
+  expect_error(
+      [&] {
+        model->fit({.x = {d[0], d[1]},
+                    .y = {d[2], d[3]},
+                    .sample_weight = {Array::full({8}, 1.0, DType::kF32), Array::full({8}, 1.0, DType::kF32),
+                                      Array::full({8}, 1.0, DType::kF32)},
+                    .verbose = 0});
+      },
+      ErrorCode::kInvalidArgument, {"3 sample_weight arrays"});
+  expect_error([&] { model->fit({.x = {d[0], d[1]}, .y = {d[2], d[3]}, .verbose = 0, .class_weight = {{0, 1.0}}}); },
                ErrorCode::kInvalidArgument, {"class_weight"});
   expect_error([&] { model->fit({.x = {d[0], testing::f32({1, 2}, {2, 1})}, .y = {d[2], d[3]}, .verbose = 0}); },
                ErrorCode::kInvalidArgument, {"x[1] has shape (2, 1) but x has 8 samples"});
@@ -331,8 +336,10 @@ TEST(MultiIO, OneLossAppliesToEveryOutput) {
   KerasTensor o1 = std::make_shared<Dense>(DenseOptions{.units = 1, .name = "first"})->operator()(in);
   KerasTensor o2 = std::make_shared<Dense>(DenseOptions{.units = 1, .name = "second"})->operator()(in);
   Functional model({in}, {o1, o2});
-  model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
-  const Array x = testing::f32({1, 2, 3, 4}, {2, 2}), y1 = testing::f32({0, 1}, {2, 1}), y2 = testing::f32({2, -1}, {2, 1});
+  model.compile(
+      {.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>()});
+  const Array x = testing::f32({1, 2, 3, 4}, {2, 2}), y1 = testing::f32({0, 1}, {2, 1}),
+              y2 = testing::f32({2, -1}, {2, 1});
   const Logs logs = model.test_on_batch(x, {y1, y2});
   EXPECT_NEAR(*logs.get("loss"), *logs.get("first_loss") + *logs.get("second_loss"), 1e-6);
   const std::vector<Array> p = model.predict_outputs_on_batch(x);

@@ -39,9 +39,7 @@ using testing::expect_error;
 
 enum class Engine { kInterpreter, kJit };
 
-void PrintTo(Engine engine, std::ostream* os) {
-  *os << (engine == Engine::kJit ? "jit" : "interpreter");
-}
+void PrintTo(Engine engine, std::ostream* os) { *os << (engine == Engine::kJit ? "jit" : "interpreter"); }
 
 std::string engine_name(const ::testing::TestParamInfo<Engine>& info) {
   return info.param == Engine::kJit ? "Jit" : "Interpreter";
@@ -114,13 +112,11 @@ Array f32(const std::vector<double>& v) {
 Array f32_scalar(double v) { return Array::scalar(v, DType::kF32); }
 
 /// Expects every element of `a` within `rel` * max(1, |expected|) of `expected`.
-void expect_close(const Array& a, const std::vector<double>& expected, double rel,
-                  const std::string& what) {
+void expect_close(const Array& a, const std::vector<double>& expected, double rel, const std::string& what) {
   std::vector<double> got = a.to_doubles();
   ASSERT_EQ(got.size(), expected.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], expected[i], rel * std::max(1.0, std::abs(expected[i])))
-        << what << " element " << i;
+    EXPECT_NEAR(got[i], expected[i], rel * std::max(1.0, std::abs(expected[i]))) << what << " element " << i;
   }
 }
 
@@ -144,8 +140,7 @@ TEST_P(OptimizerTrajectory, LinearRegressionSgdMatchesClosedFormGradients) {
     return std::vector<Tensor>{vg[0], vars[0], vars[1], state[0], state[1]};
   };
   // Donated state, as the trainer compiles its step.
-  Runner run(step, GetParam(), GetParam() == Engine::kJit ? std::vector<int64_t>{0, 1, 2, 3}
-                                                          : std::vector<int64_t>{});
+  Runner run(step, GetParam(), GetParam() == Engine::kJit ? std::vector<int64_t>{0, 1, 2, 3} : std::vector<int64_t>{});
   std::vector<Array> state = sgd.build({{{}, DType::kF32}, {{}, DType::kF32}});
   Array w = f32_scalar(0.5), b = f32_scalar(-0.25);
   double hw = 0.5, hb = -0.25;
@@ -201,8 +196,7 @@ struct AdamByHand {
 
 TEST_P(OptimizerTrajectory, AdamFirstThreeStepsMatchTheFormula) {
   Adam adam;  // Keras defaults: 0.001, 0.9, 0.999, 1e-7
-  const std::vector<std::vector<double>> grads = {
-      {0.1, -0.2, 0.3}, {0.5, 0.1, -0.4}, {-0.2, 0.3, 0.05}};
+  const std::vector<std::vector<double>> grads = {{0.1, -0.2, 0.3}, {0.5, 0.1, -0.4}, {-0.2, 0.3, 0.05}};
   AdamByHand hand{.lr = 0.001, .beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
   hand.w = {1.0, -2.0, 0.5};
   hand.m = hand.v = hand.v_hat = {0, 0, 0};
@@ -227,10 +221,8 @@ TEST_P(OptimizerTrajectory, AdamWithLargeEpsilonAndAmsgradMatchesTheFormula) {
   // AMSGrad's running maximum differs from v.
   for (bool amsgrad : {false, true}) {
     SCOPED_TRACE(amsgrad ? "amsgrad" : "adam");
-    Adam adam({.learning_rate = 0.1, .beta_1 = 0.5, .beta_2 = 0.75, .epsilon = 0.01,
-               .amsgrad = amsgrad});
-    AdamByHand hand{.lr = 0.1, .beta_1 = 0.5, .beta_2 = 0.75, .epsilon = 0.01,
-                    .amsgrad = amsgrad};
+    Adam adam({.learning_rate = 0.1, .beta_1 = 0.5, .beta_2 = 0.75, .epsilon = 0.01, .amsgrad = amsgrad});
+    AdamByHand hand{.lr = 0.1, .beta_1 = 0.5, .beta_2 = 0.75, .epsilon = 0.01, .amsgrad = amsgrad};
     hand.w = {0.25, -1.5};
     hand.m = hand.v = hand.v_hat = {0, 0};
     const std::vector<std::vector<double>> grads = {{1.0, -2.0}, {0.1, 0.5}, {0.05, -0.1}};
@@ -249,8 +241,7 @@ TEST_P(OptimizerTrajectory, AdamOnF64VariablesComputesInF64WithTheF32LearningRat
   // Keras casts the (float32) learning-rate variable to the variable's dtype, so the rate is
   // 0.001 rounded to f32; everything else is f64.
   Adam adam;
-  AdamByHand hand{.lr = static_cast<double>(0.001f), .beta_1 = 0.9, .beta_2 = 0.999,
-                  .epsilon = 1e-7};
+  AdamByHand hand{.lr = static_cast<double>(0.001f), .beta_1 = 0.9, .beta_2 = 0.999, .epsilon = 1e-7};
   hand.w = {1.0, -2.0};
   hand.m = hand.v = hand.v_hat = {0, 0};
   Trajectory traj(adam, {Array::from_doubles(hand.w, {2}, DType::kF64)}, GetParam());
@@ -328,10 +319,8 @@ TEST_P(OptimizerTrajectory, RmspropWithMomentumAndCenteredMatchesTheFormula) {
     for (bool centered : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "momentum " << momentum << " centered " << centered);
       // A large epsilon so that every term shows at f32 precision.
-      RMSprop rmsprop({.learning_rate = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01,
-                       .centered = centered});
-      RmspropByHand hand{.lr = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01,
-                         .centered = centered};
+      RMSprop rmsprop({.learning_rate = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01, .centered = centered});
+      RmspropByHand hand{.lr = 0.1, .rho = 0.8, .momentum = momentum, .epsilon = 0.01, .centered = centered};
       hand.w = {0.5, -2.0};
       hand.v = hand.m = hand.a = {0, 0};
       Trajectory traj(rmsprop, {f32(hand.w)}, GetParam());
@@ -424,9 +413,7 @@ TEST_P(OptimizerTrajectory, SgdMomentumAndNesterovMatchTheFormula) {
 // ---- (4) iterations ---------------------------------------------------------------------------
 
 TEST_P(OptimizerTrajectory, IterationsIncrementByOnePerApply) {
-  Adam adam({.learning_rate = ExponentialDecay({.initial_learning_rate = 0.01,
-                                                .decay_steps = 10,
-                                                .decay_rate = 0.5})});
+  Adam adam({.learning_rate = ExponentialDecay({.initial_learning_rate = 0.01, .decay_steps = 10, .decay_rate = 0.5})});
   SGD sgd;
   for (const Optimizer* opt : std::vector<const Optimizer*>{&adam, &sgd}) {
     SCOPED_TRACE(opt->name());
@@ -490,9 +477,7 @@ TEST(Optimizer, BuildMakesIterationsLearningRateAndZeroSlots) {
   }
   {
     // A schedule has no learning-rate variable; EMA averages come before the slots.
-    Adam adam({.learning_rate = ExponentialDecay({.initial_learning_rate = 0.1,
-                                                  .decay_steps = 1,
-                                                  .decay_rate = 0.9}),
+    Adam adam({.learning_rate = ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 1, .decay_rate = 0.9}),
                .use_ema = true});
     std::vector<Array> s = adam.build(vars);
     ASSERT_EQ(s.size(), 7u);
@@ -548,21 +533,17 @@ TEST(Optimizer, VariableInfoDescribesEveryVariableBuildMakes) {
 // ---- schedules ----------------------------------------------------------------------------------
 
 double eval_schedule(const optimizers::ScheduleFn& schedule, int64_t step) {
-  ir::Graph g = trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; },
-                      {{{}, DType::kI64}});
-  return interp::interpret(g, {Array::scalar(static_cast<double>(step), DType::kI64)})[0]
-      .element_as_double(0);
+  ir::Graph g =
+      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; }, {{{}, DType::kI64}});
+  return interp::interpret(g, {Array::scalar(static_cast<double>(step), DType::kI64)})[0].element_as_double(0);
 }
 
 TEST(Schedules, ExponentialDecayFollowsKerasFormula) {
   ExponentialDecay smooth({.initial_learning_rate = 0.1, .decay_steps = 4, .decay_rate = 0.5});
-  ExponentialDecay stairs(
-      {.initial_learning_rate = 0.1, .decay_steps = 4, .decay_rate = 0.5, .staircase = true});
+  ExponentialDecay stairs({.initial_learning_rate = 0.1, .decay_steps = 4, .decay_rate = 0.5, .staircase = true});
   for (int64_t step : {0, 1, 2, 4, 7, 8, 100}) {
-    EXPECT_NEAR(eval_schedule(smooth, step), 0.1 * std::pow(0.5, step / 4.0), 1e-7 * 0.1)
-        << "step " << step;
-    EXPECT_NEAR(eval_schedule(stairs, step), 0.1 * std::pow(0.5, std::floor(step / 4.0)),
-                1e-7 * 0.1)
+    EXPECT_NEAR(eval_schedule(smooth, step), 0.1 * std::pow(0.5, step / 4.0), 1e-7 * 0.1) << "step " << step;
+    EXPECT_NEAR(eval_schedule(stairs, step), 0.1 * std::pow(0.5, std::floor(step / 4.0)), 1e-7 * 0.1)
         << "step " << step;
   }
 }
@@ -600,8 +581,8 @@ TEST(Schedules, PiecewiseConstantDecayChangesAfterEachBoundary) {
   // Keras: values[0] for step <= boundaries[0], values[i] for boundaries[i-1] < step <=
   // boundaries[i], values[-1] for step > boundaries[-1].
   PiecewiseConstantDecay schedule({.boundaries = {3, 5, 10}, .values = {1.0, 0.5, 0.25, 0.1}});
-  const std::vector<std::pair<int64_t, double>> expected = {
-      {0, 1.0}, {3, 1.0}, {4, 0.5}, {5, 0.5}, {6, 0.25}, {10, 0.25}, {11, 0.1}, {1000, 0.1}};
+  const std::vector<std::pair<int64_t, double>> expected = {{0, 1.0},  {3, 1.0},   {4, 0.5},  {5, 0.5},
+                                                            {6, 0.25}, {10, 0.25}, {11, 0.1}, {1000, 0.1}};
   for (const auto& [step, rate] : expected) {
     EXPECT_NEAR(eval_schedule(schedule, step), rate, 1e-7) << "step " << step;
   }
@@ -611,8 +592,7 @@ TEST(Schedules, PiecewiseConstantDecayChangesAfterEachBoundary) {
   EXPECT_EQ(eval_schedule(two, 1), static_cast<double>(0.2f));
   // A floating-point step is compared with the boundaries in its own dtype.
   const Array at = interp::interpret(
-      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; },
-            {{{}, DType::kF32}}),
+      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{schedule(a[0])}; }, {{{}, DType::kF32}}),
       {f32_scalar(4.5)})[0];
   EXPECT_EQ(at.dtype(), DType::kF32);
   expect_close(at, {0.5}, 1e-7, "rate at step 4.5");
@@ -635,8 +615,8 @@ TEST_P(OptimizerTrajectory, SgdWithPiecewiseConstantDecayStepsWithEachIntervalsR
 TEST_P(OptimizerTrajectory, SgdWithScheduleUsesTheRateAtTheIterationBeforeTheStep) {
   const double lr0 = 0.2, rate = 0.5;
   const int64_t decay_steps = 2;
-  SGD sgd({.learning_rate = ExponentialDecay(
-               {.initial_learning_rate = lr0, .decay_steps = decay_steps, .decay_rate = rate})});
+  SGD sgd({.learning_rate =
+               ExponentialDecay({.initial_learning_rate = lr0, .decay_steps = decay_steps, .decay_rate = rate})});
   Trajectory traj(sgd, {f32({1.0})}, GetParam());
   ASSERT_EQ(traj.state.size(), 1u);  // iterations only
   double w = 1.0;
@@ -668,8 +648,7 @@ TEST_P(OptimizerTrajectory, SettingTheLearningRateChangesTheNextStep) {
 // ---- base-optimizer options: clipping, weight decay, EMA, loss scaling ---------------------------
 
 /// One SGD step with learning rate 1 from zero variables: returns -(processed gradients).
-std::vector<Array> one_step_from_zero(const SGDOptions& options,
-                                      const std::vector<Array>& grads, Engine engine) {
+std::vector<Array> one_step_from_zero(const SGDOptions& options, const std::vector<Array>& grads, Engine engine) {
   SGD sgd(options);
   std::vector<Array> zeros;
   for (const Array& g : grads) zeros.push_back(Array::zeros(g.shape(), g.dtype()));
@@ -679,28 +658,25 @@ std::vector<Array> one_step_from_zero(const SGDOptions& options,
 }
 
 TEST_P(OptimizerTrajectory, ClipnormClipsEachGradientToTheNorm) {
-  auto out = one_step_from_zero({.learning_rate = 1.0, .clipnorm = 1.0},
-                                {f32({3, 4}), f32({0.3, 0.4}), f32({0, 0})}, GetParam());
+  auto out = one_step_from_zero({.learning_rate = 1.0, .clipnorm = 1.0}, {f32({3, 4}), f32({0.3, 0.4}), f32({0, 0})},
+                                GetParam());
   expect_close(out[0], {-0.6, -0.8}, kF32Tol, "norm 5 -> 1");
   expect_close(out[1], {-0.3, -0.4}, kF32Tol, "norm 0.5 stays");
   testing::expect_values(out[2], {0, 0});  // a zero gradient stays exactly zero (no NaN)
 }
 
 TEST_P(OptimizerTrajectory, GlobalClipnormScalesAllGradientsTogether) {
-  auto out = one_step_from_zero({.learning_rate = 1.0, .global_clipnorm = 2.5},
-                                {f32({3}), f32({4})}, GetParam());
+  auto out = one_step_from_zero({.learning_rate = 1.0, .global_clipnorm = 2.5}, {f32({3}), f32({4})}, GetParam());
   // Global norm 5 -> scale 0.5.
   expect_close(out[0], {-1.5}, kF32Tol, "g0");
   expect_close(out[1], {-2.0}, kF32Tol, "g1");
-  auto small = one_step_from_zero({.learning_rate = 1.0, .global_clipnorm = 10.0},
-                                  {f32({3}), f32({4})}, GetParam());
+  auto small = one_step_from_zero({.learning_rate = 1.0, .global_clipnorm = 10.0}, {f32({3}), f32({4})}, GetParam());
   expect_close(small[0], {-3.0}, kF32Tol, "unclipped g0");
   expect_close(small[1], {-4.0}, kF32Tol, "unclipped g1");
 }
 
 TEST_P(OptimizerTrajectory, ClipvalueClipsElementwise) {
-  auto out = one_step_from_zero({.learning_rate = 1.0, .clipvalue = 0.5},
-                                {f32({-2, 0.25, 1})}, GetParam());
+  auto out = one_step_from_zero({.learning_rate = 1.0, .clipvalue = 0.5}, {f32({-2, 0.25, 1})}, GetParam());
   expect_close(out[0], {0.5, -0.25, -0.5}, kF32Tol, "clipped");
 }
 
@@ -717,10 +693,10 @@ TEST_P(OptimizerTrajectory, LossScaleFactorDividesTheGradients) {
   Trajectory traj(sgd, {f32({0.0})}, GetParam());
   traj.step({f32({8.0})});
   expect_close(traj.vars[0], {-2.0}, kF32Tol, "w");
-  const Array scaled = interp::interpret(
-      trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{sgd.scale_loss(a[0])}; },
-            {{{}, DType::kF32}}),
-      {f32_scalar(1.5)})[0];
+  const Array scaled =
+      interp::interpret(trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{sgd.scale_loss(a[0])}; },
+                              {{{}, DType::kF32}}),
+                        {f32_scalar(1.5)})[0];
   expect_close(scaled, {6.0}, 0.0, "scaled loss");
 }
 
@@ -728,8 +704,7 @@ TEST_P(OptimizerTrajectory, EmaAveragesTheVariablesAndOverwritesThemPeriodically
   // Keras (JAX back end): after the update, average = m * average + (1 - m) * w with m = 0 on the
   // first step; with overwrite frequency 3, w := average when (iterations + 1) % 3 == 0.
   const double lr = 0.1, mu = 0.9;
-  SGD sgd({.learning_rate = lr, .use_ema = true, .ema_momentum = mu,
-           .ema_overwrite_frequency = 3});
+  SGD sgd({.learning_rate = lr, .use_ema = true, .ema_momentum = mu, .ema_overwrite_frequency = 3});
   Trajectory traj(sgd, {f32({1.0})}, GetParam());
   double w = 1.0, average = 0.0;
   const std::vector<double> grads = {1.0, -2.0, 0.5, 3.0};
@@ -746,8 +721,7 @@ TEST_P(OptimizerTrajectory, EmaAveragesTheVariablesAndOverwritesThemPeriodically
   std::vector<Array> final_vars = sgd.finalize_variable_values(traj.state, traj.vars);
   expect_close(final_vars[0], {average}, kF32Tol, "finalized");
   // Without EMA finalize returns the variables themselves.
-  std::vector<Array> plain = SGD().finalize_variable_values(SGD().build({{{1}, DType::kF32}}),
-                                                            traj.vars);
+  std::vector<Array> plain = SGD().finalize_variable_values(SGD().build({{{1}, DType::kF32}}), traj.vars);
   EXPECT_TRUE(plain[0].bitwise_equal(traj.vars[0]));
 }
 
@@ -761,8 +735,7 @@ TEST(Optimizer, MissingGradientLeavesTheVariableAndItsSlotsUnchanged) {
     vars.insert(vars.end(), st.begin(), st.end());
     return vars;
   };
-  std::vector<Array> args = {state[0], state[1], state[2], state[3], f32({1.0}), f32({3.0}),
-                             f32({4.0})};
+  std::vector<Array> args = {state[0], state[1], state[2], state[3], f32({1.0}), f32({3.0}), f32({4.0})};
   std::vector<Array> out = interp::interpret(trace(fn, types_of(args)), args);
   // Variable 0: decayed (1 - 1 * 0.1 * 0.5), gradient 4 clipped to 1 on its own, m = -0.5.
   expect_close(out[0], {1.0 - 0.05 - 0.5}, kF32Tol, "w0");
@@ -772,8 +745,8 @@ TEST(Optimizer, MissingGradientLeavesTheVariableAndItsSlotsUnchanged) {
   EXPECT_EQ(out[2].to_vector<int64_t>(), std::vector<int64_t>{1});
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, OptimizerTrajectory,
-                         ::testing::Values(Engine::kInterpreter, Engine::kJit), engine_name);
+INSTANTIATE_TEST_SUITE_P(Engines, OptimizerTrajectory, ::testing::Values(Engine::kInterpreter, Engine::kJit),
+                         engine_name);
 
 // ---- get() ---------------------------------------------------------------------------------------
 
@@ -820,59 +793,50 @@ TEST(Optimizers, GetByKerasName) {
 
 TEST(OptimizerErrors, InvalidOptionsNameTheOptionAndValue) {
   using E = ErrorCode;
-  expect_error([] { SGD({.learning_rate = -0.1}); }, E::kInvalidArgument,
-               {"SGD", "learning_rate", "-0.1"});
-  expect_error([] { Adam({.learning_rate = std::nan("")}); }, E::kInvalidArgument,
-               {"Adam", "learning_rate", "nan"});
+  expect_error([] { SGD({.learning_rate = -0.1}); }, E::kInvalidArgument, {"SGD", "learning_rate", "-0.1"});
+  expect_error([] { Adam({.learning_rate = std::nan("")}); }, E::kInvalidArgument, {"Adam", "learning_rate", "nan"});
   expect_error([] { SGD({.momentum = 1.5}); }, E::kInvalidArgument, {"momentum", "1.5", "[0, 1]"});
   expect_error([] { SGD({.momentum = -0.1}); }, E::kInvalidArgument, {"momentum", "-0.1"});
   expect_error([] { Adam({.beta_1 = 1.0}); }, E::kInvalidArgument, {"beta_1", "1", "[0, 1)"});
   expect_error([] { Adam({.beta_2 = -0.5}); }, E::kInvalidArgument, {"beta_2", "-0.5"});
   expect_error([] { Adam({.epsilon = 0.0}); }, E::kInvalidArgument, {"epsilon", "0", "> 0"});
   expect_error([] { Adam({.epsilon = -1e-7}); }, E::kInvalidArgument, {"epsilon", "-1e-07"});
-  expect_error([] { SGD({.weight_decay = -0.01}); }, E::kInvalidArgument,
-               {"weight_decay", "-0.01"});
+  expect_error([] { SGD({.weight_decay = -0.01}); }, E::kInvalidArgument, {"weight_decay", "-0.01"});
   expect_error([] { SGD({.clipnorm = 0.0}); }, E::kInvalidArgument, {"clipnorm", "0", "> 0"});
   expect_error([] { Adam({.clipvalue = -1.0}); }, E::kInvalidArgument, {"clipvalue", "-1"});
   expect_error([] { SGD({.clipnorm = 1.0, .global_clipnorm = 2.0}); }, E::kInvalidArgument,
                {"only one of", "clipnorm = 1", "global_clipnorm = 2"});
-  expect_error([] { SGD({.use_ema = true, .ema_momentum = 1.5}); }, E::kInvalidArgument,
-               {"ema_momentum", "1.5"});
+  expect_error([] { SGD({.use_ema = true, .ema_momentum = 1.5}); }, E::kInvalidArgument, {"ema_momentum", "1.5"});
   expect_error([] { SGD({.use_ema = true, .ema_overwrite_frequency = 0}); }, E::kInvalidArgument,
                {"ema_overwrite_frequency", "0"});
-  expect_error([] { Adam({.loss_scale_factor = 0.0}); }, E::kInvalidArgument,
-               {"loss_scale_factor", "0"});
+  expect_error([] { Adam({.loss_scale_factor = 0.0}); }, E::kInvalidArgument, {"loss_scale_factor", "0"});
   expect_error([] { SGD({.learning_rate = optimizers::ScheduleFn()}); }, E::kInvalidArgument,
                {"learning_rate", "empty schedule"});
-  expect_error(
-      [] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 0, .decay_rate = 0.9}); },
-      E::kInvalidArgument, {"decay_steps", "0", "> 0"});
-  expect_error(
-      [] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .decay_rate = -2}); },
-      E::kInvalidArgument, {"decay_rate", "-2"});
+  expect_error([] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 0, .decay_rate = 0.9}); },
+               E::kInvalidArgument, {"decay_steps", "0", "> 0"});
+  expect_error([] { ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .decay_rate = -2}); },
+               E::kInvalidArgument, {"decay_rate", "-2"});
   expect_error([] { RMSprop({.rho = 1.5}); }, E::kInvalidArgument, {"RMSprop", "rho", "1.5"});
   expect_error([] { RMSprop({.momentum = -0.5}); }, E::kInvalidArgument, {"momentum", "-0.5"});
   expect_error([] { RMSprop({.epsilon = 0.0}); }, E::kInvalidArgument, {"RMSprop", "epsilon"});
   expect_error([] { RMSprop({.clipnorm = -1.0}); }, E::kInvalidArgument, {"RMSprop", "clipnorm"});
   expect_error([] { Adagrad({.initial_accumulator_value = -0.1}); }, E::kInvalidArgument,
                {"Adagrad", "initial_accumulator_value", "-0.1"});
-  expect_error([] { Adagrad({.epsilon = std::nan("")}); }, E::kInvalidArgument,
-               {"Adagrad", "epsilon", "nan"});
-  expect_error([] { AdamW({.weight_decay = -0.004}); }, E::kInvalidArgument,
-               {"AdamW", "weight_decay", "-0.004"});
+  expect_error([] { Adagrad({.epsilon = std::nan("")}); }, E::kInvalidArgument, {"Adagrad", "epsilon", "nan"});
+  expect_error([] { AdamW({.weight_decay = -0.004}); }, E::kInvalidArgument, {"AdamW", "weight_decay", "-0.004"});
   expect_error([] { AdamW({.beta_1 = 1.0}); }, E::kInvalidArgument, {"AdamW", "beta_1"});
-  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 10}, .values = {1.0, 0.5}}); },
-               E::kInvalidArgument, {"PiecewiseConstantDecay", "2 boundaries", "2 values"});
-  expect_error([] { PiecewiseConstantDecay({.boundaries = {}, .values = {1.0}}); },
-               E::kInvalidArgument, {"0 boundaries", "at least one boundary"});
-  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 5}, .values = {1, 0.5, 0.1}}); },
-               E::kInvalidArgument, {"increase strictly", "boundaries[1] = 5"});
-  expect_error([] { PiecewiseConstantDecay({.boundaries = {5}, .values = {1, -0.5}}); },
-               E::kInvalidArgument, {"values[1]", "-0.5"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 10}, .values = {1.0, 0.5}}); }, E::kInvalidArgument,
+               {"PiecewiseConstantDecay", "2 boundaries", "2 values"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {}, .values = {1.0}}); }, E::kInvalidArgument,
+               {"0 boundaries", "at least one boundary"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5, 5}, .values = {1, 0.5, 0.1}}); }, E::kInvalidArgument,
+               {"increase strictly", "boundaries[1] = 5"});
+  expect_error([] { PiecewiseConstantDecay({.boundaries = {5}, .values = {1, -0.5}}); }, E::kInvalidArgument,
+               {"values[1]", "-0.5"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 0}); }, E::kInvalidArgument,
                {"CosineDecay", "decay_steps", "0", "> 0"});
-  expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .alpha = 1.5}); },
-               E::kInvalidArgument, {"alpha", "1.5", "[0, 1]"});
+  expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .alpha = 1.5}); }, E::kInvalidArgument,
+               {"alpha", "1.5", "[0, 1]"});
   expect_error([] { CosineDecay({.initial_learning_rate = -1, .decay_steps = 5}); }, E::kInvalidArgument,
                {"initial_learning_rate", "-1"});
   expect_error([] { CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 5, .warmup_steps = -3}); },
@@ -890,8 +854,7 @@ TEST(OptimizerErrors, BadApplyArguments) {
   std::vector<ir::TensorType> t = state_types;
   t.push_back(v);
   t.push_back({{3}, DType::kF32});
-  expect_error([&] { apply_traced(t, 4, 1); }, ErrorCode::kShapeMismatch,
-               {"gradient 0", "f32[3]", "f32[2]"});
+  expect_error([&] { apply_traced(t, 4, 1); }, ErrorCode::kShapeMismatch, {"gradient 0", "f32[3]", "f32[2]"});
   // Optimizer state for other variables.
   t = {{{}, DType::kI64}, {{}, DType::kF32}, {{5}, DType::kF32}, {{5}, DType::kF32}, v, v};
   expect_error([&] { apply_traced(t, 4, 1); }, ErrorCode::kShapeMismatch,
@@ -902,13 +865,11 @@ TEST(OptimizerErrors, BadApplyArguments) {
                {"optimizer variable 0", "i32[]", "expected i64[]"});
   // Wrong number of optimizer variables.
   t = {{{}, DType::kI64}, {{}, DType::kF32}, v, v, v};
-  expect_error([&] { apply_traced(t, 3, 1); }, ErrorCode::kInvalidArgument,
-               {"got 3 optimizer variables, expected 4"});
+  expect_error([&] { apply_traced(t, 3, 1); }, ErrorCode::kInvalidArgument, {"got 3 optimizer variables, expected 4"});
   // An integer variable.
-  t = {{{}, DType::kI64}, {{}, DType::kF32}, {{2}, DType::kI32}, {{2}, DType::kI32},
-       {{2}, DType::kI32}, {{2}, DType::kI32}};
-  expect_error([&] { apply_traced(t, 4, 1); }, ErrorCode::kDTypeMismatch,
-               {"variable 0", "i32[2]", "floating-point"});
+  t = {{{}, DType::kI64},  {{}, DType::kF32},  {{2}, DType::kI32},
+       {{2}, DType::kI32}, {{2}, DType::kI32}, {{2}, DType::kI32}};
+  expect_error([&] { apply_traced(t, 4, 1); }, ErrorCode::kDTypeMismatch, {"variable 0", "i32[2]", "floating-point"});
   // Gradient count.
   expect_error(
       [&] {
@@ -929,35 +890,27 @@ TEST(OptimizerErrors, BadApplyArguments) {
             {{{}, DType::kI64}, {{}, DType::kF32}, v, v, v});
       },
       ErrorCode::kInvalidArgument, {"no gradients"});
-  expect_error([&] { adam.build({{{2}, DType::kI32}}); }, ErrorCode::kDTypeMismatch,
-               {"variable 0", "i32[2]"});
+  expect_error([&] { adam.build({{{2}, DType::kI32}}); }, ErrorCode::kDTypeMismatch, {"variable 0", "i32[2]"});
 }
 
 TEST(OptimizerErrors, ScheduleMisuse) {
-  SGD scheduled({.learning_rate = ExponentialDecay(
-                     {.initial_learning_rate = 0.1, .decay_steps = 2, .decay_rate = 0.5})});
+  SGD scheduled(
+      {.learning_rate = ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 2, .decay_rate = 0.5})});
   std::vector<Array> state = scheduled.build({{{1}, DType::kF32}});
   expect_error([&] { scheduled.with_learning_rate(state, 0.5); }, ErrorCode::kFailedPrecondition,
                {"schedule", "not settable"});
   SGD plain;
   std::vector<Array> plain_state = plain.build({{{1}, DType::kF32}});
-  expect_error([&] { plain.with_learning_rate(plain_state, -1.0); },
-               ErrorCode::kInvalidArgument, {"learning_rate", "-1"});
-  expect_error([&] { Optimizer::iterations({}); }, ErrorCode::kInvalidArgument,
-               {"iteration count"});
+  expect_error([&] { plain.with_learning_rate(plain_state, -1.0); }, ErrorCode::kInvalidArgument,
+               {"learning_rate", "-1"});
+  expect_error([&] { Optimizer::iterations({}); }, ErrorCode::kInvalidArgument, {"iteration count"});
   // A schedule that returns a vector (or an integer) is rejected when the step is traced.
-  SGD vector_rate({.learning_rate = [](const Tensor& it) {
-    return broadcast_to(convert(it, DType::kF32), {2});
-  }});
+  SGD vector_rate({.learning_rate = [](const Tensor& it) { return broadcast_to(convert(it, DType::kF32), {2}); }});
   SGD int_rate({.learning_rate = [](const Tensor& it) { return it; }});
   for (const SGD* opt : {&vector_rate, &int_rate}) {
-    expect_error(
-        [&] {
-          trace(apply_fn(*opt, 1, 1),
-                {{{}, DType::kI64}, {{1}, DType::kF32}, {{1}, DType::kF32}});
-        },
-        opt == &vector_rate ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
-        {"learning-rate schedule returned"});
+    expect_error([&] { trace(apply_fn(*opt, 1, 1), {{{}, DType::kI64}, {{1}, DType::kF32}, {{1}, DType::kF32}}); },
+                 opt == &vector_rate ? ErrorCode::kShapeMismatch : ErrorCode::kDTypeMismatch,
+                 {"learning-rate schedule returned"});
   }
 }
 

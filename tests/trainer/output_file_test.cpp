@@ -30,7 +30,7 @@ TEST(OutputFile, FollowsLinksAndWritesSpecialFilesInPlace) {
   fs::create_symlink("real/target.csv", dir / "link.csv");
   write_output_file((dir / "link.csv").string(), "a,b\r\n", "test");
   EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir / "link.csv")));  // still a link
-  EXPECT_EQ(read(dir / "real" / "target.csv"), "a,b\r\n");           // its target written
+  EXPECT_EQ(read(dir / "real" / "target.csv"), "a,b\r\n");            // its target written
   EXPECT_EQ(resolve_output((dir / "link.csv").string()).path, dir / "real/target.csv");
 
   ASSERT_TRUE(fs::is_character_file("/dev/null"));
@@ -46,10 +46,11 @@ TEST(OutputFile, FollowsLinksAndWritesSpecialFilesInPlace) {
   }
   EXPECT_EQ(read(dir / "kept.txt"), "old");
   int64_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string().rfind(".kept", 0) == 0 ? 1 : 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    entries += e.path().filename().string().rfind(".kept", 0) == 0 ? 1 : 0;
   EXPECT_EQ(entries, 0);
-  testing::expect_error([&] { write_output_file((dir / "missing" / "x.txt").string(), "x", "test"); }, ErrorCode::kNotFound,
-                        {"test: writing", "missing/x.txt"});
+  testing::expect_error([&] { write_output_file((dir / "missing" / "x.txt").string(), "x", "test"); },
+                        ErrorCode::kNotFound, {"test: writing", "missing/x.txt"});
   fs::remove_all(dir);
 }
 

@@ -13,10 +13,10 @@ namespace ingot::testing {
 /// restore the weights, the dropout's seed state, Adam's moments and its iteration count.
 inline std::shared_ptr<Sequential> make_model(std::shared_ptr<optimizers::Optimizer> optimizer = nullptr,
                                               std::shared_ptr<Layer> middle = nullptr, int64_t units = 8) {
-  auto m = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
-      std::make_shared<Dense>(DenseOptions{.units = units, .activation = "relu"}),
-      middle ? middle : std::make_shared<Dropout>(DropoutOptions{.rate = 0.25}),
-      std::make_shared<Dense>(DenseOptions{.units = 3})});
+  auto m = std::make_shared<Sequential>(
+      std::vector<std::shared_ptr<Layer>>{std::make_shared<Dense>(DenseOptions{.units = units, .activation = "relu"}),
+                                          middle ? middle : std::make_shared<Dropout>(DropoutOptions{.rate = 0.25}),
+                                          std::make_shared<Dense>(DenseOptions{.units = 3})});
   if (!optimizer) {
     optimizer = std::make_shared<optimizers::Adam>(optimizers::AdamOptions{
         .learning_rate = optimizers::schedules::CosineDecay({.initial_learning_rate = 0.01, .decay_steps = 40})});

@@ -32,8 +32,8 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / (std::string("ingot_safetensors_test_") + info->name() +
-                                        "_" + std::to_string(::getpid()));
+    dir_ = fs::temp_directory_path() /
+           (std::string("ingot_safetensors_test_") + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -64,8 +64,7 @@ void write_file(const std::string& path, const std::string& bytes) {
 /// `n` as 8 little-endian bytes.
 std::string le64(uint64_t n) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -112,23 +111,19 @@ Array bit_patterns(DType dtype) {
     case DType::kI64:
       return Array::from_vector<int64_t>({INT64_MIN, INT64_MAX, -1, 0, 1, 1LL << 40}, {2, 3});
     case DType::kU64:
-      return Array::from_vector<uint64_t>({0, UINT64_MAX, 1ULL << 63, 1, 0x0123456789abcdefULL, 9},
-                                          {2, 3});
+      return Array::from_vector<uint64_t>({0, UINT64_MAX, 1ULL << 63, 1, 0x0123456789abcdefULL, 9}, {2, 3});
     case DType::kF16:  // +0, -0, smallest denormal, +inf, NaN with payload, -max
-      return from_bytes(bytes_of<uint16_t>({0x0000, 0x8000, 0x0001, 0x7c00, 0x7e01, 0xfbff}),
-                        {2, 3}, dtype);
+      return from_bytes(bytes_of<uint16_t>({0x0000, 0x8000, 0x0001, 0x7c00, 0x7e01, 0xfbff}), {2, 3}, dtype);
     case DType::kBF16:  // 1, -inf, NaN with payload, smallest denormal, -0, 3.140625
-      return from_bytes(bytes_of<uint16_t>({0x3f80, 0xff80, 0x7fc1, 0x0001, 0x8000, 0x4049}),
-                        {2, 3}, dtype);
+      return from_bytes(bytes_of<uint16_t>({0x3f80, 0xff80, 0x7fc1, 0x0001, 0x8000, 0x4049}), {2, 3}, dtype);
     case DType::kF32:  // 1.5, -0, signalling NaN, -inf, smallest denormal, max
-      return from_bytes(bytes_of<uint32_t>({0x3fc00000u, 0x80000000u, 0x7fa00001u, 0xff800000u,
-                                            0x00000001u, 0x7f7fffffu}),
-                        {2, 3}, dtype);
-    case DType::kF64:
       return from_bytes(
-          bytes_of<uint64_t>({0x3ff8000000000000ULL, 0x8000000000000000ULL, 0x7ff4000000000001ULL,
-                              0xfff0000000000000ULL, 0x0000000000000001ULL, 0x7fefffffffffffffULL}),
-          {2, 3}, dtype);
+          bytes_of<uint32_t>({0x3fc00000u, 0x80000000u, 0x7fa00001u, 0xff800000u, 0x00000001u, 0x7f7fffffu}), {2, 3},
+          dtype);
+    case DType::kF64:
+      return from_bytes(bytes_of<uint64_t>({0x3ff8000000000000ULL, 0x8000000000000000ULL, 0x7ff4000000000001ULL,
+                                            0xfff0000000000000ULL, 0x0000000000000001ULL, 0x7fefffffffffffffULL}),
+                        {2, 3}, dtype);
   }
   return {};
 }
@@ -154,17 +149,15 @@ TEST(SafetensorsDTypes, NamesMapBothWays) {
 
 TEST_F(SafetensorsTest, EveryDTypeRoundTripsBitExactly) {
   std::vector<std::pair<std::string, Array>> tensors;
-  for (DType d : kAllDTypes)
-    tensors.emplace_back("t_" + std::string(dtype_name(d)), bit_patterns(d));
+  for (DType d : kAllDTypes) tensors.emplace_back("t_" + std::string(dtype_name(d)), bit_patterns(d));
   save_safetensors(path("all.safetensors"), tensors);
   const SafetensorsFile f = load_safetensors(path("all.safetensors"));
 
   EXPECT_EQ(f.path, path("all.safetensors"));
   EXPECT_TRUE(f.metadata.empty());
   // The reference's order: descending dtype alignment, then name.
-  EXPECT_EQ(f.names(),
-            (std::vector<std::string>{"t_u64", "t_i64", "t_f64", "t_f32", "t_u32", "t_i32",
-                                      "t_bf16", "t_f16", "t_i8", "t_u8", "t_bool"}));
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"t_u64", "t_i64", "t_f64", "t_f32", "t_u32", "t_i32", "t_bf16",
+                                                 "t_f16", "t_i8", "t_u8", "t_bool"}));
   for (const auto& [name, original] : tensors) {
     const Array& loaded = f.at(name);
     EXPECT_EQ(loaded.dtype(), original.dtype()) << name;
@@ -189,10 +182,8 @@ TEST_F(SafetensorsTest, EveryDTypeRoundTripsBitExactly) {
 
 TEST_F(SafetensorsTest, ScalarsAndEmptyTensorsRoundTrip) {
   const std::vector<std::pair<std::string, Array>> tensors = {
-      {"scalar", Array::scalar(2.5, DType::kF32)},
-      {"empty", Array::zeros({0}, DType::kF32)},
-      {"empty3d", Array::zeros({3, 0, 2}, DType::kI64)},
-      {"iscalar", Array::scalar(-7, DType::kI32)},
+      {"scalar", Array::scalar(2.5, DType::kF32)},       {"empty", Array::zeros({0}, DType::kF32)},
+      {"empty3d", Array::zeros({3, 0, 2}, DType::kI64)}, {"iscalar", Array::scalar(-7, DType::kI32)},
       {"bscalar", Array::scalar(1, DType::kBool)},
   };
   save_safetensors(path("s.safetensors"), tensors);
@@ -220,11 +211,10 @@ TEST_F(SafetensorsTest, ScalarsAndEmptyTensorsRoundTrip) {
 }
 
 TEST_F(SafetensorsTest, MetadataRoundTripsWithEscapesAndUnicode) {
-  const std::map<std::string, std::string> metadata = {
-      {"format", "pt"},
-      {"quote \"and\" backslash \\", "line\nbreak\ttab"},
-      {"unicode", "gr\xc3\xbc\xc3\x9f \xe2\x82\xac"},
-      {"empty", ""}};
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {"quote \"and\" backslash \\", "line\nbreak\ttab"},
+                                                       {"unicode", "gr\xc3\xbc\xc3\x9f \xe2\x82\xac"},
+                                                       {"empty", ""}};
   save_safetensors(path("m.safetensors"), {{"w", Array::scalar(1, DType::kF32)}}, metadata);
   const SafetensorsFile f = load_safetensors(path("m.safetensors"));
   EXPECT_EQ(f.metadata, metadata);
@@ -255,8 +245,7 @@ TEST_F(SafetensorsTest, ShardedArraysAreGatheredOnSave) {
   Runtime rt{RuntimeOptions{.num_cpu_devices = 2}};
   const Mesh mesh({{"batch", 2}}, rt.devices());
   const std::vector<int32_t> v = {1, 2, 3, 4, 5, 6, 7, 8};
-  const Array sharded = device_put(Array::from_vector<int32_t>(v, {4, 2}),
-                                   NamedSharding(mesh, PartitionSpec{"batch"}));
+  const Array sharded = device_put(Array::from_vector<int32_t>(v, {4, 2}), NamedSharding(mesh, PartitionSpec{"batch"}));
   ASSERT_EQ(sharded.num_shards(), 2);
   save_safetensors(path("sh.safetensors"), {{"x", sharded}});
   const SafetensorsFile f = load_safetensors(path("sh.safetensors"));
@@ -267,8 +256,7 @@ TEST_F(SafetensorsTest, ShardedArraysAreGatheredOnSave) {
 // --- byte-exact layout ---------------------------------------------------------------------
 
 TEST_F(SafetensorsTest, OneTensorFileIsByteExact) {
-  save_safetensors(path("one.safetensors"),
-                   {{"attn.0", Array::from_vector<float>({0, 1, 2, 3, 4, 5}, {1, 2, 3})}});
+  save_safetensors(path("one.safetensors"), {{"attn.0", Array::from_vector<float>({0, 1, 2, 3, 4, 5}, {1, 2, 3})}});
   // 64 bytes of header (already a multiple of 8: no padding), then 6 f32 little-endian.
   const std::string header = R"({"attn.0":{"dtype":"F32","shape":[1,2,3],"data_offsets":[0,24]}})";
   ASSERT_EQ(header.size(), 64u);
@@ -317,16 +305,14 @@ TEST_F(SafetensorsTest, ReadsFilesFromOtherWritersInOffsetOrder) {
       "extra": [1]},
     "first" : {"data_offsets": [0, 4], "dtype": "F32", "shape": []},
     "__metadata__": {"k": "v"} })";
-  write_file(path("o.safetensors"),
-             file_bytes(header, bytes_of<float>({0.25f}) + bytes_of<int32_t>({-3, 9})));
+  write_file(path("o.safetensors"), file_bytes(header, bytes_of<float>({0.25f}) + bytes_of<int32_t>({-3, 9})));
   const SafetensorsFile f = load_safetensors(path("o.safetensors"));
   EXPECT_EQ(f.names(), (std::vector<std::string>{"first", "second"}));
   EXPECT_EQ(f.at("first").to_vector<float>(), std::vector<float>{0.25f});
   EXPECT_EQ(f.at("second").to_vector<int32_t>(), (std::vector<int32_t>{-3, 9}));
   EXPECT_EQ(f.metadata, (std::map<std::string, std::string>{{"k", "v"}}));
   EXPECT_EQ(f.find("third"), nullptr);
-  expect_error([&] { f.at("third"); }, ErrorCode::kNotFound,
-               {"'third'", path("o.safetensors"), "'first', 'second'"});
+  expect_error([&] { f.at("third"); }, ErrorCode::kNotFound, {"'third'", path("o.safetensors"), "'first', 'second'"});
 }
 
 // --- save errors ---------------------------------------------------------------------------
@@ -334,41 +320,19 @@ TEST_F(SafetensorsTest, ReadsFilesFromOtherWritersInOffsetOrder) {
 TEST_F(SafetensorsTest, BadNamesAndArraysAreClearErrorsAndWriteNothing) {
   const Array x = Array::scalar(1, DType::kF32);
   const std::string p = path("bad.safetensors");
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"w", x}, {"b", x}, {"w", x}});
-      },
-      ErrorCode::kInvalidArgument, {"'w' is used twice"});
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"", x}});
-      },
-      ErrorCode::kInvalidArgument, {"name is empty"});
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"__metadata__", x}});
-      },
-      ErrorCode::kInvalidArgument, {"'__metadata__' is reserved"});
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"w", Array()}});
-      },
-      ErrorCode::kFailedPrecondition, {"tensor 'w'", "invalid array"});
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"bad\xff", x}});
-      },
-      ErrorCode::kInvalidArgument, {"tensor name 'bad\\xff'", "not valid UTF-8"});
-  expect_error(
-      [&] {
-        save_safetensors(p, {{"w", x}}, {{"k", "\xc3"}});
-      },
-      ErrorCode::kInvalidArgument, {"metadata key 'k'", "not valid UTF-8"});
-  expect_error(
-      [&] {
-        save_safetensors(path("no/such/dir/w.safetensors"), {{"w", x}});
-      },
-      ErrorCode::kNotFound, {"no/such/dir"});
+  expect_error([&] { save_safetensors(p, {{"w", x}, {"b", x}, {"w", x}}); }, ErrorCode::kInvalidArgument,
+               {"'w' is used twice"});
+  expect_error([&] { save_safetensors(p, {{"", x}}); }, ErrorCode::kInvalidArgument, {"name is empty"});
+  expect_error([&] { save_safetensors(p, {{"__metadata__", x}}); }, ErrorCode::kInvalidArgument,
+               {"'__metadata__' is reserved"});
+  expect_error([&] { save_safetensors(p, {{"w", Array()}}); }, ErrorCode::kFailedPrecondition,
+               {"tensor 'w'", "invalid array"});
+  expect_error([&] { save_safetensors(p, {{"bad\xff", x}}); }, ErrorCode::kInvalidArgument,
+               {"tensor name 'bad\\xff'", "not valid UTF-8"});
+  expect_error([&] { save_safetensors(p, {{"w", x}}, {{"k", "\xc3"}}); }, ErrorCode::kInvalidArgument,
+               {"metadata key 'k'", "not valid UTF-8"});
+  expect_error([&] { save_safetensors(path("no/such/dir/w.safetensors"), {{"w", x}}); }, ErrorCode::kNotFound,
+               {"no/such/dir"});
   EXPECT_TRUE(listing().empty());
 }
 
@@ -376,11 +340,8 @@ TEST_F(SafetensorsTest, FailedSaveKeepsTheOldFileAndRemovesTheTemporaryFile) {
   // The destination is a directory: the data is written to the temporary file, then the rename
   // fails; nothing may be left behind.
   fs::create_directories(path("target"));
-  expect_error(
-      [&] {
-        save_safetensors(path("target"), {{"w", Array::scalar(3, DType::kF32)}});
-      },
-      ErrorCode::kInvalidArgument, {"renaming", path("target")});
+  expect_error([&] { save_safetensors(path("target"), {{"w", Array::scalar(3, DType::kF32)}}); },
+               ErrorCode::kInvalidArgument, {"renaming", path("target")});
   EXPECT_EQ(listing(), std::vector<std::string>{"target"});
   EXPECT_TRUE(fs::is_empty(path("target")));
 }
@@ -389,8 +350,7 @@ TEST_F(SafetensorsTest, FailedSaveKeepsTheOldFileAndRemovesTheTemporaryFile) {
 
 /// Writes `bytes` to a file and expects load_safetensors to fail with kParseError naming the file
 /// and every needle.
-void expect_corrupt(const std::string& p, const std::string& bytes,
-                    std::vector<std::string> needles) {
+void expect_corrupt(const std::string& p, const std::string& bytes, std::vector<std::string> needles) {
   write_file(p, bytes);
   needles.push_back(p);
   expect_error([&] { load_safetensors(p); }, ErrorCode::kParseError, needles);
@@ -399,8 +359,7 @@ void expect_corrupt(const std::string& p, const std::string& bytes,
 TEST_F(SafetensorsTest, MissingFilesAndDirectoriesAreClearErrors) {
   expect_error([&] { load_safetensors(path("none.safetensors")); }, ErrorCode::kNotFound,
                {"opening", path("none.safetensors"), "No such file"});
-  expect_error([&] { load_safetensors(dir_.string()); }, ErrorCode::kInvalidArgument,
-               {"not a regular file"});
+  expect_error([&] { load_safetensors(dir_.string()); }, ErrorCode::kInvalidArgument, {"not a regular file"});
 }
 
 TEST_F(SafetensorsTest, BadHeaderLengthsAreClearErrors) {
@@ -415,8 +374,7 @@ TEST_F(SafetensorsTest, BadHeaderLengthsAreClearErrors) {
 TEST_F(SafetensorsTest, BadJsonIsAClearError) {
   const std::string p = path("c.safetensors");
   expect_corrupt(p, file_bytes("{\"a\": ", ""), {"not valid JSON"});
-  expect_corrupt(p, file_bytes("{\"a\xff\": 1}", ""),
-                 {"not valid JSON", "ill-formed UTF-8", "\\xff"});
+  expect_corrupt(p, file_bytes("{\"a\xff\": 1}", ""), {"not valid JSON", "ill-formed UTF-8", "\\xff"});
   expect_corrupt(p, file_bytes(std::string("{}\0\0\0\0\0\0", 8), ""), {"not valid JSON"});
   expect_corrupt(p, file_bytes("[1, 2]  ", ""), {"JSON array, not an object"});
   expect_corrupt(p,
@@ -437,24 +395,18 @@ TEST_F(SafetensorsTest, BadEntriesAreClearErrors) {
                  {"tensor 'w'", "\"F8_E4M3\""});
   expect_corrupt(p, one(R"({"dtype": 5, "shape": [1], "data_offsets": [0, 1]})", "a"),
                  {"tensor 'w'", "\"dtype\" is 5"});
-  expect_corrupt(p, one(R"({"dtype": "U8", "data_offsets": [0, 1]})", "a"),
-                 {"tensor 'w' has no \"shape\""});
+  expect_corrupt(p, one(R"({"dtype": "U8", "data_offsets": [0, 1]})", "a"), {"tensor 'w' has no \"shape\""});
   expect_corrupt(p, one("[1]"), {"tensor 'w' is [1], not an object"});
-  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]})"),
-                 {"tensor 'w'", "size -1"});
-  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [1.5], "data_offsets": [0, 0]})"),
-                 {"tensor 'w'", "size 1.5"});
+  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]})"), {"tensor 'w'", "size -1"});
+  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [1.5], "data_offsets": [0, 0]})"), {"tensor 'w'", "size 1.5"});
   expect_corrupt(p, one(R"({"dtype": "U8", "shape": 3, "data_offsets": [0, 3]})", "abc"),
                  {"tensor 'w'", "\"shape\" is 3"});
-  expect_corrupt(
-      p, one(R"({"dtype": "U8", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]})"),
-      {"tensor 'w'", "more than 576460752303423488 elements"});
+  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]})"),
+                 {"tensor 'w'", "more than 576460752303423488 elements"});
   expect_corrupt(p, one(R"({"dtype": "U8", "shape": [1], "data_offsets": [0]})", "a"),
                  {"tensor 'w'", "\"data_offsets\" is [0]"});
-  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]})", "a"),
-                 {"tensor 'w'", "[-1,0]"});
-  expect_corrupt(p, file_bytes(R"({"__metadata__": {"k": 1}})", ""),
-                 {"\"__metadata__\" entry 'k' is 1, not a string"});
+  expect_corrupt(p, one(R"({"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]})", "a"), {"tensor 'w'", "[-1,0]"});
+  expect_corrupt(p, file_bytes(R"({"__metadata__": {"k": 1}})", ""), {"\"__metadata__\" entry 'k' is 1, not a string"});
   expect_corrupt(p, file_bytes(R"({"__metadata__": "x"})", ""), {"\"__metadata__\" is \"x\""});
 }
 
@@ -473,30 +425,26 @@ TEST_F(SafetensorsTest, BadOffsetsAreClearErrors) {
   expect_corrupt(p, file_bytes(R"({"w": )" + f32x2("[0, 8]") + "}", "abcde"),
                  {"tensor 'w'", "past the end of the file", "has 5 bytes"});
   // Overlap.
-  expect_corrupt(p,
-                 file_bytes(R"({"v": )" + f32x2("[0, 8]") + R"(, "w": )" + f32x2("[4, 12]") + "}",
-                            "abcdefghijkl"),
+  expect_corrupt(p, file_bytes(R"({"v": )" + f32x2("[0, 8]") + R"(, "w": )" + f32x2("[4, 12]") + "}", "abcdefghijkl"),
                  {"tensor 'w'", "overlaps tensor 'v', which ends at 8"});
   // Gap between tensors, and before the first one.
-  expect_corrupt(p,
-                 file_bytes(R"({"v": )" + f32x2("[0, 8]") + R"(, "w": )" + f32x2("[12, 20]") + "}",
-                            std::string(20, 'x')),
-                 {"tensor 'w'", "gap of 4 bytes after tensor 'v'"});
+  expect_corrupt(
+      p, file_bytes(R"({"v": )" + f32x2("[0, 8]") + R"(, "w": )" + f32x2("[12, 20]") + "}", std::string(20, 'x')),
+      {"tensor 'w'", "gap of 4 bytes after tensor 'v'"});
   expect_corrupt(p, file_bytes(R"({"w": )" + f32x2("[4, 12]") + "}", std::string(12, 'x')),
                  {"tensor 'w'", "gap of 4 bytes after the start of the data section"});
   // Trailing bytes after the last tensor.
   expect_corrupt(p, file_bytes(R"({"w": )" + f32x2("[0, 8]") + "}", std::string(11, 'x')),
                  {"11 bytes", "cover only 8", "3 trailing bytes"});
   // A BOOL element other than 0/1.
-  expect_corrupt(p,
-                 file_bytes(R"({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})",
-                            std::string("\x01\x00\x02", 3)),
-                 {"tensor 'm' (BOOL) holds the byte 2 at element 2"});
+  expect_corrupt(
+      p,
+      file_bytes(R"({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}})", std::string("\x01\x00\x02", 3)),
+      {"tensor 'm' (BOOL) holds the byte 2 at element 2"});
 }
 
 TEST_F(SafetensorsTest, EveryTruncationIsAClearError) {
-  save_safetensors(path("full.safetensors"),
-                   {{"w", bit_patterns(DType::kF32)}, {"b", bit_patterns(DType::kI8)}},
+  save_safetensors(path("full.safetensors"), {{"w", bit_patterns(DType::kF32)}, {"b", bit_patterns(DType::kI8)}},
                    {{"epoch", "3"}});
   const std::string bytes = read_file(path("full.safetensors"));
   ASSERT_GT(bytes.size(), 100u);
@@ -515,8 +463,7 @@ TEST_F(SafetensorsTest, EveryTruncationIsAClearError) {
 
 TEST_F(SafetensorsTest, CorruptedBytesNeverCrash) {
   // Every single-byte change of a small file either loads or throws ingot::Error.
-  save_safetensors(path("full.safetensors"),
-                   {{"w", bit_patterns(DType::kBF16)}, {"m", bit_patterns(DType::kBool)}});
+  save_safetensors(path("full.safetensors"), {{"w", bit_patterns(DType::kBF16)}, {"m", bit_patterns(DType::kBool)}});
   const std::string bytes = read_file(path("full.safetensors"));
   const std::string p = path("flip.safetensors");
   int loaded = 0;
@@ -541,10 +488,9 @@ TEST_F(SafetensorsTest, CorruptedBytesNeverCrash) {
 // --- load_into -----------------------------------------------------------------------------
 
 TEST_F(SafetensorsTest, LoadIntoCopiesEveryTarget) {
-  save_safetensors(path("w.safetensors"),
-                   {{"dense/kernel", Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
-                    {"dense/bias", Array::from_vector<float>({7, 8, 9}, {3})},
-                    {"optimizer/iteration", Array::scalar(5, DType::kI64)}});
+  save_safetensors(path("w.safetensors"), {{"dense/kernel", Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})},
+                                           {"dense/bias", Array::from_vector<float>({7, 8, 9}, {3})},
+                                           {"optimizer/iteration", Array::scalar(5, DType::kI64)}});
   const SafetensorsFile f = load_safetensors(path("w.safetensors"));
   Array kernel = Array::zeros({2, 3}, DType::kF32);
   Array bias = Array::zeros({3}, DType::kF32);
@@ -571,10 +517,9 @@ TEST_F(SafetensorsTest, LoadIntoKeepsTheTargetsSharding) {
 }
 
 TEST_F(SafetensorsTest, LoadIntoMismatchChangesNothing) {
-  save_safetensors(path("w.safetensors"),
-                   {{"a", Array::from_vector<float>({1, 2}, {2})},
-                    {"b", Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2})},
-                    {"c", Array::from_vector<int32_t>({1, 2}, {2})}});
+  save_safetensors(path("w.safetensors"), {{"a", Array::from_vector<float>({1, 2}, {2})},
+                                           {"b", Array::from_vector<float>({1, 2, 3, 4, 5, 6}, {3, 2})},
+                                           {"c", Array::from_vector<int32_t>({1, 2}, {2})}});
   const SafetensorsFile f = load_safetensors(path("w.safetensors"));
   const std::string file = path("w.safetensors");
   Array a = Array::full({2}, -1, DType::kF32);
@@ -587,42 +532,22 @@ TEST_F(SafetensorsTest, LoadIntoMismatchChangesNothing) {
     EXPECT_EQ(c.to_vector<float>(), std::vector<float>(2, -1.0f));
   };
   // "a" is fine and comes first: it must still not change when "b" mismatches.
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"b", &b}});
-      },
-      ErrorCode::kShapeMismatch, {"variable 'b'", "shape (2, 3)", "shape (3, 2)", file});
+  expect_error([&] { load_into(f, {{"a", &a}, {"b", &b}}); }, ErrorCode::kShapeMismatch,
+               {"variable 'b'", "shape (2, 3)", "shape (3, 2)", file});
   unchanged();
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"c", &c}});
-      },
-      ErrorCode::kDTypeMismatch, {"variable 'c'", "dtype f32", "dtype i32", file});
+  expect_error([&] { load_into(f, {{"a", &a}, {"c", &c}}); }, ErrorCode::kDTypeMismatch,
+               {"variable 'c'", "dtype f32", "dtype i32", file});
   unchanged();
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"d", &d}});
-      },
-      ErrorCode::kNotFound, {"variable 'd'", file, "'a', 'b', 'c'"});
+  expect_error([&] { load_into(f, {{"a", &a}, {"d", &d}}); }, ErrorCode::kNotFound,
+               {"variable 'd'", file, "'a', 'b', 'c'"});
   unchanged();
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"a", &a}});
-      },
-      ErrorCode::kInvalidArgument, {"'a' is given twice"});
+  expect_error([&] { load_into(f, {{"a", &a}, {"a", &a}}); }, ErrorCode::kInvalidArgument, {"'a' is given twice"});
   unchanged();
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"b", nullptr}});
-      },
-      ErrorCode::kInvalidArgument, {"'b'", "null"});
+  expect_error([&] { load_into(f, {{"a", &a}, {"b", nullptr}}); }, ErrorCode::kInvalidArgument, {"'b'", "null"});
   unchanged();
   Array invalid;
-  expect_error(
-      [&] {
-        load_into(f, {{"a", &a}, {"b", &invalid}});
-      },
-      ErrorCode::kFailedPrecondition, {"variable 'b'", "invalid"});
+  expect_error([&] { load_into(f, {{"a", &a}, {"b", &invalid}}); }, ErrorCode::kFailedPrecondition,
+               {"variable 'b'", "invalid"});
   unchanged();
   EXPECT_FALSE(invalid.valid());
 }

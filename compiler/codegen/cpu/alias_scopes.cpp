@@ -57,8 +57,7 @@ std::optional<unsigned> pointer_argument(mlir::Value v, mlir::LLVM::LLVMFuncOp f
 /// the pointers through memory and so lose the argument attribute; LLVM's loop vectoriser then
 /// needs no run-time overlap checks and no scalar copy of each loop. Accesses that already have
 /// scopes, or whose pointers come from elsewhere, are left as they are (no claim is made).
-class NoAliasScopesPass
-    : public mlir::PassWrapper<NoAliasScopesPass, mlir::OperationPass<mlir::LLVM::LLVMFuncOp>> {
+class NoAliasScopesPass : public mlir::PassWrapper<NoAliasScopesPass, mlir::OperationPass<mlir::LLVM::LLVMFuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(NoAliasScopesPass)
   llvm::StringRef getArgument() const final { return pass_names::kNoaliasScopes; }

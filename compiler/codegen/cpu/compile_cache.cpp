@@ -152,7 +152,7 @@ int64_t mtime_ns(const struct stat& st) {
 struct Listed {
   std::string name;
   int64_t size = 0;
-  int64_t mtime = 0;  // ns since the epoch
+  int64_t mtime = 0;   // ns since the epoch
   bool entry = false;  // else a temporary
 };
 
@@ -230,8 +230,7 @@ bool is_valid_compile_cache_key(std::string_view key) {
 CompileCache::CompileCache(std::string dir, int64_t max_bytes, std::ostream* warnings)
     : dir_(std::move(dir)), max_bytes_(max_bytes), warnings_(warnings != nullptr ? warnings : &std::cerr) {
   if (max_bytes < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("compile cache max_bytes is {}, must be >= 0", max_bytes),
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("compile cache max_bytes is {}, must be >= 0", max_bytes),
                 "pass the size cap of the cache directory in bytes");
   }
   if (dir_.empty()) return;
@@ -284,12 +283,14 @@ CompileCache::CompileCache(std::string dir, int64_t max_bytes, std::ostream* war
     }
     if (errno != EEXIST) {
       warn_once("open", fmt::format("ingot: warning: compile cache '{}' is not writable ({}); using its "
-                                    "entries, storing no new ones", dir_, errno_text(errno)));
+                                    "entries, storing no new ones",
+                                    dir_, errno_text(errno)));
       return;
     }
   }
   warn_once("open", fmt::format("ingot: warning: compile cache '{}' is not writable (cannot create a unique "
-                                "temporary file); using its entries, storing no new ones", dir_));
+                                "temporary file); using its entries, storing no new ones",
+                                dir_));
 }
 
 CompileCache::~CompileCache() = default;
@@ -370,9 +371,10 @@ std::optional<std::string> CompileCache::load(const std::string& key) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     std::string line;
     if (other_format) {
-      line = fmt::format("ingot: warning: compile cache entry '{}' is in cache format {}, this build reads {}; "
-                         "recompiling",
-                         path, *other_format, kCompileCacheFormatVersion);
+      line = fmt::format(
+          "ingot: warning: compile cache entry '{}' is in cache format {}, this build reads {}; "
+          "recompiling",
+          path, *other_format, kCompileCacheFormatVersion);
     } else {
       corrupt_.fetch_add(1, std::memory_order_relaxed);
       line = fmt::format("ingot: warning: compile cache entry '{}' is corrupt ({}); recompiling", path, reason);
@@ -460,9 +462,8 @@ int64_t CompileCache::evict() {
   if (total <= max_bytes_) return 0;
 
   const int64_t target = max_bytes_ / 10 * 9 + max_bytes_ % 10 * 9 / 10;  // floor(0.9 * max), no overflow
-  std::sort(entries.begin(), entries.end(), [](const Listed& a, const Listed& b) {
-    return a.mtime != b.mtime ? a.mtime < b.mtime : a.name < b.name;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const Listed& a, const Listed& b) { return a.mtime != b.mtime ? a.mtime < b.mtime : a.name < b.name; });
   int64_t freed = 0;
   for (const Listed& e : entries) {
     if (total <= target) break;
@@ -521,11 +522,24 @@ int64_t compile_cache_size_option(const std::string& value) {
   if (digits < value.size()) {
     if (digits + 1 != value.size()) throw bad("unknown unit");
     switch (value[digits]) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 't': case 'T': shift = 40; break;
-      default: throw bad("unknown unit");
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      case 't':
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        throw bad("unknown unit");
     }
   }
   uint64_t n = 0;

@@ -50,10 +50,9 @@ namespace ingot::codegen {
 
 int resolve_threads(int num_threads) {
   if (num_threads < 0 || num_threads > kMaxThreads) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("CpuCompileOptions::num_threads is {}", num_threads),
-                fmt::format("use 0 for all hardware threads, 1 for serial loops, or a thread count up to {}",
-                            kMaxThreads));
+    throw Error(
+        ErrorCode::kInvalidArgument, fmt::format("CpuCompileOptions::num_threads is {}", num_threads),
+        fmt::format("use 0 for all hardware threads, 1 for serial loops, or a thread count up to {}", kMaxThreads));
   }
   if (num_threads > 0) return num_threads;
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -173,8 +172,8 @@ void check_all_llvm(mlir::ModuleOp module, const std::string& dump_dir) {
 /// entry. A linalg operation without loops (on rank-0 buffers) is a few scalar instructions, not a
 /// nest: the counts after `outline` and after `openmp` (where it is scalar code) then agree.
 bool is_loop_nest(mlir::Operation& op, llvm::StringRef name, llvm::StringRef dialect) {
-  static constexpr std::array<llvm::StringRef, 7> kLoops = {"scf.for",    "scf.parallel",    "scf.forall", "scf.while",
-                                                           "affine.for", "affine.parallel", "omp.parallel"};
+  static constexpr std::array<llvm::StringRef, 7> kLoops = {"scf.for",    "scf.parallel",    "scf.forall",  "scf.while",
+                                                            "affine.for", "affine.parallel", "omp.parallel"};
   if (std::find(kLoops.begin(), kLoops.end(), name) != kLoops.end()) return true;
   if (dialect != "linalg" || name == "linalg.yield" || name == "linalg.index") return false;
   auto linalg = mlir::dyn_cast<mlir::linalg::LinalgOp>(op);
@@ -266,9 +265,9 @@ void check_result_arguments(const std::vector<int64_t>& pairs, const std::vector
 /// function `entry` after the last stage that leaves it a func.func (count_kernels), and
 /// `pairs` the entry's result_arguments as the last stage that had them left them.
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(mlir::MLIRContext& ctx, const std::string& text,
-                                                const std::vector<PipelineStage>& stages,
-                                                const std::string& dump_dir, bool verify_each_pass,
-                                                const std::string& entry = "", CpuKernelStats* stats = nullptr,
+                                                const std::vector<PipelineStage>& stages, const std::string& dump_dir,
+                                                bool verify_each_pass, const std::string& entry = "",
+                                                CpuKernelStats* stats = nullptr,
                                                 std::vector<int64_t>* pairs = nullptr) {
   return detail::parse_and_run(ctx, text, stages, dump_dir, kDumpHint, verify_each_pass,
                                [&](const std::string& stage, mlir::ModuleOp module) {
@@ -295,12 +294,10 @@ std::vector<int64_t> descriptor(const Array& a) {
   return d;
 }
 
-void check_types(const char* what, std::span<const Array> arrays,
-                 const std::vector<std::pair<Shape, DType>>& types) {
+void check_types(const char* what, std::span<const Array> arrays, const std::vector<std::pair<Shape, DType>>& types) {
   if (arrays.size() != types.size()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("CpuKernel::run: {} {} given, the kernel takes {}", arrays.size(), what,
-                            types.size()));
+                fmt::format("CpuKernel::run: {} {} given, the kernel takes {}", arrays.size(), what, types.size()));
   }
   for (size_t i = 0; i < arrays.size(); ++i) {
     if (arrays[i].dtype() != types[i].second) {
@@ -311,8 +308,7 @@ void check_types(const char* what, std::span<const Array> arrays,
     if (arrays[i].shape() != types[i].first) {
       throw Error(ErrorCode::kShapeMismatch,
                   fmt::format("CpuKernel::run: {} {} has shape {}, the kernel takes {}", what, i,
-                              shape_to_string(arrays[i].shape()),
-                              shape_to_string(types[i].first)));
+                              shape_to_string(arrays[i].shape()), shape_to_string(types[i].first)));
     }
   }
 }
@@ -323,8 +319,13 @@ class JitKernel final : public CpuKernel {
   JitKernel(std::unique_ptr<detail::LinkedObjects> code, void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
             std::vector<std::pair<Shape, DType>> out, std::vector<int64_t> pairs, CpuKernelStats stats,
             CpuCompileReport report)
-      : code_(std::move(code)), fn_(fn), in_(std::move(in)), out_(std::move(out)), pairs_(std::move(pairs)),
-        stats_(stats), report_(report) {}
+      : code_(std::move(code)),
+        fn_(fn),
+        in_(std::move(in)),
+        out_(std::move(out)),
+        pairs_(std::move(pairs)),
+        stats_(stats),
+        report_(report) {}
 
   void run(std::span<const Array> inputs, std::span<Array> outputs) const override {
     check_types("input", inputs, in_);
@@ -379,7 +380,7 @@ std::vector<std::pair<std::string, void*>> library_symbols() { return kernels::c
 
 /// The objects of a cached step (manifest under `key`), or nullopt when any is missing or corrupt.
 std::optional<std::pair<detail::StepManifest, std::vector<std::string>>> load_cached_step(CompileCache& cache,
-                                                                                        const std::string& key) {
+                                                                                          const std::string& key) {
   std::optional<std::string> text = cache.load(key);
   if (!text) return std::nullopt;
   std::optional<detail::StepManifest> manifest = detail::StepManifest::parse(*text);
@@ -399,8 +400,8 @@ std::optional<std::pair<detail::StepManifest, std::vector<std::string>>> load_ca
 /// in those the cache holds (counted in report.cache_hits); returns the indices of the others.
 std::vector<size_t> load_cached_objects(const std::vector<std::pair<bool, std::string_view>>& parts,
                                         std::string_view lowering, const detail::CacheContext& context,
-                                        CompileCache& cache, detail::StepManifest& manifest,
-                                        CpuCompileReport& report, std::vector<std::string>& objects) {
+                                        CompileCache& cache, detail::StepManifest& manifest, CpuCompileReport& report,
+                                        std::vector<std::string>& objects) {
   objects.assign(parts.size(), std::string());
   std::vector<size_t> missing;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -419,8 +420,8 @@ std::vector<size_t> load_cached_objects(const std::vector<std::pair<bool, std::s
 /// compiled (in parallel) and stored. Fills `manifest`'s object keys and `report`'s LLVM figures.
 std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::string& entry,
                                           const CpuCompileOptions& options, const detail::CacheContext& context,
-                                          CompileCache& cache, detail::StepManifest& manifest,
-                                          CpuCompileReport& report, size_t num_stages) {
+                                          CompileCache& cache, detail::StepManifest& manifest, CpuCompileReport& report,
+                                          size_t num_stages) {
   DiagnosticCollector diags(*module.getContext());
   llvm::LLVMContext llvm_ctx;
   std::unique_ptr<llvm::Module> llvm_module = mlir::translateModuleToLLVMIR(module, llvm_ctx);
@@ -440,9 +441,8 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
   const std::vector<size_t> missing_at = load_cached_objects(keyed, "", context, cache, manifest, report, objects);
   std::vector<detail::ModulePart> missing;
   for (size_t i : missing_at) missing.push_back(parts[i]);
-  std::vector<std::string> compiled =
-      detail::compile_objects(missing, {.opt_level = options.opt_level, .threads = options.codegen_threads,
-                                        .progress = options.progress});
+  std::vector<std::string> compiled = detail::compile_objects(
+      missing, {.opt_level = options.opt_level, .threads = options.codegen_threads, .progress = options.progress});
   for (size_t j = 0; j < compiled.size(); ++j) {
     if (cache.writable()) cache.store(manifest.objects[missing_at[j]], compiled[j]);
     objects[missing_at[j]] = std::move(compiled[j]);
@@ -461,9 +461,9 @@ std::vector<std::string> generate_objects(mlir::ModuleOp module, const std::stri
 /// `report`'s cache figures.
 std::vector<std::string> lower_and_compile_parts(const std::vector<detail::MlirPart>& parts,
                                                  const std::vector<PipelineStage>& back, const std::string& entry,
-                                                 const CpuCompileOptions& options,
-                                                 const detail::CacheContext& context, CompileCache& cache,
-                                                 detail::StepManifest& manifest, CpuCompileReport& report) {
+                                                 const CpuCompileOptions& options, const detail::CacheContext& context,
+                                                 CompileCache& cache, detail::StepManifest& manifest,
+                                                 CpuCompileReport& report) {
   std::vector<std::pair<bool, std::string_view>> keyed;
   for (const detail::MlirPart& part : parts) keyed.emplace_back(part.host, part.bytecode);
   std::vector<std::string> objects;
@@ -544,9 +544,8 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
                                        const CpuCompileOptions& options) {
   initialise_mlir_once();
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<PipelineStage> stages = options.pipeline.empty()
-                                                ? default_cpu_pipeline(options.num_threads, options.outline_kernels)
-                                                : options.pipeline;
+  const std::vector<PipelineStage> stages =
+      options.pipeline.empty() ? default_cpu_pipeline(options.num_threads, options.outline_kernels) : options.pipeline;
   const detail::CacheContext context = detail::cache_context(options, stages, entry);
   // A dump was asked for: compile (a cached step would write none).
   CompileCache cache(options.dump_dir.empty() ? options.compile_cache_dir : "", options.compile_cache_max_bytes);
@@ -600,11 +599,14 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     if (!report.step_cache_hit) throw;
     // Entries that pass their checksums but do not link (written by a damaged or foreign tool):
     // compile without the cache, whose fresh entries then replace them.
-    std::cerr << fmt::format("ingot: warning: compile cache '{}': the cached step {} does not link ({}); "
-                             "recompiling\n", cache.dir(), key, e.message());
+    std::cerr << fmt::format(
+        "ingot: warning: compile cache '{}': the cached step {} does not link ({}); "
+        "recompiling\n",
+        cache.dir(), key, e.message());
     CpuCompileOptions fresh = options;
     fresh.compile_cache_dir = "";
-    std::unique_ptr<CpuKernel> kernel = compile_cpu(mlir_text, entry, std::move(input_types), std::move(output_types), fresh);
+    std::unique_ptr<CpuKernel> kernel =
+        compile_cpu(mlir_text, entry, std::move(input_types), std::move(output_types), fresh);
     if (cache.writable()) {
       // Forget the broken step and its objects: the next compile with the cache stores them anew.
       std::error_code ec;

@@ -1,6 +1,7 @@
 // ingot-approximate-math: f32 exp, expm1, erf, tanh, log and log1p rewritten as MLIR's
 // polynomial approximations (plain arith ops) instead of calls to libm, so that LLVM's loop
-// vectoriser vectorises the loops around them (docs/compiler.md, "The pipeline", "Math functions"). Declared in passes.h.
+// vectoriser vectorises the loops around them (docs/compiler.md, "The pipeline", "Math functions"). Declared in
+// passes.h.
 #include "codegen/cpu/passes.h"
 #include "ingot/codegen/pass_names.h"
 
@@ -43,7 +44,9 @@ void scale_log_subnormals(mlir::func::FuncOp fn) {
     const mlir::Location loc = op.getLoc();
     const mlir::Value x = op.getOperand();
     b.setInsertionPoint(op);
-    auto f32 = [&](double v) { return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v))); };
+    auto f32 = [&](double v) {
+      return mlir::arith::ConstantOp::create(b, loc, b.getF32FloatAttr(static_cast<float>(v)));
+    };
     auto above_zero = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OGT, x, f32(0.0));
     auto below_min = mlir::arith::CmpFOp::create(b, loc, mlir::arith::CmpFPredicate::OLT, x, f32(0x1p-126));
     auto subnormal = mlir::arith::AndIOp::create(b, loc, above_zero, below_min);
@@ -67,8 +70,7 @@ void scale_log_subnormals(mlir::func::FuncOp fn) {
 /// the two fixes above). Only f32 ops match (the patterns' own condition); f64 keeps libm, and
 /// f16/bf16 are f32 by then (emulate-floats). The fixes apply to scalar f32 ops, the only kind
 /// ingot's loops hold.
-class ApproximateMathPass
-    : public mlir::PassWrapper<ApproximateMathPass, mlir::OperationPass<mlir::func::FuncOp>> {
+class ApproximateMathPass : public mlir::PassWrapper<ApproximateMathPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ApproximateMathPass)
   llvm::StringRef getArgument() const final { return pass_names::kApproximateMath; }

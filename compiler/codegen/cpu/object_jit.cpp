@@ -145,10 +145,11 @@ llvm::Error optimize_kernel(llvm::Module* module, llvm::TargetMachine* tm, int l
   builder.registerFunctionAnalyses(fam);
   builder.registerLoopAnalyses(lam);
   builder.crossRegisterProxies(lam, fam, cgam, mam);
-  const std::array<llvm::OptimizationLevel, 4> kLevels = {
-      llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1, llvm::OptimizationLevel::O2, llvm::OptimizationLevel::O3};
+  const std::array<llvm::OptimizationLevel, 4> kLevels = {llvm::OptimizationLevel::O0, llvm::OptimizationLevel::O1,
+                                                          llvm::OptimizationLevel::O2, llvm::OptimizationLevel::O3};
   const llvm::OptimizationLevel o = kLevels[static_cast<size_t>(std::clamp(level, 0, 3))];
-  llvm::ModulePassManager mpm = level <= 0 ? builder.buildO0DefaultPipeline(o) : builder.buildPerModuleDefaultPipeline(o);
+  llvm::ModulePassManager mpm =
+      level <= 0 ? builder.buildO0DefaultPipeline(o) : builder.buildPerModuleDefaultPipeline(o);
   mpm.run(*module, mam);
   return llvm::Error::success();
 }
@@ -301,27 +302,29 @@ std::unique_ptr<LinkedObjects> LinkedObjects::link(const std::vector<std::string
                                                    bool perf_jitdump) {
   auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!builder) llvm_fail("host detection", builder.takeError());
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(std::move(*builder))
-                 .setObjectLinkingLayerCreator([perf_jitdump](llvm::orc::ExecutionSession& session)
-                                                   -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
-                   auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
-                       session, [](const llvm::MemoryBuffer&) { return std::make_unique<llvm::SectionMemoryManager>(); });
-                   if (perf_jitdump) {
-                     if (llvm::JITEventListener* perf = llvm::JITEventListener::createPerfJITEventListener()) {
-                       layer->registerJITEventListener(*perf);
-                     }
-                   }
-                   return layer;
-                 })
-                 .create();
+  auto jit =
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(std::move(*builder))
+          .setObjectLinkingLayerCreator([perf_jitdump](llvm::orc::ExecutionSession& session)
+                                            -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+            auto layer = std::make_unique<llvm::orc::RTDyldObjectLinkingLayer>(
+                session, [](const llvm::MemoryBuffer&) { return std::make_unique<llvm::SectionMemoryManager>(); });
+            if (perf_jitdump) {
+              if (llvm::JITEventListener* perf = llvm::JITEventListener::createPerfJITEventListener()) {
+                layer->registerJITEventListener(*perf);
+              }
+            }
+            return layer;
+          })
+          .create();
   if (!jit) llvm_fail("JIT creation", jit.takeError());
   llvm::orc::JITDylib& lib = (*jit)->getMainJITDylib();
   llvm::orc::SymbolMap map;
   for (const auto& [name, address] : symbols) {
     map[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address), llvm::JITSymbolFlags::Exported};
   }
-  if (llvm::Error e = lib.define(llvm::orc::absoluteSymbols(std::move(map)))) llvm_fail("symbol definition", std::move(e));
+  if (llvm::Error e = lib.define(llvm::orc::absoluteSymbols(std::move(map))))
+    llvm_fail("symbol definition", std::move(e));
   const char prefix = (*jit)->getDataLayout().getGlobalPrefix();
   for (const std::string& path : runtime_libraries) {
     auto generator = llvm::orc::DynamicLibrarySearchGenerator::Load(path.c_str(), prefix);
@@ -338,7 +341,8 @@ std::unique_ptr<LinkedObjects> LinkedObjects::link(const std::vector<std::string
   lib.addGenerator(std::move(*process));
   for (size_t i = 0; i < objects.size(); ++i) {
     auto buffer = llvm::MemoryBuffer::getMemBufferCopy(objects[i], fmt::format("ingot-object-{}", i));
-    if (llvm::Error e = (*jit)->addObjectFile(std::move(buffer))) llvm_fail(fmt::format("adding object {}", i), std::move(e));
+    if (llvm::Error e = (*jit)->addObjectFile(std::move(buffer)))
+      llvm_fail(fmt::format("adding object {}", i), std::move(e));
   }
   std::unique_ptr<LinkedObjects> linked(new LinkedObjects());
   linked->jit_ = std::move(*jit);

@@ -53,8 +53,8 @@ std::vector<ModulePart> split_module(llvm::Module& module, const std::string& ke
 
 /// Options of compile_objects().
 struct ObjectCompileOptions {
-  int opt_level = 2;    ///< LLVM optimisation level of the parts (0-3; CpuCompileOptions::opt_level)
-  int threads = 0;      ///< compile threads; 0: all hardware threads
+  int opt_level = 2;  ///< LLVM optimisation level of the parts (0-3; CpuCompileOptions::opt_level)
+  int threads = 0;    ///< compile threads; 0: all hardware threads
   /// Called after each part finishes (done, total), serialised; may be empty.
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -149,7 +149,7 @@ const void* buffer_root(mlir::Value v, const ModuleMemory& memory) {
 /// (memref.extract_aligned_pointer_as_index) and no LLVM dialect operation. Otherwise it could
 /// reach an argument's memory another way, and none is marked noalias.
 bool reaches_memory_only_through_arguments(mlir::Operation& nest, llvm::ArrayRef<mlir::Value> args,
-                                            const ModuleMemory& memory) {
+                                           const ModuleMemory& memory) {
   auto number = [](mlir::Type t) { return mlir::isa<mlir::IntegerType, mlir::IndexType, mlir::FloatType>(t); };
   for (mlir::Value v : args) {
     auto memref = mlir::dyn_cast<mlir::BaseMemRefType>(v.getType());
@@ -205,8 +205,7 @@ void mark_noalias_arguments(mlir::func::FuncOp kernel, mlir::Operation& nest, ll
 /// kernels' prologues; the loops index with the type's constant strides either way. A bare-pointer
 /// kernel's buffers that no other buffer of its call can overlap are marked `llvm.noalias`
 /// (mark_noalias_arguments; part of the printed form, so calls that may overlap get their own).
-class OutlineKernelsPass
-    : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
+class OutlineKernelsPass : public mlir::PassWrapper<OutlineKernelsPass, mlir::OperationPass<mlir::ModuleOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OutlineKernelsPass)
   llvm::StringRef getArgument() const final { return pass_names::kOutlineKernels; }

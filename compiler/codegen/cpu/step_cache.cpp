@@ -31,13 +31,13 @@ std::string build_id_of(const void* address) {
         auto* s = static_cast<Search*>(data);
         bool contains = false;
         for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const ElfW(Phdr) & ph = info->dlpi_phdr[i];
           const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
           if (ph.p_type == PT_LOAD && s->address >= start && s->address < start + ph.p_memsz) contains = true;
         }
         if (!contains) return 0;
         for (int i = 0; i < info->dlpi_phnum; ++i) {
-          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const ElfW(Phdr) & ph = info->dlpi_phdr[i];
           if (ph.p_type != PT_NOTE) continue;
           const auto* p = reinterpret_cast<const unsigned char*>(info->dlpi_addr + ph.p_vaddr);
           const unsigned char* end = p + ph.p_memsz;
@@ -112,9 +112,9 @@ std::string object_key(const CacheContext& context, bool host, std::string_view 
 }
 
 std::string StepManifest::serialize() const {
-  std::string text = fmt::format("ingot-step-manifest 3\n{} {} {} {} {}\nresult_arguments {}", stats.loop_nests,
-                                 stats.library_calls, stats.copies, stats.kernel_functions, stats.scope_functions,
-                                 result_arguments.size());
+  std::string text =
+      fmt::format("ingot-step-manifest 3\n{} {} {} {} {}\nresult_arguments {}", stats.loop_nests, stats.library_calls,
+                  stats.copies, stats.kernel_functions, stats.scope_functions, result_arguments.size());
   for (int64_t a : result_arguments) text += fmt::format(" {}", a);
   text += "\n";
   for (const std::string& key : objects) text += key + "\n";

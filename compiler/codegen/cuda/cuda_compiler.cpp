@@ -168,7 +168,10 @@ class PlanBuilder {
     const std::optional<DType> dt = dtype_of(type.getElementType());
     if (!dt || !type.hasStaticShape()) unsupported(op, "allocates a buffer of a dynamic shape or unknown type");
     Shape shape(type.getShape().begin(), type.getShape().end());
-    return {.kind = CudaBuffer::Kind::kTemporary, .shape = shape, .dtype = *dt, .bytes = num_elements(shape) * dtype_size(*dt)};
+    return {.kind = CudaBuffer::Kind::kTemporary,
+            .shape = shape,
+            .dtype = *dt,
+            .bytes = num_elements(shape) * dtype_size(*dt)};
   }
 
   void visit(mlir::Operation& op) {
@@ -224,7 +227,8 @@ class PlanBuilder {
       } else {
         std::memcpy(one.data(), raw.data(), static_cast<size_t>(width));
       }
-      for (int64_t i = 0; i < b.bytes; i += width) std::memcpy(b.data.data() + i, one.data(), static_cast<size_t>(width));
+      for (int64_t i = 0; i < b.bytes; i += width)
+        std::memcpy(b.data.data() + i, one.data(), static_cast<size_t>(width));
     } else {
       std::memcpy(b.data.data(), raw.data(), static_cast<size_t>(b.bytes));
     }
@@ -248,11 +252,14 @@ class PlanBuilder {
     g.epilogue = epilogue_of(call);
     const unsigned bias = g.epilogue == CudaGemm::Epilogue::kNone ? 0 : 1;  // the bias operand precedes C
     if (call.getNumOperands() != 5 + bias) {
-      unsupported(*call, bias ? "is not a GEMM call (A, B, bias, C, trans_a, trans_b)" : "is not a GEMM call (A, B, C, trans_a, trans_b)");
+      unsupported(*call, bias ? "is not a GEMM call (A, B, bias, C, trans_a, trans_b)"
+                              : "is not a GEMM call (A, B, C, trans_a, trans_b)");
     }
-    const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
+    const std::optional<DType> dt =
+        dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
     // f16/bf16: cublasGemmEx with f32 compute (the lowering emits them for "ingot_cuda_gemm").
-    const bool gemm_dtype = dt && (*dt == DType::kF32 || *dt == DType::kF64 || *dt == DType::kF16 || *dt == DType::kBF16);
+    const bool gemm_dtype =
+        dt && (*dt == DType::kF32 || *dt == DType::kF64 || *dt == DType::kF16 || *dt == DType::kBF16);
     if (!gemm_dtype) unsupported(*call, "is a GEMM of an unsupported dtype");
     g.dtype = *dt;
     g.a = arg_of(*call, call.getOperand(0));
@@ -273,7 +280,8 @@ class PlanBuilder {
     const int64_t a_m = g.trans_a ? g.a.sizes[r + 1] : g.a.sizes[r];
     const int64_t b_k = g.trans_b ? g.b.sizes[r + 1] : g.b.sizes[r], b_n = g.trans_b ? g.b.sizes[r] : g.b.sizes[r + 1];
     const bool batches = !g.batched || (g.a.sizes[0] == g.batch && g.b.sizes[0] == g.batch);
-    if (a_m != g.m || b_k != g.k || b_n != g.n || !batches) unsupported(*call, "has GEMM operands of mismatched shapes");
+    if (a_m != g.m || b_k != g.k || b_n != g.n || !batches)
+      unsupported(*call, "has GEMM operands of mismatched shapes");
     return g;
   }
 
@@ -283,8 +291,10 @@ class PlanBuilder {
   CudaConv conv_of(mlir::func::CallOp call) {
     if (call.getNumOperands() != 4) unsupported(*call, "is not a convolution call (lhs, rhs, out, config)");
     CudaConv c;
-    const std::optional<DType> dt = dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
-    if (!dt || (*dt != DType::kF32 && *dt != DType::kF64)) unsupported(*call, "is a convolution of an unsupported dtype");
+    const std::optional<DType> dt =
+        dtype_of(mlir::cast<mlir::MemRefType>(call.getOperand(0).getType()).getElementType());
+    if (!dt || (*dt != DType::kF32 && *dt != DType::kF64))
+      unsupported(*call, "is a convolution of an unsupported dtype");
     c.dtype = *dt;
     c.lhs = arg_of(*call, call.getOperand(0));
     c.rhs = arg_of(*call, call.getOperand(1));
@@ -442,7 +452,8 @@ std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   std::vector<PipelineStage> stages = default_tensor_stages();
   // Bias adds (and relus) folded into cuBLAS GEMM calls as cuBLASLt epilogues, before fusion.
   if (o.gemm_epilogues) {
-    stages.insert(stages.begin() + 1, {"gemm-epilogues", fmt::format("{},canonicalize,cse", pass_names::kCudaGemmEpilogues)});
+    stages.insert(stages.begin() + 1,
+                  {"gemm-epilogues", fmt::format("{},canonicalize,cse", pass_names::kCudaGemmEpilogues)});
   }
   stages.back().pipeline += fmt::format(",func.func({})", pass_names::kCopiesToLinalg);  // copies become kernels too
   const std::vector<PipelineStage> back = {
@@ -466,7 +477,8 @@ std::string run_cuda_pipeline(const std::string& mlir_text, const std::vector<Pi
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
   return detail::module_text(*detail::parse_and_run(
-      ctx, mlir_text, stages, "", "run the passes one at a time (ingot-opt --target cuda --mlir-pipeline) to find the one that fails",
+      ctx, mlir_text, stages, "",
+      "run the passes one at a time (ingot-opt --target cuda --mlir-pipeline) to find the one that fails",
       /*verify_each_pass=*/true));
 }
 
@@ -477,9 +489,10 @@ CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
   check_libdevice(options.libdevice);
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
-  const std::vector<PipelineStage> stages = options.pipeline.empty() ? default_cuda_pipeline(options) : options.pipeline;
-  mlir::OwningOpRef<mlir::ModuleOp> module = detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint,
-                                                                    options.verify_each_pass);
+  const std::vector<PipelineStage> stages =
+      options.pipeline.empty() ? default_cuda_pipeline(options) : options.pipeline;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint, options.verify_each_pass);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>(entry);
   if (!fn || fn.isExternal()) {
     throw Error(ErrorCode::kNotFound, fmt::format("CUDA back end: the module has no function '{}'", entry));

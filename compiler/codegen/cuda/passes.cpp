@@ -35,8 +35,7 @@ namespace {
 /// `ingot-copies-to-linalg`: every memref.copy becomes a linalg.copy, which
 /// convert-linalg-to-parallel-loops turns into a loop nest (a kernel), so device buffers are never
 /// copied by host code.
-class CopiesToLinalgPass
-    : public mlir::PassWrapper<CopiesToLinalgPass, mlir::OperationPass<mlir::func::FuncOp>> {
+class CopiesToLinalgPass : public mlir::PassWrapper<CopiesToLinalgPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CopiesToLinalgPass)
   llvm::StringRef getArgument() const final { return pass_names::kCopiesToLinalg; }
@@ -58,11 +57,10 @@ class CopiesToLinalgPass
 /// to the GPU. Anything else at the top of a function computes on device
 /// memory and is moved into a kernel.
 bool stays_on_host(mlir::Operation& op) {
-  return mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp, mlir::memref::DeallocOp,
-                   mlir::memref::GetGlobalOp, mlir::memref::CastOp, mlir::memref::ExpandShapeOp,
-                   mlir::memref::CollapseShapeOp, mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp,
-                   mlir::arith::ConstantOp, mlir::scf::ParallelOp, mlir::func::ReturnOp, mlir::func::CallOp,
-                   mlir::gpu::LaunchOp>(op);
+  return mlir::isa<mlir::memref::AllocOp, mlir::memref::AllocaOp, mlir::memref::DeallocOp, mlir::memref::GetGlobalOp,
+                   mlir::memref::CastOp, mlir::memref::ExpandShapeOp, mlir::memref::CollapseShapeOp,
+                   mlir::memref::SubViewOp, mlir::memref::ReinterpretCastOp, mlir::arith::ConstantOp,
+                   mlir::scf::ParallelOp, mlir::func::ReturnOp, mlir::func::CallOp, mlir::gpu::LaunchOp>(op);
 }
 
 /// Host scalar code a loop nest reads (e.g. the random-number state loaded from its buffer before
@@ -98,9 +96,8 @@ void sink_host_values_into_loops(mlir::func::FuncOp func) {
     for (mlir::Operation* op : order) b.clone(*op, map);
     for (mlir::Operation* op : order) {
       for (mlir::OpResult r : op->getResults()) {
-        r.replaceUsesWithIf(map.lookup(mlir::Value(r)), [&](mlir::OpOperand& use) {
-          return par->isProperAncestor(use.getOwner());
-        });
+        r.replaceUsesWithIf(map.lookup(mlir::Value(r)),
+                            [&](mlir::OpOperand& use) { return par->isProperAncestor(use.getOwner()); });
       }
     }
   }
@@ -143,8 +140,8 @@ mlir::LogicalResult wrap_host_compute(mlir::func::FuncOp func) {
     const mlir::Location loc = run.front()->getLoc();
     mlir::Value zero = mlir::arith::ConstantIndexOp::create(b, loc, 0);
     mlir::Value one = mlir::arith::ConstantIndexOp::create(b, loc, 1);
-    auto par = mlir::scf::ParallelOp::create(b, loc, mlir::ValueRange{zero}, mlir::ValueRange{one},
-                                             mlir::ValueRange{one});
+    auto par =
+        mlir::scf::ParallelOp::create(b, loc, mlir::ValueRange{zero}, mlir::ValueRange{one}, mlir::ValueRange{one});
     for (mlir::Operation* op : run) op->moveBefore(par.getBody()->getTerminator());
   }
   return mlir::success();
@@ -165,7 +162,8 @@ std::optional<int64_t> trip_count(mlir::scf::ParallelOp par) {
 /// can hold anything; a negative size built loops with a negative step). Emits the error on `fn`.
 mlir::LogicalResult check_threads(mlir::func::FuncOp fn, int64_t threads, std::string_view pass) {
   if (threads >= 1 && threads <= 1024) return mlir::success();
-  return fn.emitError() << llvm::StringRef(pass) << ": threads=" << threads << " is not a CUDA block size (1 .. 1024 threads)";
+  return fn.emitError() << llvm::StringRef(pass) << ": threads=" << threads
+                        << " is not a CUDA block size (1 .. 1024 threads)";
 }
 
 /// `ingot-gpu-prepare-loops{threads=N}`: host compute is wrapped into loops (wrap_host_compute);
@@ -174,8 +172,7 @@ mlir::LogicalResult check_threads(mlir::func::FuncOp fn, int64_t threads, std::s
 /// the block size: min(threads, the trip count rounded up to a warp of 32). gpu-map-parallel-loops
 /// then maps the tile loop to blockIdx.x and the intra-tile loop to threadIdx.x; the tail is
 /// guarded by scf.if (tileParallelLoop's noMinMaxBounds form, so blocks have a constant size).
-class GpuPrepareLoopsPass
-    : public mlir::PassWrapper<GpuPrepareLoopsPass, mlir::OperationPass<mlir::func::FuncOp>> {
+class GpuPrepareLoopsPass : public mlir::PassWrapper<GpuPrepareLoopsPass, mlir::OperationPass<mlir::func::FuncOp>> {
  public:
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(GpuPrepareLoopsPass)
   GpuPrepareLoopsPass() = default;
@@ -220,7 +217,7 @@ class GpuPrepareLoopsPass
         par = it != nullptr ? mlir::cast<mlir::scf::ParallelOp>(it) : mlir::scf::ParallelOp();
         if (!par) {
           func.emitOpError() << llvm::StringRef(pass_names::kGpuPrepareLoops)
-                          << ": collapsing a loop nest did not give an scf.parallel";
+                             << ": collapsing a loop nest did not give an scf.parallel";
           return signalPassFailure();
         }
       }
@@ -361,7 +358,8 @@ void rewrite_as_block_reduction(mlir::linalg::GenericOp g, const ReductionMatch&
   auto reduced = mlir::gpu::AllReduceOp::create(b, loc, partial.getType(), partial,
                                                 mlir::gpu::AllReduceOperationAttr::get(b.getContext(), m.combiner.op),
                                                 b.getUnitAttr());
-  mlir::Value first = mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, launch.getThreadIds().x, c(0));
+  mlir::Value first =
+      mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, launch.getThreadIds().x, c(0));
   auto store = mlir::scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
   {
     mlir::OpBuilder::InsertionGuard guard(b);
@@ -403,11 +401,13 @@ class GpuBlockReductionsPass
                     mlir::memref::MemRefDialect, mlir::scf::SCFDialect>();
   }
   void runOnOperation() override {
-    if (mlir::failed(check_threads(getOperation(), threads, pass_names::kGpuBlockReductions))) return signalPassFailure();
+    if (mlir::failed(check_threads(getOperation(), threads, pass_names::kGpuBlockReductions)))
+      return signalPassFailure();
     std::vector<std::pair<mlir::linalg::GenericOp, ReductionMatch>> work;
     getOperation().walk([&](mlir::linalg::GenericOp g) {
       if (g->getParentOfType<mlir::gpu::LaunchOp>()) return;
-      if (std::optional<ReductionMatch> m = match_reduction(g); m && m->reduced >= min_reduced) work.emplace_back(g, *m);
+      if (std::optional<ReductionMatch> m = match_reduction(g); m && m->reduced >= min_reduced)
+        work.emplace_back(g, *m);
     });
     for (auto& [g, m] : work) rewrite_as_block_reduction(g, m, threads);
   }
@@ -501,8 +501,8 @@ mlir::linalg::GenericOp relu_of(mlir::Value x) {
   }
   auto s = mlir::dyn_cast_or_null<mlir::arith::SelectOp>(yielded_op(sel));
   const mlir::Value mask = cmp->getResult(0);
-  if (!s || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) ||
-      sel.getDpsInputs()[2] != x || !is_body_arg(s.getTrueValue(), sel, 1) || !is_body_arg(s.getFalseValue(), sel, 2)) {
+  if (!s || sel.getDpsInputs()[0] != mask || !is_zero_tensor(sel.getDpsInputs()[1]) || sel.getDpsInputs()[2] != x ||
+      !is_body_arg(s.getTrueValue(), sel, 1) || !is_body_arg(s.getFalseValue(), sel, 2)) {
     return {};
   }
   auto t = s.getCondition().getDefiningOp<mlir::arith::TruncIOp>();
@@ -564,12 +564,14 @@ std::optional<EpilogueMatch> match_epilogue(mlir::func::CallOp call) {
   const unsigned other = add.getDpsInputs()[0] == value ? 1 : 0;
   const mlir::Value bias = row_broadcast_source(add.getDpsInputs()[other], rank);
   if (!bias) return std::nullopt;
-  if (mlir::Operation* def = bias.getDefiningOp(); def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
+  if (mlir::Operation* def = bias.getDefiningOp();
+      def && (def->getBlock() != call->getBlock() || !def->isBeforeInBlock(call))) {
     return std::nullopt;  // the bias is computed after the product: it cannot be an operand of the call
   }
   // A whole buffer (a parameter, a constant, a computed tensor), never a slice: cuBLASLt wants
   // the bias 16-byte aligned, and buffers start 256-byte aligned (validate_cuda_program checks).
-  if (mlir::Operation* def = bias.getDefiningOp(); def && !mlir::isa<mlir::linalg::LinalgOp, mlir::arith::ConstantOp>(def)) {
+  if (mlir::Operation* def = bias.getDefiningOp();
+      def && !mlir::isa<mlir::linalg::LinalgOp, mlir::arith::ConstantOp>(def)) {
     return std::nullopt;
   }
   return EpilogueMatch{call, product, value, add, bias, relu_of(add->getResult(0))};
@@ -583,12 +585,13 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
   auto bias_type = mlir::cast<mlir::RankedTensorType>(m.bias.getType());
   auto buffer = mlir::bufferization::ToBufferOp::create(
       b, loc, mlir::MemRefType::get(bias_type.getShape(), bias_type.getElementType()), m.bias, /*read_only=*/true);
-  buffer->setAttr("ingot.read", b.getStringAttr(llvm::formatv("bias{0}", index).str()));  // distinct reads stay distinct
+  buffer->setAttr("ingot.read",
+                  b.getStringAttr(llvm::formatv("bias{0}", index).str()));  // distinct reads stay distinct
   auto dynamic = mlir::MemRefType::get({mlir::ShapedType::kDynamic}, bias_type.getElementType());
   mlir::Value bias = mlir::memref::CastOp::create(b, loc, dynamic, buffer.getResult());
   const std::string name = m.relu ? "ingot_cuda_gemm_bias_relu_f32" : "ingot_cuda_gemm_bias_f32";
-  llvm::SmallVector<mlir::Value> operands = {m.call.getOperand(0), m.call.getOperand(1), bias, m.call.getOperand(2),
-                                             m.call.getOperand(3), m.call.getOperand(4)};
+  llvm::SmallVector<mlir::Value> operands = {m.call.getOperand(0), m.call.getOperand(1), bias,
+                                             m.call.getOperand(2), m.call.getOperand(3), m.call.getOperand(4)};
   if (!module.lookupSymbol(name)) {
     mlir::OpBuilder top(module.getBodyRegion());
     auto type = b.getFunctionType(mlir::ValueRange(operands).getTypes(), {});
@@ -603,8 +606,10 @@ void fold_epilogue(EpilogueMatch m, mlir::ModuleOp module, int64_t index) {
     mlir::Operation* cmp = m.relu.getDpsInputs()[0].getDefiningOp();
     m.relu->getResult(0).replaceAllUsesWith(product);
     m.relu.erase();
-    if (cmp->getResult(0).use_empty()) cmp->erase();
-    else cmp->setOperand(0, product);  // x <= 0 iff relu(x) <= 0 (the backward pass's mask)
+    if (cmp->getResult(0).use_empty())
+      cmp->erase();
+    else
+      cmp->setOperand(0, product);  // x <= 0 iff relu(x) <= 0 (the backward pass's mask)
   }
   m.add->getResult(0).replaceAllUsesWith(product);
   m.add.erase();

@@ -50,18 +50,16 @@ std::pair<std::vector<Tensor>, Pullback> vjp(const TraceFn& fn, const std::vecto
 /// (JAX's ((loss, aux), grads), flattened). argnums default to {0}; a negative or repeated
 /// argnum, or one past the arguments, is ingot::Error(kOutOfRange / kInvalidArgument).
 /// A non-scalar or non-float loss is ingot::Error(kShapeMismatch / kDTypeMismatch).
-TraceFn value_and_grad(TraceFn fn, std::vector<int64_t> argnums = {0}, bool has_aux = false,
-                       VjpOptions options = {});
+TraceFn value_and_grad(TraceFn fn, std::vector<int64_t> argnums = {0}, bool has_aux = false, VjpOptions options = {});
 
 /// JAX's grad: like value_and_grad but outputs only the gradients (and, with `has_aux`, the aux
 /// values after them: [grads..., aux...], JAX's (grads, aux)).
-TraceFn grad(TraceFn fn, std::vector<int64_t> argnums = {0}, bool has_aux = false,
-             VjpOptions options = {});
+TraceFn grad(TraceFn fn, std::vector<int64_t> argnums = {0}, bool has_aux = false, VjpOptions options = {});
 
 /// Graph form of value_and_grad: a new graph named `<name>_value_and_grad` with the same
 /// parameters whose outputs are [loss, aux..., grads...], cleaned by the `cse` and `dce` passes so
 /// no wasted node remains.
-ir::Graph value_and_grad_graph(const ir::Graph& graph, std::vector<int64_t> argnums = {0},
-                               bool has_aux = false, VjpOptions options = {});
+ir::Graph value_and_grad_graph(const ir::Graph& graph, std::vector<int64_t> argnums = {0}, bool has_aux = false,
+                               VjpOptions options = {});
 
 }  // namespace ingot

@@ -47,12 +47,10 @@ class VjpRules {
   /// `rule` is empty.
   void add(const std::string& op, VjpRule rule) {
     if (!rule) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("VjpRules::add: the rule given for op '{}' is empty", op));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("VjpRules::add: the rule given for op '{}' is empty", op));
     }
     if (!rules_.emplace(op, std::move(rule)).second) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("VjpRules::add: op '{}' already has a VJP rule", op));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("VjpRules::add: op '{}' already has a VJP rule", op));
     }
   }
   /// The rule of op `op`, or nullptr when it has none.

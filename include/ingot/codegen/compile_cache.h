@@ -87,10 +87,11 @@ bool is_valid_compile_cache_key(std::string_view key);
 
 /// What one CompileCache object did since it was constructed (counts, not bytes).
 struct CompileCacheStats {
-  int64_t hits = 0;     ///< load() calls that returned a payload
-  int64_t misses = 0;   ///< load() calls that returned nullopt (including corrupt entries and a disabled cache)
-  int64_t writes = 0;   ///< store() calls that wrote an entry
-  int64_t corrupt = 0;  ///< load() calls that found a corrupt entry (bad magic, size or CRC32; not another format version)
+  int64_t hits = 0;    ///< load() calls that returned a payload
+  int64_t misses = 0;  ///< load() calls that returned nullopt (including corrupt entries and a disabled cache)
+  int64_t writes = 0;  ///< store() calls that wrote an entry
+  int64_t corrupt =
+      0;  ///< load() calls that found a corrupt entry (bad magic, size or CRC32; not another format version)
   int64_t evicted = 0;  ///< entries evict() deleted
 };
 

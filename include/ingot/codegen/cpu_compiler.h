@@ -1,6 +1,6 @@
 // The CPU back end: an MLIR module (upstream dialects, tensor level) -> a named pass pipeline ->
-// LLVM -> native code at -O2 (CpuCompileOptions::opt_level) for the host CPU, one object per kernel compiled in parallel and
-// linked into an in-process JIT (LLVM ORC), cached on disk (docs/compiler.md).
+// LLVM -> native code at -O2 (CpuCompileOptions::opt_level) for the host CPU, one object per kernel compiled in
+// parallel and linked into an in-process JIT (LLVM ORC), cached on disk (docs/compiler.md).
 #pragma once
 
 #include <cstdint>
@@ -131,11 +131,11 @@ struct CpuCompileReport {
   /// Translation to LLVM IR, splitting, optimisation and code generation, wall clock (per-part
   /// lowering included on the split path: the stages after `outline`, run in parallel with it).
   double llvm_seconds = 0;
-  double link_seconds = 0;     ///< loading the object code into the JIT and resolving the entry
-  bool step_cache_hit = false; ///< the whole step came from the compilation cache (no MLIR, no LLVM)
-  int64_t objects = 0;         ///< object files linked (host entry + distinct kernels)
-  int64_t cache_hits = 0;      ///< of those, loaded from the compilation cache
-  int64_t cache_misses = 0;    ///< of those, compiled now
+  double link_seconds = 0;      ///< loading the object code into the JIT and resolving the entry
+  bool step_cache_hit = false;  ///< the whole step came from the compilation cache (no MLIR, no LLVM)
+  int64_t objects = 0;          ///< object files linked (host entry + distinct kernels)
+  int64_t cache_hits = 0;       ///< of those, loaded from the compilation cache
+  int64_t cache_misses = 0;     ///< of those, compiled now
 };
 
 /// A JIT-compiled entry function `@<entry>(inputs..., outputs...)` over memrefs, taking its inputs
@@ -171,6 +171,5 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
 /// Runs `stages` on `mlir_text` and returns the resulting module text (for ingot-opt and tests).
 /// Throws like compile_cpu().
 std::string run_pipeline(const std::string& mlir_text, const std::vector<PipelineStage>& stages);
-
 
 }  // namespace ingot::codegen

@@ -61,9 +61,9 @@ struct CudaCompileOptions {
 };
 
 /// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, gemm-epilogues
-/// (ingot-cuda-gemm-epilogues; only with options.gemm_epilogues), elementwise fusion (as on the CPU), f16/bf16 emulation in f32, one-shot bufferization with results as
-/// out-params, copies as linalg.copy, reductions (long ones: one block per output element with
-/// gpu.all_reduce), loops (convert-linalg-to-parallel-loops, then
+/// (ingot-cuda-gemm-epilogues; only with options.gemm_epilogues), elementwise fusion (as on the CPU), f16/bf16
+/// emulation in f32, one-shot bufferization with results as out-params, copies as linalg.copy, reductions (long ones:
+/// one block per output element with gpu.all_reduce), loops (convert-linalg-to-parallel-loops, then
 /// ingot-gpu-prepare-loops: host compute wrapped into kernels, each nest collapsed to 1-D and
 /// tiled by the block size), gpu (gpu-map-parallel-loops, convert-parallel-loops-to-gpu,
 /// gpu-kernel-outlining), nvvm (nvvm-attach-target per arch, convert-gpu-to-nvvm) and binary

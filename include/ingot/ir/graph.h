@@ -31,7 +31,7 @@ struct TensorType {
 /// A value: a graph parameter (producer == -1) or one output of a node.
 struct ValueInfo {
   TensorType type;
-  NodeId producer = -1;   ///< node that defines it, or -1 for a graph parameter
+  NodeId producer = -1;      ///< node that defines it, or -1 for a graph parameter
   int64_t output_index = 0;  ///< which output of the producer (or which parameter)
 };
 
@@ -71,12 +71,11 @@ class Graph {
   /// shape rule, and returns the new output value ids.
   /// Throws ingot::Error(kNotFound) for an unknown op, or the shape rule's error prefixed with
   /// the node ("in %7 = add(%3, %5)"); the graph is unchanged on error.
-  std::vector<ValueId> add_node(const std::string& op, const std::vector<ValueId>& inputs,
-                                Attributes attrs = {});
+  std::vector<ValueId> add_node(const std::string& op, const std::vector<ValueId>& inputs, Attributes attrs = {});
   /// Like add_node() but with declared output types (used by the parser); throws
   /// ingot::Error(kShapeMismatch/kDTypeMismatch) if they differ from the inferred types.
-  std::vector<ValueId> add_node_with_types(const std::string& op, const std::vector<ValueId>& inputs,
-                                           Attributes attrs, const std::vector<TensorType>& types);
+  std::vector<ValueId> add_node_with_types(const std::string& op, const std::vector<ValueId>& inputs, Attributes attrs,
+                                           const std::vector<TensorType>& types);
   /// Sets node `id`'s name scope (Node::scope). Throws ingot::Error(kNotFound) for an unknown node.
   void set_scope(NodeId id, std::string scope);
   /// Sets the graph's results. Throws ingot::Error(kNotFound) for an unknown value id.

@@ -27,13 +27,11 @@ using LowerRule = std::function<void(lower::LoweringContext& ctx, const Node& no
 /// Shape/dtype rule and verifier: given operand types and attributes, returns the result types,
 /// or throws ingot::Error naming the op, the offending attribute or operand, and the values
 /// (e.g. "dot_general: contracting dimension sizes differ: lhs dim 1 has 5, rhs dim 0 has 6").
-using ShapeRule = std::function<std::vector<TensorType>(std::span<const TensorType> operands,
-                                                        const Attributes& attrs)>;
+using ShapeRule = std::function<std::vector<TensorType>(std::span<const TensorType> operands, const Attributes& attrs)>;
 
 /// Reference interpreter kernel: computes the results on host Arrays. `result_types` are the
 /// types the shape rule inferred. Written for clarity, not speed.
-using InterpretRule = std::function<std::vector<Array>(std::span<const Array> operands,
-                                                       const Attributes& attrs,
+using InterpretRule = std::function<std::vector<Array>(std::span<const Array> operands, const Attributes& attrs,
                                                        std::span<const TensorType> result_types)>;
 
 /// Properties of an op that transformations read instead of keeping their own op lists.
@@ -46,9 +44,9 @@ struct OpTraits {
 
 /// Everything ingot knows about one op.
 struct OpDef {
-  std::string name;       ///< StableHLO spelling, e.g. "dot_general"
-  int min_operands = 0;   ///< fewest operands
-  int max_operands = 0;   ///< most operands, or -1 for variadic
+  std::string name;      ///< StableHLO spelling, e.g. "dot_general"
+  int min_operands = 0;  ///< fewest operands
+  int max_operands = 0;  ///< most operands, or -1 for variadic
   ShapeRule shape_rule;
   InterpretRule interpret;  ///< empty means "no interpreter kernel" (a named error)
   std::string summary;      ///< one line for docs and `ingot ops`
@@ -98,13 +96,13 @@ void register_collective_ops(OpRegistry& registry);   // all_reduce (with its lo
 /// in collective.cpp).
 void register_elementwise_lowerings(OpRegistry& registry);  // constant, iota, convert, unary,
                                                             // binary, compare, select, clamp
-void register_shape_lowerings(OpRegistry& registry);      // reshape, broadcast_in_dim, transpose,
-                                                          // reverse, slice, concatenate, pad
-void register_reduction_lowerings(OpRegistry& registry);  // reduce, argmax, argmin,
-                                                          // reduce_window, select_and_scatter
-void register_linalg_lowerings(OpRegistry& registry);     // dot_general, convolution
-void register_indexing_lowerings(OpRegistry& registry);   // gather, scatter
-void register_random_lowerings(OpRegistry& registry);     // rng_bit_generator
-void register_control_lowerings(OpRegistry& registry);    // optimization_barrier
+void register_shape_lowerings(OpRegistry& registry);        // reshape, broadcast_in_dim, transpose,
+                                                            // reverse, slice, concatenate, pad
+void register_reduction_lowerings(OpRegistry& registry);    // reduce, argmax, argmin,
+                                                            // reduce_window, select_and_scatter
+void register_linalg_lowerings(OpRegistry& registry);       // dot_general, convolution
+void register_indexing_lowerings(OpRegistry& registry);     // gather, scatter
+void register_random_lowerings(OpRegistry& registry);       // rng_bit_generator
+void register_control_lowerings(OpRegistry& registry);      // optimization_barrier
 
 }  // namespace ingot::ir

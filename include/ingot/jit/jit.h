@@ -28,17 +28,16 @@ namespace ingot {
 /// in-place update allocates no second copy. A donated parameter that is also returned unchanged
 /// is not paired (its old value must survive); unpaired donated buffers are still consumed.
 /// A donate_argnum out of range or repeated is ingot::Error(kInvalidArgument).
-std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph,
-                                                const codegen::CpuCompileOptions& options = {},
+std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph, const codegen::CpuCompileOptions& options = {},
                                                 const std::vector<int64_t>& donate_argnums = {},
                                                 const lower::LoweringOptions& lowering = {});
 
 class CudaDevice;
 
 /// Compiles `graph` for the CUDA device `device` (ingot/runtime/cuda.h): lowered with f32/f64/
-/// f16/bf16 matrix products as cuBLAS calls (f16/bf16 through cublasGemmEx with f32 compute) (`lowering.blas_gemm`, default on; off: generated kernels;
-/// `gemm_function` is set for CUDA), f32/f64 convolutions as convolution thunks (`library_conv`,
-/// default on; `library_conv_min_k` and `conv_function` are set for CUDA) and everything else as
+/// f16/bf16 matrix products as cuBLAS calls (f16/bf16 through cublasGemmEx with f32 compute) (`lowering.blas_gemm`,
+/// default on; off: generated kernels; `gemm_function` is set for CUDA), f32/f64 convolutions as convolution thunks
+/// (`library_conv`, default on; `library_conv_min_k` and `conv_function` are set for CUDA) and everything else as
 /// generated kernels
 /// (codegen::compile_cuda), loaded by a CudaExecutable, wrapped as one thunk "cuda:<graph name>"
 /// of an Executable whose run() takes and returns arrays on that device (it waits for the device

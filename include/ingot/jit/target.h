@@ -33,9 +33,9 @@ enum class TargetKind {
 /// and SPMD targets `lowering` and `cpu`, the CUDA target `lowering` and `cuda`, the interpreter
 /// none).
 struct TargetCompileOptions {
-  lower::LoweringOptions lowering;  ///< library GEMM / convolutions or generated loops
-  codegen::CpuCompileOptions cpu;   ///< the CPU back end's (threads, dumps, compile cache)
-  codegen::CudaCompileOptions cuda; ///< the CUDA code generator's (architectures, CUDA graphs)
+  lower::LoweringOptions lowering;   ///< library GEMM / convolutions or generated loops
+  codegen::CpuCompileOptions cpu;    ///< the CPU back end's (threads, dumps, compile cache)
+  codegen::CudaCompileOptions cuda;  ///< the CUDA code generator's (architectures, CUDA graphs)
 };
 
 /// A back end to compile for and run on. Implementations are immutable and thread-safe; the

@@ -1,8 +1,8 @@
-// CPU convolutions as im2col + GEMM (the GEMM libraries of cpu_gemm.h: oneDNN for f32, OpenBLAS for f64), callable from JIT-compiled code:
-// the MLIR lowering of `convolution` (compiler/ops/linalg_lower.cpp) collapses both operands and
-// the result to 1-D memrefs and emits `func.call @ingot_cpu_conv_<dtype>(lhs, rhs, out, config)`,
-// where `config` is an i64 memref holding the encoded ConvSpec (encode_conv_spec); the JIT
-// resolves the symbols listed by cpu_kernel_symbols() (include/ingot/kernels/cpu_gemm.h).
+// CPU convolutions as im2col + GEMM (the GEMM libraries of cpu_gemm.h: oneDNN for f32, OpenBLAS for f64), callable from
+// JIT-compiled code: the MLIR lowering of `convolution` (compiler/ops/linalg_lower.cpp) collapses both operands and the
+// result to 1-D memrefs and emits `func.call @ingot_cpu_conv_<dtype>(lhs, rhs, out, config)`, where `config` is an i64
+// memref holding the encoded ConvSpec (encode_conv_spec); the JIT resolves the symbols listed by cpu_kernel_symbols()
+// (include/ingot/kernels/cpu_gemm.h).
 //
 // Semantics: StableHLO `convolution` as docs/ir.md defines it (no window reversal), any number
 // of spatial dims, any dimension numbers, strides, padding (negative = crop), lhs/rhs dilation,
@@ -42,16 +42,14 @@ void check_conv_spec(const ConvSpec& s);
 /// sizes checked, ingot::Error kShapeMismatch). Algorithm: per group, the padded/dilated input
 /// windows are gathered into an im2col block (rows: the result positions, in the result's
 /// layout order; columns: the kernel taps and input features, in the kernel's layout order) and
-/// multiplied with the kernel matrix by sgemm_row_major/dgemm_row_major (cpu_gemm.h), straight into the result where its
-/// feature dim is first or last (else through a temporary block). The im2col block is at most
-/// kConvBlockBytes (rows and, for very long windows, columns are chunked; column chunks
-/// accumulate with beta = 1). Summation order differs from the reference (BLAS blocking).
-/// Padding and dilation holes are multiplied as zeros, so where the kernel holds an infinity or
-/// NaN the result would be NaN where the reference skips those cells: in that case (and for
-/// sizes beyond BLAS's 32-bit indices) it computes convolution_reference() instead.
+/// multiplied with the kernel matrix by sgemm_row_major/dgemm_row_major (cpu_gemm.h), straight into the result where
+/// its feature dim is first or last (else through a temporary block). The im2col block is at most kConvBlockBytes (rows
+/// and, for very long windows, columns are chunked; column chunks accumulate with beta = 1). Summation order differs
+/// from the reference (BLAS blocking). Padding and dilation holes are multiplied as zeros, so where the kernel holds an
+/// infinity or NaN the result would be NaN where the reference skips those cells: in that case (and for sizes beyond
+/// BLAS's 32-bit indices) it computes convolution_reference() instead.
 void convolution(const ConvSpec& s, std::span<const float> lhs, std::span<const float> rhs, std::span<float> out);
-void convolution(const ConvSpec& s, std::span<const double> lhs, std::span<const double> rhs,
-                 std::span<double> out);
+void convolution(const ConvSpec& s, std::span<const double> lhs, std::span<const double> rhs, std::span<double> out);
 
 /// The CPU reference: each result element sums lhs * rhs over its window, kernel taps row-major
 /// over the spatial dims with input features innermost, skipping padding and dilation holes,

@@ -28,20 +28,19 @@ struct MemRef2D {
 /// f32: oneDNN dnnl_sgemm (OpenBLAS if oneDNN refuses the arguments); f64: OpenBLAS cblas_dgemm.
 /// Never throws (these run under JIT-compiled frames); arguments are the caller's to check.
 /// Multi-threaded by the libraries (oneDNN: OpenMP; OpenBLAS: its own threads).
-void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a,
-                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float beta = 0.0f);
-void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a,
-                     int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc, double beta = 0.0);
+void sgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float* c, int64_t ldc, float beta = 0.0f);
+void dgemm_row_major(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                     const double* b, int64_t ldb, double* c, int64_t ldc, double beta = 0.0);
 
 /// C = op(A) @ op(B) with op = transpose when trans_a / trans_b is nonzero: A (m, k) or (k, m),
 /// B (k, n) or (n, k), C (m, n), all row-major with unit inner stride, as MLIR memref descriptors.
 /// Shapes are checked by the caller (the lowering); sgemm_row_major / dgemm_row_major do the work.
 /// The CPU reference is the interpreter's dot_general kernel, which the parity tests compare
 /// against.
-void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c,
-              int32_t trans_a, int32_t trans_b);
-void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c,
-              int32_t trans_a, int32_t trans_b);
+void gemm_f32(const MemRef2D<float>& a, const MemRef2D<float>& b, MemRef2D<float>& c, int32_t trans_a, int32_t trans_b);
+void gemm_f64(const MemRef2D<double>& a, const MemRef2D<double>& b, MemRef2D<double>& c, int32_t trans_a,
+              int32_t trans_b);
 
 /// An MLIR 3-D memref descriptor (allocated, aligned, offset, sizes[3], strides[3]) of T.
 template <class T>

@@ -63,8 +63,7 @@ CudaConvParams cuda_conv_params_from_words(std::span<const int64_t> words);
 /// gathers and the same summation order without FMA): a model of what the GPU computes, for
 /// tests and the fake driver. Throws ingot::Error as cuda_conv_params, and kShapeMismatch
 /// naming the operand when a span's size is not its shape's element count (nothing written).
-void cuda_conv_emulate(const ConvSpec& s, std::span<const float> lhs, std::span<const float> rhs,
-                       std::span<float> out);
+void cuda_conv_emulate(const ConvSpec& s, std::span<const float> lhs, std::span<const float> rhs, std::span<float> out);
 void cuda_conv_emulate(const ConvSpec& s, std::span<const double> lhs, std::span<const double> rhs,
                        std::span<double> out);
 

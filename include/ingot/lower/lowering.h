@@ -87,8 +87,7 @@ struct LoweringOptions {
 /// State of lowering one graph: SSA names of values and the function body being written.
 class LoweringContext {
  public:
-  explicit LoweringContext(const ir::Graph& graph, LoweringOptions options = {})
-      : graph_(graph), options_(options) {}
+  explicit LoweringContext(const ir::Graph& graph, LoweringOptions options = {}) : graph_(graph), options_(options) {}
   const LoweringOptions& options() const { return options_; }
   /// Adds a module-level declaration (e.g. `func.func private @f(...)`) once.
   void declare(const std::string& declaration);
@@ -163,7 +162,7 @@ class LoweringContext {
 
 /// A graph lowered to MLIR text.
 struct LoweredModule {
-  std::string text;                   ///< the module
+  std::string text;                    ///< the module
   std::vector<ir::TensorType> params;  ///< the function's arguments (the graph's parameters)
   /// The function's results: the graph's outputs with repeats removed (a value returned twice
   /// would make two out-params alias one buffer).

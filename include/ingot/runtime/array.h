@@ -73,8 +73,7 @@ class Array {
   }
   /// Converts each double to `dtype` (as the `convert` op does: round-to-nearest-even for
   /// floats, truncation toward zero for integers, nonzero -> true for bool).
-  static Array from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype,
-                            Device* device = nullptr);
+  static Array from_doubles(const std::vector<double>& data, const Shape& shape, DType dtype, Device* device = nullptr);
 
   /// Copies the elements out. T must match dtype() exactly (bool <-> DType::kBool), else
   /// ingot::Error(kDTypeMismatch) names both dtypes.
@@ -144,8 +143,7 @@ class Array {
   /// sharding.mesh().devices()[p] with dtype `dtype` and shape sharding.shard_shape(shape).
   /// The shards' buffers are shared, not copied; replicas are not compared. Throws
   /// ingot::Error(kInvalidArgument / kShapeMismatch / kDTypeMismatch) naming the shard.
-  static Array from_shards(const Shape& shape, DType dtype, const NamedSharding& sharding,
-                           std::vector<Array> shards);
+  static Array from_shards(const Shape& shape, DType dtype, const NamedSharding& sharding, std::vector<Array> shards);
 
   // --- Readiness ---------------------------------------------------------------------------
 
@@ -206,8 +204,8 @@ class Array {
 
   Shape shape_;
   DType dtype_ = DType::kF32;
-  std::shared_ptr<Buffer> buffer_;  // null for an array with more than one shard
-  std::shared_ptr<Event> ready_;    // null: ready; for single-device arrays and single shards
+  std::shared_ptr<Buffer> buffer_;          // null for an array with more than one shard
+  std::shared_ptr<Event> ready_;            // null: ready; for single-device arrays and single shards
   std::shared_ptr<const Sharded> sharded_;  // null for single-device arrays
 };
 

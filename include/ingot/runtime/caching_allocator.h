@@ -96,22 +96,22 @@ class HostMemoryBackend final : public RawMemoryBackend {
 
 /// Counters of a CachingAllocator. All sizes in bytes.
 struct CachingAllocatorStats {
-  int64_t requested_bytes = 0;       ///< sum of the sizes callers asked for, of live blocks
-  int64_t peak_requested_bytes = 0;  ///< maximum of requested_bytes (since reset_peak())
-  int64_t allocated_bytes = 0;       ///< sum of the rounded sizes of live blocks
-  int64_t peak_allocated_bytes = 0;  ///< maximum of allocated_bytes (since reset_peak())
-  int64_t reserved_bytes = 0;        ///< sum of the sizes of segments held from the backend
-  int64_t peak_reserved_bytes = 0;   ///< maximum of reserved_bytes (since reset_peak())
-  int64_t cached_bytes = 0;          ///< reserved_bytes - allocated_bytes (free blocks)
-  int64_t num_segments = 0;          ///< segments held from the backend
-  int64_t num_live_blocks = 0;       ///< blocks handed out and not yet freed
-  int64_t num_free_blocks = 0;       ///< cached free blocks (both pools)
-  int64_t num_allocations = 0;       ///< successful allocate() calls since creation
-  int64_t num_frees = 0;             ///< deallocate() calls since creation
+  int64_t requested_bytes = 0;          ///< sum of the sizes callers asked for, of live blocks
+  int64_t peak_requested_bytes = 0;     ///< maximum of requested_bytes (since reset_peak())
+  int64_t allocated_bytes = 0;          ///< sum of the rounded sizes of live blocks
+  int64_t peak_allocated_bytes = 0;     ///< maximum of allocated_bytes (since reset_peak())
+  int64_t reserved_bytes = 0;           ///< sum of the sizes of segments held from the backend
+  int64_t peak_reserved_bytes = 0;      ///< maximum of reserved_bytes (since reset_peak())
+  int64_t cached_bytes = 0;             ///< reserved_bytes - allocated_bytes (free blocks)
+  int64_t num_segments = 0;             ///< segments held from the backend
+  int64_t num_live_blocks = 0;          ///< blocks handed out and not yet freed
+  int64_t num_free_blocks = 0;          ///< cached free blocks (both pools)
+  int64_t num_allocations = 0;          ///< successful allocate() calls since creation
+  int64_t num_frees = 0;                ///< deallocate() calls since creation
   int64_t num_segment_allocations = 0;  ///< successful backend allocate_raw() calls
   int64_t num_segment_frees = 0;        ///< backend free_raw() calls
-  int64_t num_alloc_retries = 0;  ///< backend out of memory, cache released and retried
-  int64_t num_ooms = 0;           ///< allocate() calls that threw kOutOfMemory
+  int64_t num_alloc_retries = 0;        ///< backend out of memory, cache released and retried
+  int64_t num_ooms = 0;                 ///< allocate() calls that threw kOutOfMemory
 };
 
 /// The caching allocator (see the file comment for the algorithm). Implements ingot::Allocator:
@@ -119,12 +119,12 @@ struct CachingAllocatorStats {
 /// and reserved sizes are in caching_stats(). Thread-safe (one mutex).
 class CachingAllocator final : public Allocator {
  public:
-  static constexpr int64_t kMinBlockSize = 512;             ///< rounding granule
-  static constexpr int64_t kSmallSize = 1 << 20;            ///< largest small-pool block: 1 MiB
-  static constexpr int64_t kSmallBuffer = 2 << 20;          ///< small-pool segment: 2 MiB
-  static constexpr int64_t kLargeBuffer = 20 << 20;         ///< large-pool segment: 20 MiB
-  static constexpr int64_t kMinLargeAlloc = 10 << 20;       ///< requests below use kLargeBuffer
-  static constexpr int64_t kRoundLarge = 2 << 20;           ///< large segments round to 2 MiB
+  static constexpr int64_t kMinBlockSize = 512;        ///< rounding granule
+  static constexpr int64_t kSmallSize = 1 << 20;       ///< largest small-pool block: 1 MiB
+  static constexpr int64_t kSmallBuffer = 2 << 20;     ///< small-pool segment: 2 MiB
+  static constexpr int64_t kLargeBuffer = 20 << 20;    ///< large-pool segment: 20 MiB
+  static constexpr int64_t kMinLargeAlloc = 10 << 20;  ///< requests below use kLargeBuffer
+  static constexpr int64_t kRoundLarge = 2 << 20;      ///< large segments round to 2 MiB
 
   explicit CachingAllocator(std::unique_ptr<RawMemoryBackend> backend);
   /// Returns every segment to the backend (errors of the backend are ignored here).

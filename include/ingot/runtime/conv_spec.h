@@ -33,8 +33,9 @@ struct ConvSpec {
 /// (decode_conv_spec does). Header-only so that the lowering needs no link to this library.
 inline std::vector<int64_t> encode_conv_spec(const ConvSpec& s) {
   const auto n = static_cast<int64_t>(s.lhs_shape.size());
-  std::vector<int64_t> c = {n,           s.feature_groups, s.batch_groups,  s.in_batch,   s.in_feature,
-                            s.k_in_feature, s.k_out_feature, s.out_batch, s.out_feature};
+  std::vector<int64_t> c = {
+      n,           s.feature_groups, s.batch_groups, s.in_batch, s.in_feature, s.k_in_feature, s.k_out_feature,
+      s.out_batch, s.out_feature};
   for (const std::vector<int64_t>* shape : {&s.lhs_shape, &s.rhs_shape, &s.out_shape}) {
     c.insert(c.end(), shape->begin(), shape->end());
   }

@@ -78,7 +78,7 @@ class CudaDriver {
   void initialise(CudaSymbolResolver& resolve);
 
   std::unique_ptr<cuda_detail::DriverApi> api_;
-  void* library_ = nullptr;  // dlopen handle
+  void* library_ = nullptr;   // dlopen handle
   bool initialised_ = false;  // cuInit succeeded
   bool available_ = false;
   std::string reason_;
@@ -215,8 +215,7 @@ class CudaDevice {
   /// Array copy between the host and this device in either direction: `src` and `dst` have
   /// the same shape and dtype (else kShapeMismatch / kDTypeMismatch naming both), one lives on
   /// a CPU device and the other on device() (else kInvalidArgument naming both devices).
-  std::shared_ptr<CudaEvent> copy_async(const Array& src, Array& dst,
-                                        CopyOrder order = CopyOrder::kAfterQueuedCompute);
+  std::shared_ptr<CudaEvent> copy_async(const Array& src, Array& dst, CopyOrder order = CopyOrder::kAfterQueuedCompute);
 
  private:
   struct StagingBuffer;

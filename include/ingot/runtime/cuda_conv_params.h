@@ -24,14 +24,14 @@ inline constexpr int64_t kConvMaxSpatial = 3;
 /// are zeros). All strides are in elements of the row-major operand buffers. Spatial arrays
 /// hold num_spatial entries; the rest are 0 (unused).
 struct CudaConvParams {
-  int64_t num_spatial = 0;         ///< spatial dims, 0..kConvMaxSpatial
-  int64_t m = 0;                   ///< out_batch * prod(out_size): GEMM rows
-  int64_t n_per_group = 0;         ///< output features per group: GEMM columns
-  int64_t k = 0;                   ///< c_per_group * prod(k_size): GEMM depth
-  int64_t groups = 1;              ///< feature_groups * batch_groups (one of them is 1)
-  int64_t out_batch = 0;           ///< size of the result's batch dim
-  int64_t c_per_group = 0;         ///< input features per group (the kernel's input-feature dim)
-  int64_t lhs_group_offset = 0;    ///< elements between the lhs slices of consecutive groups
+  int64_t num_spatial = 0;       ///< spatial dims, 0..kConvMaxSpatial
+  int64_t m = 0;                 ///< out_batch * prod(out_size): GEMM rows
+  int64_t n_per_group = 0;       ///< output features per group: GEMM columns
+  int64_t k = 0;                 ///< c_per_group * prod(k_size): GEMM depth
+  int64_t groups = 1;            ///< feature_groups * batch_groups (one of them is 1)
+  int64_t out_batch = 0;         ///< size of the result's batch dim
+  int64_t c_per_group = 0;       ///< input features per group (the kernel's input-feature dim)
+  int64_t lhs_group_offset = 0;  ///< elements between the lhs slices of consecutive groups
   int64_t lhs_batch_stride = 0, lhs_feature_stride = 0;
   int64_t rhs_in_stride = 0, rhs_out_stride = 0;
   int64_t out_batch_stride = 0, out_feature_stride = 0;

@@ -37,7 +37,7 @@ struct CudnnConvMapping {
   /// false) before each convolution (cudnnTransformTensor from w_strides).
   bool w_packed = true;
   std::vector<int> pads, strides, dilations;  ///< per spatial dim (nb_dims - 2 entries)
-  int groups = 1;                      ///< feature groups (cudnnSetConvolutionGroupCount)
+  int groups = 1;                             ///< feature groups (cudnnSetConvolutionGroupCount)
 };
 
 /// Maps `spec` (a valid ConvSpec) onto cuDNN's descriptors. Not expressible (with the reason):

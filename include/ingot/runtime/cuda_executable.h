@@ -48,13 +48,12 @@ std::string select_cuda_ptx_arch(const CudaKernelImage& image, int major, int mi
 /// (elements) = 3 + 2 * rank words; kIndex -> `value`. Throws ingot::Error kOutOfRange naming the
 /// launch's kernel and the argument for a buffer index outside `buffer_addresses`, and
 /// kInvalidArgument when sizes and strides differ in length.
-std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch,
-                                        std::span<const uint64_t> buffer_addresses);
+std::vector<uint64_t> cuda_launch_words(const CudaLaunch& launch, std::span<const uint64_t> buffer_addresses);
 
 /// cuda_launch_words for every kernel launch of `program`, in thunk order (GEMM and
 /// convolution thunks are skipped). `buffer_addresses[i]` is the device address of `program.buffers[i]`.
-std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(
-    const CudaProgram& program, std::span<const uint64_t> buffer_addresses);
+std::vector<std::vector<uint64_t>> cuda_launch_parameter_words(const CudaProgram& program,
+                                                               std::span<const uint64_t> buffer_addresses);
 
 /// One column-major BLAS ?gemm call with alpha = 1 and beta = 0, as BLAS defines it (reference
 /// BLAS sgemm.f): C (m x n, leading dimension ldc) = op(A) op(B), op(A) (m x k) = A^T when
@@ -86,12 +85,11 @@ struct CudaBlasGemm {
 /// C, ldc = n) with lda = the row length of A as stored (m when trans_a, else k), ldb = that of
 /// B (k when trans_b, else n). The operand addresses are `buffer_addresses[view.buffer]` plus
 /// view.offset * dtype size; an epilogue's bias likewise (the row-major C's n columns are the
-/// column-major C^T's rows, along which cuBLASLt's bias runs). A batched `gemm` (3-D views (batch, rows, cols)) becomes one
-/// strided-batched call: batch = gemm.batch and the strides are the views' batch strides
-/// (strides[0]; a memref view's batch stride is uniform), A's and B's swapped like the operands.
-/// Throws ingot::Error kOutOfRange for a buffer index outside `buffer_addresses`,
-/// kInvalidArgument for a dtype other than f32/f64/f16/bf16 (is_blas_gemm_dtype), m, n, k or batch < 1, or a batched view that
-/// is not 3-D.
+/// column-major C^T's rows, along which cuBLASLt's bias runs). A batched `gemm` (3-D views (batch, rows, cols)) becomes
+/// one strided-batched call: batch = gemm.batch and the strides are the views' batch strides (strides[0]; a memref
+/// view's batch stride is uniform), A's and B's swapped like the operands. Throws ingot::Error kOutOfRange for a buffer
+/// index outside `buffer_addresses`, kInvalidArgument for a dtype other than f32/f64/f16/bf16 (is_blas_gemm_dtype), m,
+/// n, k or batch < 1, or a batched view that is not 3-D.
 CudaBlasGemm column_major_gemm(const CudaGemm& gemm, std::span<const uint64_t> buffer_addresses);
 
 /// The BLAS calls that run `gemm`, in order: one call (column_major_gemm), except for a batched
@@ -116,8 +114,8 @@ bool is_blas_gemm_dtype(DType dtype);
 /// `program.kernels` with grid and block sizes >= 1; every memref view (launch arguments and
 /// GEMM operands) names a buffer, has as many sizes as strides, non-negative sizes, strides and
 /// offset, and stays inside its buffer (offset + sum((size - 1) * stride) < elements); GEMMs
-/// are f32, f64, f16 or bf16 (is_blas_gemm_dtype) and their operands have the GEMM's dtype, shapes (m, k)/(k, m), (k, n)/(n, k), (m, n) and are
-/// contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32
+/// are f32, f64, f16 or bf16 (is_blas_gemm_dtype) and their operands have the GEMM's dtype, shapes (m, k)/(k, m), (k,
+/// n)/(n, k), (m, n) and are contiguous; a GEMM with an epilogue is f32 without batch and its bias is n contiguous f32
 /// starting at a multiple of 4 elements (16 bytes: buffers are allocated at least 256-byte
 /// aligned); convolution operands are contiguous 1-D views of the spec's shapes in the
 /// convolution's dtype (f32/f64), its kernel is in the program with a valid grid and block and
@@ -291,8 +289,7 @@ class CudaExecutable {
   void load_modules();
   void upload_constants();
   void check_arrays(std::span<const Array> arrays, bool outputs) const;
-  std::vector<uint64_t> buffer_addresses(std::span<const Array> inputs,
-                                         std::span<const Array> outputs,
+  std::vector<uint64_t> buffer_addresses(std::span<const Array> inputs, std::span<const Array> outputs,
                                          std::vector<std::shared_ptr<Buffer>>& temporaries) const;
   /// Enqueues `launch` on `stream`.
   void launch(const CudaLaunch& launch, std::span<const uint64_t> addresses, const CudaStream& stream) const;
@@ -342,23 +339,23 @@ class CudaExecutable {
   CudaProgram program_;
   CudaDevice& device_;
   std::shared_ptr<CudaBlas> blas_;
-  std::shared_ptr<CudaDnn> dnn_;       // null: the implicit-GEMM kernel only
-  std::string dnn_reason_;             // why dnn_ is null
-  mutable std::vector<CudaConvChoice> conv_choices_;           // per convolution thunk (run_mu_)
-  mutable std::vector<CudaDnnConvPlan> conv_plans_;            // likewise, when cuDNN was planned
+  std::shared_ptr<CudaDnn> dnn_;                                  // null: the implicit-GEMM kernel only
+  std::string dnn_reason_;                                        // why dnn_ is null
+  mutable std::vector<CudaConvChoice> conv_choices_;              // per convolution thunk (run_mu_)
+  mutable std::vector<CudaDnnConvPlan> conv_plans_;               // likewise, when cuDNN was planned
   mutable std::vector<std::shared_ptr<Buffer>> conv_workspaces_;  // likewise, cuDNN's workspace
   std::vector<std::string> archs_;
-  std::vector<CUmod_st*> modules_;     // one per kernel
-  std::vector<CUfunc_st*> functions_;  // one per kernel
+  std::vector<CUmod_st*> modules_;                  // one per kernel
+  std::vector<CUfunc_st*> functions_;               // one per kernel
   std::vector<std::shared_ptr<Buffer>> constants_;  // by buffer index (null for others)
   CudaExecutableOptions options_;
-  std::shared_ptr<Buffer> arena_;                  // the temporaries, with graphs on
-  std::unique_ptr<CudaStream> capture_stream_;     // graphs are captured here, launched on compute
-  std::vector<int64_t> arena_offsets_;             // bytes into arena_, by buffer index (temporaries)
-  mutable std::vector<CachedGraph> graphs_;        // at most options_.graph_cache_size (run_mu_)
-  mutable uint64_t graph_clock_ = 0;               // runs through the graph path (run_mu_)
-  mutable int64_t captures_in_a_row_ = 0;          // captures since the last replay (run_mu_)
-  mutable CudaGraphStats graph_stats_;             // run_mu_
+  std::shared_ptr<Buffer> arena_;               // the temporaries, with graphs on
+  std::unique_ptr<CudaStream> capture_stream_;  // graphs are captured here, launched on compute
+  std::vector<int64_t> arena_offsets_;          // bytes into arena_, by buffer index (temporaries)
+  mutable std::vector<CachedGraph> graphs_;     // at most options_.graph_cache_size (run_mu_)
+  mutable uint64_t graph_clock_ = 0;            // runs through the graph path (run_mu_)
+  mutable int64_t captures_in_a_row_ = 0;       // captures since the last replay (run_mu_)
+  mutable CudaGraphStats graph_stats_;          // run_mu_
   mutable std::mutex run_mu_;
 };
 

@@ -25,11 +25,11 @@ struct CudaBuffer {
     kConstant,   ///< uploaded once: `data` (a memref.global's dense initial value)
   };
   Kind kind = Kind::kTemporary;
-  int64_t index = 0;           ///< input or output index (kInput / kOutput)
-  Shape shape;                 ///< the buffer's shape (row-major, identity layout)
-  DType dtype = DType::kF32;   ///< element type (bool as u8)
-  int64_t bytes = 0;           ///< size in bytes
-  std::vector<uint8_t> data;   ///< kConstant: the contents (`bytes` bytes, little endian)
+  int64_t index = 0;          ///< input or output index (kInput / kOutput)
+  Shape shape;                ///< the buffer's shape (row-major, identity layout)
+  DType dtype = DType::kF32;  ///< element type (bool as u8)
+  int64_t bytes = 0;          ///< size in bytes
+  std::vector<uint8_t> data;  ///< kConstant: the contents (`bytes` bytes, little endian)
 };
 
 /// One argument of a kernel launch, in the kernel's parameter order.
@@ -41,10 +41,10 @@ struct CudaKernelArg {
     kIndex,  ///< one i64 parameter: `value`
   };
   Kind kind = Kind::kIndex;
-  int64_t buffer = -1;          ///< kMemref: index into CudaProgram::buffers
-  int64_t offset = 0;           ///< kMemref: element offset of the view into the buffer
-  Shape sizes, strides;         ///< kMemref: the view (a subview of a buffer may be strided)
-  int64_t value = 0;            ///< kIndex
+  int64_t buffer = -1;   ///< kMemref: index into CudaProgram::buffers
+  int64_t offset = 0;    ///< kMemref: element offset of the view into the buffer
+  Shape sizes, strides;  ///< kMemref: the view (a subview of a buffer may be strided)
+  int64_t value = 0;     ///< kIndex
 };
 
 /// A kernel launch: grid and block dimensions (x, y, z) and the arguments.
@@ -64,7 +64,7 @@ struct CudaGemm {
   /// f32 (cublasSgemm), f64 (cublasDgemm), f16 or bf16 (cublasGemmEx: operands and C in the dtype,
   /// CUBLAS_COMPUTE_32F, so the sums are f32 rounded to the dtype once, as the interpreter does)
   DType dtype = DType::kF32;
-  CudaKernelArg a, b, c;       ///< kMemref views of 2-D shapes (3-D (batch, rows, cols) when batched)
+  CudaKernelArg a, b, c;  ///< kMemref views of 2-D shapes (3-D (batch, rows, cols) when batched)
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
   /// Batched products (the lowering's `ingot_cuda_gemm_batched_<dtype>`, dot_generals whose batch
@@ -98,13 +98,13 @@ const char* epilogue_name(CudaGemm::Epilogue e);
 /// CudaConvParams as int64 words, by value), or through cuDNN when CudaExecutable's first run
 /// timed it faster (CudaExecutable::conv_choices()).
 struct CudaConv {
-  DType dtype = DType::kF32;        ///< f32 or f64
-  CudaKernelArg lhs, rhs, out;      ///< kMemref views: input, kernel, result
-  kernels::ConvSpec spec;           ///< the convolution (shapes, dimension numbers, windows, groups)
-  std::string kernel;               ///< CudaKernelImage::name of the implicit-GEMM kernel
+  DType dtype = DType::kF32;    ///< f32 or f64
+  CudaKernelArg lhs, rhs, out;  ///< kMemref views: input, kernel, result
+  kernels::ConvSpec spec;       ///< the convolution (shapes, dimension numbers, windows, groups)
+  std::string kernel;           ///< CudaKernelImage::name of the implicit-GEMM kernel
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
-  std::vector<int64_t> params;      ///< kernels::cuda_conv_param_words(cuda_conv_params(spec))
+  std::vector<int64_t> params;  ///< kernels::cuda_conv_param_words(cuda_conv_params(spec))
 };
 
 /// One step of a run, in order: a kernel launch or a library call.

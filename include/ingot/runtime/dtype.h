@@ -25,9 +25,8 @@ enum class DType : uint8_t {
 };
 
 /// All dtypes, in enum order (for tests that sweep them).
-inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kU8,   DType::kI32,
-                                       DType::kU32,  DType::kI64, DType::kU64,  DType::kF16,
-                                       DType::kBF16, DType::kF32, DType::kF64};
+inline constexpr DType kAllDTypes[] = {DType::kBool, DType::kI8,  DType::kU8,   DType::kI32, DType::kU32, DType::kI64,
+                                       DType::kU64,  DType::kF16, DType::kBF16, DType::kF32, DType::kF64};
 
 /// Size of one element in bytes (bool is 1 byte).
 int64_t dtype_size(DType dtype);
@@ -54,7 +53,11 @@ struct f16 {
   uint16_t bits = 0;
   f16() = default;
   explicit f16(float v) : bits(float_to_half_bits(v)) {}
-  static f16 from_bits(uint16_t b) { f16 h; h.bits = b; return h; }
+  static f16 from_bits(uint16_t b) {
+    f16 h;
+    h.bits = b;
+    return h;
+  }
   operator float() const { return half_bits_to_float(bits); }
 };
 
@@ -63,51 +66,114 @@ struct bf16 {
   uint16_t bits = 0;
   bf16() = default;
   explicit bf16(float v) : bits(float_to_bf16_bits(v)) {}
-  static bf16 from_bits(uint16_t b) { bf16 h; h.bits = b; return h; }
+  static bf16 from_bits(uint16_t b) {
+    bf16 h;
+    h.bits = b;
+    return h;
+  }
   operator float() const { return bf16_bits_to_float(bits); }
 };
 
 /// Maps a C++ element type to its DType (for templated Array constructors).
-template <class T> struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = DType::kBool; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = DType::kI8; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::kU8; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::kI32; };
-template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::kU32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::kI64; };
-template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::kU64; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::kF16; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::kBF16; };
-template <> struct dtype_of<float> { static constexpr DType value = DType::kF32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::kF64; };
-template <class T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::kBool;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr DType value = DType::kI8;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::kU8;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct dtype_of<uint32_t> {
+  static constexpr DType value = DType::kU32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct dtype_of<uint64_t> {
+  static constexpr DType value = DType::kU64;
+};
+template <>
+struct dtype_of<f16> {
+  static constexpr DType value = DType::kF16;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::kBF16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <class T>
+inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 /// Tag carrying a C++ element type, passed to visitors by dispatch_dtype.
-template <class T> struct TypeTag { using type = T; };
+template <class T>
+struct TypeTag {
+  using type = T;
+};
 
 /// Calls `f(TypeTag<T>{})` with T the storage type of `dtype` (f16/bf16 for the half types).
 template <class F>
 decltype(auto) dispatch_dtype(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::kBool: return f(TypeTag<bool>{});
-    case DType::kI8: return f(TypeTag<int8_t>{});
-    case DType::kU8: return f(TypeTag<uint8_t>{});
-    case DType::kI32: return f(TypeTag<int32_t>{});
-    case DType::kU32: return f(TypeTag<uint32_t>{});
-    case DType::kI64: return f(TypeTag<int64_t>{});
-    case DType::kU64: return f(TypeTag<uint64_t>{});
-    case DType::kF16: return f(TypeTag<f16>{});
-    case DType::kBF16: return f(TypeTag<bf16>{});
-    case DType::kF32: return f(TypeTag<float>{});
-    case DType::kF64: return f(TypeTag<double>{});
+    case DType::kBool:
+      return f(TypeTag<bool>{});
+    case DType::kI8:
+      return f(TypeTag<int8_t>{});
+    case DType::kU8:
+      return f(TypeTag<uint8_t>{});
+    case DType::kI32:
+      return f(TypeTag<int32_t>{});
+    case DType::kU32:
+      return f(TypeTag<uint32_t>{});
+    case DType::kI64:
+      return f(TypeTag<int64_t>{});
+    case DType::kU64:
+      return f(TypeTag<uint64_t>{});
+    case DType::kF16:
+      return f(TypeTag<f16>{});
+    case DType::kBF16:
+      return f(TypeTag<bf16>{});
+    case DType::kF32:
+      return f(TypeTag<float>{});
+    case DType::kF64:
+      return f(TypeTag<double>{});
   }
   return f(TypeTag<float>{});  // unreachable for valid enum values
 }
 
 /// The arithmetic type used for a storage type: float for f16/bf16, else the type itself.
-template <class T> struct compute_type { using type = T; };
-template <> struct compute_type<f16> { using type = float; };
-template <> struct compute_type<bf16> { using type = float; };
-template <class T> using compute_type_t = typename compute_type<T>::type;
+template <class T>
+struct compute_type {
+  using type = T;
+};
+template <>
+struct compute_type<f16> {
+  using type = float;
+};
+template <>
+struct compute_type<bf16> {
+  using type = float;
+};
+template <class T>
+using compute_type_t = typename compute_type<T>::type;
 
 }  // namespace ingot

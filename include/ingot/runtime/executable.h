@@ -24,11 +24,11 @@ struct CompileInfo {
   /// LLVM optimisation and code generation, translation included (and, on the CPU's split path,
   /// the per-kernel MLIR stages after `outline`, which run in parallel with it)
   double llvm_seconds = 0;
-  double link_seconds = 0;       ///< loading the object code into the JIT
-  int64_t objects = 0;           ///< object files linked
-  int64_t cache_hits = 0;        ///< objects loaded from the compilation cache
-  int64_t cache_misses = 0;      ///< objects compiled
-  int64_t step_cache_hits = 0;   ///< compiled functions loaded whole from the cache (no MLIR, no LLVM)
+  double link_seconds = 0;      ///< loading the object code into the JIT
+  int64_t objects = 0;          ///< object files linked
+  int64_t cache_hits = 0;       ///< objects loaded from the compilation cache
+  int64_t cache_misses = 0;     ///< objects compiled
+  int64_t step_cache_hits = 0;  ///< compiled functions loaded whole from the cache (no MLIR, no LLVM)
   /// Adds `other`'s counts and seconds to this (several compiled segments of one program).
   CompileInfo& operator+=(const CompileInfo& other);
 };
@@ -44,8 +44,7 @@ struct Thunk {
   /// Instead of `run`, for a collective (include/ingot/runtime/spmd.h builds them): the work gets
   /// the communicator the Executable runs with (one per device under run_spmd). Exactly one of
   /// `run` and `collective` is set.
-  std::function<void(Communicator& communicator, std::span<const Array> inputs, std::span<Array> outputs)>
-      collective;
+  std::function<void(Communicator& communicator, std::span<const Array> inputs, std::span<Array> outputs)> collective;
   /// With `collective`: started, not waited for (an asynchronous collective, as XLA's
   /// all-reduce-start / all-reduce-done pair). It runs on a helper thread once every asynchronous
   /// collective started before it has finished (one at a time, in program order: the communicator
@@ -75,9 +74,8 @@ class Executable {
   /// `donated_inputs` are input slots whose buffers the executable takes over (JAX's
   /// donate_argnums): thunks may write them in place and outputs may be them. `name` appears in
   /// the "array was donated to ..." error of a donated argument used afterwards.
-  Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs,
-             std::vector<Thunk> thunks, std::vector<size_t> outputs,
-             std::vector<size_t> donated_inputs = {}, std::string name = "executable");
+  Executable(std::vector<std::pair<Shape, DType>> slot_types, size_t num_inputs, std::vector<Thunk> thunks,
+             std::vector<size_t> outputs, std::vector<size_t> donated_inputs = {}, std::string name = "executable");
 
   /// Checks `inputs` against the input types (ingot::Error kInvalidArgument / kShapeMismatch /
   /// kDTypeMismatch naming the index), takes over the donated inputs' buffers (afterwards the

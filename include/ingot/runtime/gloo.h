@@ -39,11 +39,11 @@ struct GlooOptions {
 
 /// Where and how to bootstrap a process group (the torchrun environment, see from_env).
 struct ProcessGroupOptions {
-  int rank = 0;                         ///< this process's rank, in [0, world_size)
-  int world_size = 1;                   ///< number of processes, >= 1
+  int rank = 0;                           ///< this process's rank, in [0, world_size)
+  int world_size = 1;                     ///< number of processes, >= 1
   std::string master_addr = "127.0.0.1";  ///< address rank 0 serves the TcpStore on
-  int master_port = 29500;              ///< port of that store, in [1, 65535]
-  double timeout = 30.0;                ///< seconds, > 0: store, connection and every collective
+  int master_port = 29500;                ///< port of that store, in [1, 65535]
+  double timeout = 30.0;                  ///< seconds, > 0: store, connection and every collective
 
   /// Reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the names torchrun sets); the
   /// timeout keeps its default. Only called explicitly: nothing in ingot reads these variables
@@ -115,8 +115,7 @@ std::vector<std::unique_ptr<Communicator>> make_local_gloo_group(int size, doubl
 /// Errors: kInvalidArgument for bad options (naming the field and value) or a WORLD_SIZE that
 /// differs from rank 0's; kFailedPrecondition naming the store address and the timeout when a
 /// rank does not show up in time, or when the port cannot be served.
-std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group,
-                                           const GlooOptions& options = {});
+std::unique_ptr<Communicator> connect_gloo(const ProcessGroupOptions& group, const GlooOptions& options = {});
 
 /// A process's communicators in a multi-process group with several ranks per process
 /// (connect_gloo_processes): one per local device and one for the process itself.

@@ -72,14 +72,13 @@ class NcclCommunicator final : public Communicator {
   /// One communicator per device of this process (ncclCommInitAll): element r is rank r, on
   /// devices[r]. Devices must be distinct (NCCL allows one rank per GPU); empty or repeated
   /// devices: kInvalidArgument.
-  static std::vector<std::unique_ptr<NcclCommunicator>> create_all(
-      std::shared_ptr<NcclLibrary> nccl, const std::vector<CudaDevice*>& devices);
+  static std::vector<std::unique_ptr<NcclCommunicator>> create_all(std::shared_ptr<NcclLibrary> nccl,
+                                                                   const std::vector<CudaDevice*>& devices);
   /// Rank `rank` of `size` ranks that may live in several processes (ncclCommInitRank): every
   /// rank calls this with the same `id` (from rank 0's NcclLibrary::unique_id()); it blocks
   /// until all have joined. rank outside [0, size) or size < 1: kInvalidArgument.
-  static std::unique_ptr<NcclCommunicator> create(std::shared_ptr<NcclLibrary> nccl,
-                                                  CudaDevice& device, const NcclUniqueId& id,
-                                                  int rank, int size);
+  static std::unique_ptr<NcclCommunicator> create(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device,
+                                                  const NcclUniqueId& id, int rank, int size);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -97,8 +96,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override;
 
  private:
-  NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank,
-                   int size);
+  NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank, int size);
   void check_array(const Array& a, const char* call, const char* arg) const;
   /// Blocks until the compute stream (and so the collective) is done.
   void finish();

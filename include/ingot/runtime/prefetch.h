@@ -258,7 +258,7 @@ class PrefetchQueue {
   Distribute distribute_;
   const int64_t slots_;
 
-  mutable std::mutex mu_;            // guards everything below except thread_
+  mutable std::mutex mu_;             // guards everything below except thread_
   std::condition_variable space_cv_;  // producer: a slot was freed, or stop
   std::condition_variable ready_cv_;  // consumer: an entry was published, or finished
   std::deque<Entry> ready_;           // prepared entries in producer order

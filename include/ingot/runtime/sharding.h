@@ -72,7 +72,7 @@ struct PartitionDim {
   /// Replicated along this dimension (JAX None).
   PartitionDim() = default;
   /// Split over one mesh axis.
-  PartitionDim(const char* axis) : axes{axis} {}           // NOLINT(google-explicit-constructor)
+  PartitionDim(const char* axis) : axes{axis} {}             // NOLINT(google-explicit-constructor)
   PartitionDim(std::string axis) : axes{std::move(axis)} {}  // NOLINT(google-explicit-constructor)
   /// Split over several mesh axes, the first one major (a tuple in JAX).
   PartitionDim(std::initializer_list<std::string> tuple) : axes(tuple) {}  // NOLINT

@@ -50,7 +50,6 @@ namespace ingot {
 ///
 /// Errors of this function: kInvalidArgument for size < 1, or timeout (seconds) <= 0, not
 /// finite or above 1e7.
-std::vector<std::unique_ptr<Communicator>> make_shared_memory_group(int size,
-                                                                    double timeout = 30.0);
+std::vector<std::unique_ptr<Communicator>> make_shared_memory_group(int size, double timeout = 30.0);
 
 }  // namespace ingot

@@ -36,13 +36,13 @@ Thunk broadcast_thunk(size_t in, size_t out, int root, const std::string& axis =
 ///
 /// Blocks until every device finished; then rethrows the error of the device that failed first
 /// (the others typically fail after it, timing out in a collective), with the context
-/// "run_spmd: device p (<name>) failed first; k more devices failed after it". Errors (ingot::Error): arguments sharded over different meshes, or an out_sharding
-/// over another mesh (kInvalidArgument naming the index); no arguments (kInvalidArgument);
-/// `communicators` neither empty nor one per device with communicators[p]->rank() == first + p,
+/// "run_spmd: device p (<name>) failed first; k more devices failed after it". Errors (ingot::Error): arguments sharded
+/// over different meshes, or an out_sharding over another mesh (kInvalidArgument naming the index); no arguments
+/// (kInvalidArgument); `communicators` neither empty nor one per device with communicators[p]->rank() == first + p,
 /// where first (communicators[0]'s rank) and the group's size are multiples of the mesh's device
 /// count -- first = 0 and a group of the mesh's size in one process; several processes each run
-/// their part of a larger mesh, the collectives spanning all of them (kInvalidArgument); out_shardings.size() != the executable's outputs (kInvalidArgument).
-/// Without communicators, a collective thunk fails (Executable::run).
+/// their part of a larger mesh, the collectives spanning all of them (kInvalidArgument); out_shardings.size() != the
+/// executable's outputs (kInvalidArgument). Without communicators, a collective thunk fails (Executable::run).
 std::vector<Array> run_spmd(const Executable& executable, const std::vector<Array>& args,
                             const std::vector<NamedSharding>& out_shardings,
                             const std::vector<Communicator*>& communicators = {});

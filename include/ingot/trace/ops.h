@@ -106,8 +106,7 @@ Tensor reshape(const Tensor& x, const Shape& shape);
 /// NumPy broadcast_to via `broadcast_in_dim`.
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 /// `broadcast_in_dim`: operand dim i maps to result dim broadcast_dimensions[i].
-Tensor broadcast_in_dim(const Tensor& x, const Shape& shape,
-                        const std::vector<int64_t>& broadcast_dimensions);
+Tensor broadcast_in_dim(const Tensor& x, const Shape& shape, const std::vector<int64_t>& broadcast_dimensions);
 /// `transpose`: result dim i is operand dim permutation[i]. Empty = reverse all dims.
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& permutation = {});
 /// `slice` with start (inclusive), limit (exclusive) and strides (default 1).
@@ -116,8 +115,8 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
 /// `slice` of [start, limit) along one axis.
 Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t limit);
 /// `pad` with `value` (low/high may be negative; interior >= 0). Empty interior = zeros.
-Tensor pad(const Tensor& x, double value, const std::vector<int64_t>& low,
-           const std::vector<int64_t>& high, const std::vector<int64_t>& interior = {});
+Tensor pad(const Tensor& x, double value, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
+           const std::vector<int64_t>& interior = {});
 Tensor concatenate(const std::vector<Tensor>& xs, int64_t axis);
 Tensor reverse(const Tensor& x, const std::vector<int64_t>& axes);
 /// Inserts a size-1 dim at `axis`.
@@ -187,11 +186,11 @@ Tensor conv2d(const Tensor& x, const Tensor& kernel, const Conv2DOptions& option
 
 // ---- windows and indexing -------------------------------------------------------------------
 /// Max pooling over (batch, h, w, c) with `padding` "valid" or "same" (pad value -inf).
-Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
-                  const std::vector<int64_t>& strides, const std::string& padding = "valid");
+Tensor max_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size, const std::vector<int64_t>& strides,
+                  const std::string& padding = "valid");
 /// Average pooling over (batch, h, w, c); "same" divides by the count of real (unpadded) cells.
-Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size,
-                  const std::vector<int64_t>& strides, const std::string& padding = "valid");
+Tensor avg_pool2d(const Tensor& x, const std::vector<int64_t>& pool_size, const std::vector<int64_t>& strides,
+                  const std::string& padding = "valid");
 /// Embedding-style lookup: x (n, d...) indexed along axis 0 by integer `indices` (any shape s)
 /// -> (s..., d...), via `gather`. Out-of-range indices are clamped (StableHLO semantics).
 Tensor take(const Tensor& x, const Tensor& indices);
@@ -202,11 +201,9 @@ Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::kF32);
 
 // ---- random --------------------------------------------------------------------------------
 /// `rng_bit_generator` (THREE_FRY): state u64[2] -> (new state u64[2], bits of `shape`, u32).
-std::pair<Tensor, Tensor> rng_bit_generator(const Tensor& state, const Shape& shape,
-                                            DType dtype = DType::kU32);
+std::pair<Tensor, Tensor> rng_bit_generator(const Tensor& state, const Shape& shape, DType dtype = DType::kU32);
 /// Uniform floats in [0, 1) of `shape` and `dtype` from the state; returns (new state, values).
-std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape,
-                                         DType dtype = DType::kF32);
+std::pair<Tensor, Tensor> random_uniform(const Tensor& state, const Shape& shape, DType dtype = DType::kF32);
 
 // ---- composites (numerically stable) ----------------------------------------------------------
 /// max(x, 0), with relu'(0) = 0 (as jax.nn.relu) and relu(NaN) = NaN.

@@ -37,8 +37,7 @@ class Tensor {
   ir::ValueId id() const { return id_; }
 
   // Internal: used by the tracer implementation.
-  Tensor(std::shared_ptr<trace_detail::TraceState> state, ir::ValueId id)
-      : state_(std::move(state)), id_(id) {}
+  Tensor(std::shared_ptr<trace_detail::TraceState> state, ir::ValueId id) : state_(std::move(state)), id_(id) {}
   const std::shared_ptr<trace_detail::TraceState>& state() const { return state_; }
 
  private:
@@ -65,8 +64,8 @@ struct TraceStats {
 /// ingot::Error(kTraceError) if `fn` returns a Tensor of another trace or an invalid Tensor.
 ///
 /// `stats`, when given, receives what the trace measured (TraceStats).
-ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs,
-                const std::string& name = "main", TraceStats* stats = nullptr);
+ir::Graph trace(const TraceFn& fn, const std::vector<ir::TensorType>& inputs, const std::string& name = "main",
+                TraceStats* stats = nullptr);
 
 /// Adds `seconds` to the autodiff time of this thread's innermost active trace (TraceStats); a
 /// no-op outside any trace. Called by autodiff.
@@ -96,7 +95,6 @@ class NameScope {
 /// Appends a raw node of `op` with `attrs` over `inputs` to the trace the inputs belong to
 /// (or, with no inputs, the innermost active trace) and returns its outputs. All the typed
 /// functions in ops.h go through this. Throws kTraceError outside any trace.
-std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs,
-                         ir::Attributes attrs = {});
+std::vector<Tensor> emit(const std::string& op, const std::vector<Tensor>& inputs, ir::Attributes attrs = {});
 
 }  // namespace ingot

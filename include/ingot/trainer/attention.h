@@ -13,11 +13,11 @@ namespace ingot {
 
 /// Options of MultiHeadAttention (Keras's arguments, by name and default).
 struct MultiHeadAttentionOptions {
-  int64_t num_heads = 0;                 ///< > 0
-  int64_t key_dim = 0;                   ///< size of each head for query and key; > 0
-  std::optional<int64_t> value_dim;      ///< size of each head for value; default key_dim
-  bool use_bias = true;                  ///< biases in the four projections
-  std::optional<int64_t> output_shape;   ///< output features; default the query's last dim
+  int64_t num_heads = 0;                ///< > 0
+  int64_t key_dim = 0;                  ///< size of each head for query and key; > 0
+  std::optional<int64_t> value_dim;     ///< size of each head for value; default key_dim
+  bool use_bias = true;                 ///< biases in the four projections
+  std::optional<int64_t> output_shape;  ///< output features; default the query's last dim
   /// Mask future positions when the layer is called as a self-attention layer (call(ctx, x)):
   /// Keras's `use_causal_mask` call argument, an option here because call() takes one tensor.
   bool use_causal_mask = false;

@@ -262,8 +262,7 @@ class CallbackList {
  public:
   /// Adopts `callbacks` (none may be null: ingot::Error(kInvalidArgument) naming the index)
   /// and adds History / ProgbarLogger per `options`. Throws as validate(options.params) does.
-  explicit CallbackList(std::vector<std::shared_ptr<Callback>> callbacks = {},
-                        CallbackListOptions options = {});
+  explicit CallbackList(std::vector<std::shared_ptr<Callback>> callbacks = {}, CallbackListOptions options = {});
 
   /// Adopts one more callback (after the others). Null: ingot::Error(kInvalidArgument).
   void append(std::shared_ptr<Callback> callback);
@@ -392,8 +391,7 @@ class MonitorComparison {
   /// describes. `min_delta` must be >= 0 (callers take |min_delta| or reject negatives).
   /// Throws ingot::Error(kInvalidArgument) starting with `owner` ("EarlyStopping: ...") when
   /// kAuto cannot tell the direction, asking for kMin or kMax.
-  MonitorComparison(const std::string& owner, const std::string& monitor, MonitorMode mode,
-                    double min_delta);
+  MonitorComparison(const std::string& owner, const std::string& monitor, MonitorMode mode, double min_delta);
   /// Whether lower values are better.
   bool minimizes() const { return minimize_; }
   /// `value` is better than `reference` by more than min_delta: value + min_delta < reference

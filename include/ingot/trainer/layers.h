@@ -112,9 +112,9 @@ class Layer;
 class KerasTensor {
  public:
   struct Node {
-    std::shared_ptr<Layer> layer;                      ///< null for an Input
-    std::vector<std::shared_ptr<const Node>> inputs;   ///< the layer's inputs (none for an Input)
-    Shape shape;                          ///< per sample
+    std::shared_ptr<Layer> layer;                     ///< null for an Input
+    std::vector<std::shared_ptr<const Node>> inputs;  ///< the layer's inputs (none for an Input)
+    Shape shape;                                      ///< per sample
     DType dtype = DType::kF32;
     std::string name;
   };
@@ -264,13 +264,13 @@ void check_activation(const std::string& name);
 /// Variables: kernel (in, units), bias (units,). Regularizers add their penalties of the kernel and
 /// bias through LayerContext::add_loss on every call (train and test steps, as Keras's losses).
 struct DenseOptions {
-  int64_t units = 0;                  ///< > 0
+  int64_t units = 0;  ///< > 0
   std::string activation = "linear";
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
-  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
-  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
+  Regularizer kernel_regularizer;  ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;    ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Dense final : public Layer {
@@ -289,16 +289,16 @@ class Dense final : public Layer {
 /// keras.layers.Conv2D (channels_last): x (batch, h, w, in) -> (batch, oh, ow, filters).
 /// Variables: kernel (kh, kw, in, filters), bias (filters,). Regularizers as Dense.
 struct Conv2DLayerOptions {
-  int64_t filters = 0;                           ///< > 0
+  int64_t filters = 0;  ///< > 0
   std::vector<int64_t> kernel_size = {3, 3};
   std::vector<int64_t> strides = {1, 1};
-  std::string padding = "valid";                 ///< "valid" or "same"
+  std::string padding = "valid";  ///< "valid" or "same"
   std::string activation = "linear";
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
-  Regularizer kernel_regularizer;      ///< empty: none; else its penalty of the kernel joins the loss
-  Regularizer bias_regularizer;        ///< empty: none; else its penalty of the bias joins the loss
+  Regularizer kernel_regularizer;  ///< empty: none; else its penalty of the kernel joins the loss
+  Regularizer bias_regularizer;    ///< empty: none; else its penalty of the bias joins the loss
   std::string name;
 };
 class Conv2D final : public Layer {
@@ -403,6 +403,6 @@ class Activation final : public Layer {
 }  // namespace ingot
 
 // The other built-in layers, declared in their own headers (each includes this one).
-#include "ingot/trainer/layers_pooling.h"  // IWYU pragma: export
+#include "ingot/trainer/layers_pooling.h"        // IWYU pragma: export
 #include "ingot/trainer/layers_normalization.h"  // IWYU pragma: export
-#include "ingot/trainer/layers_embedding.h"  // IWYU pragma: export
+#include "ingot/trainer/layers_embedding.h"      // IWYU pragma: export

@@ -18,8 +18,8 @@ namespace ingot {
 /// instead; validate indices beforehand when that matters.)
 /// Bad options: ingot::Error(kInvalidArgument) naming the option.
 struct EmbeddingOptions {
-  int64_t input_dim = 0;   ///< vocabulary size (rows), > 0
-  int64_t output_dim = 0;  ///< embedding size (columns), > 0
+  int64_t input_dim = 0;                                                ///< vocabulary size (rows), > 0
+  int64_t output_dim = 0;                                               ///< embedding size (columns), > 0
   Initializer embeddings_initializer = initializers::random_uniform();  ///< Keras's "uniform": U(-0.05, 0.05)
   Regularizer embeddings_regularizer;  ///< empty: none; else its penalty of the table joins the loss
   std::string name;

@@ -26,11 +26,11 @@ namespace ingot {
 /// Bad options: ingot::Error(kInvalidArgument) naming the option (at construction; `axis` when
 /// built on inputs it does not fit, before any variable is created).
 struct BatchNormalizationOptions {
-  int64_t axis = -1;         ///< the feature dim; negative counts from the end; not the batch dim
-  double momentum = 0.99;    ///< in [0, 1]
-  double epsilon = 1e-3;     ///< > 0, added to the variance
-  bool center = true;        ///< learn the offset beta
-  bool scale = true;         ///< learn the scale gamma
+  int64_t axis = -1;       ///< the feature dim; negative counts from the end; not the batch dim
+  double momentum = 0.99;  ///< in [0, 1]
+  double epsilon = 1e-3;   ///< > 0, added to the variance
+  bool center = true;      ///< learn the offset beta
+  bool scale = true;       ///< learn the scale gamma
   Initializer beta_initializer = initializers::zeros();
   Initializer gamma_initializer = initializers::ones();
   Initializer moving_mean_initializer = initializers::zeros();

@@ -51,8 +51,7 @@ Reduction reduction_from_name(std::string_view name);
 /// and the higher-ranked one ends in a size-1 dimension, either that dimension is squeezed away
 /// or (when the other is rank 1 and `expand_rank_1`) a size-1 dimension is appended to the
 /// rank-1 one. Otherwise both are returned unchanged. Throws kTraceError for invalid Tensors.
-std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const Tensor& b,
-                                                         bool expand_rank_1 = true);
+std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const Tensor& b, bool expand_rank_1 = true);
 
 /// Keras's reduce_weighted_values: multiplies `values` by `sample_weight` (converted to the
 /// values' dtype; see below for its shape) and reduces the product per `reduction`.
@@ -70,8 +69,7 @@ std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& a, const 
 ///
 /// Throws ingot::Error(kDTypeMismatch) when `values` is not floating point,
 /// kShapeMismatch naming both shapes when the weight does not broadcast against the values.
-Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>& sample_weight,
-                              Reduction reduction);
+Tensor reduce_weighted_values(const Tensor& values, const std::optional<Tensor>& sample_weight, Reduction reduction);
 
 // ---- per-sample loss functions (Keras's keras.losses.* functions) -------------------------------
 // Each computes in y_pred's dtype (which must be floating point; ingot::Error(kDTypeMismatch)
@@ -116,9 +114,8 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from
 /// sum 1 along `axis`, clipped to [kEpsilon, 1 - kEpsilon] and -sum(y_true * log(p)).
 /// The result drops `axis`. A class axis of size 1 (the loss would be constant; Keras only
 /// warns) is kInvalidArgument.
-Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                bool from_logits = false, double label_smoothing = 0.0,
-                                int64_t axis = -1);
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false,
+                                double label_smoothing = 0.0, int64_t axis = -1);
 /// Sparse categorical crossentropy: integer class labels y_true of shape y_pred.shape[:-1]
 /// (e.g. (batch,)) or that shape with a trailing 1 (e.g. (batch, 1)), against y_pred
 /// (..., C) probabilities or, with `from_logits`, logits (log_softmax form, finite for any
@@ -127,8 +124,7 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
 /// data beforehand with validate_sparse_labels(). kShapeMismatch naming both shapes for other
 /// label shapes; kInvalidArgument for a scalar y_pred or a single class (C = 1: the loss would
 /// be constant).
-Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                       bool from_logits = false);
+Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits = false);
 
 /// Host-side check of sparse labels before training: every element of `labels` (any integer or
 /// floating dtype; floats are truncated as the loss does) must lie in [0, num_classes).
@@ -162,8 +158,7 @@ class Loss {
   /// The loss (Keras's Loss.__call__): per_sample() weighted by `sample_weight` (shape (batch,),
   /// (batch, 1), a scalar, or the per-sample shape; converted to dtype()) and reduced per
   /// reduction() (see reduce_weighted_values). A scalar of dtype() unless the reduction is kNone.
-  Tensor operator()(const Tensor& y_true, const Tensor& y_pred,
-                    std::optional<Tensor> sample_weight = {}) const;
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, std::optional<Tensor> sample_weight = {}) const;
   /// True for losses whose y_true are class indices, passed to call() in their own dtype (a
   /// float conversion could round large labels in a low-precision loss dtype); the trainer then
   /// checks labels with validate_sparse_labels before training.

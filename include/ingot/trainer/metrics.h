@@ -57,8 +57,7 @@ class Mean {
   /// Loss-tracker update: `batch_loss` (a scalar, the batch's reduced loss) weighted by
   /// `batch_size` (Keras: update_state(loss, sample_weight=batch_size)). Throws
   /// ingot::Error(kInvalidArgument) for batch_size < 1 or a non-scalar batch_loss.
-  std::vector<Tensor> add_batch(const std::vector<Tensor>& state, const Tensor& batch_loss,
-                                int64_t batch_size) const;
+  std::vector<Tensor> add_batch(const std::vector<Tensor>& state, const Tensor& batch_loss, int64_t batch_size) const;
   /// total / count (f32 scalar), 0 when count is 0.
   Tensor result(const std::vector<Tensor>& state) const;
   /// result() of state Arrays (on any device; copied to the host, traced and run by the
@@ -108,8 +107,7 @@ class Metric {
   virtual std::vector<Array> initial_state() const = 0;
   /// Pure update: the new state after one batch. `sample_weight` has shape (batch,) or
   /// (batch, 1) (or a scalar). Throws ingot::Error for a malformed state or inputs.
-  virtual std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                           const Tensor& y_pred,
+  virtual std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                            std::optional<Tensor> sample_weight = {}) const = 0;
   /// The metric's value (f32 scalar) for `state`.
   virtual Tensor result(const std::vector<Tensor>& state) const = 0;
@@ -132,8 +130,7 @@ class MeanMetricWrapper : public Metric {
  public:
   MeanMetricWrapper(std::string name, MetricFn fn);
   std::vector<Array> initial_state() const override;
-  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                   const Tensor& y_pred,
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
 
@@ -288,8 +285,7 @@ class Precision final : public Metric {
  public:
   explicit Precision(const PrecisionOptions& options = {});
   std::vector<Array> initial_state() const override;
-  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                   const Tensor& y_pred,
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
   /// The threshold in use (the given one, or the default).
@@ -307,8 +303,7 @@ class Recall final : public Metric {
  public:
   explicit Recall(const RecallOptions& options = {});
   std::vector<Array> initial_state() const override;
-  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                   const Tensor& y_pred,
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
   /// The threshold in use (the given one, or the default).
@@ -393,8 +388,7 @@ class AUC final : public Metric {
  public:
   explicit AUC(const AUCOptions& options = {});
   std::vector<Array> initial_state() const override;
-  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true,
-                                   const Tensor& y_pred,
+  std::vector<Tensor> update_state(const std::vector<Tensor>& state, const Tensor& y_true, const Tensor& y_pred,
                                    std::optional<Tensor> sample_weight = {}) const override;
   Tensor result(const std::vector<Tensor>& state) const override;
   /// The thresholds, in increasing order (num_thresholds values, as f32 like Keras's variables).

@@ -26,8 +26,8 @@ class CudaDevice;
 
 /// Options of a model.
 struct ModelOptions {
-  std::string name;        ///< default "sequential" / "model"
-  uint64_t seed = 1337;    ///< unseeded layers get seed + their index (reproducible weights)
+  std::string name;      ///< default "sequential" / "model"
+  uint64_t seed = 1337;  ///< unseeded layers get seed + their index (reproducible weights)
   /// Keras's dtype policy of every layer: "float32", or "mixed_float16" / "mixed_bfloat16"
   /// (variables f32, computation in f16 / bf16: floating inputs and variables are converted when
   /// read, and the model's floating outputs are converted back to f32 for the loss, metrics and
@@ -38,7 +38,7 @@ struct ModelOptions {
 
 /// Model::compile's arguments (keras.Model.compile).
 struct CompileOptions {
-  std::shared_ptr<optimizers::Optimizer> optimizer;      ///< required for fit / train_on_batch
+  std::shared_ptr<optimizers::Optimizer> optimizer;  ///< required for fit / train_on_batch
   /// The loss of every output (Keras's `loss=` one loss: a model with several outputs applies it
   /// to each). Give `loss` or `losses`, not both.
   std::shared_ptr<losses::Loss> loss;
@@ -113,10 +113,10 @@ struct FitOptions {
   int64_t epochs = 1;
   int verbose = 1;  ///< 0 silent, 1 progress bar, 2 one line per epoch
   std::vector<std::shared_ptr<callbacks::Callback>> callbacks;
-  double validation_split = 0;        ///< last fraction of x/y (before shuffling)
+  double validation_split = 0;  ///< last fraction of x/y (before shuffling)
   std::optional<Batch> validation_data;
-  bool shuffle = true;                ///< per-epoch seeded shuffle of array data
-  uint64_t seed = 0;                  ///< shuffle seed
+  bool shuffle = true;                                   ///< per-epoch seeded shuffle of array data
+  uint64_t seed = 0;                                     ///< shuffle seed
   std::vector<std::pair<int64_t, double>> class_weight;  ///< class -> weight (not with sample_weight)
   int64_t initial_epoch = 0;
   std::optional<int64_t> steps_per_epoch;
@@ -162,8 +162,8 @@ using TrainStepState = StepState<Tensor>;
 
 /// What Model::compute_gradients returns.
 struct StepGradients {
-  Tensor loss;                        ///< the batch loss (unscaled; weighted sum over the outputs)
-  std::vector<Tensor> y_pred;         ///< the forward pass's outputs (training = true)
+  Tensor loss;                 ///< the batch loss (unscaled; weighted sum over the outputs)
+  std::vector<Tensor> y_pred;  ///< the forward pass's outputs (training = true)
   /// Each output's loss before loss_weights (models with several outputs; empty with one).
   std::vector<Tensor> output_losses;
   std::vector<Tensor> gradients;      ///< d loss / d trainable (of the optimizer's scaled loss)
@@ -175,11 +175,11 @@ struct StepGradients {
 /// (data slicing, the sample-weight array, logs to host, callbacks), reported by `ingot train
 /// --metrics-json` and compared with PyTorch's in bench/fashion_mnist_peers.sh.
 struct FitTiming {
-  int64_t train_steps = 0;        ///< train steps run (all epochs)
-  double train_seconds = 0;       ///< the training-batch loops: from each epoch's first batch to its last hook
-  double step_seconds = 0;        ///< inside the train step function, compilation excluded
-  double compile_seconds = 0;     ///< tracing and compiling train steps (first call of each batch shape)
-  double validation_seconds = 0;  ///< the validation passes (test steps, their compilation, hooks)
+  int64_t train_steps = 0;                ///< train steps run (all epochs)
+  double train_seconds = 0;               ///< the training-batch loops: from each epoch's first batch to its last hook
+  double step_seconds = 0;                ///< inside the train step function, compilation excluded
+  double compile_seconds = 0;             ///< tracing and compiling train steps (first call of each batch shape)
+  double validation_seconds = 0;          ///< the validation passes (test steps, their compilation, hooks)
   double validation_compile_seconds = 0;  ///< the part of validation_seconds compiling test steps
   /// Under a distribution: the part of step_seconds a device spends in the train steps'
   /// collectives (all-reduce, all-gather, reduce-scatter; averaged over the devices, waiting for

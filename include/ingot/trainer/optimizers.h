@@ -125,7 +125,8 @@ struct CosineDecayOptions {
 
 /// keras.optimizers.schedules.CosineDecay (SGDR without restarts, Loshchilov & Hutter 2017,
 /// arXiv:1608.03983), in f32 as Keras computes it. Without warmup_target:
-///   rate(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) + alpha)
+///   rate(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) +
+///   alpha)
 /// With warmup_target: for step < warmup_steps the rate rises linearly
 ///   initial_learning_rate + (warmup_target - initial_learning_rate) * step / warmup_steps,
 /// then decays as above from warmup_target over min(step, warmup_steps + decay_steps) - warmup_steps.
@@ -296,9 +297,10 @@ class Optimizer {
   /// gradient, or a schedule returning a non-float or non-scalar rate (kShapeMismatch).
   /// `layout`: which gradients are per-device blocks of split variables (GradientLayout); a split
   /// gradient without layout.sum_over_devices is kInvalidArgument.
-  virtual std::pair<std::vector<Tensor>, std::vector<Tensor>> apply(
-      const std::vector<Tensor>& optimizer_variables, const std::vector<Tensor>& variables,
-      const std::vector<Tensor>& gradients, const GradientLayout& layout = {}) const;
+  virtual std::pair<std::vector<Tensor>, std::vector<Tensor>> apply(const std::vector<Tensor>& optimizer_variables,
+                                                                    const std::vector<Tensor>& variables,
+                                                                    const std::vector<Tensor>& gradients,
+                                                                    const GradientLayout& layout = {}) const;
 
   /// The loss as differentiated: loss * loss_scale_factor, or `loss` unchanged when unset.
   Tensor scale_loss(const Tensor& loss) const;
@@ -333,8 +335,7 @@ class Optimizer {
   /// donated or in-flight buffer). Keras's `optimizer.learning_rate = value`.
   /// Throws ingot::Error(kFailedPrecondition) for a schedule (not settable, as in Keras),
   /// kInvalidArgument for a negative or non-finite value or a state without the variable.
-  std::vector<Array> with_learning_rate(const std::vector<Array>& optimizer_variables,
-                                        double value) const;
+  std::vector<Array> with_learning_rate(const std::vector<Array>& optimizer_variables, double value) const;
   /// Keras's finalize_variable_values: with `use_ema`, the moving averages held by
   /// `optimizer_variables` (which replace the trainable variables at the end of fit); otherwise
   /// `variables` unchanged. Throws ingot::Error(kInvalidArgument) for a state of the wrong size.
@@ -362,8 +363,7 @@ class Optimizer {
   /// `variable` (after weight decay), this variable's slots (one per slot_names() entry),
   /// `learning_rate` (scalar of the variable's dtype) and `iterations` (i64 scalar, before the
   /// increment). Returns the new variable and the new slots.
-  virtual std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
-                                                             const Tensor& variable,
+  virtual std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient, const Tensor& variable,
                                                              const std::vector<Tensor>& slots,
                                                              const Tensor& learning_rate,
                                                              const Tensor& iterations) const = 0;
@@ -410,10 +410,8 @@ class SGD : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
-  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
-                                                     const Tensor& variable,
-                                                     const std::vector<Tensor>& slots,
-                                                     const Tensor& learning_rate,
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient, const Tensor& variable,
+                                                     const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                      const Tensor& iterations) const override;
 
  private:
@@ -464,10 +462,8 @@ class Adam : public Optimizer {
   /// For subclasses (AdamW): `class_name` prefixes error messages.
   Adam(std::string class_name, AdamOptions options);
   std::vector<std::string> slot_names() const override;
-  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
-                                                     const Tensor& variable,
-                                                     const std::vector<Tensor>& slots,
-                                                     const Tensor& learning_rate,
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient, const Tensor& variable,
+                                                     const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                      const Tensor& iterations) const override;
 
  private:
@@ -554,10 +550,8 @@ class RMSprop : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override;
-  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
-                                                     const Tensor& variable,
-                                                     const std::vector<Tensor>& slots,
-                                                     const Tensor& learning_rate,
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient, const Tensor& variable,
+                                                     const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                      const Tensor& iterations) const override;
 
  private:
@@ -597,10 +591,8 @@ class Adagrad : public Optimizer {
  protected:
   std::vector<std::string> slot_names() const override;
   double slot_initial_value(size_t slot) const override;
-  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient,
-                                                     const Tensor& variable,
-                                                     const std::vector<Tensor>& slots,
-                                                     const Tensor& learning_rate,
+  std::pair<Tensor, std::vector<Tensor>> update_step(const Tensor& gradient, const Tensor& variable,
+                                                     const std::vector<Tensor>& slots, const Tensor& learning_rate,
                                                      const Tensor& iterations) const override;
 
  private:

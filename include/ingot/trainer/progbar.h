@@ -71,8 +71,7 @@ class Progbar {
   /// display in first-seen order). `finalize` defaults to `current >= target` (false when the
   /// target is unknown); a finalized update always draws and ends the line. Throws
   /// ingot::Error(kInvalidArgument) for a negative `current`.
-  void update(int64_t current, const Logs& values = {},
-              std::optional<bool> finalize = std::nullopt);
+  void update(int64_t current, const Logs& values = {}, std::optional<bool> finalize = std::nullopt);
   /// update(units seen so far + n, values): advances by `n` (>= 0) units.
   void add(int64_t n, const Logs& values = {});
 
@@ -88,8 +87,8 @@ class Progbar {
 
  private:
   struct Value {
-    double sum = 0.0;   // value (stateful) or step-weighted sum (stateless)
-    double count = 1.0; // 1 (stateful) or steps accumulated (stateless)
+    double sum = 0.0;    // value (stateful) or step-weighted sum (stateless)
+    double count = 1.0;  // 1 (stateful) or steps accumulated (stateless)
   };
   void accumulate(int64_t current, const Logs& values);
   double estimate_step_duration(int64_t current, double now);

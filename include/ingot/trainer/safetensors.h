@@ -79,8 +79,7 @@ struct SafetensorsFile {
 ///  - kFailedPrecondition: an invalid or donated array (naming the tensor);
 ///  - kNotFound: the directory of `path` does not exist; kInvalidArgument: any other file-system
 ///    failure (naming the path and the system's reason).
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Array>>& tensors,
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Array>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 /// Reads the safetensors file at `path` (every tensor is read into a new host array).

@@ -57,13 +57,20 @@ struct StepState {
   /// The list of `part`.
   std::vector<T>& part(StepPart p) {
     switch (p) {
-      case StepPart::kTrainable: return trainable;
-      case StepPart::kNonTrainable: return non_trainable;
-      case StepPart::kOptimizer: return optimizer;
-      case StepPart::kMetrics: return metrics;
-      case StepPart::kX: return x;
-      case StepPart::kY: return y;
-      case StepPart::kSampleWeight: break;
+      case StepPart::kTrainable:
+        return trainable;
+      case StepPart::kNonTrainable:
+        return non_trainable;
+      case StepPart::kOptimizer:
+        return optimizer;
+      case StepPart::kMetrics:
+        return metrics;
+      case StepPart::kX:
+        return x;
+      case StepPart::kY:
+        return y;
+      case StepPart::kSampleWeight:
+        break;
     }
     return sample_weight;
   }

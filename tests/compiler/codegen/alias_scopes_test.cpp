@@ -124,15 +124,17 @@ func.func @f(%p: memref<8xf32>, %q: memref<8xf32>) {
 TEST(NoAliasKernels, ScopesTagTheAccessesOfNoaliasArguments) {
   const std::string out = codegen::run_pipeline(
       kNests, {{"outline", "ingot-outline-kernels"},
-               {"lower", "convert-scf-to-cf,expand-strided-metadata,convert-to-llvm,reconcile-unrealized-casts,"
-                         "llvm.func(ingot-noalias-scopes)"}});
+               {"lower",
+                "convert-scf-to-cf,expand-strided-metadata,convert-to-llvm,reconcile-unrealized-casts,"
+                "llvm.func(ingot-noalias-scopes)"}});
   // One scope per noalias argument: 2 + 2 + 1 (the parameter-only and unknown-origin kernels
   // have none).
   EXPECT_EQ(count(out, "= #llvm.alias_scope<"), 5) << out;
   // In the kernel of two views and %a: the store to %a is in %a's scope, the load and the store
   // through the views are not in it but are declared not to alias it.
   std::smatch m;
-  const std::regex views_kernel(R"(llvm\.func @(ingot_k_[0-9a-f]+)\(%arg0: !llvm\.ptr, %arg1: !llvm\.ptr, %arg2: !llvm\.ptr \{llvm\.noalias\}\))");
+  const std::regex views_kernel(
+      R"(llvm\.func @(ingot_k_[0-9a-f]+)\(%arg0: !llvm\.ptr, %arg1: !llvm\.ptr, %arg2: !llvm\.ptr \{llvm\.noalias\}\))");
   ASSERT_TRUE(std::regex_search(out, m, views_kernel)) << out;
   const size_t begin = out.find(m[0].str());
   const std::string body = out.substr(begin, out.find("\n  }", begin) - begin);
@@ -322,8 +324,8 @@ TEST(NoAliasKernels, OpenMpLoopBodiesKeepTheScopesAndComputeTheSame) {
     o.compile_cache_dir = "";
     o.pipeline = stages;
     o.dump_dir = dump;
-    auto kernel = codegen::compile_cpu(kExpPlusOne, "main", {{{512, 1024}, DType::kF32}},
-                                       {{{512, 1024}, DType::kF32}}, o);
+    auto kernel =
+        codegen::compile_cpu(kExpPlusOne, "main", {{{512, 1024}, DType::kF32}}, {{{512, 1024}, DType::kF32}}, o);
     std::vector<Array> in = {Array::from_vector<float>(input, {512, 1024})};
     std::vector<Array> out = {Array::full({512, 1024}, -1, DType::kF32)};
     kernel->run(in, out);

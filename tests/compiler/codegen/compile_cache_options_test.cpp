@@ -68,7 +68,6 @@ TEST(CompileCache, DefaultDirIsXdgCacheHomeThenHome) {
   }
 }
 
-
 TEST(CompileCacheSizeOption, BytesAndBinaryUnits) {
   EXPECT_EQ(compile_cache_size_option("default"), kDefaultCompileCacheMaxBytes);
   EXPECT_EQ(compile_cache_size_option("0"), 0);
@@ -83,7 +82,7 @@ TEST(CompileCacheSizeOption, BytesAndBinaryUnits) {
 TEST(CompileCacheSizeOption, AnythingElseNamesTheOptionAndTheValue) {
   for (const char* bad : {"", "-1", "1.5G", "2GB", "G", "2X", " 2G", "9223372036854775808", "8388608T"}) {
     ingot::testing::expect_error([&] { compile_cache_size_option(bad); }, ErrorCode::kInvalidArgument,
-                          {"--compile-cache-max-size", std::string("'") + bad + "'"});
+                                 {"--compile-cache-max-size", std::string("'") + bad + "'"});
   }
 }
 

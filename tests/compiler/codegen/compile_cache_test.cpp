@@ -149,8 +149,8 @@ TEST_F(CompileCacheTest, StoreThenLoadRoundTripsBytes) {
   EXPECT_EQ(s.corrupt, 0);
   EXPECT_EQ(cache.size_bytes(), 3 * kCompileCacheHeaderBytes + 8 + static_cast<int64_t>(big.size()));
   // No temporaries are left behind.
-  EXPECT_EQ(files_in(dir_), (std::vector<std::string>{key_of(1, 1) + ".ingotc", key_of(1, 2) + ".ingotc",
-                                                      key_of(1, 3) + ".ingotc"}));
+  EXPECT_EQ(files_in(dir_),
+            (std::vector<std::string>{key_of(1, 1) + ".ingotc", key_of(1, 2) + ".ingotc", key_of(1, 3) + ".ingotc"}));
   EXPECT_EQ(warnings.str(), "");
 
   // Another object (another process, later) sees the same entries.
@@ -234,8 +234,8 @@ void expect_corrupt_miss(const std::string& dir, const std::function<void(std::s
 }
 
 TEST_F(CompileCacheTest, TruncatedEntryIsACorruptMiss) {
-  expect_corrupt_miss(dir_, [](std::string& f) { f.resize(24 + 1000); },
-                      "header says 4000 payload bytes, the file holds 1000");
+  expect_corrupt_miss(
+      dir_, [](std::string& f) { f.resize(24 + 1000); }, "header says 4000 payload bytes, the file holds 1000");
 }
 
 TEST_F(CompileCacheTest, EntryShorterThanItsHeaderIsACorruptMiss) {
@@ -462,9 +462,8 @@ TEST_F(CompileCacheTest, ReadOnlyDirectoryServesHitsButStoresNothing) {
   CompileCache cache(dir_, kDefaultCompileCacheMaxBytes, &warnings);
   EXPECT_TRUE(cache.enabled());
   EXPECT_FALSE(cache.writable());
-  EXPECT_EQ(warnings.str(),
-            "ingot: warning: compile cache '" + dir_ +
-                "' is not writable (Permission denied); using its entries, storing no new ones\n");
+  EXPECT_EQ(warnings.str(), "ingot: warning: compile cache '" + dir_ +
+                                "' is not writable (Permission denied); using its entries, storing no new ones\n");
   EXPECT_EQ(cache.load(key_of(16, 1)), "cached before");
   EXPECT_FALSE(cache.store(key_of(16, 2), "new"));
   EXPECT_EQ(cache.evict(), 0);
@@ -484,10 +483,10 @@ TEST_F(CompileCacheTest, VanishedDirectoryFailsStoresWithOneWarning) {
   EXPECT_EQ(cache.evict(), 0);
   EXPECT_EQ(cache.size_bytes(), 0);
   EXPECT_EQ(count_lines(warnings.str()), 1) << warnings.str();
-  EXPECT_NE(warnings.str().find("ingot: warning: compile cache '" + dir +
-                                "': cannot create a temporary file for entry " + key_of(17, 2) +
-                                " (No such file or directory)"),
-            std::string::npos)
+  EXPECT_NE(
+      warnings.str().find("ingot: warning: compile cache '" + dir + "': cannot create a temporary file for entry " +
+                          key_of(17, 2) + " (No such file or directory)"),
+      std::string::npos)
       << warnings.str();
   EXPECT_FALSE(fs::exists(dir));
 }
@@ -508,8 +507,9 @@ TEST_F(CompileCacheTest, FileSizeLimitRefusesLargeEntriesWithoutKillingTheProces
     if (cache.store(key_of(18, 2), bytes_of(1, 1 << 20))) return 5;
     if (cache.store(key_of(18, 3), bytes_of(2, 1 << 20))) return 6;
     if (files_in(dir) != std::vector<std::string>{key_of(18, 1) + ".ingotc"}) return 7;
-    if (count_lines(warnings.str()) != 1 || warnings.str().find("cannot write an entry larger than the file size limit (ulimit -f) for entry " +
-                                                                key_of(18, 2) + " (File too large)") == std::string::npos) {
+    if (count_lines(warnings.str()) != 1 ||
+        warnings.str().find("cannot write an entry larger than the file size limit (ulimit -f) for entry " +
+                            key_of(18, 2) + " (File too large)") == std::string::npos) {
       fprintf(stderr, "warnings: %s\n", warnings.str().c_str());
       return 8;
     }
@@ -591,7 +591,8 @@ TEST_F(CompileCacheTest, ACorruptEntryThatCannotBeDeletedIsWarnedAboutOnce) {
     return 0;
   });
   ::chmod(dir_.c_str(), 0755);
-  if (rc == 77) GTEST_SKIP() << "cannot bind-mount the directory read-only in a private mount namespace (needs CAP_SYS_ADMIN)";
+  if (rc == 77)
+    GTEST_SKIP() << "cannot bind-mount the directory read-only in a private mount namespace (needs CAP_SYS_ADMIN)";
   EXPECT_EQ(rc, 0) << "child check " << rc << " failed";
   EXPECT_EQ(files_in(dir_), std::vector<std::string>{key_of(30, 1) + ".ingotc"}) << "the entry could not be deleted";
 }
@@ -712,11 +713,11 @@ TEST_F(CompileCacheTest, BadKeyThrowsInvalidArgument) {
   CompileCache disabled("");
   for (CompileCache* c : {&cache, &disabled}) {
     expect_invalid_key(*c, "", "");
-    expect_invalid_key(*c, "0123456789abcde", "0123456789abcde");                  // 15 digits
-    expect_invalid_key(*c, std::string(129, 'a'), std::string(129, 'a'));          // 129 digits
-    expect_invalid_key(*c, "0123456789ABCDEF", "0123456789ABCDEF");                // uppercase
-    expect_invalid_key(*c, "0123456789abcdeg", "0123456789abcdeg");                // not hex
-    expect_invalid_key(*c, "../../0123456789abcdef", "../../0123456789abcdef");    // a path
+    expect_invalid_key(*c, "0123456789abcde", "0123456789abcde");                // 15 digits
+    expect_invalid_key(*c, std::string(129, 'a'), std::string(129, 'a'));        // 129 digits
+    expect_invalid_key(*c, "0123456789ABCDEF", "0123456789ABCDEF");              // uppercase
+    expect_invalid_key(*c, "0123456789abcdeg", "0123456789abcdeg");              // not hex
+    expect_invalid_key(*c, "../../0123456789abcdef", "../../0123456789abcdef");  // a path
     expect_invalid_key(*c, std::string("0123456789abcdef\0", 17), "0123456789abcdef\\x00");
   }
   EXPECT_EQ(files_in(dir_), std::vector<std::string>{});

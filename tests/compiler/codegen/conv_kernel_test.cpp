@@ -45,13 +45,20 @@ ConvSpec make_spec(const Shape& lhs, const Shape& rhs, Ints in, Ints k, Ints out
 }
 
 ir::Attributes attrs_of(const ConvSpec& s) {
-  return {{"input_batch_dimension", s.in_batch},       {"input_feature_dimension", s.in_feature},
-          {"input_spatial_dimensions", s.in_spatial},  {"kernel_input_feature_dimension", s.k_in_feature},
-          {"kernel_output_feature_dimension", s.k_out_feature}, {"kernel_spatial_dimensions", s.k_spatial},
-          {"output_batch_dimension", s.out_batch},     {"output_feature_dimension", s.out_feature},
-          {"output_spatial_dimensions", s.out_spatial}, {"window_strides", s.strides},
-          {"padding", s.padding},                      {"lhs_dilation", s.lhs_dilation},
-          {"rhs_dilation", s.rhs_dilation},            {"feature_group_count", s.feature_groups},
+  return {{"input_batch_dimension", s.in_batch},
+          {"input_feature_dimension", s.in_feature},
+          {"input_spatial_dimensions", s.in_spatial},
+          {"kernel_input_feature_dimension", s.k_in_feature},
+          {"kernel_output_feature_dimension", s.k_out_feature},
+          {"kernel_spatial_dimensions", s.k_spatial},
+          {"output_batch_dimension", s.out_batch},
+          {"output_feature_dimension", s.out_feature},
+          {"output_spatial_dimensions", s.out_spatial},
+          {"window_strides", s.strides},
+          {"padding", s.padding},
+          {"lhs_dilation", s.lhs_dilation},
+          {"rhs_dilation", s.rhs_dilation},
+          {"feature_group_count", s.feature_groups},
           {"batch_group_count", s.batch_groups}};
 }
 
@@ -83,9 +90,12 @@ void expect_matches_interpreter(ConvSpec s, const Array& lhs, const Array& rhs) 
 void expect_both_dtypes(const ConvSpec& s, uint64_t seed) {
   for (DType d : {DType::kF32, DType::kF64}) {
     SCOPED_TRACE(dtype_name(d));
-    const Array lhs = testing::random_array(s.lhs_shape, d, seed), rhs = testing::random_array(s.rhs_shape, d, seed + 1);
-    if (d == DType::kF32) expect_matches_interpreter<float>(s, lhs, rhs);
-    else expect_matches_interpreter<double>(s, lhs, rhs);
+    const Array lhs = testing::random_array(s.lhs_shape, d, seed),
+                rhs = testing::random_array(s.rhs_shape, d, seed + 1);
+    if (d == DType::kF32)
+      expect_matches_interpreter<float>(s, lhs, rhs);
+    else
+      expect_matches_interpreter<double>(s, lhs, rhs);
   }
 }
 
@@ -99,11 +109,14 @@ const Ints kNhwc = {0, 3, 1, 2}, kHwio = {3, 2, 0, 1}, kNchw = {0, 1, 2, 3}, kOi
 
 TEST(ConvKernel, LayoutModesGroupsAndDilations) {
   // Result features last / first / in the middle; kernel output features last / first / middle.
-  expect_both_dtypes(make_spec({2, 9, 7, 4}, {3, 3, 2, 6}, kNhwc, kHwio, kNhwc, {2, 1}, {1, 1, 2, 2}, {1, 1}, {1, 2}, 2), 1);
-  expect_both_dtypes(make_spec({2, 3, 6, 5}, {5, 3, 2, 3}, kNchw, kOihw, kNchw, {1, 2}, {1, 2, 0, 1}, {2, 1}, {1, 1}), 3);
+  expect_both_dtypes(
+      make_spec({2, 9, 7, 4}, {3, 3, 2, 6}, kNhwc, kHwio, kNhwc, {2, 1}, {1, 1, 2, 2}, {1, 1}, {1, 2}, 2), 1);
+  expect_both_dtypes(make_spec({2, 3, 6, 5}, {5, 3, 2, 3}, kNchw, kOihw, kNchw, {1, 2}, {1, 2, 0, 1}, {2, 1}, {1, 1}),
+                     3);
   expect_both_dtypes(make_spec({3, 9, 4}, {6, 2, 3}, {0, 2, 1}, {0, 1, 2}, {1, 0, 2}, {2}, {1, 1}, {1}, {1}, 2), 5);
   expect_both_dtypes(make_spec({4, 3, 8}, {3, 4, 3}, {0, 1, 2}, {1, 2, 0}, {0, 1, 2}, {1}, {0, 2}, {1}, {2}, 1, 2), 7);
-  expect_both_dtypes(make_spec({4, 5, 5, 3}, {2, 2, 3, 4}, kNhwc, kHwio, kNhwc, {1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 2), 9);
+  expect_both_dtypes(
+      make_spec({4, 5, 5, 3}, {2, 2, 3, 4}, kNhwc, kHwio, kNhwc, {1, 1}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, 2), 9);
   // 1-D crop with depthwise groups; no spatial dims; 3 spatial dims.
   expect_both_dtypes(make_spec({1, 10, 3}, {3, 1, 3}, {0, 2, 1}, {2, 1, 0}, {0, 2, 1}, {1}, {-2, 1}, {1}, {1}, 3), 11);
   expect_both_dtypes(make_spec({3, 4}, {4, 5}, {0, 1}, {1, 0}, {0, 1}, {}, {}, {}, {}), 13);
@@ -128,13 +141,16 @@ TEST(ConvKernel, ChunkedRowsAndColumns) {
   for (const Ints& out : {nwc, cnw, ncw}) {
     SCOPED_TRACE(::testing::PrintToString(out));
     expect_matches_interpreter<float>(make_spec({64, 17, 1000}, {17, 1000, 2}, nwc, wio, out, {1}, {0, 0}, {1}, {1}),
-                                      small_ints({64, 17, 1000}, DType::kF32, 22), small_ints({17, 1000, 2}, DType::kF32, 23));
+                                      small_ints({64, 17, 1000}, DType::kF32, 22),
+                                      small_ints({17, 1000, 2}, DType::kF32, 23));
     expect_matches_interpreter<double>(make_spec({64, 9, 1000}, {9, 1000, 2}, nwc, wio, out, {1}, {0, 0}, {1}, {1}),
-                                       small_ints({64, 9, 1000}, DType::kF64, 24), small_ints({9, 1000, 2}, DType::kF64, 25));
+                                       small_ints({64, 9, 1000}, DType::kF64, 24),
+                                       small_ints({9, 1000, 2}, DType::kF64, 25));
     // Result width 81 > kernel width 20: the block is gathered transposed (runs along the
     // result's width), in two row chunks and two column chunks.
-    expect_matches_interpreter<float>(make_spec({1, 1000, 100}, {2, 1000, 20}, ncw, {0, 1, 2}, out, {1}, {0, 0}, {1}, {1}),
-                                      small_ints({1, 1000, 100}, DType::kF32, 26), small_ints({2, 1000, 20}, DType::kF32, 27));
+    expect_matches_interpreter<float>(
+        make_spec({1, 1000, 100}, {2, 1000, 20}, ncw, {0, 1, 2}, out, {1}, {0, 0}, {1}, {1}),
+        small_ints({1, 1000, 100}, DType::kF32, 26), small_ints({2, 1000, 20}, DType::kF32, 27));
   }
 }
 

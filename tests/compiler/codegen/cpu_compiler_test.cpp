@@ -71,7 +71,8 @@ TEST(CpuCompiler, AResultThatIsAnArgumentIsItsBufferNotAnOutParam) {
   const std::string ir = run_pipeline(kAddBias, stages);
   EXPECT_NE(ir.find("ingot.result_arguments = array<i64: -1, 1>"), std::string::npos) << ir;
   EXPECT_NE(ir.find("func.func @main(%arg0: memref<4x8xf32>, %arg1: memref<8xf32>, %arg2: memref<4x8xf32>)"),
-            std::string::npos) << ir;
+            std::string::npos)
+      << ir;
   EXPECT_EQ(ir.find("scf.if"), std::string::npos) << ir;
   EXPECT_EQ(ir.find("memref.copy"), std::string::npos) << ir;
   // Run with the argument's own array as that output (as Executable passes a donated parameter):
@@ -86,8 +87,10 @@ TEST(CpuCompiler, AResultThatIsAnArgumentIsItsBufferNotAnOutParam) {
   EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(8, 2.0f));
   // The pairing must fit the kernel's types: one output fewer than the entry returns is refused.
   testing::expect_error(
-      [] { compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}}, {{{4, 8}, DType::kF32}},
-                       {.compile_cache_dir = ""}); },
+      [] {
+        compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}}, {{{4, 8}, DType::kF32}},
+                    {.compile_cache_dir = ""});
+      },
       ErrorCode::kInvalidArgument, {"ingot.result_arguments lists 2 results", "1 outputs"});
 }
 
@@ -149,7 +152,8 @@ TEST(CpuCompiler, VerifyingAfterEveryPassCompilesTheSame) {
   std::vector<Array> in = {Array::from_vector<float>(a, {4, 8}), Array::from_vector<float>(b, {8})};
   std::vector<std::vector<float>> results;
   for (bool each : {false, true}) {
-    auto kernel = compile_cpu(kAddBias, "main", in_types, in_types, {.verify_each_pass = each, .compile_cache_dir = ""});
+    auto kernel =
+        compile_cpu(kAddBias, "main", in_types, in_types, {.verify_each_pass = each, .compile_cache_dir = ""});
     std::vector<Array> out = {Array::full({4, 8}, -1, DType::kF32), Array::full({8}, -1, DType::kF32)};
     kernel->run(in, out);
     results.push_back(out[0].to_vector<float>());
@@ -196,17 +200,15 @@ TEST(CpuCompiler, PerfJitdumpOnlyWhenAskedFor) {
 }
 
 TEST(CpuCompiler, ErrorsCarryMlirDiagnostics) {
-  testing::expect_error([] { compile_cpu("func.func @main( {", "main", {}, {}); },
-                        ErrorCode::kInvalidArgument, {"MLIR parsing failed"});
-  testing::expect_error(
-      [] { run_pipeline(kAddBias, {{"bogus", "no-such-pass"}}); }, ErrorCode::kInvalidArgument,
-      {"bad pass pipeline for stage 'bogus'"});
+  testing::expect_error([] { compile_cpu("func.func @main( {", "main", {}, {}); }, ErrorCode::kInvalidArgument,
+                        {"MLIR parsing failed"});
+  testing::expect_error([] { run_pipeline(kAddBias, {{"bogus", "no-such-pass"}}); }, ErrorCode::kInvalidArgument,
+                        {"bad pass pipeline for stage 'bogus'"});
   auto kernel = compile_cpu(kAddBias, "main", {{{4, 8}, DType::kF32}, {{8}, DType::kF32}},
                             {{{4, 8}, DType::kF32}, {{8}, DType::kF32}});
   std::vector<Array> in = {Array::zeros({4, 8}, DType::kF32), Array::zeros({9}, DType::kF32)};
   std::vector<Array> out = {Array::zeros({4, 8}, DType::kF32), Array::zeros({8}, DType::kF32)};
-  testing::expect_error([&] { kernel->run(in, out); }, ErrorCode::kShapeMismatch,
-                        {"input 1", "(9,)", "(8,)"});
+  testing::expect_error([&] { kernel->run(in, out); }, ErrorCode::kShapeMismatch, {"input 1", "(9,)", "(8,)"});
 }
 
 }  // namespace

@@ -17,9 +17,7 @@ using testing::expect_error;
 
 /// SGD update: w - lr * g (w, g of `n` floats), plus the loss-like scalar sum(g).
 TraceFn sgd_step() {
-  return [](const std::vector<Tensor>& a) {
-    return std::vector<Tensor>{a[0] - a[1] * 0.5, sum(a[1])};
-  };
+  return [](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] - a[1] * 0.5, sum(a[1])}; };
 }
 
 TEST(Donation, SgdUpdateOf64MiBReusesTheParameterBuffer) {
@@ -37,8 +35,8 @@ TEST(Donation, SgdUpdateOf64MiBReusesTheParameterBuffer) {
   std::vector<Array> out2 = step({out[0], g});
   const int64_t peak_growth = alloc.stats().peak_bytes_in_use - before;
   std::cout << "[ donation ] peak growth of a donated 64 MiB SGD step: " << peak_growth << " bytes\n";
-  EXPECT_LT(peak_growth, n * 4);  // no second copy of the parameters
-  EXPECT_EQ(out2[0].raw_data(), w_data);  // the update was written into the donated buffer
+  EXPECT_LT(peak_growth, n * 4);              // no second copy of the parameters
+  EXPECT_EQ(out2[0].raw_data(), w_data);      // the update was written into the donated buffer
   EXPECT_EQ(out2[0].data<float>()[0], 1.0f);  // 3 - 0.5 * 2 - 0.5 * 2
   EXPECT_EQ(out2[0].data<float>()[n - 1], 1.0f);
   EXPECT_EQ(out2[1].data<float>()[0], 2.0f * static_cast<float>(n));
@@ -51,16 +49,15 @@ TEST(Donation, DonatedArraysCannotBeUsedOrDonatedTwice) {
   Array g = Array::full({4}, 1.0, DType::kF32);
   std::vector<Array> out = step({w, g});
   EXPECT_TRUE(w.donated());
-  expect_error([&] { w.to_vector<float>(); }, ErrorCode::kFailedPrecondition,
-               {"was donated to 'jit:sgd'", "outputs"});
+  expect_error([&] { w.to_vector<float>(); }, ErrorCode::kFailedPrecondition, {"was donated to 'jit:sgd'", "outputs"});
   expect_error([&] { step({w, g}); }, ErrorCode::kInvalidArgument, {"already donated"});
   Array x = Array::full({4}, 1.0, DType::kF32);
   expect_error([&] { step({x, x}); }, ErrorCode::kInvalidArgument,
                {"argument 0 is donated", "also passed as argument 1"});
   EXPECT_FALSE(x.donated());  // a refused call donates nothing
   EXPECT_EQ(x.to_vector<float>(), std::vector<float>(4, 1.0f));
-  expect_error([&] { jit(sgd_step(), {.donate_argnums = {2}})({x, g}); },
-               ErrorCode::kInvalidArgument, {"donate_argnums: 2 is out of range"});
+  expect_error([&] { jit(sgd_step(), {.donate_argnums = {2}})({x, g}); }, ErrorCode::kInvalidArgument,
+               {"donate_argnums: 2 is out of range"});
 }
 
 TEST(Donation, TheBufferizedIrUpdatesInPlace) {

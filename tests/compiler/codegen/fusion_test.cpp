@@ -24,9 +24,7 @@ struct Generic {
   std::vector<std::string> ins;       ///< SSA names of the `ins(...)` operands
   int64_t loops = 0;                  ///< number of iterators
   std::vector<std::string> body_ops;  ///< op names in the region, e.g. "arith.addf"
-  bool has(const std::string& op) const {
-    return std::find(body_ops.begin(), body_ops.end(), op) != body_ops.end();
-  }
+  bool has(const std::string& op) const { return std::find(body_ops.begin(), body_ops.end(), op) != body_ops.end(); }
 };
 
 std::string read_text(const std::filesystem::path& path) {
@@ -99,9 +97,8 @@ TEST(Fusion, MlpTrainStepFusesBiasAddAndReluIntoOneGenericPerLayer) {
   // Three dense layers (two with relu), the shape of the Fashion-MNIST benchmark at toy sizes.
   const testing::MlpSizes s{{12, 16, 8, 5}};
   const char* env = std::getenv("INGOT_DUMP_DIR");
-  const std::filesystem::path dir = env != nullptr
-      ? std::filesystem::path(env) / "fusion_check"
-      : std::filesystem::temp_directory_path() / "ingot_fusion_test";
+  const std::filesystem::path dir = env != nullptr ? std::filesystem::path(env) / "fusion_check"
+                                                   : std::filesystem::temp_directory_path() / "ingot_fusion_test";
   std::filesystem::remove_all(dir);
   JitOptions options{.name = "mlp_step"};
   options.compile.dump_dir = dir.string();
@@ -126,8 +123,8 @@ TEST(Fusion, MlpTrainStepFusesBiasAddAndReluIntoOneGenericPerLayer) {
       if (g.loops != 2 || std::find(g.ins.begin(), g.ins.end(), bias) == g.ins.end()) continue;
       ++readers;
       EXPECT_TRUE(g.has("arith.addf") && g.has("arith.cmpf") && g.has("arith.select"))
-          << "layer " << l << ": a generic reads " << bias << " without the relu: "
-          << fmt::format("{}", fmt::join(g.body_ops, ", "));
+          << "layer " << l << ": a generic reads " << bias
+          << " without the relu: " << fmt::format("{}", fmt::join(g.body_ops, ", "));
     }
     EXPECT_GE(readers, 1) << "layer " << l << ": no generic adds the bias " << bias;
   }

@@ -39,9 +39,7 @@ void expect_close(const std::vector<Array>& want, const std::vector<Array>& got,
 }
 
 /// The first four outputs of a step (the new parameters of the two-layer test MLP).
-std::vector<Array> weights_of(const std::vector<Array>& step_out) {
-  return {step_out.begin(), step_out.begin() + 4};
-}
+std::vector<Array> weights_of(const std::vector<Array>& step_out) { return {step_out.begin(), step_out.begin() + 4}; }
 
 /// Sets an environment variable for the lifetime of the object and restores the old value.
 class ScopedEnv {
@@ -51,8 +49,10 @@ class ScopedEnv {
     ::setenv(name, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:

@@ -46,12 +46,12 @@ int64_t ulps(float a, float b) {
 }
 
 struct Sweep {
-  std::string op;                         ///< ingot op name
-  std::function<double(double)> exact;    ///< the function in double
+  std::string op;                                 ///< ingot op name
+  std::function<double(double)> exact;            ///< the function in double
   std::vector<std::pair<double, double>> ranges;  ///< uniform sweeps [lo, hi]
-  bool log_spaced_positive;               ///< also 1e-40 .. 3e38, both signs unless positive-only domain
+  bool log_spaced_positive;                       ///< also 1e-40 .. 3e38, both signs unless positive-only domain
   bool negative_too;
-  int64_t max_ulps;                       ///< bound on results that are normal floats
+  int64_t max_ulps;  ///< bound on results that are normal floats
 };
 
 /// Inputs of a sweep: 2^16 points per uniform range and 2^15 log-spaced magnitudes.
@@ -74,8 +74,8 @@ std::vector<float> inputs(const Sweep& s) {
 void expect_accuracy(const Sweep& s) {
   SCOPED_TRACE(s.op);
   std::vector<float> x = inputs(s);
-  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX,
-                            FLT_TRUE_MIN, -FLT_TRUE_MIN, 1.0f, -1.0f};
+  const float specials[] = {0.0f,    -0.0f,    INFINITY,     -INFINITY,     NAN,  FLT_MIN, -FLT_MIN,
+                            FLT_MAX, -FLT_MAX, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1.0f, -1.0f};
   x.insert(x.end(), std::begin(specials), std::end(specials));
   const auto n = static_cast<int64_t>(x.size());
   ir::Graph g(s.op);
@@ -87,7 +87,8 @@ void expect_accuracy(const Sweep& s) {
     const float want = static_cast<float>(s.exact(x[i]));
     const float have = got[i];
     if (std::isnan(want) || std::isnan(have)) {
-      if (std::isnan(want) != std::isnan(have) && bad++ < 5) ADD_FAILURE() << s.op << "(" << x[i] << ") = " << have << ", want " << want;
+      if (std::isnan(want) != std::isnan(have) && bad++ < 5)
+        ADD_FAILURE() << s.op << "(" << x[i] << ") = " << have << ", want " << want;
       continue;
     }
     if (std::isinf(want) || std::isinf(have) || want == 0) {
@@ -98,7 +99,8 @@ void expect_accuracy(const Sweep& s) {
       continue;
     }
     if (std::abs(want) < FLT_MIN) {  // subnormal results: within the smallest normal
-      if (std::abs(have - want) > FLT_MIN && bad++ < 5) ADD_FAILURE() << s.op << "(" << x[i] << ") = " << have << ", want " << want;
+      if (std::abs(have - want) > FLT_MIN && bad++ < 5)
+        ADD_FAILURE() << s.op << "(" << x[i] << ") = " << have << ", want " << want;
       continue;
     }
     const int64_t u = std::signbit(have) == std::signbit(want) ? ulps(have, want) : INT64_MAX;

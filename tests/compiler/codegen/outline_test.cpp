@@ -75,7 +75,8 @@ TraceFn blocks_step(int blocks) {
   return [blocks](const std::vector<Tensor>& a) {
     auto loss = [blocks](const std::vector<Tensor>& p) {
       Tensor h = p[static_cast<size_t>(2 * blocks)];
-      for (int i = 0; i < blocks; ++i) h = tanh(matmul(h, p[static_cast<size_t>(2 * i)]) + p[static_cast<size_t>(2 * i + 1)]);
+      for (int i = 0; i < blocks; ++i)
+        h = tanh(matmul(h, p[static_cast<size_t>(2 * i)]) + p[static_cast<size_t>(2 * i + 1)]);
       return std::vector<Tensor>{sum(h * h)};
     };
     std::vector<int64_t> argnums;
@@ -194,7 +195,8 @@ TEST(OutlineKernels, KernelsOfStaticBuffersTakeBarePointers) {
   const std::string out = codegen::run_pipeline(kTwoNests, {{"outline", "ingot-outline-kernels"}});
   // Two kernels; only the static one is called with bare pointers (llvm.bareptr).
   size_t kernels = 0, bare = 0;
-  for (size_t at = out.find("func.func @ingot_k_"); at != std::string::npos; at = out.find("func.func @ingot_k_", at + 1)) {
+  for (size_t at = out.find("func.func @ingot_k_"); at != std::string::npos;
+       at = out.find("func.func @ingot_k_", at + 1)) {
     const std::string line = out.substr(at, out.find('\n', at) - at);
     ++kernels;
     if (line.find("llvm.bareptr") != std::string::npos) {

@@ -50,8 +50,7 @@ std::pair<std::vector<Array>, std::string> compile_and_run(const ir::Graph& grap
                                                            int threads, const std::string& tag) {
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("ingot_parallel_test_{}", tag);
   std::filesystem::remove_all(dir);
-  std::vector<Array> out =
-      testing::run_compiled(graph, args, {.dump_dir = dir.string(), .num_threads = threads});
+  std::vector<Array> out = testing::run_compiled(graph, args, {.dump_dir = dir.string(), .num_threads = threads});
   std::string openmp = stage_text(dir, "openmp");
   std::filesystem::remove_all(dir);
   return {out, openmp};
@@ -125,19 +124,17 @@ TEST(ParallelLoops, PassKeepsLeadingDimsParallelAndSerialisesNestedLoops) {
   EXPECT_EQ(count(out, "scf.parallel"), 2u) << out;
   EXPECT_EQ(count(out, "scf.for"), 2u) << out;
 
-  const std::string serial = codegen::run_pipeline(
-      kNestedParallel, {{"p", "func.func(ingot-parallelize-outer-loops{threads=1})"}});
+  const std::string serial =
+      codegen::run_pipeline(kNestedParallel, {{"p", "func.func(ingot-parallelize-outer-loops{threads=1})"}});
   EXPECT_EQ(count(serial, "scf.parallel"), 0u) << serial;
   EXPECT_EQ(count(serial, "scf.for"), 6u) << serial;
 }
 
 TEST(ParallelLoops, NegativeThreadCountIsAnError) {
-  testing::expect_error([] { codegen::default_cpu_pipeline(-2); }, ErrorCode::kInvalidArgument,
-                        {"num_threads", "-2"});
+  testing::expect_error([] { codegen::default_cpu_pipeline(-2); }, ErrorCode::kInvalidArgument, {"num_threads", "-2"});
   const ir::Graph graph = elementwise_and_row_sum(2, 2);
-  testing::expect_error(
-      [&] { testing::run_compiled(graph, {Array::zeros({2, 2}, DType::kF32)}, {.num_threads = -1}); },
-      ErrorCode::kInvalidArgument, {"num_threads", "-1"});
+  testing::expect_error([&] { testing::run_compiled(graph, {Array::zeros({2, 2}, DType::kF32)}, {.num_threads = -1}); },
+                        ErrorCode::kInvalidArgument, {"num_threads", "-1"});
 }
 
 }  // namespace

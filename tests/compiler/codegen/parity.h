@@ -50,11 +50,13 @@ inline void expect_parity(const ir::Graph& graph, const std::vector<Array>& args
     for (size_t i = 0; i < w.size(); ++i) {
       const bool both_nan = std::isnan(w[i]) && std::isnan(g[i]);
       const bool exact = w[i] == g[i] && std::signbit(w[i]) == std::signbit(g[i]);
-      const bool ok = both_nan || exact || (rtol == 0 ? (w[i] == g[i] && std::signbit(w[i]) == std::signbit(g[i]))
-                                             : std::abs(w[i] - g[i]) <= rtol * std::max({std::abs(w[i]), std::abs(g[i]), 1.0}));
+      const bool ok = both_nan || exact ||
+                      (rtol == 0 ? (w[i] == g[i] && std::signbit(w[i]) == std::signbit(g[i]))
+                                 : std::abs(w[i] - g[i]) <= rtol * std::max({std::abs(w[i]), std::abs(g[i]), 1.0}));
       if (!ok && reported++ < 5) {
-        ADD_FAILURE() << "output " << o << " element " << i << ": interpreter " << w[i]
-                      << " vs compiled " << g[i] << "\n" << ir::print_graph(graph);
+        ADD_FAILURE() << "output " << o << " element " << i << ": interpreter " << w[i] << " vs compiled " << g[i]
+                      << "\n"
+                      << ir::print_graph(graph);
       }
     }
   }
@@ -71,9 +73,12 @@ inline Array random_array(const Shape& shape, DType dtype, uint64_t seed, double
   std::mt19937_64 rng(seed);
   std::vector<double> v(static_cast<size_t>(num_elements(shape)));
   for (double& x : v) {
-    if (is_bool(dtype)) x = static_cast<double>(rng() % 2);
-    else if (is_floating(dtype)) x = std::uniform_real_distribution<double>(lo, hi)(rng);
-    else x = std::floor(std::uniform_real_distribution<double>(lo, hi + 1)(rng));
+    if (is_bool(dtype))
+      x = static_cast<double>(rng() % 2);
+    else if (is_floating(dtype))
+      x = std::uniform_real_distribution<double>(lo, hi)(rng);
+    else
+      x = std::floor(std::uniform_real_distribution<double>(lo, hi + 1)(rng));
   }
   return Array::from_doubles(v, shape, dtype);
 }

@@ -23,8 +23,8 @@ ir::Graph unary_graph(const std::string& op, ir::TensorType t) {
 
 TEST(ParityElementwise, FloatUnaryOps) {
   for (DType d : {DType::kF32, DType::kF64}) {
-    for (const char* op : {"negate", "abs", "sign", "exponential", "tanh", "logistic", "sine",
-                           "cosine", "floor", "ceil", "round_nearest_even", "erf"}) {
+    for (const char* op : {"negate", "abs", "sign", "exponential", "tanh", "logistic", "sine", "cosine", "floor",
+                           "ceil", "round_nearest_even", "erf"}) {
       SCOPED_TRACE(op);
       ir::Graph g = unary_graph(op, {{3, 5}, d});
       expect_parity(g, {random_array({3, 5}, d, 1)}, 4e-7);
@@ -39,8 +39,8 @@ TEST(ParityElementwise, FloatUnaryOps) {
 
 TEST(ParityElementwise, EdgeValues) {
   Array x = Array::from_vector<float>({0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 2.5f, -2.5f}, {9});
-  for (const char* op : {"negate", "abs", "sign", "exponential", "log", "sqrt", "tanh", "logistic",
-                         "round_nearest_even", "is_finite"}) {
+  for (const char* op :
+       {"negate", "abs", "sign", "exponential", "log", "sqrt", "tanh", "logistic", "round_nearest_even", "is_finite"}) {
     SCOPED_TRACE(op);
     expect_parity(unary_graph(op, {{9}, DType::kF32}), {x}, 4e-7);
   }
@@ -79,18 +79,19 @@ TEST(ParityElementwise, CompareSelectClampConvert) {
     outs.push_back(g.add_node("convert", {a}, {{"dtype", std::string(dtype_name(to))}})[0]);
   }
   g.set_outputs(outs);
-  Array x = Array::from_vector<float>({0, 1.5f, -1.5f, NAN, 3e9f, -3e9f, 255.9f, 256.5f, -0.7f, 1e-3f, INFINITY, -2, 2, 7}, {2, 7});
+  Array x = Array::from_vector<float>(
+      {0, 1.5f, -1.5f, NAN, 3e9f, -3e9f, 255.9f, 256.5f, -0.7f, 1e-3f, INFINITY, -2, 2, 7}, {2, 7});
   expect_parity(g, {x, random_array({2, 7}, DType::kF32, 9)});
 }
 
 TEST(ParityStructural, BroadcastReshapeTransposeSliceConcatReverse) {
   ir::Graph g = trace(
       [](const std::vector<Tensor>& a) {
-        Tensor x = a[0];                                  // (2, 3, 4)
-        Tensor b = broadcast_to(a[1], {2, 3, 4});         // (4,) -> (2, 3, 4)
-        Tensor t = transpose(x + b, {2, 0, 1});           // (4, 2, 3)
+        Tensor x = a[0];                           // (2, 3, 4)
+        Tensor b = broadcast_to(a[1], {2, 3, 4});  // (4,) -> (2, 3, 4)
+        Tensor t = transpose(x + b, {2, 0, 1});    // (4, 2, 3)
         Tensor r = reshape(t, {8, 3});
-        Tensor s = slice(r, {1, 0}, {8, 3}, {2, 2});      // (4, 2)
+        Tensor s = slice(r, {1, 0}, {8, 3}, {2, 2});                  // (4, 2)
         Tensor c = concatenate({s, s * 2.0, reverse(s, {0, 1})}, 1);  // (4, 6)
         return std::vector<Tensor>{c, reshape(sum(x), {1, 1})};
       },
@@ -104,8 +105,8 @@ TEST(ParityStructural, ReductionsAndDotAcrossDtypes) {
     ir::Graph g = trace(
         [](const std::vector<Tensor>& a) {
           DotDimensions batched{{0}, {0}, {2}, {1}};
-          return std::vector<Tensor>{sum(a[0], {1}), max(a[0], {0, 2}), min(a[0]),
-                                     dot_general(a[0], a[1], batched), matmul(a[0], a[1])};
+          return std::vector<Tensor>{sum(a[0], {1}), max(a[0], {0, 2}), min(a[0]), dot_general(a[0], a[1], batched),
+                                     matmul(a[0], a[1])};
         },
         {{{2, 3, 5}, d}, {{2, 5, 4}, d}});
     expect_parity(g, {random_array({2, 3, 5}, d, 7, -3, 3), random_array({2, 5, 4}, d, 8, -3, 3)},
@@ -120,12 +121,11 @@ TEST(ParityGraphs, MlpForwardAndValueAndGrad) {
     Tensor onehot = one_hot(a[5], 10, DType::kF32);
     return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(logits), {1})))};
   };
-  std::vector<ir::TensorType> types = {{{16, 32}, DType::kF32}, {{32, 24}, DType::kF32},
-                                       {{24}, DType::kF32},     {{24, 10}, DType::kF32},
-                                       {{10}, DType::kF32},     {{16}, DType::kI32}};
+  std::vector<ir::TensorType> types = {{{16, 32}, DType::kF32}, {{32, 24}, DType::kF32}, {{24}, DType::kF32},
+                                       {{24, 10}, DType::kF32}, {{10}, DType::kF32},     {{16}, DType::kI32}};
   std::vector<Array> args = {random_array({16, 32}, DType::kF32, 1), random_array({32, 24}, DType::kF32, 2, -0.3, 0.3),
-                             random_array({24}, DType::kF32, 3), random_array({24, 10}, DType::kF32, 4, -0.3, 0.3),
-                             random_array({10}, DType::kF32, 5), random_array({16}, DType::kI32, 6, 0, 9)};
+                             random_array({24}, DType::kF32, 3),     random_array({24, 10}, DType::kF32, 4, -0.3, 0.3),
+                             random_array({10}, DType::kF32, 5),     random_array({16}, DType::kI32, 6, 0, 9)};
   ir::Graph forward = trace(loss, types, "mlp_loss");
   expect_parity(forward, args, 1e-5);
   expect_parity(value_and_grad_graph(forward, {1, 2, 3, 4}), args, 1e-5);
@@ -169,8 +169,8 @@ TEST(ParityStructural, ReverseLastDimReduceSizeOneDimBoolConstants) {
                                    logical_not(flags)};
       },
       {{{3, 20}, DType::kF32}, {{3, 1}, DType::kF32}});
-  testing::expect_parity(g, {testing::random_array({3, 20}, DType::kF32, 1),
-                             testing::random_array({3, 1}, DType::kF32, 2)});
+  testing::expect_parity(
+      g, {testing::random_array({3, 20}, DType::kF32, 1), testing::random_array({3, 1}, DType::kF32, 2)});
 }
 
 }  // namespace
@@ -211,16 +211,18 @@ TEST(ParityGemm, BlasAndGeneratedLoopsMatchTheInterpreter) {
     std::vector<int64_t> lc, rc;
     bool gemm;
   };
-  const std::vector<Case> cases = {{{2, 3, 5}, {5, 4}, {2}, {0}, true},        {{2, 3, 5}, {2, 3, 4}, {0, 1}, {0, 1}, true},
-                                   {{2, 3, 4}, {5, 4}, {2}, {1}, true},        {{5}, {5, 4}, {0}, {0}, true},
-                                   {{4, 5}, {5}, {1}, {0}, true},              {{3, 2, 5}, {4, 3, 2}, {0, 1}, {1, 2}, true},
+  const std::vector<Case> cases = {{{2, 3, 5}, {5, 4}, {2}, {0}, true}, {{2, 3, 5}, {2, 3, 4}, {0, 1}, {0, 1}, true},
+                                   {{2, 3, 4}, {5, 4}, {2}, {1}, true}, {{5}, {5, 4}, {0}, {0}, true},
+                                   {{4, 5}, {5}, {1}, {0}, true},       {{3, 2, 5}, {4, 3, 2}, {0, 1}, {1, 2}, true},
                                    {{2, 5, 3}, {5, 4}, {1}, {0}, false}};
   for (const Case& c : cases) {
     SCOPED_TRACE(fmt::format("{} x {}", shape_to_string(c.ls), shape_to_string(c.rs)));
     ir::Graph g("gemm_nd");
     ir::ValueId a = g.add_parameter({c.ls, DType::kF32}), b = g.add_parameter({c.rs, DType::kF32});
-    g.set_outputs(g.add_node("dot_general", {a, b}, {{"lhs_contracting_dimensions", c.lc}, {"rhs_contracting_dimensions", c.rc}}));
-    std::vector<Array> args = {testing::random_array(c.ls, DType::kF32, 3), testing::random_array(c.rs, DType::kF32, 4)};
+    g.set_outputs(g.add_node("dot_general", {a, b},
+                             {{"lhs_contracting_dimensions", c.lc}, {"rhs_contracting_dimensions", c.rc}}));
+    std::vector<Array> args = {testing::random_array(c.ls, DType::kF32, 3),
+                               testing::random_array(c.rs, DType::kF32, 4)};
     const std::vector<Array> want = interp::interpret(g, args);
     for (bool blas : {true, false}) {
       testing::expect_values(compile_graph(g, {}, {}, {.blas_gemm = blas})->run(args)[0], want[0].to_doubles(), 1e-5);
@@ -255,11 +257,12 @@ TEST(ParityGemm, ConvertedOperandsAndTheirGradients) {
     const Tensor pred = matmul(x, a[0]) + a[1];
     return std::vector<Tensor>{mean(square(pred - a[3]))};
   };
-  const ir::Graph g = trace(value_and_grad(loss, {0, 1}),
-                            {{{1, 1}, DType::kF32}, {{1}, DType::kF32}, {{4, 1}, DType::kF64}, {{4, 1}, DType::kF32}}, "cvt");
-  const std::vector<Array> args = {Array::from_doubles({0.5}, {1, 1}, DType::kF32), Array::from_doubles({0}, {1}, DType::kF32),
-                                   Array::from_doubles({1, 2, 3, 4}, {4, 1}, DType::kF64),
-                                   Array::from_doubles({3, 5, 7, 9}, {4, 1}, DType::kF32)};
+  const ir::Graph g =
+      trace(value_and_grad(loss, {0, 1}),
+            {{{1, 1}, DType::kF32}, {{1}, DType::kF32}, {{4, 1}, DType::kF64}, {{4, 1}, DType::kF32}}, "cvt");
+  const std::vector<Array> args = {
+      Array::from_doubles({0.5}, {1, 1}, DType::kF32), Array::from_doubles({0}, {1}, DType::kF32),
+      Array::from_doubles({1, 2, 3, 4}, {4, 1}, DType::kF64), Array::from_doubles({3, 5, 7, 9}, {4, 1}, DType::kF32)};
   expect_parity(g, args, 1e-6);
   expect_parity(g, args, 1e-6, lower::LoweringOptions{.blas_gemm = false});
 }
@@ -279,8 +282,9 @@ TEST(ParityGemm, BatchedProductsCallTheBatchedLibraryGemm) {
     for (const Case& c : cases) {
       const ir::Graph g = trace(
           [&](const std::vector<Tensor>& a) {
-            return std::vector<Tensor>{dot_general(a[0], a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1},
-                                                                .lhs_contracting = c.lc, .rhs_contracting = c.rc})};
+            return std::vector<Tensor>{dot_general(
+                a[0], a[1],
+                {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = c.lc, .rhs_contracting = c.rc})};
           },
           {{c.lhs, dt}, {c.rhs, dt}}, "bmm");
       EXPECT_NE(lower::lower_to_mlir(g).find("ingot_cpu_gemm_batched_"), std::string::npos);
@@ -292,8 +296,8 @@ TEST(ParityGemm, BatchedProductsCallTheBatchedLibraryGemm) {
 
 TEST(ParityElementwise, HalfTypesComputeInF32AndRoundOnce) {
   for (DType d : {DType::kF16, DType::kBF16}) {
-    for (const char* op : {"logistic", "rsqrt", "log_plus_one", "exponential_minus_one", "exponential",
-                           "tanh", "sine", "erf", "sign", "is_finite"}) {
+    for (const char* op : {"logistic", "rsqrt", "log_plus_one", "exponential_minus_one", "exponential", "tanh", "sine",
+                           "erf", "sign", "is_finite"}) {
       SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)));
       const bool positive = std::string(op) == "rsqrt";
       expect_parity(unary_graph(op, {{64}, d}), {random_array({64}, d, 3, positive ? 0.1 : -3, 3)});
@@ -309,11 +313,12 @@ TEST(ParityElementwise, HalfTypesComputeInF32AndRoundOnce) {
 }
 
 TEST(Donation, RepeatedOutputIsNotPairedWithADonatedArgument) {
-  Jitted f = jit([](const std::vector<Tensor>& a) {
-                   Tensor y = a[0] * a[0];
-                   return std::vector<Tensor>{y, y};
-                 },
-                 {.name = "repeat", .donate_argnums = {0}});
+  Jitted f = jit(
+      [](const std::vector<Tensor>& a) {
+        Tensor y = a[0] * a[0];
+        return std::vector<Tensor>{y, y};
+      },
+      {.name = "repeat", .donate_argnums = {0}});
   Array x = Array::from_vector<float>({1, 2, 3}, {3});
   std::vector<Array> out = f({x});
   EXPECT_TRUE(x.donated());
@@ -323,8 +328,8 @@ TEST(Donation, RepeatedOutputIsNotPairedWithADonatedArgument) {
 
 TEST(CpuCompilerErrors, UnwritableDumpDirectoryIsAClearError) {
   ir::Graph g = unary_graph("negate", {{2}, DType::kF32});
-  testing::expect_error([&] { compile_graph(g, {.dump_dir = "/proc/ingot-no-such-dir"}); },
-                        ErrorCode::kInvalidArgument, {"cannot create the dump directory", "/proc/ingot-no-such-dir"});
+  testing::expect_error([&] { compile_graph(g, {.dump_dir = "/proc/ingot-no-such-dir"}); }, ErrorCode::kInvalidArgument,
+                        {"cannot create the dump directory", "/proc/ingot-no-such-dir"});
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ struct Builder {
     args.push_back(a);
     return g.add_parameter({a.shape(), a.dtype()});
   }
-  std::vector<ir::ValueId> node(const std::string& op, const std::vector<ir::ValueId>& in, const ir::Attributes& attrs = {}) {
+  std::vector<ir::ValueId> node(const std::string& op, const std::vector<ir::ValueId>& in,
+                                const ir::Attributes& attrs = {}) {
     std::vector<ir::ValueId> r = g.add_node(op, in, attrs);
     outs.insert(outs.end(), r.begin(), r.end());
     return r;
@@ -72,7 +73,8 @@ Array with(const Array& a, const std::vector<std::pair<int64_t, double>>& values
 /// A float array with NaN, +-inf, -0 and +0 mixed in (floats only).
 Array with_specials(const Array& a) {
   if (!is_floating(a.dtype()) || a.size() < 12) return a;
-  return with(a, {{1, NAN}, {5, -0.0}, {6, 0.0}, {7, 0.0}, {8, -0.0}, {a.size() - 2, INFINITY}, {a.size() / 2, -INFINITY}});
+  return with(
+      a, {{1, NAN}, {5, -0.0}, {6, 0.0}, {7, 0.0}, {8, -0.0}, {a.size() - 2, INFINITY}, {a.size() / 2, -INFINITY}});
 }
 
 const std::vector<DType> kArithDtypes = {DType::kF32, DType::kF64, DType::kI32, DType::kF16, DType::kBF16, DType::kU8};
@@ -88,10 +90,10 @@ TEST(ParityWindow, PadNegativeInteriorAndEmpty) {
     auto pad = [&](ir::ValueId in, Ints lo, Ints hi, Ints interior) {
       b.node("pad", {in, v}, {{"edge_padding_low", lo}, {"edge_padding_high", hi}, {"interior_padding", interior}});
     };
-    pad(x, {1, -1}, {-2, 2}, {2, 1});   // (6, 10): crop and interior at once
-    pad(x, {-4, 0}, {0, -3}, {1, 0});   // (1, 2): only the last row survives the crop
-    pad(x, {-3, 0}, {0, 0}, {0, 0});    // (0, 5)
-    pad(x, {0, 3}, {1, 0}, {0, 0});     // plain edge padding
+    pad(x, {1, -1}, {-2, 2}, {2, 1});                                  // (6, 10): crop and interior at once
+    pad(x, {-4, 0}, {0, -3}, {1, 0});                                  // (1, 2): only the last row survives the crop
+    pad(x, {-3, 0}, {0, 0}, {0, 0});                                   // (0, 5)
+    pad(x, {0, 3}, {1, 0}, {0, 0});                                    // plain edge padding
     pad(b.param(small_ints({2, 3}, d, 2)), {-1, 0}, {-2, 0}, {3, 0});  // (2, 3): no element lands
     pad(b.param(small_ints({0, 3}, d, 3)), {2, 1}, {1, 0}, {1, 2});    // empty operand -> (3, 8)
     pad(b.param(small_ints({1, 9}, d, 4)), {0, 2}, {1, 0}, {3, 0});    // (2, 11)
@@ -105,7 +107,8 @@ TEST(ParityWindow, PadNegativeInteriorAndEmpty) {
 
 TEST(ParityWindow, ArgmaxArgminTiesNaNAndSignedZeros) {
   Builder b;
-  for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kU8, DType::kI8, DType::kBool}) {
+  for (DType d :
+       {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kU8, DType::kI8, DType::kBool}) {
     Array a = small_ints({4, 7, 3}, d, 10, -2, 2);
     if (is_floating(d)) {
       // NaN after a maximum (NaN wins), a column of +-0 ties, and NaN first in another column.
@@ -116,9 +119,11 @@ TEST(ParityWindow, ArgmaxArgminTiesNaNAndSignedZeros) {
       for (int64_t dim = 0; dim < 3; ++dim) {
         b.node(op, {x}, {{"dimension", dim}, {"index_dtype", std::string(dim == 1 ? "i64" : "i32")}});
       }
-      b.node(op, {b.param(small_ints({0, 5}, d, 11))}, {{"dimension", int64_t{1}}, {"index_dtype", std::string("i32")}});
+      b.node(op, {b.param(small_ints({0, 5}, d, 11))},
+             {{"dimension", int64_t{1}}, {"index_dtype", std::string("i32")}});
       b.node(op, {b.param(small_ints({1}, d, 12))}, {{"dimension", int64_t{0}}, {"index_dtype", std::string("i64")}});
-      b.node(op, {b.param(small_ints({9, 1}, d, 13))}, {{"dimension", int64_t{0}}, {"index_dtype", std::string("i32")}});
+      b.node(op, {b.param(small_ints({9, 1}, d, 13))},
+             {{"dimension", int64_t{0}}, {"index_dtype", std::string("i32")}});
     }
   }
   b.check();
@@ -127,10 +132,10 @@ TEST(ParityWindow, ArgmaxArgminTiesNaNAndSignedZeros) {
 // ---------------------------------------------------------------------------------------------
 // reduce_window
 
-ir::Attributes window(Ints dims, Ints strides, Ints padding, const std::string& computation,
-                      Ints base_dilations = {}, Ints window_dilations = {}) {
-  ir::Attributes a{{"window_dimensions", dims}, {"window_strides", strides}, {"padding", padding},
-                   {"computation", computation}};
+ir::Attributes window(Ints dims, Ints strides, Ints padding, const std::string& computation, Ints base_dilations = {},
+                      Ints window_dilations = {}) {
+  ir::Attributes a{
+      {"window_dimensions", dims}, {"window_strides", strides}, {"padding", padding}, {"computation", computation}};
   if (!base_dilations.empty()) a.set("base_dilations", base_dilations);
   if (!window_dilations.empty()) a.set("window_dilations", window_dilations);
   return a;
@@ -147,7 +152,8 @@ TEST(ParityWindow, ReduceWindowPoolsOnNhwc) {
   for (DType d : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16, DType::kI32, DType::kU8, DType::kBool}) {
     SCOPED_TRACE(dtype_name(d));
     const ir::ValueId x = b.param(with_specials(small_ints({2, 7, 9, 3}, d, 20, 0, 9)));
-    const ir::ValueId smooth = b.param(is_floating(d) ? random_array({2, 7, 9, 3}, d, 21) : small_ints({2, 7, 9, 3}, d, 21, 0, 3));
+    const ir::ValueId smooth =
+        b.param(is_floating(d) ? random_array({2, 7, 9, 3}, d, 21) : small_ints({2, 7, 9, 3}, d, 21, 0, 3));
     const ir::ValueId lo = b.param(Array::scalar(is_bool(d) ? 0 : lowest(d), d));
     const ir::ValueId zero = b.param(Array::scalar(is_bool(d) ? 0 : 0.5 * is_floating(d), d));
     const ir::ValueId one = b.param(Array::scalar(1, d));
@@ -157,10 +163,12 @@ TEST(ParityWindow, ReduceWindowPoolsOnNhwc) {
     b.node("reduce_window", {x, lo}, window({1, 3, 3, 1}, {1, 1, 1, 1}, {0, 0, 1, 1, 1, 1, 0, 0}, "max"));
     // avg-style sums with asymmetric padding, min with dilations and a negative pad, products.
     b.node("reduce_window", {smooth, zero}, window({1, 3, 3, 1}, {1, 2, 2, 1}, {0, 0, 1, 1, 0, 1, 0, 0}, "add"));
-    b.node("reduce_window", {x, hi}, window({1, 2, 2, 1}, {1, 1, 2, 1}, {0, 0, -1, 1, 0, 0, 0, 0}, "min", {1, 2, 1, 1}, {1, 1, 2, 1}));
+    b.node("reduce_window", {x, hi},
+           window({1, 2, 2, 1}, {1, 1, 2, 1}, {0, 0, -1, 1, 0, 0, 0, 0}, "min", {1, 2, 1, 1}, {1, 1, 2, 1}));
     b.node("reduce_window", {smooth, one}, window({2, 1, 3, 1}, {1, 3, 1, 2}, {0, 0, 0, 0, 0, 0, 0, 0}, "mul"));
     // Windows over an empty dim hold only init; a scalar reduces with init once.
-    b.node("reduce_window", {b.param(small_ints({2, 0, 4, 1}, d, 22)), lo}, window({1, 2, 1, 1}, {1, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 0, 0}, "max"));
+    b.node("reduce_window", {b.param(small_ints({2, 0, 4, 1}, d, 22)), lo},
+           window({1, 2, 1, 1}, {1, 1, 1, 1}, {0, 0, 1, 1, 0, 0, 0, 0}, "max"));
     b.node("reduce_window", {b.param(small_ints({}, d, 23)), one}, window({}, {}, {}, "add"));
   }
   b.check();
@@ -175,8 +183,10 @@ TEST(ParityWindow, SelectAndScatterGeLe) {
     SCOPED_TRACE(dtype_name(d));
     const ir::ValueId x = b.param(with_specials(small_ints({2, 7, 9, 3}, d, 30, 0, 3)));
     const ir::ValueId init = b.param(Array::scalar(is_floating(d) ? -0.0 : 2, d));
-    auto sas = [&](const std::string& select, Ints dims, Ints strides, Ints padding, const Shape& source_shape, uint64_t seed) {
-      const Array src = is_floating(d) ? random_array(source_shape, d, seed) : small_ints(source_shape, d, seed, 0, 200);
+    auto sas = [&](const std::string& select, Ints dims, Ints strides, Ints padding, const Shape& source_shape,
+                   uint64_t seed) {
+      const Array src =
+          is_floating(d) ? random_array(source_shape, d, seed) : small_ints(source_shape, d, seed, 0, 200);
       b.node("select_and_scatter", {x, b.param(src), init},
              {{"window_dimensions", dims}, {"window_strides", strides}, {"padding", padding}, {"select", select}});
     };
@@ -187,7 +197,8 @@ TEST(ParityWindow, SelectAndScatterGeLe) {
   }
   // Empty operand dim: the windows there hold only padding and select nothing.
   const ir::ValueId e = b.param(random_array({3, 0}, DType::kF32, 35));
-  b.node("select_and_scatter", {e, b.param(random_array({3, 1}, DType::kF32, 36)), b.param(Array::scalar(1, DType::kF32))},
+  b.node("select_and_scatter",
+         {e, b.param(random_array({3, 1}, DType::kF32, 36)), b.param(Array::scalar(1, DType::kF32))},
          {{"window_dimensions", Ints{1, 1}}, {"padding", Ints{0, 0, 1, 0}}, {"select", std::string("GE")}});
   b.check();
 }
@@ -199,13 +210,20 @@ ir::Attributes conv_attrs(Ints in, Ints kernel, Ints out, Ints strides, Ints pad
                           Ints rhs_dilation, int64_t feature_groups = 1, int64_t batch_groups = 1) {
   // Layouts as [batch/out-feature, feature/in-feature, spatial...] dimension numbers.
   auto tail = [](const Ints& v) { return Ints(v.begin() + 2, v.end()); };
-  return {{"input_batch_dimension", in[0]},       {"input_feature_dimension", in[1]},
-          {"input_spatial_dimensions", tail(in)}, {"kernel_output_feature_dimension", kernel[0]},
-          {"kernel_input_feature_dimension", kernel[1]}, {"kernel_spatial_dimensions", tail(kernel)},
-          {"output_batch_dimension", out[0]},     {"output_feature_dimension", out[1]},
-          {"output_spatial_dimensions", tail(out)}, {"window_strides", strides},
-          {"padding", padding},                   {"lhs_dilation", lhs_dilation},
-          {"rhs_dilation", rhs_dilation},         {"feature_group_count", feature_groups},
+  return {{"input_batch_dimension", in[0]},
+          {"input_feature_dimension", in[1]},
+          {"input_spatial_dimensions", tail(in)},
+          {"kernel_output_feature_dimension", kernel[0]},
+          {"kernel_input_feature_dimension", kernel[1]},
+          {"kernel_spatial_dimensions", tail(kernel)},
+          {"output_batch_dimension", out[0]},
+          {"output_feature_dimension", out[1]},
+          {"output_spatial_dimensions", tail(out)},
+          {"window_strides", strides},
+          {"padding", padding},
+          {"lhs_dilation", lhs_dilation},
+          {"rhs_dilation", rhs_dilation},
+          {"feature_group_count", feature_groups},
           {"batch_group_count", batch_groups}};
 }
 
@@ -236,7 +254,9 @@ TEST_P(ParityConv, LayoutsGroupsDilations) {
   const Ints nhwc = {0, 3, 1, 2}, hwio = {3, 2, 0, 1}, nchw = {0, 1, 2, 3}, oihw = {0, 1, 2, 3};
   for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kF16, DType::kBF16}) {
     SCOPED_TRACE(dtype_name(d));
-    auto arr = [&](const Shape& s, uint64_t seed) { return is_floating(d) ? random_array(s, d, seed) : small_ints(s, d, seed, -9, 9); };
+    auto arr = [&](const Shape& s, uint64_t seed) {
+      return is_floating(d) ? random_array(s, d, seed) : small_ints(s, d, seed, -9, 9);
+    };
     // NHWC / HWIO, stride (2, 1), SAME-style padding, kernel dilation (1, 2), 2 feature groups.
     b.node("convolution", {b.param(arr({2, 9, 7, 4}, 40)), b.param(arr({3, 3, 2, 6}, 41))},
            conv_attrs(nhwc, hwio, nhwc, {2, 1}, {1, 1, 2, 2}, {1, 1}, {1, 2}, 2));
@@ -307,7 +327,8 @@ TEST_P(ParityConv, MoreLayoutsAndSpatialRanks) {
   for (DType d : {DType::kF32, DType::kF64}) {
     SCOPED_TRACE(dtype_name(d));
     // 3 spatial dims (NDHWC / DHWIO), mixed strides, padding and both dilations.
-    b.node("convolution", {b.param(random_array({2, 5, 4, 6, 3}, d, 60)), b.param(random_array({2, 3, 2, 3, 4}, d, 61))},
+    b.node("convolution",
+           {b.param(random_array({2, 5, 4, 6, 3}, d, 60)), b.param(random_array({2, 3, 2, 3, 4}, d, 61))},
            conv_attrs({0, 4, 1, 2, 3}, {4, 3, 0, 1, 2}, {0, 4, 1, 2, 3}, {1, 2, 1}, {1, 0, 0, 1, 1, 1}, {1, 1, 2},
                       {2, 1, 1}));
     // Result features first (layout C, N, W), kernel O, I, W; 2 feature groups.
@@ -318,9 +339,10 @@ TEST_P(ParityConv, MoreLayoutsAndSpatialRanks) {
            conv_attrs({0, 1, 2}, {1, 2, 0}, {0, 1, 2}, {1}, {0, 2}, {1}, {2}, 1, 2));
     // A strided slice as lhs (a view, not an identity layout) with negative padding.
     const ir::ValueId x = b.param(random_array({3, 12, 11, 2}, d, 66));
-    const ir::ValueId sliced = b.g.add_node("slice", {x}, {{"start_indices", Ints{0, 1, 0, 0}},
-                                                           {"limit_indices", Ints{3, 12, 11, 2}},
-                                                           {"strides", Ints{2, 2, 3, 1}}})[0];  // (2, 6, 4, 2)
+    const ir::ValueId sliced = b.g.add_node("slice", {x},
+                                            {{"start_indices", Ints{0, 1, 0, 0}},
+                                             {"limit_indices", Ints{3, 12, 11, 2}},
+                                             {"strides", Ints{2, 2, 3, 1}}})[0];  // (2, 6, 4, 2)
     b.node("convolution", {sliced, b.param(random_array({2, 2, 2, 5}, d, 67))},
            conv_attrs({0, 3, 1, 2}, {3, 2, 0, 1}, {0, 3, 1, 2}, {1, 1}, {-1, 0, 1, -1}, {1, 1}, {1, 1}));
   }
@@ -335,17 +357,18 @@ TEST_P(ParityConv, CnnShapesForwardAndBackward) {
     Conv2DOptions same;
     same.padding = "same";
     Tensor h = max_pool2d(relu(conv2d(a[0], a[1], same) + a[2]), {2, 2}, {2, 2});  // (4, 14, 14, 32)
-    h = relu(conv2d(h, a[3], same) + a[4]);                                           // (4, 14, 14, 64)
+    h = relu(conv2d(h, a[3], same) + a[4]);                                        // (4, 14, 14, 64)
     return std::vector<Tensor>{mean(h * h)};
   };
-  const std::vector<ir::TensorType> types = {{{4, 28, 28, 1}, DType::kF32}, {{3, 3, 1, 32}, DType::kF32},
-                                             {{32}, DType::kF32},           {{3, 3, 32, 64}, DType::kF32},
+  const std::vector<ir::TensorType> types = {{{4, 28, 28, 1}, DType::kF32},
+                                             {{3, 3, 1, 32}, DType::kF32},
+                                             {{32}, DType::kF32},
+                                             {{3, 3, 32, 64}, DType::kF32},
                                              {{64}, DType::kF32}};
-  const std::vector<Array> args = {random_array({4, 28, 28, 1}, DType::kF32, 70, 0, 1),
-                                   random_array({3, 3, 1, 32}, DType::kF32, 71, -0.5, 0.5),
-                                   random_array({32}, DType::kF32, 72, -0.1, 0.1),
-                                   random_array({3, 3, 32, 64}, DType::kF32, 73, -0.1, 0.1),
-                                   random_array({64}, DType::kF32, 74, -0.1, 0.1)};
+  const std::vector<Array> args = {
+      random_array({4, 28, 28, 1}, DType::kF32, 70, 0, 1), random_array({3, 3, 1, 32}, DType::kF32, 71, -0.5, 0.5),
+      random_array({32}, DType::kF32, 72, -0.1, 0.1), random_array({3, 3, 32, 64}, DType::kF32, 73, -0.1, 0.1),
+      random_array({64}, DType::kF32, 74, -0.1, 0.1)};
   const ir::Graph forward = trace(loss, types, "cnn_shapes");
   expect_parity(forward, args, rtol_at_least(1e-5), lowering());
   expect_parity(value_and_grad_graph(forward, {0, 1, 2, 3, 4}), args, rtol_at_least(1e-5), lowering());
@@ -357,7 +380,8 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     SCOPED_TRACE(dtype_name(d));
     ir::Graph g("conv");
     const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, d}), k = g.add_parameter({{3, 3, 3, 4}, d});
-    g.set_outputs(g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
+    g.set_outputs(
+        g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
     const std::string library = lower::lower_graph(g, "main", {}, {.library_conv = true, .library_conv_min_k = 0}).text;
     const std::string loops = lower::lower_graph(g, "main", {}, {.library_conv = false}).text;
     const bool blas_type = d == DType::kF32 || d == DType::kF64;
@@ -372,21 +396,25 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     // ... and a long one (K = 3x3x6 = 54) calls the library.
     ir::Graph wide("conv_wide");
     const ir::ValueId wx = wide.add_parameter({{2, 6, 6, 6}, d}), wk = wide.add_parameter({{3, 3, 6, 4}, d});
-    wide.set_outputs(wide.add_node("convolution", {wx, wk}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
+    wide.set_outputs(
+        wide.add_node("convolution", {wx, wk}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, {1, 1, 1, 1}, {1, 1}, {1, 1})));
     EXPECT_EQ(lower::lower_to_mlir(wide).find(call) != std::string::npos, blas_type);
   }
   // A convolution whose result reaches no output is not called (the loops would be dropped by
   // MLIR's dead-code elimination; a call is opaque to it); the live one is.
   {
     ir::Graph g("dead_conv");
-    const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, DType::kF32}), k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
+    const ir::ValueId x = g.add_parameter({{2, 6, 6, 3}, DType::kF32}),
+                      k = g.add_parameter({{3, 3, 3, 4}, DType::kF32});
     const Ints pad = {1, 1, 1, 1};
-    const ir::ValueId dead = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, pad, {1, 1}, {1, 1}))[0];
+    const ir::ValueId dead =
+        g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {1, 1}, pad, {1, 1}, {1, 1}))[0];
     g.add_node("negate", {dead});
     const ir::ValueId w = g.add_parameter({{3, 5}, DType::kF32});
     g.add_node("dot_general", {g.add_node("reshape", {x}, {{"shape", Ints{72, 3}}})[0], w},
                {{"lhs_contracting_dimensions", Ints{1}}, {"rhs_contracting_dimensions", Ints{0}}});  // dead GEMM
-    const ir::ValueId live = g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
+    const ir::ValueId live =
+        g.add_node("convolution", {x, k}, conv_attrs(nhwc, hwio, nhwc, {2, 2}, pad, {1, 1}, {1, 1}))[0];
     g.set_outputs({g.add_node("negate", {live})[0]});
     const lower::LoweringOptions always_library{.library_conv_min_k = 0};
     const std::string text = lower::lower_graph(g, "main", {}, always_library).text;
@@ -397,8 +425,10 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
     }
     EXPECT_EQ(calls, 1u) << text;
     EXPECT_EQ(text.find("ingot_cpu_gemm"), std::string::npos) << text;
-    expect_parity(g, {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2),
-                      random_array({3, 5}, DType::kF32, 3)}, 1e-5, always_library);
+    expect_parity(g,
+                  {random_array({2, 6, 6, 3}, DType::kF32, 1), random_array({3, 3, 3, 4}, DType::kF32, 2),
+                   random_array({3, 5}, DType::kF32, 3)},
+                  1e-5, always_library);
   }
   // Size-0 results keep the early return (no call).
   ir::Graph g("conv0");
@@ -410,16 +440,21 @@ TEST(ConvLowering, LibraryCallOnlyForF32AndF64WhenSelected) {
 // ---------------------------------------------------------------------------------------------
 // gather / scatter
 
-ir::Attributes gather_attrs(Ints offset_dims, Ints collapsed, Ints start_index_map, int64_t index_vector_dim, Ints slice_sizes) {
-  return {{"offset_dims", offset_dims},         {"collapsed_slice_dims", collapsed},
-          {"start_index_map", start_index_map}, {"index_vector_dim", index_vector_dim},
+ir::Attributes gather_attrs(Ints offset_dims, Ints collapsed, Ints start_index_map, int64_t index_vector_dim,
+                            Ints slice_sizes) {
+  return {{"offset_dims", offset_dims},
+          {"collapsed_slice_dims", collapsed},
+          {"start_index_map", start_index_map},
+          {"index_vector_dim", index_vector_dim},
           {"slice_sizes", slice_sizes}};
 }
 
 TEST(ParityIndexing, GatherClampsOutOfRangeIndices) {
   Builder b;
-  const std::vector<DType> operands = {DType::kF32, DType::kBool, DType::kI64, DType::kF16, DType::kBF16, DType::kF64, DType::kI32};
-  const std::vector<DType> index_types = {DType::kI32, DType::kU32, DType::kI64, DType::kI8, DType::kU8, DType::kU64, DType::kI32};
+  const std::vector<DType> operands = {DType::kF32,  DType::kBool, DType::kI64, DType::kF16,
+                                       DType::kBF16, DType::kF64,  DType::kI32};
+  const std::vector<DType> index_types = {DType::kI32, DType::kU32, DType::kI64, DType::kI8,
+                                          DType::kU8,  DType::kU64, DType::kI32};
   for (size_t i = 0; i < operands.size(); ++i) {
     const DType d = operands[i], it = index_types[i];
     SCOPED_TRACE(dtype_name(d));
@@ -427,30 +462,37 @@ TEST(ParityIndexing, GatherClampsOutOfRangeIndices) {
     // Embedding lookup (take): rows -3, 12 and 200 are clamped; (3, 5) ids -> (3, 5, 5).
     const std::vector<double> ids = {0, 9, 3, -3, 12, 5, 5, 1, 200, 2, 7, 8, 0, -1, 4};
     Array id_array = Array::from_doubles(ids, {3, 5}, DType::kI64);
-    if (!is_signed_integer(it)) id_array = Array::from_doubles({0, 9, 3, 250, 12, 5, 5, 1, 200, 2, 7, 8, 0, 11, 4}, {3, 5}, it);
-    else id_array = Array::from_doubles(ids, {3, 5}, it);
+    if (!is_signed_integer(it))
+      id_array = Array::from_doubles({0, 9, 3, 250, 12, 5, 5, 1, 200, 2, 7, 8, 0, 11, 4}, {3, 5}, it);
+    else
+      id_array = Array::from_doubles(ids, {3, 5}, it);
     if (it == DType::kU64) {
-      id_array = Array::from_vector<uint64_t>({0, 9, 3, ~uint64_t{0}, 12, 5, uint64_t{1} << 63, 1, 200, 2, 7, 8, 0, 11, 4}, {3, 5});
+      id_array = Array::from_vector<uint64_t>(
+          {0, 9, 3, ~uint64_t{0}, 12, 5, uint64_t{1} << 63, 1, 200, 2, 7, 8, 0, 11, 4}, {3, 5});
     }
     b.node("gather", {table, b.param(id_array)}, gather_attrs({2}, {0}, {0}, 2, {1, 5}));
     // Two-component start vectors at index_vector_dim 1 mapped to operand dims (2, 0); a (2, 6, 1)
     // slice with dim 2 collapsed -> result (3, 2, 6, 4).
     const ir::ValueId cube = b.param(random_array({5, 6, 7}, d, 61));
-    const Array starts = Array::from_doubles({0, 1, 6, 3, 2, -5, 9, 4, 7, 0, 3, 3, 1, 2, 8, 4, 5, 6, 0, 0, 2, 4, 1, 9}, {3, 2, 4},
-                                             is_signed_integer(it) ? it : DType::kI32);
+    const Array starts = Array::from_doubles({0, 1, 6, 3, 2, -5, 9, 4, 7, 0, 3, 3, 1, 2, 8, 4, 5, 6, 0, 0, 2, 4, 1, 9},
+                                             {3, 2, 4}, is_signed_integer(it) ? it : DType::kI32);
     b.node("gather", {cube, b.param(starts)}, gather_attrs({1, 2}, {2}, {2, 0}, 1, {2, 6, 1}));
     // Implicit trailing index vector, a size-1 operand dim and a zero-size slice.
-    b.node("gather", {b.param(random_array({1, 9}, d, 62)), b.param(Array::from_doubles({4, 0, 8, 7}, {2, 2}, DType::kI32))},
+    b.node("gather",
+           {b.param(random_array({1, 9}, d, 62)), b.param(Array::from_doubles({4, 0, 8, 7}, {2, 2}, DType::kI32))},
            gather_attrs({2}, {1}, {1}, 2, {1, 1}));
-    b.node("gather", {table, b.param(Array::from_doubles({1, 2}, {2, 1}, DType::kI32))}, gather_attrs({1, 2}, {}, {0}, 1, {3, 0}));
+    b.node("gather", {table, b.param(Array::from_doubles({1, 2}, {2, 1}, DType::kI32))},
+           gather_attrs({1, 2}, {}, {0}, 1, {3, 0}));
   }
   b.check();
 }
 
 ir::Attributes scatter_attrs(Ints update_window_dims, Ints inserted, Ints to_operand, int64_t index_vector_dim,
                              const std::string& computation) {
-  return {{"update_window_dims", update_window_dims}, {"inserted_window_dims", inserted},
-          {"scatter_dims_to_operand_dims", to_operand}, {"index_vector_dim", index_vector_dim},
+  return {{"update_window_dims", update_window_dims},
+          {"inserted_window_dims", inserted},
+          {"scatter_dims_to_operand_dims", to_operand},
+          {"index_vector_dim", index_vector_dim},
           {"computation", computation}};
 }
 
@@ -502,8 +544,8 @@ TEST(ParityRandom, ThreefryKnownAnswer) {
 TEST(ParityRandom, RngBitGeneratorU32U64) {
   Builder b;
   // A counter two blocks below 2^64 wraps inside the larger requests.
-  for (const std::vector<uint64_t>& state : {std::vector<uint64_t>{0x0123456789abcdefULL, 42},
-                                             std::vector<uint64_t>{~uint64_t{0} - 5, ~uint64_t{0} - 1}}) {
+  for (const std::vector<uint64_t>& state :
+       {std::vector<uint64_t>{0x0123456789abcdefULL, 42}, std::vector<uint64_t>{~uint64_t{0} - 5, ~uint64_t{0} - 1}}) {
     const ir::ValueId s = b.param(Array::from_vector<uint64_t>(state, {2}));
     b.node("rng_bit_generator", {s}, rng_attrs({7}, "u32"));
     b.node("rng_bit_generator", {s}, rng_attrs({3, 5}, "u32"));
@@ -546,7 +588,7 @@ TEST_P(ParityConv, ConvNetForwardAndValueAndGrad) {
     Conv2DOptions same;
     same.padding = "same";
     Tensor h = relu(conv2d(a[0], a[1], same) + a[2]);  // (4, 7, 7, 5)
-    Tensor p = max_pool2d(h, {2, 2}, {2, 2});           // (4, 3, 3, 5)
+    Tensor p = max_pool2d(h, {2, 2}, {2, 2});          // (4, 3, 3, 5)
     Tensor logits = matmul(reshape(p, {4, 45}), a[3]) + a[4];
     Tensor onehot = one_hot(a[5], 3, DType::kF32);
     return std::vector<Tensor>{mean(negate(sum(onehot * log_softmax(logits), {1})))};
@@ -554,9 +596,12 @@ TEST_P(ParityConv, ConvNetForwardAndValueAndGrad) {
   const std::vector<ir::TensorType> types = {{{4, 7, 7, 2}, DType::kF32}, {{3, 3, 2, 5}, DType::kF32},
                                              {{5}, DType::kF32},          {{45, 3}, DType::kF32},
                                              {{3}, DType::kF32},          {{4}, DType::kI32}};
-  const std::vector<Array> args = {random_array({4, 7, 7, 2}, DType::kF32, 80), random_array({3, 3, 2, 5}, DType::kF32, 81, -0.5, 0.5),
-                                   random_array({5}, DType::kF32, 82, -0.1, 0.1), random_array({45, 3}, DType::kF32, 83, -0.3, 0.3),
-                                   random_array({3}, DType::kF32, 84), random_array({4}, DType::kI32, 85, 0, 2)};
+  const std::vector<Array> args = {random_array({4, 7, 7, 2}, DType::kF32, 80),
+                                   random_array({3, 3, 2, 5}, DType::kF32, 81, -0.5, 0.5),
+                                   random_array({5}, DType::kF32, 82, -0.1, 0.1),
+                                   random_array({45, 3}, DType::kF32, 83, -0.3, 0.3),
+                                   random_array({3}, DType::kF32, 84),
+                                   random_array({4}, DType::kI32, 85, 0, 2)};
   const ir::Graph forward = trace(loss, types, "convnet_loss");
   expect_parity(forward, args, rtol_at_least(1e-5), lowering());
   expect_parity(value_and_grad_graph(forward, {0, 1, 2, 3, 4}), args, rtol_at_least(1e-5), lowering());

@@ -156,10 +156,10 @@ TEST(StepCache, ManifestsRoundTripAndRejectOtherText) {
   // An older format, a negative count, an index below -1 and a manifest without objects are misses.
   std::string text = m.serialize();
   EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 2\n1 2 3 4 5\n" + std::string(64, 'a')));
-  EXPECT_FALSE(codegen::detail::StepManifest::parse(
-      "ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments -1\n" + std::string(64, 'a')));
-  EXPECT_FALSE(codegen::detail::StepManifest::parse(
-      "ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 1 -2\n" + std::string(64, 'a')));
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments -1\n" +
+                                                    std::string(64, 'a')));
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 1 -2\n" +
+                                                    std::string(64, 'a')));
   EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 0\n"));
   EXPECT_TRUE(codegen::detail::StepManifest::parse(text));
 }

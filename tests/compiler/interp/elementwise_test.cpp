@@ -43,12 +43,10 @@ Array convert(const Array& x, const char* dtype) {
 // Unary float ops.
 
 TEST(ElementwiseInterpTest, ExpLogFamilyF32) {
-  expect_values(unary("exponential", f32({0, 1, -kInfF, kInfF, kNaNF, 100})),
-                {1, std::exp(1.0f), 0, kInf, kNaN, kInf});
+  expect_values(unary("exponential", f32({0, 1, -kInfF, kInfF, kNaNF, 100})), {1, std::exp(1.0f), 0, kInf, kNaN, kInf});
   expect_values(unary("log", f32({1, 0, -0.0f, -1, kInfF, kNaNF, 2})),
                 {0, -kInf, -kInf, kNaN, kInf, kNaN, std::log(2.0f)});
-  expect_values(unary("log_plus_one", f32({0, -1, -2, kInfF, 1e-10f})),
-                {0, -kInf, kNaN, kInf, std::log1p(1e-10f)});
+  expect_values(unary("log_plus_one", f32({0, -1, -2, kInfF, 1e-10f})), {0, -kInf, kNaN, kInf, std::log1p(1e-10f)});
   expect_values(unary("exponential_minus_one", f32({0, -kInfF, kInfF, 1e-10f, kNaNF})),
                 {0, -1, kInf, std::expm1(1e-10f), kNaN});
 }
@@ -62,13 +60,11 @@ TEST(ElementwiseInterpTest, ExpLogFamilyF64UsesDoublePrecision) {
 }
 
 TEST(ElementwiseInterpTest, TanhAndLogistic) {
-  expect_values(unary("tanh", f32({0, kInfF, -kInfF, 1, kNaNF, 100})),
-                {0, 1, -1, std::tanh(1.0f), kNaN, 1});
+  expect_values(unary("tanh", f32({0, kInfF, -kInfF, 1, kNaNF, 100})), {0, 1, -1, std::tanh(1.0f), kNaN, 1});
   // Stable for large |x|: no NaN from inf / inf, tiny results keep their value.
   expect_values(unary("logistic", f32({0, kInfF, -kInfF, 1000, -1000, -100, kNaNF})),
                 {0.5, 1, 0, 1, 0, std::exp(-100.0f), kNaN});
-  expect_values(unary("logistic", arr(DType::kF64, {-800, 800, 2})),
-                {0, 1, 1.0 / (1.0 + std::exp(-2.0))});
+  expect_values(unary("logistic", arr(DType::kF64, {-800, 800, 2})), {0, 1, 1.0 / (1.0 + std::exp(-2.0))});
 }
 
 TEST(ElementwiseInterpTest, SqrtAndRsqrt) {
@@ -88,29 +84,24 @@ TEST(ElementwiseInterpTest, Trigonometry) {
 }
 
 TEST(ElementwiseInterpTest, Erf) {
-  expect_values(unary("erf", f32({0, kInfF, -kInfF, kNaNF, 0.5f, 10})),
-                {0, 1, -1, kNaN, std::erf(0.5f), 1});
+  expect_values(unary("erf", f32({0, kInfF, -kInfF, kNaNF, 0.5f, 10})), {0, 1, -1, kNaN, std::erf(0.5f), 1});
 }
 
 TEST(ElementwiseInterpTest, FloorCeil) {
-  expect_values(unary("floor", f32({-1.5f, 1.5f, 2, -0.25f, kInfF, -kInfF, kNaNF})),
-                {-2, 1, 2, -1, kInf, -kInf, kNaN});
-  expect_values(unary("ceil", f32({-1.5f, 1.5f, 2, 0.25f, kInfF, -kInfF, kNaNF})),
-                {-1, 2, 2, 1, kInf, -kInf, kNaN});
+  expect_values(unary("floor", f32({-1.5f, 1.5f, 2, -0.25f, kInfF, -kInfF, kNaNF})), {-2, 1, 2, -1, kInf, -kInf, kNaN});
+  expect_values(unary("ceil", f32({-1.5f, 1.5f, 2, 0.25f, kInfF, -kInfF, kNaNF})), {-1, 2, 2, 1, kInf, -kInf, kNaN});
   std::vector<float> c = unary("ceil", f32({-0.5f})).to_vector<float>();
   EXPECT_TRUE(c[0] == 0 && std::signbit(c[0]));
 }
 
 TEST(ElementwiseInterpTest, RoundNearestEven) {
-  expect_values(unary("round_nearest_even", f32({0.5f, 1.5f, 2.5f, 3.5f, -2.5f, -3.5f, 2.4f, 2.6f,
-                                                 -2.6f, kInfF, -kInfF, kNaNF, 1e30f, 8388609.0f})),
+  expect_values(unary("round_nearest_even", f32({0.5f, 1.5f, 2.5f, 3.5f, -2.5f, -3.5f, 2.4f, 2.6f, -2.6f, kInfF, -kInfF,
+                                                 kNaNF, 1e30f, 8388609.0f})),
                 {0, 2, 2, 4, -2, -4, 2, 3, -3, kInf, -kInf, kNaN, double{1e30f}, 8388609});
-  std::vector<float> z =
-      unary("round_nearest_even", f32({-0.5f, -0.4f, -1e-30f})).to_vector<float>();
+  std::vector<float> z = unary("round_nearest_even", f32({-0.5f, -0.4f, -1e-30f})).to_vector<float>();
   for (float v : z) EXPECT_TRUE(v == 0 && std::signbit(v)) << v;
-  expect_values(
-      unary("round_nearest_even", arr(DType::kF64, {4503599627370497.0, 0.5000000000000001})),
-      {4503599627370497.0, 1});
+  expect_values(unary("round_nearest_even", arr(DType::kF64, {4503599627370497.0, 0.5000000000000001})),
+                {4503599627370497.0, 1});
 }
 
 TEST(ElementwiseInterpTest, HalfTypesComputeInFloatAndRound) {
@@ -151,10 +142,8 @@ TEST(ElementwiseInterpTest, NegateAbsSignFloat) {
 TEST(ElementwiseInterpTest, NegateAbsSignIntegersWrap) {
   EXPECT_EQ(unary("negate", i32({5, -7, 0, kI32Max, kI32Min})).to_vector<int32_t>(),
             (std::vector<int32_t>{-5, 7, 0, -kI32Max, kI32Min}));
-  EXPECT_EQ(unary("abs", i32({-5, 7, 0, kI32Min})).to_vector<int32_t>(),
-            (std::vector<int32_t>{5, 7, 0, kI32Min}));
-  EXPECT_EQ(unary("sign", i32({-5, 7, 0, kI32Min})).to_vector<int32_t>(),
-            (std::vector<int32_t>{-1, 1, 0, -1}));
+  EXPECT_EQ(unary("abs", i32({-5, 7, 0, kI32Min})).to_vector<int32_t>(), (std::vector<int32_t>{5, 7, 0, kI32Min}));
+  EXPECT_EQ(unary("sign", i32({-5, 7, 0, kI32Min})).to_vector<int32_t>(), (std::vector<int32_t>{-1, 1, 0, -1}));
   EXPECT_EQ(unary("negate", Array::from_vector<int8_t>({-128, 127}, {2})).to_vector<int8_t>(),
             (std::vector<int8_t>{-128, -127}));
   const int64_t kI64Min = std::numeric_limits<int64_t>::min();
@@ -187,15 +176,14 @@ TEST(ElementwiseInterpTest, FloatArithmeticWithSpecials) {
 }
 
 TEST(ElementwiseInterpTest, FloatRemainderIsFmod) {
-  expect_values(binary("remainder", f32({5.5f, -5.5f, 5.5f, 1, kInfF, 1, kNaNF}),
-                       f32({2, 2, -2, 0, 1, kInfF, 1})),
+  expect_values(binary("remainder", f32({5.5f, -5.5f, 5.5f, 1, kInfF, 1, kNaNF}), f32({2, 2, -2, 0, 1, kInfF, 1})),
                 {1.5, -1.5, 1.5, kNaN, kNaN, 1, kNaN});
 }
 
 TEST(ElementwiseInterpTest, FloatPower) {
-  expect_values(binary("power", f32({2, 4, -8, 0, kNaNF, 1, -2, 2}),
-                       f32({10, 0.5f, 1.0f / 3, -1, 0, kNaNF, 3, -kInfF})),
-                {1024, 2, kNaN, kInf, 1, 1, -8, 0});
+  expect_values(
+      binary("power", f32({2, 4, -8, 0, kNaNF, 1, -2, 2}), f32({10, 0.5f, 1.0f / 3, -1, 0, kNaNF, 3, -kInfF})),
+      {1024, 2, kNaN, kInf, 1, 1, -8, 0});
 }
 
 TEST(ElementwiseInterpTest, MaximumMinimumPropagateNaN) {
@@ -203,26 +191,21 @@ TEST(ElementwiseInterpTest, MaximumMinimumPropagateNaN) {
   Array b = f32({2, 1, kNaNF, 5, kNaNF});
   expect_values(binary("maximum", a, b), {2, kNaN, kNaN, 5, kNaN});
   expect_values(binary("minimum", a, b), {1, kNaN, kNaN, -kInf, kNaN});
-  std::vector<float> mx =
-      binary("maximum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
-  std::vector<float> mn =
-      binary("minimum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
+  std::vector<float> mx = binary("maximum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
+  std::vector<float> mn = binary("minimum", f32({-0.0f, 0.0f}), f32({0.0f, -0.0f})).to_vector<float>();
   for (float v : mx) EXPECT_FALSE(std::signbit(v));
   for (float v : mn) EXPECT_TRUE(std::signbit(v));
-  EXPECT_EQ(binary("maximum", i32({-3, 7}), i32({2, -9})).to_vector<int32_t>(),
-            (std::vector<int32_t>{2, 7}));
-  EXPECT_EQ(binary("minimum", Array::from_vector<uint8_t>({200, 3}, {2}),
-                   Array::from_vector<uint8_t>({100, 4}, {2}))
+  EXPECT_EQ(binary("maximum", i32({-3, 7}), i32({2, -9})).to_vector<int32_t>(), (std::vector<int32_t>{2, 7}));
+  EXPECT_EQ(binary("minimum", Array::from_vector<uint8_t>({200, 3}, {2}), Array::from_vector<uint8_t>({100, 4}, {2}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{100, 3}));
 }
 
 TEST(ElementwiseInterpTest, Atan2) {
-  expect_values(binary("atan2", f32({0, 1, 0, -0.0f, 1, kNaNF}), f32({1, 0, -1, -1, 1, 1})),
-                {0, std::atan2(1.0f, 0.0f), std::atan2(0.0f, -1.0f), std::atan2(-0.0f, -1.0f),
-                 std::atan2(1.0f, 1.0f), kNaN});
-  expect_values(binary("atan2", arr(DType::kF64, {0, 1}), arr(DType::kF64, {-1, 0})),
-                {M_PI, M_PI / 2});
+  expect_values(
+      binary("atan2", f32({0, 1, 0, -0.0f, 1, kNaNF}), f32({1, 0, -1, -1, 1, 1})),
+      {0, std::atan2(1.0f, 0.0f), std::atan2(0.0f, -1.0f), std::atan2(-0.0f, -1.0f), std::atan2(1.0f, 1.0f), kNaN});
+  expect_values(binary("atan2", arr(DType::kF64, {0, 1}), arr(DType::kF64, {-1, 0})), {M_PI, M_PI / 2});
 }
 
 TEST(ElementwiseInterpTest, IntegerArithmeticWraps) {
@@ -230,14 +213,11 @@ TEST(ElementwiseInterpTest, IntegerArithmeticWraps) {
             (std::vector<int32_t>{kI32Min, kI32Max, 5}));
   EXPECT_EQ(binary("subtract", i32({kI32Min, 5}), i32({1, 7})).to_vector<int32_t>(),
             (std::vector<int32_t>{kI32Max, -2}));
-  EXPECT_EQ(binary("multiply", i32({65536, -3}), i32({65536, 4})).to_vector<int32_t>(),
-            (std::vector<int32_t>{0, -12}));
-  EXPECT_EQ(binary("add", Array::from_vector<uint8_t>({255, 200}, {2}),
-                   Array::from_vector<uint8_t>({1, 100}, {2}))
+  EXPECT_EQ(binary("multiply", i32({65536, -3}), i32({65536, 4})).to_vector<int32_t>(), (std::vector<int32_t>{0, -12}));
+  EXPECT_EQ(binary("add", Array::from_vector<uint8_t>({255, 200}, {2}), Array::from_vector<uint8_t>({1, 100}, {2}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{0, 44}));
-  EXPECT_EQ(binary("subtract", Array::from_vector<uint8_t>({0}, {1}),
-                   Array::from_vector<uint8_t>({1}, {1}))
+  EXPECT_EQ(binary("subtract", Array::from_vector<uint8_t>({0}, {1}), Array::from_vector<uint8_t>({1}, {1}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{255}));
   // 100 * 3 = 300 = 256 + 44; -128 * -1 = 128 wraps to -128; 16 * 16 = 256 wraps to 0.
@@ -245,21 +225,19 @@ TEST(ElementwiseInterpTest, IntegerArithmeticWraps) {
                    Array::from_vector<int8_t>({3, -1, 16, 5}, {4}))
                 .to_vector<int8_t>(),
             (std::vector<int8_t>{44, -128, 0, -35}));
-  EXPECT_EQ(binary("multiply", Array::from_vector<uint8_t>({255}, {1}),
-                   Array::from_vector<uint8_t>({255}, {1}))
+  EXPECT_EQ(binary("multiply", Array::from_vector<uint8_t>({255}, {1}), Array::from_vector<uint8_t>({255}, {1}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{1}));  // 65025 = 254 * 256 + 1
   const int64_t kI64Max = std::numeric_limits<int64_t>::max();
   const int64_t kI64Min = std::numeric_limits<int64_t>::min();
-  EXPECT_EQ(binary("add", Array::from_vector<int64_t>({kI64Max}, {1}),
-                   Array::from_vector<int64_t>({1}, {1}))
+  EXPECT_EQ(binary("add", Array::from_vector<int64_t>({kI64Max}, {1}), Array::from_vector<int64_t>({1}, {1}))
                 .to_vector<int64_t>(),
             (std::vector<int64_t>{kI64Min}));
   const uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
-  EXPECT_EQ(binary("multiply", Array::from_vector<uint64_t>({kU64Max}, {1}),
-                   Array::from_vector<uint64_t>({kU64Max}, {1}))
-                .to_vector<uint64_t>(),
-            (std::vector<uint64_t>{1}));
+  EXPECT_EQ(
+      binary("multiply", Array::from_vector<uint64_t>({kU64Max}, {1}), Array::from_vector<uint64_t>({kU64Max}, {1}))
+          .to_vector<uint64_t>(),
+      (std::vector<uint64_t>{1}));
 }
 
 TEST(ElementwiseInterpTest, IntegerDivideAndRemainderEdgeCases) {
@@ -267,12 +245,10 @@ TEST(ElementwiseInterpTest, IntegerDivideAndRemainderEdgeCases) {
   Array b = i32({2, 2, -2, -2, 0, 0, -1, 1, 3});
   EXPECT_EQ(binary("divide", a, b).to_vector<int32_t>(),
             (std::vector<int32_t>{3, -3, -3, 3, -1, -1, kI32Min, kI32Min, 0}));
-  EXPECT_EQ(binary("remainder", a, b).to_vector<int32_t>(),
-            (std::vector<int32_t>{1, -1, 1, -1, 5, -5, 0, 0, 0}));
+  EXPECT_EQ(binary("remainder", a, b).to_vector<int32_t>(), (std::vector<int32_t>{1, -1, 1, -1, 5, -5, 0, 0, 0}));
   Array ua = Array::from_vector<uint32_t>({7, 9, 0}, {3});
   Array ub = Array::from_vector<uint32_t>({2, 0, 0}, {3});
-  EXPECT_EQ(binary("divide", ua, ub).to_vector<uint32_t>(),
-            (std::vector<uint32_t>{3, 4294967295u, 4294967295u}));
+  EXPECT_EQ(binary("divide", ua, ub).to_vector<uint32_t>(), (std::vector<uint32_t>{3, 4294967295u, 4294967295u}));
   EXPECT_EQ(binary("remainder", ua, ub).to_vector<uint32_t>(), (std::vector<uint32_t>{1, 9, 0}));
   Array sa = Array::from_vector<int8_t>({-128, -128, 9}, {3});
   Array sb = Array::from_vector<int8_t>({-1, 0, 0}, {3});
@@ -281,17 +257,14 @@ TEST(ElementwiseInterpTest, IntegerDivideAndRemainderEdgeCases) {
 }
 
 TEST(ElementwiseInterpTest, IntegerPower) {
-  EXPECT_EQ(binary("power", i32({2, 3, 0, 2, 1, -1, -1, -2, 2, 5, 0}),
-                   i32({10, 0, 0, -1, -5, -3, -2, 3, 31, -2, -1}))
+  EXPECT_EQ(binary("power", i32({2, 3, 0, 2, 1, -1, -1, -2, 2, 5, 0}), i32({10, 0, 0, -1, -5, -3, -2, 3, 31, -2, -1}))
                 .to_vector<int32_t>(),
             (std::vector<int32_t>{1024, 1, 1, 0, 1, -1, 1, -8, kI32Min, 0, 0}));
   // 3^5 = 243; 2^8 = 256 wraps to 0; 3^6 = 729 = 2 * 256 + 217.
-  EXPECT_EQ(binary("power", Array::from_vector<uint8_t>({3, 2, 3}, {3}),
-                   Array::from_vector<uint8_t>({5, 8, 6}, {3}))
+  EXPECT_EQ(binary("power", Array::from_vector<uint8_t>({3, 2, 3}, {3}), Array::from_vector<uint8_t>({5, 8, 6}, {3}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{243, 0, 217}));
-  EXPECT_EQ(binary("power", Array::from_vector<int64_t>({-3}, {1}),
-                   Array::from_vector<int64_t>({39}, {1}))
+  EXPECT_EQ(binary("power", Array::from_vector<int64_t>({-3}, {1}), Array::from_vector<int64_t>({39}, {1}))
                 .to_vector<int64_t>(),
             (std::vector<int64_t>{-4052555153018976267LL}));  // -(3^39) fits in i64
 }
@@ -304,13 +277,10 @@ TEST(ElementwiseInterpTest, F16AndBF16ArithmeticRoundsOnStore) {
   expect_values(binary("multiply", arr(DType::kF16, {300, 0.1}), arr(DType::kF16, {300, 3})),
                 {kInf, 0.2998046875});  // f16(0.1) = 0.0999755859375; * 3 = 0.29993 -> 307/1024
   // bf16: step 2^-7 at 1: 1 + 2^-9 rounds down, 1 + 2^-8 ties to even (1), 1 + 3 * 2^-9 up.
-  expect_values(binary("add", arr(DType::kBF16, {1, 1, 1}),
-                       arr(DType::kBF16, {1.0 / 512, 1.0 / 256, 3.0 / 512})),
+  expect_values(binary("add", arr(DType::kBF16, {1, 1, 1}), arr(DType::kBF16, {1.0 / 512, 1.0 / 256, 3.0 / 512})),
                 {1, 1, 1 + 1.0 / 128});
-  expect_values(binary("divide", arr(DType::kBF16, {1, 1}), arr(DType::kBF16, {3, 0})),
-                {171.0 / 512, kInf});
-  expect_values(binary("maximum", arr(DType::kF16, {kNaN, 2}), arr(DType::kF16, {1, -3})),
-                {kNaN, 2});
+  expect_values(binary("divide", arr(DType::kBF16, {1, 1}), arr(DType::kBF16, {3, 0})), {171.0 / 512, kInf});
+  expect_values(binary("maximum", arr(DType::kF16, {kNaN, 2}), arr(DType::kF16, {1, -3})), {kNaN, 2});
 }
 
 TEST(ElementwiseInterpTest, LogicalAndBitwise) {
@@ -324,8 +294,7 @@ TEST(ElementwiseInterpTest, LogicalAndBitwise) {
   EXPECT_EQ(binary("and", a, b).to_vector<int32_t>(), (std::vector<int32_t>{8, 6, 0}));
   EXPECT_EQ(binary("or", a, b).to_vector<int32_t>(), (std::vector<int32_t>{14, -1, 5}));
   EXPECT_EQ(binary("xor", a, b).to_vector<int32_t>(), (std::vector<int32_t>{6, -7, 5}));
-  EXPECT_EQ(binary("xor", Array::from_vector<uint8_t>({0xf0}, {1}),
-                   Array::from_vector<uint8_t>({0xff}, {1}))
+  EXPECT_EQ(binary("xor", Array::from_vector<uint8_t>({0xf0}, {1}), Array::from_vector<uint8_t>({0xff}, {1}))
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{0x0f}));
 }
@@ -348,9 +317,7 @@ TEST(ElementwiseInterpTest, CompareFloatIsIEEE) {
 TEST(ElementwiseInterpTest, CompareIntegersBoolAndHalf) {
   expect_values(compare("LT", i32({kI32Min, 0, 5}), i32({kI32Max, 0, -5})), {1, 0, 0});
   // Unsigned compares as unsigned: 255 > 1.
-  expect_values(
-      compare("GT", Array::from_vector<uint8_t>({255}, {1}), Array::from_vector<uint8_t>({1}, {1})),
-      {1});
+  expect_values(compare("GT", Array::from_vector<uint8_t>({255}, {1}), Array::from_vector<uint8_t>({1}, {1})), {1});
   expect_values(compare("LT", Array::from_vector<bool>({false, true, true}, {3}),
                         Array::from_vector<bool>({true, true, false}, {3})),
                 {1, 0, 0});
@@ -360,8 +327,7 @@ TEST(ElementwiseInterpTest, CompareIntegersBoolAndHalf) {
 
 TEST(ElementwiseInterpTest, SelectElementwiseAndScalarPred) {
   Array pred = Array::from_vector<bool>({true, false, true, false}, {2, 2});
-  expect_values(run_op("select", {pred, f32({1, 2, 3, 4}, {2, 2}), f32({5, 6, kNaNF, 8}, {2, 2})}),
-                {1, 6, 3, 8});
+  expect_values(run_op("select", {pred, f32({1, 2, 3, 4}, {2, 2}), f32({5, 6, kNaNF, 8}, {2, 2})}), {1, 6, 3, 8});
   Array yes = Array::from_vector<bool>({true}, {});
   Array no = Array::from_vector<bool>({false}, {});
   const int64_t kBig = std::numeric_limits<int64_t>::max();
@@ -369,22 +335,19 @@ TEST(ElementwiseInterpTest, SelectElementwiseAndScalarPred) {
   Array f = Array::from_vector<int64_t>({3, 4}, {2});
   EXPECT_EQ(run_op("select", {yes, t, f}).to_vector<int64_t>(), (std::vector<int64_t>{kBig, -1}));
   EXPECT_EQ(run_op("select", {no, t, f}).to_vector<int64_t>(), (std::vector<int64_t>{3, 4}));
-  expect_values(run_op("select", {Array::from_vector<bool>({false, true}, {2}),
-                                  arr(DType::kF16, {0.5, 1.5}), arr(DType::kF16, {-2, kInf})}),
+  expect_values(run_op("select", {Array::from_vector<bool>({false, true}, {2}), arr(DType::kF16, {0.5, 1.5}),
+                                  arr(DType::kF16, {-2, kInf})}),
                 {-2, 1.5});
 }
 
 TEST(ElementwiseInterpTest, Clamp) {
-  expect_values(run_op("clamp", {f32({0}, {}), f32({-1, 0.5f, 2, kNaNF, kInfF}), f32({1}, {})}),
-                {0, 0.5, 1, kNaN, 1});
+  expect_values(run_op("clamp", {f32({0}, {}), f32({-1, 0.5f, 2, kNaNF, kInfF}), f32({1}, {})}), {0, 0.5, 1, kNaN, 1});
   expect_values(run_op("clamp", {f32({0, 1, 2}), f32({5, 5, -5}), f32({1, 3, 4})}), {1, 3, 2});
-  EXPECT_EQ(
-      run_op("clamp", {i32({-10}, {}), i32({-100, 5, 100}), i32({10}, {})}).to_vector<int32_t>(),
-      (std::vector<int32_t>{-10, 5, 10}));
+  EXPECT_EQ(run_op("clamp", {i32({-10}, {}), i32({-100, 5, 100}), i32({10}, {})}).to_vector<int32_t>(),
+            (std::vector<int32_t>{-10, 5, 10}));
   // min > max: the result is max, as min(max(x, lo), hi) says.
   expect_values(run_op("clamp", {f32({3}, {}), f32({0, 5}), f32({1}, {})}), {1, 1});
-  EXPECT_EQ(run_op("clamp", {Array::from_vector<uint8_t>({10}, {}),
-                             Array::from_vector<uint8_t>({0, 200}, {2}),
+  EXPECT_EQ(run_op("clamp", {Array::from_vector<uint8_t>({10}, {}), Array::from_vector<uint8_t>({0, 200}, {2}),
                              Array::from_vector<uint8_t>({100}, {})})
                 .to_vector<uint8_t>(),
             (std::vector<uint8_t>{10, 100}));
@@ -399,25 +362,20 @@ TEST(ElementwiseInterpTest, ConvertFloatToIntTruncatesAndSaturates) {
             (std::vector<int32_t>{2, -2, kI32Max, kI32Min, 0, kI32Max, kI32Min, 0}));
   EXPECT_EQ(convert(f32({-1.5f, 300, 255.9f, kNaNF}), "u8").to_vector<uint8_t>(),
             (std::vector<uint8_t>{0, 255, 255, 0}));
-  EXPECT_EQ(convert(f32({-200, 127.5f}), "i8").to_vector<int8_t>(),
-            (std::vector<int8_t>{-128, 127}));
+  EXPECT_EQ(convert(f32({-200, 127.5f}), "i8").to_vector<int8_t>(), (std::vector<int8_t>{-128, 127}));
   EXPECT_EQ(convert(arr(DType::kF64, {1e300, -1e300}), "i64").to_vector<int64_t>(),
-            (std::vector<int64_t>{std::numeric_limits<int64_t>::max(),
-                                  std::numeric_limits<int64_t>::min()}));
-  EXPECT_EQ(convert(arr(DType::kF16, {-3.5, 65504}), "i32").to_vector<int32_t>(),
-            (std::vector<int32_t>{-3, 65504}));
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}));
+  EXPECT_EQ(convert(arr(DType::kF16, {-3.5, 65504}), "i32").to_vector<int32_t>(), (std::vector<int32_t>{-3, 65504}));
 }
 
 TEST(ElementwiseInterpTest, ConvertBoolAndIntegers) {
-  EXPECT_EQ(convert(i32({0, 5, -1}), "bool").to_vector<bool>(),
-            (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(convert(i32({0, 5, -1}), "bool").to_vector<bool>(), (std::vector<bool>{false, true, true}));
   EXPECT_EQ(convert(f32({0, -0.0f, 0.1f, kNaNF}), "bool").to_vector<bool>(),
             (std::vector<bool>{false, false, true, true}));
   expect_values(convert(Array::from_vector<bool>({true, false}, {2}), "f32"), {1, 0});
   EXPECT_EQ(convert(Array::from_vector<bool>({true, false}, {2}), "i64").to_vector<int64_t>(),
             (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(convert(i32({300, -1, 255}), "u8").to_vector<uint8_t>(),
-            (std::vector<uint8_t>{44, 255, 255}));
+  EXPECT_EQ(convert(i32({300, -1, 255}), "u8").to_vector<uint8_t>(), (std::vector<uint8_t>{44, 255, 255}));
   EXPECT_EQ(convert(i32({-1}), "u32").to_vector<uint32_t>(), (std::vector<uint32_t>{4294967295u}));
   EXPECT_EQ(convert(Array::from_vector<uint32_t>({4294967295u}, {1}), "i32").to_vector<int32_t>(),
             (std::vector<int32_t>{-1}));
@@ -427,9 +385,8 @@ TEST(ElementwiseInterpTest, ConvertBoolAndIntegers) {
 
 TEST(ElementwiseInterpTest, ConvertToHalfTypesRounds) {
   // f16 step at 1 is 2^-10: 1 + 2^-11 ties to 1 (even), 1 + 3 * 2^-11 ties to 1 + 2^-9.
-  expect_values(
-      convert(f32({1 + 1.0f / 2048, 1 + 3.0f / 2048, 65519, 65520, 70000, -70000, kNaNF}), "f16"),
-      {1, 1 + 1.0 / 512, 65504, kInf, kInf, -kInf, kNaN});
+  expect_values(convert(f32({1 + 1.0f / 2048, 1 + 3.0f / 2048, 65519, 65520, 70000, -70000, kNaNF}), "f16"),
+                {1, 1 + 1.0 / 512, 65504, kInf, kInf, -kInf, kNaN});
   expect_values(convert(f32({1e-8f}), "f16"), {0});  // below half the smallest subnormal 2^-24
   expect_values(convert(f32({5.9604644775390625e-08f}), "f16"), {5.9604644775390625e-08});
   // f64 -> bf16 (8 significant bits, f32's exponent range): 1/3 -> 171/512;
@@ -449,10 +406,9 @@ TEST(ElementwiseInterpTest, ConvertToHalfTypesRounds) {
 // iota, constant.
 
 Array iota(const Shape& shape, const char* dtype, int64_t dim) {
-  return run_op("iota", {},
-                Attributes{{"shape", std::vector<int64_t>(shape)},
-                           {"dtype", std::string(dtype)},
-                           {"iota_dimension", dim}});
+  return run_op(
+      "iota", {},
+      Attributes{{"shape", std::vector<int64_t>(shape)}, {"dtype", std::string(dtype)}, {"iota_dimension", dim}});
 }
 
 TEST(ElementwiseInterpTest, IotaAlongEachDimension) {
@@ -516,9 +472,7 @@ TEST(ElementwiseInterpTest, EmptyArrays) {
     EXPECT_EQ(binary("xor", p, p).shape(), shape);
     EXPECT_EQ(run_op("select", {p, x, x}).shape(), shape);
     EXPECT_EQ(run_op("select", {Array::from_vector<bool>({true}, {}), n, n}).shape(), shape);
-    EXPECT_EQ(
-        run_op("clamp", {Array::scalar(0, DType::kF32), x, Array::scalar(1, DType::kF32)}).shape(),
-        shape);
+    EXPECT_EQ(run_op("clamp", {Array::scalar(0, DType::kF32), x, Array::scalar(1, DType::kF32)}).shape(), shape);
     Array c = convert(x, "bf16");
     EXPECT_EQ(c.shape(), shape);
     EXPECT_EQ(c.dtype(), DType::kBF16);
@@ -529,26 +483,24 @@ TEST(ElementwiseInterpTest, KernelsCalledDirectlyRejectUnverifiedOperands) {
   const ir::OpRegistry& r = ir::OpRegistry::builtin();
   const std::vector<ir::TensorType> f32x2 = {ir::TensorType{{2}, DType::kF32}};
   const std::vector<Array> mismatched = {f32({1, 2}), f32({1, 2, 3})};
-  testing::expect_error([&] { r.get("add").interpret(mismatched, {}, f32x2); },
-                        ErrorCode::kShapeMismatch, {"add", "rhs", "(3,)", "(2,)"});
+  testing::expect_error([&] { r.get("add").interpret(mismatched, {}, f32x2); }, ErrorCode::kShapeMismatch,
+                        {"add", "rhs", "(3,)", "(2,)"});
   const std::vector<Array> ints = {i32({1, 2})};
-  testing::expect_error([&] { r.get("exponential").interpret(ints, {}, f32x2); },
-                        ErrorCode::kDTypeMismatch, {"exponential", "i32"});
-  const std::vector<Array> bad_pred = {Array::from_vector<bool>({true, false, true}, {3}),
-                                       f32({1, 2}), f32({3, 4})};
-  testing::expect_error([&] { r.get("select").interpret(bad_pred, {}, f32x2); },
-                        ErrorCode::kShapeMismatch, {"select", "pred", "(3,)"});
+  testing::expect_error([&] { r.get("exponential").interpret(ints, {}, f32x2); }, ErrorCode::kDTypeMismatch,
+                        {"exponential", "i32"});
+  const std::vector<Array> bad_pred = {Array::from_vector<bool>({true, false, true}, {3}), f32({1, 2}), f32({3, 4})};
+  testing::expect_error([&] { r.get("select").interpret(bad_pred, {}, f32x2); }, ErrorCode::kShapeMismatch,
+                        {"select", "pred", "(3,)"});
   const std::vector<Array> bad_bound = {f32({0, 0, 0}), f32({1, 2}), f32({5}, {})};
-  testing::expect_error([&] { r.get("clamp").interpret(bad_bound, {}, f32x2); },
-                        ErrorCode::kShapeMismatch, {"clamp", "min", "(3,)"});
+  testing::expect_error([&] { r.get("clamp").interpret(bad_bound, {}, f32x2); }, ErrorCode::kShapeMismatch,
+                        {"clamp", "min", "(3,)"});
 }
 
 TEST(ElementwiseInterpTest, ChainedGraph) {
   // exp(log(x)) * 2 - x, with the constant 2 as a node: exercises several kernels together.
   ir::Graph g;
   ir::ValueId x = g.add_parameter({{3}, DType::kF64});
-  ir::ValueId two =
-      g.add_node("constant", {}, Attributes{{"value", arr(DType::kF64, {2, 2, 2})}})[0];
+  ir::ValueId two = g.add_node("constant", {}, Attributes{{"value", arr(DType::kF64, {2, 2, 2})}})[0];
   ir::ValueId l = g.add_node("log", {x})[0];
   ir::ValueId e = g.add_node("exponential", {l})[0];
   ir::ValueId m = g.add_node("multiply", {e, two})[0];

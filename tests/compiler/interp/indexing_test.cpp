@@ -23,7 +23,6 @@ using Ints = std::vector<int64_t>;
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-
 /// Rows of a (n, d) table at (k,) indices.
 Attributes embedding(int64_t d) { return gather_attrs({1}, {0}, {0}, 1, {1, d}); }
 
@@ -52,8 +51,7 @@ TEST(GatherInterp, HugeUnsignedIndexClamps) {
 
 TEST(GatherInterp, BatchOfSequencesWithImplicitIndexVector) {
   // indices (2, 2), index_vector_dim 2 = rank: every element is one row index.
-  Array y = run_op("gather", {table(), i32({0, 4, 2, 2}, {2, 2})},
-                   gather_attrs({2}, {0}, {0}, 2, {1, 3}));
+  Array y = run_op("gather", {table(), i32({0, 4, 2, 2}, {2, 2})}, gather_attrs({2}, {0}, {0}, 2, {1, 3}));
   EXPECT_EQ(y.shape(), (Shape{2, 2, 3}));
   expect_values(y, {0, 1, 2, 12, 13, 14, 6, 7, 8, 6, 7, 8});
 }
@@ -66,21 +64,18 @@ TEST(GatherInterp, OffsetDimBeforeBatchDim) {
 
 TEST(GatherInterp, StableHloSpecExample) {
   Array operand =
-      i32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
-          {3, 4, 2});
+      i32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, {3, 4, 2});
   Array idx = Array::from_vector<int64_t>({0, 0, 1, 0, 2, 1, 0, 1, 1, 1, 0, 2}, {2, 3, 2});
   Array y = run_op("gather", {operand, idx}, gather_attrs({2, 3}, {0}, {1, 0}, 2, {1, 2, 2}));
   EXPECT_EQ(y.shape(), (Shape{2, 3, 2, 2}));
-  EXPECT_EQ(y.to_vector<int32_t>(),
-            (std::vector<int32_t>{1, 2,  3,  4,  3,  4,  5,  6,  13, 14, 15, 16,
-                                  9, 10, 11, 12, 11, 12, 13, 14, 17, 18, 19, 20}));
+  EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{1, 2,  3,  4,  3,  4,  5,  6,  13, 14, 15, 16,
+                                                          9, 10, 11, 12, 11, 12, 13, 14, 17, 18, 19, 20}));
 }
 
 TEST(GatherInterp, IndexVectorDimZeroReadsColumns) {
   // indices (2, 3) with index_vector_dim 0: index vectors (0, 0), (1, 2), (2, 1).
   Array operand = f32({0, 1, 2, 3, 4, 5, 6, 7, 8}, {3, 3});
-  Array y = run_op("gather", {operand, i32({0, 1, 2, 0, 2, 1}, {2, 3})},
-                   gather_attrs({}, {0, 1}, {0, 1}, 0, {1, 1}));
+  Array y = run_op("gather", {operand, i32({0, 1, 2, 0, 2, 1}, {2, 3})}, gather_attrs({}, {0, 1}, {0, 1}, 0, {1, 1}));
   EXPECT_EQ(y.shape(), (Shape{3}));
   expect_values(y, {0, 5, 7});
 }
@@ -89,8 +84,7 @@ TEST(GatherInterp, StartIndexMapPermutesComponents) {
   // Index vector (1, 2) maps component 0 to operand dim 1 and component 1 to dim 0:
   // operand[2, 1] of a (3, 4) iota is 9.
   Array operand = f32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
-  Array y =
-      run_op("gather", {operand, i32({1, 2}, {1, 2})}, gather_attrs({}, {0, 1}, {1, 0}, 1, {1, 1}));
+  Array y = run_op("gather", {operand, i32({1, 2}, {1, 2})}, gather_attrs({}, {0, 1}, {1, 0}, 1, {1, 1}));
   expect_values(y, {9});
 }
 
@@ -106,8 +100,7 @@ TEST(GatherInterp, CopiesSpecialValuesAndOtherDTypes) {
   Array special = f32({INFINITY, NAN, -INFINITY, -0.0f}, {2, 2});
   expect_values(run_op("gather", {special, i32({1, 0})}, embedding(2)), {-kInf, 0, kInf, kNaN});
   Array b = Array::from_vector<bool>({true, false, false, true}, {2, 2});
-  EXPECT_EQ(run_op("gather", {b, i32({1})}, embedding(2)).to_vector<bool>(),
-            (std::vector<bool>{false, true}));
+  EXPECT_EQ(run_op("gather", {b, i32({1})}, embedding(2)).to_vector<bool>(), (std::vector<bool>{false, true}));
   Array h = Array::from_doubles({1.5, 2.5, 3.5, 4.5}, {2, 2}, DType::kBF16);
   Array y = run_op("gather", {h, i32({1, 1})}, embedding(2));
   EXPECT_EQ(y.dtype(), DType::kBF16);
@@ -122,11 +115,8 @@ TEST(GatherInterp, EmptyIndicesGiveEmptyResult) {
 
 // ----- scatter -----
 
-
 /// Row updates of a (n, d) table at (k,) indices.
-Attributes rows(const std::string& computation) {
-  return scatter_attrs({1}, {0}, {0}, 1, computation);
-}
+Attributes rows(const std::string& computation) { return scatter_attrs({1}, {0}, {0}, 1, computation); }
 
 TEST(ScatterInterp, EmbeddingGradientAccumulatesDuplicatesAndSkipsOutOfBounds) {
   Array grad = Array::zeros({5, 3}, DType::kF32);
@@ -156,32 +146,27 @@ TEST(ScatterInterp, WindowThatDoesNotFitIsSkippedWhole) {
 TEST(ScatterInterp, AssignLastUpdateWinsForDuplicates) {
   // indices (3,) with index_vector_dim 1 = rank: scalar updates into a vector.
   Array operand = f32({1, 2, 3, 4, 5});
-  Array y = run_op("scatter", {operand, i32({0, 4, 0}), f32({10, 50, 99})},
-                   scatter_attrs({}, {0}, {0}, 1, "assign"));
+  Array y = run_op("scatter", {operand, i32({0, 4, 0}), f32({10, 50, 99})}, scatter_attrs({}, {0}, {0}, 1, "assign"));
   expect_values(y, {99, 2, 3, 4, 50});
 }
 
 TEST(ScatterInterp, AssignRowsAndBool) {
-  Array y = run_op("scatter", {table(), i32({2, 0}), f32({-1, -2, -3, -4, -5, -6}, {2, 3})},
-                   rows("assign"));
+  Array y = run_op("scatter", {table(), i32({2, 0}), f32({-1, -2, -3, -4, -5, -6}, {2, 3})}, rows("assign"));
   expect_values(y, {-4, -5, -6, 3, 4, 5, -1, -2, -3, 9, 10, 11, 12, 13, 14});
   Array b = Array::from_vector<bool>({false, false, false}, {3});
   Array bu = Array::from_vector<bool>({true}, {1});
-  EXPECT_EQ(run_op("scatter", {b, i32({1}), bu}, scatter_attrs({}, {0}, {0}, 1, "assign"))
-                .to_vector<bool>(),
+  EXPECT_EQ(run_op("scatter", {b, i32({1}), bu}, scatter_attrs({}, {0}, {0}, 1, "assign")).to_vector<bool>(),
             (std::vector<bool>{false, true, false}));
 }
 
 TEST(ScatterInterp, StableHloSpecExample) {
   Array operand =
-      i32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24},
-          {3, 4, 2});
+      i32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24}, {3, 4, 2});
   Array idx = Array::from_vector<int64_t>({0, 2, 1, 0, 2, 1, 0, 1, 1, 0, 2, 0}, {2, 3, 2});
   Array upd = Array::full({2, 3, 2, 2}, 1.0, DType::kI32);
   Array y = run_op("scatter", {operand, idx, upd}, scatter_attrs({2, 3}, {0}, {1, 0}, 2, "add"));
-  EXPECT_EQ(y.to_vector<int32_t>(),
-            (std::vector<int32_t>{1,  2,  5,  6,  8,  9,  8,  9,  10, 11, 12, 13,
-                                  14, 15, 16, 17, 18, 19, 20, 21, 21, 22, 23, 24}));
+  EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{1,  2,  5,  6,  8,  9,  8,  9,  10, 11, 12, 13,
+                                                          14, 15, 16, 17, 18, 19, 20, 21, 21, 22, 23, 24}));
 }
 
 TEST(ScatterInterp, IntegerAddWraps) {
@@ -190,8 +175,7 @@ TEST(ScatterInterp, IntegerAddWraps) {
   EXPECT_EQ(y.to_vector<int32_t>(), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), 0}));
   Array u = Array::from_vector<uint8_t>({250}, {1});
   Array uu = Array::from_vector<uint8_t>({3, 4}, {2});
-  EXPECT_EQ(run_op("scatter", {u, i32({0, 0}), uu}, scatter_attrs({}, {0}, {0}, 1, "add"))
-                .to_vector<uint8_t>(),
+  EXPECT_EQ(run_op("scatter", {u, i32({0, 0}), uu}, scatter_attrs({}, {0}, {0}, 1, "add")).to_vector<uint8_t>(),
             std::vector<uint8_t>{1});
 }
 
@@ -208,15 +192,13 @@ TEST(ScatterInterp, Bf16RoundsAfterEveryUpdate) {
 TEST(ScatterInterp, NaNAndInfPropagate) {
   Array operand = f32({1, INFINITY, 3});
   Array upd = f32({NAN, -INFINITY, INFINITY});
-  Array y =
-      run_op("scatter", {operand, i32({0, 1, 2}), upd}, scatter_attrs({}, {0}, {0}, 1, "add"));
+  Array y = run_op("scatter", {operand, i32({0, 1, 2}), upd}, scatter_attrs({}, {0}, {0}, 1, "add"));
   expect_values(y, {kNaN, kNaN, kInf});
 }
 
 TEST(ScatterInterp, EmptyUpdatesLeaveOperandUnchanged) {
-  Array y = run_op("scatter",
-                   {table(), Array::zeros({0}, DType::kI32), Array::zeros({0, 3}, DType::kF32)},
-                   rows("add"));
+  Array y =
+      run_op("scatter", {table(), Array::zeros({0}, DType::kI32), Array::zeros({0, 3}, DType::kF32)}, rows("add"));
   expect_values(y, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14});
 }
 
@@ -230,13 +212,13 @@ TEST(IndexingInterp, KernelsRejectUnverifiedDirectCalls) {
   const ir::OpDef& gather = ir::OpRegistry::builtin().get("gather");
   std::vector<ir::TensorType> types = {{{2, 3}, DType::kF32}};
   const std::vector<Array> bad = {table(), f32({1, 2})};
-  testing::expect_error([&] { gather.interpret(bad, embedding(3), types); },
-                        ErrorCode::kDTypeMismatch, {"gather", "start_indices", "f32"});
+  testing::expect_error([&] { gather.interpret(bad, embedding(3), types); }, ErrorCode::kDTypeMismatch,
+                        {"gather", "start_indices", "f32"});
   const ir::OpDef& scatter = ir::OpRegistry::builtin().get("scatter");
   std::vector<ir::TensorType> wrong = {{{5, 4}, DType::kF32}};
   const std::vector<Array> in = {table(), i32({1}), f32({1, 1, 1}, {1, 3})};
-  testing::expect_error([&] { scatter.interpret(in, rows("add"), wrong); },
-                        ErrorCode::kShapeMismatch, {"scatter", "f32[5,4]", "f32[5,3]"});
+  testing::expect_error([&] { scatter.interpret(in, rows("add"), wrong); }, ErrorCode::kShapeMismatch,
+                        {"scatter", "f32[5,4]", "f32[5,3]"});
 }
 
 }  // namespace

@@ -24,7 +24,6 @@ using Ints = std::vector<int64_t>;
 const double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-
 Attributes matmul() { return dot_attrs({}, {}, {1}, {0}); }
 
 // ----- dot_general -----
@@ -93,18 +92,15 @@ TEST(DotGeneralInterp, IntegerOverflowWraps) {
   // i8: -3 * 5 + (-2) * (-7) = -1; 100 * 5 + 0 = 500 wraps to 500 - 512 = -12.
   Array p = Array::from_vector<int8_t>({-3, -2, 100, 0}, {2, 2});
   Array q = Array::from_vector<int8_t>({5, -7}, {2});
-  EXPECT_EQ(run_op("dot_general", {p, q}, matmul()).to_vector<int8_t>(),
-            (std::vector<int8_t>{-1, -12}));
+  EXPECT_EQ(run_op("dot_general", {p, q}, matmul()).to_vector<int8_t>(), (std::vector<int8_t>{-1, -12}));
   // u8: 200 * 2 + 100 = 500 wraps to 244.
   Array u = Array::from_vector<uint8_t>({200, 100}, {2});
   Array v = Array::from_vector<uint8_t>({2, 1}, {2});
-  EXPECT_EQ(run_op("dot_general", {u, v}, dot_attrs({}, {}, {0}, {0})).to_vector<uint8_t>(),
-            std::vector<uint8_t>{244});
+  EXPECT_EQ(run_op("dot_general", {u, v}, dot_attrs({}, {}, {0}, {0})).to_vector<uint8_t>(), std::vector<uint8_t>{244});
   // u64: (2^64 - 1) * 2 + 3 wraps to 1.
   Array x = Array::from_vector<uint64_t>({~uint64_t{0}, 3}, {2});
   Array y = Array::from_vector<uint64_t>({2, 1}, {2});
-  EXPECT_EQ(run_op("dot_general", {x, y}, dot_attrs({}, {}, {0}, {0})).to_vector<uint64_t>(),
-            std::vector<uint64_t>{1});
+  EXPECT_EQ(run_op("dot_general", {x, y}, dot_attrs({}, {}, {0}, {0})).to_vector<uint64_t>(), std::vector<uint64_t>{1});
 }
 
 TEST(DotGeneralInterp, Bf16AccumulatesInFloatAndRoundsOnce) {
@@ -167,13 +163,10 @@ TEST(DotGeneralInterp, NaNAndInfPropagate) {
   // row 2: [-inf*1 + 0*2, -inf*0 + 0*3] = [-inf, nan].
   expect_values(run_op("dot_general", {a, b}, matmul()), {kInf, kNaN, kNaN, kNaN, -kInf, kNaN});
   // inf + -inf = nan.
-  expect_values(
-      run_op("dot_general", {f32({INFINITY, -INFINITY}), f32({1, 1})}, dot_attrs({}, {}, {0}, {0})),
-      {kNaN});
+  expect_values(run_op("dot_general", {f32({INFINITY, -INFINITY}), f32({1, 1})}, dot_attrs({}, {}, {0}, {0})), {kNaN});
 }
 
 // ----- convolution -----
-
 
 TEST(ConvolutionInterp, NoReversalValidPadding) {
   // 3x3 image, 2x2 kernel [[1, 0], [0, 1]] applied as is (cross-correlation).
@@ -213,10 +206,8 @@ TEST(ConvolutionInterp, AsymmetricAndNegativePadding) {
   // padding (lo -1, hi 0) drops the first element.
   Array x = f32({1, 2, 3, 4}, {1, 1, 4, 1});
   Array k = f32({1, 10}, {1, 2, 1, 1});
-  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, 1, 0}}})),
-                {0 + 10, 1 + 20, 2 + 30, 3 + 40});
-  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, -1, 0}}})),
-                {2 + 30, 3 + 40});
+  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, 1, 0}}})), {0 + 10, 1 + 20, 2 + 30, 3 + 40});
+  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, -1, 0}}})), {2 + 30, 3 + 40});
 }
 
 TEST(ConvolutionInterp, RhsDilation) {
@@ -266,16 +257,11 @@ TEST(ConvolutionInterp, FeatureGroupsWithTwoOutputsPerGroup) {
 TEST(ConvolutionInterp, BatchGroups) {
   // 1-D, NWC: batch 2 split into 2 groups; output feature 0 uses batch 0 and kernel feature 0,
   // output feature 1 uses batch 1 and kernel feature 1.
-  Attributes a{{"input_batch_dimension", int64_t{0}},
-               {"input_feature_dimension", int64_t{2}},
-               {"input_spatial_dimensions", Ints{1}},
-               {"kernel_input_feature_dimension", int64_t{1}},
-               {"kernel_output_feature_dimension", int64_t{2}},
-               {"kernel_spatial_dimensions", Ints{0}},
-               {"output_batch_dimension", int64_t{0}},
-               {"output_feature_dimension", int64_t{2}},
-               {"output_spatial_dimensions", Ints{1}},
-               {"batch_group_count", int64_t{2}}};
+  Attributes a{{"input_batch_dimension", int64_t{0}},           {"input_feature_dimension", int64_t{2}},
+               {"input_spatial_dimensions", Ints{1}},           {"kernel_input_feature_dimension", int64_t{1}},
+               {"kernel_output_feature_dimension", int64_t{2}}, {"kernel_spatial_dimensions", Ints{0}},
+               {"output_batch_dimension", int64_t{0}},          {"output_feature_dimension", int64_t{2}},
+               {"output_spatial_dimensions", Ints{1}},          {"batch_group_count", int64_t{2}}};
   Array x = f32({1, 2, 3, 4}, {2, 2, 1});
   Array k = f32({10, 100}, {1, 1, 2});
   Array y = run_op("convolution", {x, k}, a);
@@ -295,8 +281,7 @@ TEST(ConvolutionInterp, NaNAndInfPropagateAndPaddingIsZero) {
   // Padding cells are zeros, so inf next to the border gives inf*w + 0*w, never 0*inf.
   Array x = f32({INFINITY, 1, NAN}, {1, 1, 3, 1});
   Array k = f32({1, 1}, {1, 2, 1, 1});
-  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, 1, 1}}})),
-                {kInf, kInf, kNaN, kNaN});
+  expect_values(run_op("convolution", {x, k}, nhwc({{"padding", Ints{0, 0, 1, 1}}})), {kInf, kInf, kNaN, kNaN});
 }
 
 TEST(ConvolutionInterp, EmptyOutputAndEmptyFeatures) {
@@ -320,8 +305,8 @@ struct Conv2dCase {
 
 /// Straightforward 2-D NHWC/HWIO convolution: materialises the zero-padded, lhs-dilated input,
 /// then slides the rhs-dilated kernel over it. Padding must be >= 0.
-std::vector<double> reference_conv2d(const Conv2dCase& p, const std::vector<double>& x,
-                                     const std::vector<double>& k, Shape* out_shape) {
+std::vector<double> reference_conv2d(const Conv2dCase& p, const std::vector<double>& x, const std::vector<double>& k,
+                                     Shape* out_shape) {
   const int64_t hd = (p.h - 1) * p.lhs_dilation[0] + 1, wd = (p.w - 1) * p.lhs_dilation[1] + 1;
   const int64_t hp = p.padding[0] + hd + p.padding[1], wp = p.padding[2] + wd + p.padding[3];
   std::vector<double> padded(static_cast<size_t>(p.n * hp * wp * p.c), 0.0);
@@ -371,8 +356,7 @@ std::vector<double> random_ints(size_t n, std::mt19937& rng) {
 }
 
 /// Transposes a rank-4 row-major array: result dim i = source dim perm[i].
-std::vector<double> transpose4(const std::vector<double>& v, const Shape& shape, const Ints& perm,
-                               Shape* out_shape) {
+std::vector<double> transpose4(const std::vector<double>& v, const Shape& shape, const Ints& perm, Shape* out_shape) {
   Shape out(4);
   for (size_t i = 0; i < 4; ++i) out[i] = shape[static_cast<size_t>(perm[i])];
   const std::vector<int64_t> src_strides = row_major_strides(shape);
@@ -404,8 +388,7 @@ void check_against_reference(const Conv2dCase& p, unsigned seed) {
                            {"rhs_dilation", p.rhs_dilation},
                            {"feature_group_count", p.feature_groups},
                            {"batch_group_count", p.batch_groups}});
-  Array y = run_op("convolution",
-                   {Array::from_vector<double>(x, xs), Array::from_vector<double>(k, ks)}, attrs);
+  Array y = run_op("convolution", {Array::from_vector<double>(x, xs), Array::from_vector<double>(k, ks)}, attrs);
   ASSERT_EQ(y.shape(), expected_shape);
   EXPECT_EQ(y.to_vector<double>(), expected);
 
@@ -422,9 +405,8 @@ void check_against_reference(const Conv2dCase& p, unsigned seed) {
   nchw.set("kernel_spatial_dimensions", Ints{2, 3});
   nchw.set("output_feature_dimension", int64_t{1});
   nchw.set("output_spatial_dimensions", Ints{2, 3});
-  Array yt = run_op(
-      "convolution",
-      {Array::from_vector<double>(xt, xt_shape), Array::from_vector<double>(kt, kt_shape)}, nchw);
+  Array yt =
+      run_op("convolution", {Array::from_vector<double>(xt, xt_shape), Array::from_vector<double>(kt, kt_shape)}, nchw);
   ASSERT_EQ(yt.shape(), et_shape);
   EXPECT_EQ(yt.to_vector<double>(), et);
 }

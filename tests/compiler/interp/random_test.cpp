@@ -16,9 +16,7 @@ Attributes rng_attrs(Ints shape, const std::string& dtype = "u32") {
   return {{"algorithm", std::string("THREE_FRY")}, {"shape", shape}, {"dtype", dtype}};
 }
 
-Array state(uint64_t key, uint64_t counter) {
-  return Array::from_vector<uint64_t>({key, counter}, {2});
-}
+Array state(uint64_t key, uint64_t counter) { return Array::from_vector<uint64_t>({key, counter}, {2}); }
 
 /// State whose block 0 uses key (k0, k1) and counter (c0, c1) (low halves first).
 Array state_for(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1) {
@@ -135,8 +133,8 @@ TEST(RngBitGeneratorInterp, KernelRejectsUnverifiedDirectCall) {
   const ir::OpDef& def = ir::OpRegistry::builtin().get("rng_bit_generator");
   std::vector<ir::TensorType> types = {{{2}, DType::kU64}, {{4}, DType::kU32}};
   const std::vector<Array> short_state = {Array::from_vector<uint64_t>({1}, {1})};
-  testing::expect_error([&] { def.interpret(short_state, rng_attrs({4}), types); },
-                        ErrorCode::kShapeMismatch, {"rng_bit_generator", "u64[1]"});
+  testing::expect_error([&] { def.interpret(short_state, rng_attrs({4}), types); }, ErrorCode::kShapeMismatch,
+                        {"rng_bit_generator", "u64[1]"});
 }
 
 }  // namespace

@@ -31,8 +31,7 @@ Array iota_f32(const Shape& shape) {
 
 /// reduce of `x` over `dims` with `computation`, starting at scalar `init` of x's dtype.
 Array reduce(const Array& x, double init, Ints dims, const std::string& computation) {
-  return run_op("reduce", {x, Array::scalar(init, x.dtype())},
-                {{"dimensions", dims}, {"computation", computation}});
+  return run_op("reduce", {x, Array::scalar(init, x.dtype())}, {{"dimensions", dims}, {"computation", computation}});
 }
 
 Array arg(const std::string& op, const Array& x, int64_t dim, const std::string& index_dtype) {
@@ -89,17 +88,14 @@ TEST(ReduceInterp, NaNPropagates) {
 
 TEST(ReduceInterp, IntegerSumsWrap) {
   Array a = i32({std::numeric_limits<int32_t>::max(), 1});
-  EXPECT_EQ(reduce(a, 0, {0}, "add").to_vector<int32_t>(),
-            std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
-  EXPECT_EQ(reduce(Array::from_vector<uint8_t>({200, 100}, {2}), 0, {0}, "add")
-                .to_vector<uint8_t>(),
+  EXPECT_EQ(reduce(a, 0, {0}, "add").to_vector<int32_t>(), std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
+  EXPECT_EQ(reduce(Array::from_vector<uint8_t>({200, 100}, {2}), 0, {0}, "add").to_vector<uint8_t>(),
             std::vector<uint8_t>{44});
   EXPECT_EQ(reduce(Array::from_vector<int8_t>({16, 16}, {2}), 1, {0}, "mul").to_vector<int8_t>(),
             std::vector<int8_t>{0});
   EXPECT_EQ(reduce(Array::from_vector<int8_t>({-128}, {1}), -1, {0}, "add").to_vector<int8_t>(),
             std::vector<int8_t>{127});
-  EXPECT_EQ(reduce(Array::from_vector<uint32_t>({0xFFFFFFFFu, 2}, {2}), 0, {0}, "add")
-                .to_vector<uint32_t>(),
+  EXPECT_EQ(reduce(Array::from_vector<uint32_t>({0xFFFFFFFFu, 2}, {2}), 0, {0}, "add").to_vector<uint32_t>(),
             std::vector<uint32_t>{1});
   Array l = Array::from_vector<int64_t>({std::numeric_limits<int64_t>::max(), 1}, {2});
   EXPECT_EQ(run_op("reduce", {l, Array::from_vector<int64_t>({0}, {})},
@@ -114,13 +110,11 @@ TEST(ReduceInterp, IntegerMaxMinAndBitwise) {
                    {{"dimensions", Ints{0}}, {"computation", std::string("max")}})
                 .to_vector<uint64_t>(),
             std::vector<uint64_t>{1ull << 63});
-  EXPECT_EQ(reduce(Array::from_vector<int8_t>({-128, 127}, {2}), 127, {0}, "min")
-                .to_vector<int8_t>(),
+  EXPECT_EQ(reduce(Array::from_vector<int8_t>({-128, 127}, {2}), 127, {0}, "min").to_vector<int8_t>(),
             std::vector<int8_t>{-128});
   EXPECT_EQ(reduce(i32({12, 10}), -1, {0}, "and").to_vector<int32_t>(), std::vector<int32_t>{8});
   EXPECT_EQ(reduce(i32({12, 10}), 0, {0}, "or").to_vector<int32_t>(), std::vector<int32_t>{14});
-  EXPECT_EQ(reduce(Array::from_vector<uint8_t>({0xF0, 0x3C}, {2}), 0xFF, {0}, "and")
-                .to_vector<uint8_t>(),
+  EXPECT_EQ(reduce(Array::from_vector<uint8_t>({0xF0, 0x3C}, {2}), 0xFF, {0}, "and").to_vector<uint8_t>(),
             std::vector<uint8_t>{0x30});
 }
 
@@ -161,9 +155,7 @@ TEST(ReduceInterp, HalfSumsAccumulateInF32AndRoundOnce) {
   expect_values(reduce(bf({256, 3}), 0, {0}, "add"), {260});     // 259 ties to even 260
   EXPECT_EQ(reduce(bf({1}), 0, {0}, "add").dtype(), DType::kBF16);
   // f16 has 11 significant bits: between 2048 and 4096 the spacing is 2.
-  auto h = [](std::vector<double> v) {
-    return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, DType::kF16);
-  };
+  auto h = [](std::vector<double> v) { return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, DType::kF16); };
   expect_values(reduce(h({2048, 1, 1}), 0, {0}, "add"), {2050});
   expect_values(reduce(h({2048, 1}), 0, {0}, "add"), {2048});
   expect_values(reduce(h({2048, 3}), 0, {0}, "add"), {2052});
@@ -179,12 +171,9 @@ TEST(ArgmaxInterp, FirstIndexWinsTies) {
   EXPECT_EQ(a.dtype(), DType::kI32);
   EXPECT_EQ(a.to_vector<int32_t>(), std::vector<int32_t>{0});
   EXPECT_EQ(arg("argmin", f32({1, 0, 0}), 0, "i32").to_vector<int32_t>(), std::vector<int32_t>{1});
-  EXPECT_EQ(arg("argmax", f32({-kInfF, -kInfF}), 0, "i32").to_vector<int32_t>(),
-            std::vector<int32_t>{0});
-  EXPECT_EQ(arg("argmin", f32({kInfF, -kInfF, -kInfF}), 0, "i32").to_vector<int32_t>(),
-            std::vector<int32_t>{1});
-  EXPECT_EQ(arg("argmax", f32({-kInfF, kInfF}), 0, "i32").to_vector<int32_t>(),
-            std::vector<int32_t>{1});
+  EXPECT_EQ(arg("argmax", f32({-kInfF, -kInfF}), 0, "i32").to_vector<int32_t>(), std::vector<int32_t>{0});
+  EXPECT_EQ(arg("argmin", f32({kInfF, -kInfF, -kInfF}), 0, "i32").to_vector<int32_t>(), std::vector<int32_t>{1});
+  EXPECT_EQ(arg("argmax", f32({-kInfF, kInfF}), 0, "i32").to_vector<int32_t>(), std::vector<int32_t>{1});
 }
 
 TEST(ArgmaxInterp, NaNIsTheExtreme) {
@@ -210,20 +199,15 @@ TEST(ArgmaxInterp, AlongEachDimOfMultiDimArrays) {
 }
 
 TEST(ArgmaxInterp, OtherDTypesAndEmptyResult) {
-  EXPECT_EQ(arg("argmax", Array::from_vector<bool>({false, true, true}, {3}), 0, "i32")
-                .to_vector<int32_t>(),
+  EXPECT_EQ(arg("argmax", Array::from_vector<bool>({false, true, true}, {3}), 0, "i32").to_vector<int32_t>(),
             std::vector<int32_t>{1});
-  EXPECT_EQ(arg("argmin", Array::from_vector<bool>({true, false, false}, {3}), 0, "i32")
-                .to_vector<int32_t>(),
+  EXPECT_EQ(arg("argmin", Array::from_vector<bool>({true, false, false}, {3}), 0, "i32").to_vector<int32_t>(),
             std::vector<int32_t>{1});
-  EXPECT_EQ(arg("argmax", Array::from_vector<uint8_t>({3, 255, 255}, {3}), 0, "i32")
-                .to_vector<int32_t>(),
+  EXPECT_EQ(arg("argmax", Array::from_vector<uint8_t>({3, 255, 255}, {3}), 0, "i32").to_vector<int32_t>(),
             std::vector<int32_t>{1});
-  EXPECT_EQ(arg("argmin", Array::from_vector<int8_t>({-128, 0, -128}, {3}), 0, "i32")
-                .to_vector<int32_t>(),
+  EXPECT_EQ(arg("argmin", Array::from_vector<int8_t>({-128, 0, -128}, {3}), 0, "i32").to_vector<int32_t>(),
             std::vector<int32_t>{0});
-  EXPECT_EQ(arg("argmax", Array::from_doubles({1, 3, 2}, {3}, DType::kBF16), 0, "i64")
-                .to_vector<int64_t>(),
+  EXPECT_EQ(arg("argmax", Array::from_doubles({1, 3, 2}, {3}, DType::kBF16), 0, "i64").to_vector<int64_t>(),
             std::vector<int64_t>{1});
   Array e = arg("argmax", f32({}, {0, 3}), 1, "i32");
   EXPECT_EQ(e.shape(), (Shape{0}));
@@ -259,8 +243,10 @@ TEST(ReduceWindowInterp, BaseAndWindowDilationByHand) {
   //   [p, 5, h, -1, h, 7, h, -3]   (p: padding, h: hole; both hold init)
   // a window of 2 with dilation 3 reads cells (s, s + 3) at s = 0, 2, 4 (stride 2):
   //   (p, -1), (h, 7), (h, -3).
-  Attributes a{{"window_dimensions", Ints{2}},  {"window_strides", Ints{2}},
-               {"base_dilations", Ints{2}},     {"window_dilations", Ints{3}},
+  Attributes a{{"window_dimensions", Ints{2}},
+               {"window_strides", Ints{2}},
+               {"base_dilations", Ints{2}},
+               {"window_dilations", Ints{3}},
                {"padding", Ints{1, 0}}};
   Array x = f32({5, -1, 7, -3});
   Array sums = reduce_window(x, 0, a, "add");
@@ -270,8 +256,10 @@ TEST(ReduceWindowInterp, BaseAndWindowDilationByHand) {
 }
 
 TEST(ReduceWindowInterp, StableHloSpecExample) {
-  Attributes a{{"window_dimensions", Ints{2, 1}}, {"window_strides", Ints{4, 1}},
-               {"base_dilations", Ints{2, 1}},    {"window_dilations", Ints{3, 1}},
+  Attributes a{{"window_dimensions", Ints{2, 1}},
+               {"window_strides", Ints{4, 1}},
+               {"base_dilations", Ints{2, 1}},
+               {"window_dilations", Ints{3, 1}},
                {"padding", Ints{2, 1, 0, 0}}};
   Array r = reduce_window(i32({1, 2, 3, 4, 5, 6}, {3, 2}), 0, a, "add");
   ASSERT_EQ(r.shape(), (Shape{2, 2}));
@@ -295,15 +283,11 @@ TEST(ReduceWindowInterp, MulIntegersAndHalfRounding) {
   Attributes a{{"window_dimensions", Ints{2}}, {"window_strides", Ints{2}}};
   expect_values(reduce_window(f32({1, 2, 3, 4}), 1, a, "mul"), {2, 12});
   Attributes w2{{"window_dimensions", Ints{2}}};
-  EXPECT_EQ(reduce_window(Array::from_vector<int8_t>({100, 100}, {2}), 0, w2, "add")
-                .to_vector<int8_t>(),
+  EXPECT_EQ(reduce_window(Array::from_vector<int8_t>({100, 100}, {2}), 0, w2, "add").to_vector<int8_t>(),
             std::vector<int8_t>{-56});
   Attributes w3{{"window_dimensions", Ints{3}}};
-  expect_values(reduce_window(Array::from_doubles({2048, 1, 1}, {3}, DType::kF16), 0, w3, "add"),
-                {2050});
-  expect_values(
-      reduce_window(Array::from_doubles({256, 1, 1, 1}, {4}, DType::kBF16), 0, w2, "add"),
-      {256, 2, 2});
+  expect_values(reduce_window(Array::from_doubles({2048, 1, 1}, {3}, DType::kF16), 0, w3, "add"), {2050});
+  expect_values(reduce_window(Array::from_doubles({256, 1, 1, 1}, {4}, DType::kBF16), 0, w2, "add"), {256, 2, 2});
 }
 
 TEST(ReduceWindowInterp, EmptyCases) {

@@ -21,21 +21,18 @@ using Ints = std::vector<int64_t>;
 constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
 
 /// select_and_scatter of `source` onto `x` starting at the scalar `init` of x's dtype.
-Array sas(const Array& x, const Array& source, double init, Ints window, Ints strides,
-          Ints padding, const std::string& select = "GE") {
+Array sas(const Array& x, const Array& source, double init, Ints window, Ints strides, Ints padding,
+          const std::string& select = "GE") {
   return run_op("select_and_scatter", {x, source, Array::scalar(init, x.dtype())},
-                {{"window_dimensions", window},
-                 {"window_strides", strides},
-                 {"padding", padding},
-                 {"select", select}});
+                {{"window_dimensions", window}, {"window_strides", strides}, {"padding", padding}, {"select", select}});
 }
 
 TEST(SelectAndScatterInterp, XlaDocumentationExample) {
   // XLA's SelectAndScatter example: 2x3 windows, stride 2x3, max selection, init 0.
   Array x = f32({7, 2, 5, 3, 10, 2,  //
-                 3, 8, 9, 3, 4, 2,   //
-                 1, 5, 7, 5, 6, 1,   //
-                 0, 6, 2, 7, 2, 8},
+                 3, 8, 9, 3, 4,  2,  //
+                 1, 5, 7, 5, 6,  1,  //
+                 0, 6, 2, 7, 2,  8},
                 {4, 6});
   Array r = sas(x, f32({2, 6, 3, 1}, {2, 2}), 0, {2, 3}, {2, 3}, {0, 0, 0, 0});
   ASSERT_EQ(r.shape(), (Shape{4, 6}));
@@ -63,8 +60,7 @@ TEST(SelectAndScatterInterp, PaddingIsNeverSelected) {
   expect_values(sas(f32({3, 1, 2}), f32({5, 6}), 0, {1}, {1}, {-1, 0}), {0, 5, 6});
   // 2-D "same" 3x3 pooling shape of a constant 2x2 image: each window picks its first real cell,
   // (0, 0) for all four windows.
-  expect_values(sas(f32({4, 4, 4, 4}, {2, 2}), f32({1, 2, 3, 4}, {2, 2}), 0, {3, 3}, {1, 1},
-                    {1, 1, 1, 1}),
+  expect_values(sas(f32({4, 4, 4, 4}, {2, 2}), f32({1, 2, 3, 4}, {2, 2}), 0, {3, 3}, {1, 1}, {1, 1, 1, 1}),
                 {10, 0, 0, 0});
 }
 
@@ -80,9 +76,7 @@ TEST(SelectAndScatterInterp, HalfAccumulatesInF32AndRoundsOnce) {
   // Three windows over padded [p p 9 p p] all select the 9: 1 + 2^-11 + 2^-11 = 1 + 2^-10,
   // exact in f16 (whereas rounding after each add would stay at 1: 1 + 2^-11 ties to even).
   const double e = 1.0 / 2048;
-  auto h = [](std::vector<double> v) {
-    return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, DType::kF16);
-  };
+  auto h = [](std::vector<double> v) { return Array::from_doubles(v, {static_cast<int64_t>(v.size())}, DType::kF16); };
   Array r = sas(h({9}), h({1, e, e}), 0, {3}, {1}, {2, 2});
   EXPECT_EQ(r.dtype(), DType::kF16);
   expect_values(r, {1 + 2 * e});
@@ -96,16 +90,14 @@ TEST(SelectAndScatterInterp, HalfAccumulatesInF32AndRoundsOnce) {
 
 TEST(SelectAndScatterInterp, IntegersWrapAndCompareExactly) {
   const int32_t kMax = std::numeric_limits<int32_t>::max();
-  Array r = run_op("select_and_scatter",
-                   {i32({4, 9, 9}), i32({1, 2}), Array::from_vector<int32_t>({kMax}, {})},
+  Array r = run_op("select_and_scatter", {i32({4, 9, 9}), i32({1, 2}), Array::from_vector<int32_t>({kMax}, {})},
                    {{"window_dimensions", Ints{2}},
                     {"window_strides", Ints{1}},
                     {"padding", Ints{0, 0}},
                     {"select", std::string("GE")}});
   // Windows [4 9] and [9 9] both select index 1: kMax + 1 + 2 wraps to INT_MIN + 2.
   EXPECT_EQ(r.dtype(), DType::kI32);
-  expect_values(r, {static_cast<double>(kMax), static_cast<double>(INT32_MIN + 2),
-                    static_cast<double>(kMax)});
+  expect_values(r, {static_cast<double>(kMax), static_cast<double>(INT32_MIN + 2), static_cast<double>(kMax)});
 }
 
 TEST(SelectAndScatterInterp, EmptyShapes) {

@@ -50,12 +50,12 @@ TEST(ReshapeInterp, EmptyAndResultIsACopy) {
 // broadcast_in_dim
 
 TEST(BroadcastInDimInterp, MapsOperandDimsToResultDims) {
-  expect_values(run_op("broadcast_in_dim", {f32({1, 2, 3})},
-                       {{"shape", Ints{2, 3}}, {"broadcast_dimensions", Ints{1}}}),
-                {1, 2, 3, 1, 2, 3});
-  expect_values(run_op("broadcast_in_dim", {f32({1, 2, 3})},
-                       {{"shape", Ints{3, 2}}, {"broadcast_dimensions", Ints{0}}}),
-                {1, 1, 2, 2, 3, 3});
+  expect_values(
+      run_op("broadcast_in_dim", {f32({1, 2, 3})}, {{"shape", Ints{2, 3}}, {"broadcast_dimensions", Ints{1}}}),
+      {1, 2, 3, 1, 2, 3});
+  expect_values(
+      run_op("broadcast_in_dim", {f32({1, 2, 3})}, {{"shape", Ints{3, 2}}, {"broadcast_dimensions", Ints{0}}}),
+      {1, 1, 2, 2, 3, 3});
   expect_values(run_op("broadcast_in_dim", {Array::scalar(-4, DType::kI8)},
                        {{"shape", Ints{2, 2}}, {"broadcast_dimensions", Ints{}}}),
                 {-4, -4, -4, -4});
@@ -70,8 +70,7 @@ TEST(BroadcastInDimInterp, BroadcastsSizeOneDims) {
   expect_values(run_op("broadcast_in_dim", {f32({5, 6}, {1, 2})},
                        {{"shape", Ints{2, 2, 2}}, {"broadcast_dimensions", Ints{0, 2}}}),
                 {5, 6, 5, 6, 5, 6, 5, 6});
-  Array e = run_op("broadcast_in_dim", {f32({1})},
-                   {{"shape", Ints{3, 0}}, {"broadcast_dimensions", Ints{0}}});
+  Array e = run_op("broadcast_in_dim", {f32({1})}, {{"shape", Ints{3, 0}}, {"broadcast_dimensions", Ints{0}}});
   EXPECT_EQ(e.shape(), (Shape{3, 0}));
 }
 
@@ -87,25 +86,23 @@ TEST(TransposeInterp, TwoByThreeByFour) {
   // x[i, j, k] = 12 i + 4 j + k; result[k, i, j] = x[i, j, k] (permutation [2, 0, 1]).
   Array r = run_op("transpose", {iota_f32({2, 3, 4})}, {{"permutation", Ints{2, 0, 1}}});
   ASSERT_EQ(r.shape(), (Shape{4, 2, 3}));
-  expect_values(r, {0, 4, 8, 12, 16, 20,    // k = 0
-                    1, 5, 9, 13, 17, 21,    // k = 1
-                    2, 6, 10, 14, 18, 22,   // k = 2
+  expect_values(r, {0, 4, 8,  12, 16, 20,    // k = 0
+                    1, 5, 9,  13, 17, 21,    // k = 1
+                    2, 6, 10, 14, 18, 22,    // k = 2
                     3, 7, 11, 15, 19, 23});  // k = 3
   // permutation [1, 2, 0]: result[j, k, i] = x[i, j, k].
   Array s = run_op("transpose", {iota_f32({2, 3, 4})}, {{"permutation", Ints{1, 2, 0}}});
   ASSERT_EQ(s.shape(), (Shape{3, 4, 2}));
-  expect_values(s, {0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17,
-                    6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23});
+  expect_values(s, {0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17, 6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23});
 }
 
 TEST(TransposeInterp, EveryDTypeCopiesElementBytes) {
   for (DType dt : kAllDTypes) {
-    const std::vector<double> v = is_bool(dt) ? std::vector<double>{1, 0, 0, 1, 1, 0}
-                                              : std::vector<double>{1, 2, 3, 4, 5, 6};
-    const std::vector<double> want = is_bool(dt) ? std::vector<double>{1, 1, 0, 1, 0, 0}
-                                                 : std::vector<double>{1, 4, 2, 5, 3, 6};
-    Array r = run_op("transpose", {Array::from_doubles(v, {2, 3}, dt)},
-                     {{"permutation", Ints{1, 0}}});
+    const std::vector<double> v =
+        is_bool(dt) ? std::vector<double>{1, 0, 0, 1, 1, 0} : std::vector<double>{1, 2, 3, 4, 5, 6};
+    const std::vector<double> want =
+        is_bool(dt) ? std::vector<double>{1, 1, 0, 1, 0, 0} : std::vector<double>{1, 4, 2, 5, 3, 6};
+    Array r = run_op("transpose", {Array::from_doubles(v, {2, 3}, dt)}, {{"permutation", Ints{1, 0}}});
     EXPECT_EQ(r.dtype(), dt);
     expect_values(r, want);
   }
@@ -130,22 +127,18 @@ Attributes slice_attrs(Ints start, Ints limit, Ints strides) {
 
 TEST(SliceInterp, StridedSlices) {
   // x = 0..19 as 4x5; rows 1, 3 and columns 0, 2, 4.
-  expect_values(run_op("slice", {iota_f32({4, 5})}, slice_attrs({1, 0}, {4, 5}, {2, 2})),
-                {5, 7, 9, 15, 17, 19});
+  expect_values(run_op("slice", {iota_f32({4, 5})}, slice_attrs({1, 0}, {4, 5}, {2, 2})), {5, 7, 9, 15, 17, 19});
   // Stride larger than the extent takes the first element only.
   expect_values(run_op("slice", {iota_f32({4, 5})}, slice_attrs({0, 3}, {2, 5}, {1, 7})), {3, 8});
-  expect_values(run_op("slice", {i32({1, 2, 3, 4, 5, 6, 7})}, slice_attrs({1}, {7}, {3})),
-                {2, 5});
+  expect_values(run_op("slice", {i32({1, 2, 3, 4, 5, 6, 7})}, slice_attrs({1}, {7}, {3})), {2, 5});
 }
 
 TEST(SliceInterp, EmptySlicesAndDTypes) {
   Array e = run_op("slice", {iota_f32({4, 5})}, slice_attrs({2, 0}, {2, 5}, {1, 1}));
   EXPECT_EQ(e.shape(), (Shape{0, 5}));
-  Array b = run_op("slice", {Array::from_vector<bool>({true, false, true, true}, {4})},
-                   slice_attrs({1}, {4}, {2}));
+  Array b = run_op("slice", {Array::from_vector<bool>({true, false, true, true}, {4})}, slice_attrs({1}, {4}, {2}));
   EXPECT_EQ(b.to_vector<bool>(), (std::vector<bool>{false, true}));
-  Array h = run_op("slice", {Array::from_doubles({0.5, 1.5, 2.5}, {3}, DType::kBF16)},
-                   slice_attrs({2}, {3}, {1}));
+  Array h = run_op("slice", {Array::from_doubles({0.5, 1.5, 2.5}, {3}, DType::kBF16)}, slice_attrs({2}, {3}, {1}));
   EXPECT_EQ(h.dtype(), DType::kBF16);
   expect_values(h, {2.5});
 }
@@ -158,15 +151,13 @@ Attributes pad_attrs(Ints low, Ints high, Ints interior) {
 }
 
 TEST(PadInterp, EdgeAndInteriorPadding) {
-  expect_values(run_op("pad", {f32({1, 2, 3}), Array::scalar(0, DType::kF32)},
-                       pad_attrs({1}, {2}, {1})),
+  expect_values(run_op("pad", {f32({1, 2, 3}), Array::scalar(0, DType::kF32)}, pad_attrs({1}, {2}, {1})),
                 {0, 1, 0, 2, 0, 3, 0, 0});
 }
 
 TEST(PadInterp, NegativeEdgePaddingCropsAfterInteriorPadding) {
   // Interior 2: [1, p, p, 2, p, p, 3]; low -1 and high -2 crop to [p, p, 2, p].
-  expect_values(run_op("pad", {f32({1, 2, 3}), Array::scalar(-1, DType::kF32)},
-                       pad_attrs({-1}, {-2}, {2})),
+  expect_values(run_op("pad", {f32({1, 2, 3}), Array::scalar(-1, DType::kF32)}, pad_attrs({-1}, {-2}, {2})),
                 {-1, -1, 2, -1});
   // Cropping everything leaves an empty result.
   Array e = run_op("pad", {f32({1, 2}), Array::scalar(0, DType::kF32)}, pad_attrs({-1}, {-1}, {0}));
@@ -176,22 +167,20 @@ TEST(PadInterp, NegativeEdgePaddingCropsAfterInteriorPadding) {
 TEST(PadInterp, TwoDims) {
   // [[1, 2], [3, 4]]: dim 0 gets one padded row on top; dim 1 gets interior 1 then loses the
   // last column: rows become [a, p].
-  Array r = run_op("pad", {i32({1, 2, 3, 4}, {2, 2}), Array::scalar(9, DType::kI32)},
-                   pad_attrs({1, 0}, {0, -1}, {0, 1}));
+  Array r =
+      run_op("pad", {i32({1, 2, 3, 4}, {2, 2}), Array::scalar(9, DType::kI32)}, pad_attrs({1, 0}, {0, -1}, {0, 1}));
   ASSERT_EQ(r.shape(), (Shape{3, 2}));
   EXPECT_EQ(r.to_vector<int32_t>(), (std::vector<int32_t>{9, 9, 1, 9, 3, 9}));
 }
 
 TEST(PadInterp, EmptyOperandAndOtherDTypes) {
-  expect_values(run_op("pad", {f32({}, {0}), Array::scalar(7, DType::kF32)},
-                       pad_attrs({2}, {1}, {3})),
-                {7, 7, 7});
-  Array b = run_op("pad", {Array::from_vector<bool>({true, true}, {2}),
-                           Array::from_vector<bool>({false}, {})},
+  expect_values(run_op("pad", {f32({}, {0}), Array::scalar(7, DType::kF32)}, pad_attrs({2}, {1}, {3})), {7, 7, 7});
+  Array b = run_op("pad", {Array::from_vector<bool>({true, true}, {2}), Array::from_vector<bool>({false}, {})},
                    pad_attrs({0}, {1}, {1}));
   EXPECT_EQ(b.to_vector<bool>(), (std::vector<bool>{true, false, true, false}));
-  Array h = run_op("pad", {Array::from_doubles({1.5}, {1}, DType::kF16),
-                           Array::scalar(-std::numeric_limits<double>::infinity(), DType::kF16)},
+  Array h = run_op("pad",
+                   {Array::from_doubles({1.5}, {1}, DType::kF16),
+                    Array::scalar(-std::numeric_limits<double>::infinity(), DType::kF16)},
                    pad_attrs({1}, {0}, {0}));
   expect_values(h, {-std::numeric_limits<double>::infinity(), 1.5});
 }
@@ -200,13 +189,11 @@ TEST(PadInterp, EmptyOperandAndOtherDTypes) {
 // concatenate
 
 TEST(ConcatenateInterp, ThreeOperandsIncludingAnEmptyOne) {
-  Array r = run_op("concatenate",
-                   {f32({1, 2, 3, 4}, {2, 2}), f32({}, {2, 0}), f32({5, 6}, {2, 1})},
+  Array r = run_op("concatenate", {f32({1, 2, 3, 4}, {2, 2}), f32({}, {2, 0}), f32({5, 6}, {2, 1})},
                    {{"dimension", int64_t{1}}});
   ASSERT_EQ(r.shape(), (Shape{2, 3}));
   expect_values(r, {1, 2, 5, 3, 4, 6});
-  Array s = run_op("concatenate",
-                   {i32({1, 2}, {1, 2}), i32({}, {0, 2}), i32({3, 4, 5, 6}, {2, 2})},
+  Array s = run_op("concatenate", {i32({1, 2}, {1, 2}), i32({}, {0, 2}), i32({3, 4, 5, 6}, {2, 2})},
                    {{"dimension", int64_t{0}}});
   ASSERT_EQ(s.shape(), (Shape{3, 2}));
   EXPECT_EQ(s.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
@@ -217,8 +204,7 @@ TEST(ConcatenateInterp, SingleAndAllEmptyOperands) {
   Array e = run_op("concatenate", {f32({}, {0, 2}), f32({}, {0, 2})}, {{"dimension", int64_t{1}}});
   EXPECT_EQ(e.shape(), (Shape{0, 4}));
   Array u = run_op("concatenate",
-                   {Array::from_vector<uint64_t>({1ull << 60}, {1}),
-                    Array::from_vector<uint64_t>({3, 4}, {2})},
+                   {Array::from_vector<uint64_t>({1ull << 60}, {1}), Array::from_vector<uint64_t>({3, 4}, {2})},
                    {{"dimension", int64_t{0}}});
   EXPECT_EQ(u.to_vector<uint64_t>(), (std::vector<uint64_t>{1ull << 60, 3, 4}));
 }
@@ -227,10 +213,8 @@ TEST(ConcatenateInterp, SingleAndAllEmptyOperands) {
 // reverse
 
 TEST(ReverseInterp, SeveralDims) {
-  expect_values(run_op("reverse", {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, {{"dimensions", Ints{0, 1}}}),
-                {6, 5, 4, 3, 2, 1});
-  expect_values(run_op("reverse", {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, {{"dimensions", Ints{1}}}),
-                {3, 2, 1, 6, 5, 4});
+  expect_values(run_op("reverse", {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, {{"dimensions", Ints{0, 1}}}), {6, 5, 4, 3, 2, 1});
+  expect_values(run_op("reverse", {f32({1, 2, 3, 4, 5, 6}, {2, 3})}, {{"dimensions", Ints{1}}}), {3, 2, 1, 6, 5, 4});
   // x[i, j, k] = 6 i + 2 j + k; result[i, j, k] = x[1 - i, j, 1 - k].
   expect_values(run_op("reverse", {iota_f32({2, 3, 2})}, {{"dimensions", Ints{2, 0}}}),
                 {7, 6, 9, 8, 11, 10, 1, 0, 3, 2, 5, 4});

@@ -28,9 +28,8 @@ TEST(CostAnalysis, AGemmIsTwoMnkFlops) {
 
 TEST(CostAnalysis, AConvolutionIsTwoFlopsPerOutputAndKernelWindowElement) {
   // NHWC (2, 9, 8, 3) with an HWIO (3, 2, 3, 4) kernel, "valid": output (2, 7, 7, 4).
-  const ir::Graph g = trace(
-      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1])}; },
-      {{{2, 9, 8, 3}, DType::kF32}, {{3, 2, 3, 4}, DType::kF32}}, "conv");
+  const ir::Graph g = trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1])}; },
+                            {{{2, 9, 8, 3}, DType::kF32}, {{3, 2, 3, 4}, DType::kF32}}, "conv");
   const ir::CostAnalysis c = ir::cost_analysis(g);
   EXPECT_EQ(c.flops_by_op.at("convolution"), 2.0 * (2 * 7 * 7 * 4) * (3 * 2 * 3));
 }
@@ -45,7 +44,7 @@ TEST(CostAnalysis, TheMlpTrainStepsProductsAreForwardPlusBothGradients) {
   const double forward = 2.0 * b * (12 * 16 + 16 * 5);
   EXPECT_EQ(c.flops_by_op.at("dot_general"), 2 * forward + 2.0 * b * 16 * 5);
   EXPECT_GT(c.flops, c.flops_by_op.at("dot_general"));  // bias adds, relu, softmax, SGD
-  EXPECT_GT(c.transcendentals, 0);                     // log_softmax's exp and log
+  EXPECT_GT(c.transcendentals, 0);                      // log_softmax's exp and log
   double sum = 0;
   for (const auto& [op, f] : c.flops_by_op) sum += f;
   EXPECT_EQ(sum, c.flops);

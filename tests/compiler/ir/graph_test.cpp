@@ -52,8 +52,7 @@ TEST(GraphTest, MultiResultNodeNumbersEachResult) {
   Graph g("rng", reg.get());
   ValueId s = g.add_parameter({{2}, DType::kU64});
   std::vector<ValueId> r =
-      g.add_node("rng_bit_generator", {s},
-                 {{"dtype", std::string("u32")}, {"shape", std::vector<int64_t>{4}}});
+      g.add_node("rng_bit_generator", {s}, {{"dtype", std::string("u32")}, {"shape", std::vector<int64_t>{4}}});
   ASSERT_EQ(r, (std::vector<ValueId>{1, 2}));
   EXPECT_EQ(g.type(1), (TensorType{{2}, DType::kU64}));
   EXPECT_EQ(g.type(2), (TensorType{{4}, DType::kU32}));
@@ -84,8 +83,7 @@ TEST(GraphTest, UnknownValueIdIsNotFound) {
   expect_error([&] { g.add_node("add", {a, 7}); }, ErrorCode::kNotFound,
                {"in %1 = add(%0: f32[2,3], %7)", "value %7 does not exist", "has 1 values"});
   expect_error([&] { g.add_node("negate", {-1}); }, ErrorCode::kNotFound, {"value %-1"});
-  expect_error([&] { g.set_outputs({a, 9}); }, ErrorCode::kNotFound,
-               {"set_outputs", "value %9 does not exist"});
+  expect_error([&] { g.set_outputs({a, 9}); }, ErrorCode::kNotFound, {"set_outputs", "value %9 does not exist"});
   EXPECT_TRUE(g.outputs().empty());
   expect_error([&] { g.value(1); }, ErrorCode::kNotFound, {"value %1 does not exist"});
   expect_error([&] { g.node(0); }, ErrorCode::kNotFound, {"node 0 does not exist", "0 nodes"});
@@ -105,8 +103,7 @@ TEST(GraphTest, OperandCountIsChecked) {
   auto reg = make_test_registry();
   Graph g("f", reg.get());
   ValueId a = g.add_parameter(kF23);
-  expect_error([&] { g.add_node("add", {a}); }, ErrorCode::kInvalidArgument,
-               {"add takes 2 operands but got 1"});
+  expect_error([&] { g.add_node("add", {a}); }, ErrorCode::kInvalidArgument, {"add takes 2 operands but got 1"});
   expect_error([&] { g.add_node("add_n", {}); }, ErrorCode::kInvalidArgument,
                {"add_n takes at least 1 operands but got 0"});
   expect_error([&] { g.add_node("constant", {a}); }, ErrorCode::kInvalidArgument,
@@ -137,20 +134,18 @@ TEST(GraphTest, DeclaredTypesAreChecked) {
   auto reg = make_test_registry();
   Graph g("f", reg.get());
   ValueId a = g.add_parameter(kF23);
-  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {{{3, 2}, DType::kF32}}); },
-               ErrorCode::kShapeMismatch,
+  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {{{3, 2}, DType::kF32}}); }, ErrorCode::kShapeMismatch,
                {"negate: declared result 0 type f32[3,2] but the shape rule infers f32[2,3]"});
-  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {{{2, 3}, DType::kF64}}); },
-               ErrorCode::kDTypeMismatch, {"declared result 0 type f64[2,3]"});
-  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {kF23, kF23}); },
-               ErrorCode::kShapeMismatch, {"declared 2 result types but the op produces 1"});
+  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {{{2, 3}, DType::kF64}}); }, ErrorCode::kDTypeMismatch,
+               {"declared result 0 type f64[2,3]"});
+  expect_error([&] { g.add_node_with_types("negate", {a}, {}, {kF23, kF23}); }, ErrorCode::kShapeMismatch,
+               {"declared 2 result types but the op produces 1"});
   EXPECT_EQ(g.add_node_with_types("negate", {a}, {}, {kF23}), std::vector<ValueId>{1});
 }
 
 TEST(GraphTest, NegativeParameterSizeIsRejected) {
   Graph g;
-  expect_error([&] { g.add_parameter({{2, -1}, DType::kF32}); }, ErrorCode::kInvalidArgument,
-               {"add_parameter"});
+  expect_error([&] { g.add_parameter({{2, -1}, DType::kF32}); }, ErrorCode::kInvalidArgument, {"add_parameter"});
   EXPECT_EQ(g.num_values(), 0);
 }
 
@@ -162,8 +157,7 @@ TEST(GraphTest, VerifyRerunsTheShapeRules) {
   g.set_outputs(g.add_node("flaky", {g.add_node("negate", {a})[0]}));
   EXPECT_NO_THROW(g.verify());
   fail = true;
-  expect_error([&] { g.verify(); }, ErrorCode::kInvalidArgument,
-               {"in node 1 (flaky)", "flaky: told to fail"});
+  expect_error([&] { g.verify(); }, ErrorCode::kInvalidArgument, {"in node 1 (flaky)", "flaky: told to fail"});
 }
 
 /// x -> negate -> add(x, .) with `attr` on an annotate node, named `name`.
@@ -233,21 +227,23 @@ TEST(GraphAttributes, UnknownAttributeNamesAreRejected) {
       [&] { g.add_node("transpose", {x}, {{"permutation", std::vector<int64_t>{1, 0}}, {"bogus", int64_t{3}}}); },
       ErrorCode::kInvalidArgument, {"transpose: unknown attribute 'bogus'", "permutation"});
   testing::expect_error([&] { g.add_node("negate", {x}, {{"permutation", std::vector<int64_t>{1, 0}}}); },
-                        ErrorCode::kInvalidArgument, {"negate: unknown attribute 'permutation'", "takes no attributes"});
+                        ErrorCode::kInvalidArgument,
+                        {"negate: unknown attribute 'permutation'", "takes no attributes"});
   // A misspelt optional attribute is caught instead of silently defaulting.
   ir::ValueId init = g.add_parameter({{}, DType::kF32});
   testing::expect_error(
       [&] {
         g.add_node("reduce_window", {x, init},
-                   {{"window_dimensions", std::vector<int64_t>{1, 2}}, {"computation", std::string("add")},
+                   {{"window_dimensions", std::vector<int64_t>{1, 2}},
+                    {"computation", std::string("add")},
                     {"window_stride", std::vector<int64_t>{1, 2}}});
       },
       ErrorCode::kInvalidArgument, {"unknown attribute 'window_stride'", "window_strides"});
   for (const std::string& name : ir::OpRegistry::builtin().names()) {
     SCOPED_TRACE(name);
-    EXPECT_TRUE(ir::OpRegistry::builtin().get(name).attribute_names.has_value() ||
-                name == "optimization_barrier" || name == "dot_general" || name == "convolution" ||
-                name == "gather" || name == "scatter" || name == "rng_bit_generator")
+    EXPECT_TRUE(ir::OpRegistry::builtin().get(name).attribute_names.has_value() || name == "optimization_barrier" ||
+                name == "dot_general" || name == "convolution" || name == "gather" || name == "scatter" ||
+                name == "rng_bit_generator")
         << "declare the attributes of '" << name << "' (or check them in its shape rule)";
   }
 }
@@ -268,15 +264,44 @@ TEST(OpRegistryTraits, TheCheapToRecomputeOpsAreTheElementwiseOnesAndEveryOpName
     if (!r.get(op).attribute_names) checks_own_attributes.push_back(op);
   }
   // The ops whose shape rules check their attributes themselves (check_known_attrs).
-  EXPECT_EQ(checks_own_attributes,
-            (std::vector<std::string>{"convolution", "dot_general", "gather", "optimization_barrier",
-                                      "rng_bit_generator", "scatter"}));
-  const std::vector<std::string> want = {
-      "abs",   "add",      "and",     "atan2", "broadcast_in_dim", "ceil",   "clamp",     "compare",
-      "convert", "cosine", "divide",  "erf",   "exponential", "exponential_minus_one", "floor", "is_finite",
-      "log",   "log_plus_one", "logistic", "maximum", "minimum", "multiply", "negate", "not",
-      "or",    "power",    "remainder", "round_nearest_even", "rsqrt", "select", "sign", "sine",
-      "sqrt",  "subtract", "tanh",    "xor"};
+  EXPECT_EQ(checks_own_attributes, (std::vector<std::string>{"convolution", "dot_general", "gather",
+                                                             "optimization_barrier", "rng_bit_generator", "scatter"}));
+  const std::vector<std::string> want = {"abs",
+                                         "add",
+                                         "and",
+                                         "atan2",
+                                         "broadcast_in_dim",
+                                         "ceil",
+                                         "clamp",
+                                         "compare",
+                                         "convert",
+                                         "cosine",
+                                         "divide",
+                                         "erf",
+                                         "exponential",
+                                         "exponential_minus_one",
+                                         "floor",
+                                         "is_finite",
+                                         "log",
+                                         "log_plus_one",
+                                         "logistic",
+                                         "maximum",
+                                         "minimum",
+                                         "multiply",
+                                         "negate",
+                                         "not",
+                                         "or",
+                                         "power",
+                                         "remainder",
+                                         "round_nearest_even",
+                                         "rsqrt",
+                                         "select",
+                                         "sign",
+                                         "sine",
+                                         "sqrt",
+                                         "subtract",
+                                         "tanh",
+                                         "xor"};
   EXPECT_EQ(cheap, want);
 }
 

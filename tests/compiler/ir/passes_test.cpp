@@ -27,7 +27,8 @@ TEST(DeadCodeTest, DropsNodesThatReachNoOutputAndRenumbers) {
     %6 = negate(%4) : f32[2]
     %7 = add(%6, %0) : f32[2]
     return %7
-  })", *reg);
+  })",
+                  *reg);
   Graph out = eliminate_dead_code(g);
   EXPECT_EQ(print_graph(out),
             "func @f(%0: f32[2], %1: f32[2], %2: f32[2]) -> (f32[2]) {\n"
@@ -50,7 +51,8 @@ TEST(DeadCodeTest, KeepsAMultiResultNodeIfAnyResultIsUsed) {
     %c, %d = rng_bit_generator(%a) {dtype = "u32", shape = [2]} : u64[2], u32[2]
     %e, %f = rng_bit_generator(%c) {dtype = "u32", shape = [2]} : u64[2], u32[2]
     return %d
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_EQ(print_graph(eliminate_dead_code(g)),
             "func @f(%0: u64[2]) -> (u32[2]) {\n"
             "  %1, %2 = rng_bit_generator(%0) {dtype = \"u32\", shape = [2]} : u64[2], u32[2]\n"
@@ -65,7 +67,8 @@ TEST(DeadCodeTest, LeavesALiveGraphEqual) {
     %2 = add(%0, %1) : f32[]
     %3 = negate(%2) : f32[]
     return %3, %2, %0
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_TRUE(eliminate_dead_code(g) == g);
 }
 
@@ -75,7 +78,8 @@ TEST(DeadCodeTest, NoOutputsMeansNoNodes) {
     %1 = negate(%0) : f32[]
     %2 = constant() {value = dense<1.0> : f32[]} : f32[]
     return
-  })", *reg);
+  })",
+                  *reg);
   Graph out = eliminate_dead_code(g);
   EXPECT_EQ(out.num_nodes(), 0);
   EXPECT_EQ(out.parameters(), std::vector<ValueId>{0});
@@ -105,7 +109,8 @@ TEST(CommonSubexpressionTest, MergesIdenticalNodesIntoTheFirst) {
     %6 = negate(%4) : f32[2]     // identical to %5 once %4 is %2
     %7 = add(%5, %6) : f32[2]
     return %7, %4
-  })", *reg);
+  })",
+                  *reg);
   Graph out = eliminate_common_subexpressions(g);
   EXPECT_EQ(print_graph(out),
             "func @f(%0: f32[2], %1: f32[2]) -> (f32[2], f32[2]) {\n"
@@ -129,7 +134,8 @@ TEST(CommonSubexpressionTest, KeepsNodesThatDifferInOperandsOrAttributes) {
     %6 = annotate(%0) {k = 1, j = 1} : f32[]       // extra attribute
     %7 = annotate(%0) {k = 2} : f32[]
     return %2, %3, %4, %5, %6, %7
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_TRUE(eliminate_common_subexpressions(g) == g);
 }
 
@@ -143,7 +149,8 @@ TEST(CommonSubexpressionTest, ComparesConstantsBitwise) {
     %4 = constant() {value = dense<[0.0, nan]> : f64[2]} : f64[2]    // other dtype
     %5 = constant() {value = dense<0.0> : f32[2]} : f32[2]
     return %0, %1, %2, %3, %0, %4, %5
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_EQ(print_graph(eliminate_common_subexpressions(g)),
             "func @f() -> (f32[2], f32[2], f32[2], f32[2], f32[2], f64[2], f32[2]) {\n"
             "  %0 = constant() {value = dense<[0.0, nan]> : f32[2]} : f32[2]\n"
@@ -162,7 +169,8 @@ TEST(CommonSubexpressionTest, MergesMultiResultNodesResultByResult) {
     %c, %d = rng_bit_generator(%s) {dtype = "u32", shape = [3]} : u64[2], u32[3]
     %e, %f = rng_bit_generator(%s) {dtype = "u32", shape = [4]} : u64[2], u32[4]
     return %c, %d, %b, %f
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_EQ(print_graph(eliminate_common_subexpressions(g)),
             "func @f(%0: u64[2]) -> (u64[2], u32[3], u32[3], u32[4]) {\n"
             "  %1, %2 = rng_bit_generator(%0) {dtype = \"u32\", shape = [3]} : u64[2], u32[3]\n"
@@ -179,7 +187,8 @@ TEST(CommonSubexpressionTest, AlsoRemovesDeadCode) {
     %4 = negate(%0) : f32[]
     %5 = add_n(%3, %4, %3) : f32[]
     return %5
-  })", *reg);
+  })",
+                  *reg);
   EXPECT_EQ(print_graph(eliminate_common_subexpressions(g)),
             "func @f(%0: f32[], %1: f32[]) -> (f32[]) {\n"
             "  %2 = negate(%0) : f32[]\n"

@@ -24,8 +24,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 std::string expect_round_trip(const Graph& g) {
   const std::string text = print_graph(g);
   Graph back = parse_graph(text, &g.registry());
-  EXPECT_TRUE(back == g) << "round trip changed the graph:\n" << text << "\nparsed back as\n"
-                         << print_graph(back);
+  EXPECT_TRUE(back == g) << "round trip changed the graph:\n" << text << "\nparsed back as\n" << print_graph(back);
   EXPECT_EQ(print_graph(back), text);
   return text;
 }
@@ -57,12 +56,10 @@ TEST(TextTest, PrintsTheCanonicalForm) {
   ValueId y = g.add_parameter({{2, 3}, DType::kF32});
   ValueId state = g.add_parameter({{2}, DType::kU64});
   ValueId s = g.add_node("add", {x, y})[0];
-  ValueId c = g.add_node("constant", {},
-                         {{"value", Array::from_vector<float>({1.5f, -INFINITY, NAN}, {3})}})[0];
+  ValueId c = g.add_node("constant", {}, {{"value", Array::from_vector<float>({1.5f, -INFINITY, NAN}, {3})}})[0];
   std::vector<ValueId> r = g.add_node(
       "rng_bit_generator", {state},
-      {{"shape", std::vector<int64_t>{4}}, {"dtype", std::string("u32")},
-       {"algorithm", std::string("THREE_FRY")}});
+      {{"shape", std::vector<int64_t>{4}}, {"dtype", std::string("u32")}, {"algorithm", std::string("THREE_FRY")}});
   g.set_outputs({s, c, r[1]});
   EXPECT_EQ(expect_round_trip(g),
             "func @main(%0: f32[2,3], %1: f32[2,3], %2: u64[2]) -> (f32[2,3], f32[3], u32[4]) {\n"
@@ -128,9 +125,17 @@ TEST(TextTest, IntegerAttributes) {
 }
 
 TEST(TextTest, FloatAttributesAlwaysLookLikeFloats) {
-  EXPECT_EQ(annotate_line({{"a", 1.0}, {"b", 0.1}, {"c", -0.0}, {"d", 1e300}, {"e", 5e-324},
-                           {"f", kInf}, {"g", -kInf}, {"h", kNaN}, {"i", -2.5e-7},
-                           {"j", 123456789012.0}, {"k", 1e16}}),
+  EXPECT_EQ(annotate_line({{"a", 1.0},
+                           {"b", 0.1},
+                           {"c", -0.0},
+                           {"d", 1e300},
+                           {"e", 5e-324},
+                           {"f", kInf},
+                           {"g", -kInf},
+                           {"h", kNaN},
+                           {"i", -2.5e-7},
+                           {"j", 123456789012.0},
+                           {"k", 1e16}}),
             "%1 = annotate(%0) {a = 1.0, b = 0.1, c = -0.0, d = 1e+300, e = 5e-324, f = inf, "
             "g = -inf, h = nan, i = -2.5e-07, j = 123456789012.0, k = 1e+16} : f32[]");
 }
@@ -139,8 +144,7 @@ TEST(TextTest, NegativeNaNKeepsItsSign) {
   const double neg_nan = -kNaN;
   ASSERT_TRUE(std::signbit(neg_nan));
   EXPECT_EQ(annotate_line({{"a", neg_nan}}), "%1 = annotate(%0) {a = -nan} : f32[]");
-  EXPECT_EQ(dense_text(Array::from_vector<float>({-NAN, NAN}, {2})),
-            "dense<[-nan, nan]> : f32[2]");
+  EXPECT_EQ(dense_text(Array::from_vector<float>({-NAN, NAN}, {2})), "dense<[-nan, nan]> : f32[2]");
 }
 
 TEST(TextTest, BoolStringAndListAttributes) {
@@ -163,28 +167,24 @@ TEST(TextTest, DenseLiteralsMatchTheShape) {
             "dense<[[[1, 2, 3]], [[4, 5, 6]]]> : i32[2,1,3]");
   EXPECT_EQ(dense_text(Array::from_vector<float>({1.0f, 0.1f, -0.0f, 3e38f, 1e-45f}, {5})),
             "dense<[1.0, 0.1, -0.0, 3e+38, 1e-45]> : f32[5]");
-  EXPECT_EQ(dense_text(Array::from_vector<double>({0.1, 1.0 / 3.0}, {2})),
-            "dense<[0.1, 0.3333333333333333]> : f64[2]");
+  EXPECT_EQ(dense_text(Array::from_vector<double>({0.1, 1.0 / 3.0}, {2})), "dense<[0.1, 0.3333333333333333]> : f64[2]");
 }
 
 TEST(TextTest, DenseLiteralsOfEveryDType) {
-  EXPECT_EQ(dense_text(Array::from_vector<bool>({true, false}, {2})),
-            "dense<[true, false]> : bool[2]");
+  EXPECT_EQ(dense_text(Array::from_vector<bool>({true, false}, {2})), "dense<[true, false]> : bool[2]");
   EXPECT_EQ(dense_text(Array::from_vector<int8_t>({-128, 127}, {2})), "dense<[-128, 127]> : i8[2]");
   EXPECT_EQ(dense_text(Array::from_vector<uint8_t>({0, 255}, {2})), "dense<[0, 255]> : u8[2]");
   EXPECT_EQ(dense_text(Array::from_vector<int32_t>({INT32_MIN, INT32_MAX}, {2})),
             "dense<[-2147483648, 2147483647]> : i32[2]");
-  EXPECT_EQ(dense_text(Array::from_vector<uint32_t>({0u, UINT32_MAX}, {2})),
-            "dense<[0, 4294967295]> : u32[2]");
+  EXPECT_EQ(dense_text(Array::from_vector<uint32_t>({0u, UINT32_MAX}, {2})), "dense<[0, 4294967295]> : u32[2]");
   EXPECT_EQ(dense_text(Array::from_vector<int64_t>({INT64_MIN, INT64_MAX}, {2})),
             "dense<[-9223372036854775808, 9223372036854775807]> : i64[2]");
   EXPECT_EQ(dense_text(Array::from_vector<uint64_t>({UINT64_MAX, (uint64_t{1} << 53) + 1}, {2})),
             "dense<[18446744073709551615, 9007199254740993]> : u64[2]");
   // f16/bf16 print the float value of their bits, which parses back to the same bits.
-  EXPECT_EQ(dense_text(Array::from_vector<f16>({f16(0.1f), f16(65504.0f), f16(-INFINITY),
-                                                f16::from_bits(0x0001)},
-                                               {4})),
-            "dense<[0.099975586, 65504.0, -inf, 5.9604645e-08]> : f16[4]");
+  EXPECT_EQ(
+      dense_text(Array::from_vector<f16>({f16(0.1f), f16(65504.0f), f16(-INFINITY), f16::from_bits(0x0001)}, {4})),
+      "dense<[0.099975586, 65504.0, -inf, 5.9604645e-08]> : f16[4]");
   EXPECT_EQ(dense_text(Array::from_vector<bf16>({bf16(0.1f), bf16(3.0e38f), bf16(1.0f)}, {3})),
             "dense<[0.100097656, 3.0040553e+38, 1.0]> : bf16[3]");
 }
@@ -264,8 +264,7 @@ TEST(TextTest, ParsesSingleResultTypeWithoutParenthesesAndOtherSpellings) {
 
 TEST(TextTest, EmptyAttributeBracesAreAccepted) {
   auto reg = make_test_registry();
-  Graph g = parse_graph("func @f(%a: f32[]) -> () { %b = negate(%a) {} : f32[]\n return }",
-                        reg.get());
+  Graph g = parse_graph("func @f(%a: f32[]) -> () { %b = negate(%a) {} : f32[]\n return }", reg.get());
   EXPECT_TRUE(g.node(0).attrs.empty());
 }
 
@@ -277,19 +276,16 @@ void expect_parse_error(const std::string& text, const std::vector<std::string>&
 }
 
 TEST(TextTest, ReportsUnknownValuesWithLineAndColumn) {
-  expect_parse_error(
-      "func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = negate(%9) : f32[2]\n  return %1\n}",
-      {"line 2, column 15: unknown value %9"});
-  expect_parse_error("func @f(%0: f32[2]) -> (f32[2]) {\n  return %1\n}",
-                     {"line 2, column 10: unknown value %1"});
+  expect_parse_error("func @f(%0: f32[2]) -> (f32[2]) {\n  %1 = negate(%9) : f32[2]\n  return %1\n}",
+                     {"line 2, column 15: unknown value %9"});
+  expect_parse_error("func @f(%0: f32[2]) -> (f32[2]) {\n  return %1\n}", {"line 2, column 10: unknown value %1"});
   // A node cannot use its own result.
   expect_parse_error("func @f() -> () {\n  %1 = negate(%1) : f32[2]\n  return\n}",
                      {"line 2, column 15: unknown value %1"});
 }
 
 TEST(TextTest, ReportsBadTypes) {
-  expect_parse_error("func @f(%0: f33[2]) -> () { return }",
-                     {"line 1, column 13: unknown dtype 'f33'"});
+  expect_parse_error("func @f(%0: f33[2]) -> () { return }", {"line 1, column 13: unknown dtype 'f33'"});
   expect_parse_error("func @f(%0: f32(2)) -> () { return }",
                      {"line 1, column 16: expected '[' after dtype 'f32'", "found '('"});
   expect_parse_error("func @f(%0: f32[2,-1]) -> () { return }",
@@ -305,8 +301,7 @@ TEST(TextTest, ReportsBadTypes) {
 TEST(TextTest, ReportsUnterminatedLists) {
   expect_parse_error(
       "func @f(%0: f32[]) -> (f32[]) {\n  %1 = annotate(%0) {l = [1, 2 : f32[]\n  return %1\n}",
-      {"line 2, column 32: expected ',' or ']' (unterminated list opened at line 2, column 26)",
-       "found ':'"});
+      {"line 2, column 32: expected ',' or ']' (unterminated list opened at line 2, column 26)", "found ':'"});
   expect_parse_error("func @f() -> () {\n  %1 = constant() {value = dense<[[1.0, 2.0]",
                      {"unterminated list opened at line 2, column 34", "end of input"});
   expect_parse_error("func @f(%0: f32[]) -> () {\n  %1 = annotate(%0) {s = \"abc} : f32[]\n}",
@@ -338,10 +333,9 @@ TEST(TextTest, ReportsResultCountMismatches) {
       {"line 2, column 61: rng_bit_generator declares 2 result types for 1 results"});
   // The op itself produces a different count than the text names (a shape-rule error, with its
   // code kept and the line prepended).
-  expect_parse_error(
-      "func @f(%0: f32[]) -> () {\n  %1, %2 = negate(%0) : f32[], f32[]\n  return\n}",
-      {"line 2, column 3: ", "declared 2 result types but the op produces 1"},
-      ErrorCode::kShapeMismatch);
+  expect_parse_error("func @f(%0: f32[]) -> () {\n  %1, %2 = negate(%0) : f32[], f32[]\n  return\n}",
+                     {"line 2, column 3: ", "declared 2 result types but the op produces 1"},
+                     ErrorCode::kShapeMismatch);
   expect_parse_error("func @f(%0: f32[]) -> (f32[], f32[]) {\n  return %0\n}",
                      {"line 2, column 10: return has 1 values but the signature declares 2 "
                       "result types"});
@@ -353,11 +347,10 @@ TEST(TextTest, ReportsResultCountMismatches) {
 }
 
 TEST(TextTest, ShapeRuleErrorsKeepTheirCodeAndGainTheLine) {
-  expect_parse_error(
-      "func @f(%a: f32[2,3], %b: f32[4]) -> () {\n\n  %c = add(%a, %b) : f32[2,3]\n  return\n}",
-      {"line 3, column 3: in %2 = add(%0: f32[2,3], %1: f32[4]): add: operand shapes differ: "
-       "(2, 3) vs (4,)"},
-      ErrorCode::kShapeMismatch);
+  expect_parse_error("func @f(%a: f32[2,3], %b: f32[4]) -> () {\n\n  %c = add(%a, %b) : f32[2,3]\n  return\n}",
+                     {"line 3, column 3: in %2 = add(%0: f32[2,3], %1: f32[4]): add: operand shapes differ: "
+                      "(2, 3) vs (4,)"},
+                     ErrorCode::kShapeMismatch);
   expect_parse_error("func @f(%a: f32[2]) -> () {\n  %c = negate(%a) : f32[3]\n  return\n}",
                      {"line 2, column 3: negate: declared result 0 type f32[3] but the shape "
                       "rule infers f32[2]"},
@@ -381,14 +374,12 @@ TEST(TextTest, ReportsBadDenseLiterals) {
   expect_parse_error(constant("dense<[1.0, 2.0]> : f32[2,1]"),
                      {"line 2, column 35: expected a list of 1 elements for dimension 1 of "
                       "f32[2,1]"});
-  expect_parse_error(constant("dense<[256]> : u8[1]"),
-                     {"line 2, column 35: 256 is out of range for u8"});
+  expect_parse_error(constant("dense<[256]> : u8[1]"), {"line 2, column 35: 256 is out of range for u8"});
   expect_parse_error(constant("dense<[-1]> : u32[1]"), {"-1 is out of range for u32"});
   expect_parse_error(constant("dense<[-129]> : i8[1]"), {"-129 is out of range for i8"});
   expect_parse_error(constant("dense<[18446744073709551616]> : u64[1]"),
                      {"18446744073709551616 is out of range for u64"});
-  expect_parse_error(constant("dense<[1.5]> : i32[1]"),
-                     {"line 2, column 35: expected an integer for i32"});
+  expect_parse_error(constant("dense<[1.5]> : i32[1]"), {"line 2, column 35: expected an integer for i32"});
   expect_parse_error(constant("dense<[1]> : bool[1]"),
                      {"line 2, column 35: expected true or false for a bool element"});
   expect_parse_error(constant("dense<[true]> : f32[1]"), {"expected a number for f32"});
@@ -398,28 +389,22 @@ TEST(TextTest, ReportsBadDenseLiterals) {
   expect_parse_error(constant("dense<[1.0x]> : f32[1]"), {"line 2, column 35: malformed number"});
   expect_parse_error(constant("dense<[1e]> : f32[1]"), {"expected digits in the exponent"});
   expect_parse_error(constant("dense<true> : f32[0]"), {"expected a number for f32"});
-  expect_parse_error(constant("dense<" + std::string(300, '[') + "1.0" + std::string(300, ']') +
-                              "> : f32[1]"),
+  expect_parse_error(constant("dense<" + std::string(300, '[') + "1.0" + std::string(300, ']') + "> : f32[1]"),
                      {"line 2, column 291: dense literal nested deeper than 256 levels"});
   expect_parse_error(constant("dense<1.0> : f32[4294967296,4294967296]"),
                      {"line 2, column 41: type f32[4294967296,4294967296] is too large"});
-  expect_parse_error(constant("dense[1.0] : f32[1]"),
-                     {"line 2, column 33: expected '<' after 'dense' but found '['"});
+  expect_parse_error(constant("dense[1.0] : f32[1]"), {"line 2, column 33: expected '<' after 'dense' but found '['"});
 }
 
 TEST(TextTest, ReportsBadAttributes) {
   auto annotate = [](const std::string& attrs) {
     return "func @f(%0: f32[]) -> () {\n  %1 = annotate(%0) {" + attrs + "} : f32[]\n  return\n}";
   };
-  expect_parse_error(annotate("a = [1, 2.5]"),
-                     {"line 2, column 30: integer lists hold integers only"});
-  expect_parse_error(annotate("a = 9223372036854775808"),
-                     {"integer 9223372036854775808 does not fit in 64 bits"});
-  expect_parse_error(annotate("a = -9223372036854775809"),
-                     {"integer -9223372036854775809 does not fit in 64 bits"});
+  expect_parse_error(annotate("a = [1, 2.5]"), {"line 2, column 30: integer lists hold integers only"});
+  expect_parse_error(annotate("a = 9223372036854775808"), {"integer 9223372036854775808 does not fit in 64 bits"});
+  expect_parse_error(annotate("a = -9223372036854775809"), {"integer -9223372036854775809 does not fit in 64 bits"});
   expect_parse_error(annotate("a = 1e999"), {"float 1e999 is out of range for f64"});
-  expect_parse_error(annotate("a = @"), {"line 2, column 26: expected an attribute value",
-                                         "found '@'"});
+  expect_parse_error(annotate("a = @"), {"line 2, column 26: expected an attribute value", "found '@'"});
   expect_parse_error(annotate("a 1"), {"line 2, column 24: expected '=' after attribute name 'a'"});
   expect_parse_error(annotate("a = 1 b = 2"), {"line 2, column 28: expected '}' or ','"});
 }
@@ -429,18 +414,15 @@ TEST(TextTest, ReportsStructuralErrors) {
   expect_parse_error("  fun @f() -> () { return }", {"line 1, column 3: expected 'func'"});
   expect_parse_error("func f() -> () { return }", {"expected '@' before the function name"});
   expect_parse_error("func @f() { return }", {"line 1, column 11: expected '->'"});
-  expect_parse_error("func @f() -> () {\n  %1 = negate(%0) : f32[]",
-                     {"line 2, column 15: unknown value %0"});
+  expect_parse_error("func @f() -> () {\n  %1 = negate(%0) : f32[]", {"line 2, column 15: unknown value %0"});
   expect_parse_error("func @f() -> () {\n  neg\n}",
                      {"line 2, column 3: expected a statement (%name = op(...)) or 'return' but "
                       "found 'neg'"});
-  expect_parse_error("func @f() -> () {\n  return\n", {"expected '}' to close the function body",
-                                                       "end of input"});
+  expect_parse_error("func @f() -> () {\n  return\n", {"expected '}' to close the function body", "end of input"});
   expect_parse_error("func @f() -> () { return } extra",
                      {"line 1, column 28: expected end of input after the function but found "
                       "'extra'"});
-  expect_parse_error("func @f(%: f32[]) -> () { return }",
-                     {"line 1, column 9: expected a value name after '%'"});
+  expect_parse_error("func @f(%: f32[]) -> () { return }", {"line 1, column 9: expected a value name after '%'"});
   expect_parse_error("func @f(%0: f32[]) -> () {\n  %1 negate(%0) : f32[]\n  return\n}",
                      {"line 2, column 6: expected '=' after the result names but found 'negate'"});
   expect_parse_error("func @f(%0: f32[]) -> () {\n  %1 = negate(%0)\n  return\n}",
@@ -462,10 +444,9 @@ TEST(TextBuiltinTest, RoundTripsElementwiseOps) {
   Graph g("elementwise");
   ValueId x = g.add_parameter({{2, 3}, DType::kF32});
   ValueId y = g.add_parameter({{2, 3}, DType::kF32});
-  ValueId i = g.add_node("iota", {},
-                         {{"shape", std::vector<int64_t>{2, 3}},
-                          {"dtype", std::string("i32")},
-                          {"iota_dimension", int64_t{1}}})[0];
+  ValueId i = g.add_node(
+      "iota", {},
+      {{"shape", std::vector<int64_t>{2, 3}}, {"dtype", std::string("i32")}, {"iota_dimension", int64_t{1}}})[0];
   ValueId f = g.add_node("convert", {i}, {{"dtype", std::string("f32")}})[0];
   ValueId lt = g.add_node("compare", {x, f}, {{"comparison_direction", std::string("LT")}})[0];
   ValueId sel = g.add_node("select", {lt, x, y})[0];
@@ -499,12 +480,10 @@ TEST(TextBuiltinTest, RoundTripsConstantsOfEveryDType) {
   }
   g.set_outputs(outs);
   const std::string text = expect_round_trip(g);
-  EXPECT_NE(text.find("dense<[[false, true, false], [true, true, true]]> : bool[2,3]"),
-            std::string::npos);
+  EXPECT_NE(text.find("dense<[[false, true, false], [true, true, true]]> : bool[2,3]"), std::string::npos);
   EXPECT_NE(text.find("dense<[[0, 1, 0], [2, 100, -7]]> : i8[2,3]"), std::string::npos);
   EXPECT_NE(text.find("dense<[[0, 1, 0], [2, 100, 0]]> : u64[2,3]"), std::string::npos);
-  EXPECT_NE(text.find("dense<[[0.0, 1.0, -0.0], [2.5, 100.0, -7.0]]> : bf16[2,3]"),
-            std::string::npos);
+  EXPECT_NE(text.find("dense<[[0.0, 1.0, -0.0], [2.5, 100.0, -7.0]]> : bf16[2,3]"), std::string::npos);
 }
 
 TEST(TextBuiltinTest, ParsedTextRunsInTheInterpreter) {
@@ -516,8 +495,7 @@ TEST(TextBuiltinTest, ParsedTextRunsInTheInterpreter) {
       %y = multiply(%r, %two) : f32[4]
       return %y
     })");
-  std::vector<Array> out =
-      interp::interpret(g, {Array::from_vector<float>({-1.0f, 0.5f, NAN, 3.0f}, {4})});
+  std::vector<Array> out = interp::interpret(g, {Array::from_vector<float>({-1.0f, 0.5f, NAN, 3.0f}, {4})});
   ASSERT_EQ(out.size(), 1u);
   ingot::testing::expect_values(out[0], {0.0, 1.0, kNaN, 6.0});
 }
@@ -587,13 +565,10 @@ Graph mlp_graph() {
     return g.add_node("broadcast_in_dim", {v},
                       {{"broadcast_dimensions", std::move(dims)}, {"shape", std::move(shape)}})[0];
   };
-  auto scalar = [&](double v) {
-    return g.add_node("constant", {}, {{"value", Array::scalar(v, DType::kF32)}})[0];
-  };
+  auto scalar = [&](double v) { return g.add_node("constant", {}, {{"value", Array::scalar(v, DType::kF32)}})[0]; };
   auto reduce = [&](ValueId v, ValueId init, const char* computation) {
     return g.add_node("reduce", {v, init},
-                      {{"dimensions", std::vector<int64_t>{1}},
-                       {"computation", std::string(computation)}})[0];
+                      {{"dimensions", std::vector<int64_t>{1}}, {"computation", std::string(computation)}})[0];
   };
   ValueId h = g.add_node("dot_general", {x, w1}, matmul)[0];
   h = g.add_node("add", {h, broadcast(b1, {1}, {4, 16})})[0];
@@ -616,27 +591,31 @@ TEST(TextBuiltinTest, MlpForwardPassParsesBackToAnIdenticalGraph) {
       "rhs_batching_dimensions = [], rhs_contracting_dimensions = [0]}";
   EXPECT_EQ(text,
             "func @mlp(%0: f32[4,8], %1: f32[8,16], %2: f32[16], %3: f32[16,3]) -> (f32[4,3]) {\n"
-            "  %4 = dot_general(%0, %1) " + mm + " : f32[4,16]\n"
-            "  %5 = broadcast_in_dim(%2) {broadcast_dimensions = [1], shape = [4, 16]}"
-            " : f32[4,16]\n"
-            "  %6 = add(%4, %5) : f32[4,16]\n"
-            "  %7 = constant() {value = dense<0.0> : f32[]} : f32[]\n"
-            "  %8 = broadcast_in_dim(%7) {broadcast_dimensions = [], shape = [4, 16]} : f32[4,16]\n"
-            "  %9 = maximum(%6, %8) : f32[4,16]\n"
-            "  %10 = dot_general(%9, %3) " + mm + " : f32[4,3]\n"
-            "  %11 = constant() {value = dense<-inf> : f32[]} : f32[]\n"
-            "  %12 = reduce(%10, %11) {computation = \"max\", dimensions = [1]} : f32[4]\n"
-            "  %13 = broadcast_in_dim(%12) {broadcast_dimensions = [0], shape = [4, 3]}"
-            " : f32[4,3]\n"
-            "  %14 = subtract(%10, %13) : f32[4,3]\n"
-            "  %15 = exponential(%14) : f32[4,3]\n"
-            "  %16 = reduce(%15, %7) {computation = \"add\", dimensions = [1]} : f32[4]\n"
-            "  %17 = log(%16) : f32[4]\n"
-            "  %18 = broadcast_in_dim(%17) {broadcast_dimensions = [0], shape = [4, 3]}"
-            " : f32[4,3]\n"
-            "  %19 = subtract(%14, %18) : f32[4,3]\n"
-            "  return %19\n"
-            "}\n");
+            "  %4 = dot_general(%0, %1) " +
+                mm +
+                " : f32[4,16]\n"
+                "  %5 = broadcast_in_dim(%2) {broadcast_dimensions = [1], shape = [4, 16]}"
+                " : f32[4,16]\n"
+                "  %6 = add(%4, %5) : f32[4,16]\n"
+                "  %7 = constant() {value = dense<0.0> : f32[]} : f32[]\n"
+                "  %8 = broadcast_in_dim(%7) {broadcast_dimensions = [], shape = [4, 16]} : f32[4,16]\n"
+                "  %9 = maximum(%6, %8) : f32[4,16]\n"
+                "  %10 = dot_general(%9, %3) " +
+                mm +
+                " : f32[4,3]\n"
+                "  %11 = constant() {value = dense<-inf> : f32[]} : f32[]\n"
+                "  %12 = reduce(%10, %11) {computation = \"max\", dimensions = [1]} : f32[4]\n"
+                "  %13 = broadcast_in_dim(%12) {broadcast_dimensions = [0], shape = [4, 3]}"
+                " : f32[4,3]\n"
+                "  %14 = subtract(%10, %13) : f32[4,3]\n"
+                "  %15 = exponential(%14) : f32[4,3]\n"
+                "  %16 = reduce(%15, %7) {computation = \"add\", dimensions = [1]} : f32[4]\n"
+                "  %17 = log(%16) : f32[4]\n"
+                "  %18 = broadcast_in_dim(%17) {broadcast_dimensions = [0], shape = [4, 3]}"
+                " : f32[4,3]\n"
+                "  %19 = subtract(%14, %18) : f32[4,3]\n"
+                "  return %19\n"
+                "}\n");
   const Graph back = parse_graph(text);
   EXPECT_TRUE(back == g);
   EXPECT_EQ(print_graph(back), text);

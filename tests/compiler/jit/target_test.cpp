@@ -62,9 +62,9 @@ TEST(CompileTarget, ASpmdTargetRunsTheJittedPerDeviceProgramOverTheMesh) {
     const std::vector<Tensor> y = affine(a);
     return std::vector<Tensor>{y[0], all_reduce(y[1], "batch", "mean") * 4.0};
   };
-  const std::shared_ptr<const CompileTarget> mesh = spmd_target(
-      {.communicators = d.comms(),
-       .out_sharding = [&d](size_t i, size_t) { return i == 0 ? d.split() : d.replicated(); }});
+  const std::shared_ptr<const CompileTarget> mesh =
+      spmd_target({.communicators = d.comms(),
+                   .out_sharding = [&d](size_t i, size_t) { return i == 0 ? d.split() : d.replicated(); }});
   EXPECT_EQ(mesh->kind(), TargetKind::kSpmd);
   const Array x = testing::random_array({8, 3}, DType::kF32, 1), w = testing::random_array({3, 5}, DType::kF32, 2);
   const std::vector<Array> want = jit(affine)({x, w});
@@ -84,7 +84,8 @@ TEST(CompileTarget, SignaturesRefuseWhatTheTargetCannotRun) {
   const Array x = testing::random_array({8, 3}, DType::kF32, 1), w = testing::random_array({3, 5}, DType::kF32, 2);
   // The CPU runs one device: a sharded argument names the SPMD target.
   testing::expect_error([&] { jit(affine, {.name = "cpu_one"})({device_put(x, d.split()), w}); },
-                        ErrorCode::kUnimplemented, {"jit 'cpu_one': argument 0 is sharded over 4 devices", "spmd_target"});
+                        ErrorCode::kUnimplemented,
+                        {"jit 'cpu_one': argument 0 is sharded over 4 devices", "spmd_target"});
   testing::expect_error([&] { jit(affine, {.target = interpreter_target()})({Array(), w}); },
                         ErrorCode::kInvalidArgument, {"argument 0 is an invalid Array"});
   testing::expect_error([] { spmd_target({}); }, ErrorCode::kInvalidArgument, {"out_sharding is empty"});
@@ -92,8 +93,10 @@ TEST(CompileTarget, SignaturesRefuseWhatTheTargetCannotRun) {
 
 TEST(CompileTarget, ModelCompileTakesDevicesAndRefusesOtherTargets) {
   FourDevices d;
-  const auto mesh = spmd_target({.communicators = d.comms(), .out_sharding = [&d](size_t, size_t) { return d.replicated(); }});
-  for (const auto& [target, hint] : {std::pair{mesh, "use `distribution`"}, std::pair{interpreter_target(), "run_eagerly"}}) {
+  const auto mesh =
+      spmd_target({.communicators = d.comms(), .out_sharding = [&d](size_t, size_t) { return d.replicated(); }});
+  for (const auto& [target, hint] :
+       {std::pair{mesh, "use `distribution`"}, std::pair{interpreter_target(), "run_eagerly"}}) {
     Sequential model({std::make_shared<Dense>(DenseOptions{.units = 2})}, {.seed = 1});
     testing::expect_error(
         [&] {
@@ -108,7 +111,8 @@ TEST(CompileTarget, ModelCompileTakesDevicesAndRefusesOtherTargets) {
   std::vector<std::vector<Array>> weights;
   for (const std::shared_ptr<const CompileTarget>& target : {std::shared_ptr<const CompileTarget>(), cpu_target()}) {
     Sequential model({std::make_shared<Dense>(DenseOptions{.units = 2})}, {.seed = 1});
-    model.compile({.optimizer = std::make_shared<optimizers::SGD>(), .loss = std::make_shared<losses::MeanSquaredError>(),
+    model.compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                   .loss = std::make_shared<losses::MeanSquaredError>(),
                    .target = target});
     model.fit({.x = x, .y = y, .batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false});
     weights.push_back(model.get_weights());

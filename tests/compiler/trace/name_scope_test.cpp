@@ -39,7 +39,9 @@ TEST(NameScope, NamesTheNodesRecordedWhileAlive) {
 }
 
 TEST(NameScope, DoesNothingOutsideATraceAndRejectsAnEmptyName) {
-  { const NameScope s("unused"); }  // no trace: nothing to name, no error
+  {
+    const NameScope s("unused");
+  }  // no trace: nothing to name, no error
   expect_error([] { const NameScope s(""); }, ErrorCode::kInvalidArgument, {"NameScope", "empty"});
 }
 

@@ -30,13 +30,9 @@ ir::Graph trace_for(const Fn& fn, const std::vector<Array>& args) {
 }
 
 /// Traces `fn` over arguments of `args`' types and interprets it on `args`.
-Array run(const Fn& fn, const std::vector<Array>& args) {
-  return interp::interpret(trace_for(fn, args), args).at(0);
-}
+Array run(const Fn& fn, const std::vector<Array>& args) { return interp::interpret(trace_for(fn, args), args).at(0); }
 
-Array f64(const std::vector<double>& v, const Shape& shape) {
-  return Array::from_vector<double>(v, shape);
-}
+Array f64(const std::vector<double>& v, const Shape& shape) { return Array::from_vector<double>(v, shape); }
 
 // ---- elementwise and broadcasting -----------------------------------------------------------
 
@@ -49,12 +45,10 @@ TEST(TraceNumeric, BroadcastingArithmetic) {
   Array outer = run([](auto& t) { return t[0] * t[1]; }, {col, row});
   EXPECT_EQ(outer.shape(), (Shape{3, 2}));
   expect_values(outer, {10, 100, 20, 200, 30, 300});
-  expect_values(run([](auto& t) { return 2.0 / (t[0] - 1.5); }, {f32({2.5f, 1.5f, 0.5f})}),
-                {2, kInf, -2});
+  expect_values(run([](auto& t) { return 2.0 / (t[0] - 1.5); }, {f32({2.5f, 1.5f, 0.5f})}), {2, kInf, -2});
   expect_values(run([](auto& t) { return 1.0 - t[0] * 0.5; }, {f32({4, -2})}), {-1, 2});
   // A scalar tensor broadcasts against everything.
-  expect_values(run([](auto& t) { return maximum(t[0], t[1]); }, {f32({1, 5, -3}), f32({2}, {})}),
-                {2, 5, 2});
+  expect_values(run([](auto& t) { return maximum(t[0], t[1]); }, {f32({1, 5, -3}), f32({2}, {})}), {2, 5, 2});
 }
 
 TEST(TraceNumeric, ScalarOperandsTakeTheTensorDType) {
@@ -62,8 +56,7 @@ TEST(TraceNumeric, ScalarOperandsTakeTheTensorDType) {
   Array x = i32({std::numeric_limits<int32_t>::max(), -7});
   Array r = run([](auto& t) { return t[0] + 1.0; }, {x});
   EXPECT_EQ(r.dtype(), DType::kI32);
-  EXPECT_EQ(r.to_vector<int32_t>(),
-            (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -6}));
+  EXPECT_EQ(r.to_vector<int32_t>(), (std::vector<int32_t>{std::numeric_limits<int32_t>::min(), -6}));
   // bf16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 and rounds to even (1).
   Array h = Array::from_doubles({1.0, 2.0}, {2}, DType::kBF16);
   Array s = run([](auto& t) { return t[0] + 0.00390625; }, {h});
@@ -74,25 +67,20 @@ TEST(TraceNumeric, ScalarOperandsTakeTheTensorDType) {
 TEST(TraceNumeric, WhereClampAndComparisons) {
   Array x = f32({-2, -0.5f, 0.5f, 3});
   expect_values(run([](auto& t) { return clamp(t[0], -1.0, 1.0); }, {x}), {-1, -0.5, 0.5, 1});
-  expect_values(run([](auto& t) { return where(greater(t[0], zeros_like(t[0])), t[0], -t[0]); },
-                    {x}),
+  expect_values(run([](auto& t) { return where(greater(t[0], zeros_like(t[0])), t[0], -t[0]); }, {x}),
                 {2, 0.5, 0.5, 3});
   // Row-wise bounds broadcast against x (2, 2).
   Array m = f32({-5, 5, -5, 5}, {2, 2});
-  expect_values(run([](auto& t) { return clamp(t[0], t[1], t[2]); },
-                    {m, f32({-1, 0}, {2, 1}), f32({1, 2}, {2, 1})}),
+  expect_values(run([](auto& t) { return clamp(t[0], t[1], t[2]); }, {m, f32({-1, 0}, {2, 1}), f32({1, 2}, {2, 1})}),
                 {-1, 1, 0, 2});
-  Array eq = run([](auto& t) { return equal(t[0], t[1]); },
-                 {f32({1, kInfF, std::nanf("")}), f32({1}, {})});
+  Array eq = run([](auto& t) { return equal(t[0], t[1]); }, {f32({1, kInfF, std::nanf("")}), f32({1}, {})});
   EXPECT_EQ(eq.to_vector<bool>(), (std::vector<bool>{true, false, false}));
 }
 
 TEST(TraceNumeric, ReciprocalSquareAndRelu) {
-  expect_values(run([](auto& t) { return reciprocal(t[0]); }, {f32({2, -4, 0})}),
-                {0.5, -0.25, kInf});
+  expect_values(run([](auto& t) { return reciprocal(t[0]); }, {f32({2, -4, 0})}), {0.5, -0.25, kInf});
   expect_values(run([](auto& t) { return square(t[0]); }, {f32({-3, 0.5f})}), {9, 0.25});
-  expect_values(run([](auto& t) { return relu(t[0]); }, {f32({-1, 0, 2, std::nanf("")})}),
-                {0, 0, 2, kNaN});
+  expect_values(run([](auto& t) { return relu(t[0]); }, {f32({-1, 0, 2, std::nanf("")})}), {0, 0, 2, kNaN});
 }
 
 // ---- composites --------------------------------------------------------------------------
@@ -111,10 +99,10 @@ TEST(TraceNumeric, GeluBothForms) {
   // Published values (jax.nn.gelu): gelu(1) = 0.8411919906082768 (tanh), 0.8413447460685429
   // (erf, = Phi(1)); gelu(-3) = -0.0036373920817729943 (tanh), -0.00404969409489031 (erf).
   Array pts = f64({1, -3}, {2});
-  expect_values(run([](auto& t) { return gelu(t[0], true); }, {pts}),
-                {0.8411919906082768, -0.0036373920817729943}, 1e-15);
-  expect_values(run([](auto& t) { return gelu(t[0], false); }, {pts}),
-                {0.8413447460685429, -0.00404969409489031}, 1e-15);
+  expect_values(run([](auto& t) { return gelu(t[0], true); }, {pts}), {0.8411919906082768, -0.0036373920817729943},
+                1e-15);
+  expect_values(run([](auto& t) { return gelu(t[0], false); }, {pts}), {0.8413447460685429, -0.00404969409489031},
+                1e-15);
   // f32 at the same points.
   expect_values(run([](auto& t) { return gelu(t[0], false); }, {f32({1, -3})}),
                 {0.8413447460685429, -0.00404969409489031}, 1e-6);
@@ -155,12 +143,10 @@ TEST(TraceNumeric, SoftmaxRowsSumToOneAndMatchTheFormula) {
 
 TEST(TraceNumeric, LogSoftmaxIsStable) {
   const double ln2 = std::log(2.0);
-  expect_values(run([](auto& t) { return log_softmax(t[0]); }, {f32({1000, 1000})}),
-                {-ln2, -ln2}, 1e-6);
+  expect_values(run([](auto& t) { return log_softmax(t[0]); }, {f32({1000, 1000})}), {-ln2, -ln2}, 1e-6);
   expect_values(run([](auto& t) { return log_softmax(t[0]); }, {f32({-kInfF, 0})}), {-kInf, 0});
   // All -inf: undefined, NaN as in JAX.
-  expect_values(run([](auto& t) { return log_softmax(t[0]); }, {f32({-kInfF, -kInfF})}),
-                {kNaN, kNaN});
+  expect_values(run([](auto& t) { return log_softmax(t[0]); }, {f32({-kInfF, -kInfF})}), {kNaN, kNaN});
   // Equals log(softmax) where that is representable.
   Array x = f64({0.5, -2, 3, 1}, {2, 2});
   Array a = run([](auto& t) { return log_softmax(t[0], 0); }, {x});
@@ -169,20 +155,16 @@ TEST(TraceNumeric, LogSoftmaxIsStable) {
 }
 
 TEST(TraceNumeric, LogSumExpHandlesInfinitiesAndNaN) {
-  expect_values(run([](auto& t) { return logsumexp(t[0]); }, {f32({1000, 1000})}),
-                {1000 + std::log(2.0)}, 1e-4);
+  expect_values(run([](auto& t) { return logsumexp(t[0]); }, {f32({1000, 1000})}), {1000 + std::log(2.0)}, 1e-4);
   expect_values(run([](auto& t) { return logsumexp(t[0]); }, {f32({-kInfF, -kInfF})}), {-kInf});
   expect_values(run([](auto& t) { return logsumexp(t[0]); }, {f32({kInfF, 1})}), {kInf});
   expect_values(run([](auto& t) { return logsumexp(t[0]); }, {f32({std::nanf(""), 1})}), {kNaN});
   Array x = f64({1, 2, 3, -1, -kInf, 0}, {2, 3});
   Array rows = run([](auto& t) { return logsumexp(t[0], {-1}, true); }, {x});
   EXPECT_EQ(rows.shape(), (Shape{2, 1}));
-  expect_values(rows, {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)),
-                       std::log(std::exp(-1.0) + 1.0)},
-                1e-14);
+  expect_values(rows, {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), std::log(std::exp(-1.0) + 1.0)}, 1e-14);
   // Empty reduction: log(0) = -inf.
-  expect_values(run([](auto& t) { return logsumexp(t[0], {0}); }, {f32({}, {0, 2})}),
-                {-kInf, -kInf});
+  expect_values(run([](auto& t) { return logsumexp(t[0], {0}); }, {f32({}, {0, 2})}), {-kInf, -kInf});
 }
 
 TEST(TraceNumeric, MeanAndVariance) {
@@ -218,10 +200,8 @@ TEST(TraceNumeric, Reductions) {
   EXPECT_EQ(run([](auto& t) { return max(t[0]); }, {ints}).to_vector<int32_t>(),
             std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
   Array b = Array::from_vector<bool>({true, false, true, true}, {2, 2});
-  EXPECT_EQ(run([](auto& t) { return all(t[0], {1}); }, {b}).to_vector<bool>(),
-            (std::vector<bool>{false, true}));
-  EXPECT_EQ(run([](auto& t) { return any(t[0], {1}, true); }, {b}).to_vector<bool>(),
-            (std::vector<bool>{true, true}));
+  EXPECT_EQ(run([](auto& t) { return all(t[0], {1}); }, {b}).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(run([](auto& t) { return any(t[0], {1}, true); }, {b}).to_vector<bool>(), (std::vector<bool>{true, true}));
 }
 
 TEST(TraceNumeric, ArgmaxAndArgmin) {
@@ -230,8 +210,7 @@ TEST(TraceNumeric, ArgmaxAndArgmin) {
             (std::vector<int32_t>{1, 1}));  // first of the tied 3s; NaN is the maximum
   EXPECT_EQ(run([](auto& t) { return argmin(t[0], -1, DType::kI64); }, {x}).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 1}));  // NaN is also the minimum
-  EXPECT_EQ(run([](auto& t) { return argmax(t[0], 0); }, {x}).to_vector<int32_t>(),
-            (std::vector<int32_t>{0, 1, 1, 0}));
+  EXPECT_EQ(run([](auto& t) { return argmax(t[0], 0); }, {x}).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 1, 0}));
 }
 
 // ---- shapes ------------------------------------------------------------------------------
@@ -255,14 +234,13 @@ TEST(TraceNumeric, ShapeFunctions) {
 // ---- linear algebra ----------------------------------------------------------------------
 
 /// Reference batched matmul in double over already broadcast operands (b, m, k) x (b, k, n).
-std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<double>& b,
-                               int64_t batch, int64_t m, int64_t k, int64_t n) {
+std::vector<double> ref_matmul(const std::vector<double>& a, const std::vector<double>& b, int64_t batch, int64_t m,
+                               int64_t k, int64_t n) {
   std::vector<double> out(static_cast<size_t>(batch * m * n), 0.0);
   for (int64_t p = 0; p < batch; ++p)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t q = 0; q < k; ++q)
-          out[(p * m + i) * n + j] += a[(p * m + i) * k + q] * b[(p * k + q) * n + j];
+        for (int64_t q = 0; q < k; ++q) out[(p * m + i) * n + j] += a[(p * m + i) * k + q] * b[(p * k + q) * n + j];
   return out;
 }
 
@@ -293,8 +271,7 @@ TEST(TraceNumeric, MatmulBatchBroadcasting) {
     }
   expect_values(r, ref_matmul(a_full, b_full, 6, 2, 3, 2));
   // A batched left operand times a matrix.
-  Array s = run([](auto& t) { return matmul(t[0], t[1]); },
-                {f64(av, {2, 2, 3}), f64({1, 2, 3, 4, 5, 6}, {3, 2})});
+  Array s = run([](auto& t) { return matmul(t[0], t[1]); }, {f64(av, {2, 2, 3}), f64({1, 2, 3, 4, 5, 6}, {3, 2})});
   std::vector<double> bm = {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6};
   expect_values(s, ref_matmul(av, bm, 2, 2, 3, 2));
 }
@@ -310,8 +287,7 @@ TEST(TraceNumeric, Conv2dValidAndSame) {
   expect_values(valid, {37, 47, 67, 77});  // correlation, no kernel flip
   Conv2DOptions same;
   same.padding = "same";  // in 3, k 2: total 1 -> pad bottom/right only
-  Array s = run([&](auto& t) { return conv2d(t[0], t[1], same); },
-                {grid3x3(), f32({1, 1, 1, 1}, {2, 2, 1, 1})});
+  Array s = run([&](auto& t) { return conv2d(t[0], t[1], same); }, {grid3x3(), f32({1, 1, 1, 1}, {2, 2, 1, 1})});
   EXPECT_EQ(s.shape(), (Shape{1, 3, 3, 1}));
   expect_values(s, {12, 16, 9, 24, 28, 15, 15, 17, 9});
   Conv2DOptions strided;
@@ -336,18 +312,15 @@ TEST(TraceNumeric, Conv2dChannelsAreHwio) {
 
 TEST(TraceNumeric, MaxPool) {
   Array x = f32({1, 5, 2, 0, -1, 3, 8, 7, 4, 4, -6, -5, 9, 0, -7, -8}, {1, 4, 4, 1});
-  expect_values(run([](auto& t) { return max_pool2d(t[0], {2, 2}, {2, 2}); }, {x}),
-                {5, 8, 9, -5});
+  expect_values(run([](auto& t) { return max_pool2d(t[0], {2, 2}, {2, 2}); }, {x}), {5, 8, 9, -5});
   // "same" pads with -inf, so an all-negative border window keeps its own maximum.
   Array neg = f32({-1, -2, -3, -4, -5, -6, -7, -8, -9}, {1, 3, 3, 1});
-  expect_values(run([](auto& t) { return max_pool2d(t[0], {2, 2}, {2, 2}, "same"); }, {neg}),
-                {-1, -3, -7, -9});
+  expect_values(run([](auto& t) { return max_pool2d(t[0], {2, 2}, {2, 2}, "same"); }, {neg}), {-1, -3, -7, -9});
 }
 
 TEST(TraceNumeric, AvgPoolCountsOnlyRealCells) {
   Array x = f32({1, 2, 5, 0, 3, 4, -1, 1, 0, 0, 2, 2, 8, 8, 2, 2}, {1, 4, 4, 1});
-  expect_values(run([](auto& t) { return avg_pool2d(t[0], {2, 2}, {2, 2}); }, {x}),
-                {2.5, 1.25, 4, 2});
+  expect_values(run([](auto& t) { return avg_pool2d(t[0], {2, 2}, {2, 2}); }, {x}), {2.5, 1.25, 4, 2});
   // 3x3 window, stride 1, "same" on 3x3: corners average 4 cells, edges 6, the centre 9.
   Array s = run([](auto& t) { return avg_pool2d(t[0], {3, 3}, {1, 1}, "same"); }, {grid3x3()});
   expect_values(s, {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7}, 1e-6);
@@ -384,9 +357,7 @@ TEST(TraceNumeric, OneHot) {
   EXPECT_EQ(got, want);
 }
 
-Array seed(uint64_t key, uint64_t counter) {
-  return Array::from_vector<uint64_t>({key, counter}, {2});
-}
+Array seed(uint64_t key, uint64_t counter) { return Array::from_vector<uint64_t>({key, counter}, {2}); }
 
 TEST(TraceNumeric, RandomUniformInUnitIntervalAndDeterministic) {
   const auto uniform = [](DType dtype, int64_t n) {

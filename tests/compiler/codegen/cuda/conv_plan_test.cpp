@@ -54,7 +54,8 @@ ir::Graph single_conv_graph(DType dtype, int64_t groups = 1) {
 class ConvPlan : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(testing::kPtxas)) GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
+    if (!std::filesystem::exists(testing::kPtxas))
+      GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
   }
 };
 
@@ -205,8 +206,8 @@ void register_bodies(testing::FakeCuda& fake, const codegen::CudaProgram& p) {
     const size_t bytes = static_cast<size_t>(num_elements(to.sizes)) * element;
     fake.kernel_bodies[l.kernel.substr(l.kernel.rfind('.') + 1)] = [=](const std::vector<uint64_t>& w) {
       const size_t from = memrefs[0], into = memrefs[1];
-      std::memcpy(pointer<char>(w[into + 1]) + w[into + 2] * element, pointer<char>(w[from + 1]) + w[from + 2] * element,
-                  bytes);
+      std::memcpy(pointer<char>(w[into + 1]) + w[into + 2] * element,
+                  pointer<char>(w[from + 1]) + w[from + 2] * element, bytes);
     };
   }
 }
@@ -305,8 +306,8 @@ class HostDnn final : public CudaDnn {
     testing::fake_cuda::enqueue(stream.handle(), [s, d, x, w, y] {
       auto n = [](const std::vector<int64_t>& shape) { return static_cast<size_t>(num_elements(shape)); };
       std::this_thread::sleep_for(d);
-      kernels::convolution_reference(s, {pointer<const float>(x), n(s.lhs_shape)}, {pointer<const float>(w), n(s.rhs_shape)},
-                                     {pointer<float>(y), n(s.out_shape)});
+      kernels::convolution_reference(s, {pointer<const float>(x), n(s.lhs_shape)},
+                                     {pointer<const float>(w), n(s.rhs_shape)}, {pointer<float>(y), n(s.out_shape)});
     });
   }
 };
@@ -346,7 +347,8 @@ std::pair<CudaConvChoice, size_t> run_twice(const ir::Graph& g, const codegen::C
     }
   }
   const auto& l = fake.state().launches;
-  const auto launches = static_cast<size_t>(std::count_if(l.begin(), l.end(), [&](const auto& x) { return x.kernel == kernel; }));
+  const auto launches =
+      static_cast<size_t>(std::count_if(l.begin(), l.end(), [&](const auto& x) { return x.kernel == kernel; }));
   return {exe->conv_choices()[0], launches};
 }
 

@@ -39,11 +39,10 @@ TEST(EpilogueFake, ADenseReluDenseForwardPassMatchesTheInterpreter) {
   EXPECT_EQ(plan.thunks[0].gemm.epilogue, CudaGemm::Epilogue::kBiasRelu);
   EXPECT_EQ(plan.thunks[1].gemm.epilogue, CudaGemm::Epilogue::kBias);
 
-  const std::vector<Array> args = {testing::random_array({8, 12}, DType::kF32, 1, -1, 1),
-                                   testing::random_array({12, 16}, DType::kF32, 2, -0.5, 0.5),
-                                   testing::random_array({16}, DType::kF32, 3, -0.5, 0.5),
-                                   testing::random_array({16, 5}, DType::kF32, 4, -0.5, 0.5),
-                                   testing::random_array({5}, DType::kF32, 5, -0.5, 0.5)};
+  const std::vector<Array> args = {
+      testing::random_array({8, 12}, DType::kF32, 1, -1, 1), testing::random_array({12, 16}, DType::kF32, 2, -0.5, 0.5),
+      testing::random_array({16}, DType::kF32, 3, -0.5, 0.5), testing::random_array({16, 5}, DType::kF32, 4, -0.5, 0.5),
+      testing::random_array({5}, DType::kF32, 5, -0.5, 0.5)};
   const std::vector<Array> want = interp::interpret(g, args);
   // The data makes the relu matter (some pre-activations are negative).
   EXPECT_NE(want[0].to_doubles(), interp::interpret(mlp_forward(false), args)[0].to_doubles());

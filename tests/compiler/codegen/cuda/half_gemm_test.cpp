@@ -2,8 +2,8 @@
 // turns them into `ingot_cuda_gemm[_batched]_<f16|bf16>` calls that the host plan keeps as GEMM
 // thunks of that dtype (cublasGemmEx with f32 compute at run time) instead of generated loops.
 // A trainer Dense model's train step under mixed_bfloat16 / mixed_float16 plans its five
-// products as half GEMMs. The plans of single products run end to end on the fake driver with the fake cuBLAS module (f32 sums, one rounding)
-// and equal the interpreter's results bit for bit: both sum each product's k terms in f32 in
+// products as half GEMMs. The plans of single products run end to end on the fake driver with the fake cuBLAS module
+// (f32 sums, one rounding) and equal the interpreter's results bit for bit: both sum each product's k terms in f32 in
 // ascending order and round once.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -76,13 +76,14 @@ std::vector<codegen::CudaGemm> gemms_of(const codegen::CudaProgram& p) {
 class HalfGemm : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(testing::kPtxas)) GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
+    if (!std::filesystem::exists(testing::kPtxas))
+      GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
   }
 };
 
 TEST_F(HalfGemm, AMixedPrecisionTrainStepHasHalfGemmThunksAndFewerLaunches) {
-  for (const auto& [policy, low] : {std::pair{std::string("mixed_bfloat16"), DType::kBF16},
-                                    std::pair{std::string("mixed_float16"), DType::kF16}}) {
+  for (const auto& [policy, low] :
+       {std::pair{std::string("mixed_bfloat16"), DType::kBF16}, std::pair{std::string("mixed_float16"), DType::kF16}}) {
     SCOPED_TRACE(policy);
     const ir::Graph g = mixed_dense_train_step(policy);
     // Before: every product a generated loop kernel (what cuBLAS GEMMs on did for f16/bf16 too).
@@ -131,20 +132,20 @@ std::vector<std::pair<std::string, ir::Graph>> half_product_graphs(DType dt) {
   std::vector<std::pair<std::string, ir::Graph>> out;
   out.emplace_back("plain", trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; },
                                   {ir::TensorType{{7, 12}, dt}, ir::TensorType{{12, 5}, dt}}, "plain"));
-  out.emplace_back("transposed",
-                   trace(
-                       [](const std::vector<Tensor>& a) {
-                         return std::vector<Tensor>{
-                             dot_general(a[0], a[1], {.lhs_contracting = {0}, .rhs_contracting = {1}})};
-                       },
-                       {ir::TensorType{{12, 7}, dt}, ir::TensorType{{5, 12}, dt}}, "transposed"));
-  out.emplace_back("batched",
-                   trace(
-                       [](const std::vector<Tensor>& a) {
-                         return std::vector<Tensor>{dot_general(
-                             a[0], a[1], {.lhs_batching = {0}, .rhs_batching = {0}, .lhs_contracting = {2}, .rhs_contracting = {2}})};
-                       },
-                       {ir::TensorType{{6, 6, 16}, dt}, ir::TensorType{{6, 5, 16}, dt}}, "batched"));
+  out.emplace_back("transposed", trace(
+                                     [](const std::vector<Tensor>& a) {
+                                       return std::vector<Tensor>{
+                                           dot_general(a[0], a[1], {.lhs_contracting = {0}, .rhs_contracting = {1}})};
+                                     },
+                                     {ir::TensorType{{12, 7}, dt}, ir::TensorType{{5, 12}, dt}}, "transposed"));
+  out.emplace_back(
+      "batched", trace(
+                     [](const std::vector<Tensor>& a) {
+                       return std::vector<Tensor>{dot_general(
+                           a[0], a[1],
+                           {.lhs_batching = {0}, .rhs_batching = {0}, .lhs_contracting = {2}, .rhs_contracting = {2}})};
+                     },
+                     {ir::TensorType{{6, 6, 16}, dt}, ir::TensorType{{6, 5, 16}, dt}}, "batched"));
   return out;
 }
 

@@ -70,7 +70,6 @@ TEST(JitCuda, AnElementwiseFunctionRunsOnTheDeviceThroughTheGeneratedPlan) {
   EXPECT_EQ(fake.state().launches.size(), 2u);
 }
 
-
 TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   // p - 0.5 g with p donated (a parameter update): the plan computes into p's buffer (input 0),
   // then copies it onto the output, which the executable makes p's own buffer.
@@ -108,7 +107,8 @@ TEST(JitCuda, ADonatedParameterReceivesItsOutputInPlaceOnTheDevice) {
   options.target = cuda_target(*dev);
   options.donate_argnums = {0};
   Jitted f = jit(fn, options);
-  const Array p_host = testing::random_array({4, 8}, DType::kF32, 3), g_host = testing::random_array({4, 8}, DType::kF32, 4);
+  const Array p_host = testing::random_array({4, 8}, DType::kF32, 3),
+              g_host = testing::random_array({4, 8}, DType::kF32, 4);
   const Array p = cuda_target(*dev)->to_target(p_host), g = cuda_target(*dev)->to_target(g_host);
   const uint64_t p_address = reinterpret_cast<uintptr_t>(p.buffer()->data());
   const std::vector<Array> out = f({p, g});

@@ -48,7 +48,8 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   options.donate_argnums = {0};
   options.cuda.cuda_graphs = true;
   Jitted f = jit(fn, options);
-  const Array p_host = testing::random_array({4, 8}, DType::kF32, 3), g_host = testing::random_array({4, 8}, DType::kF32, 4);
+  const Array p_host = testing::random_array({4, 8}, DType::kF32, 3),
+              g_host = testing::random_array({4, 8}, DType::kF32, 4);
   Array p = cuda_target(*dev)->to_target(p_host);
   const Array g = cuda_target(*dev)->to_target(g_host);
   const uintptr_t p_address = reinterpret_cast<uintptr_t>(p.buffer()->data());
@@ -62,8 +63,8 @@ TEST(JitCudaGraphs, ADonatedUpdateIsCapturedOnceAndReplayedEveryLaterStep) {
   std::vector<double> want;
   for (size_t i = 0; i < 32; ++i) want.push_back(p_host.to_doubles()[i] - kSteps * 0.5 * g_host.to_doubles()[i]);
   testing::expect_values(cuda_target(*dev)->to_host(p), want, 1e-5);
-  EXPECT_EQ(calls, 2 * kSteps);                     // both kernels ran every step
-  EXPECT_EQ(fake.state().launches.size(), 2u);      // enqueued once, into the capture
+  EXPECT_EQ(calls, 2 * kSteps);                 // both kernels ran every step
+  EXPECT_EQ(fake.state().launches.size(), 2u);  // enqueued once, into the capture
   EXPECT_EQ(fake.state().captures, 1);
   EXPECT_EQ(fake.state().graph_launches, kSteps);
   EXPECT_EQ(fake.state().live_graph_execs, 1);

@@ -33,7 +33,8 @@ using testing::expect_error;
 class Ptx : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(testing::kPtxas)) GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
+    if (!std::filesystem::exists(testing::kPtxas))
+      GTEST_SKIP() << "no ptxas at " << testing::kPtxas << " (CUDA toolkit)";
   }
 };
 
@@ -64,9 +65,9 @@ TEST_F(Ptx, AnElementwiseGraphIsOneCoalescedKernel) {
 TEST_F(Ptx, LongReductionsGetABlockPerOutputAndShortOnesAThread) {
   // sum over 1000 elements per row: one block of 256 threads per row, combined with warp
   // shuffles and shared memory; max over 10 per row: one thread per row.
-  const ir::Graph g = trace(
-      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0], {1}), max(a[1], {1})}; },
-      {{{64, 1000}, DType::kF32}, {{300, 10}, DType::kF32}}, "red");
+  const ir::Graph g =
+      trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{sum(a[0], {1}), max(a[1], {1})}; },
+            {{{64, 1000}, DType::kF32}, {{300, 10}, DType::kF32}}, "red");
   const codegen::CudaProgram p = compile_for_cuda(g);
   expect_valid_program(p, "red");
   bool block_per_row = false, thread_per_row = false;
@@ -117,8 +118,8 @@ TEST_F(Ptx, EverySampleAssemblesForEachArch) {
 }
 
 TEST_F(Ptx, TheMlpAndCnnTrainStepsAssembleAndPlanEveryBuffer) {
-  for (const auto& [name, g] : {std::pair{std::string("mlp"), mlp_train_step_graph()},
-                                std::pair{std::string("cnn"), cnn_train_step_graph()}}) {
+  for (const auto& [name, g] :
+       {std::pair{std::string("mlp"), mlp_train_step_graph()}, std::pair{std::string("cnn"), cnn_train_step_graph()}}) {
     SCOPED_TRACE(name);
     const auto start = std::chrono::steady_clock::now();
     const codegen::CudaProgram p = compile_for_cuda(g);
@@ -177,7 +178,7 @@ TEST_F(Ptx, MatrixProductsBecomeCublasThunksInOrder) {
   EXPECT_FALSE(first->trans_a);
   EXPECT_FALSE(first->trans_b);
   EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].kind, codegen::CudaBuffer::Kind::kInput);
-  EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].index, 4);  // x follows w0, b0, w1, b1
+  EXPECT_EQ(p.buffers[static_cast<size_t>(first->a.buffer)].index, 4);                    // x follows w0, b0, w1, b1
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{784, 64, 32}), 1);  // dW0 = x^T g0
   EXPECT_EQ(std::count(mnk.begin(), mnk.end(), std::array<int64_t, 3>{64, 10, 32}), 1);   // dW1 = h^T g
 }
@@ -232,7 +233,8 @@ TEST_F(Ptx, WithoutReluOnlyTheBiasFoldsAndF64IsLeftAlone) {
   // Switched off: the stage is not in the pipeline and the bias add and relu are a kernel.
   codegen::CudaCompileOptions off;
   off.gemm_epilogues = false;
-  for (const codegen::PipelineStage& stage : codegen::default_cuda_pipeline(off)) EXPECT_NE(stage.name, "gemm-epilogues");
+  for (const codegen::PipelineStage& stage : codegen::default_cuda_pipeline(off))
+    EXPECT_NE(stage.name, "gemm-epilogues");
   const codegen::CudaProgram unfused = compile_for_cuda(dense_graph(DType::kF32, true), off, /*cublas=*/true);
   ASSERT_EQ(gemms_of(unfused).size(), 1u);
   EXPECT_EQ(gemms_of(unfused)[0].epilogue, codegen::CudaGemm::Epilogue::kNone);
@@ -260,9 +262,9 @@ TEST_F(Ptx, ADenseOnRank3InputsFoldsAndProductsThatCannotFoldDoNot) {
   // (4, 8, 20) . (20, 16) + b: the GEMM is (32, 20) . (20, 16), its result expanded back to
   // (4, 8, 16) before the bias add; the relu folds too. What is left is at most the copy of the
   // GEMM's buffer into the output (no bias, compare or select).
-  const ir::Graph g = trace(
-      [](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]) + a[2])}; },
-      {f32_type({4, 8, 20}), f32_type({20, 16}), f32_type({16})}, "dense3");
+  const ir::Graph g =
+      trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], a[1]) + a[2])}; },
+            {f32_type({4, 8, 20}), f32_type({20, 16}), f32_type({16})}, "dense3");
   const codegen::CudaProgram p = compile_for_cuda(g, {}, /*cublas=*/true);
   expect_valid_program(p, "dense3");
   const std::vector<codegen::CudaGemm> gemms = gemms_of(p);
@@ -291,7 +293,8 @@ TEST_F(Ptx, ADenseOnRank3InputsFoldsAndProductsThatCannotFoldDoNot) {
   for (const bool sliced : {true, false}) {
     const ir::Graph g2 = trace(
         [sliced](const std::vector<Tensor>& a) {
-          const Tensor bias = sliced ? slice(a[2], {1}, {17}, {1}) : exp(slice(a[2], {1}, {17}, {1}));  // before the product
+          const Tensor bias =
+              sliced ? slice(a[2], {1}, {17}, {1}) : exp(slice(a[2], {1}, {17}, {1}));  // before the product
           return std::vector<Tensor>{matmul(a[0], a[1]) + bias};
         },
         {f32_type({32, 20}), f32_type({20, 16}), f32_type({18})}, "bias_slice");
@@ -327,7 +330,7 @@ TEST_F(Ptx, InTheMlpTrainStepTheHiddenGemmTakesBiasAndReluAndTheOutputGemmItsBia
   EXPECT_EQ(epilogues, (std::vector<E>{E::kBiasRelu, E::kBias, E::kNone, E::kNone, E::kNone})) << p.describe();
   EXPECT_EQ(p.buffers[static_cast<size_t>(g[0].bias.buffer)].index, 1);  // b0
   EXPECT_EQ(p.buffers[static_cast<size_t>(g[1].bias.buffer)].index, 3);  // b1
-  EXPECT_EQ(p.launches().size(), 27u) << p.describe();  // 29 before the epilogues were folded
+  EXPECT_EQ(p.launches().size(), 27u) << p.describe();                   // 29 before the epilogues were folded
 }
 
 TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {
@@ -335,9 +338,12 @@ TEST_F(Ptx, BatchedProductsBecomeBatchedCublasThunks) {
   // (B, H, T, T) x (B, H, T, D) -> (B, H, T, D), with B * H = 8 batch elements.
   const ir::Graph g = trace(
       [](const std::vector<Tensor>& a) {
-        const Tensor s = dot_general(a[0], a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = {3}, .rhs_contracting = {3}});
-        return std::vector<Tensor>{dot_general(softmax(s), a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1},
-                                                                  .lhs_contracting = {3}, .rhs_contracting = {2}})};
+        const Tensor s = dot_general(
+            a[0], a[1],
+            {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = {3}, .rhs_contracting = {3}});
+        return std::vector<Tensor>{dot_general(
+            softmax(s), a[1],
+            {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = {3}, .rhs_contracting = {2}})};
       },
       {f32_type({2, 4, 16, 8}), f32_type({2, 4, 16, 8})}, "attn");
   const codegen::CudaProgram p = compile_for_cuda(g, {}, /*cublas=*/true);

@@ -40,16 +40,16 @@ inline std::vector<Sample> samples() {
       {"binary",
        [](const V& a) {
          const Tensor &x = a[0], &y = a[1];
-         return V{x + y, x - y, x * y, x / (abs(y) + 1.0), remainder(x, y), pow(abs(x), y), maximum(x, y), minimum(x, y),
-                  atan2(x, y)};
+         return V{x + y,          x - y,         x * y,         x / (abs(y) + 1.0), remainder(x, y),
+                  pow(abs(x), y), maximum(x, y), minimum(x, y), atan2(x, y)};
        },
        {f32_type({5, 40}), f32_type({5, 40})}},
       {"integer_and_bool",
        [](const V& a) {
          const Tensor &i = a[0], &j = a[1];
          const Tensor b = less(i, j), c = greater_equal(i, j);
-         return V{i + j * i - j, maximum(i, j), remainder(i, j + 10), logical_and(b, c), logical_or(b, c), logical_xor(b, c),
-                  logical_not(b), where(b, i, j), clamp(i, 0.0, 5.0), convert(i, DType::kF32)};
+         return V{i + j * i - j,     maximum(i, j),  remainder(i, j + 10), logical_and(b, c),  logical_or(b, c),
+                  logical_xor(b, c), logical_not(b), where(b, i, j),       clamp(i, 0.0, 5.0), convert(i, DType::kF32)};
        },
        {{{6, 9}, DType::kI32}, {{6, 9}, DType::kI32}}},
       {"half",
@@ -58,22 +58,37 @@ inline std::vector<Sample> samples() {
       {"structural",
        [](const V& a) {
          const Tensor& x = a[0];
-         return V{transpose(x, {1, 0}), reshape(x, {3, 24}), slice(x, {1, 2}, {7, 9}, {2, 3}), pad(x, 0.5, {1, 0}, {2, 3}, {0, 1}),
-                  concatenate({x, x}, 0), reverse(x, {0, 1}), broadcast_to(expand_dims(sum(x, {0}), 0), {4, 8, 9}),
+         return V{transpose(x, {1, 0}),
+                  reshape(x, {3, 24}),
+                  slice(x, {1, 2}, {7, 9}, {2, 3}),
+                  pad(x, 0.5, {1, 0}, {2, 3}, {0, 1}),
+                  concatenate({x, x}, 0),
+                  reverse(x, {0, 1}),
+                  broadcast_to(expand_dims(sum(x, {0}), 0), {4, 8, 9}),
                   iota({4, 5}, 1, DType::kF32)};
        },
        {f32_type({8, 9})}},
       {"reductions",
        [](const V& a) {
          const Tensor& x = a[0];
-         return V{sum(x), mean(x, {1}), max(x, {0}), min(x, {2}), prod(x, {1}), convert(all(greater(x, full_like(x, -1.0)), {2}), DType::kF32),
-                  convert(argmax(x, 2), DType::kF32), convert(argmin(x, 1), DType::kF32), logsumexp(x, {2}), variance(x, {0})};
+         return V{sum(x),
+                  mean(x, {1}),
+                  max(x, {0}),
+                  min(x, {2}),
+                  prod(x, {1}),
+                  convert(all(greater(x, full_like(x, -1.0)), {2}), DType::kF32),
+                  convert(argmax(x, 2), DType::kF32),
+                  convert(argmin(x, 1), DType::kF32),
+                  logsumexp(x, {2}),
+                  variance(x, {0})};
        },
        {f32_type({3, 5, 70})}},
       {"dot_general",
        [](const V& a) {
-         return V{dot_general(a[0], a[1], {.lhs_batching = {0}, .rhs_batching = {0}, .lhs_contracting = {2}, .rhs_contracting = {1}}),
-                  matmul(a[2], a[3])};
+         return V{
+             dot_general(a[0], a[1],
+                         {.lhs_batching = {0}, .rhs_batching = {0}, .lhs_contracting = {2}, .rhs_contracting = {1}}),
+             matmul(a[2], a[3])};
        },
        {f32_type({2, 6, 7}), f32_type({2, 7, 3}), f32_type({33, 17}), f32_type({17, 9})}},
       {"gather_scatter",
@@ -126,7 +141,13 @@ inline ir::Graph cnn_train_step_graph() {
     out.push_back(vg[0]);
     return out;
   };
-  return trace(step, {f32_type({3, 3, 1, 8}), f32_type({8}), f32_type({8 * 13 * 13, 10}), f32_type({10}), f32_type({4, 28, 28, 1}), {{4}, DType::kI32}},
+  return trace(step,
+               {f32_type({3, 3, 1, 8}),
+                f32_type({8}),
+                f32_type({8 * 13 * 13, 10}),
+                f32_type({10}),
+                f32_type({4, 28, 28, 1}),
+                {{4}, DType::kI32}},
                "cnn_step");
 }
 

@@ -54,34 +54,46 @@ struct Case {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const DType dt : {DType::kF32, DType::kF64}) {
-    out.push_back({fmt::format("nchw {}", dtype_name(dt)),
-                   trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv_nchw(a[0], a[1], {1, 1}, {1, 1, 1, 1})}; },
-                         {{{8, 16, 32, 32}, dt}, {{32, 16, 3, 3}, dt}}, "nchw")});
+    out.push_back({fmt::format("nchw {}", dtype_name(dt)), trace(
+                                                               [](const std::vector<Tensor>& a) {
+                                                                 return std::vector<Tensor>{
+                                                                     conv_nchw(a[0], a[1], {1, 1}, {1, 1, 1, 1})};
+                                                               },
+                                                               {{{8, 16, 32, 32}, dt}, {{32, 16, 3, 3}, dt}}, "nchw")});
   }
-  out.push_back({"nchw grouped, strided", trace([](const std::vector<Tensor>& a) {
-                   return std::vector<Tensor>{conv_nchw(a[0], a[1], {2, 2}, {1, 1, 1, 1}, 4)};
-                 }, {{{4, 32, 17, 17}, DType::kF32}, {{64, 8, 3, 3}, DType::kF32}}, "nchw_grouped")});
+  out.push_back(
+      {"nchw grouped, strided", trace(
+                                    [](const std::vector<Tensor>& a) {
+                                      return std::vector<Tensor>{conv_nchw(a[0], a[1], {2, 2}, {1, 1, 1, 1}, 4)};
+                                    },
+                                    {{{4, 32, 17, 17}, DType::kF32}, {{64, 8, 3, 3}, DType::kF32}}, "nchw_grouped")});
   // Gradients of sum(conv(x, w) * t) for a stride-2 convolution: input (lhs dilation) and weight
   // (batch as features) gradient convolutions.
-  out.push_back({"nchw gradients", trace([](const std::vector<Tensor>& a) {
-                   TraceFn loss = [](const std::vector<Tensor>& v) {
-                     return std::vector<Tensor>{sum(conv_nchw(v[0], v[1], {2, 2}, {1, 1, 1, 1}) * v[2])};
-                   };
-                   std::vector<Tensor> vg = value_and_grad(loss, {0, 1})(a);
-                   return std::vector<Tensor>{vg[1], vg[2]};
-                 }, {{{4, 8, 15, 15}, DType::kF32}, {{16, 8, 3, 3}, DType::kF32}, {{4, 16, 8, 8}, DType::kF32}},
-                 "nchw_grads")});
+  out.push_back(
+      {"nchw gradients",
+       trace(
+           [](const std::vector<Tensor>& a) {
+             TraceFn loss = [](const std::vector<Tensor>& v) {
+               return std::vector<Tensor>{sum(conv_nchw(v[0], v[1], {2, 2}, {1, 1, 1, 1}) * v[2])};
+             };
+             std::vector<Tensor> vg = value_and_grad(loss, {0, 1})(a);
+             return std::vector<Tensor>{vg[1], vg[2]};
+           },
+           {{{4, 8, 15, 15}, DType::kF32}, {{16, 8, 3, 3}, DType::kF32}, {{4, 16, 8, 8}, DType::kF32}}, "nchw_grads")});
   // Keras layouts (HWIO kernels, packed for cuDNN): "same" with a 5x5 kernel pads symmetrically,
   // with a 2x2 kernel it does not.
-  out.push_back({"keras grouped same", trace([](const std::vector<Tensor>& a) {
-                   return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same", .feature_group_count = 2})};
-                 }, {{{4, 20, 20, 8}, DType::kF32}, {{5, 5, 4, 16}, DType::kF32}}, "keras_grouped")});
-  out.push_back({"keras same even kernel", trace([](const std::vector<Tensor>& a) {
-                   return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same"})};
-                 }, {{{4, 12, 12, 3}, DType::kF32}, {{2, 2, 3, 8}, DType::kF32}}, "keras_even")});
+  out.push_back({"keras grouped same",
+                 trace(
+                     [](const std::vector<Tensor>& a) {
+                       return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same", .feature_group_count = 2})};
+                     },
+                     {{{4, 20, 20, 8}, DType::kF32}, {{5, 5, 4, 16}, DType::kF32}}, "keras_grouped")});
+  out.push_back(
+      {"keras same even kernel",
+       trace([](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], a[1], {.padding = "same"})}; },
+             {{{4, 12, 12, 3}, DType::kF32}, {{2, 2, 3, 8}, DType::kF32}}, "keras_even")});
   return out;
 }
-
 
 /// Without a GPU: the cases compile to convolution thunks, some cuDNN can express and some it
 /// cannot, so the GPU test exercises both engines' paths.
@@ -90,9 +102,10 @@ TEST(ConvGpuHarness, CasesHaveConvolutionThunksBothExpressibleInCudnnAndNot) {
   for (const Case& c : cases()) {
     const CudaProgram p = testing::compile_like_jit(c.graph);
     EXPECT_FALSE(p.convs().empty()) << c.name;
-    for (const CudaConv& conv : p.convs()) ++(cudnn_conv_mapping(conv.spec).expressible ? expressible : not_expressible);
+    for (const CudaConv& conv : p.convs())
+      ++(cudnn_conv_mapping(conv.spec).expressible ? expressible : not_expressible);
   }
-  EXPECT_GE(expressible, 4);  // the NCHW convolutions, the weight gradient, the 5x5 Keras one
+  EXPECT_GE(expressible, 4);      // the NCHW convolutions, the weight gradient, the 5x5 Keras one
   EXPECT_GE(not_expressible, 2);  // the input gradient (lhs dilation), the 2x2 "same" padding
 }
 

@@ -31,10 +31,11 @@ class CudaDeviceTest : public ::testing::Test {
 /// `graph` through the CUDA code generator as jit's CUDA path lowers it: f32/f64 products as
 /// cuBLAS GEMMs, every f32/f64 convolution as a convolution thunk.
 inline CudaProgram compile_like_jit(const ir::Graph& graph) {
-  const lower::LoweredModule m =
-      lower::lower_graph(graph, "main", {},
-                         {.gemm_function = "ingot_cuda_gemm", .library_conv = true, .library_conv_min_k = 0,
-                          .conv_function = "ingot_cuda_conv"});
+  const lower::LoweredModule m = lower::lower_graph(graph, "main", {},
+                                                    {.gemm_function = "ingot_cuda_gemm",
+                                                     .library_conv = true,
+                                                     .library_conv_min_k = 0,
+                                                     .conv_function = "ingot_cuda_conv"});
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);

@@ -70,7 +70,8 @@ class Gpu : public testing::CudaDeviceTest {
         const bool ok = (std::isnan(w[i]) && std::isnan(h[i])) ||
                         std::abs(w[i] - h[i]) <= rtol * std::max({std::abs(w[i]), std::abs(h[i]), 1.0});
         if (!ok && reported++ < 5) {
-          ADD_FAILURE() << g.name() << " output " << o << " element " << i << ": interpreter " << w[i] << ", GPU " << h[i];
+          ADD_FAILURE() << g.name() << " output " << o << " element " << i << ": interpreter " << w[i] << ", GPU "
+                        << h[i];
         }
       }
     }
@@ -86,7 +87,6 @@ class Gpu : public testing::CudaDeviceTest {
     }
     return args;
   }
-
 };
 
 /// The harness itself, without a GPU: the replayed samples jitted for the CPU equal the
@@ -171,7 +171,8 @@ TEST_F(Gpu, FitOnTheDeviceMatchesFitOnTheCpu) {
   ASSERT_EQ(cpu_w.size(), gpu_w.size());
   for (size_t i = 0; i < cpu_w.size(); ++i) testing::expect_values(gpu_w[i], cpu_w[i].to_doubles(), 1e-4);
   ASSERT_EQ(cpu_loss.size(), gpu_loss.size());
-  for (size_t i = 0; i < cpu_loss.size(); ++i) EXPECT_NEAR(gpu_loss[i], cpu_loss[i], 1e-4 * (1 + std::abs(cpu_loss[i])));
+  for (size_t i = 0; i < cpu_loss.size(); ++i)
+    EXPECT_NEAR(gpu_loss[i], cpu_loss[i], 1e-4 * (1 + std::abs(cpu_loss[i])));
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ class GpuGraphs : public testing::CudaDeviceTest {
     }
     auto outputs = [&] {
       std::vector<Array> o;
-      for (const auto& [shape, dtype] : program.output_types) o.push_back(Array::empty(shape, dtype, &device_->device()));
+      for (const auto& [shape, dtype] : program.output_types)
+        o.push_back(Array::empty(shape, dtype, &device_->device()));
       return o;
     };
     const std::vector<Array> want = outputs();
@@ -66,8 +67,8 @@ class GpuGraphs : public testing::CudaDeviceTest {
         ASSERT_EQ(w.size(), g.size());
         for (size_t i = 0; i < w.size(); ++i) {
           // Same kernels and order; the convolution engines each executable timed may differ.
-          ASSERT_NEAR(g[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i]))) << graph.name() << " run " << r << " output "
-                                                                         << o << " element " << i;
+          ASSERT_NEAR(g[i], w[i], 1e-5 * std::max(1.0, std::abs(w[i])))
+              << graph.name() << " run " << r << " output " << o << " element " << i;
         }
       }
     }
@@ -79,7 +80,6 @@ class GpuGraphs : public testing::CudaDeviceTest {
     std::cout << fmt::format("{}: {} thunks, arena {} bytes, {} captures, {} replays\n", graph.name(),
                              program.thunks.size(), s.arena_bytes, s.captures, s.replays);
   }
-
 };
 
 TEST_F(GpuGraphs, TheMlpTrainStepGivesTheSameResultsReplayed) {
@@ -133,7 +133,8 @@ TEST_F(GpuGraphs, JitTrainingWithGraphsMatchesTrainingWithout) {
   for (size_t v = 0; v < plain.size(); ++v) {
     ASSERT_EQ(plain[v].size(), graphed[v].size());
     for (size_t i = 0; i < plain[v].size(); ++i) {
-      ASSERT_NEAR(graphed[v][i], plain[v][i], 1e-6 * std::max(1.0, std::abs(plain[v][i]))) << "value " << v << " element " << i;
+      ASSERT_NEAR(graphed[v][i], plain[v][i], 1e-6 * std::max(1.0, std::abs(plain[v][i])))
+          << "value " << v << " element " << i;
     }
   }
   EXPECT_LT(plain[0][18], plain[0][0]);  // it trained (steps 0 and 18 see the same batch)

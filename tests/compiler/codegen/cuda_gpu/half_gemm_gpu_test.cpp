@@ -40,23 +40,35 @@ std::vector<Case> cases(DType dt) {
   out.push_back({d + " 128x256 . 256x64", trace(mm, {{{128, 256}, dt}, {{256, 64}, dt}}, "mm"), 1});
   out.push_back({d + " 33x71 . 71x17", trace(mm, {{{33, 71}, dt}, {{71, 17}, dt}}, "mm_odd"), 1});
   out.push_back({d + " transposed",
-                 trace([](const std::vector<Tensor>& a) {
-                   return std::vector<Tensor>{dot_general(a[0], a[1], {.lhs_contracting = {0}, .rhs_contracting = {1}})};
-                 }, {{{96, 40}, dt}, {{24, 96}, dt}}, "mm_t"), 1});
-  out.push_back({d + " batched",
-                 trace([](const std::vector<Tensor>& a) {
-                   return std::vector<Tensor>{dot_general(a[0], a[1], {.lhs_batching = {0, 1}, .rhs_batching = {0, 1},
-                                                                       .lhs_contracting = {3}, .rhs_contracting = {3}})};
-                 }, {{{2, 4, 64, 32}, dt}, {{2, 4, 48, 32}, dt}}, "attn_scores"), 1});
+                 trace(
+                     [](const std::vector<Tensor>& a) {
+                       return std::vector<Tensor>{
+                           dot_general(a[0], a[1], {.lhs_contracting = {0}, .rhs_contracting = {1}})};
+                     },
+                     {{{96, 40}, dt}, {{24, 96}, dt}}, "mm_t"),
+                 1});
+  out.push_back(
+      {d + " batched",
+       trace(
+           [](const std::vector<Tensor>& a) {
+             return std::vector<Tensor>{dot_general(
+                 a[0], a[1],
+                 {.lhs_batching = {0, 1}, .rhs_batching = {0, 1}, .lhs_contracting = {3}, .rhs_contracting = {3}})};
+           },
+           {{{2, 4, 64, 32}, dt}, {{2, 4, 48, 32}, dt}}, "attn_scores"),
+       1});
   out.push_back({d + " mixed dense step",
-                 trace([dt](const std::vector<Tensor>& a) {
-                   TraceFn loss = [dt](const std::vector<Tensor>& v) {
-                     const Tensor h = relu(matmul(convert(v[2], dt), convert(v[0], dt)) + convert(v[1], dt));
-                     return std::vector<Tensor>{mean(square(convert(h, DType::kF32)))};
-                   };
-                   std::vector<Tensor> vg = value_and_grad(loss, {0, 1})(a);
-                   return std::vector<Tensor>{a[0] - 0.1 * vg[1], a[1] - 0.1 * vg[2], vg[0]};
-                 }, {{{64, 32}, DType::kF32}, {{32}, DType::kF32}, {{16, 64}, DType::kF32}}, "mixed_dense_step"), 2});
+                 trace(
+                     [dt](const std::vector<Tensor>& a) {
+                       TraceFn loss = [dt](const std::vector<Tensor>& v) {
+                         const Tensor h = relu(matmul(convert(v[2], dt), convert(v[0], dt)) + convert(v[1], dt));
+                         return std::vector<Tensor>{mean(square(convert(h, DType::kF32)))};
+                       };
+                       std::vector<Tensor> vg = value_and_grad(loss, {0, 1})(a);
+                       return std::vector<Tensor>{a[0] - 0.1 * vg[1], a[1] - 0.1 * vg[2], vg[0]};
+                     },
+                     {{{64, 32}, DType::kF32}, {{32}, DType::kF32}, {{16, 64}, DType::kF32}}, "mixed_dense_step"),
+                 2});
   return out;
 }
 
