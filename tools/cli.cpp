@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
+#include "ingot/runtime/version.h"
 #include "launch.h"
 #include "train.h"
 
@@ -195,6 +196,8 @@ static void keep_large_blocks_in_the_heap() {
 int ingot::cli::ingot_main(int argc, char** argv) {
   keep_large_blocks_in_the_heap();
   CLI::App app{"ingot: tensor compiler, runtime and trainer"};
+  // `ingot --version`: the library's version (ingot::version()), exit code 0.
+  app.set_version_flag("--version", std::string("ingot ") + ingot::version(), "print ingot's version and exit");
   app.require_subcommand(1);
 
   ingot::cli::TrainCommand train;

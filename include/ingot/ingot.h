@@ -1,6 +1,6 @@
 // The one header a model author includes: arrays, the tracer and its Tensor API, autodiff
 // (vjp, grad, value_and_grad), the graph IR (printing, parsing, passes) and the reference
-// interpreter.
+// interpreter; ingot::version() and the INGOT_VERSION_* macros.
 #pragma once
 
 #include "ingot/autodiff/autodiff.h"
@@ -16,3 +16,4 @@
 #include "ingot/trace/call.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trace/tensor.h"
+#include "ingot/runtime/version.h"
