@@ -13,7 +13,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # libraries
   libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  zlib1g-dev libopenblas-dev libdnnl-dev libgloo-dev
+  zlib1g-dev libzip-dev libopenblas-dev libdnnl-dev libgloo-dev
   # OpenMP runtime the JIT-compiled parallel loops call (libomp.so of LLVM 22)
   libomp-22-dev
   # data: Fashion-MNIST IDX files under /usr/share/datasets/fashion-mnist/
