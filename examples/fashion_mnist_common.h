@@ -20,24 +20,24 @@ inline const ingot::Shape kMlpSample = {28, 28};
 /// Per-sample input shape of the CNN: a 28x28 image with one channel (channels_last).
 inline const ingot::Shape kCnnSample = {28, 28, 1};
 
-/// The MLP of the Keras Fashion-MNIST tutorial: Flatten, Dense 256 relu, Dense 128 relu, Dense 10
-/// (logits). `options.seed` seeds the weights (layer i gets seed + i).
-inline std::shared_ptr<ingot::Sequential> mlp(ingot::ModelOptions options = {}) {
+/// The MLP of the Keras Fashion-MNIST tutorial: Flatten, Dense 256 relu, Dense 128 relu, Dense
+/// `classes` (logits; 10 for Fashion-MNIST). `options.seed` seeds the weights (layer i gets seed + i).
+inline std::shared_ptr<ingot::Sequential> mlp(ingot::ModelOptions options = {}, int64_t classes = 10) {
   using namespace ingot;
   return std::make_shared<Sequential>(
       std::vector<std::shared_ptr<Layer>>{std::make_shared<Flatten>(),
                                           std::make_shared<Dense>(DenseOptions{.units = 256, .activation = "relu"}),
                                           std::make_shared<Dense>(DenseOptions{.units = 128, .activation = "relu"}),
-                                          std::make_shared<Dense>(DenseOptions{.units = 10})},
+                                          std::make_shared<Dense>(DenseOptions{.units = classes})},
       std::move(options));
 }
 
 /// The CNN: Conv2D 32 3x3 relu, MaxPool 2, Conv2D 64 3x3 relu, MaxPool 2, Flatten, Dense 256 relu,
-/// Dense 10 (logits); "valid" padding, inputs (batch, 28, 28, 1). The main-job issue names
+/// Dense `classes` (logits; 10 for Fashion-MNIST); "valid" padding, inputs (batch, 28, 28, 1). The main-job issue names
 /// Dense 128; with it 10 epochs reach 0.904-0.905 test accuracy in ingot and 0.902-0.909 in
 /// PyTorch (the same recipe), under the 0.91 target; Dense 256 (+7% step time) reaches 0.911-0.912
 /// (docs/train.md, "Measured").
-inline std::shared_ptr<ingot::Sequential> cnn(ingot::ModelOptions options = {}) {
+inline std::shared_ptr<ingot::Sequential> cnn(ingot::ModelOptions options = {}, int64_t classes = 10) {
   using namespace ingot;
   return std::make_shared<Sequential>(
       std::vector<std::shared_ptr<Layer>>{
@@ -46,7 +46,7 @@ inline std::shared_ptr<ingot::Sequential> cnn(ingot::ModelOptions options = {}) 
           std::make_shared<Conv2D>(Conv2DLayerOptions{.filters = 64, .activation = "relu"}),
           std::make_shared<MaxPooling2D>(), std::make_shared<Flatten>(),
           std::make_shared<Dense>(DenseOptions{.units = 256, .activation = "relu"}),
-          std::make_shared<Dense>(DenseOptions{.units = 10})},
+          std::make_shared<Dense>(DenseOptions{.units = classes})},
       std::move(options));
 }
 

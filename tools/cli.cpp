@@ -62,8 +62,13 @@ void validate_values(CLI::App* cmd) {
 CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
   CLI::App* cmd = app.add_subcommand("train", "train a model on Fashion-MNIST (Keras-style fit), then test it");
   cmd->add_option("--dataset", c.dataset, "dataset: fashion-mnist")->capture_default_str();
-  cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files (package dataset-fashion-mnist)")
-      ->capture_default_str();
+  CLI::Option* data_dir =
+      cmd->add_option("--data-dir", c.data_dir, "directory of the IDX files (package dataset-fashion-mnist)")
+          ->capture_default_str();
+  cmd->add_option("--data", c.data,
+                  "train on an .npz archive with x_train, y_train, x_test, y_test (keras.datasets' mnist.npz layout) "
+                  "instead of Fashion-MNIST")
+      ->excludes(data_dir);
   cmd->add_option("--model", c.model, "mlp or cnn")->capture_default_str();
   cmd->add_option("--epochs", c.epochs, "epochs")->capture_default_str();
   cmd->add_option("--batch-size", c.batch_size, "samples per step")->capture_default_str();

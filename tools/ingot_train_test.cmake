@@ -1,6 +1,6 @@
 # ctest script (cmake -P) for `ingot train` / `evaluate` / `predict` on Fashion-MNIST
 # (docs/train.md). Inputs: INGOT (the binary), DATA_DIR (the IDX files), WORK_DIR (scratch),
-# PART: "train" (short runs: accuracy floor, JSON and CSV outputs, same seed => same history,
+# PART: "npz" (--data PATH.npz: a user's arrays, and its bad input), "train" (short runs: accuracy floor, JSON and CSV outputs, same seed => same history,
 # weights round trip through evaluate and predict in fresh processes) or "errors" (every bad input
 # gives `ingot: error: ...`, a non-zero exit code and writes nothing; uses the weights PART=train
 # saved in TRAIN_DIR).
@@ -68,6 +68,37 @@ function(expect_missing)
     endif()
   endforeach()
 endfunction()
+
+if(PART STREQUAL "npz")
+  # --- `ingot train --data PATH.npz`: a user's own arrays (keras.datasets' mnist.npz layout). ----
+  # blobs.npz: three Gaussian blobs in 4-D, 150 train / 60 test float32 samples, int32 labels
+  # (tests/package/make_blobs.py); mnist.npz: 4x4 uint8 "images" with uint8 labels, as NumPy
+  # wrote them (tests/trainer/testdata/make_npy_fixtures.py).
+  set(blobs "${CMAKE_CURRENT_LIST_DIR}/../tests/package/blobs.npz")
+  set(mnist "${CMAKE_CURRENT_LIST_DIR}/../tests/trainer/testdata/npy/mnist.npz")
+  expect_run(npz_train 0 ARGS train --data "${blobs}" --epochs 20 --batch-size 16 --validation-split 0.2
+             --lr-schedule constant --metrics-json blobs.json --save-weights blobs.safetensors
+             HAS "120 samples of '${blobs}' (30 for validation)" "dense_2 (Dense)" "test loss ")
+  json_get(accuracy "${WORK_DIR}/blobs.json" test accuracy)
+  expect_at_least("test accuracy on three separated blobs" "${accuracy}" 0.9)
+  json_get(dataset "${WORK_DIR}/blobs.json" config dataset)
+  if(NOT dataset STREQUAL "${blobs}")
+    message(FATAL_ERROR "config.dataset is '${dataset}'")
+  endif()
+  expect_run(npz_uint8_images 0 ARGS train --data "${mnist}" --epochs 1 --batch-size 2 --validation-split 0 --quiet
+             HAS "test loss ")
+  expect_run(npz_limit 1 ARGS train --data "${mnist}" --limit 7 ERR "--limit 7 is more than the 6 training samples")
+  expect_run(npz_missing 1 ARGS train --data no_such.npz ERR "[NotFound]" "no_such.npz")
+  expect_run(npz_not_zip 1 ARGS train --data "${CMAKE_CURRENT_LIST_DIR}/../tests/trainer/testdata/npy/f4.npy"
+             ERR "[ParseError]" "not a valid zip archive")
+  expect_run(npz_missing_array 1 ARGS train --data "${CMAKE_CURRENT_LIST_DIR}/../tests/trainer/testdata/npy/positional.npz"
+             ERR "[NotFound]" "holds no array 'x_train'" "'arr_0', 'arr_1'")
+  expect_run(npz_cnn_on_vectors 1 ARGS train --data "${blobs}" --model cnn
+             ERR "--model cnn needs images" "use --model mlp")
+  expect_run(npz_with_data_dir 2 ARGS train --data "${blobs}" --data-dir "${DATA_DIR}" ERR "excludes")
+  expect_run(npz_output_is_input 1 ARGS train --data "${blobs}" --metrics-json "${blobs}" ERR "is an input of this command")
+  return()
+endif()
 
 if(PART STREQUAL "train")
   # --- MLP, 1 epoch on 6000 images (5400 train, 600 validation): files, accuracy floor. --------

@@ -3,6 +3,7 @@
 
 #include "compile_json.h"
 #include "process_memory.h"
+#include "train_data.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -99,7 +100,7 @@ void check_train_options(const TrainCommand& c) {
   // Fashion-MNIST has 60000 training images: checked here, before the data are read (a
   // --data-dir with fewer is caught once it is read).
   constexpr int64_t kTrainImages = 60000;
-  if (c.limit && *c.limit > kTrainImages) {
+  if (c.data.empty() && c.limit && *c.limit > kTrainImages) {
     throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, kTrainImages));
   }
   if (c.learning_rate && !(std::isfinite(*c.learning_rate) && *c.learning_rate > 0)) {
@@ -226,13 +227,15 @@ const Shape& sample_shape(const std::string& model) {
 }
 
 /// The named model (checked by check_model_name), named after itself (the name is saved with
-/// the weights), weights seeded by `seed`, built for batches of its sample shape.
-std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed) {
+/// the weights), weights seeded by `seed`, built for batches of `sample`-shaped inputs with
+/// `classes` outputs (Fashion-MNIST: its sample shape and 10).
+std::shared_ptr<Sequential> make_model(const std::string& name, uint64_t seed, const Shape& sample,
+                                       int64_t classes = 10) {
   check_model_name(name);
   const ModelOptions options{.name = name, .seed = seed};
-  std::shared_ptr<Sequential> model = name == "cnn" ? examples::cnn(options) : examples::mlp(options);
+  std::shared_ptr<Sequential> model = name == "cnn" ? examples::cnn(options, classes) : examples::mlp(options, classes);
   Shape input = {1};
-  for (int64_t d : sample_shape(name)) input.push_back(d);
+  for (int64_t d : sample) input.push_back(d);
   model->build_model(input);
   return model;
 }
@@ -275,7 +278,7 @@ std::shared_ptr<Sequential> load_model(const std::string& model, const std::stri
     throw bad_option(fmt::format("'{}' holds weights of the {} model, not of --model {}", path, saved->second, model),
                      fmt::format("pass --model {}", saved->second));
   }
-  std::shared_ptr<Sequential> m = make_model(model, 0);
+  std::shared_ptr<Sequential> m = make_model(model, 0, sample_shape(model));
   m->load_weights(path);
   return m;
 }
@@ -397,10 +400,17 @@ struct TrainData {
   int64_t validation_size() const { return validation ? validation->size() : 0; }
 };
 
-TrainData training_data(const TrainCommand& c, const datasets::FashionMnist& data) {
+/// The data of a run: a user's .npz (--data) or Fashion-MNIST (--data-dir).
+TrainingSet training_set(const TrainCommand& c) {
+  if (!c.data.empty()) return load_npz_dataset(c.data);
+  datasets::FashionMnist f = load_data(c.data_dir);
+  return {.x_train = f.x_train, .y_train = f.y_train, .x_test = f.x_test, .y_test = f.y_test};
+}
+
+TrainData training_data(const TrainCommand& c, const TrainingSet& data) {
   const int64_t available = data.x_train.shape()[0];
   if (c.limit && *c.limit > available) {
-    throw bad_option(fmt::format("--limit {} is more than the {} training images", *c.limit, available));
+    throw bad_option(fmt::format("--limit {} is more than the {} training {}", *c.limit, available, data.what));
   }
   const int64_t n = c.limit.value_or(available);
   // The library's rule (keras fit's validation_split): floor(n (1 - split)) images train.
@@ -410,10 +420,9 @@ TrainData training_data(const TrainCommand& c, const datasets::FashionMnist& dat
                                  c.validation_split, n, n_train, n - n_train),
                      "choose a split that leaves images on both sides, a larger --limit, or --validation-split 0");
   }
-  const Shape& sample = sample_shape(c.model);
-  auto [train, validation] = split_validation(
-      Batch{examples::pixels(data.x_train, n, sample), examples::first_labels(data.y_train, n), Array()},
-      c.validation_split);
+  auto [train, validation] =
+      split_validation(Batch{model_inputs(data.x_train, n, c.model), examples::first_labels(data.y_train, n), Array()},
+                       c.validation_split);
   TrainData d{.train = std::move(train)};
   if (c.validation_split > 0) d.validation = std::move(validation);
   return d;
@@ -423,13 +432,12 @@ Array test_pixels(const datasets::FashionMnist& data, const std::string& model) 
   return examples::pixels(data.x_test, data.x_test.shape()[0], sample_shape(model));
 }
 
-void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d,
+void print_header(std::ostream& out, const TrainCommand& c, Model& model, const TrainData& d, const std::string& what,
                   const std::string& where) {
   out << model.summary();
-  out << fmt::format(
-      "Training {} on {} Fashion-MNIST images ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n", c.model,
-      d.train.size(), d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
-      c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, where);
+  out << fmt::format("Training {} on {} {} ({} for validation): {} epoch{} of batch {}, {}, seed {}, {}\n", c.model,
+                     d.train.size(), what, d.validation_size(), c.epochs, c.epochs == 1 ? "" : "s", c.batch_size,
+                     c.lr_schedule == "cosine" ? c.optimizer + " with cosine decay" : c.optimizer, c.seed, where);
   out.flush();
 }
 
@@ -475,7 +483,7 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
               {"allocator_peak_bytes", allocator.stats().peak_bytes_in_use},
               {"device", c.device},
               {"config",
-               {{"dataset", c.dataset},
+               {{"dataset", c.data.empty() ? c.dataset : c.data},
                 {"model", c.model},
                 {"epochs", c.epochs},
                 {"batch_size", c.batch_size},
@@ -498,25 +506,26 @@ Json metrics_json(const TrainCommand& c, const callbacks::History& history, cons
 int run_train(const TrainCommand& c, std::ostream& all_out) {
   check_train_options(c);
   check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}},
-                     data_files(c.data_dir));
+                     c.data.empty() ? data_files(c.data_dir) : std::vector<std::string>{c.data});
   // The device first: a missing GPU is reported before the data are read.
   const std::unique_ptr<CudaDevice> cuda = c.device == "cuda" ? open_cuda_device() : nullptr;
   const Placement where = placement(c);
   NullStream discard;
   std::ostream& out = where.process_id == 0 ? all_out : discard;  // process 0 speaks for all
-  const datasets::FashionMnist data = load_data(c.data_dir);
+  const TrainingSet data = training_set(c);
   const TrainData d = training_data(c, data);
   if (where.distribution) {
     check_test_split(data.y_test.shape()[0], c.batch_size, where.distribution->batch_axis_size());
   }
-  std::shared_ptr<Sequential> model = make_model(c.model, c.seed);
+  std::shared_ptr<Sequential> model =
+      make_model(c.model, c.seed, model_sample_shape(data.x_train, c.model), data.classes);
   const int64_t steps_per_epoch = (d.train.size() + c.batch_size - 1) / c.batch_size;
   examples::compile_classifier(*model, make_optimizer(c, c.epochs * steps_per_epoch), c.steps_per_execution,
                                {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                 .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
                                 .perf_jitdump = c.perf_jitdump},
                                device_target(cuda.get()), {.cuda_graphs = c.cuda_graphs}, where.distribution);
-  if (!c.quiet) print_header(out, c, *model, d, where.describe(c.device));
+  if (!c.quiet) print_header(out, c, *model, d, data.what, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
   auto csv = std::make_shared<callbacks::CSVLogger>(
@@ -542,8 +551,10 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
         fmt::format("lower --learning-rate (now {})", c.learning_rate.value_or(c.optimizer == "sgd" ? 0.01 : 1e-3)));
   }
   const Timings t = timings(*timer, model->last_fit_timing(), now_seconds() - start, d.train.size() * c.epochs);
-  const Logs test =
-      model->evaluate({.x = test_pixels(data, c.model), .y = data.y_test, .batch_size = c.batch_size, .verbose = 0});
+  const Logs test = model->evaluate({.x = model_inputs(data.x_test, data.x_test.shape()[0], c.model),
+                                     .y = data.y_test,
+                                     .batch_size = c.batch_size,
+                                     .verbose = 0});
   print_test(out, test);
   if (!c.quiet) print_timings(out, t);
   // Written once (by process 0 when there are several; they all have the same results).

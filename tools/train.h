@@ -15,9 +15,11 @@ namespace ingot::cli {
 struct TrainCommand {
   std::string dataset = "fashion-mnist";              ///< the only dataset known
   std::string data_dir = datasets::kFashionMnistDir;  ///< directory of the IDX files
-  std::string model = "mlp";                          ///< "mlp" or "cnn"
-  int64_t epochs = 10;                                ///< > 0
-  int64_t batch_size = 128;                           ///< > 0
+  /// A user's .npz (x_train, y_train, x_test, y_test; load_npz_dataset) instead of Fashion-MNIST.
+  std::string data;
+  std::string model = "mlp";       ///< "mlp" or "cnn"
+  int64_t epochs = 10;             ///< > 0
+  int64_t batch_size = 128;        ///< > 0
   std::string optimizer = "adam";  ///< "adam", "adamw" (weight_decay 0.004), "sgd", "rmsprop", "adagrad"
   /// > 0 and finite; unset: the optimizer's Keras default (1e-2 for sgd, 1e-3 for the others).
   std::optional<double> learning_rate;
