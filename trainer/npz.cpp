@@ -60,6 +60,16 @@ std::vector<std::byte> read_member(zip_t* zip, zip_uint64_t index, const zip_sta
                             name, stat.comp_method),
                 ErrorCode::kUnimplemented);
   }
+  // Deflate expands at most ~1032:1 (RFC 1951's longest match per 2-bit code), stored members not
+  // at all: a larger declared size is a corrupt or hostile header, refused before allocating it.
+  if ((stat.valid & ZIP_STAT_COMP_SIZE) != 0) {
+    const zip_uint64_t limit = stat.comp_method == ZIP_CM_STORE ? stat.comp_size : stat.comp_size * 1032 + 1024;
+    if (stat.size > limit) {
+      bad_archive(path, fmt::format("member '{}' declares {} bytes from {} compressed bytes, more than its method "
+                                    "can hold",
+                                    name, stat.size, stat.comp_size));
+    }
+  }
   Member member;
   member.file = zip_fopen_index(zip, index, 0);
   if (member.file == nullptr) {
