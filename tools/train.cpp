@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fashion_mnist_common.h"
+#include "ingot/runtime/cluster.h"
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/runtime.h"
 #include "ingot/trainer/callbacks_logging.h"
@@ -301,9 +302,12 @@ struct Placement {
   }
 };
 
-/// Launched by `ingot launch` or torchrun: the rendezvous variables are set. The command line reads
-/// them, as a torchrun script's init_process_group("env://") does; the library never does.
-bool launched() { return std::getenv("WORLD_SIZE") != nullptr; }
+/// Launched by `ingot launch`, torchrun, Slurm's srun or Open MPI's mpirun: a launcher's variables
+/// are set (detect_launcher). The command line reads them, as a torchrun script's
+/// init_process_group("env://") or jax.distributed.initialize() does; the library never does.
+bool launched() {
+  return detect_launcher([](const char* name) -> const char* { return std::getenv(name); }).has_value();
+}
 
 Placement placement(const TrainCommand& c) {
   Placement p;

@@ -45,11 +45,13 @@ struct ProcessGroupOptions {
   int master_port = 29500;                ///< port of that store, in [1, 65535]
   double timeout = 30.0;                  ///< seconds, > 0: store, connection and every collective
 
-  /// Reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the names torchrun sets); the
+  /// The group of the launcher that started this process (cluster_from_env in
+  /// ingot/runtime/cluster.h): RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (the names torchrun
+  /// and `ingot launch` set), else Slurm's srun variables, else Open MPI's mpirun variables; the
   /// timeout keeps its default. Only called explicitly: nothing in ingot reads these variables
   /// implicitly. Errors: ingot::Error kInvalidArgument naming the variable and its value when
   /// one is missing, not an integer, or out of range (RANK outside [0, WORLD_SIZE),
-  /// WORLD_SIZE < 1, MASTER_PORT outside [1, 65535], MASTER_ADDR empty).
+  /// WORLD_SIZE < 1, MASTER_PORT outside [1, 65535], MASTER_ADDR empty), and detect_cluster's.
   static ProcessGroupOptions from_env();
 };
 
