@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdlib>
+#include <string_view>
 #include <iostream>
 #include <new>
 #include <set>
@@ -14,6 +16,7 @@
 #include "cli.h"
 #include "demo.h"
 #include "ingot/ir/op_registry.h"
+#include "ingot/runtime/cuda_info.h"
 #include "ingot/runtime/version.h"
 #include "launch.h"
 #include "train.h"
@@ -198,6 +201,25 @@ static void keep_large_blocks_in_the_heap() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);   // give memory back to the OS only beyond 1 GiB free at the top
 }
 
+ingot::LibrarySearch ingot::cli::cuda_library_search(const std::vector<std::string>& dirs) {
+  ingot::LibrarySearch search;
+  search.dirs = dirs;
+  if (const char* env = std::getenv("INGOT_CUDA_LIB_DIRS")) {
+    std::string_view rest = env;
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) search.dirs.emplace_back(dir);
+      rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+  }
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+    if (const char* prefix = std::getenv(var); prefix != nullptr && *prefix != '\0')
+      search.python_prefixes.emplace_back(prefix);
+  }
+  return search;
+}
+
 int ingot::cli::ingot_main(int argc, char** argv) {
   keep_large_blocks_in_the_heap();
   CLI::App app{"ingot: tensor compiler, runtime and trainer"};
@@ -227,6 +249,12 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   demo_cmd->add_option("--seed", demo.seed, "seed of weights and inputs")->capture_default_str();
 
   CLI::App* ops_cmd = app.add_subcommand("ops", "list the IR ops the registry knows");
+
+  std::vector<std::string> cuda_lib_dirs;
+  CLI::App* cuda_info_cmd = app.add_subcommand(
+      "cuda-info", "print the CUDA driver, its devices and where each NVIDIA library was found (docs/runtime-cuda.md)");
+  cuda_info_cmd->add_option("--cuda-lib-dir", cuda_lib_dirs,
+                            "folder searched first for cuBLAS/cuDNN/NCCL (repeatable; also INGOT_CUDA_LIB_DIRS=a:b)");
 
   std::string ir_path;
   std::vector<std::string> passes;
@@ -270,6 +298,11 @@ int ingot::cli::ingot_main(int argc, char** argv) {
       return 0;
     }
     if (*run_cmd) return ingot::cli::run_ir_file(ir_path, passes, seed, !print_only, std::cout);
+    if (*cuda_info_cmd) {
+      std::cout << ingot::format_cuda_info(
+          ingot::cuda_info(ingot::CudaDriver::load(), ingot::cli::cuda_library_search(cuda_lib_dirs)));
+      return 0;
+    }
   } catch (const ingot::Error& e) {
     std::cout.flush();
     fmt::print(stderr, "ingot: error: {}\n", e.what());

@@ -3,6 +3,11 @@
 // when invoked as `ingot` (tests/gpu_bundle_main.cpp, docs/building.md).
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "ingot/runtime/library_search.h"
+
 namespace ingot::cli {
 
 /// Parses `argv` (argv[0] is the program name) and runs the subcommand: train, evaluate,
@@ -12,5 +17,11 @@ namespace ingot::cli {
 /// launch returns its ranks' result (run_launch). Never throws. Sets the process's malloc thresholds
 /// (keep_large_blocks_in_the_heap, an application's choice).
 int ingot_main(int argc, char** argv);
+
+/// Where the CLI looks for cuBLAS, cuDNN and NCCL: `dirs` (--cuda-lib-dir), then the folders of
+/// INGOT_CUDA_LIB_DIRS (colon-separated), the CUDA toolkit (/usr/local/cuda), the dynamic loader,
+/// and the nvidia/*/lib folders of the active Python environments ($VIRTUAL_ENV, $CONDA_PREFIX).
+/// The CLI reads these variables; the library never does.
+LibrarySearch cuda_library_search(const std::vector<std::string>& dirs);
 
 }  // namespace ingot::cli

@@ -353,6 +353,53 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
                                err != nullptr ? err : "unknown dlopen error");
     return lib;
   }
+  lib->path_ = library_path(lib->library_);
+  lib->source_ = "given";
+  if (!lib->resolve_blas(library)) return lib;
+  // After cuBLAS: its own dependency on cuBLASLt (found through its RUNPATH) is what a bare
+  // soname then finds.
+  lib->lt_library_ = dlopen(lt_library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->lt_library_ == nullptr) {
+    const char* err = dlerror();
+    lib->reason_ = fmt::format("the cuBLASLt library {} could not be loaded: {}", lt_library,
+                               err != nullptr ? err : "unknown dlopen error");
+    return lib;
+  }
+  lib->lt_path_ = library_path(lib->lt_library_);
+  lib->resolve_lt(lt_library);
+  return lib;
+}
+
+std::shared_ptr<CublasLibrary> CublasLibrary::load(const LibrarySearch& search) {
+  std::shared_ptr<CublasLibrary> lib(new CublasLibrary());
+  const OpenedLibrary blas = open_library("libcublas.so.13", search);
+  if (blas.handle == nullptr) {
+    lib->reason_ =
+        fmt::format("the cuBLAS library libcublas.so.13 was not found; tried {}", fmt::join(blas.failures, "; "));
+    return lib;
+  }
+  lib->library_ = blas.handle;
+  lib->path_ = blas.path;
+  lib->source_ = blas.source;
+  if (!lib->resolve_blas(blas.path)) return lib;
+  // cuBLASLt from cuBLAS's folder first (where cuBLAS's own dependency on it came from).
+  LibrarySearch same = search;
+  const size_t slash = blas.path.find_last_of('/');
+  if (slash != std::string::npos) same.dirs.insert(same.dirs.begin(), blas.path.substr(0, slash));
+  const OpenedLibrary lt = open_library("libcublasLt.so.13", same);
+  if (lt.handle == nullptr) {
+    lib->reason_ =
+        fmt::format("the cuBLASLt library libcublasLt.so.13 was not found; tried {}", fmt::join(lt.failures, "; "));
+    return lib;
+  }
+  lib->lt_library_ = lt.handle;
+  lib->lt_path_ = lt.path;
+  lib->resolve_lt(lt.path);
+  return lib;
+}
+
+bool CublasLibrary::resolve_blas(const std::string& library) {
+  CublasLibrary* lib = this;
   Api& api = *lib->api_;
   std::vector<std::string> missing;
 #define INGOT_CUBLAS_RESOLVE_ENTRY(name)                                        \
@@ -367,15 +414,15 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
 #undef INGOT_CUBLAS_RESOLVE_TYPED_ENTRY
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable cuBLAS: it lacks {}", library, fmt::join(missing, ", "));
-    return lib;
+    return false;
   }
-  lib->lt_library_ = dlopen(lt_library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib->lt_library_ == nullptr) {
-    const char* err = dlerror();
-    lib->reason_ = fmt::format("the cuBLASLt library {} could not be loaded: {}", lt_library,
-                               err != nullptr ? err : "unknown dlopen error");
-    return lib;
-  }
+  return true;
+}
+
+void CublasLibrary::resolve_lt(const std::string& lt_library) {
+  CublasLibrary* lib = this;
+  Api& api = *lib->api_;
+  std::vector<std::string> missing;
 #define INGOT_CUBLASLT_RESOLVE_ENTRY(name)                                         \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(lib->lt_library_, #name)); \
   if (api.name == nullptr) missing.push_back(#name);
@@ -383,10 +430,9 @@ std::shared_ptr<CublasLibrary> CublasLibrary::load(const std::string& library, c
 #undef INGOT_CUBLASLT_RESOLVE_ENTRY
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable cuBLASLt: it lacks {}", lt_library, fmt::join(missing, ", "));
-    return lib;
+    return;
   }
   lib->available_ = true;
-  return lib;
 }
 
 std::unique_ptr<CudaBlas> CublasLibrary::create(CudaDevice& device) const {

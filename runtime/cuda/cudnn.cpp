@@ -357,6 +357,29 @@ std::shared_ptr<CudnnLibrary> CudnnLibrary::load(const std::string& library) {
                                err != nullptr ? err : "unknown dlopen error");
     return lib;
   }
+  lib->path_ = library_path(lib->library_);
+  lib->source_ = "given";
+  lib->resolve(library);
+  return lib;
+}
+
+std::shared_ptr<CudnnLibrary> CudnnLibrary::load(const LibrarySearch& search) {
+  std::shared_ptr<CudnnLibrary> lib(new CudnnLibrary());
+  const OpenedLibrary opened = open_library("libcudnn.so.9", search);
+  if (opened.handle == nullptr) {
+    lib->reason_ =
+        fmt::format("the cuDNN library libcudnn.so.9 was not found; tried {}", fmt::join(opened.failures, "; "));
+    return lib;
+  }
+  lib->library_ = opened.handle;
+  lib->path_ = opened.path;
+  lib->source_ = opened.source;
+  lib->resolve(opened.path);
+  return lib;
+}
+
+void CudnnLibrary::resolve(const std::string& library) {
+  CudnnLibrary* lib = this;
   Api& api = *lib->api_;
   std::vector<std::string> missing;
 #define INGOT_CUDNN_RESOLVE_ENTRY(name)                                         \
@@ -366,10 +389,9 @@ std::shared_ptr<CudnnLibrary> CudnnLibrary::load(const std::string& library) {
 #undef INGOT_CUDNN_RESOLVE_ENTRY
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable cuDNN: it lacks {}", library, fmt::join(missing, ", "));
-    return lib;
+    return;
   }
   lib->available_ = true;
-  return lib;
 }
 
 std::unique_ptr<CudaDnn> CudnnLibrary::create(CudaDevice& device) const {

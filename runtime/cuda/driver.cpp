@@ -173,6 +173,19 @@ std::string CudaDriver::device_name(int ordinal) const {
   return name;
 }
 
+std::pair<int, int> CudaDriver::device_compute_capability(int ordinal) const {
+  check_device(ordinal);
+  CUdevice dev = 0;
+  const std::string where = fmt::format("reading the compute capability of cuda:{}", ordinal);
+  cuda_detail::check(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet", where);
+  int major = 0, minor = 0;
+  cuda_detail::check(*api_, api_->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                     "cuDeviceGetAttribute", where);
+  cuda_detail::check(*api_, api_->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                     "cuDeviceGetAttribute", where);
+  return {major, minor};
+}
+
 int64_t CudaDriver::device_total_memory(int ordinal) const {
   check_device(ordinal);
   CUdevice dev = 0;

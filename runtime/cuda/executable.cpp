@@ -444,7 +444,8 @@ std::shared_ptr<CudaDnn> conv_library(const CudaProgram& program, CudaDevice& de
     return *dnn;
   }
   if (program.convs().empty()) return nullptr;
-  const std::shared_ptr<CudnnLibrary> cudnn = CudnnLibrary::load();
+  // The toolkit's lib64 first, then the loader (LibrarySearch's defaults; `ingot cuda-info` shows the result).
+  const std::shared_ptr<CudnnLibrary> cudnn = CudnnLibrary::load(LibrarySearch{});
   if (!cudnn->available()) {
     reason = "cuDNN is not available: " + cudnn->unavailable_reason();
     return nullptr;
@@ -476,7 +477,7 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
   std::unique_ptr<CudaExecutable> e(new CudaExecutable(std::move(program), device, std::move(blas)));
   e->load_modules();  // on an error the destructor unloads what was loaded
   if (has_gemm && e->blas_ == nullptr) {
-    std::shared_ptr<CublasLibrary> cublas = CublasLibrary::load();
+    std::shared_ptr<CublasLibrary> cublas = CublasLibrary::load(LibrarySearch{});
     e->blas_ = cublas->create(device);
   }
   e->upload_constants();

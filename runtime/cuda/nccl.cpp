@@ -78,6 +78,29 @@ std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& library) {
                                err != nullptr ? err : "unknown dlopen error");
     return lib;
   }
+  lib->path_ = library_path(lib->library_);
+  lib->source_ = "given";
+  lib->resolve(library);
+  return lib;
+}
+
+std::shared_ptr<NcclLibrary> NcclLibrary::load(const LibrarySearch& search) {
+  std::shared_ptr<NcclLibrary> lib(new NcclLibrary());
+  const OpenedLibrary opened = open_library("libnccl.so.2", search);
+  if (opened.handle == nullptr) {
+    lib->reason_ =
+        fmt::format("the NCCL library libnccl.so.2 was not found; tried {}", fmt::join(opened.failures, "; "));
+    return lib;
+  }
+  lib->library_ = opened.handle;
+  lib->path_ = opened.path;
+  lib->source_ = opened.source;
+  lib->resolve(opened.path);
+  return lib;
+}
+
+void NcclLibrary::resolve(const std::string& library) {
+  NcclLibrary* lib = this;
   nccl_detail::NcclApi& api = *lib->api_;
   std::vector<std::string> missing;
 #define INGOT_NCCL_RESOLVE_ENTRY(name)                                          \
@@ -88,17 +111,16 @@ std::shared_ptr<NcclLibrary> NcclLibrary::load(const std::string& library) {
   if (!missing.empty()) {
     lib->reason_ = fmt::format("{} is not a usable NCCL: it lacks {} (needs NCCL 2.13 or newer)", library,
                                fmt::join(missing, ", "));
-    return lib;
+    return;
   }
   int version = 0;
   const ncclResult_t r = api.ncclGetVersion(&version);
   if (r != ncclSuccess) {
     lib->reason_ = fmt::format("ncclGetVersion failed: {}", api.ncclGetErrorString(r));
-    return lib;
+    return;
   }
   lib->version_ = version;
   lib->available_ = true;
-  return lib;
 }
 
 std::string NcclLibrary::version_string() const {

@@ -5,6 +5,7 @@
 #if INGOT_HAVE_CUDA_TOOLKIT
 
 #include "ingot/runtime/cuda_executable.h"
+#include "ingot/runtime/nccl.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -1171,6 +1172,48 @@ TEST_F(FakeCublas, AHalfGemmCublasHasNoKernelForIsUnimplementedNamingTheWayOut) 
   std::vector<double> want(3, 7.0);
   want.resize(m * n + 3, 8.0);  // sum of 4 products 1 * 2
   EXPECT_EQ(to_host(*dev, out).to_doubles(), want);
+}
+#endif  // INGOT_FAKE_CUBLAS
+
+TEST(CublasLibrary, FoundInTheToolkitByTheSearch) {
+  if (!std::filesystem::exists("/usr/local/cuda/lib64/libcublas.so.13")) {
+    GTEST_SKIP() << "/usr/local/cuda/lib64/libcublas.so.13 is not installed on this machine";
+  }
+  auto lib = CublasLibrary::load(LibrarySearch{.toolkit_root = "/usr/local/cuda", .loader_path = false});
+  EXPECT_TRUE(lib->available()) << lib->unavailable_reason();
+  EXPECT_EQ(lib->source(), "CUDA toolkit");
+  EXPECT_NE(lib->path().find("libcublas.so.13"), std::string::npos) << lib->path();
+  EXPECT_NE(lib->lt_path().find("libcublasLt.so.13"), std::string::npos) << lib->lt_path();
+}
+
+TEST(CublasLibrary, NotFoundAnywhereListsEveryPlaceTried) {
+  auto lib =
+      CublasLibrary::load(LibrarySearch{.dirs = {"/nonexistent-ingot-dir"}, .toolkit_root = "", .loader_path = false});
+  EXPECT_FALSE(lib->available());
+  EXPECT_NE(lib->unavailable_reason().find("libcublas.so.13 was not found; tried"), std::string::npos)
+      << lib->unavailable_reason();
+  auto nccl = NcclLibrary::load(LibrarySearch{.toolkit_root = "", .loader_path = false});
+  EXPECT_FALSE(nccl->available());
+  EXPECT_NE(nccl->unavailable_reason().find("libnccl.so.2 was not found"), std::string::npos);
+}
+
+#if defined(INGOT_FAKE_CUBLAS)
+TEST(CublasLibrary, FoundInAPythonEnvironmentsNvidiaFolders) {
+  // pip's nvidia-cublas wheel unpacks into <venv>/lib/python3.X/site-packages/nvidia/cublas/lib,
+  // which the loader does not search; the fake cuBLAS module stands in for both libraries.
+  namespace fs = std::filesystem;
+  const fs::path venv = fs::path(::testing::TempDir()) / "ingot_cublas_venv";
+  const fs::path lib_dir = venv / "lib/python3.11/site-packages/nvidia/cublas/lib";
+  fs::remove_all(venv);
+  fs::create_directories(lib_dir);
+  fs::copy_file(INGOT_FAKE_CUBLAS, lib_dir / "libcublas.so.13");
+  fs::copy_file(INGOT_FAKE_CUBLAS, lib_dir / "libcublasLt.so.13");
+  auto lib =
+      CublasLibrary::load(LibrarySearch{.toolkit_root = "", .loader_path = false, .python_prefixes = {venv.string()}});
+  EXPECT_TRUE(lib->available()) << lib->unavailable_reason();
+  EXPECT_EQ(lib->source(), "Python environment");
+  EXPECT_EQ(fs::path(lib->path()), lib_dir / "libcublas.so.13");
+  EXPECT_EQ(fs::path(lib->lt_path()), lib_dir / "libcublasLt.so.13");
 }
 #endif  // INGOT_FAKE_CUBLAS
 

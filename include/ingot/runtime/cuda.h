@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/runtime/array.h"
@@ -65,6 +66,9 @@ class CudaDriver {
   std::string device_name(int ordinal) const;
   /// Total memory of device `ordinal` in bytes. Errors as check_device().
   int64_t device_total_memory(int ordinal) const;
+  /// Compute capability {major, minor} of device `ordinal` ({9, 0} for an H100/H200;
+  /// cuDeviceGetAttribute). Errors as check_device().
+  std::pair<int, int> device_compute_capability(int ordinal) const;
   /// Throws ingot::Error naming "cuda:<ordinal>" unless that device can be opened: kNotFound
   /// without a driver or without devices, kOutOfRange for an ordinal outside
   /// [0, device_count()); the hint says what to do.

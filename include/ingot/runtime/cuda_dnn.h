@@ -17,6 +17,7 @@
 
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_program.h"
+#include "ingot/runtime/library_search.h"
 
 namespace ingot {
 
@@ -78,6 +79,12 @@ class CudnnLibrary {
   /// cudnnGetConvolutionForwardWorkspaceSize, cudnnConvolutionForward, cudnnTransformTensor,
   /// cudnnGetErrorString).
   static std::shared_ptr<CudnnLibrary> load(const std::string& library = "libcudnn.so.9");
+  /// The same, finding libcudnn.so.9 with open_library(`search`); unavailable with every place
+  /// tried in unavailable_reason() when it is found nowhere.
+  static std::shared_ptr<CudnnLibrary> load(const LibrarySearch& search);
+  /// The file loaded (empty when not found) and how it was found ("given" for load(library)).
+  const std::string& path() const { return path_; }
+  const std::string& source() const { return source_; }
   ~CudnnLibrary();
   CudnnLibrary(const CudnnLibrary&) = delete;
   CudnnLibrary& operator=(const CudnnLibrary&) = delete;
@@ -94,10 +101,12 @@ class CudnnLibrary {
 
  private:
   CudnnLibrary();
+  void resolve(const std::string& library);
   std::unique_ptr<Api> api_;
   void* library_ = nullptr;
   bool available_ = false;
   std::string reason_;
+  std::string path_, source_;
 };
 
 /// How CudaExecutable runs one convolution thunk, decided at its first run.

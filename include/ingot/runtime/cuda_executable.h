@@ -21,6 +21,7 @@
 #include "ingot/runtime/cuda.h"
 #include "ingot/runtime/cuda_dnn.h"
 #include "ingot/runtime/cuda_program.h"
+#include "ingot/runtime/library_search.h"
 
 // Opaque driver handle types, as declared by cuda.h (CUmodule, CUfunction, CUgraphExec).
 struct CUmod_st;
@@ -150,6 +151,11 @@ class CublasLibrary {
   /// cublasLtMatmul.
   static std::shared_ptr<CublasLibrary> load(const std::string& library = "libcublas.so.13",
                                              const std::string& lt_library = "libcublasLt.so.13");
+  /// The same, finding libcublas.so.13 with open_library(`search`) (the toolkit, the loader, a
+  /// Python environment's nvidia/*/lib, ...), then libcublasLt.so.13 in cuBLAS's folder first
+  /// (where cuBLAS's own dependency on it came from), then the same way. Unavailable with every
+  /// place tried in unavailable_reason() when either is found nowhere.
+  static std::shared_ptr<CublasLibrary> load(const LibrarySearch& search);
   ~CublasLibrary();
   CublasLibrary(const CublasLibrary&) = delete;
   CublasLibrary& operator=(const CublasLibrary&) = delete;
@@ -170,15 +176,24 @@ class CublasLibrary {
   /// naming the cuBLAS status.
   std::unique_ptr<CudaBlas> create(CudaDevice& device) const;
 
+  /// The files loaded (absolute when the loader says; empty when not found) and how they were
+  /// found (LibraryCandidate::source; "given" for load(library, lt_library)).
+  const std::string& path() const { return path_; }
+  const std::string& lt_path() const { return lt_path_; }
+  const std::string& source() const { return source_; }
+
   struct Api;  ///< the resolved entry points (runtime/cuda/cublas.cpp)
 
  private:
   CublasLibrary();
+  bool resolve_blas(const std::string& library);  // false (reason_ set) when entry points are missing
+  void resolve_lt(const std::string& lt_library);
   std::unique_ptr<Api> api_;
   void* library_ = nullptr;     // dlopen handle of cuBLAS
   void* lt_library_ = nullptr;  // and of cuBLASLt
   bool available_ = false;
   std::string reason_;
+  std::string path_, lt_path_, source_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "ingot/runtime/communicator.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/library_search.h"
 
 // Opaque NCCL communicator, as declared by nccl.h (ncclComm_t is ncclComm*).
 struct ncclComm;
@@ -29,6 +30,12 @@ class NcclLibrary {
  public:
   /// dlopen(`library`) and resolves the entry points with dlsym.
   static std::shared_ptr<NcclLibrary> load(const std::string& library = "libnccl.so.2");
+  /// The same, finding libnccl.so.2 with open_library(`search`); unavailable with every place
+  /// tried in unavailable_reason() when it is found nowhere.
+  static std::shared_ptr<NcclLibrary> load(const LibrarySearch& search);
+  /// The file loaded (empty when not found) and how it was found ("given" for load(library)).
+  const std::string& path() const { return path_; }
+  const std::string& source() const { return source_; }
   ~NcclLibrary();
   NcclLibrary(const NcclLibrary&) = delete;
   NcclLibrary& operator=(const NcclLibrary&) = delete;
@@ -51,11 +58,13 @@ class NcclLibrary {
 
  private:
   NcclLibrary();
+  void resolve(const std::string& library);
   std::unique_ptr<nccl_detail::NcclApi> api_;
   void* library_ = nullptr;
   bool available_ = false;
   std::string reason_;
   int version_ = 0;
+  std::string path_, source_;
 };
 
 /// One rank of an NCCL group, bound to one CudaDevice (torch.distributed's NCCL backend).

@@ -1,0 +1,101 @@
+// Finding the NVIDIA libraries (include/ingot/runtime/library_search.h): the search order over
+// real folders, with a real shared library (zlib, copied) standing in for cuBLAS.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ingot/runtime/library_search.h"
+
+namespace ingot {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A scratch tree: dirs/, toolkit/lib64/, venv/lib/python3.11/site-packages/nvidia/{cublas,cudnn}/lib/.
+struct Tree {
+  fs::path root = fs::path(::testing::TempDir()) / "ingot_library_search_test";
+  Tree() {
+    fs::remove_all(root);
+    for (const char* d : {"dirs", "toolkit/lib64", "venv/lib/python3.11/site-packages/nvidia/cublas/lib",
+                          "venv/lib/python3.11/site-packages/nvidia/cudnn/lib", "venv/lib/python3.12"}) {
+      fs::create_directories(root / d);
+    }
+  }
+  ~Tree() { fs::remove_all(root); }
+  /// Copies a real shared library to `rel` (so dlopen succeeds), or writes junk (so it fails).
+  void put(const std::string& rel, bool loadable = true) const {
+    if (loadable) {
+      void* z = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+      ASSERT_NE(z, nullptr);
+      const std::string zlib = library_path(z);
+      ASSERT_FALSE(zlib.empty());
+      fs::copy_file(zlib, root / rel, fs::copy_options::overwrite_existing);
+    } else {
+      std::ofstream(root / rel) << "not an ELF file";
+    }
+  }
+  LibrarySearch search() const {
+    return {.dirs = {(root / "dirs").string()},
+            .toolkit_root = (root / "toolkit").string(),
+            .loader_path = false,
+            .python_prefixes = {(root / "venv").string()}};
+  }
+};
+
+TEST(LibrarySearch, CandidatesComeInTheDocumentedOrder) {
+  Tree t;
+  t.put("venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13");
+  t.put("toolkit/lib64/libcublas.so.13");
+  t.put("dirs/libcublas.so.13");
+  LibrarySearch s = t.search();
+  s.loader_path = true;
+  const std::vector<LibraryCandidate> c = library_candidates("libcublas.so.13", s);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].path, (t.root / "dirs/libcublas.so.13").string());
+  EXPECT_EQ(c[1].source, "CUDA toolkit");
+  EXPECT_EQ(c[2].path, "libcublas.so.13");
+  EXPECT_EQ(c[2].source, "dynamic loader");
+  EXPECT_EQ(c[3].source, "Python environment");
+  EXPECT_TRUE(library_candidates("libnccl.so.2", t.search()).empty());
+}
+
+TEST(LibrarySearch, OpensTheFirstLoadableAndSaysWhereFrom) {
+  Tree t;
+  t.put("dirs/libcublas.so.13", /*loadable=*/false);
+  t.put("venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13");
+  const OpenedLibrary lib = open_library("libcublas.so.13", t.search());
+  ASSERT_NE(lib.handle, nullptr);
+  EXPECT_EQ(lib.source, "Python environment");
+  EXPECT_EQ(fs::path(lib.path), t.root / "venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublas.so.13");
+  ASSERT_EQ(lib.failures.size(), 1u);
+  EXPECT_NE(lib.failures[0].find((t.root / "dirs/libcublas.so.13").string()), std::string::npos) << lib.failures[0];
+}
+
+TEST(LibrarySearch, ALibraryFoundNowhereListsEveryPlaceTried) {
+  Tree t;
+  LibrarySearch s = t.search();
+  s.loader_path = true;
+  const OpenedLibrary lib = open_library("libingot_no_such_library.so.7", s);
+  EXPECT_EQ(lib.handle, nullptr);
+  ASSERT_EQ(lib.failures.size(), 1u);  // only the loader had a candidate
+  EXPECT_NE(lib.failures[0].find("libingot_no_such_library.so.7 (dynamic loader)"), std::string::npos)
+      << lib.failures[0];
+  const OpenedLibrary none = open_library("libingot_no_such_library.so.7", t.search());
+  EXPECT_EQ(none.handle, nullptr);
+  ASSERT_EQ(none.failures.size(), 1u);
+  EXPECT_NE(none.failures[0].find("the dynamic loader was not asked"), std::string::npos);
+}
+
+TEST(LibrarySearch, TheLoaderPathGivesTheFileItOpened) {
+  const OpenedLibrary z = open_library("libz.so.1", {.toolkit_root = ""});
+  ASSERT_NE(z.handle, nullptr);
+  EXPECT_EQ(z.source, "dynamic loader");
+  EXPECT_TRUE(fs::path(z.path).is_absolute()) << z.path;
+  EXPECT_NE(z.path.find("libz.so"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ingot
