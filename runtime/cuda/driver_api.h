@@ -41,7 +41,7 @@ namespace ingot::cuda_detail {
   X(cuEventSynchronize)                   \
   X(cuEventDestroy_v2)                    \
   X(cuDeviceGetAttribute)                 \
-  X(cuModuleLoadData)                     \
+  X(cuModuleLoadDataEx)                   \
   X(cuModuleGetFunction)                  \
   X(cuModuleUnload)                       \
   X(cuLaunchKernel)                       \

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cuda/driver_api.h"
+#include "cuda/module_load.h"
 #include "ingot/runtime/cuda_conv_params.h"
 #include "ingot/runtime/cuda_executable.h"
 #include "ingot/runtime/error.h"
@@ -520,8 +521,10 @@ void CudaExecutable::load_modules() {
   for (size_t i = 0; i < program_.kernels.size(); ++i) {
     const CudaKernelImage& k = program_.kernels[i];
     const std::string loading = fmt::format("loading kernel '{}' ({} PTX) on {}", k.name, archs_[i], device_.name());
+    const std::string& ptx = k.ptx.at(archs_[i]);
+    cuda_detail::check_ptx_driver(ptx, device_.driver()->driver_version(), loading);
     CUmodule module = nullptr;
-    cuda_detail::check(api, api.cuModuleLoadData(&module, k.ptx.at(archs_[i]).c_str()), "cuModuleLoadData", loading);
+    cuda_detail::load_module(api, &module, ptx, loading);
     modules_.push_back(module);
     CUfunction function = nullptr;
     const std::string symbol = entry_symbol(k.name);

@@ -509,8 +509,21 @@ TEST(CudaExecutableFake, MissingEntryOrBadPtxNamesTheKernel) {
   p = elementwise_program();
   p.kernels[0].ptx["sm_90"] = "not ptx";
   expect_error([&] { CudaExecutable::create(p, *dev); }, ErrorCode::kFailedPrecondition,
-               {"cuModuleLoadData failed while loading kernel 'add_kernel.add_kernel'", "CUDA_ERROR_INVALID_PTX",
-                "update the NVIDIA driver"});
+               {"cuModuleLoadDataEx failed while loading kernel 'add_kernel.add_kernel'", "CUDA_ERROR_INVALID_PTX",
+                "the driver's JIT log: fake ptxas: no .entry in the module", "update the NVIDIA driver"});
+}
+
+TEST(CudaExecutableFake, ADriverTooOldForThePtxIsOneClearError) {
+  FakeCudaScope fake;
+  fake.state().driver_version = 12040;  // CUDA 12.4
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  CudaProgram p = elementwise_program();
+  EXPECT_NO_THROW(CudaExecutable::create(p, *dev));  // the fake PTX is ISA 8.0: CUDA 12.0 is enough
+  for (auto& [arch, ptx] : p.kernels[0].ptx) ptx.replace(ptx.find(".version 8.0"), 12, ".version 9.0");
+  expect_error([&] { CudaExecutable::create(p, *dev); }, ErrorCode::kFailedPrecondition,
+               {"loading kernel 'add_kernel.add_kernel'", "PTX is ISA 9.0", "needs a driver for CUDA 13.0",
+                "this driver supports CUDA 12.4", "driver 580"});
+  EXPECT_EQ(fake.state().live_modules, 0);
 }
 
 TEST(CudaExecutableFake, WrongArgumentsLaunchNothing) {

@@ -15,7 +15,7 @@
 //   - a copy can be made to fail, which makes the context's error sticky as on a real GPU;
 //   - live streams, events, pinned buffers, allocations and context references are counted so
 //     tests can check nothing leaks;
-//   - modules are PTX text: cuModuleLoadData keeps the image (tests see which arch was loaded),
+//   - modules are PTX text: cuModuleLoadDataEx keeps the image (tests see which arch was loaded),
 //     cuModuleGetFunction finds ".entry <name>(" in it and counts the entry's ".param"s;
 //     cuLaunchKernel records the launch (kernel, grid, block, parameter words read as 8 bytes
 //     each) when it is enqueued and, in stream order, runs the host body a test registered for
@@ -113,6 +113,7 @@ struct FakeLaunch {
 
 struct FakeCuda {
   int init_result = kCudaSuccess;
+  int driver_version = 13000;  // cuDriverGetVersion (read when a CudaDriver is made)
   int device_count = 2;
   int64_t capacity = int64_t{64} << 20;  // per fake device (all share one pool here)
   bool fail_next_copy = false;           // the next copy that runs sets the sticky error
@@ -129,7 +130,7 @@ struct FakeCuda {
   std::vector<std::string> calls_without_context;
   int compute_major = 9, compute_minor = 0;  // cuDeviceGetAttribute (every fake device)
   int live_modules = 0;
-  std::vector<std::string> loaded_ptx;  // every image given to cuModuleLoadData, in order
+  std::vector<std::string> loaded_ptx;  // every image given to cuModuleLoadDataEx, in order
   std::vector<FakeLaunch> launches;     // in enqueue order
   /// Host bodies of kernels by entry name, run in stream order with the launch's words.
   std::map<std::string, std::function<void(const std::vector<uint64_t>&)>> kernel_bodies;
@@ -202,7 +203,7 @@ inline void run_copy(void* dst, const void* src, size_t n) {
 
 inline int cuInit(unsigned) { return g_fake_cuda->init_result; }
 inline int cuDriverGetVersion(int* v) {
-  *v = 13000;
+  *v = g_fake_cuda->driver_version;
   return kCudaSuccess;
 }
 inline int cuGetErrorName(int r, const char** s) {
@@ -459,11 +460,22 @@ inline int cuDeviceGetAttribute(int* value, int attribute, int dev) {
     return kCudaErrorInvalidValue;
   return kCudaSuccess;
 }
-inline int cuModuleLoadData(CUmod_st** module, const void* image) {
+/// With CU_JIT_ERROR_LOG_BUFFER (5) / _SIZE_BYTES (6) among the options, an image without an entry
+/// writes "fake ptxas: no .entry in the module" to the log, as the driver's JIT writes its errors.
+inline int cuModuleLoadDataEx(CUmod_st** module, const void* image, unsigned num_options, int* options, void** values) {
   auto l = lock();
-  if (t_fake_current == nullptr) return no_context("cuModuleLoadData");
+  if (t_fake_current == nullptr) return no_context("cuModuleLoadDataEx");
   const std::string ptx = static_cast<const char*>(image);
-  if (ptx.find(".entry ") == std::string::npos) return kCudaErrorInvalidPtx;
+  if (ptx.find(".entry ") == std::string::npos) {
+    char* log = nullptr;
+    size_t size = 0;
+    for (unsigned i = 0; i < num_options; ++i) {
+      if (options[i] == 5) log = static_cast<char*>(values[i]);
+      if (options[i] == 6) size = reinterpret_cast<size_t>(values[i]);
+    }
+    if (log != nullptr && size > 0) std::snprintf(log, size, "fake ptxas: no .entry in the module");
+    return kCudaErrorInvalidPtx;
+  }
   *module = new CUmod_st{ptx, {}};
   g_fake_cuda->loaded_ptx.push_back(ptx);
   ++g_fake_cuda->live_modules;
@@ -604,7 +616,7 @@ inline CudaSymbolResolver resolver(std::string omit = "") {
                                 cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate) INGOT_FAKE_ENTRY(cuEventRecord)
                                 INGOT_FAKE_ENTRY(cuEventQuery) INGOT_FAKE_ENTRY(cuEventSynchronize)
                                     INGOT_FAKE_ENTRY(cuEventDestroy_v2) INGOT_FAKE_ENTRY(cuDeviceGetAttribute)
-                                        INGOT_FAKE_ENTRY(cuModuleLoadData) INGOT_FAKE_ENTRY(cuModuleGetFunction)
+                                        INGOT_FAKE_ENTRY(cuModuleLoadDataEx) INGOT_FAKE_ENTRY(cuModuleGetFunction)
                                             INGOT_FAKE_ENTRY(cuModuleUnload) INGOT_FAKE_ENTRY(cuLaunchKernel)
                                                 INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2) INGOT_FAKE_ENTRY(
                                                     cuStreamEndCapture) INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)

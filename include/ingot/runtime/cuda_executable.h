@@ -236,12 +236,12 @@ struct CudaGraphStats {
 
 /// A CudaProgram loaded on one CudaDevice. Construction (create) validates the program, picks
 /// each kernel's PTX for the device (select_cuda_ptx_arch), loads one module per kernel
-/// (cuModuleLoadData) and looks its function up by CudaKernelImage::name, allocates the constant
-/// buffers from the device's allocator and uploads them once (the compute stream waits for the
-/// upload). Temporaries are allocated per run from the device's caching allocator and released
-/// when run() returns: the allocator is stream-ordered with respect to the compute stream, so
-/// the memory is reused only by work enqueued after this run's. With CUDA graphs on
-/// (CudaExecutableOptions) they live in one arena for the executable's lifetime instead, and
+/// (cuModuleLoadDataEx, with the JIT's error log in a failure; a driver too old for the PTX's ISA
+/// is kFailedPrecondition naming both CUDA versions) and looks its function up by CudaKernelImage::name, allocates the
+/// constant buffers from the device's allocator and uploads them once (the compute stream waits for the upload).
+/// Temporaries are allocated per run from the device's caching allocator and released when run() returns: the allocator
+/// is stream-ordered with respect to the compute stream, so the memory is reused only by work enqueued after this
+/// run's. With CUDA graphs on (CudaExecutableOptions) they live in one arena for the executable's lifetime instead, and
 /// runs with recurring buffer addresses replay a captured graph. Destroy the executable before
 /// its CudaDevice. Thread-safe: concurrent run() calls are serialized.
 class CudaExecutable {
