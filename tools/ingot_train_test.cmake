@@ -95,6 +95,16 @@ if(PART STREQUAL "npz")
              ERR "[NotFound]" "holds no array 'x_train'" "'arr_0', 'arr_1'")
   expect_run(npz_cnn_on_vectors 1 ARGS train --data "${blobs}" --model cnn
              ERR "--model cnn needs images" "use --model mlp")
+  expect_run(npz_cnn_on_small_images 1 ARGS train --data "${mnist}" --model cnn
+             ERR "--model cnn needs images of at least 10x10" "got 4x4")
+  # Defects caught before training (tools/testdata/npz/make_bad_npz.py wrote the archives).
+  set(bad "${CMAKE_CURRENT_LIST_DIR}/testdata/npz")
+  expect_run(npz_empty_test 1 ARGS train --data "${bad}/empty_test.npz" --metrics-json e.json
+             ERR "empty_test.npz': x_test has no samples" LACKS "Epoch")
+  expect_run(npz_nan_feature 1 ARGS train --data "${bad}/nan_feature.npz"
+             ERR "x_train holds nan at sample 7 (element 2 of it)" "nan_to_num")
+  expect_run(npz_huge_label 1 ARGS train --data "${bad}/huge_label.npz" ERR "y_train[3] is 100000000" "[0, 16777215]")
+  expect_missing("${WORK_DIR}/e.json")
   expect_run(npz_with_data_dir 2 ARGS train --data "${blobs}" --data-dir "${DATA_DIR}" ERR "excludes")
   expect_run(npz_output_is_input 1 ARGS train --data "${blobs}" --metrics-json "${blobs}" ERR "is an input of this command")
   return()

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace ingot::cli {
 
 namespace {
+
+/// The largest class id: the output layer gets one unit per id up to it (as load_csv's limit).
+constexpr int64_t kMaxClassId = (int64_t{1} << 24) - 1;
 
 bool integer_dtype(DType d) {
   return d == DType::kI8 || d == DType::kU8 || d == DType::kI32 || d == DType::kU32 || d == DType::kI64 ||
@@ -32,9 +36,11 @@ Array labels(const Array& y, const std::string& path, const std::string& name, i
   const std::vector<double> v = y.to_doubles();
   std::vector<int32_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] < 0 || v[i] > std::numeric_limits<int32_t>::max() - 1) {
+    if (v[i] < 0 || v[i] > kMaxClassId) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("--data '{}': {}[{}] is {}; class ids must be in [0, 2^31 - 2]", path, name, i, v[i]),
+                  fmt::format("--data '{}': {}[{}] is {:.0f}; class ids must be in [0, {}] (the output layer gets one "
+                              "unit per class up to the largest id)",
+                              path, name, i, v[i], kMaxClassId),
                   "number the classes 0, 1, ..., classes - 1");
     }
     out[i] = static_cast<int32_t>(v[i]);
@@ -44,11 +50,33 @@ Array labels(const Array& y, const std::string& path, const std::string& name, i
 }
 
 void check_features(const Array& x, const std::string& path, const std::string& name) {
-  if (x.rank() < 2 || x.dtype() == DType::kBF16 || x.dtype() == DType::kBool) {
+  int64_t per_sample = 1;
+  for (size_t i = 1; i < x.shape().size(); ++i) per_sample *= x.shape()[i];
+  if (x.rank() < 2 || per_sample == 0 || x.dtype() == DType::kBF16 || x.dtype() == DType::kBool) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--data '{}': {} is {} {}; it must be numeric samples of shape (n, features...)", path,
-                            name, dtype_name(x.dtype()), shape_to_string(x.shape())),
+                fmt::format("--data '{}': {} is {} {}; it must be numeric samples of shape (n, features...) with at "
+                            "least one feature",
+                            path, name, dtype_name(x.dtype()), shape_to_string(x.shape())),
                 "save one row (or image) per sample, e.g. x of shape (n, 28, 28) uint8 or (n, d) float32");
+  }
+  if (x.shape()[0] == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--data '{}': {} has no samples (shape {})", path, name, shape_to_string(x.shape())),
+                "both splits need at least one sample (the test split is evaluated after training)");
+  }
+  if (x.dtype() == DType::kF16 || x.dtype() == DType::kF32 || x.dtype() == DType::kF64) {
+    // The model trains in float32: a value that is not finite there poisons every step.
+    const std::vector<double> v = x.to_doubles();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i]) || std::fabs(v[i]) > std::numeric_limits<float>::max()) {
+        throw Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("--data '{}': {} holds {} at sample {} (element {} of it); features must be finite "
+                        "float32 values",
+                        path, name, v[i], static_cast<int64_t>(i) / per_sample, static_cast<int64_t>(i) % per_sample),
+            "clean or rescale the data (e.g. replace NaN with np.nan_to_num, divide by the largest value)");
+      }
+    }
   }
 }
 
@@ -82,9 +110,6 @@ TrainingSet load_npz_dataset(const std::string& path) {
                   "give one label per sample");
     }
   }
-  if (set.x_train.shape()[0] == 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--data '{}': x_train has no samples", path));
-  }
   set.classes = max_label + 1;
   if (set.classes < 2) {
     throw Error(
@@ -104,6 +129,14 @@ Shape model_sample_shape(const Array& x, const std::string& model) {
                             "got x of shape {}",
                             shape_to_string(x.shape())),
                 "use --model mlp for feature vectors");
+  }
+  // Two 3x3 "valid" convolutions and two 2x2 poolings: 10x10 is the smallest input they fit.
+  if (sample[0] < 10 || sample[1] < 10) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--model cnn needs images of at least 10x10 (two 3x3 convolutions and two 2x2 poolings), "
+                            "got {}x{}",
+                            sample[0], sample[1]),
+                "use --model mlp for smaller images");
   }
   return sample;
 }

@@ -1,6 +1,9 @@
 // Memory-mapped .npy files and the DataAdapter that streams batches out of them
 // (include/ingot/trainer/npy.h).
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -37,6 +40,7 @@ MappedNpy MappedNpy::open(const std::string& path) {
     out.data_offset_ = h.data_offset;
     out.row_bytes_ = h.shape[0] == 0 ? 0 : h.data_bytes / h.shape[0];
     std::tie(out.map_, out.map_size_) = file.release();
+    out.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     return out;
   });
 }
@@ -52,6 +56,7 @@ MappedNpy& MappedNpy::operator=(MappedNpy&& other) noexcept {
   swap_ = other.swap_;
   map_ = std::exchange(other.map_, nullptr);
   map_size_ = std::exchange(other.map_size_, 0);
+  fd_ = std::exchange(other.fd_, -1);
   data_offset_ = other.data_offset_;
   row_bytes_ = other.row_bytes_;
   return *this;
@@ -63,6 +68,8 @@ void MappedNpy::release() noexcept {
   if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), static_cast<size_t>(map_size_));
   map_ = nullptr;
   map_size_ = 0;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 Array MappedNpy::read_rows(std::span<const int64_t> indices) const {
@@ -76,6 +83,14 @@ Array MappedNpy::read_rows(std::span<const int64_t> indices) const {
                                 i, rows(), path_),
                     "pass row numbers below the file's row count");
       }
+    }
+    struct stat st{};
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && static_cast<int64_t>(st.st_size) < map_size_) {
+      throw Error(ErrorCode::kFailedPrecondition,
+                  fmt::format("MappedNpy::read_rows: '{}' now has {} bytes, fewer than the {} it had when opened (it "
+                              "was truncated or rewritten in place)",
+                              path_, static_cast<int64_t>(st.st_size), map_size_),
+                  "do not rewrite a data file while it is read; write the new one under another name and rename it");
     }
     Array out = Array::empty(shape, dtype_);
     auto* dst = static_cast<std::byte*>(out.raw_data());

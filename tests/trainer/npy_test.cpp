@@ -283,6 +283,17 @@ TEST(MappedNpy, ReadsRowsInAnyOrderInBothByteOrders) {
   EXPECT_EQ(target.read_rows(last).to_vector<int32_t>(), std::vector<int32_t>{50});
 }
 
+TEST(MappedNpy, AFileTruncatedAfterOpeningIsAnErrorNotACrash) {
+  const std::string path = temp_path("shrinks.npy");
+  fs::copy_file(fixture("rows_f4.npy"), path, fs::copy_options::overwrite_existing);
+  const MappedNpy f = MappedNpy::open(path);
+  const std::vector<int64_t> last = {9};
+  EXPECT_EQ(f.read_rows(last).to_vector<float>(), (std::vector<float>{90, 91, 92}));
+  fs::resize_file(path, 64);  // as np.save rewriting the file in place with fewer rows
+  testing::expect_error([&] { (void)f.read_rows(last); }, ErrorCode::kFailedPrecondition,
+                        {"shrinks.npy", "now has 64 bytes", "rewritten in place"});
+}
+
 TEST(NpyDataAdapter, GivesTheBatchesOfArrayDataAdapterWithoutLoadingTheFiles) {
   const Array x = load_npy(fixture("rows_f4.npy")), y = load_npy(fixture("rows_be_i8.npy"));
   for (const bool shuffle : {false, true}) {

@@ -153,7 +153,11 @@ class MappedNpy {
   /// Rows `indices` (each in [0, rows()), repeats allowed, any order) as a new host array of shape
   /// (indices.size(), shape()[1:]...) and dtype(), converted to host byte order. Throws
   /// ingot::Error: kOutOfRange for an index outside [0, rows()) (naming it, its position, the
-  /// file and rows()); kParseError for a bool element other than 0/1 (naming its byte offset).
+  /// file and rows()); kParseError for a bool element other than 0/1 (naming its byte offset);
+  /// kFailedPrecondition when the file was truncated since it was opened (e.g. np.save writing
+  /// it again in place: reading the mapping past its new end would be a SIGBUS; checked before
+  /// every read, so only a truncation during the copy itself is not caught; replacing the file
+  /// by a rename is safe, the mapping keeps the old one).
   Array read_rows(std::span<const int64_t> indices) const;
 
  private:
@@ -168,6 +172,7 @@ class MappedNpy {
   int64_t map_size_ = 0;            ///< bytes mapped
   int64_t data_offset_ = 0;         ///< where the elements start
   int64_t row_bytes_ = 0;           ///< bytes per row
+  int fd_ = -1;                     ///< the file, to notice a truncation (fstat) before reading
 };
 
 /// npy_data_adapter's options: the .npy files of a data set, each (samples, ...), C order.

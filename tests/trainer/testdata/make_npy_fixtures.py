@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the .npy/.npz fixtures of tests/trainer/npy_test.cpp with NumPy itself.
 
-Run once (the outputs are committed): /work/main/bench/.venv/bin/python
+Run once (the outputs are committed): bench/.venv/bin/python (a venv with numpy)
 tests/trainer/testdata/make_npy_fixtures.py. The values are the ones npy_test.cpp hard-codes;
 change both together. Files go to tests/trainer/testdata/npy/.
 """
