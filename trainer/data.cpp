@@ -14,6 +14,7 @@ namespace ingot {
 
 namespace {
 
+using detail::epoch_order;
 using detail::iota;
 using detail::take_rows;
 
@@ -118,11 +119,7 @@ std::vector<ir::TensorType> ArrayDataAdapter::x_types() const {
 }
 
 std::function<std::optional<Batch>()> ArrayDataAdapter::epoch(int64_t epoch) {
-  std::vector<int64_t> order = iota(0, num_samples());
-  if (shuffle_) {
-    std::mt19937_64 rng(seed_ + static_cast<uint64_t>(epoch));
-    std::shuffle(order.begin(), order.end(), rng);
-  }
+  std::vector<int64_t> order = epoch_order(num_samples(), shuffle_, seed_, epoch);
   auto next = std::make_shared<int64_t>(0);
   return [this, order = std::move(order), next]() -> std::optional<Batch> {
     const int64_t n = num_samples();
@@ -303,6 +300,15 @@ Array take_rows(const Array& a, const std::vector<int64_t>& rows) {
     std::memcpy(dst + static_cast<int64_t>(i) * row_bytes, src + rows[i] * row_bytes, static_cast<size_t>(row_bytes));
   }
   return out;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order = iota(0, n);
+  if (shuffle) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  return order;
 }
 
 std::vector<int64_t> iota(int64_t begin, int64_t end) {

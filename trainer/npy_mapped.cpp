@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "ingot/runtime/error.h"
 #include "ingot/trainer/npy.h"
@@ -192,11 +191,7 @@ std::vector<ir::TensorType> NpyDataAdapter::x_types() const {
 }
 
 std::function<std::optional<Batch>()> NpyDataAdapter::epoch(int64_t epoch) {
-  std::vector<int64_t> order = detail::iota(0, num_samples());
-  if (shuffle_) {  // the permutation ArrayDataAdapter draws (trainer/data.cpp)
-    std::mt19937_64 rng(seed_ + static_cast<uint64_t>(epoch));
-    std::shuffle(order.begin(), order.end(), rng);
-  }
+  std::vector<int64_t> order = detail::epoch_order(num_samples(), shuffle_, seed_, epoch);  // as ArrayDataAdapter
   auto next = std::make_shared<int64_t>(0);
   return [this, order = std::move(order), next]() -> std::optional<Batch> {
     const int64_t n = num_samples();
