@@ -1,4 +1,5 @@
 #include "bench.h"
+#include "cli.h"
 
 #include <fmt/format.h>
 
@@ -401,7 +402,7 @@ json time_model(const std::string& name, const BenchCommand& c, CudaDevice* cuda
                     .perf_jitdump = c.perf_jitdump},
        .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
        .distribution = std::move(dp),
-       .cuda = {.cuda_graphs = c.cuda_graphs}});
+       .cuda = {.cuda_graphs = c.cuda_graphs, .libraries = cuda_library_search({})}});
   Allocator& allocator = cuda != nullptr ? cuda->allocator() : default_cpu_device().allocator();
   const Clock::time_point first = Clock::now();
   const double loss_first = *b.model->train_on_batch(b.x, b.y).get("loss");
@@ -546,7 +547,7 @@ json time_variant(const std::string& name, const std::string& v, const BenchComm
                    .perf_jitdump = c.perf_jitdump},
       .target = cuda != nullptr ? cuda_target(*cuda) : nullptr,
       .distribution = dp,
-      .cuda = {.cuda_graphs = c.cuda_graphs}};
+      .cuda = {.cuda_graphs = c.cuda_graphs, .libraries = cuda_library_search({})}};
   FitOptions fit{.batch_size = b.batch, .epochs = 1, .verbose = 0, .shuffle = false};
   apply_variant(v, compile, fit);
   b.model->compile(std::move(compile));
@@ -612,7 +613,7 @@ json gemm_row(int64_t n, const std::string& path, double seconds, std::ostream& 
 /// cuBLAS sgemm on device buffers, timed with the stream synchronised after each call: the peak
 /// the jitted products are compared with.
 double cublas_direct_seconds(CudaDevice& cuda, const Array& a, const Array& b, int64_t steps) {
-  std::shared_ptr<CublasLibrary> lib = CublasLibrary::load();
+  std::shared_ptr<CublasLibrary> lib = CublasLibrary::load(cuda_library_search({}));
   if (!lib->available()) {
     throw Error(ErrorCode::kFailedPrecondition, "ingot bench: cuBLAS unavailable: " + lib->unavailable_reason(),
                 "install the CUDA toolkit's cuBLAS");

@@ -1,6 +1,7 @@
 // `ingot train` / `evaluate` / `predict` (tools/train.h; guide: docs/train.md).
 #include "train.h"
 
+#include "cli.h"
 #include "compile_json.h"
 #include "process_memory.h"
 #include "train_data.h"
@@ -528,7 +529,9 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
                                {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                 .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
                                 .perf_jitdump = c.perf_jitdump},
-                               device_target(cuda.get()), {.cuda_graphs = c.cuda_graphs}, where.distribution);
+                               device_target(cuda.get()),
+                               {.cuda_graphs = c.cuda_graphs, .libraries = cuda_library_search({})},
+                               where.distribution);
   if (!c.quiet) print_header(out, c, *model, d, data.what, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.

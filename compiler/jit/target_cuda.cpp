@@ -40,8 +40,9 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   for (const auto& [param, output] : pairs) {
     program.donated.emplace_back(static_cast<int64_t>(param), static_cast<int64_t>(m.result_of_output[output]));
   }
-  std::shared_ptr<const CudaExecutable> exe = CudaExecutable::create(
-      std::move(program), device, nullptr, std::nullopt, CudaExecutableOptions{.cuda_graphs = options.cuda_graphs});
+  std::shared_ptr<const CudaExecutable> exe =
+      CudaExecutable::create(std::move(program), device, nullptr, std::nullopt,
+                             CudaExecutableOptions{.cuda_graphs = options.cuda_graphs, .libraries = options.libraries});
   const size_t n_in = in.size(), n_res = res.size();
   std::vector<std::pair<Shape, DType>> slots = in;
   slots.insert(slots.end(), res.begin(), res.end());

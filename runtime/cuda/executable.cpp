@@ -439,14 +439,14 @@ namespace {
 
 /// The CudaDnn for `create`'s `dnn` argument (see CudaExecutable::create), and why there is none.
 std::shared_ptr<CudaDnn> conv_library(const CudaProgram& program, CudaDevice& device,
-                                      std::optional<std::shared_ptr<CudaDnn>> dnn, std::string& reason) {
+                                      std::optional<std::shared_ptr<CudaDnn>> dnn, const LibrarySearch& libraries,
+                                      std::string& reason) {
   if (dnn) {
     if (*dnn == nullptr) reason = "no CudaDnn was given (CudaExecutable::create)";
     return *dnn;
   }
   if (program.convs().empty()) return nullptr;
-  // The toolkit's lib64 first, then the loader (LibrarySearch's defaults; `ingot cuda-info` shows the result).
-  const std::shared_ptr<CudnnLibrary> cudnn = CudnnLibrary::load(LibrarySearch{});
+  const std::shared_ptr<CudnnLibrary> cudnn = CudnnLibrary::load(libraries);  // `ingot cuda-info` shows the result
   if (!cudnn->available()) {
     reason = "cuDNN is not available: " + cudnn->unavailable_reason();
     return nullptr;
@@ -473,12 +473,12 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
                 "keep a few graphs (the default 4 covers a trainer's alternating batch buffers)");
   }
   std::string dnn_reason;
-  std::shared_ptr<CudaDnn> conv_dnn = conv_library(program, device, std::move(dnn), dnn_reason);
+  std::shared_ptr<CudaDnn> conv_dnn = conv_library(program, device, std::move(dnn), options.libraries, dnn_reason);
   const bool has_gemm = program.gemm_count() > 0;
   std::unique_ptr<CudaExecutable> e(new CudaExecutable(std::move(program), device, std::move(blas)));
   e->load_modules();  // on an error the destructor unloads what was loaded
   if (has_gemm && e->blas_ == nullptr) {
-    std::shared_ptr<CublasLibrary> cublas = CublasLibrary::load(LibrarySearch{});
+    std::shared_ptr<CublasLibrary> cublas = CublasLibrary::load(options.libraries);
     e->blas_ = cublas->create(device);
   }
   e->upload_constants();

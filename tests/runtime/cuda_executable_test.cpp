@@ -1034,6 +1034,28 @@ TEST_F(FakeCublas, TransposedEpilogueGemmsAndNoAlgorithmIsANamedError) {
   EXPECT_EQ(log_->lt_matmul_calls, 1);
 }
 
+TEST_F(FakeCublas, CreateLoadsCublasFromItsLibrarySearch) {
+  namespace fs = std::filesystem;
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  const fs::path venv = fs::path(::testing::TempDir()) / "ingot_create_venv";
+  const fs::path lib_dir = venv / "lib/python3.12/site-packages/nvidia/cublas/lib";
+  fs::remove_all(venv);
+  fs::create_directories(lib_dir);
+  fs::copy_file(INGOT_FAKE_CUBLAS, lib_dir / "libcublas.so.13");
+  fs::copy_file(INGOT_FAKE_CUBLAS, lib_dir / "libcublasLt.so.13");
+  const CudaProgram p = dense_program(3, 4, 5, CudaGemm::Epilogue::kNone);
+  EXPECT_NO_THROW(CudaExecutable::create(
+      p, *dev, nullptr, std::nullopt,
+      {.libraries = {.toolkit_root = "", .loader_path = false, .python_prefixes = {venv.string()}}}));
+  expect_error(
+      [&] {
+        CudaExecutable::create(p, *dev, nullptr, std::nullopt,
+                               {.libraries = {.toolkit_root = "", .loader_path = false}});
+      },
+      ErrorCode::kFailedPrecondition, {"cannot run GEMMs on cuda:0", "libcublas.so.13 was not found"});
+}
+
 TEST_F(FakeCublas, PlainAndStridedBatchedGemmsAreCublasCalls) {
   const int64_t m = 3, n = 4, k = 5, batch = 3;
   FakeCudaScope fake;

@@ -15,6 +15,7 @@
 #include "ingot/codegen/pipeline.h"
 #include "ingot/runtime/cuda_program.h"
 #include "ingot/runtime/dtype.h"
+#include "ingot/runtime/library_search.h"
 #include "ingot/runtime/shape.h"
 
 namespace ingot::codegen {
@@ -58,6 +59,9 @@ struct CudaCompileOptions {
   /// addresses and replayed as one cuGraphLaunch, the temporaries held in a per-executable arena.
   /// Off by default until measured on a GPU (docs/runtime-cuda.md, "CUDA graphs").
   bool cuda_graphs = false;
+  /// Where the compiled program's executable finds cuBLAS and cuDNN
+  /// (CudaExecutableOptions::libraries, which compile_graph_cuda and so jit pass it to).
+  LibrarySearch libraries;
 };
 
 /// The default CUDA pipeline, stage by stage (docs/compiler.md): canonicalize+cse, gemm-epilogues

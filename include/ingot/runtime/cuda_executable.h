@@ -219,6 +219,10 @@ struct CudaExecutableOptions {
   /// few addresses; donated state keeps its own). In [1, 1024] (ingot::Error kInvalidArgument
   /// at create otherwise).
   int64_t graph_cache_size = 4;
+  /// Where create looks for cuBLAS and cuDNN when it loads them itself (no `blas` / `dnn` given):
+  /// the toolkit's lib64, then the loader by default; `ingot` passes cuda_library_search's
+  /// (INGOT_CUDA_LIB_DIRS, a Python environment's nvidia/*/lib). docs/runtime-cuda.md.
+  LibrarySearch libraries;
 };
 
 /// What the graph path of a CudaExecutable did so far (CudaExecutable::graph_stats).
