@@ -65,12 +65,24 @@ void CudaExecutable::run_with_graphs(std::span<const uint64_t> addresses) const 
   const CUresult launched = api.cuGraphLaunch(exec, device_.compute_stream().handle());
   if (launched != CUDA_SUCCESS) {
     (void)api.cuGraphExecDestroy(exec);
-    cuda_detail::check(api, launched, "cuGraphLaunch",
-                       fmt::format("launching a newly captured CUDA graph on {}", device_.name()));
+    return fall_back(launched, fmt::format("launching a newly captured CUDA graph on {}", device_.name()), addresses);
   }
   keep_graph(exec, addresses);
   ++graph_stats_.captures;
   ++captures_in_a_row_;
+}
+
+void CudaExecutable::fall_back(int result, const std::string& what, std::span<const uint64_t> addresses) const {
+  // As a failed capture: graphs go off for this executable with the reason, and the run (and
+  // every later one) goes uncaptured. An error that broke the context (sticky, e.g. an illegal
+  // address) then surfaces from the uncaptured run's own launches.
+  try {
+    cuda_detail::check(device_.driver()->api(), static_cast<CUresult>(result), "cuGraphLaunch", what);
+  } catch (const Error& e) {
+    graph_stats_.disabled_reason = e.message();
+  }
+  destroy_graphs();
+  run_uncaptured(addresses);
 }
 
 void CudaExecutable::run_uncaptured(std::span<const uint64_t> addresses) const {
@@ -84,8 +96,11 @@ bool CudaExecutable::replay(std::span<const uint64_t> addresses) const {
   });
   if (cached == graphs_.end()) return false;
   const cuda_detail::DriverApi& api = device_.driver()->api();
-  cuda_detail::check(api, api.cuGraphLaunch(cached->exec, device_.compute_stream().handle()), "cuGraphLaunch",
-                     fmt::format("replaying the CUDA graph of a run on {}", device_.name()));
+  const CUresult launched = api.cuGraphLaunch(cached->exec, device_.compute_stream().handle());
+  if (launched != CUDA_SUCCESS) {
+    fall_back(launched, fmt::format("replaying the CUDA graph of a run on {}", device_.name()), addresses);
+    return true;  // the run went uncaptured
+  }
   cached->last_use = ++graph_clock_;
   ++graph_stats_.replays;
   captures_in_a_row_ = 0;

@@ -337,6 +337,9 @@ class CudaExecutable {
   void run_with_graphs(std::span<const uint64_t> addresses) const;
   /// enqueue_thunks, counted as an uncaptured run.
   void run_uncaptured(std::span<const uint64_t> addresses) const;
+  /// After a failed cuGraphLaunch (`result`, while `what`): graphs off with the reason, the
+  /// cached ones destroyed, and the run enqueued uncaptured.
+  void fall_back(int result, const std::string& what, std::span<const uint64_t> addresses) const;
   /// Launches the cached graph of `addresses` if there is one (false otherwise).
   bool replay(std::span<const uint64_t> addresses) const;
   /// Caches `exec` for `addresses`, evicting the least recently used graph when full.
