@@ -88,7 +88,8 @@ file(GLOB _ingot_gpu_test_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/
      ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda/*_test.cpp
      ${PROJECT_SOURCE_DIR}/tests/compiler/codegen/cuda_gpu/*_test.cpp ${PROJECT_SOURCE_DIR}/tests/kernels/*_test.cpp)
 set(_ingot_cli_sources ${PROJECT_SOURCE_DIR}/tools/cli.cpp ${PROJECT_SOURCE_DIR}/tools/bench.cpp
-    ${PROJECT_SOURCE_DIR}/tools/demo.cpp ${PROJECT_SOURCE_DIR}/tools/launch.cpp ${PROJECT_SOURCE_DIR}/tools/train.cpp)
+    ${PROJECT_SOURCE_DIR}/tools/demo.cpp ${PROJECT_SOURCE_DIR}/tools/launch.cpp ${PROJECT_SOURCE_DIR}/tools/train.cpp
+    ${PROJECT_SOURCE_DIR}/tools/train_data.cpp)
 add_executable(gpu_tests ${PROJECT_SOURCE_DIR}/tests/gpu_bundle_main.cpp ${_ingot_gpu_test_sources} ${_ingot_cli_sources})
 target_link_libraries(gpu_tests PRIVATE ingot_trainer ingot_jit ingot_codegen_cpu ingot_codegen_cuda ingot_autodiff
                                         ingot_compiler GTest::gtest GTest::gmock CLI11::CLI11

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "ingot/runtime/error.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <system_error>
@@ -59,6 +61,58 @@ std::vector<LibraryCandidate> library_candidates(const std::string& soname, cons
     }
   }
   return out;
+}
+
+namespace {
+
+constexpr const char* kLibdevice = "libdevice.10.bc";
+
+/// The places libdevice_candidates looks in, existing or not, with their sources.
+std::vector<LibraryCandidate> libdevice_places(const LibrarySearch& search) {
+  std::vector<LibraryCandidate> out;
+  for (const std::string& dir : search.dirs)
+    out.push_back({(fs::path(dir) / kLibdevice).string(), "INGOT_CUDA_LIB_DIRS / LibrarySearch::dirs"});
+  if (!search.toolkit_root.empty())
+    out.push_back({(fs::path(search.toolkit_root) / "nvvm" / "libdevice" / kLibdevice).string(), "CUDA toolkit"});
+  for (const std::string& prefix : search.python_prefixes) {
+    const auto pythons =
+        subfolders(fs::path(prefix) / "lib", [](const std::string& n) { return n.rfind("python3", 0) == 0; });
+    for (const fs::path& python : pythons) {
+      for (const fs::path& package :
+           subfolders(python / "site-packages" / "nvidia", [](const std::string&) { return true; })) {
+        out.push_back({(package / "nvvm" / "libdevice" / kLibdevice).string(), "Python environment"});
+      }
+    }
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    out.push_back(
+        {(exe.parent_path().parent_path() / "share" / "ingot" / kLibdevice).string(), "beside the executable"});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LibraryCandidate> libdevice_candidates(const LibrarySearch& search) {
+  std::vector<LibraryCandidate> out;
+  for (LibraryCandidate& c : libdevice_places(search)) {
+    if (is_file(c.path)) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+LibraryCandidate find_libdevice(const LibrarySearch& search) {
+  const std::vector<LibraryCandidate> found = libdevice_candidates(search);
+  if (!found.empty()) return found.front();
+  std::string tried;
+  for (const LibraryCandidate& c : libdevice_places(search)) tried += fmt::format("\n  {} ({})", c.path, c.source);
+  throw Error(ErrorCode::kNotFound,
+              fmt::format("NVIDIA's libdevice ({}) was not found; looked in:{}", kLibdevice,
+                          tried.empty() ? std::string(" nowhere (an empty search)") : tried),
+              "install the CUDA toolkit (nvvm/libdevice/libdevice.10.bc), name its folder in INGOT_CUDA_LIB_DIRS / "
+              "LibrarySearch::dirs, or set CudaCompileOptions::libdevice to the file");
 }
 
 std::string library_path(void* handle) {

@@ -663,6 +663,17 @@ json time_gemms(const BenchCommand& c, CudaDevice* cuda, std::ostream& out) {
 
 }  // namespace
 
+namespace {
+
+/// `report` as written before the last model ends: its peak memory so far and "complete": false.
+std::string partial_report(json report) {
+  report["peak_rss_bytes"] = peak_rss_bytes();
+  report["complete"] = false;
+  return report.dump(2) + "\n";
+}
+
+}  // namespace
+
 int run_bench(const BenchCommand& c, std::ostream& out) {
   check_options(c);
   const std::unique_ptr<CudaDevice> cuda = open_cuda(c.device);
@@ -720,6 +731,10 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
       report["models"][m]["fraction_of_peak"] = fraction;
       out << fmt::format("     {:.1f}% of the measured FMA peak\n", 100 * fraction);
     }
+    out.flush();  // each model's lines as soon as it is timed (a run killed later keeps them)
+    // The report so far, "complete": false, so that a run killed during a later model keeps
+    // this one's result (tools/gpu_check.sh).
+    if (!c.json.empty() && &m != &c.models.back()) write_report(c.json, partial_report(report));
     if (variants.empty()) continue;
     out << fmt::format("{:<4} variants (fit, {} steps after {} warm-up):\n", m, c.steps,
                        std::max<int64_t>(c.warmup, 1));
@@ -729,6 +744,7 @@ int run_bench(const BenchCommand& c, std::ostream& out) {
   }
   report["gemm"] = time_gemms(c, cuda.get(), out);
   report["peak_rss_bytes"] = peak_rss_bytes();
+  report["complete"] = true;
   if (!c.json.empty()) write_report(c.json, report.dump(2) + "\n");
   return 0;
 }

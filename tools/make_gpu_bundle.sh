@@ -9,7 +9,8 @@
 # library it still loads (except glibc's and the CUDA driver/libraries, which the GPU machine
 # provides) into gpu_bundle/lib and the Fashion-MNIST IDX files, decompressed (xz packs them
 # better than their gzip), into gpu_bundle/data/fashion-mnist (from $FASHION_MNIST_DIR, default
-# /usr/share/datasets/fashion-mnist; left out with a warning when missing), checks with ldd that
+# /usr/share/datasets/fashion-mnist; left out with a warning when missing), libdevice.10.bc into
+# gpu_bundle/share/ingot (find_libdevice's last place), checks with ldd that
 # nothing else is needed, writes gpu_bundle/MANIFEST.txt and packs gpu_bundle.tar.xz (xz -9).
 # Both outputs are git-ignored.
 # Prints the sizes; exits 1 when the archive is over 60 MiB (the GPU machine takes 64 MiB in all)
@@ -56,7 +57,7 @@ for bin in "${BINARIES[@]}"; do
 done
 
 rm -rf "$OUT" "$ARCHIVE"
-mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/data"
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/data" "$OUT/share"
 
 # Copies the shared libraries `ldd` resolves for $1 (on this machine) into lib/, named by soname.
 copy_libs() {
@@ -92,6 +93,15 @@ if [[ -f $DATA_SRC/${DATA_FILES[0]}.gz ]]; then
   done
 else
   echo "make_gpu_bundle.sh: warning: no Fashion-MNIST in $DATA_SRC; the bundle has no data (the GPU training run will be skipped)" >&2
+fi
+# libdevice, where find_libdevice looks beside the executable (bin/../share/ingot), in case the
+# GPU machine's CUDA install lacks nvvm/ (a driver-only or pip-wheel install).
+readonly LIBDEVICE=/usr/local/cuda/nvvm/libdevice/libdevice.10.bc
+if [[ -f $LIBDEVICE ]]; then
+  mkdir -p "$OUT/share/ingot"
+  cp "$LIBDEVICE" "$OUT/share/ingot/"
+else
+  echo "make_gpu_bundle.sh: warning: no $LIBDEVICE; the bundle carries no libdevice" >&2
 fi
 # The text the benchmark's LM trains on (ingot bench --lm-text): the GPU machine may lack base-files.
 if [[ -f /usr/share/common-licenses/GPL-3 ]]; then cp /usr/share/common-licenses/GPL-3 "$OUT/data/GPL-3"; fi
@@ -131,7 +141,7 @@ glibc=$(objdump -T "$OUT"/bin/* "$OUT"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]
   echo "needs:   $glibc or newer, x86-64, /usr/local/cuda/bin/ptxas for the ptx suite"
   echo "run:     tools/gpu_check.sh OUT_DIR (from the repository root)"
   echo "files:"
-  (cd "$OUT" && find bin lib data -type f -printf '  %-40p %s bytes\n' | sort)
+  (cd "$OUT" && find bin lib data share -type f -printf '  %-40p %s bytes\n' | sort)
   (cd "$OUT" && find bin -type l -printf '  %-40p -> %l\n')
 } > "$OUT/MANIFEST.txt"
 

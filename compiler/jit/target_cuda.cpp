@@ -16,6 +16,26 @@ namespace ingot {
 
 #ifdef INGOT_HAVE_CUDA_TOOLKIT
 
+namespace {
+
+/// `options` with `archs` cut to the one architecture `device` will load (select_cuda_ptx_arch):
+/// PTX for the others would be generated only to be thrown away, and code generation is per
+/// architecture. Left as it is when none fits (loading then names the archs and the device's).
+codegen::CudaCompileOptions for_device(const codegen::CudaCompileOptions& options, const CudaDevice& device) {
+  CudaKernelImage archs{.name = "compile_graph_cuda"};
+  for (const std::string& a : options.archs) archs.ptx[a];
+  const auto [major, minor] = device.driver()->device_compute_capability(device.ordinal());
+  codegen::CudaCompileOptions narrowed = options;
+  try {
+    narrowed.archs = {select_cuda_ptx_arch(archs, major, minor)};
+  } catch (const Error&) {
+    // none of the archs runs on the device: CudaExecutable::create reports it
+  }
+  return narrowed;
+}
+
+}  // namespace
+
 std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
                                                      const codegen::CudaCompileOptions& options,
                                                      const std::vector<int64_t>& donate_argnums,
@@ -29,12 +49,14 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   cuda_lowering.library_conv_min_k = 0;
   // The CUDA host plan is one list of thunks: no functions to call.
   cuda_lowering.share_repeated_scopes = false;
+  // Scatter-adds (embedding gradients) as one thread per update element with atomic adds.
+  cuda_lowering.atomic_scatter = true;
   const std::vector<std::pair<size_t, size_t>> pairs = detail::donation_pairs(graph, donate_argnums);
   const lower::LoweredModule m = lower::lower_graph(graph, "main", pairs, cuda_lowering);
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
-  CudaProgram program = codegen::compile_cuda(m.text, "main", in, res, options);
+  CudaProgram program = codegen::compile_cuda(m.text, "main", in, res, for_device(options, device));
   // Donated parameters are written in place: the lowering computes each paired output into its
   // parameter's buffer, and the thunk passes the parameter's array as that output.
   for (const auto& [param, output] : pairs) {

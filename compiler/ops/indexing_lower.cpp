@@ -159,6 +159,40 @@ std::string scatter_add(BodyBuilder& b, DType d, const std::string& cur, const s
   return b.let(fmt::format("arith.{} {}, {} : {}", is_floating(d) ? "addf" : "addi", cur, v, el(d)));
 }
 
+/// Whether memref.atomic_rmw adds `d` (addf / addi) on every target.
+bool has_atomic_add(DType d) { return d == DType::kF32 || d == DType::kF64 || d == DType::kI32 || d == DType::kI64; }
+
+/// LoweringOptions::atomic_scatter: the operand copied into a fresh buffer (linalg.copy), one
+/// scf.parallel over the update elements, each adding its element with memref.atomic_rmw where
+/// its window fits, and the buffer as the result (bufferization.to_tensor restrict writable, as
+/// library GEMM results are).
+void lower_scatter_atomic(LoweringContext& ctx, const Node& node, const Scatter& s) {
+  const TensorType operand = in_type(ctx, node, 0), indices = in_type(ctx, node, 1), updates = in_type(ctx, node, 2);
+  const std::string mt = fmt::format(
+      "memref<{}{}>", operand.rank() > 0 ? fmt::format("{}x", fmt::join(operand.shape, "x")) : "", el(operand.dtype));
+  const std::string src = ctx.library_read(ctx.operand(node, 0), ty(operand), mt);
+  const std::string buf = ctx.let(fmt::format("memref.alloc() {{alignment = 64 : i64}} : {}", mt), "m");
+  ctx.emit(fmt::format("linalg.copy ins({} : {}) outs({} : {})", src, mt, buf, mt));
+  LocalCode code(ctx);
+  BodyBuilder& b = code.b();
+  const std::string u = b.fresh();
+  b.emit(fmt::format("scf.parallel ({}) = ({}) to ({}) step ({}) {{", u, index_const(b, 0),
+                     index_const(b, num_elements(updates.shape)), index_const(b, 1)));
+  const std::vector<std::string> ui = unravel(b, u, updates.shape);
+  const auto [pos, fits] = scatter_position(b, s, ctx.operand(node, 1), indices, operand, ui);
+  b.emit(fmt::format("scf.if {} {{", fits));
+  const std::string v =
+      b.let(fmt::format("tensor.extract {}[{}] : {}", ctx.operand(node, 2), fmt::join(ui, ", "), ty(updates)));
+  b.let(fmt::format("memref.atomic_rmw {} {}, {}[{}] : ({}, {}) -> {}", is_floating(operand.dtype) ? "addf" : "addi", v,
+                    buf, fmt::join(pos, ", "), el(operand.dtype), mt, el(operand.dtype)));
+  b.emit("}");
+  b.emit("scf.reduce");
+  b.emit("}");
+  code.flush();
+  ctx.bind(node.outputs[0],
+           ctx.let(fmt::format("bufferization.to_tensor {} restrict writable : {} to {}", buf, mt, ty(operand)), "t"));
+}
+
 /// A copy of the operand (never the caller's buffer), then one scf.for over the update elements
 /// in row-major order: each computes its window's start, skips it unless the whole window lies
 /// inside the operand, and adds (or assigns) the element with tensor.extract/tensor.insert.
@@ -171,6 +205,7 @@ void lower_scatter(LoweringContext& ctx, const Node& node) {
     if (!contains(s.to_operand, d) && operand.shape[d] < s.window[d]) any_fits = false;
   }
   if (!any_fits) return ctx.bind(node.outputs[0], ctx.operand(node, 0));
+  if (ctx.options().atomic_scatter && s.add && has_atomic_add(operand.dtype)) return lower_scatter_atomic(ctx, node, s);
   const std::string t = ty(operand);
   const std::string copy =
       ctx.let(fmt::format("bufferization.alloc_tensor() copy({}) : {}", ctx.operand(node, 0), t), "cp");

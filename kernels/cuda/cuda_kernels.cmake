@@ -4,7 +4,7 @@
 # behind __CUDACC__) and, when the CUDA toolkit is present, by nvcc -ptx once per architecture;
 # each PTX file is embedded as a string in a generated header (embed_ptx.cmake) so that
 # cuda_kernel_ptx() hands it to cuModuleLoadData. No GPU and no libcuda are needed to build.
-set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy layernorm adam attention conv)
+set(INGOT_CUDA_KERNEL_FAMILIES softmax_cross_entropy layernorm adam attention conv bias)
 set(INGOT_CUDA_KERNEL_ARCHS sm_80 sm_90)
 set(dir ${CMAKE_CURRENT_SOURCE_DIR}/cuda)
 set(gen ${CMAKE_CURRENT_BINARY_DIR}/cuda_ptx)

@@ -49,7 +49,7 @@ std::vector<void*> CudaKernelLaunch::param_pointers() {
 std::vector<std::string> cuda_kernel_archs() { return {"sm_80", "sm_90"}; }
 
 std::vector<std::string> cuda_kernel_families() {
-  return {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv"};
+  return {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv", "bias"};
 }
 
 bool cuda_kernels_have_ptx() {
@@ -67,7 +67,7 @@ std::string_view cuda_kernel_ptx(std::string_view family, std::string_view arch)
   if (!known_family || !known_arch) {
     throw Error(ErrorCode::kNotFound,
                 fmt::format("cuda_kernel_ptx: no PTX for family '{}' and arch '{}'", family, arch),
-                "families: softmax_cross_entropy, layernorm, adam, attention, conv; archs: sm_80, sm_90");
+                "families: softmax_cross_entropy, layernorm, adam, attention, conv, bias; archs: sm_80, sm_90");
   }
 #if defined(INGOT_KERNELS_HAVE_PTX)
   for (const auto& [f, a, text] : kPtxTable) {

@@ -46,4 +46,8 @@ void check_adam_options(std::string_view who, const AdamOptions& options, int64_
 void check_attention_args(std::string_view who, int64_t batch, int64_t heads, int64_t seq_len, int64_t head_dim,
                           std::optional<float> scale);
 
+/// Throws ingot::Error kInvalidArgument naming `who` unless 1 <= m, n <= 2^40 and ldc >= m
+/// (kernels/cpu/bias.cpp).
+void check_bias_shape(std::string_view who, int64_t m, int64_t n, int64_t ldc);
+
 }  // namespace ingot::kernels::detail

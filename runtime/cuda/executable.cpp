@@ -490,6 +490,9 @@ std::unique_ptr<CudaExecutable> CudaExecutable::create(CudaProgram program, Cuda
   e->conv_choices_.resize(convs);
   e->conv_plans_.resize(convs);
   e->conv_workspaces_.resize(convs);
+  e->epilogue_fallbacks_.resize(
+      static_cast<size_t>(std::count_if(e->program_.thunks.begin(), e->program_.thunks.end(),
+                                        [](const CudaThunk& t) { return t.kind == CudaThunk::Kind::kGemm; })));
   return e;
 }
 
@@ -771,7 +774,7 @@ std::shared_ptr<CudaEvent> CudaExecutable::run(std::span<const Array> inputs, st
 }
 
 void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const {
-  size_t conv = 0;
+  size_t conv = 0, gemm = 0;
   for (const CudaThunk& t : program_.thunks) {
     if (t.kind == CudaThunk::Kind::kLaunch)
       launch(t.launch, addresses, stream);
@@ -779,8 +782,7 @@ void CudaExecutable::enqueue_thunks(std::span<const uint64_t> addresses, const C
       if (conv_choices_[conv].engine == CudaConvChoice::Engine::kUndecided) choose_conv(conv, t.conv, addresses);
       run_chosen_conv(conv++, t.conv, addresses, stream);
     } else {
-      // A batched GEMM is one strided-batched call (per element only when C matrices overlap).
-      for (const CudaBlasGemm& c : cuda_blas_calls(t.gemm, addresses)) blas_->gemm(c, stream);
+      run_gemm(gemm++, t.gemm, addresses, stream);
     }
   }
 }

@@ -29,6 +29,7 @@ const std::map<std::string, std::pair<std::string, int64_t>>& expected_kernels()
       {"ingot_attention_forward_f32", {"attention", 256}},
       {"ingot_conv_implicit_gemm_f32", {"conv", 256}},
       {"ingot_conv_implicit_gemm_f64", {"conv", 256}},
+      {"ingot_bias_act_f32", {"bias", 256}},
   };
   return k;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "ingot/runtime/error.h"
 #include "ingot/runtime/library_search.h"
 
 namespace ingot {
@@ -95,6 +96,40 @@ TEST(LibrarySearch, TheLoaderPathGivesTheFileItOpened) {
   EXPECT_EQ(z.source, "dynamic loader");
   EXPECT_TRUE(fs::path(z.path).is_absolute()) << z.path;
   EXPECT_NE(z.path.find("libz.so"), std::string::npos);
+}
+
+TEST(LibrarySearch, LibdeviceIsFoundInTheDocumentedOrder) {
+  Tree t;
+  fs::create_directories(t.root / "venv/lib/python3.11/site-packages/nvidia/cuda_nvcc/nvvm/libdevice");
+  fs::create_directories(t.root / "toolkit/nvvm/libdevice");
+  t.put("venv/lib/python3.11/site-packages/nvidia/cuda_nvcc/nvvm/libdevice/libdevice.10.bc", false);
+  LibrarySearch s = t.search();
+  std::vector<LibraryCandidate> c = libdevice_candidates(s);
+  ASSERT_GE(c.size(), 1u);
+  EXPECT_EQ(c[0].source, "Python environment");
+  EXPECT_NE(c[0].path.find("cuda_nvcc/nvvm/libdevice/libdevice.10.bc"), std::string::npos) << c[0].path;
+  t.put("toolkit/nvvm/libdevice/libdevice.10.bc", false);
+  EXPECT_EQ(find_libdevice(s).source, "CUDA toolkit");
+  t.put("dirs/libdevice.10.bc", false);
+  const LibraryCandidate first = find_libdevice(s);
+  EXPECT_EQ(first.path, (t.root / "dirs/libdevice.10.bc").string());
+  EXPECT_EQ(first.source, "INGOT_CUDA_LIB_DIRS / LibrarySearch::dirs");
+  EXPECT_GE(libdevice_candidates(s).size(), 3u);
+}
+
+TEST(LibrarySearch, LibdeviceFoundNowhereIsNotFoundListingThePlaces) {
+  Tree t;
+  try {
+    find_libdevice(t.search());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    for (const std::string& part :
+         {(t.root / "dirs/libdevice.10.bc").string(), (t.root / "toolkit/nvvm/libdevice/libdevice.10.bc").string(),
+          std::string("beside the executable"), std::string("INGOT_CUDA_LIB_DIRS")}) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << part << " in " << e.what();
+    }
+  }
 }
 
 }  // namespace

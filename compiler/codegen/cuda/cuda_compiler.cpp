@@ -80,11 +80,16 @@ void check_options(const CudaCompileOptions& o) {
   }
 }
 
-void check_libdevice(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) {
-    throw Error(ErrorCode::kNotFound, fmt::format("libdevice '{}' not found", path),
-                "install the CUDA toolkit (nvvm/libdevice/libdevice.10.bc) or set CudaCompileOptions::libdevice");
+/// The libdevice file `o` links: CudaCompileOptions::libdevice when set (kNotFound when it is not
+/// a file), else find_libdevice(o.libraries) (kNotFound naming the places looked in).
+std::string libdevice_of(const CudaCompileOptions& o) {
+  if (o.libdevice.empty()) return find_libdevice(o.libraries).path;
+  if (!std::filesystem::is_regular_file(o.libdevice)) {
+    throw Error(ErrorCode::kNotFound, fmt::format("libdevice '{}' not found", o.libdevice),
+                "install the CUDA toolkit (nvvm/libdevice/libdevice.10.bc), or set CudaCompileOptions::libdevice to "
+                "the file (empty: searched, find_libdevice)");
   }
+  return o.libdevice;
 }
 
 void initialise_mlir_once() {
@@ -264,7 +269,11 @@ class PlanBuilder {
     g.dtype = *dt;
     g.a = arg_of(*call, call.getOperand(0));
     g.b = arg_of(*call, call.getOperand(1));
-    if (bias) g.bias = arg_of(*call, call.getOperand(2));
+    if (bias) {
+      g.bias = arg_of(*call, call.getOperand(2));
+      // Where cuBLASLt has no kernel for the epilogue, CudaExecutable runs the plain GEMM and this.
+      add_embedded_kernel("bias", kCudaBiasKernel);
+    }
     g.c = arg_of(*call, call.getOperand(2 + bias));
     g.trans_a = constant_index(*call, call.getOperand(3 + bias), "transpose flag") != 0;
     g.trans_b = constant_index(*call, call.getOperand(4 + bias), "transpose flag") != 0;
@@ -327,13 +336,14 @@ class PlanBuilder {
         unsupported(*call, "passes a convolution operand that is not a contiguous 1-D view of its shape");
       }
     }
-    add_conv_kernel(c.kernel);
+    add_embedded_kernel("conv", c.kernel);
     return c;
   }
 
-  /// The implicit-GEMM kernel's image for every target arch: the newest embedded PTX at or below
-  /// it (PTX runs on its architecture and newer ones).
-  void add_conv_kernel(const std::string& name) {
+  /// Hand-written kernel `name` of `family` (kernels/cuda/<family>.cu: the implicit-GEMM
+  /// convolutions, the epilogue fallback's bias kernel) as an image for every target arch: the
+  /// newest embedded PTX at or below it (PTX runs on its architecture and newer ones).
+  void add_embedded_kernel(const std::string& family, const std::string& name) {
     if (std::any_of(p_.kernels.begin(), p_.kernels.end(), [&](const auto& k) { return k.name == name; })) return;
     CudaKernelImage image{.name = name, .ptx = {}};
     for (const std::string& arch : archs_) {
@@ -343,10 +353,11 @@ class PlanBuilder {
       }
       if (best.empty()) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("CUDA back end: the convolution kernels have no PTX for {} or older", arch),
+                    fmt::format("CUDA back end: the {} kernels have no PTX for {} or older",
+                                family == "conv" ? "convolution" : family, arch),
                     "target sm_80 or newer (CudaCompileOptions::archs)");
       }
-      image.ptx[arch] = std::string(kernels::cuda_kernel_ptx("conv", best));
+      image.ptx[arch] = std::string(kernels::cuda_kernel_ptx(family, best));
     }
     p_.kernels.push_back(std::move(image));
   }
@@ -444,10 +455,17 @@ void collect_kernels(CudaProgram& p, mlir::ModuleOp module, const CudaCompileOpt
 
 std::vector<PipelineStage> default_cuda_pipeline(const CudaCompileOptions& o) {
   check_options(o);
+  // Without libdevice anywhere the pipeline still prints (ingot-opt), naming the toolkit's file;
+  // compile_cuda refuses to run it (libdevice_of).
+  std::string libdevice = o.libdevice;
+  if (libdevice.empty()) {
+    const std::vector<LibraryCandidate> found = libdevice_candidates(o.libraries);
+    libdevice = found.empty() ? "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc" : found.front().path;
+  }
   std::string attach;
   for (const std::string& arch : o.archs) {
     attach += fmt::format("nvvm-attach-target{{chip={} features={} O={} l={}}},", arch, o.ptx_features, o.opt_level,
-                          o.libdevice);
+                          libdevice);
   }
   std::vector<PipelineStage> stages = default_tensor_stages();
   // Bias adds (and relus) folded into cuBLAS GEMM calls as cuBLASLt epilogues, before fusion.
@@ -486,11 +504,12 @@ CudaProgram compile_cuda(const std::string& mlir_text, const std::string& entry,
                          std::vector<std::pair<Shape, DType>> input_types,
                          std::vector<std::pair<Shape, DType>> output_types, const CudaCompileOptions& options) {
   check_options(options);
-  check_libdevice(options.libdevice);
+  CudaCompileOptions resolved = options;
+  resolved.libdevice = libdevice_of(options);
   initialise_mlir_once();
   mlir::MLIRContext ctx(make_registry());
   const std::vector<PipelineStage> stages =
-      options.pipeline.empty() ? default_cuda_pipeline(options) : options.pipeline;
+      options.pipeline.empty() ? default_cuda_pipeline(resolved) : options.pipeline;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       detail::parse_and_run(ctx, mlir_text, stages, options.dump_dir, kDumpHint, options.verify_each_pass);
   auto fn = module->lookupSymbol<mlir::func::FuncOp>(entry);

@@ -24,6 +24,8 @@ namespace ingot::codegen {
 struct CudaCompileOptions {
   /// Target architectures; each kernel gets one PTX per entry ("sm_80" = A100, "sm_90" = H100 /
   /// H200). Names must be "sm_<digits>" (ingot::Error kInvalidArgument otherwise).
+  /// compile_graph_cuda (and so jit on a CUDA device) keeps only the one its device will load
+  /// (select_cuda_ptx_arch), since code generation runs once per architecture.
   std::vector<std::string> archs = {"sm_80", "sm_90"};
   /// PTX ISA version feature of the NVVM target ("+ptx80": PTX 8.0, CUDA 12.0 and later).
   std::string ptx_features = "+ptx80";
@@ -36,9 +38,11 @@ struct CudaCompileOptions {
   /// output element. >= 1 (ingot::Error kInvalidArgument otherwise).
   int64_t block_reduction_min = 64;
   /// NVIDIA's libdevice bitcode, linked into every kernel for math functions (exp, log, tanh,
-  /// erf, ...). Missing file: ingot::Error kNotFound (MLIR would silently leave the calls
-  /// unresolved).
-  std::string libdevice = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+  /// erf, ...). Empty (the default): found through `libraries` (find_libdevice: its dirs, the
+  /// toolkit's nvvm/libdevice, a Python environment's nvidia/*/nvvm/libdevice, a copy beside the
+  /// executable). Missing file, or found nowhere: ingot::Error kNotFound naming the places (MLIR
+  /// would silently leave the calls unresolved).
+  std::string libdevice;
   /// Fold bias adds (and relus) into the f32 cuBLAS GEMMs that produce their operand, run as
   /// cuBLASLt epilogues (the ingot-cuda-gemm-epilogues stage, docs/compiler.md "GEMM
   /// epilogues"). false keeps them generated kernels (e.g. where cuBLASLt has no kernel for a
@@ -59,8 +63,9 @@ struct CudaCompileOptions {
   /// addresses and replayed as one cuGraphLaunch, the temporaries held in a per-executable arena.
   /// Off by default until measured on a GPU (docs/runtime-cuda.md, "CUDA graphs").
   bool cuda_graphs = false;
-  /// Where the compiled program's executable finds cuBLAS and cuDNN
-  /// (CudaExecutableOptions::libraries, which compile_graph_cuda and so jit pass it to).
+  /// Where libdevice is found (when `libdevice` is empty) and where the compiled program's
+  /// executable finds cuBLAS and cuDNN (CudaExecutableOptions::libraries, which
+  /// compile_graph_cuda and so jit pass it to).
   LibrarySearch libraries;
 };
 

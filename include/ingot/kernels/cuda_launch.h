@@ -55,7 +55,7 @@ struct CudaKernelLaunch {
 /// The architectures the kernels' PTX is built for: {"sm_80", "sm_90"}.
 std::vector<std::string> cuda_kernel_archs();
 
-/// The kernel families: {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv"}.
+/// The kernel families: {"softmax_cross_entropy", "layernorm", "adam", "attention", "conv", "bias"}.
 std::vector<std::string> cuda_kernel_families();
 
 /// True when the library was built with the CUDA toolkit (the PTX is embedded).

@@ -82,6 +82,14 @@ struct LoweringOptions {
   /// from its own output), the whole graph is lowered flat. The CUDA code generator lowers flat
   /// (its plan has no calls).
   bool share_repeated_scopes = true;
+  /// Scatter-adds (computation "add") of f32, f64, i32 or i64 are lowered as one parallel loop
+  /// over the update elements, each adding its element with `memref.atomic_rmw` into a copy of
+  /// the operand, instead of one serial loop in row-major order: the CUDA code generator sets it
+  /// (one thread per update element rather than a one-thread kernel: embedding gradients). The
+  /// float sums' order is then unspecified, so results may differ from the interpreter's by
+  /// rounding where several updates hit one element (integers are exact). f16/bf16 and
+  /// assigning scatters keep the serial loop (their order matters).
+  bool atomic_scatter = false;
 };
 
 /// State of lowering one graph: SSA names of values and the function body being written.

@@ -168,9 +168,12 @@ class CublasLibrary {
   /// cublasSgemmStridedBatched/cublasDgemmStridedBatched (batch > 1); a call with an epilogue runs
   /// as cublasLtMatmul (f32, CUBLAS_COMPUTE_32F, CUBLASLT_MATMUL_DESC_EPILOGUE BIAS or RELU_BIAS
   /// with CUBLASLT_MATMUL_DESC_BIAS_POINTER; the first algorithm of cublasLtMatmulAlgoGetHeuristic
-  /// for the operands' alignments (blas_alignment_bytes), no workspace) on `stream`: a bias not
-  /// 16-byte aligned is kInvalidArgument, no algorithm kUnimplemented naming
-  /// CudaCompileOptions::gemm_epilogues. The handle is destroyed with the
+  /// for the operands' alignments (blas_alignment_bytes) within a cuBLASLt workspace allocated
+  /// here: 32 MiB on compute capability >= 9.0, else 4 MiB (NVIDIA's recommendation,
+  /// cublasSetWorkspace), at most 1/16 of the free memory, none when it cannot be had) on
+  /// `stream`: a bias not 16-byte aligned is kInvalidArgument, no algorithm kUnimplemented naming
+  /// CudaCompileOptions::gemm_epilogues (CudaExecutable then runs the plain GEMM and the bias
+  /// kernel instead, see epilogue_fallbacks()). The handle is destroyed with the
   /// returned object, which must not outlive `device`. Errors: kFailedPrecondition with the
   /// reason when the library is unavailable; a failed cublasCreate as kFailedPrecondition
   /// naming the cuBLAS status.
@@ -299,6 +302,12 @@ class CudaExecutable {
   std::vector<CudaConvChoice> conv_choices() const;
   /// Timed runs per engine when choosing (see conv_choices).
   static constexpr int kConvTimingRuns = 5;
+  /// Per GEMM thunk (in thunk order): empty while it runs as one call (a cuBLASLt epilogue, or
+  /// no epilogue), else why its epilogue runs as a plain GEMM followed by the bias + activation
+  /// kernel (kCudaBiasKernel): the error of the cuBLASLt call that found no kernel (kUnimplemented),
+  /// recorded at the first run that met it; later runs go straight to the fallback. A program
+  /// without that kernel (not made by compile_cuda) throws the error instead.
+  std::vector<std::string> epilogue_fallbacks() const;
   const CudaExecutableOptions& options() const { return options_; }
   /// A copy of the graph counters (CudaGraphStats); all zero with graphs off.
   CudaGraphStats graph_stats() const;
@@ -325,6 +334,11 @@ class CudaExecutable {
   /// Enqueues convolution `index` with the engine chosen on `stream`.
   void run_chosen_conv(size_t index, const CudaConv& c, std::span<const uint64_t> addresses,
                        const CudaStream& stream) const;
+  /// Enqueues GEMM thunk `index` (`g`) on `stream`: its BLAS calls, or with an epilogue the
+  /// cuBLASLt call or its fallback (epilogue_fallbacks; runtime/cuda/gemm_thunk.cpp).
+  void run_gemm(size_t index, const CudaGemm& g, std::span<const uint64_t> addresses, const CudaStream& stream) const;
+  /// Enqueues the bias kernel on the result of `call` (its c, bias, m, n, ldc, epilogue).
+  void launch_bias_kernel(const CudaBlasGemm& call, const CudaStream& stream) const;
   /// Enqueues every thunk in order on `stream` (choosing undecided convolutions, which only
   /// happens on the compute stream: see run_with_graphs).
   void enqueue_thunks(std::span<const uint64_t> addresses, const CudaStream& stream) const;
@@ -366,6 +380,7 @@ class CudaExecutable {
   mutable std::vector<CudaConvChoice> conv_choices_;              // per convolution thunk (run_mu_)
   mutable std::vector<CudaDnnConvPlan> conv_plans_;               // likewise, when cuDNN was planned
   mutable std::vector<std::shared_ptr<Buffer>> conv_workspaces_;  // likewise, cuDNN's workspace
+  mutable std::vector<std::string> epilogue_fallbacks_;           // per GEMM thunk (run_mu_)
   std::vector<std::string> archs_;
   std::vector<CUmod_st*> modules_;                  // one per kernel
   std::vector<CUfunc_st*> functions_;               // one per kernel

@@ -119,6 +119,13 @@ struct CudaThunk {
 /// One kernel's code: PTX text per target architecture. `name` is "<module>.<kernel>" as
 /// compile_cuda names it (CudaLaunch::kernel refers to it); the PTX .entry symbol is the part
 /// after the last '.' (PTX identifiers cannot contain '.'), which CudaExecutable looks up.
+/// The `.entry` of the bias + activation kernel (kernels/cuda/bias.cu, include/ingot/kernels/cuda_bias.h)
+/// that compile_cuda adds to every program with a GEMM epilogue, so that CudaExecutable can run
+/// the epilogue as a plain GEMM plus this kernel where cuBLASLt has no fused one. Parameters: c,
+/// bias (f32 device addresses), m, n, ldc (i64), relu (i32): C[i + j ldc] = act(C[i + j ldc] +
+/// bias[i]) over the column-major (m, n) matrix, grid-stride.
+inline constexpr const char* kCudaBiasKernel = "ingot_bias_act_f32";
+
 struct CudaKernelImage {
   std::string name;                        ///< "<module>.<kernel>" (or a bare entry name)
   std::map<std::string, std::string> ptx;  ///< arch ("sm_90") -> PTX assembly

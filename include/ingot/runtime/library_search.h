@@ -1,4 +1,5 @@
-// Finding the NVIDIA libraries ingot dlopens (cuBLAS, cuBLASLt, cuDNN, NCCL) where they are
+// Finding the NVIDIA libraries ingot dlopens (cuBLAS, cuBLASLt, cuDNN, NCCL) and the libdevice
+// bitcode the CUDA code generator links, where they are
 // installed in practice: folders the user names, the CUDA toolkit, the dynamic loader's own path,
 // and the nvidia/*/lib folders that pip wheels (nvidia-cublas-cu13, ...) unpack into a Python
 // environment, which the loader does not search. Every open says where the library came from.
@@ -49,6 +50,19 @@ struct OpenedLibrary {
 /// throws: a library found nowhere has a null handle and its failures list every place tried
 /// (a soname the loader does not know adds "libX.so.N: not found by the dynamic loader").
 OpenedLibrary open_library(const std::string& soname, const LibrarySearch& search);
+
+/// NVIDIA's libdevice bitcode (libdevice.10.bc, the math functions every CUDA kernel links), in
+/// this order: <dir>/libdevice.10.bc for each of `search.dirs`; <toolkit_root>/nvvm/libdevice/;
+/// each Python prefix's <prefix>/lib/python3*/site-packages/nvidia/*/nvvm/libdevice/ (the
+/// nvidia-cuda-nvcc wheels); <the running executable's folder>/../share/ingot/ (where the GPU
+/// check bundle carries a copy, tools/make_gpu_bundle.sh). The candidates that exist, in order
+/// (source: "INGOT_CUDA_LIB_DIRS / LibrarySearch::dirs", "CUDA toolkit", "Python environment",
+/// "beside the executable"); never throws.
+std::vector<LibraryCandidate> libdevice_candidates(const LibrarySearch& search);
+
+/// The first of libdevice_candidates(search). Throws ingot::Error(kNotFound) listing every place
+/// looked in when there is none, with what to do (install the toolkit, name a folder).
+LibraryCandidate find_libdevice(const LibrarySearch& search);
 
 /// The file the loader opened for `handle` (dlinfo's link map), or "" when it cannot tell.
 std::string library_path(void* handle);

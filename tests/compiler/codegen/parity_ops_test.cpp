@@ -524,6 +524,33 @@ TEST(ParityIndexing, ScatterAddAssignDuplicatesAndOutOfBounds) {
   b.check();
 }
 
+TEST(ParityIndexing, AtomicScatterAddsMatchTheSerialLoop) {
+  // LoweringOptions::atomic_scatter (the CUDA lowering): one parallel iteration per update element
+  // adding with memref.atomic_rmw; the same duplicates, out-of-bounds rows and windows as above.
+  Builder b;
+  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+    SCOPED_TRACE(dtype_name(d));
+    const ir::ValueId operand = b.param(random_array({6, 5}, d, 80));
+    const ir::ValueId rows = b.param(Array::from_doubles({1, 4, -1, 1, 6, 0, 1, 9, 5}, {9, 1}, DType::kI32));
+    b.node("scatter", {operand, rows, b.param(random_array({9, 5}, d, 81))}, scatter_attrs({1}, {0}, {0}, 1, "add"));
+    const ir::ValueId starts = b.param(Array::from_doubles({4, 5, 0, 4}, {4}, DType::kI64));
+    b.node("scatter", {operand, starts, b.param(random_array({4, 2, 3}, d, 82))},
+           scatter_attrs({1, 2}, {}, {0}, 1, "add"));
+    const ir::ValueId pairs =
+        b.param(Array::from_vector<uint64_t>({0, 4, 4, uint64_t{1} << 63, 2, 1, 2, 3, 5, 5, 2, 3}, {2, 6}));
+    b.node("scatter", {operand, pairs, b.param(random_array({6}, d, 83))}, scatter_attrs({}, {0, 1}, {1, 0}, 0, "add"));
+  }
+  // An embedding gradient: 40 token ids into a (7, 4) table, many repeats.
+  std::vector<double> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back((i * 5) % 7);
+  b.node("scatter",
+         {b.param(Array::zeros({7, 4}, DType::kF32)), b.param(Array::from_doubles(ids, {40, 1}, DType::kI32)),
+          b.param(random_array({40, 4}, DType::kF32, 84))},
+         scatter_attrs({1}, {0}, {0}, 1, "add"));
+  // Float sums in another order round differently where updates collide.
+  b.check([](DType d) { return is_floating(d) ? 1e-5 : 0.0; }, {.atomic_scatter = true});
+}
+
 // ---------------------------------------------------------------------------------------------
 // rng_bit_generator
 

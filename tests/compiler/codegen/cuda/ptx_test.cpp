@@ -3,6 +3,8 @@
 // host plan (buffers, launch order, arguments).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -60,6 +62,38 @@ TEST_F(Ptx, AnElementwiseGraphIsOneCoalescedKernel) {
   int memrefs = 0;
   for (const codegen::CudaKernelArg& a : l.args) memrefs += a.kind == codegen::CudaKernelArg::Kind::kMemref ? 1 : 0;
   EXPECT_EQ(memrefs, 3);
+}
+
+TEST_F(Ptx, AnEmbeddingGradientIsOneThreadPerUpdateWithAtomicAdds) {
+  // scatter-add of 512 rows of 64 into a (1000, 64) table (the embedding's VJP).
+  ir::Graph g{"embed_grad"};
+  const ir::ValueId table = g.add_parameter({{1000, 64}, DType::kF32});
+  const ir::ValueId ids = g.add_parameter({{512, 1}, DType::kI32});
+  const ir::ValueId updates = g.add_parameter({{512, 64}, DType::kF32});
+  g.set_outputs(g.add_node("scatter", {table, ids, updates},
+                           {{"update_window_dims", std::vector<int64_t>{1}},
+                            {"inserted_window_dims", std::vector<int64_t>{0}},
+                            {"scatter_dims_to_operand_dims", std::vector<int64_t>{0}},
+                            {"index_vector_dim", int64_t{1}},
+                            {"computation", std::string("add")}}));
+  auto threads = [](const codegen::CudaLaunch& l) { return l.grid[0] * l.grid[1] * l.grid[2] * l.block[0]; };
+  const codegen::CudaProgram p = compile_for_cuda(g);
+  expect_valid_program(p, "embed_grad");
+  // The table's copy and the scatter: each as wide as its elements (no one-thread kernel).
+  ASSERT_EQ(p.launches().size(), 2u) << p.describe();
+  for (const codegen::CudaLaunch& l : p.launches()) EXPECT_GE(threads(l), 512 * 64) << l.kernel;
+  bool atomic = false;
+  for (const codegen::CudaKernelImage& k : p.kernels) {
+    const std::string& ptx = k.ptx.at("sm_90");
+    atomic = atomic || ptx.find("atom.global.add.f32") != std::string::npos ||
+             ptx.find("red.global.add.f32") != std::string::npos;
+  }
+  EXPECT_TRUE(atomic) << "no atomic f32 add in the PTX";
+  // The serial lowering: the scatter runs on one thread.
+  const codegen::CudaProgram serial = compile_for_cuda(g, {}, false, {}, /*atomic_scatter=*/false);
+  int64_t fewest = std::numeric_limits<int64_t>::max();
+  for (const codegen::CudaLaunch& l : serial.launches()) fewest = std::min(fewest, threads(l));
+  EXPECT_LE(fewest, 32);
 }
 
 TEST_F(Ptx, LongReductionsGetABlockPerOutputAndShortOnesAThread) {

@@ -21,13 +21,17 @@
 namespace ingot::testing {
 
 /// Compiles `graph` with the CUDA code generator: generated loops only, or with `cublas` the
-/// f32/f64 matrix products as cuBLAS thunks.
+/// f32/f64 matrix products as cuBLAS thunks; scatter-adds with atomics (`atomic_scatter`, as
+/// compile_graph_cuda lowers them).
 inline codegen::CudaProgram compile_for_cuda(const ir::Graph& graph, const codegen::CudaCompileOptions& options = {},
                                              bool cublas = false,
-                                             const std::vector<std::pair<size_t, size_t>>& donated = {}) {
-  const lower::LoweredModule m = lower::lower_graph(
-      graph, "main", donated,
-      lower::LoweringOptions{.blas_gemm = cublas, .gemm_function = "ingot_cuda_gemm", .library_conv = false});
+                                             const std::vector<std::pair<size_t, size_t>>& donated = {},
+                                             bool atomic_scatter = true) {
+  const lower::LoweredModule m = lower::lower_graph(graph, "main", donated,
+                                                    lower::LoweringOptions{.blas_gemm = cublas,
+                                                                           .gemm_function = "ingot_cuda_gemm",
+                                                                           .library_conv = false,
+                                                                           .atomic_scatter = atomic_scatter});
   std::vector<std::pair<Shape, DType>> in, out;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) out.emplace_back(t.shape, t.dtype);
