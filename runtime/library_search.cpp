@@ -85,8 +85,8 @@ std::vector<LibraryCandidate> libdevice_places(const LibrarySearch& search) {
     }
   }
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
+  const fs::path exe = search.beside_executable ? fs::read_symlink("/proc/self/exe", ec) : fs::path();
+  if (search.beside_executable && !ec) {
     out.push_back(
         {(exe.parent_path().parent_path() / "share" / "ingot" / kLibdevice).string(), "beside the executable"});
   }

@@ -24,6 +24,9 @@ struct LibrarySearch {
   /// Then, for each prefix (a virtualenv's or conda environment's root, e.g. $VIRTUAL_ENV or
   /// $CONDA_PREFIX), every <prefix>/lib/python3*/site-packages/nvidia/*/lib/ folder (sorted).
   std::vector<std::string> python_prefixes;
+  /// find_libdevice only: last, <the running executable's folder>/../share/ingot/ (the GPU check
+  /// bundle's copy).
+  bool beside_executable = true;
 };
 
 /// One place a library may be: a file `path` (or a bare soname for the loader) and how it was
@@ -54,7 +57,7 @@ OpenedLibrary open_library(const std::string& soname, const LibrarySearch& searc
 /// NVIDIA's libdevice bitcode (libdevice.10.bc, the math functions every CUDA kernel links), in
 /// this order: <dir>/libdevice.10.bc for each of `search.dirs`; <toolkit_root>/nvvm/libdevice/;
 /// each Python prefix's <prefix>/lib/python3*/site-packages/nvidia/*/nvvm/libdevice/ (the
-/// nvidia-cuda-nvcc wheels); <the running executable's folder>/../share/ingot/ (where the GPU
+/// nvidia-cuda-nvcc wheels); when beside_executable, <the running executable's folder>/../share/ingot/ (where the GPU
 /// check bundle carries a copy, tools/make_gpu_bundle.sh). The candidates that exist, in order
 /// (source: "INGOT_CUDA_LIB_DIRS / LibrarySearch::dirs", "CUDA toolkit", "Python environment",
 /// "beside the executable"); never throws.
