@@ -36,6 +36,23 @@ std::vector<fs::path> subfolders(const fs::path& dir, Keep keep) {
   return out;
 }
 
+/// Every <prefix>/lib/python3*/site-packages/nvidia/<package>/ folder of the search's Python
+/// prefixes, in prefix order, each level sorted (where pip's nvidia-* wheels unpack).
+std::vector<fs::path> nvidia_packages(const LibrarySearch& search) {
+  std::vector<fs::path> out;
+  for (const std::string& prefix : search.python_prefixes) {
+    const auto pythons =
+        subfolders(fs::path(prefix) / "lib", [](const std::string& n) { return n.rfind("python3", 0) == 0; });
+    for (const fs::path& python : pythons) {
+      for (const fs::path& package :
+           subfolders(python / "site-packages" / "nvidia", [](const std::string&) { return true; })) {
+        out.push_back(package);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<LibraryCandidate> library_candidates(const std::string& soname, const LibrarySearch& search) {
@@ -50,16 +67,7 @@ std::vector<LibraryCandidate> library_candidates(const std::string& soname, cons
     add_if_file(fs::path(search.toolkit_root) / "targets" / "x86_64-linux" / "lib", "CUDA toolkit");
   }
   if (search.loader_path) out.push_back({soname, "dynamic loader"});
-  for (const std::string& prefix : search.python_prefixes) {
-    const auto pythons =
-        subfolders(fs::path(prefix) / "lib", [](const std::string& n) { return n.rfind("python3", 0) == 0; });
-    for (const fs::path& python : pythons) {
-      for (const fs::path& package :
-           subfolders(python / "site-packages" / "nvidia", [](const std::string&) { return true; })) {
-        add_if_file(package / "lib", "Python environment");
-      }
-    }
-  }
+  for (const fs::path& package : nvidia_packages(search)) add_if_file(package / "lib", "Python environment");
   return out;
 }
 
@@ -74,16 +82,8 @@ std::vector<LibraryCandidate> libdevice_places(const LibrarySearch& search) {
     out.push_back({(fs::path(dir) / kLibdevice).string(), "INGOT_CUDA_LIB_DIRS / LibrarySearch::dirs"});
   if (!search.toolkit_root.empty())
     out.push_back({(fs::path(search.toolkit_root) / "nvvm" / "libdevice" / kLibdevice).string(), "CUDA toolkit"});
-  for (const std::string& prefix : search.python_prefixes) {
-    const auto pythons =
-        subfolders(fs::path(prefix) / "lib", [](const std::string& n) { return n.rfind("python3", 0) == 0; });
-    for (const fs::path& python : pythons) {
-      for (const fs::path& package :
-           subfolders(python / "site-packages" / "nvidia", [](const std::string&) { return true; })) {
-        out.push_back({(package / "nvvm" / "libdevice" / kLibdevice).string(), "Python environment"});
-      }
-    }
-  }
+  for (const fs::path& package : nvidia_packages(search))
+    out.push_back({(package / "nvvm" / "libdevice" / kLibdevice).string(), "Python environment"});
   std::error_code ec;
   const fs::path exe = search.beside_executable ? fs::read_symlink("/proc/self/exe", ec) : fs::path();
   if (search.beside_executable && !ec) {
