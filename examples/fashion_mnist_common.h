@@ -108,12 +108,13 @@ inline ingot::Array first_labels(const ingot::Array& y, int64_t count) {
 /// SparseCategoricalAccuracy, as Keras's compile(metrics=["accuracy"]) does), with `optimizer`
 /// (null: Adam with Keras's defaults, learning rate 1e-3), the steps' compiler options, where they
 /// run (CompileOptions::target; null: the CPU) and a distribution over several devices (null: one
-/// device; CompileOptions::distribution).
+/// device; CompileOptions::distribution) with its mesh's back end (CompileOptions::mesh_backend).
 inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optimizers::Optimizer> optimizer = nullptr,
                                int64_t steps_per_execution = 1, ingot::codegen::CpuCompileOptions compiler = {},
                                std::shared_ptr<const ingot::CompileTarget> target = nullptr,
                                ingot::codegen::CudaCompileOptions cuda = {},
-                               std::shared_ptr<ingot::distribution::Distribution> distribution = nullptr) {
+                               std::shared_ptr<ingot::distribution::Distribution> distribution = nullptr,
+                               ingot::MeshBackend mesh_backend = {}) {
   using namespace ingot;
   auto loss = std::make_shared<losses::SparseCategoricalCrossentropy>(
       losses::SparseCategoricalCrossentropyOptions{.from_logits = true});
@@ -125,6 +126,7 @@ inline void compile_classifier(ingot::Model& model, std::shared_ptr<ingot::optim
                  .compiler = std::move(compiler),
                  .target = std::move(target),
                  .distribution = std::move(distribution),
+                 .mesh_backend = std::move(mesh_backend),
                  .cuda = std::move(cuda)});
 }
 

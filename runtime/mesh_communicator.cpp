@@ -24,8 +24,15 @@ Communicator& MeshCommunicator::along(const std::string& axis) {
 }
 
 std::vector<std::unique_ptr<Communicator>> make_mesh_communicators(const Mesh& mesh, const GroupFactory& make_group) {
+  return make_mesh_device_communicators(mesh, [&make_group](const std::vector<Device*>& devices) {
+    return make_group(static_cast<int>(devices.size()));
+  });
+}
+
+std::vector<std::unique_ptr<Communicator>> make_mesh_device_communicators(const Mesh& mesh,
+                                                                          const DeviceGroupFactory& make_group) {
   const int64_t n = mesh.size();
-  std::vector<std::unique_ptr<Communicator>> whole = make_group(static_cast<int>(n));
+  std::vector<std::unique_ptr<Communicator>> whole = make_group(mesh.devices());
   if (mesh.axes().size() <= 1) return whole;
   // Per axis: the devices whose other coordinates agree form one line; its group's rank k is the
   // device with coordinate k on the axis.
@@ -38,7 +45,9 @@ std::vector<std::unique_ptr<Communicator>> make_mesh_communicators(const Mesh& m
       lines[key].push_back(p);  // ascending p: ascending coordinate on axis a
     }
     for (auto& [key, positions] : lines) {
-      std::vector<std::unique_ptr<Communicator>> group = make_group(static_cast<int>(positions.size()));
+      std::vector<Device*> line;
+      for (int64_t p : positions) line.push_back(mesh.devices()[static_cast<size_t>(p)]);
+      std::vector<std::unique_ptr<Communicator>> group = make_group(line);
       for (size_t k = 0; k < positions.size(); ++k) {
         per_device[static_cast<size_t>(positions[k])].emplace_back(mesh.axes()[a].name, std::move(group[k]));
       }

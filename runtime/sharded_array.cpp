@@ -73,14 +73,27 @@ bool intersect(const std::vector<IndexRange>& a, const std::vector<IndexRange>& 
   return true;
 }
 
-void check_cpu(const Device& device, const char* what) {
-  if (device.kind() != DeviceKind::kCpu) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{}: {} is not a CPU device; only copies between CPU devices are "
-                            "implemented",
-                            what, device.name()),
-                "use a mesh of CPU devices (Runtime) until device transfers support it");
+/// Throws unless the runtime can move arrays to and from `device`: host memory (a CPU device) or
+/// a device with a DeviceTransfer (CUDA).
+void check_movable(const Device& device, const char* what) {
+  if (device.kind() != DeviceKind::kCpu && device.transfer() == nullptr) {
+    throw Error(
+        ErrorCode::kUnimplemented,
+        fmt::format("{}: {} is neither a CPU device nor one with transfers (DeviceTransfer)", what, device.name()),
+        "use CPU devices, or devices opened by their driver (CudaDevice::open installs its transfers)");
   }
+}
+
+/// `shard` as an array in host memory: itself on a CPU device, else a copy downloaded through its
+/// device's transfers (after the work that fills it).
+Array host_copy(const Array& shard, const char* what) {
+  const Device& device = shard.device();
+  if (device.kind() == DeviceKind::kCpu) return shard;
+  check_movable(device, what);
+  shard.block_until_ready();
+  Array host = Array::empty(shard.shape(), shard.dtype());
+  if (host.nbytes() > 0) device.transfer()->to_host(shard.raw_data(), host.raw_data(), host.nbytes());
+  return host;
 }
 
 void check_source(const Array& array, const char* what) {
@@ -147,10 +160,17 @@ Array assemble_async(const Array& array, const NamedSharding& sharding, const ch
   const Shape& shape = array.shape();
   sharding.check_shape(shape, what);
   const NamedSharding src_sharding = array.sharding();
-  const std::vector<Array> src_shards = array.shards();
-  for (const Array& s : src_shards) check_cpu(s.device(), what);
-  for (const Device* d : sharding.mesh().devices()) check_cpu(*d, what);
+  for (const Device* d : sharding.mesh().devices()) check_movable(*d, what);
   const std::vector<SourceBlock> blocks = source_blocks(src_sharding, shape);
+  // Shards on devices the host cannot address are read from one host copy per block (replica 0).
+  std::vector<Array> src_shards = array.shards();
+  for (const SourceBlock& b : blocks) {
+    const Array host = host_copy(src_shards[static_cast<size_t>(b.positions[0])], what);
+    for (int64_t p : b.positions) {
+      Array& s = src_shards[static_cast<size_t>(p)];
+      if (s.device().kind() != DeviceKind::kCpu) s = host;
+    }
+  }
   const Shape shard_shape = sharding.shard_shape(shape);
 
   std::vector<Array> shards;
@@ -162,10 +182,20 @@ Array assemble_async(const Array& array, const NamedSharding& sharding, const ch
       shards.push_back(shard);
       continue;
     }
-    auto* dst = static_cast<std::byte*>(shard.raw_data());
-    std::shared_ptr<Event> done = device.enqueue([shard, dst, copies = std::move(copies)] {
-      for (const BlockCopy& c : copies) copy_block(c, dst, shard.shape());
-    });
+    std::shared_ptr<Event> done;
+    if (device.kind() == DeviceKind::kCpu) {
+      auto* dst = static_cast<std::byte*>(shard.raw_data());
+      done = device.enqueue([shard, dst, copies = std::move(copies)] {
+        for (const BlockCopy& c : copies) copy_block(c, dst, shard.shape());
+      });
+    } else {  // assembled in host memory, then uploaded
+      void* dst = shard.raw_data();
+      done = device.enqueue([shard, dst, &device, copies = std::move(copies)] {
+        Array staging = Array::empty(shard.shape(), shard.dtype());
+        for (const BlockCopy& c : copies) copy_block(c, static_cast<std::byte*>(staging.raw_data()), shard.shape());
+        device.transfer()->to_device(staging.raw_data(), dst, staging.nbytes());
+      });
+    }
     shards.push_back(shard.with_ready_event(std::move(done)));
   }
   return Array::from_shards(shape, array.dtype(), sharding, std::move(shards));
@@ -206,8 +236,11 @@ Array to_host(const Array& array) {
     return whole;
   }
   const NamedSharding sharding = array.sharding();
-  const std::vector<Array> shards = array.shards();
-  for (const Array& s : shards) check_cpu(s.device(), "to_host");
+  std::vector<Array> shards = array.shards();
+  for (const SourceBlock& b : source_blocks(sharding, array.shape())) {  // replica 0 of each block on the host
+    Array& s = shards[static_cast<size_t>(b.positions[0])];
+    s = host_copy(s, "to_host");
+  }
   Array out = Array::empty(array.shape(), array.dtype(), &host);
   auto* dst = out.nbytes() > 0 ? static_cast<std::byte*>(out.raw_data()) : nullptr;
   std::vector<std::shared_ptr<Event>> events;

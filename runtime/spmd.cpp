@@ -12,11 +12,6 @@ namespace ingot {
 
 namespace {
 
-/// Copies `from` into `to` (same shape and dtype, host memory).
-void copy_into(const Array& from, Array& to) {
-  if (from.nbytes() > 0) std::memcpy(to.raw_data(), from.raw_data(), static_cast<size_t>(from.nbytes()));
-}
-
 Thunk collective_thunk(std::string name, size_t in, size_t out,
                        std::function<void(Communicator&, const Array&, Array&)> work) {
   Thunk t;
@@ -82,11 +77,9 @@ Communicator& group(Communicator& c, const std::string& axis) { return axis.empt
 }  // namespace
 
 Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis) {
-  return collective_thunk(fmt::format("all_reduce({})", reduce_op_name(op)), in, out,
-                          [op, axis](Communicator& c, const Array& x, Array& y) {
-                            copy_into(x, y);
-                            group(c, axis).all_reduce(y, op);
-                          });
+  return collective_thunk(
+      fmt::format("all_reduce({})", reduce_op_name(op)), in, out,
+      [op, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).all_reduce_into(x, y, op); });
 }
 
 Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis) {
@@ -101,11 +94,9 @@ Thunk reduce_scatter_thunk(size_t in, size_t out, ReduceOp op, const std::string
 }
 
 Thunk broadcast_thunk(size_t in, size_t out, int root, const std::string& axis) {
-  return collective_thunk(fmt::format("broadcast(root {})", root), in, out,
-                          [root, axis](Communicator& c, const Array& x, Array& y) {
-                            copy_into(x, y);
-                            group(c, axis).broadcast(y, root);
-                          });
+  return collective_thunk(
+      fmt::format("broadcast(root {})", root), in, out,
+      [root, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).broadcast_into(x, y, root); });
 }
 
 std::vector<Array> run_spmd(const Executable& executable, const std::vector<Array>& args,

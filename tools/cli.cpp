@@ -91,6 +91,10 @@ CLI::App* add_train(CLI::App& app, ingot::cli::TrainCommand& c) {
                   "data parallel over this many CPU devices (under ingot launch: per process, every process's "
                   "devices forming one mesh)")
       ->capture_default_str();
+  cmd->add_option("--gpus", c.gpus,
+                  "with --device cuda: data parallel over this many GPUs of this process (CUDA devices 0..N-1), "
+                  "collectives over NCCL")
+      ->capture_default_str();
   cmd->add_option("--save-weights", c.save_weights, "write the trained weights (safetensors)");
   cmd->add_option("--csv", c.csv, "write the per-epoch logs as CSV (Keras CSVLogger format)");
   cmd->add_option("--metrics-json", c.metrics_json, "write history, test results and timings as JSON");

@@ -44,7 +44,7 @@ readonly OUT BUNDLE=gpu_bundle ARCHIVE=gpu_bundle.tar.xz
 readonly CHECK_BUDGET_S=330 MIN_STEP_S=10 KILL_AFTER_S=5
 readonly GPU_TESTS_S=80 TRAIN_S=40 BENCH_MODEL_S=30 BENCH_LM_S=40 PEER_S=35 GRAPHS_S=25 OTHER_TESTS_S=90
 # The tests that need a GPU (they skip with their reason without one).
-readonly GPU_FILTER='CudaGpu.*:NcclGpu.*:Gpu.*:GpuGraphs.*:ConvGpu.*:HalfGemmGpu.*'
+readonly GPU_FILTER='CudaGpu.*:NcclGpu.*:NcclFitGpu.*:Gpu.*:GpuGraphs.*:ConvGpu.*:HalfGemmGpu.*'
 check_start=$(date +%s)
 STATE=$(mktemp -d)
 readonly STATE

@@ -331,6 +331,10 @@ file(COPY_FILE "${fm}/t10k-images-idx3-ubyte.gz" "${WORK_DIR}/counts/train-image
 expect_run(cpu_devices_zero 1 ARGS ${train} --cpu-devices 0 ${outputs} ERR "--cpu-devices must be in [1, 1024], got 0")
 expect_run(cpu_devices_cuda 1 ARGS ${train} --cpu-devices 2 --device cuda ${outputs}
            ERR "--cpu-devices needs --device cpu")
+expect_run(gpus_zero 1 ARGS ${train} --gpus 0 --device cuda ${outputs} ERR "--gpus must be in [1, 64], got 0")
+expect_run(gpus_cpu 1 ARGS ${train} --gpus 2 ${outputs} ERR "--gpus needs --device cuda")
+expect_run(gpus_graphs 1 ARGS ${train} --gpus 2 --device cuda --cuda-graphs ${outputs}
+           ERR "--cuda-graphs works on one GPU")
 expect_run(cpu_devices_split 1 ARGS ${train} --cpu-devices 3 ${outputs}
            ERR "does not split over the 3 devices of mesh axis 'batch'")
 # Training batches that split but a ragged test batch (10000 % 63 = 46) that does not: refused

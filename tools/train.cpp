@@ -26,6 +26,7 @@
 #include "fashion_mnist_common.h"
 #include "ingot/runtime/cluster.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/nccl.h"
 #include "ingot/runtime/runtime.h"
 #include "ingot/trainer/callbacks_logging.h"
 #include "ingot/trainer/output_file.h"
@@ -65,16 +66,23 @@ void check_device(const std::string& device, bool cuda_allowed) {
   throw bad_option(fmt::format("unknown --device '{}'", device), cuda_allowed ? "use cpu or cuda" : "use cpu");
 }
 
-/// `--device cuda`: CUDA device 0, opened through the driver (libcuda.so.1, dlopen'ed). Errors
-/// (kNotFound) without a usable driver or GPU, naming the driver's reason.
-std::unique_ptr<CudaDevice> open_cuda_device() {
+/// `--device cuda`: CUDA devices 0 .. gpus-1, opened through the driver (libcuda.so.1, dlopen'ed).
+/// Errors (kNotFound) without a usable driver or GPU, naming the driver's reason; kInvalidArgument
+/// when the machine has fewer than `gpus` devices.
+std::vector<std::unique_ptr<CudaDevice>> open_cuda_devices(int64_t gpus) {
   std::shared_ptr<CudaDriver> driver = CudaDriver::load();
   if (!driver->available()) {
     throw Error(ErrorCode::kNotFound,
                 fmt::format("--device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
                 "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
   }
-  return CudaDevice::open(driver, 0);
+  if (gpus > driver->device_count()) {
+    throw bad_option(fmt::format("--gpus {}: this machine has {} CUDA devices", gpus, driver->device_count()),
+                     fmt::format("use --gpus {} or fewer", driver->device_count()));
+  }
+  std::vector<std::unique_ptr<CudaDevice>> devices;
+  for (int i = 0; i < static_cast<int>(gpus); ++i) devices.push_back(CudaDevice::open(driver, i));
+  return devices;
 }
 
 /// The compile target `--device` names: the CPU, or the opened CUDA device `cuda` (not null).
@@ -121,6 +129,11 @@ void check_train_options(const TrainCommand& c) {
   }
   if (c.cpu_devices > 1 && c.device != "cpu") {
     throw bad_option("--cpu-devices needs --device cpu", "drop one of them");
+  }
+  if (c.gpus < 1 || c.gpus > 64) throw bad_option(fmt::format("--gpus must be in [1, 64], got {}", c.gpus));
+  if (c.gpus > 1 && c.device != "cuda") throw bad_option("--gpus needs --device cuda", "add --device cuda");
+  if (c.gpus > 1 && c.cuda_graphs) {
+    throw bad_option("--cuda-graphs works on one GPU", "drop --cuda-graphs or use --gpus 1");
   }
 }
 
@@ -292,11 +305,14 @@ std::shared_ptr<Sequential> load_model(const std::string& model, const std::stri
 struct Placement {
   std::unique_ptr<Runtime> runtime;  ///< the CPU devices of a data-parallel run
   std::shared_ptr<distribution::DataParallel> distribution;
+  MeshBackend mesh_backend;  ///< --gpus N: CUDA over NCCL
+  int64_t gpus = 1;
   int process_id = 0;
   int num_processes = 1;
-  /// "cpu", "cuda", "4 CPU devices" or "2 processes x 2 CPU devices".
+  /// "cpu", "cuda", "4 CPU devices", "2 processes x 2 CPU devices" or "2 GPUs (NCCL)".
   std::string describe(const std::string& device) const {
     if (!distribution) return device;
+    if (gpus > 1) return fmt::format("data parallel over {} GPUs (NCCL)", gpus);
     const int64_t local = static_cast<int64_t>(runtime->devices().size());
     if (num_processes == 1) return fmt::format("data parallel over {} CPU devices", local);
     return fmt::format("data parallel over {} processes x {} CPU devices", num_processes, local);
@@ -310,8 +326,24 @@ bool launched() {
   return detect_launcher([](const char* name) -> const char* { return std::getenv(name); }).has_value();
 }
 
-Placement placement(const TrainCommand& c) {
+Placement placement(const TrainCommand& c, const std::vector<std::unique_ptr<CudaDevice>>& gpus) {
   Placement p;
+  if (gpus.size() > 1) {  // one process driving several GPUs: NCCL data parallelism
+    if (launched()) {
+      throw bad_option("ingot launch: several processes train on CPU devices", "drop --gpus or ingot launch");
+    }
+    std::vector<CudaDevice*> devices;
+    std::vector<Device*> mesh_devices;
+    for (const auto& g : gpus) {
+      devices.push_back(g.get());
+      mesh_devices.push_back(&g->device());
+    }
+    p.gpus = static_cast<int64_t>(gpus.size());
+    p.distribution = std::make_shared<distribution::DataParallel>(
+        distribution::DeviceMesh({.shape = {p.gpus}, .axis_names = {"batch"}, .devices = std::move(mesh_devices)}));
+    p.mesh_backend = cuda_mesh_backend(devices, NcclLibrary::load(cuda_library_search({})));
+    return p;
+  }
   if (c.cpu_devices == 1 && !launched()) return p;
   p.runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
   std::shared_ptr<distribution::ProcessGroup> processes;
@@ -513,8 +545,10 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   check_output_paths({{"--save-weights", c.save_weights}, {"--csv", c.csv}, {"--metrics-json", c.metrics_json}},
                      c.data.empty() ? data_files(c.data_dir) : std::vector<std::string>{c.data});
   // The device first: a missing GPU is reported before the data are read.
-  const std::unique_ptr<CudaDevice> cuda = c.device == "cuda" ? open_cuda_device() : nullptr;
-  const Placement where = placement(c);
+  const std::vector<std::unique_ptr<CudaDevice>> gpus =
+      c.device == "cuda" ? open_cuda_devices(c.gpus) : std::vector<std::unique_ptr<CudaDevice>>{};
+  CudaDevice* const cuda = gpus.size() == 1 ? gpus[0].get() : nullptr;
+  const Placement where = placement(c, gpus);
   NullStream discard;
   std::ostream& out = where.process_id == 0 ? all_out : discard;  // process 0 speaks for all
   const TrainingSet data = training_set(c);
@@ -529,9 +563,9 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
                                {.compile_cache_dir = codegen::compile_cache_dir_option(c.compile_cache),
                                 .compile_cache_max_bytes = codegen::compile_cache_size_option(c.compile_cache_max_size),
                                 .perf_jitdump = c.perf_jitdump},
-                               device_target(cuda.get()),
-                               {.cuda_graphs = c.cuda_graphs, .libraries = cuda_library_search({})},
-                               where.distribution);
+                               device_target(cuda),
+                               {.cuda_graphs = c.cuda_graphs, .libraries = cuda_library_search({})}, where.distribution,
+                               where.mesh_backend);
   if (!c.quiet) print_header(out, c, *model, d, data.what, where.describe(c.device));
   auto timer = std::make_shared<EpochTimer>();
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.

@@ -36,6 +36,9 @@ struct TrainCommand {
   /// MASTER_PORT set) every process contributes this many devices to one mesh over Gloo, --batch-size is the global
   /// batch (each process trains on its share), and process 0 alone prints and writes files.
   int64_t cpu_devices = 1;
+  /// With --device cuda: data parallel over CUDA devices 0 .. gpus-1 of this process, collectives
+  /// over NCCL (CompileOptions::mesh_backend = cuda_mesh_backend), in [1, 64]; 1: one GPU, no NCCL.
+  int64_t gpus = 1;
   std::string save_weights;      ///< safetensors file to write at the end (empty: none)
   std::string csv;               ///< per-epoch logs, Keras CSVLogger format (empty: none)
   std::string metrics_json;      ///< history, test results and timings (empty: none)

@@ -69,6 +69,14 @@ void check_compile_target(const CompileOptions& o) {
                             !compiled ? "run_eagerly or jit_compile = false" : "target " + o.target->name()),
                 "drop the distribution, or compile the steps for the CPU devices of its mesh");
   }
+  if ((o.mesh_backend.target || o.mesh_backend.communicators) &&
+      (!o.distribution || o.distribution->device_mesh().processes())) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("compile: mesh_backend {} needs a distribution over this process's devices, but {}",
+                            o.mesh_backend.name,
+                            !o.distribution ? "none was given" : "the distribution spans several processes"),
+                "give a distribution whose DeviceMesh holds the backend's devices (one process), or drop mesh_backend");
+  }
   if (!o.target) return;
   if (o.target->kind() == TargetKind::kSpmd || o.target->kind() == TargetKind::kInterpreter) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("compile: target {} is not a device", o.target->name()),

@@ -75,8 +75,10 @@ void Model::Trainer::prepare_steps() {
       // 3x longer for 1 MB); one group per mesh axis line besides the whole mesh's
       // (MeshCommunicator) when the mesh has several axes, so that each collective runs along
       // its axis.
-      group = make_mesh_communicators(options.distribution->device_mesh().mesh(),
-                                      [](int size) { return make_shared_memory_group(size); });
+      const Mesh& mesh = options.distribution->device_mesh().mesh();
+      group = options.mesh_backend.communicators
+                  ? options.mesh_backend.communicators(mesh)
+                  : make_mesh_communicators(mesh, [](int size) { return make_shared_memory_group(size); });
       for (const auto& c : group) communicators.push_back(c.get());
     }
   }
@@ -109,7 +111,9 @@ void Model::Trainer::prepare_steps() {
                                },
                            .collective_nanoseconds = collective_ns,
                            .overlap_collectives = dist->overlap_collectives()};
-    return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), spmd_target(std::move(spmd)), options,
+    std::shared_ptr<const CompileTarget> target =
+        options.mesh_backend.target ? options.mesh_backend.target(std::move(spmd)) : spmd_target(std::move(spmd));
+    return std::make_unique<StepFunction>(std::move(fn), name, std::move(donate), std::move(target), options,
                                           collective_ns, dist->device_mesh().mesh().size());
   };
   // The train step returns T', NT', O', M' laid out as recorded.

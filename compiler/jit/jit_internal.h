@@ -7,8 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include "ingot/codegen/cuda_compiler.h"
 #include "ingot/ir/graph.h"
+#include "ingot/lower/lowering.h"
 #include "ingot/runtime/array.h"
+#include "ingot/runtime/executable.h"
+
+namespace ingot {
+class CudaDevice;
+}
 
 namespace ingot::detail {
 
@@ -23,5 +30,16 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
 /// The signature of `args` on one host device (CompileTarget::signature of the CPU and the
 /// interpreter): valid, unsharded, all on one device object. `what` names the caller in errors.
 std::vector<ir::TensorType> host_signature(const std::vector<Array>& args, const std::string& what);
+
+/// compile_graph_cuda for several devices: the graph lowered and compiled once, loaded on each of
+/// `devices` (non-empty; one CudaExecutable each); the Executable's one thunk runs the executable
+/// of the device its arrays live on (the device Executable::run allocates on), and throws
+/// kInvalidArgument naming that device when it is none of them. Architectures are narrowed to
+/// those the devices load. Errors: compile_graph_cuda's; kUnimplemented without the CUDA toolkit.
+std::shared_ptr<const Executable> compile_graph_cuda_devices(const ir::Graph& graph,
+                                                             const std::vector<CudaDevice*>& devices,
+                                                             const codegen::CudaCompileOptions& options,
+                                                             const std::vector<int64_t>& donate_argnums,
+                                                             const lower::LoweringOptions& lowering);
 
 }  // namespace ingot::detail

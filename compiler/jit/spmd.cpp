@@ -122,6 +122,8 @@ class SpmdBuilder {
         lowering_(lowering),
         donate_argnums_(spmd.donate_argnums),
         collective_ns_(spmd.collective_nanoseconds),
+        compile_segment_(spmd.compile_segment),
+        copy_(spmd.copy),
         steps_(schedule(graph, spmd.overlap_collectives)) {
     for (ir::ValueId p : g_.parameters()) {
       slot_of_[p] = slots_.size();
@@ -262,7 +264,8 @@ class SpmdBuilder {
     const auto work = [&] {
       for (size_t i = next++; i < pending_.size(); i = next++) {
         try {
-          out[i] = compile_graph(pending_[i].graph, options_, pending_[i].donate, lowering_);
+          out[i] = compile_segment_ ? compile_segment_(pending_[i].graph, pending_[i].donate)
+                                    : compile_graph(pending_[i].graph, options_, pending_[i].donate, lowering_);
         } catch (...) {
           errors[i] = std::current_exception();
         }
@@ -343,9 +346,13 @@ class SpmdBuilder {
     copy.name = "copy";
     copy.input_slots = {slot};
     copy.output_slots = {out};
-    copy.run = [](std::span<const Array> in, std::span<Array> o) {  // host memory: CPU devices
-      if (in[0].nbytes() > 0) std::memcpy(o[0].raw_data(), in[0].raw_data(), static_cast<size_t>(in[0].nbytes()));
-    };
+    if (copy_) {
+      copy.run = [c = copy_](std::span<const Array> in, std::span<Array> o) { c(in[0], o[0]); };
+    } else {
+      copy.run = [](std::span<const Array> in, std::span<Array> o) {  // host memory: CPU devices
+        if (in[0].nbytes() > 0) std::memcpy(o[0].raw_data(), in[0].raw_data(), static_cast<size_t>(in[0].nbytes()));
+      };
+    }
     thunks_.push_back(std::move(copy));
     return out;
   }
@@ -360,6 +367,8 @@ class SpmdBuilder {
   std::vector<int64_t> donate_argnums_;
   std::map<ir::ValueId, ir::ValueId> donate_into_;  ///< graph output -> the donated parameter it may overwrite
   std::shared_ptr<std::atomic<int64_t>> collective_ns_;
+  decltype(SpmdOptions::compile_segment) compile_segment_;
+  decltype(SpmdOptions::copy) copy_;
   std::vector<Step> steps_;
   int segments_ = 0;
   /// A segment prepared for compilation: its sub-graph and donated parameters, the graph values

@@ -3,6 +3,8 @@
 // CudaExecutable, wrapped as an Executable.
 #include <fmt/format.h>
 
+#include <set>
+
 #include "ingot/jit/jit.h"
 #include "ingot/jit/target.h"
 #include "ingot/lower/lowering.h"
@@ -18,28 +20,41 @@ namespace ingot {
 
 namespace {
 
-/// `options` with `archs` cut to the one architecture `device` will load (select_cuda_ptx_arch):
-/// PTX for the others would be generated only to be thrown away, and code generation is per
-/// architecture. Left as it is when none fits (loading then names the archs and the device's).
-codegen::CudaCompileOptions for_device(const codegen::CudaCompileOptions& options, const CudaDevice& device) {
+/// `options` with `archs` cut to the architectures `devices` will load (select_cuda_ptx_arch, one
+/// per distinct compute capability): PTX for the others would be generated only to be thrown
+/// away, and code generation is per architecture. Left as it is when one device has none
+/// (loading then names the archs and the device's).
+codegen::CudaCompileOptions for_devices(const codegen::CudaCompileOptions& options,
+                                        const std::vector<CudaDevice*>& devices) {
   CudaKernelImage archs{.name = "compile_graph_cuda"};
   for (const std::string& a : options.archs) archs.ptx[a];
-  const auto [major, minor] = device.driver()->device_compute_capability(device.ordinal());
-  codegen::CudaCompileOptions narrowed = options;
-  try {
-    narrowed.archs = {select_cuda_ptx_arch(archs, major, minor)};
-  } catch (const Error&) {
-    // none of the archs runs on the device: CudaExecutable::create reports it
+  std::set<std::string> chosen;
+  for (const CudaDevice* device : devices) {
+    const auto [major, minor] = device->driver()->device_compute_capability(device->ordinal());
+    try {
+      chosen.insert(select_cuda_ptx_arch(archs, major, minor));
+    } catch (const Error&) {
+      return options;  // none of the archs runs on this device: CudaExecutable::create reports it
+    }
   }
+  codegen::CudaCompileOptions narrowed = options;
+  narrowed.archs.assign(chosen.begin(), chosen.end());
   return narrowed;
 }
 
 }  // namespace
 
-std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
-                                                     const codegen::CudaCompileOptions& options,
-                                                     const std::vector<int64_t>& donate_argnums,
-                                                     const lower::LoweringOptions& lowering) {
+namespace detail {
+
+std::shared_ptr<const Executable> compile_graph_cuda_devices(const ir::Graph& graph,
+                                                             const std::vector<CudaDevice*>& devices,
+                                                             const codegen::CudaCompileOptions& options,
+                                                             const std::vector<int64_t>& donate_argnums,
+                                                             const lower::LoweringOptions& lowering) {
+  if (devices.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("compile_graph_cuda: no devices for '{}'", graph.name()),
+                "pass the CUDA devices the program runs on");
+  }
   lower::LoweringOptions cuda_lowering = lowering;
   cuda_lowering.gemm_function = "ingot_cuda_gemm";
   // f32/f64 convolutions become convolution thunks (implicit GEMM or cuDNN, chosen by timing at
@@ -56,28 +71,45 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   std::vector<std::pair<Shape, DType>> in, res;
   for (const ir::TensorType& t : m.params) in.emplace_back(t.shape, t.dtype);
   for (const ir::TensorType& t : m.results) res.emplace_back(t.shape, t.dtype);
-  CudaProgram program = codegen::compile_cuda(m.text, "main", in, res, for_device(options, device));
+  CudaProgram program = codegen::compile_cuda(m.text, "main", in, res, for_devices(options, devices));
   // Donated parameters are written in place: the lowering computes each paired output into its
   // parameter's buffer, and the thunk passes the parameter's array as that output.
   for (const auto& [param, output] : pairs) {
     program.donated.emplace_back(static_cast<int64_t>(param), static_cast<int64_t>(m.result_of_output[output]));
   }
-  std::shared_ptr<const CudaExecutable> exe =
-      CudaExecutable::create(std::move(program), device, nullptr, std::nullopt,
-                             CudaExecutableOptions{.cuda_graphs = options.cuda_graphs, .libraries = options.libraries});
+  // One executable per device (its modules are loaded there), the program compiled once.
+  std::vector<std::pair<const Device*, std::shared_ptr<const CudaExecutable>>> exes;
+  for (CudaDevice* device : devices) {
+    exes.emplace_back(&device->device(),
+                      CudaExecutable::create(
+                          program, *device, nullptr, std::nullopt,
+                          CudaExecutableOptions{.cuda_graphs = options.cuda_graphs, .libraries = options.libraries}));
+  }
   const size_t n_in = in.size(), n_res = res.size();
   std::vector<std::pair<Shape, DType>> slots = in;
   slots.insert(slots.end(), res.begin(), res.end());
   Thunk thunk;
   thunk.name = "cuda:" + graph.name();
   // Kernels per run: the generated kernels' launches plus the library calls (cuBLAS, convolutions).
-  thunk.kernels = static_cast<int64_t>(exe->program().launches().size()) + exe->program().gemm_count() +
-                  static_cast<int64_t>(exe->program().convs().size());
+  const CudaProgram& plan = exes.front().second->program();
+  thunk.kernels =
+      static_cast<int64_t>(plan.launches().size()) + plan.gemm_count() + static_cast<int64_t>(plan.convs().size());
   for (size_t i = 0; i < n_in; ++i) thunk.input_slots.push_back(i);
   for (size_t i = 0; i < n_res; ++i) thunk.output_slots.push_back(n_in + i);
   for (const auto& [param, output] : pairs) thunk.output_slots[m.result_of_output[output]] = param;
-  thunk.run = [exe](std::span<const Array> inputs, std::span<Array> outputs) {
-    exe->run(inputs, std::span<const Array>(outputs.data(), outputs.size()))->wait();
+  thunk.run = [exes, name = graph.name()](std::span<const Array> inputs, std::span<Array> outputs) {
+    // The device the run's arrays were allocated on (Executable::run's device).
+    const Device& where = !outputs.empty() ? outputs[0].device() : inputs[0].device();
+    for (const auto& [device, exe] : exes) {
+      if (device == &where) {
+        exe->run(inputs, std::span<const Array>(outputs.data(), outputs.size()))->wait();
+        return;
+      }
+    }
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("'{}' was compiled for {} CUDA device(s) and runs on {}, which is not one of them", name,
+                            exes.size(), where.name()),
+                "run it on a device it was compiled for (the target's devices)");
   };
   std::vector<size_t> outputs;
   for (size_t r : m.result_of_output) outputs.push_back(thunk.output_slots[r]);
@@ -85,6 +117,15 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, Cud
   for (int64_t d : donate_argnums) donated.push_back(static_cast<size_t>(d));  // checked by donation_pairs
   return std::make_shared<Executable>(std::move(slots), n_in, std::vector<Thunk>{std::move(thunk)}, std::move(outputs),
                                       std::move(donated), "cuda:" + graph.name());
+}
+
+}  // namespace detail
+
+std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph& graph, CudaDevice& device,
+                                                     const codegen::CudaCompileOptions& options,
+                                                     const std::vector<int64_t>& donate_argnums,
+                                                     const lower::LoweringOptions& lowering) {
+  return detail::compile_graph_cuda_devices(graph, {&device}, options, donate_argnums, lowering);
 }
 
 namespace {
@@ -158,6 +199,14 @@ std::shared_ptr<const Executable> compile_graph_cuda(const ir::Graph&, CudaDevic
   no_toolkit();
 }
 std::shared_ptr<const CompileTarget> cuda_target(CudaDevice&) { no_toolkit(); }
+namespace detail {
+std::shared_ptr<const Executable> compile_graph_cuda_devices(const ir::Graph&, const std::vector<CudaDevice*>&,
+                                                             const codegen::CudaCompileOptions&,
+                                                             const std::vector<int64_t>&,
+                                                             const lower::LoweringOptions&) {
+  no_toolkit();
+}
+}  // namespace detail
 
 #endif
 

@@ -168,6 +168,26 @@ void check_options(const CudaDeviceOptions& options) {
 
 }  // namespace
 
+namespace {
+
+/// The runtime's transfers (device_put, reshard, to_host) for a CUDA device's arrays: blocking
+/// copies through the device's staging buffers, ordered after its queued compute work.
+class CudaTransfer final : public DeviceTransfer {
+ public:
+  explicit CudaTransfer(CudaDevice& device) : device_(device) {}
+  void to_device(const void* host, void* device_memory, int64_t bytes) override {
+    device_.copy_to_device_async(host, device_memory, bytes)->wait();
+  }
+  void to_host(const void* device_memory, void* host, int64_t bytes) override {
+    device_.copy_to_host_async(device_memory, host, bytes)->wait();
+  }
+
+ private:
+  CudaDevice& device_;
+};
+
+}  // namespace
+
 CudaDevice::CudaDevice(std::shared_ptr<CudaDriver> driver, int ordinal)
     : driver_(std::move(driver)), ordinal_(ordinal) {}
 
@@ -195,6 +215,8 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::shared_ptr<CudaDriver> driver,
   d->allocator_ = allocator.get();
   d->device_ = std::make_unique<Device>(DeviceKind::kCuda, ordinal, std::move(allocator));
   d->create_staging_buffers(options);
+  d->transfer_ = std::make_unique<CudaTransfer>(*d);
+  d->device_->set_transfer(d->transfer_.get());
   return d;
 }
 

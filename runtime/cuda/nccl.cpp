@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include <cstring>
+#include <exception>
 #include <set>
 
 #include "ingot/runtime/error.h"
@@ -26,7 +27,9 @@ namespace nccl_detail {
   X(ncclAllReduce)                 \
   X(ncclAllGather)                 \
   X(ncclReduceScatter)             \
-  X(ncclBroadcast)
+  X(ncclBroadcast)                 \
+  X(ncclGroupStart)                \
+  X(ncclGroupEnd)
 
 /// Function pointers to NCCL's entry points (all non-null once resolved).
 struct NcclApi {
@@ -163,10 +166,14 @@ ncclDataType_t nccl_type(DType dtype, const char* call) {
       return ncclInt32;
     case DType::kI64:
       return ncclInt64;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kBF16:
+      return ncclBfloat16;
     default:
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("NcclCommunicator::{}: dtype {} is not supported (f32, f64, i32, "
-                              "i64 are)",
+                              "i64, f16, bf16 are)",
                               call, dtype_name(dtype)),
                   "convert the array first");
   }
@@ -301,19 +308,97 @@ void NcclCommunicator::divide_on_host(Array& a) {
   device_->copy_async(host, a)->wait();
 }
 
-void NcclCommunicator::all_reduce(Array& inout, ReduceOp op) {
-  check_array(inout, "all_reduce", "inout");
-  const ncclDataType_t type = nccl_type(inout.dtype(), "all_reduce");
-  device_->make_current();
-  void* p = inout.raw_data();
+void NcclCommunicator::enqueue_all_reduce(const void* in, void* out, const Array& a, ReduceOp op, const char* call) {
+  const ncclDataType_t type = nccl_type(a.dtype(), call);
   check(nccl_->api(),
-        nccl_->api().ncclAllReduce(p, p, static_cast<size_t>(inout.size()), type, nccl_op(op, inout.dtype()), comm_,
+        nccl_->api().ncclAllReduce(in, out, static_cast<size_t>(a.size()), type, nccl_op(op, a.dtype()), comm_,
                                    stream_of(*device_)),
         "ncclAllReduce", comm_,
-        fmt::format("reducing ({}) {} {} elements on rank {}", reduce_op_name(op), inout.size(),
-                    dtype_name(inout.dtype()), rank_));
+        fmt::format("reducing ({}) {} {} elements on rank {}", reduce_op_name(op), a.size(), dtype_name(a.dtype()),
+                    rank_));
+}
+
+void NcclCommunicator::all_reduce(Array& inout, ReduceOp op) {
+  check_array(inout, "all_reduce", "inout");
+  nccl_type(inout.dtype(), "all_reduce");
+  device_->make_current();
+  enqueue_all_reduce(inout.raw_data(), inout.raw_data(), inout, op, "all_reduce");
   finish();
   if (op == ReduceOp::kMean && is_integer(inout.dtype())) divide_on_host(inout);
+}
+
+void NcclCommunicator::check_pair(const Array& in, const Array& out, const char* call) const {
+  check_array(in, call, "in");
+  check_array(out, call, "out");
+  if (in.dtype() != out.dtype()) {
+    throw Error(ErrorCode::kDTypeMismatch,
+                fmt::format("NcclCommunicator::{}: in is {} but out is {}", call, dtype_name(in.dtype()),
+                            dtype_name(out.dtype())),
+                "allocate out with the dtype of in");
+  }
+  if (in.shape() != out.shape()) {
+    throw Error(ErrorCode::kShapeMismatch,
+                fmt::format("NcclCommunicator::{}: in has shape {} but out {}", call, shape_to_string(in.shape()),
+                            shape_to_string(out.shape())),
+                "allocate out with the shape of in");
+  }
+  nccl_type(in.dtype(), call);
+}
+
+void NcclCommunicator::all_reduce_into(const Array& in, Array& out, ReduceOp op) {
+  check_pair(in, out, "all_reduce_into");
+  device_->make_current();
+  enqueue_all_reduce(in.raw_data(), out.raw_data(), in, op, "all_reduce_into");
+  finish();
+  if (op == ReduceOp::kMean && is_integer(out.dtype())) divide_on_host(out);
+}
+
+void NcclCommunicator::all_reduce_group(std::span<Array* const> inouts, ReduceOp op) {
+  for (size_t i = 0; i < inouts.size(); ++i) {
+    if (inouts[i] == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("NcclCommunicator::all_reduce_group: inouts[{}] is null", i),
+                  "pass the arrays to reduce");
+    }
+    check_array(*inouts[i], "all_reduce_group", "inouts[i]");
+    nccl_type(inouts[i]->dtype(), "all_reduce_group");
+  }
+  if (inouts.empty()) return;
+  device_->make_current();
+  check(nccl_->api(), nccl_->api().ncclGroupStart(), "ncclGroupStart", comm_, "starting a group of all_reduces");
+  std::exception_ptr failed;
+  try {
+    for (Array* a : inouts) enqueue_all_reduce(a->raw_data(), a->raw_data(), *a, op, "all_reduce_group");
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  // The group is always closed, also after a failed call (NCCL requires it).
+  const ncclResult_t end = nccl_->api().ncclGroupEnd();
+  if (failed) std::rethrow_exception(failed);
+  check(nccl_->api(), end, "ncclGroupEnd", comm_,
+        fmt::format("running a group of {} all_reduces on rank {}", inouts.size(), rank_));
+  finish();
+  if (op == ReduceOp::kMean) {
+    for (Array* a : inouts) {
+      if (is_integer(a->dtype())) divide_on_host(*a);
+    }
+  }
+}
+
+void NcclCommunicator::broadcast_into(const Array& in, Array& out, int root) {
+  check_pair(in, out, "broadcast_into");
+  if (root < 0 || root >= size_) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("NcclCommunicator::broadcast_into: root = {} is not in [0, {})", root, size_),
+                "pass the rank whose array every rank receives");
+  }
+  device_->make_current();
+  check(nccl_->api(),
+        nccl_->api().ncclBroadcast(in.raw_data(), out.raw_data(), static_cast<size_t>(in.size()),
+                                   nccl_type(in.dtype(), "broadcast_into"), root, comm_, stream_of(*device_)),
+        "ncclBroadcast", comm_,
+        fmt::format("broadcasting {} {} elements from rank {} on rank {}", in.size(), dtype_name(in.dtype()), root,
+                    rank_));
+  finish();
 }
 
 void NcclCommunicator::all_gather(const Array& in, Array& out) {

@@ -1,6 +1,7 @@
 // Finding the NVIDIA libraries (include/ingot/runtime/library_search.h): the search order over
 // real folders, with a real shared library (zlib, copied) standing in for cuBLAS.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,7 +18,8 @@ namespace fs = std::filesystem;
 
 /// A scratch tree: dirs/, toolkit/lib64/, venv/lib/python3.11/site-packages/nvidia/{cublas,cudnn}/lib/.
 struct Tree {
-  fs::path root = fs::path(::testing::TempDir()) / "ingot_library_search_test";
+  // Per process: ctest runs these tests in parallel processes, which must not share the tree.
+  fs::path root = fs::path(::testing::TempDir()) / ("ingot_library_search_test_" + std::to_string(::getpid()));
   Tree() {
     fs::remove_all(root);
     for (const char* d : {"dirs", "toolkit/lib64", "venv/lib/python3.11/site-packages/nvidia/cublas/lib",

@@ -568,7 +568,7 @@ TEST_F(ShardingTest, NonCpuDevicesAreRejected) {
   Device gpu(DeviceKind::kCuda, 0, std::make_unique<HostAllocator>());
   NamedSharding s = NamedSharding::single_device(gpu);
   expect_error([&] { device_put(Array::zeros({2}, DType::kF32), s); }, ErrorCode::kUnimplemented,
-               {"cuda:0 is not a CPU device"});
+               {"cuda:0 is neither a CPU device nor one with transfers"});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ingot/codegen/cpu_compiler.h"
@@ -19,6 +20,9 @@
 #include "ingot/runtime/sharding.h"
 
 namespace ingot {
+
+class CudaDevice;
+class NcclLibrary;
 
 /// Options of compile_graph_spmd beyond the CPU compiler's.
 struct SpmdOptions {
@@ -36,6 +40,14 @@ struct SpmdOptions {
   /// runs; its wait comes when nothing else is ready. false: the graph's order, every collective
   /// waited for where it stands (synchronous).
   bool overlap_collectives = true;
+  /// Compiles one segment (a sub-graph without collectives) with its donated parameters into an
+  /// Executable that runs on every device of the mesh. Empty: compile_graph with the CPU options
+  /// (a mesh of CPU devices); cuda_spmd_target compiles for its CUDA devices.
+  std::function<std::shared_ptr<const Executable>(const ir::Graph& segment, const std::vector<int64_t>& donate_argnums)>
+      compile_segment;
+  /// Copies `from` into `to` (same shape and dtype, on the device running the program) for an
+  /// output that is a parameter returned unchanged. Empty: memcpy (host memory).
+  std::function<void(const Array& from, Array& to)> copy;
 };
 
 /// Compiles `graph` (a per-device program) for the host CPU, split at its collective nodes
@@ -76,5 +88,44 @@ struct SpmdTargetOptions {
 /// options' communicators and shardings. host_memory() is true (the shards are host arrays).
 /// Errors: kInvalidArgument without `out_sharding`; run_spmd's at run.
 std::shared_ptr<const CompileTarget> spmd_target(SpmdTargetOptions options);
+
+/// A mesh of CUDA devices (`devices`, not owned, distinct, in mesh order; kind kSpmd): the same
+/// per-device programs as spmd_target with every segment compiled once by the CUDA code
+/// generator and loaded on each device (`options.cuda`, `options.lowering`), collectives over
+/// `options.communicators` (NcclCommunicators, one per mesh device in mesh order) on each
+/// device's compute stream. The target's mesh is that of `options.out_sharding(0, 1)` (its
+/// devices must be among `devices`; e.g. cuda_mesh(devices) or a distribution's DeviceMesh).
+/// run() takes arrays sharded over that mesh (device_put works for CUDA meshes: each device
+/// receives its block) and other arrays, which it replicates over it first; outputs stay on the
+/// devices, sharded by `options.out_sharding`. host_memory() is false. to_target(a): `a` itself
+/// when sharded over the mesh, else a copy replicated over it; to_host(a): ingot::to_host (the
+/// global array from one replica of each block). Errors: kInvalidArgument for no, null or
+/// repeated devices, without `out_sharding`, or when its mesh holds another device;
+/// kUnimplemented without the CUDA toolkit; run_spmd's and the CUDA compiler's otherwise.
+std::shared_ptr<const CompileTarget> cuda_spmd_target(std::vector<CudaDevice*> devices, SpmdTargetOptions options);
+
+/// The back end of a mesh of devices, for callers that build per-device programs over it (the
+/// trainer's distributed steps): how a program's target is made from SpmdTargetOptions, and the
+/// communicators of the mesh's devices (one per device in mesh order, a MeshCommunicator per
+/// device when the mesh has several axes; they must outlive the targets' runs). Empty members:
+/// a mesh of CPU devices (spmd_target; shared-memory groups).
+struct MeshBackend {
+  std::function<std::shared_ptr<const CompileTarget>(SpmdTargetOptions options)> target;
+  std::function<std::vector<std::unique_ptr<Communicator>>(const Mesh& mesh)> communicators;
+  /// For messages: "CPU", "CUDA over NCCL".
+  std::string name = "CPU";
+};
+
+/// The MeshBackend of `devices` (CUDA devices, distinct; not owned): cuda_spmd_target over them,
+/// and NCCL communicators (NcclCommunicator::create_all over the mesh's devices, and over each
+/// axis line of a multi-axis mesh) from `nccl`. The mesh given to `communicators` must consist
+/// of these devices' ingot::Devices (kInvalidArgument naming the first that is not). Errors:
+/// kInvalidArgument for no, null or repeated devices or a null `nccl`; kNotFound when NCCL is
+/// not available; kUnimplemented without the CUDA toolkit.
+MeshBackend cuda_mesh_backend(std::vector<CudaDevice*> devices, std::shared_ptr<NcclLibrary> nccl);
+
+/// The one-axis mesh (`axis`, devices.size()) of `devices`' ingot::Devices, for sharding arrays
+/// with device_put for cuda_spmd_target (kInvalidArgument for no, null or repeated devices).
+Mesh cuda_mesh(const std::vector<CudaDevice*>& devices, const std::string& axis = "data");
 
 }  // namespace ingot

@@ -213,8 +213,11 @@ class Array {
 //
 // Copies run on device workers (Device::enqueue): the copy into a shard runs on the shard's
 // device, the copy out of a shard (to_host) on the shard's device, so copies to different devices
-// overlap and later work enqueued on the same device runs after them (FIFO). Only CPU devices are
-// supported so far (other devices: ingot::Error kUnimplemented).
+// overlap and later work enqueued on the same device runs after them (FIFO). CPU devices copy in
+// host memory; a device whose memory the host cannot address (CUDA) moves through its
+// DeviceTransfer (device.h): a shard on it is downloaded once per block before the copies, and a
+// shard for it is assembled in host memory on its worker, then uploaded. Other devices: ingot::Error
+// kUnimplemented.
 
 /// Splits `array` (any valid array; a sharded one is resharded) into the shards of `sharding` and
 /// returns once every shard is ready. Throws ingot::Error(kShapeMismatch) for an uneven split or a

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ingot/runtime/array.h"
@@ -47,6 +48,21 @@ class Communicator {
   virtual void broadcast(Array& inout, int root) = 0;
   /// Returns once every rank has called barrier().
   virtual void barrier() = 0;
+
+  /// Out of place: `out` (in's shape and dtype, another buffer) becomes the all_reduce of every
+  /// rank's `in`; `in` is left as it was (NCCL's sendbuff != recvbuff). The default copies `in`
+  /// into `out` on the host and reduces `out` in place, so it takes host arrays only
+  /// (kUnimplemented naming the device otherwise); NcclCommunicator reduces on the device.
+  /// Shape or dtype mismatch: kShapeMismatch / kDTypeMismatch naming both.
+  virtual void all_reduce_into(const Array& in, Array& out, ReduceOp op);
+  /// Out of place: `out` becomes rank `root`'s `in` (every rank passes an `in`; only root's is
+  /// read). Default and errors as all_reduce_into.
+  virtual void broadcast_into(const Array& in, Array& out, int root);
+  /// Several in-place all_reduces issued together (NCCL's ncclGroupStart/ncclGroupEnd: one
+  /// launch for the lot, as torch.distributed's coalesced all_reduce), same op for all; every
+  /// rank passes the same list of shapes and dtypes in the same order. The default runs them one
+  /// after the other. Errors as all_reduce for each array.
+  virtual void all_reduce_group(std::span<Array* const> inouts, ReduceOp op);
   /// The group of this rank's devices along mesh axis `axis` (JAX's named-axis collectives:
   /// psum(x, 'model') reduces over the devices along 'model' only). A plain group is one axis:
   /// it returns itself, whatever the name. MeshCommunicator (mesh_communicator.h) returns the

@@ -235,8 +235,9 @@ class CudaDevice {
   std::unique_ptr<CudaStream> compute_;
   std::unique_ptr<CudaStream> copy_;
   std::unique_ptr<Device> device_;
-  CachingAllocator* allocator_ = nullptr;  // owned by device_
-  std::mutex transfer_mu_;                 // guards the staging buffers
+  CachingAllocator* allocator_ = nullptr;     // owned by device_
+  std::mutex transfer_mu_;                    // guards the staging buffers
+  std::unique_ptr<DeviceTransfer> transfer_;  // installed on device_ (device_put / to_host of its arrays)
   std::vector<std::unique_ptr<StagingBuffer>> staging_;
   size_t next_staging_ = 0;
 };

@@ -53,6 +53,20 @@ enum class DeviceKind { kCpu, kCuda };
 
 class Worker;
 
+/// How the runtime's transfers (device_put, reshard, to_host in array.h) move bytes between host
+/// memory and a device whose memory the host cannot address (a CUDA device: CudaDevice installs
+/// one on its Device). Both calls block until the bytes have arrived, and order after work
+/// already queued on the device that may be writing or reading the same memory (CUDA: the compute
+/// stream). Errors: the device's ingot::Error. Thread-safe.
+class DeviceTransfer {
+ public:
+  virtual ~DeviceTransfer() = default;
+  /// `bytes` (>= 0) from host memory `host` to device memory `device_memory`.
+  virtual void to_device(const void* host, void* device_memory, int64_t bytes) = 0;
+  /// `bytes` (>= 0) from device memory `device_memory` to host memory `host`.
+  virtual void to_host(const void* device_memory, void* host, int64_t bytes) = 0;
+};
+
 /// A device that owns memory through its allocator, and a worker thread that runs work queued on
 /// it in order (copies, programs).
 ///
@@ -92,11 +106,17 @@ class Device {
   void shutdown_worker();
   /// True if the worker thread was started and not yet shut down.
   bool has_worker() const;
+  /// The transfers of a device whose memory the host cannot address (null for CPU devices: their
+  /// memory is host memory). Set once by the device's owner (CudaDevice::open) before any array
+  /// on it is moved; not owned, must outlive the Device's use.
+  DeviceTransfer* transfer() const { return transfer_; }
+  void set_transfer(DeviceTransfer* transfer) { transfer_ = transfer; }
 
  private:
   DeviceKind kind_;
   int id_;
   std::unique_ptr<Allocator> allocator_;
+  DeviceTransfer* transfer_ = nullptr;
   // Declared after the allocator: the worker is joined before the allocator goes away.
   mutable std::mutex worker_mu_;
   std::unique_ptr<Worker> worker_;

@@ -51,4 +51,14 @@ using GroupFactory = std::function<std::vector<std::unique_ptr<Communicator>>(in
 /// are. Errors: what make_group throws.
 std::vector<std::unique_ptr<Communicator>> make_mesh_communicators(const Mesh& mesh, const GroupFactory& make_group);
 
+/// A group over `devices` (element r is rank r, on devices[r]), for backends whose ranks are bound
+/// to devices (NCCL: NcclCommunicator::create_all).
+using DeviceGroupFactory =
+    std::function<std::vector<std::unique_ptr<Communicator>>(const std::vector<Device*>& devices)>;
+
+/// make_mesh_communicators with groups made over the devices of each line (the whole mesh's in
+/// mesh order, then each axis line's in axis order). Errors: what make_group throws.
+std::vector<std::unique_ptr<Communicator>> make_mesh_device_communicators(const Mesh& mesh,
+                                                                          const DeviceGroupFactory& make_group);
+
 }  // namespace ingot

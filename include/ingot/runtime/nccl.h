@@ -9,6 +9,7 @@
 
 #include "ingot/runtime/communicator.h"
 #include "ingot/runtime/cuda.h"
+#include "ingot/runtime/gloo.h"
 #include "ingot/runtime/library_search.h"
 
 // Opaque NCCL communicator, as declared by nccl.h (ncclComm_t is ncclComm*).
@@ -72,7 +73,9 @@ class NcclLibrary {
 /// finished them (Communicator: calls block until this rank's part is done). Arrays passed in
 /// live on device().device() (else kInvalidArgument naming both devices); work that produced
 /// them must be on the compute stream or waited for (e.g. compute_stream().wait(*copy_event)).
-/// Dtypes f32, f64, i32, i64. kMean: ncclAvg for floats (each contribution scaled by 1/size
+/// Dtypes f32, f64, i32, i64, f16 and bf16 (ncclFloat16 / ncclBfloat16: NCCL reduces them on
+/// the device in their own precision or wider, so sums may round differently from an f32 sum
+/// rounded once). kMean: ncclAvg for floats (each contribution scaled by 1/size
 /// and summed, so equal to sum/size up to rounding); for integers the sum divided by size()
 /// with truncation on the host (two extra copies, as the interface's integer mean must match
 /// torch's truncating division exactly). Used by one thread at a time.
@@ -103,10 +106,25 @@ class NcclCommunicator final : public Communicator {
   void broadcast(Array& inout, int root) override;
   /// An all_reduce of one int32 on the device, then a stream synchronisation.
   void barrier() override;
+  /// ncclAllReduce from `in` into `out` on the device (in and out on this rank's device, same
+  /// shape and dtype; they may be the same buffer). Errors as all_reduce, plus
+  /// kShapeMismatch / kDTypeMismatch naming both arrays.
+  void all_reduce_into(const Array& in, Array& out, ReduceOp op) override;
+  /// ncclBroadcast from root's `in` into every rank's `out` on the device. Errors as
+  /// all_reduce_into and broadcast.
+  void broadcast_into(const Array& in, Array& out, int root) override;
+  /// The all_reduces inside one ncclGroupStart/ncclGroupEnd, then one stream synchronisation
+  /// (integer means are divided on the host afterwards). Every array is checked before any call
+  /// is made.
+  void all_reduce_group(std::span<Array* const> inouts, ReduceOp op) override;
 
  private:
   NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank, int size);
   void check_array(const Array& a, const char* call, const char* arg) const;
+  /// check_array for both, then equal shapes and dtypes.
+  void check_pair(const Array& in, const Array& out, const char* call) const;
+  /// Enqueues ncclAllReduce(in -> out) without synchronising.
+  void enqueue_all_reduce(const void* in, void* out, const Array& a, ReduceOp op, const char* call);
   /// Blocks until the compute stream (and so the collective) is done.
   void finish();
   void divide_on_host(Array& a);
@@ -118,5 +136,26 @@ class NcclCommunicator final : public Communicator {
   int size_;
   Array scratch_;  // one int32 on the device, for barrier()
 };
+
+/// Joins the multi-process NCCL group described by `group` (torchrun's environment:
+/// ProcessGroupOptions::from_env) with this process's `devices` (one rank each, distinct): global
+/// rank group.rank * devices.size() + i on devices[i], of group.world_size * devices.size() ranks
+/// (every process passes as many devices). Rank 0 serves the TcpStore on master_addr:master_port
+/// for the duration of the call, creates the NCCL unique id and sets it there (hex, key
+/// "ingot/nccl/unique_id"); the others read it (within group.timeout); then every device joins
+/// with ncclCommInitRank from a thread of its own. One process driving all its GPUs
+/// (world_size 1) is the same call. Errors (ingot::Error): kInvalidArgument for a null `nccl`,
+/// no or repeated devices, or options connect_gloo rejects (naming the field); kNotFound when
+/// NCCL is not available; kFailedPrecondition naming the store address and the timeout when the
+/// store cannot be served or reached or the id does not arrive in time; NCCL's errors of
+/// create().
+std::vector<std::unique_ptr<NcclCommunicator>> connect_nccl(const ProcessGroupOptions& group,
+                                                            std::shared_ptr<NcclLibrary> nccl,
+                                                            const std::vector<CudaDevice*>& devices);
+
+/// The hex text of `id` (256 lowercase digits) and back; from_hex throws kInvalidArgument naming
+/// the length or the first non-hex character.
+std::string nccl_unique_id_to_hex(const NcclUniqueId& id);
+NcclUniqueId nccl_unique_id_from_hex(const std::string& hex);
 
 }  // namespace ingot

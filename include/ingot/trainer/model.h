@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ingot/jit/jit.h"
+#include "ingot/jit/spmd.h"
 #include "ingot/trainer/callbacks.h"
 #include "ingot/trainer/data.h"
 #include "ingot/trainer/distribution.h"
@@ -94,9 +95,16 @@ struct CompileOptions {
   /// splits matching trainable variables and their optimizer slots over the devices (FSDP). A
   /// DataParallel mesh may span several processes (DeviceMeshOptions::processes): each process
   /// takes its block of every batch, weights start as process 0's, and files are written by
-  /// process 0 (Model::write_once). Needs compiled steps and no CUDA target (kInvalidArgument at
+  /// process 0 (Model::write_once). Needs compiled steps and no `target` (kInvalidArgument at
   /// compile). Null: one device. docs/distributed.md.
   std::shared_ptr<distribution::Distribution> distribution;
+  /// The back end of the distribution's mesh (ingot/jit/spmd.h): empty for a mesh of CPU devices
+  /// (collectives through shared memory); cuda_mesh_backend(devices, nccl) for a DeviceMesh of
+  /// CUDA devices (their ingot::Devices, CudaDevice::device()) in one process: every step segment
+  /// compiled once for the GPUs and loaded on each, collectives over NCCL on each device's compute
+  /// stream. Only with a one-process distribution (kInvalidArgument otherwise: processes
+  /// join Gloo groups of CPU devices today).
+  MeshBackend mesh_backend;
   /// With a CUDA target: the CUDA compiler's options of the steps (codegen::CudaCompileOptions, e.g.
   /// `.cuda_graphs = true` to capture each step into a CUDA graph and replay it; architectures).
   codegen::CudaCompileOptions cuda;
