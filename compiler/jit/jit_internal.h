@@ -31,6 +31,11 @@ std::vector<std::pair<size_t, size_t>> donation_pairs(const ir::Graph& graph,
 /// interpreter): valid, unsharded, all on one device object. `what` names the caller in errors.
 std::vector<ir::TensorType> host_signature(const std::vector<Array>& args, const std::string& what);
 
+/// The signature of a per-device (SPMD) program over `args` (spmd_target, cuda_spmd_target):
+/// each argument's first shard's shape and dtype. Throws kInvalidArgument naming the index of an
+/// invalid Array; `what` names the caller.
+std::vector<ir::TensorType> shard_signature(const std::vector<Array>& args, const std::string& what);
+
 /// compile_graph_cuda for several devices: the graph lowered and compiled once, loaded on each of
 /// `devices` (non-empty; one CudaExecutable each); the Executable's one thunk runs the executable
 /// of the device its arrays live on (the device Executable::run allocates on), and throws

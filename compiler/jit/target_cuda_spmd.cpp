@@ -53,16 +53,7 @@ class CudaSpmdTarget final : public CompileTarget {
   std::string name() const override { return fmt::format("spmd over {} CUDA devices", devices_.size()); }
   bool host_memory() const override { return false; }
   std::vector<ir::TensorType> signature(const std::vector<Array>& args, const std::string& what) const override {
-    std::vector<ir::TensorType> types;
-    types.reserve(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (!args[i].valid()) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: argument {} is an invalid Array", what, i));
-      }
-      const Array shard = args[i].shards().front();  // the per-device shapes (a host array: itself)
-      types.push_back({shard.shape(), shard.dtype()});
-    }
-    return types;
+    return detail::shard_signature(args, what);
   }
   std::shared_ptr<const Executable> compile(const ir::Graph& graph, const std::vector<int64_t>& donate_argnums,
                                             const TargetCompileOptions& options) const override {

@@ -4,6 +4,7 @@
 
 #include "ingot/jit/spmd.h"
 #include "ingot/runtime/spmd.h"
+#include "jit/jit_internal.h"
 
 namespace ingot {
 
@@ -18,16 +19,7 @@ class SpmdTarget final : public CompileTarget {
   }
   bool host_memory() const override { return true; }
   std::vector<ir::TensorType> signature(const std::vector<Array>& args, const std::string& what) const override {
-    std::vector<ir::TensorType> types;
-    types.reserve(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (!args[i].valid()) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: argument {} is an invalid Array", what, i));
-      }
-      const Array shard = args[i].shards().front();  // the per-device shapes
-      types.push_back({shard.shape(), shard.dtype()});
-    }
-    return types;
+    return detail::shard_signature(args, what);
   }
   std::shared_ptr<const Executable> compile(const ir::Graph& graph, const std::vector<int64_t>& donate_argnums,
                                             const TargetCompileOptions& options) const override {
@@ -51,6 +43,23 @@ class SpmdTarget final : public CompileTarget {
 };
 
 }  // namespace
+
+namespace detail {
+
+std::vector<ir::TensorType> shard_signature(const std::vector<Array>& args, const std::string& what) {
+  std::vector<ir::TensorType> types;
+  types.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].valid()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: argument {} is an invalid Array", what, i));
+    }
+    const Array shard = args[i].shards().front();  // the per-device shapes (an unsharded array: itself)
+    types.push_back({shard.shape(), shard.dtype()});
+  }
+  return types;
+}
+
+}  // namespace detail
 
 std::shared_ptr<const CompileTarget> spmd_target(SpmdTargetOptions options) {
   if (!options.out_sharding) {
