@@ -57,6 +57,12 @@ void check_rank_at_least_1(const Array& a, const char* what, const char* name) {
 }
 
 // `big` must be (size * small.shape[0], small.shape[1:]...).
+void check_group_lengths(size_t ins, size_t outs, const char* what) {
+  if (ins == outs) return;
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} inputs but {} outputs", what, ins, outs),
+              "pass one output array per input array");
+}
+
 void check_stacked_shape(const Array& small, const Array& big, int size, const char* what, const char* small_name,
                          const char* big_name) {
   Shape expected = small.shape();

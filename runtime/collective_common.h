@@ -32,6 +32,9 @@ void check_same_dtype(const Array& in, const Array& out, const char* what);
 void check_not_aliased(const Array& in, const Array& out, const char* what);
 /// kInvalidArgument naming the shape when `a` is a scalar.
 void check_rank_at_least_1(const Array& a, const char* what, const char* name);
+/// kInvalidArgument naming both counts when a grouped call's `ins` and `outs` lists differ in
+/// length.
+void check_group_lengths(size_t ins, size_t outs, const char* what);
 /// `big` must be (size * small.shape[0], small.shape[1:]...); kShapeMismatch naming both shapes
 /// and the expected one otherwise.
 void check_stacked_shape(const Array& small, const Array& big, int size, const char* what, const char* small_name,

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "collective_common.h"
 #include "ingot/runtime/device.h"
 #include "ingot/runtime/error.h"
 
@@ -74,6 +75,11 @@ void Communicator::broadcast_into(const Array& in, Array& out, int root) {
 
 void Communicator::all_reduce_group(std::span<Array* const> inouts, ReduceOp op) {
   for (Array* a : inouts) all_reduce(*a, op);
+}
+
+void Communicator::all_reduce_group_into(std::span<const Array> ins, std::span<Array> outs, ReduceOp op) {
+  check_group_lengths(ins.size(), outs.size(), "Communicator::all_reduce_group_into");
+  for (size_t i = 0; i < ins.size(); ++i) all_reduce_into(ins[i], outs[i], op);
 }
 
 }  // namespace ingot

@@ -82,6 +82,22 @@ Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op, const std::string& ax
       [op, axis](Communicator& c, const Array& x, Array& y) { group(c, axis).all_reduce_into(x, y, op); });
 }
 
+Thunk all_reduce_group_thunk(std::vector<size_t> ins, std::vector<size_t> outs, ReduceOp op, const std::string& axis) {
+  if (ins.size() != outs.size() || ins.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("all_reduce_group_thunk: {} input slots and {} output slots", ins.size(), outs.size()),
+                "pass one output slot per input slot, at least one");
+  }
+  Thunk t;
+  t.name = fmt::format("all_reduce_group({}) x {}", reduce_op_name(op), ins.size());
+  t.input_slots = std::move(ins);
+  t.output_slots = std::move(outs);
+  t.collective = [op, axis](Communicator& c, std::span<const Array> in, std::span<Array> out) {
+    group(c, axis).all_reduce_group_into(in, out, op);
+  };
+  return t;
+}
+
 Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis) {
   return collective_thunk("all_gather", in, out,
                           [axis](Communicator& c, const Array& x, Array& y) { group(c, axis).all_gather(x, y); });

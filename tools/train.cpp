@@ -66,22 +66,29 @@ void check_device(const std::string& device, bool cuda_allowed) {
   throw bad_option(fmt::format("unknown --device '{}'", device), cuda_allowed ? "use cpu or cuda" : "use cpu");
 }
 
-/// `--device cuda`: CUDA devices 0 .. gpus-1, opened through the driver (libcuda.so.1, dlopen'ed).
-/// Errors (kNotFound) without a usable driver or GPU, naming the driver's reason; kInvalidArgument
-/// when the machine has fewer than `gpus` devices.
-std::vector<std::unique_ptr<CudaDevice>> open_cuda_devices(int64_t gpus) {
+/// `--device cuda`: CUDA devices first .. first + gpus - 1, opened through the driver
+/// (libcuda.so.1, dlopen'ed); `first` is 0, or under a launcher LOCAL_RANK * gpus, so that the
+/// processes of a host take distinct GPUs. Errors (kNotFound) without a usable driver or GPU,
+/// naming the driver's reason; kInvalidArgument when the machine has fewer devices.
+std::vector<std::unique_ptr<CudaDevice>> open_cuda_devices(int64_t gpus, int64_t first) {
   std::shared_ptr<CudaDriver> driver = CudaDriver::load();
   if (!driver->available()) {
     throw Error(ErrorCode::kNotFound,
                 fmt::format("--device cuda: no usable CUDA device: {}", driver->unavailable_reason()),
                 "run on a machine with an NVIDIA GPU and its driver, or use --device cpu");
   }
-  if (gpus > driver->device_count()) {
-    throw bad_option(fmt::format("--gpus {}: this machine has {} CUDA devices", gpus, driver->device_count()),
-                     fmt::format("use --gpus {} or fewer", driver->device_count()));
+  if (first + gpus > driver->device_count()) {
+    if (first == 0) {
+      throw bad_option(fmt::format("--gpus {}: this machine has {} CUDA devices", gpus, driver->device_count()),
+                       fmt::format("use --gpus {} or fewer", driver->device_count()));
+    }
+    throw bad_option(fmt::format("--gpus {} from device {} (LOCAL_RANK {} x --gpus {}): this machine has {} CUDA "
+                                 "devices",
+                                 gpus, first, first / gpus, gpus, driver->device_count()),
+                     "start at most (CUDA devices / --gpus) processes per host (ingot launch -n)");
   }
   std::vector<std::unique_ptr<CudaDevice>> devices;
-  for (int i = 0; i < static_cast<int>(gpus); ++i) devices.push_back(CudaDevice::open(driver, i));
+  for (int64_t i = first; i < first + gpus; ++i) devices.push_back(CudaDevice::open(driver, static_cast<int>(i)));
   return devices;
 }
 
@@ -312,7 +319,10 @@ struct Placement {
   /// "cpu", "cuda", "4 CPU devices", "2 processes x 2 CPU devices" or "2 GPUs (NCCL)".
   std::string describe(const std::string& device) const {
     if (!distribution) return device;
-    if (gpus > 1) return fmt::format("data parallel over {} GPUs (NCCL)", gpus);
+    if (mesh_backend.target) {
+      if (num_processes == 1) return fmt::format("data parallel over {} GPUs (NCCL)", gpus);
+      return fmt::format("data parallel over {} processes x {} GPU{} (NCCL)", num_processes, gpus, gpus > 1 ? "s" : "");
+    }
     const int64_t local = static_cast<int64_t>(runtime->devices().size());
     if (num_processes == 1) return fmt::format("data parallel over {} CPU devices", local);
     return fmt::format("data parallel over {} processes x {} CPU devices", num_processes, local);
@@ -326,32 +336,42 @@ bool launched() {
   return detect_launcher([](const char* name) -> const char* { return std::getenv(name); }).has_value();
 }
 
-Placement placement(const TrainCommand& c, const std::vector<std::unique_ptr<CudaDevice>>& gpus) {
-  Placement p;
-  if (gpus.size() > 1) {  // one process driving several GPUs: NCCL data parallelism
-    if (launched()) {
-      throw bad_option("ingot launch: several processes train on CPU devices", "drop --gpus or ingot launch");
-    }
-    std::vector<CudaDevice*> devices;
-    std::vector<Device*> mesh_devices;
-    for (const auto& g : gpus) {
-      devices.push_back(g.get());
-      mesh_devices.push_back(&g->device());
-    }
-    p.gpus = static_cast<int64_t>(gpus.size());
-    p.distribution = std::make_shared<distribution::DataParallel>(
-        distribution::DeviceMesh({.shape = {p.gpus}, .axis_names = {"batch"}, .devices = std::move(mesh_devices)}));
-    p.mesh_backend = cuda_mesh_backend(devices, NcclLibrary::load(cuda_library_search({})));
-    return p;
+/// --device cuda with several GPUs or processes: data parallel over NCCL, every process's GPUs
+/// one mesh axis (ingot launch: the processes join through Gloo, NCCL's id sent over it).
+Placement gpu_placement(const TrainCommand& c, const std::vector<std::unique_ptr<CudaDevice>>& gpus) {
+  if (c.cuda_graphs) {
+    throw bad_option("--cuda-graphs works on one GPU of one process", "drop --cuda-graphs, --gpus or ingot launch");
   }
+  Placement p;
+  std::vector<CudaDevice*> devices;
+  std::vector<Device*> mesh_devices;
+  for (const auto& g : gpus) {
+    devices.push_back(g.get());
+    mesh_devices.push_back(&g->device());
+  }
+  p.gpus = static_cast<int64_t>(gpus.size());
+  p.mesh_backend = cuda_mesh_backend(devices, NcclLibrary::load(cuda_library_search({})));
+  std::shared_ptr<distribution::ProcessGroup> processes;
+  if (launched()) {
+    processes = distribution::initialize(ProcessGroupOptions::from_env(), p.mesh_backend);
+    p.process_id = processes->process_id();
+    p.num_processes = processes->num_processes();
+  }
+  p.distribution =
+      std::make_shared<distribution::DataParallel>(distribution::DeviceMesh({.shape = {p.gpus * p.num_processes},
+                                                                             .axis_names = {"batch"},
+                                                                             .devices = std::move(mesh_devices),
+                                                                             .processes = processes}));
+  return p;
+}
+
+Placement placement(const TrainCommand& c, const std::vector<std::unique_ptr<CudaDevice>>& gpus) {
+  if (gpus.size() > 1 || (!gpus.empty() && launched())) return gpu_placement(c, gpus);
+  Placement p;
   if (c.cpu_devices == 1 && !launched()) return p;
   p.runtime = std::make_unique<Runtime>(RuntimeOptions{.num_cpu_devices = static_cast<int>(c.cpu_devices)});
   std::shared_ptr<distribution::ProcessGroup> processes;
   if (launched()) {
-    if (c.device != "cpu") {
-      throw bad_option("ingot launch: several processes train on CPU devices",
-                       "use --device cpu (and --cpu-devices N)");
-    }
     processes = distribution::initialize(ProcessGroupOptions::from_env(), p.runtime->devices());
     p.process_id = processes->process_id();
     p.num_processes = processes->num_processes();
@@ -546,9 +566,10 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
                      c.data.empty() ? data_files(c.data_dir) : std::vector<std::string>{c.data});
   // The device first: a missing GPU is reported before the data are read.
   const std::vector<std::unique_ptr<CudaDevice>> gpus =
-      c.device == "cuda" ? open_cuda_devices(c.gpus) : std::vector<std::unique_ptr<CudaDevice>>{};
-  CudaDevice* const cuda = gpus.size() == 1 ? gpus[0].get() : nullptr;
+      c.device == "cuda" ? open_cuda_devices(c.gpus, launched() ? cluster_from_env().local_rank * c.gpus : 0)
+                         : std::vector<std::unique_ptr<CudaDevice>>{};
   const Placement where = placement(c, gpus);
+  CudaDevice* const cuda = gpus.size() == 1 && !where.distribution ? gpus[0].get() : nullptr;
   NullStream discard;
   std::ostream& out = where.process_id == 0 ? all_out : discard;  // process 0 speaks for all
   const TrainingSet data = training_set(c);

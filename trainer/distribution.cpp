@@ -50,6 +50,12 @@ ProcessGroup::ProcessGroup(GlooProcessGroup groups, std::vector<Device*> local_d
       num_processes_(num_processes),
       process_id_(process_id) {}
 
+ProcessGroup::ProcessGroup(std::unique_ptr<Communicator> process,
+                           std::vector<std::unique_ptr<Communicator>> device_ranks, std::vector<Device*> local_devices,
+                           int num_processes, int process_id)
+    : ProcessGroup(GlooProcessGroup{.process = std::move(process), .ranks = std::move(device_ranks)},
+                   std::move(local_devices), num_processes, process_id) {}
+
 std::vector<Communicator*> ProcessGroup::device_communicators() const {
   std::vector<Communicator*> out;
   for (const auto& c : groups_.ranks) out.push_back(c.get());
@@ -72,6 +78,26 @@ std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, std::
   }
   GlooProcessGroup groups = connect_gloo_processes(group, static_cast<int>(local_devices.size()), options);
   return std::make_shared<ProcessGroup>(std::move(groups), std::move(local_devices), group.world_size, group.rank);
+}
+
+std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, const MeshBackend& backend,
+                                         const GlooOptions& options) {
+  if (!backend.connect_processes || backend.devices.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("distribution::initialize: MeshBackend {} has no {}", backend.name,
+                            backend.connect_processes ? "devices" : "connect_processes"),
+                "pass a device back end such as cuda_mesh_backend(devices, nccl); for CPU devices call "
+                "initialize(group, runtime.devices())");
+  }
+  std::unique_ptr<Communicator> process = connect_gloo(group, options);
+  std::vector<std::unique_ptr<Communicator>> ranks = backend.connect_processes(*process);
+  if (ranks.size() != backend.devices.size()) {
+    throw Error(ErrorCode::kInternal,
+                fmt::format("distribution::initialize: MeshBackend {} connected {} ranks for {} devices", backend.name,
+                            ranks.size(), backend.devices.size()));
+  }
+  return std::make_shared<ProcessGroup>(std::move(process), std::move(ranks), backend.devices, group.world_size,
+                                        group.rank);
 }
 
 DeviceMesh::DeviceMesh(DeviceMeshOptions options)

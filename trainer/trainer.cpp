@@ -69,13 +69,19 @@ void check_compile_target(const CompileOptions& o) {
                             !compiled ? "run_eagerly or jit_compile = false" : "target " + o.target->name()),
                 "drop the distribution, or compile the steps for the CPU devices of its mesh");
   }
-  if ((o.mesh_backend.target || o.mesh_backend.communicators) &&
-      (!o.distribution || o.distribution->device_mesh().processes())) {
+  if ((o.mesh_backend.target || o.mesh_backend.communicators) && !o.distribution) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("compile: mesh_backend {} needs a distribution over this process's devices, but {}",
-                            o.mesh_backend.name,
-                            !o.distribution ? "none was given" : "the distribution spans several processes"),
-                "give a distribution whose DeviceMesh holds the backend's devices (one process), or drop mesh_backend");
+                fmt::format("compile: mesh_backend {} needs a distribution, but none was given", o.mesh_backend.name),
+                "give a distribution whose DeviceMesh holds the backend's devices, or drop mesh_backend");
+  }
+  if (o.distribution && !o.mesh_backend.target) {
+    for (const Device* d : o.distribution->device_mesh().mesh().devices()) {
+      if (d->kind() != DeviceKind::kCpu) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("compile: the distribution's mesh holds {}, but no mesh_backend was given", d->name()),
+                    "pass mesh_backend = cuda_mesh_backend(devices, nccl) for a mesh of CUDA devices");
+      }
+    }
   }
   if (!o.target) return;
   if (o.target->kind() == TargetKind::kSpmd || o.target->kind() == TargetKind::kInterpreter) {

@@ -165,17 +165,28 @@ class SpmdBuilder {
     // 2. The segments compile concurrently (each compile_graph has its own MLIR context and JIT).
     const std::vector<std::shared_ptr<const Executable>> compiled = compile_segments();
     // 3. The thunks in schedule order over one slot table.
+    // Asynchronous all_reduces started one after the other (several gradient buckets ready at
+    // once) are one grouped thunk, waited for where the first of them is.
     std::map<size_t, size_t> started;  // collective node -> its start thunk
-    for (const Event& e : events_) {
+    std::set<size_t> waited;           // start thunks already waited for
+    for (size_t i = 0; i < events_.size(); ++i) {
+      const Event& e = events_[i];
       if (e.kind == Event::kSegment) {
         append(*compiled[e.index], pending_[e.index].external, pending_[e.index].ordered);
       } else if (e.kind == Event::kStart) {
-        started[e.index] = thunks_.size();
-        add_collective(g_.nodes()[e.index], e.async);
-      } else if (thunks_[started.at(e.index)].async) {
+        size_t end = i + 1;
+        while (end < events_.size() && groupable(i, end)) ++end;
+        for (size_t k = i; k < end; ++k) started[events_[k].index] = thunks_.size();
+        if (end - i > 1) {
+          add_all_reduce_group(i, end);
+          i = end - 1;
+        } else {
+          add_collective(g_.nodes()[e.index], e.async);
+        }
+      } else if (const size_t t = started.at(e.index); thunks_[t].async && waited.insert(t).second) {
         Thunk wait;
-        wait.name = "wait " + thunks_[started.at(e.index)].name;
-        wait.wait_for = started.at(e.index);
+        wait.name = "wait " + thunks_[t].name;
+        wait.wait_for = t;
         thunks_.push_back(std::move(wait));
       }
     }
@@ -322,6 +333,37 @@ class SpmdBuilder {
     if (collective_ns_) timed(thunks_.back());
     thunks_.back().async = async;
     slot_of_[node.outputs[0]] = out;
+  }
+
+  /// Whether start event `j` joins the group of start event `i`: both asynchronous all_reduces
+  /// with the same reduction over the same axis.
+  bool groupable(size_t i, size_t j) const {
+    const auto& a = events_[i];
+    const auto& b = events_[j];
+    if (a.kind != Event::kStart || b.kind != Event::kStart || !a.async || !b.async) return false;
+    const ir::Node& x = g_.nodes()[a.index];
+    const ir::Node& y = g_.nodes()[b.index];
+    return x.op == "all_reduce" && y.op == "all_reduce" &&
+           x.attrs.get_string("reduction") == y.attrs.get_string("reduction") &&
+           x.attrs.get_string("axis_name") == y.attrs.get_string("axis_name");
+  }
+
+  /// One asynchronous all_reduce_group thunk for the start events [first, end) (groupable).
+  void add_all_reduce_group(size_t first, size_t end) {
+    std::vector<size_t> ins, outs;
+    for (size_t k = first; k < end; ++k) {
+      const ir::Node& node = g_.nodes()[events_[k].index];
+      ins.push_back(slot_of_.at(node.inputs[0]));
+      outs.push_back(slots_.size());
+      slots_.emplace_back(g_.type(node.outputs[0]).shape, g_.type(node.outputs[0]).dtype);
+      slot_of_[node.outputs[0]] = outs.back();
+    }
+    const ir::Node& node = g_.nodes()[events_[first].index];
+    thunks_.push_back(all_reduce_group_thunk(std::move(ins), std::move(outs),
+                                             reduce_op(node.attrs.get_string("reduction")),
+                                             node.attrs.get_string("axis_name")));
+    if (collective_ns_) timed(thunks_.back());
+    thunks_.back().async = true;
   }
 
   /// Makes `t` add its wall time to collective_ns_.

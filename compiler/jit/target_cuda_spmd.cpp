@@ -58,24 +58,22 @@ class CudaSpmdTarget final : public CompileTarget {
   std::shared_ptr<const Executable> compile(const ir::Graph& graph, const std::vector<int64_t>& donate_argnums,
                                             const TargetCompileOptions& options) const override {
     std::vector<CudaDevice*> devices = devices_;
-    return compile_graph_spmd(graph, options.cpu, options.lowering,
-                              {.donate_argnums = donate_argnums,
-                               .collective_nanoseconds = options_.collective_nanoseconds,
-                               .overlap_collectives = options_.overlap_collectives,
-                               .compile_segment =
-                                   [devices, cuda = options.cuda, lowering = options.lowering](
-                                       const ir::Graph& segment, const std::vector<int64_t>& donate) {
-                                     return detail::compile_graph_cuda_devices(segment, devices, cuda, donate,
-                                                                               lowering);
-                                   },
-                               .copy =
-                                   [devices](const Array& from, Array& to) {
-                                     // A parameter returned unchanged: through the host (rare, and small in train
-                                     // steps).
-                                     CudaDevice& d = cuda_device_of(from.device(), devices, "cuda_spmd_target copy");
-                                     const Array h = ingot::to_host(from);
-                                     d.copy_async(h, to)->wait();
-                                   }});
+    return compile_graph_spmd(
+        graph, options.cpu, options.lowering,
+        {.donate_argnums = donate_argnums,
+         .collective_nanoseconds = options_.collective_nanoseconds,
+         .overlap_collectives = options_.overlap_collectives,
+         .compile_segment =
+             [devices, cuda = options.cuda, lowering = options.lowering](const ir::Graph& segment,
+                                                                         const std::vector<int64_t>& donate) {
+               return detail::compile_graph_cuda_devices(segment, devices, cuda, donate, lowering);
+             },
+         .copy =
+             [devices](const Array& from, Array& to) {
+               // A parameter returned unchanged: a copy on the device's compute stream,
+               // in order with the segments around it.
+               cuda_device_of(from.device(), devices, "cuda_spmd_target copy").copy_async(from, to);
+             }});
   }
   std::vector<Array> run(const Executable& exe, const std::vector<Array>& args) const override {
     std::vector<Array> placed;
@@ -138,6 +136,12 @@ MeshBackend cuda_mesh_backend(std::vector<CudaDevice*> devices, std::shared_ptr<
       return group;
     });
   };
+  backend.connect_processes = [devices, nccl](Communicator& processes) {
+    std::vector<std::unique_ptr<Communicator>> group;
+    for (auto& c : connect_nccl(processes, nccl, devices)) group.push_back(std::move(c));
+    return group;
+  };
+  for (CudaDevice* d : devices) backend.devices.push_back(&d->device());
   return backend;
 }
 

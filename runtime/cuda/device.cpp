@@ -336,6 +336,18 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_to_host_async(const void* src, void*
   return last != nullptr ? last : copy_->record();
 }
 
+std::shared_ptr<CudaEvent> CudaDevice::copy_within_device_async(const void* src, void* dst, int64_t bytes) {
+  check_copy_arguments("CudaDevice::copy_within_device_async", src, dst, bytes);
+  make_current();
+  if (bytes > 0) {
+    const cuda_detail::DriverApi& api = driver_->api();
+    cuda_detail::check(
+        api, api.cuMemcpyDtoDAsync_v2(device_ptr(dst), device_ptr(src), static_cast<size_t>(bytes), compute_->handle()),
+        "cuMemcpyDtoDAsync", fmt::format("copying {} within {}", format_bytes(bytes), name()));
+  }
+  return compute_->record();
+}
+
 std::shared_ptr<CudaEvent> CudaDevice::copy_async(const Array& src, Array& dst, CopyOrder order) {
   if (src.shape() != dst.shape()) {
     throw Error(ErrorCode::kShapeMismatch,
@@ -357,9 +369,12 @@ std::shared_ptr<CudaEvent> CudaDevice::copy_async(const Array& src, Array& dst, 
   if (&from == device_.get() && to.kind() == DeviceKind::kCpu) {
     return copy_to_host_async(src.raw_data(), dst.raw_data(), src.nbytes());
   }
+  if (&from == device_.get() && &to == device_.get()) {
+    return copy_within_device_async(src.raw_data(), dst.raw_data(), src.nbytes());
+  }
   throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("CudaDevice::copy_async on {}: copies from {} to {} are not between the "
-                          "host and this device",
+              fmt::format("CudaDevice::copy_async on {}: copies from {} to {} are neither between the "
+                          "host and this device nor within it",
                           name(), from.name(), to.name()),
               "copy through the host, or call copy_async on the CudaDevice that owns the array");
 }

@@ -30,6 +30,7 @@ namespace ingot::cuda_detail {
   X(cuMemFreeHost)                        \
   X(cuMemcpyHtoDAsync_v2)                 \
   X(cuMemcpyDtoHAsync_v2)                 \
+  X(cuMemcpyDtoDAsync_v2)                 \
   X(cuStreamCreate)                       \
   X(cuStreamDestroy_v2)                   \
   X(cuStreamSynchronize)                  \

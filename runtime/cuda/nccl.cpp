@@ -10,7 +10,9 @@
 #include <cstring>
 #include <exception>
 #include <set>
+#include <utility>
 
+#include "../collective_common.h"
 #include "ingot/runtime/error.h"
 
 namespace ingot {
@@ -194,8 +196,6 @@ ncclRedOp_t nccl_op(ReduceOp op, DType dtype) {
   return ncclSum;
 }
 
-cudaStream_t stream_of(const CudaDevice& device) { return device.compute_stream().handle(); }
-
 /// `shape` with dimension 0 multiplied by `factor` (shape has rank >= 1).
 Shape scaled_dim0(const Shape& shape, int factor) {
   Shape s = shape;
@@ -207,7 +207,12 @@ Shape scaled_dim0(const Shape& shape, int factor) {
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank,
                                    int size)
-    : nccl_(std::move(nccl)), device_(&device), comm_(comm), rank_(rank), size_(size) {
+    : nccl_(std::move(nccl)),
+      device_(&device),
+      stream_(device.create_stream(fmt::format("nccl rank {}", rank))),
+      comm_(comm),
+      rank_(rank),
+      size_(size) {
   scratch_ = Array::empty({1}, DType::kI32, &device.device());
   const int32_t zero = 0;
   device.copy_to_device_async(&zero, scratch_.raw_data(), sizeof(zero))->wait();
@@ -293,7 +298,13 @@ void NcclCommunicator::check_array(const Array& a, const char* call, const char*
   }
 }
 
-void NcclCommunicator::finish() { device_->compute_stream().synchronize(); }
+void NcclCommunicator::begin() {
+  device_->make_current();
+  // The inputs were produced on the compute stream (or waited for there).
+  stream_->wait(*device_->compute_stream().record());
+}
+
+void NcclCommunicator::finish() { stream_->synchronize(); }
 
 void NcclCommunicator::divide_on_host(Array& a) {
   Array host = Array::empty(a.shape(), a.dtype());
@@ -312,7 +323,7 @@ void NcclCommunicator::enqueue_all_reduce(const void* in, void* out, const Array
   const ncclDataType_t type = nccl_type(a.dtype(), call);
   check(nccl_->api(),
         nccl_->api().ncclAllReduce(in, out, static_cast<size_t>(a.size()), type, nccl_op(op, a.dtype()), comm_,
-                                   stream_of(*device_)),
+                                   stream_->handle()),
         "ncclAllReduce", comm_,
         fmt::format("reducing ({}) {} {} elements on rank {}", reduce_op_name(op), a.size(), dtype_name(a.dtype()),
                     rank_));
@@ -321,7 +332,7 @@ void NcclCommunicator::enqueue_all_reduce(const void* in, void* out, const Array
 void NcclCommunicator::all_reduce(Array& inout, ReduceOp op) {
   check_array(inout, "all_reduce", "inout");
   nccl_type(inout.dtype(), "all_reduce");
-  device_->make_current();
+  begin();
   enqueue_all_reduce(inout.raw_data(), inout.raw_data(), inout, op, "all_reduce");
   finish();
   if (op == ReduceOp::kMean && is_integer(inout.dtype())) divide_on_host(inout);
@@ -347,13 +358,14 @@ void NcclCommunicator::check_pair(const Array& in, const Array& out, const char*
 
 void NcclCommunicator::all_reduce_into(const Array& in, Array& out, ReduceOp op) {
   check_pair(in, out, "all_reduce_into");
-  device_->make_current();
+  begin();
   enqueue_all_reduce(in.raw_data(), out.raw_data(), in, op, "all_reduce_into");
   finish();
   if (op == ReduceOp::kMean && is_integer(out.dtype())) divide_on_host(out);
 }
 
 void NcclCommunicator::all_reduce_group(std::span<Array* const> inouts, ReduceOp op) {
+  std::vector<std::pair<const Array*, Array*>> pairs;
   for (size_t i = 0; i < inouts.size(); ++i) {
     if (inouts[i] == nullptr) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("NcclCommunicator::all_reduce_group: inouts[{}] is null", i),
@@ -361,13 +373,30 @@ void NcclCommunicator::all_reduce_group(std::span<Array* const> inouts, ReduceOp
     }
     check_array(*inouts[i], "all_reduce_group", "inouts[i]");
     nccl_type(inouts[i]->dtype(), "all_reduce_group");
+    pairs.emplace_back(inouts[i], inouts[i]);
   }
-  if (inouts.empty()) return;
-  device_->make_current();
+  run_group(pairs, op, "all_reduce_group");
+}
+
+void NcclCommunicator::all_reduce_group_into(std::span<const Array> ins, std::span<Array> outs, ReduceOp op) {
+  check_group_lengths(ins.size(), outs.size(), "NcclCommunicator::all_reduce_group_into");
+  std::vector<std::pair<const Array*, Array*>> pairs;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    check_pair(ins[i], outs[i], "all_reduce_group_into");
+    nccl_type(ins[i].dtype(), "all_reduce_group_into");
+    pairs.emplace_back(&ins[i], &outs[i]);
+  }
+  run_group(pairs, op, "all_reduce_group_into");
+}
+
+void NcclCommunicator::run_group(std::span<const std::pair<const Array*, Array*>> pairs, ReduceOp op,
+                                 const char* call) {
+  if (pairs.empty()) return;
+  begin();
   check(nccl_->api(), nccl_->api().ncclGroupStart(), "ncclGroupStart", comm_, "starting a group of all_reduces");
   std::exception_ptr failed;
   try {
-    for (Array* a : inouts) enqueue_all_reduce(a->raw_data(), a->raw_data(), *a, op, "all_reduce_group");
+    for (const auto& [in, out] : pairs) enqueue_all_reduce(in->raw_data(), out->raw_data(), *in, op, call);
   } catch (...) {
     failed = std::current_exception();
   }
@@ -375,11 +404,11 @@ void NcclCommunicator::all_reduce_group(std::span<Array* const> inouts, ReduceOp
   const ncclResult_t end = nccl_->api().ncclGroupEnd();
   if (failed) std::rethrow_exception(failed);
   check(nccl_->api(), end, "ncclGroupEnd", comm_,
-        fmt::format("running a group of {} all_reduces on rank {}", inouts.size(), rank_));
+        fmt::format("running a group of {} all_reduces on rank {}", pairs.size(), rank_));
   finish();
   if (op == ReduceOp::kMean) {
-    for (Array* a : inouts) {
-      if (is_integer(a->dtype())) divide_on_host(*a);
+    for (const auto& [in, out] : pairs) {
+      if (is_integer(out->dtype())) divide_on_host(*out);
     }
   }
 }
@@ -391,10 +420,10 @@ void NcclCommunicator::broadcast_into(const Array& in, Array& out, int root) {
                 fmt::format("NcclCommunicator::broadcast_into: root = {} is not in [0, {})", root, size_),
                 "pass the rank whose array every rank receives");
   }
-  device_->make_current();
+  begin();
   check(nccl_->api(),
         nccl_->api().ncclBroadcast(in.raw_data(), out.raw_data(), static_cast<size_t>(in.size()),
-                                   nccl_type(in.dtype(), "broadcast_into"), root, comm_, stream_of(*device_)),
+                                   nccl_type(in.dtype(), "broadcast_into"), root, comm_, stream_->handle()),
         "ncclBroadcast", comm_,
         fmt::format("broadcasting {} {} elements from rank {} on rank {}", in.size(), dtype_name(in.dtype()), root,
                     rank_));
@@ -418,10 +447,10 @@ void NcclCommunicator::all_gather(const Array& in, Array& out) {
                 "in needs rank >= 1; allocate out as (size() * in.shape[0], in.shape[1:]...)");
   }
   const ncclDataType_t type = nccl_type(in.dtype(), "all_gather");
-  device_->make_current();
+  begin();
   check(nccl_->api(),
         nccl_->api().ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.size()), type, comm_,
-                                   stream_of(*device_)),
+                                   stream_->handle()),
         "ncclAllGather", comm_,
         fmt::format("gathering {} {} elements per rank on rank {}", in.size(), dtype_name(in.dtype()), rank_));
   finish();
@@ -444,10 +473,10 @@ void NcclCommunicator::reduce_scatter(const Array& in, Array& out, ReduceOp op) 
                 "out needs rank >= 1; allocate it as (in.shape[0] / size(), in.shape[1:]...)");
   }
   const ncclDataType_t type = nccl_type(in.dtype(), "reduce_scatter");
-  device_->make_current();
+  begin();
   check(nccl_->api(),
         nccl_->api().ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.size()), type,
-                                       nccl_op(op, in.dtype()), comm_, stream_of(*device_)),
+                                       nccl_op(op, in.dtype()), comm_, stream_->handle()),
         "ncclReduceScatter", comm_,
         fmt::format("reduce-scattering ({}) {} {} elements on rank {}", reduce_op_name(op), in.size(),
                     dtype_name(in.dtype()), rank_));
@@ -463,10 +492,10 @@ void NcclCommunicator::broadcast(Array& inout, int root) {
                 "pass the rank whose array every rank receives");
   }
   const ncclDataType_t type = nccl_type(inout.dtype(), "broadcast");
-  device_->make_current();
+  begin();
   void* p = inout.raw_data();
   check(nccl_->api(),
-        nccl_->api().ncclBroadcast(p, p, static_cast<size_t>(inout.size()), type, root, comm_, stream_of(*device_)),
+        nccl_->api().ncclBroadcast(p, p, static_cast<size_t>(inout.size()), type, root, comm_, stream_->handle()),
         "ncclBroadcast", comm_,
         fmt::format("broadcasting {} {} elements from rank {} on rank {}", inout.size(), dtype_name(inout.dtype()),
                     root, rank_));
@@ -474,9 +503,9 @@ void NcclCommunicator::broadcast(Array& inout, int root) {
 }
 
 void NcclCommunicator::barrier() {
-  device_->make_current();
+  begin();
   void* p = scratch_.raw_data();
-  check(nccl_->api(), nccl_->api().ncclAllReduce(p, p, 1, ncclInt32, ncclSum, comm_, stream_of(*device_)),
+  check(nccl_->api(), nccl_->api().ncclAllReduce(p, p, 1, ncclInt32, ncclSum, comm_, stream_->handle()),
         "ncclAllReduce", comm_, fmt::format("waiting at a barrier on rank {}", rank_));
   finish();
 }

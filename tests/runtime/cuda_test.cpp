@@ -330,7 +330,7 @@ TEST(CudaFake, CopyArgumentsAreChecked) {
                {"src has dtype i32 but dst has dtype f32"});
   Array h2b = Array::zeros({2}, DType::kF32);
   expect_error([&] { dev->copy_async(h2, h2b); }, ErrorCode::kInvalidArgument,
-               {"copies from cpu:0 to cpu:0 are not between the host and this device"});
+               {"copies from cpu:0 to cpu:0 are neither between the host and this device nor within it"});
   expect_error([&] { dev->copy_to_device_async(h2.raw_data(), d2.raw_data(), -4); }, ErrorCode::kInvalidArgument,
                {"bytes = -4 is negative"});
   expect_error([&] { dev->copy_to_host_async(nullptr, h2.raw_data(), 8); }, ErrorCode::kInvalidArgument,
@@ -340,6 +340,25 @@ TEST(CudaFake, CopyArgumentsAreChecked) {
   Array o2 = Array::empty({2}, DType::kF32, &other->device());
   expect_error([&] { dev->copy_async(h2, o2); }, ErrorCode::kInvalidArgument,
                {"CudaDevice::copy_async on cuda:0: copies from cpu:0 to cuda:1"});
+}
+
+TEST(CudaFake, CopiesWithinADeviceRunOnTheComputeStreamInOrder) {
+  FakeCudaScope fake;
+  auto dev = CudaDevice::open(fake.driver(), 0);
+  const Array host = Array::from_vector<float>({1, 2, 3}, {3});
+  Array a = Array::empty({3}, DType::kF32, &dev->device());
+  Array b = Array::empty({3}, DType::kF32, &dev->device());
+  dev->copy_async(host, a)->wait();
+  std::shared_ptr<CudaEvent> copied = dev->copy_async(a, b);  // device to device
+  Array back = Array::empty({3}, DType::kF32);
+  dev->copy_async(b, back)->wait();  // the download waits for the compute stream, so for the copy
+  EXPECT_TRUE(copied->ready());
+  EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Array empty_a = Array::empty({0}, DType::kF32, &dev->device());
+  Array empty_b = Array::empty({0}, DType::kF32, &dev->device());
+  EXPECT_NO_THROW(dev->copy_async(empty_a, empty_b)->wait());
+  expect_error([&] { dev->copy_within_device_async(nullptr, b.raw_data(), 4); }, ErrorCode::kInvalidArgument,
+               {"copy_within_device_async: src is null for a copy of 4 bytes"});
 }
 
 TEST(CudaFake, AllocatorOutOfMemoryReportsTheDevicesFreeBytes) {

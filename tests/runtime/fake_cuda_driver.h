@@ -373,6 +373,14 @@ inline int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, CUs
   push(s, [dst, from, n] { run_copy(dst, from, n); });
   return kCudaSuccess;
 }
+inline int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, CUstream_st* s) {
+  auto l = lock();
+  if (t_fake_current == nullptr) return no_context("cuMemcpyDtoDAsync");
+  void* to = reinterpret_cast<void*>(static_cast<uintptr_t>(dst));
+  const void* from = reinterpret_cast<const void*>(static_cast<uintptr_t>(src));
+  push(s, [to, from, n] { run_copy(to, from, n); });
+  return kCudaSuccess;
+}
 inline int cuStreamCreate(CUstream_st** s, unsigned) {
   if (t_fake_current == nullptr) return no_context("cuStreamCreate");
   *s = new CUstream_st();
@@ -608,20 +616,24 @@ inline CudaSymbolResolver resolver(std::string omit = "") {
             INGOT_FAKE_ENTRY(cuGetErrorName) INGOT_FAKE_ENTRY(cuDeviceGetCount) INGOT_FAKE_ENTRY(cuDeviceGet)
                 INGOT_FAKE_ENTRY(cuDeviceGetName) INGOT_FAKE_ENTRY(cuDeviceTotalMem_v2) INGOT_FAKE_ENTRY(
                     cuDevicePrimaryCtxRetain) INGOT_FAKE_ENTRY(cuDevicePrimaryCtxRelease_v2)
-                    INGOT_FAKE_ENTRY(cuCtxSetCurrent) INGOT_FAKE_ENTRY(cuMemGetInfo_v2) INGOT_FAKE_ENTRY(
-                        cuMemAlloc_v2) INGOT_FAKE_ENTRY(cuMemFree_v2) INGOT_FAKE_ENTRY(cuMemHostAlloc)
-                        INGOT_FAKE_ENTRY(cuMemFreeHost) INGOT_FAKE_ENTRY(cuMemcpyHtoDAsync_v2) INGOT_FAKE_ENTRY(
-                            cuMemcpyDtoHAsync_v2) INGOT_FAKE_ENTRY(cuStreamCreate) INGOT_FAKE_ENTRY(cuStreamDestroy_v2)
-                            INGOT_FAKE_ENTRY(cuStreamSynchronize) INGOT_FAKE_ENTRY(cuStreamWaitEvent) INGOT_FAKE_ENTRY(
-                                cuLaunchHostFunc) INGOT_FAKE_ENTRY(cuEventCreate) INGOT_FAKE_ENTRY(cuEventRecord)
-                                INGOT_FAKE_ENTRY(cuEventQuery) INGOT_FAKE_ENTRY(cuEventSynchronize)
-                                    INGOT_FAKE_ENTRY(cuEventDestroy_v2) INGOT_FAKE_ENTRY(cuDeviceGetAttribute)
-                                        INGOT_FAKE_ENTRY(cuModuleLoadDataEx) INGOT_FAKE_ENTRY(cuModuleGetFunction)
-                                            INGOT_FAKE_ENTRY(cuModuleUnload) INGOT_FAKE_ENTRY(cuLaunchKernel)
-                                                INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2) INGOT_FAKE_ENTRY(
-                                                    cuStreamEndCapture) INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)
-                                                    INGOT_FAKE_ENTRY(cuGraphLaunch) INGOT_FAKE_ENTRY(cuGraphExecDestroy)
-                                                        INGOT_FAKE_ENTRY(cuGraphDestroy)
+                    INGOT_FAKE_ENTRY(cuCtxSetCurrent) INGOT_FAKE_ENTRY(cuMemGetInfo_v2) INGOT_FAKE_ENTRY(cuMemAlloc_v2)
+                        INGOT_FAKE_ENTRY(cuMemFree_v2) INGOT_FAKE_ENTRY(cuMemHostAlloc) INGOT_FAKE_ENTRY(cuMemFreeHost)
+                            INGOT_FAKE_ENTRY(cuMemcpyHtoDAsync_v2) INGOT_FAKE_ENTRY(cuMemcpyDtoDAsync_v2)
+                                INGOT_FAKE_ENTRY(cuMemcpyDtoHAsync_v2) INGOT_FAKE_ENTRY(cuStreamCreate)
+                                    INGOT_FAKE_ENTRY(cuStreamDestroy_v2) INGOT_FAKE_ENTRY(cuStreamSynchronize)
+                                        INGOT_FAKE_ENTRY(cuStreamWaitEvent) INGOT_FAKE_ENTRY(cuLaunchHostFunc)
+                                            INGOT_FAKE_ENTRY(cuEventCreate) INGOT_FAKE_ENTRY(cuEventRecord)
+                                                INGOT_FAKE_ENTRY(cuEventQuery) INGOT_FAKE_ENTRY(cuEventSynchronize)
+                                                    INGOT_FAKE_ENTRY(cuEventDestroy_v2) INGOT_FAKE_ENTRY(
+                                                        cuDeviceGetAttribute) INGOT_FAKE_ENTRY(cuModuleLoadDataEx)
+                                                        INGOT_FAKE_ENTRY(cuModuleGetFunction) INGOT_FAKE_ENTRY(
+                                                            cuModuleUnload) INGOT_FAKE_ENTRY(cuLaunchKernel)
+                                                            INGOT_FAKE_ENTRY(cuStreamBeginCapture_v2)
+                                                                INGOT_FAKE_ENTRY(cuStreamEndCapture)
+                                                                    INGOT_FAKE_ENTRY(cuGraphInstantiateWithFlags)
+                                                                        INGOT_FAKE_ENTRY(cuGraphLaunch)
+                                                                            INGOT_FAKE_ENTRY(cuGraphExecDestroy)
+                                                                                INGOT_FAKE_ENTRY(cuGraphDestroy)
 #undef INGOT_FAKE_ENTRY
     };
     if (omit == name) return nullptr;

@@ -185,6 +185,32 @@ TEST(NcclFake, GroupedAllReducesRunAsOneGroup) {
   EXPECT_EQ(g.nccl.log().largest_group, 3);
 }
 
+TEST(NcclFake, GroupedOutOfPlaceAllReducesLeaveTheInputs) {
+  FakeGroup g(2);
+  ASSERT_TRUE(g.nccl.ok()) << g.nccl.library()->unavailable_reason();
+  expect_no_errors(g.run([&](int r) {
+    NcclCommunicator& c = *g.comms[static_cast<size_t>(r)];
+    const std::vector<Array> ins = {g.upload(r, Array::from_vector<float>({1.0f + r, 2}, {2})),
+                                    g.upload(r, Array::from_vector<int64_t>({10 * r}, {1}))};
+    std::vector<Array> outs = {g.upload(r, Array::zeros({2}, DType::kF32)),
+                               g.upload(r, Array::zeros({1}, DType::kI64))};
+    c.all_reduce_group_into(ins, outs, ReduceOp::kSum);
+    EXPECT_EQ(g.download(r, outs[0]).to_vector<float>(), (std::vector<float>{3, 4}));
+    EXPECT_EQ(g.download(r, outs[1]).to_vector<int64_t>(), (std::vector<int64_t>{10}));
+    EXPECT_EQ(g.download(r, ins[0]).to_vector<float>(), (std::vector<float>{1.0f + r, 2}));
+  }));
+  EXPECT_EQ(g.nccl.log().groups, 2);
+  EXPECT_EQ(g.nccl.log().largest_group, 2);
+  NcclCommunicator& c = *g.comms[0];
+  const std::vector<Array> one = {g.upload(0, Array::zeros({2}, DType::kF32))};
+  std::vector<Array> none;
+  testing::expect_error([&] { c.all_reduce_group_into(one, none, ReduceOp::kSum); }, ErrorCode::kInvalidArgument,
+                        {"NcclCommunicator::all_reduce_group_into: 1 inputs but 0 outputs"});
+  std::vector<Array> wrong = {g.upload(0, Array::zeros({3}, DType::kF32))};
+  testing::expect_error([&] { c.all_reduce_group_into(one, wrong, ReduceOp::kSum); }, ErrorCode::kShapeMismatch,
+                        {"all_reduce_group_into"});
+}
+
 TEST(NcclFake, MismatchedCallsAreAnErrorOnEveryRankNotAHang) {
   FakeGroup g(2);
   ASSERT_TRUE(g.nccl.ok()) << g.nccl.library()->unavailable_reason();
@@ -328,6 +354,53 @@ TEST(NcclFakeProcessWorker, JoinsAndReduces) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "");
+}
+
+// connect_nccl over an existing process communicator: NCCL's unique id sent over Gloo; processes
+// passing different device counts all get the same error instead of hanging in ncclCommInitRank.
+constexpr const char* kCountsWorkerFlag = "INGOT_NCCL_FAKE_COUNTS_WORKER";
+
+TEST(NcclFakeProcesses, OverAProcessCommunicatorDeviceCountsMustAgree) {
+  const int port = testing::free_port();
+  const char* filter = "NcclFakeProcessWorker.OverGlooWithDifferentCounts";
+  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kCountsWorkerFlag)),
+                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kCountsWorkerFlag))};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int r = 0; r < 2; ++r) {
+    if (workers[r] <= 0) continue;
+    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
+  }
+}
+
+TEST(NcclFakeProcessWorker, OverGlooWithDifferentCounts) {
+  if (std::getenv(kCountsWorkerFlag) == nullptr || std::getenv("RANK") == nullptr) {
+    GTEST_SKIP() << "worker of NcclFakeProcesses.OverAProcessCommunicatorDeviceCountsMustAgree: runs only in the "
+                    "processes that test starts (RANK and "
+                 << kCountsWorkerFlag << " unset)";
+  }
+  FakeCudaScope cuda;
+  FakeNcclScope nccl(INGOT_FAKE_NCCL, 20.0);
+  ASSERT_TRUE(nccl.ok()) << nccl.library()->unavailable_reason();
+  ProcessGroupOptions group = ProcessGroupOptions::from_env();
+  group.timeout = 20;
+  std::unique_ptr<Communicator> processes = connect_gloo(group);
+  // First the same count everywhere: the group joins, an all-reduce spans both processes.
+  auto d0 = CudaDevice::open(cuda.driver(), 0), d1 = CudaDevice::open(cuda.driver(), 1);
+  auto comms = connect_nccl(*processes, nccl.library(), {d0.get()});
+  ASSERT_EQ(comms.size(), 1u);
+  EXPECT_EQ(comms[0]->rank(), group.rank);
+  EXPECT_EQ(comms[0]->size(), 2);
+  Array a = Array::empty({1}, DType::kF32, &d0->device());
+  d0->copy_async(Array::from_vector<float>({1.0f + static_cast<float>(group.rank)}, {1}), a)->wait();
+  comms[0]->all_reduce(a, ReduceOp::kSum);
+  Array back = Array::empty({1}, DType::kF32);
+  d0->copy_async(a, back)->wait();
+  EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{3}));
+  // Then process 1 passes two devices: the same error on both.
+  std::vector<CudaDevice*> devices = {d0.get()};
+  if (group.rank == 1) devices.push_back(d1.get());
+  testing::expect_error([&] { connect_nccl(*processes, nccl.library(), devices); }, ErrorCode::kInvalidArgument,
+                        {"connect_nccl: process 1 passes 2 devices but process 0 passes 1"});
 }
 
 }  // namespace

@@ -151,10 +151,10 @@ TEST(MultiProcess, BadMeshesAreClearErrors) {
                                   .processes = processes});
       },
       ErrorCode::kInvalidArgument, {"not the process group's devices"});
-  testing::expect_error([&] { distribution::initialize(alone, {}); }, ErrorCode::kInvalidArgument,
+  testing::expect_error([&] { distribution::initialize(alone, std::vector<Device*>{}); }, ErrorCode::kInvalidArgument,
                         {"no local devices"});
-  testing::expect_error([&] { distribution::initialize(alone, {nullptr}); }, ErrorCode::kInvalidArgument,
-                        {"local device 0 is null"});
+  testing::expect_error([&] { distribution::initialize(alone, std::vector<Device*>{nullptr}); },
+                        ErrorCode::kInvalidArgument, {"local device 0 is null"});
 }
 
 }  // namespace

@@ -66,6 +66,48 @@ TEST(SpmdCompile, SegmentsAroundAnAllReduceMatchTheWholeBatch) {
   }
 }
 
+TEST(SpmdCompile, AllReducesStartedTogetherAreOneGroupedThunk) {
+  // Both all_reduces can start at once (their inputs are parameters; gradient buckets ready
+  // together): one all_reduce_group thunk, waited for once, while the product runs.
+  FourDevices d;
+  const TraceFn local = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{all_reduce(a[0], "batch", "sum") + 1.0, all_reduce(a[1], "batch", "sum") * 2.0,
+                               matmul(a[0], a[1])};
+  };
+  const ir::Graph graph = trace(local, {{{2, 3}, DType::kF32}, {{3, 5}, DType::kF32}}, "two_buckets");
+  const std::shared_ptr<const Executable> step = compile_graph_spmd(graph);
+  int groups = 0, waits = 0, single = 0;
+  for (const Thunk& t : step->thunks()) {
+    groups += t.name == "all_reduce_group(sum) x 2" && t.async && t.input_slots.size() == 2 ? 1 : 0;
+    waits += t.wait_for ? 1 : 0;
+    single += t.name == "all_reduce(sum)" ? 1 : 0;
+  }
+  EXPECT_EQ(groups, 1);
+  EXPECT_EQ(waits, 1);
+  EXPECT_EQ(single, 0);
+  // Without overlap each collective is synchronous, in the graph's order: no group.
+  const std::shared_ptr<const Executable> in_order = compile_graph_spmd(graph, {}, {}, {.overlap_collectives = false});
+  for (const Thunk& t : in_order->thunks()) EXPECT_EQ(t.name.find("all_reduce_group"), std::string::npos);
+  const Array x = testing::random_array({8, 3}, DType::kF32, 1), w = testing::random_array({3, 5}, DType::kF32, 2);
+  for (const auto& exe : {step, in_order}) {
+    const std::vector<Array> out = run_spmd(*exe, {device_put(x, d.split()), device_put(w, d.replicated())},
+                                            {d.split(), d.replicated(), d.split()}, d.comms());
+    // Sum over the devices of x's 2-row blocks: every device gets the same block sum.
+    const std::vector<double> xs = x.to_doubles();
+    std::vector<double> block(6, 0.0);
+    for (size_t i = 0; i < xs.size(); ++i) block[i % 6] += xs[i];
+    const std::vector<double> got = to_host(out[0]).to_doubles();
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], block[i % 6] + 1.0, 1e-5) << i;
+    for (const Array& replica : out[1].shards()) {
+      const std::vector<double> r = to_host(replica).to_doubles(), ws = w.to_doubles();
+      for (size_t i = 0; i < r.size(); ++i) EXPECT_NEAR(r[i], 8.0 * ws[i], 1e-5) << i;
+    }
+    expect_near(out[2],
+                jit([](const std::vector<Tensor>& a) { return std::vector<Tensor>{matmul(a[0], a[1])}; })({x, w})[0],
+                1e-5);
+  }
+}
+
 TEST(SpmdCompile, AxisIndexIsEachDevicesPositionAlongTheAxis) {
   // lax.axis_index: device p of the 4 gets p (the output's blocks, split over the devices, are
   // [0, 1, 2, 3]); offset by the per-device batch size it is the shard's first global row.

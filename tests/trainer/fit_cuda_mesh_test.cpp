@@ -9,9 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
+
 #include "ingot/jit/spmd.h"
 #include "ingot/runtime/cuda.h"
 #include "ingot/trainer/model.h"
+#include "child_process.h"
 #include "runtime/fake_nccl_scope.h"
 #include "test_util.h"
 
@@ -75,6 +79,80 @@ TEST(FitCudaMesh, AMeshBackendNeedsADistributionInThisProcess) {
       ErrorCode::kInvalidArgument, {"compile: mesh_backend CUDA over NCCL needs a distribution", "none was given"});
   testing::expect_error([&] { cuda_mesh_backend({d0.get()}, nullptr); }, ErrorCode::kInvalidArgument,
                         {"cuda_mesh_backend: nccl is null"});
+}
+
+// Two processes (ingot launch's model) with one fake GPU each: distribution::initialize joins them
+// through Gloo and NCCL (the unique id sent over Gloo), and fit runs data parallel over both.
+constexpr const char* kWorkerFlag = "INGOT_FIT_CUDA_MESH_TEST_WORKER";
+
+TEST(FitCudaMeshProcesses, TwoProcessesTrainDataParallelOverNccl) {
+  const int port = testing::free_port();
+  const char* filter = "FitCudaMeshProcessWorker.Trains";
+  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kWorkerFlag)),
+                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kWorkerFlag))};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (int r = 0; r < 2; ++r) {
+    if (workers[r] <= 0) continue;
+    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
+  }
+}
+
+TEST(FitCudaMeshProcessWorker, Trains) {
+  if (std::getenv(kWorkerFlag) == nullptr || std::getenv("RANK") == nullptr) {
+    GTEST_SKIP() << "worker of FitCudaMeshProcesses.TwoProcessesTrainDataParallelOverNccl: runs only in the "
+                    "processes that test starts (RANK and "
+                 << kWorkerFlag << " unset)";
+  }
+  FakeCudaScope fake;
+  FakeNcclScope nccl(INGOT_FAKE_NCCL, 20.0);
+  ASSERT_TRUE(nccl.ok()) << nccl.library()->unavailable_reason();
+  auto d0 = CudaDevice::open(fake.driver(), 0);
+  const MeshBackend backend = cuda_mesh_backend({d0.get()}, nccl.library());
+  ProcessGroupOptions group = ProcessGroupOptions::from_env();
+  group.timeout = 20;
+  std::shared_ptr<distribution::ProcessGroup> processes = distribution::initialize(group, backend);
+  ASSERT_EQ(processes->num_processes(), 2);
+  ASSERT_EQ(processes->device_communicators().size(), 1u);
+  EXPECT_EQ(processes->device_communicators()[0]->backend(), "nccl");
+  EXPECT_EQ(processes->device_communicators()[0]->size(), 2);
+  EXPECT_EQ(processes->device_communicators()[0]->rank(), group.rank);
+  auto dist = std::make_shared<distribution::DataParallel>(
+      distribution::DeviceMesh({.shape = {2}, .axis_names = {"batch"}, .processes = processes}));
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 3, .activation = "relu"}),
+                    std::make_shared<Dense>(DenseOptions{.units = 2})});
+  model.compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                 .loss = std::make_shared<losses::MeanSquaredError>(),
+                 .lowering = {.blas_gemm = false},
+                 .distribution = dist,
+                 .mesh_backend = backend});
+  const Array x = testing::f32({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {8, 2});
+  const Array y = testing::f32({1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}, {8, 2});
+  model.fit({.x = x, .y = y, .batch_size = 4, .epochs = 2, .verbose = 0, .shuffle = false});
+  EXPECT_FALSE(fake.state().launches.empty());
+  // 4 steps (each process's half of every batch), at least one all-reduce per step, over NCCL.
+  EXPECT_GE(nccl.log().all_reduce, 4);
+  const std::vector<Array> w = model.get_weights();
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[1].shape(), (Shape{3}));
+  EXPECT_EQ(w[1].device().kind(), DeviceKind::kCpu);
+  // Predictions of the whole batch on every process (gathered over the processes).
+  const Array p = model.predict({.x = x, .batch_size = 8});
+  EXPECT_EQ(p.shape(), (Shape{8, 2}));
+}
+
+TEST(FitCudaMesh, AMeshOfCudaDevicesNeedsAMeshBackend) {
+  FakeCudaScope fake;
+  auto d0 = CudaDevice::open(fake.driver(), 0);
+  Sequential model({std::make_shared<Dense>(DenseOptions{.units = 1})});
+  testing::expect_error(
+      [&] {
+        model.compile({.optimizer = std::make_shared<optimizers::SGD>(),
+                       .loss = std::make_shared<losses::MeanSquaredError>(),
+                       .distribution = data_parallel({d0.get()})});
+      },
+      ErrorCode::kInvalidArgument, {"compile: the distribution's mesh holds", "no mesh_backend was given"});
+  testing::expect_error([&] { distribution::initialize(ProcessGroupOptions{}, MeshBackend{}); },
+                        ErrorCode::kInvalidArgument, {"MeshBackend CPU has no connect_processes"});
 }
 
 }  // namespace

@@ -112,13 +112,21 @@ std::shared_ptr<const CompileTarget> cuda_spmd_target(std::vector<CudaDevice*> d
 struct MeshBackend {
   std::function<std::shared_ptr<const CompileTarget>(SpmdTargetOptions options)> target;
   std::function<std::vector<std::unique_ptr<Communicator>>(const Mesh& mesh)> communicators;
+  /// A run of several processes (distribution::initialize with a backend): given `processes`, one
+  /// rank per process (collective: every process calls it), one communicator per device of
+  /// `devices`, global rank processes.rank() * devices.size() + i (connect_nccl).
+  std::function<std::vector<std::unique_ptr<Communicator>>(Communicator& processes)> connect_processes;
+  /// The backend's devices in order (not owned; empty for the CPU): the local devices of a
+  /// multi-process mesh built on it.
+  std::vector<Device*> devices;
   /// For messages: "CPU", "CUDA over NCCL".
   std::string name = "CPU";
 };
 
 /// The MeshBackend of `devices` (CUDA devices, distinct; not owned): cuda_spmd_target over them,
-/// and NCCL communicators (NcclCommunicator::create_all over the mesh's devices, and over each
-/// axis line of a multi-axis mesh) from `nccl`. The mesh given to `communicators` must consist
+/// NCCL communicators (NcclCommunicator::create_all over the mesh's devices, and over each axis
+/// line of a multi-axis mesh) from `nccl`, and for several processes connect_nccl(processes,
+/// nccl, devices). The mesh given to `communicators` must consist
 /// of these devices' ingot::Devices (kInvalidArgument naming the first that is not). Errors:
 /// kInvalidArgument for no, null or repeated devices or a null `nccl`; kNotFound when NCCL is
 /// not available; kUnimplemented without the CUDA toolkit.

@@ -63,6 +63,12 @@ class Communicator {
   /// rank passes the same list of shapes and dtypes in the same order. The default runs them one
   /// after the other. Errors as all_reduce for each array.
   virtual void all_reduce_group(std::span<Array* const> inouts, ReduceOp op);
+  /// Out of place and grouped: outs[i] becomes the all_reduce of every rank's ins[i], pairwise as
+  /// all_reduce_into, issued together like all_reduce_group (what compile_graph_spmd's grouped
+  /// thunk calls when several gradient buckets are ready at once). The default calls
+  /// all_reduce_into for each pair. Errors: kInvalidArgument for lists of different lengths, and
+  /// all_reduce_into's for each pair.
+  virtual void all_reduce_group_into(std::span<const Array> ins, std::span<Array> outs, ReduceOp op);
   /// The group of this rank's devices along mesh axis `axis` (JAX's named-axis collectives:
   /// psum(x, 'model') reduces over the devices along 'model' only). A plain group is one axis:
   /// it returns itself, whatever the name. MeshCommunicator (mesh_communicator.h) returns the

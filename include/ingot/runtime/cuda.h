@@ -216,9 +216,16 @@ class CudaDevice {
   /// after all compute-stream work enqueued before the call (which may be producing `src`).
   /// `dst` holds the data once the event is ready (it must stay valid until then).
   std::shared_ptr<CudaEvent> copy_to_host_async(const void* src, void* dst, int64_t bytes);
-  /// Array copy between the host and this device in either direction: `src` and `dst` have
-  /// the same shape and dtype (else kShapeMismatch / kDTypeMismatch naming both), one lives on
-  /// a CPU device and the other on device() (else kInvalidArgument naming both devices).
+  /// Copies `bytes` (>= 0) between two buffers of this device (cuMemcpyDtoDAsync) on the
+  /// compute stream, so in order with the kernels before and after it (no host round trip, no
+  /// wait). The event is ready when the copy is done. Errors: kInvalidArgument for negative
+  /// bytes or a null pointer; the driver's otherwise.
+  std::shared_ptr<CudaEvent> copy_within_device_async(const void* src, void* dst, int64_t bytes);
+  /// Array copy between the host and this device in either direction, or within this device
+  /// (copy_within_device_async; `order` applies to uploads only): `src` and `dst` have the same
+  /// shape and dtype (else kShapeMismatch / kDTypeMismatch naming both), and one lives on a CPU
+  /// device and the other on device(), or both on device() (else kInvalidArgument naming both
+  /// devices).
   std::shared_ptr<CudaEvent> copy_async(const Array& src, Array& dst, CopyOrder order = CopyOrder::kAfterQueuedCompute);
 
  private:

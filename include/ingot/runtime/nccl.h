@@ -4,7 +4,9 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingot/runtime/communicator.h"
@@ -69,10 +71,14 @@ class NcclLibrary {
 };
 
 /// One rank of an NCCL group, bound to one CudaDevice (torch.distributed's NCCL backend).
-/// Collectives run on the device's compute stream and the call returns once the stream has
-/// finished them (Communicator: calls block until this rank's part is done). Arrays passed in
-/// live on device().device() (else kInvalidArgument naming both devices); work that produced
-/// them must be on the compute stream or waited for (e.g. compute_stream().wait(*copy_event)).
+/// Collectives run on a stream of their own ("<device> nccl rank R", as torch's NCCL process
+/// groups use their own streams) that first waits for the work queued on the device's compute
+/// stream, and the call returns once that stream has finished them (Communicator: calls block
+/// until this rank's part is done), so kernels queued on the compute stream meanwhile (by
+/// another thread: run_spmd's asynchronous collectives) run alongside the collective. Arrays
+/// passed in live on device().device() (else kInvalidArgument naming both devices); work that
+/// produced them must be on the compute stream or waited for (e.g.
+/// compute_stream().wait(*copy_event)).
 /// Dtypes f32, f64, i32, i64, f16 and bf16 (ncclFloat16 / ncclBfloat16: NCCL reduces them on
 /// the device in their own precision or wider, so sums may round differently from an f32 sum
 /// rounded once). kMean: ncclAvg for floats (each contribution scaled by 1/size
@@ -117,6 +123,9 @@ class NcclCommunicator final : public Communicator {
   /// (integer means are divided on the host afterwards). Every array is checked before any call
   /// is made.
   void all_reduce_group(std::span<Array* const> inouts, ReduceOp op) override;
+  /// The all_reduce_into of each pair inside one ncclGroupStart/ncclGroupEnd, one stream
+  /// synchronisation. Every pair is checked (as all_reduce_into) before any call is made.
+  void all_reduce_group_into(std::span<const Array> ins, std::span<Array> outs, ReduceOp op) override;
 
  private:
   NcclCommunicator(std::shared_ptr<NcclLibrary> nccl, CudaDevice& device, ncclComm* comm, int rank, int size);
@@ -125,12 +134,17 @@ class NcclCommunicator final : public Communicator {
   void check_pair(const Array& in, const Array& out, const char* call) const;
   /// Enqueues ncclAllReduce(in -> out) without synchronising.
   void enqueue_all_reduce(const void* in, void* out, const Array& a, ReduceOp op, const char* call);
-  /// Blocks until the compute stream (and so the collective) is done.
+  /// The all_reduces of `pairs` (in -> out; checked) in one NCCL group, then one synchronisation.
+  void run_group(std::span<const std::pair<const Array*, Array*>> pairs, ReduceOp op, const char* call);
+  /// Makes the device current and the collectives' stream wait for the compute stream.
+  void begin();
+  /// Blocks until the collectives' stream is done.
   void finish();
   void divide_on_host(Array& a);
 
   std::shared_ptr<NcclLibrary> nccl_;
   CudaDevice* device_;
+  std::unique_ptr<CudaStream> stream_;  // the collectives' stream (destroyed before device_)
   ncclComm* comm_;
   int rank_;
   int size_;
@@ -151,6 +165,19 @@ class NcclCommunicator final : public Communicator {
 /// create().
 std::vector<std::unique_ptr<NcclCommunicator>> connect_nccl(const ProcessGroupOptions& group,
                                                             std::shared_ptr<NcclLibrary> nccl,
+                                                            const std::vector<CudaDevice*>& devices);
+
+/// The same join with NCCL's unique id sent over `processes` (one rank per process, e.g. a
+/// connect_gloo communicator or distribution::ProcessGroup::process_communicator) instead of a
+/// TcpStore of its own, for processes already joined (the store's port is then free for nothing
+/// else): every process learns every process's device count (all_gather), rank 0 creates the id
+/// and broadcasts it, then each of `devices` joins as global rank processes.rank() *
+/// devices.size() + i of processes.size() * devices.size() on a thread of its own. Collective:
+/// every process calls it. Errors (the same on every process where it can be): kInvalidArgument
+/// for a null `nccl`, no or repeated devices, or processes with different device counts (naming
+/// both); kNotFound when NCCL is not available; kFailedPrecondition when process 0 could not
+/// create the id; `processes`' errors (e.g. a peer gone) and NcclCommunicator::create's.
+std::vector<std::unique_ptr<NcclCommunicator>> connect_nccl(Communicator& processes, std::shared_ptr<NcclLibrary> nccl,
                                                             const std::vector<CudaDevice*>& devices);
 
 /// The hex text of `id` (256 lowercase digits) and back; from_hex throws kInvalidArgument naming

@@ -18,6 +18,11 @@ namespace ingot {
 /// A thunk that writes slot `out` = the all_reduce (`op`) over the devices of slot `in` (same
 /// shape and dtype; `in` is left unchanged). Errors are the communicator's.
 Thunk all_reduce_thunk(size_t in, size_t out, ReduceOp op, const std::string& axis = {});
+/// Slots `outs[i]` = the all_reduce (`op`) of slots `ins[i]`, issued together
+/// (Communicator::all_reduce_group_into: one NCCL group). kInvalidArgument for lists of
+/// different lengths or empty ones.
+Thunk all_reduce_group_thunk(std::vector<size_t> ins, std::vector<size_t> outs, ReduceOp op,
+                             const std::string& axis = {});
 /// Slot `out` (devices * in.shape[0], in.shape[1:]...) = every device's slot `in` concatenated
 /// along dim 0 in mesh order.
 Thunk all_gather_thunk(size_t in, size_t out, const std::string& axis = {});

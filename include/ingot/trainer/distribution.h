@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "ingot/jit/spmd.h"
 #include "ingot/runtime/device.h"
 #include "ingot/runtime/gloo.h"
 #include "ingot/runtime/sharding.h"
@@ -18,16 +19,21 @@
 namespace ingot::distribution {
 
 /// This process's part in a run of several processes (what keras.distribution.initialize sets up
-/// for JAX): its CPU devices, its rank among the processes, and Gloo communicators spanning every
-/// process's devices. Process p's devices are ranks p * L .. p * L + L - 1 of the devices' group
-/// (L devices per process, the same in every process). Made by initialize(); shared by the meshes
-/// built on it (DeviceMeshOptions::processes). The communicators are used by one step at a time:
-/// the models of a process group take turns (fit, evaluate and predict block), and every process
-/// must run the same steps in the same order (the same program with the same data and options).
+/// for JAX): its devices (CPU devices, or CUDA devices of a MeshBackend), its rank among the
+/// processes, a Gloo communicator between the processes and communicators spanning every
+/// process's devices (Gloo for CPU devices, NCCL for CUDA devices). Process p's devices are ranks p * L .. p * L + L -
+/// 1 of the devices' group (L devices per process, the same in every process). Made by initialize(); shared by the
+/// meshes built on it (DeviceMeshOptions::processes). The communicators are used by one step at a time: the models of a
+/// process group take turns (fit, evaluate and predict block), and every process must run the same steps in the same
+/// order (the same program with the same data and options).
 class ProcessGroup {
  public:
   /// Takes the connected groups (connect_gloo_processes with local_devices.size() ranks).
   ProcessGroup(GlooProcessGroup groups, std::vector<Device*> local_devices, int num_processes, int process_id);
+  /// Takes `process` (one rank per process) and `device_ranks` (one per local device, global
+  /// ranks process_id * L + i, e.g. connect_nccl's).
+  ProcessGroup(std::unique_ptr<Communicator> process, std::vector<std::unique_ptr<Communicator>> device_ranks,
+               std::vector<Device*> local_devices, int num_processes, int process_id);
   int num_processes() const { return num_processes_; }
   /// This process's rank among the processes, in [0, num_processes()) (jax.process_index()).
   int process_id() const { return process_id_; }
@@ -54,6 +60,17 @@ class ProcessGroup {
 /// and connect_gloo_processes's errors (bad options, a process not joining in time, processes
 /// with different device counts).
 std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, std::vector<Device*> local_devices,
+                                         const GlooOptions& options = {});
+
+/// initialize for the devices of `backend` (e.g. cuda_mesh_backend(this process's GPUs, nccl)),
+/// its `devices` the local devices: the processes join a Gloo group of one rank each (the process
+/// communicator: variable broadcasts, gathering logged values), then the backend connects the
+/// devices over it (MeshBackend::connect_processes: NCCL's unique id sent from process 0). Give
+/// the same backend to Model::compile (CompileOptions::mesh_backend) with the distribution.
+/// Collective and blocking like initialize. Errors: kInvalidArgument for a backend without
+/// connect_processes or devices (the CPU's: use the other initialize), connect_gloo's errors and
+/// connect_processes's (connect_nccl: processes with different device counts, NCCL missing).
+std::shared_ptr<ProcessGroup> initialize(const ProcessGroupOptions& group, const MeshBackend& backend,
                                          const GlooOptions& options = {});
 
 /// Options of DeviceMesh (keras.distribution.DeviceMesh(shape, axis_names, devices)).
