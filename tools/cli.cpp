@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -24,7 +25,8 @@
 namespace {
 
 /// Checks every value-taking option of `cmd`: no empty values (an empty path or number is a
-/// mistake, not "unset"), integers within int64 (CLI11 would otherwise saturate
+/// mistake, not "unset"), integers decimal ("010" is 10, "0x10" is refused: CLI11 alone reads
+/// them as octal and hex) and within int64 (CLI11 would otherwise saturate
 /// 99999999999999999999 to 2^63 - 1) and `--seed` not negative (it is unsigned). Violations are
 /// command-line errors (exit 2) naming the option. Positional arguments are left alone (`ingot
 /// launch` passes them to the program verbatim, empty ones included).
@@ -34,13 +36,21 @@ void validate_values(CLI::App* cmd) {
         return v.empty() ? std::string("an empty value (leave the option out instead)") : std::string();
       },
       "", "non-empty");
-  const CLI::Validator int64_range(
+  // Decimal only: CLI11 reads integers with base 0, so "010" would be 8 and "0x10" 16. Leading
+  // zeros are dropped before CLI11 converts the value.
+  const CLI::Validator decimal_int64(
       [](std::string& v) {
+        const size_t digits = !v.empty() && (v[0] == '-' || v[0] == '+') ? 1 : 0;
+        if (v.size() == digits || v.find_first_not_of("0123456789", digits) != std::string::npos) {
+          return "'" + v + "' is not a decimal integer";
+        }
+        const size_t first = std::min(v.find_first_not_of('0', digits), v.size() - 1);
+        v = v.substr(0, digits) + v.substr(first);
         int64_t x = 0;
-        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        const auto [end, ec] = std::from_chars(v.data() + (v[0] == '+' ? 1 : 0), v.data() + v.size(), x);
         return ec == std::errc::result_out_of_range ? "'" + v + "' is out of the 64-bit integer range" : std::string();
       },
-      "", "int64");
+      "", "decimal int64");
   const CLI::Validator not_negative(
       [](std::string& v) { return !v.empty() && v[0] == '-' ? "'" + v + "' is negative" : std::string(); }, "",
       "not-negative");
@@ -48,15 +58,13 @@ void validate_values(CLI::App* cmd) {
     if (o->get_type_size() == 0 || !o->nonpositional()) continue;  // flags, positionals
     o->check(non_empty);
     const std::string name = o->get_name();
-    static const std::set<std::string> integers = {"--epochs",         "--batch-size", "--steps-per-execution",
-                                                   "--seed",           "--limit",      "--index",
-                                                   "--steps",          "--warmup",     "--lm-batch",
-                                                   "--lm-context",     "--lm-width",   "--lm-heads",
-                                                   "--lm-blocks",      "--gemm",       "--cpu-devices",
-                                                   "--nproc-per-node", "--master-port"};
-    if (integers.count(name)) {
-      o->check(int64_range);
-    }
+    static const std::set<std::string> integers = {"--epochs",         "--batch-size",  "--steps-per-execution",
+                                                   "--seed",           "--limit",       "--index",
+                                                   "--steps",          "--warmup",      "--lm-batch",
+                                                   "--lm-context",     "--lm-width",    "--lm-heads",
+                                                   "--lm-blocks",      "--gemm",        "--cpu-devices",
+                                                   "--nproc-per-node", "--master-port", "--gpus"};
+    if (integers.count(name)) o->transform(decimal_int64);
     if (name == "--seed" || name == "--index") o->check(not_negative);
   }
 }

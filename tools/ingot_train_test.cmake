@@ -10,15 +10,19 @@ if(PART STREQUAL "train")
 endif()
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
-# expect_run(NAME RC ARGS a b ... [HAS s ...] [LACKS s ...] [ERR s ...] [OUT var])
+# expect_run(NAME RC ARGS a b ... [HAS s ...] [LACKS s ...] [ERR s ...] [OUT var] [TIMEOUT s])
 # Runs ingot with ARGS and fails unless the exit code is RC, stdout contains every HAS string and
-# no LACKS string, and stderr contains every ERR string. OUT receives stdout.
+# no LACKS string, and stderr contains every ERR string. OUT receives stdout. A run past TIMEOUT
+# seconds (default 1200) is killed and fails (its exit code is then a message).
 include(${CMAKE_CURRENT_LIST_DIR}/cli_expect.cmake)
 
 function(expect_run name rc)
-  cmake_parse_arguments(E "" "OUT" "ARGS;HAS;LACKS;ERR" ${ARGN})
+  cmake_parse_arguments(E "" "OUT;TIMEOUT" "ARGS;HAS;LACKS;ERR" ${ARGN})
+  if(NOT DEFINED E_TIMEOUT)
+    set(E_TIMEOUT 1200)
+  endif()
   execute_process(COMMAND "${INGOT}" ${E_ARGS} RESULT_VARIABLE got OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY "${WORK_DIR}")
+                  WORKING_DIRECTORY "${WORK_DIR}" TIMEOUT ${E_TIMEOUT})
   set(context "${name}: ingot ${E_ARGS}\n--- stdout:\n${out}\n--- stderr:\n${err}")
   cli_check("${context}" ${rc} "${got}" "${out}" "${err}")
   if(NOT rc EQUAL 0)
@@ -366,6 +370,24 @@ expect_run(output_is_data 1 ARGS train --data-dir "${WORK_DIR}/data_copy" --epoc
 expect_run(empty_path 2 ARGS ${train} --csv= ERR "--csv")
 expect_run(huge_epochs 2 ARGS ${train} --epochs 99999999999999999999 ERR "out of the 64-bit integer range")
 expect_run(negative_seed 2 ARGS ${train} --seed -1 ERR "--seed: '-1' is negative")
+# Integers are decimal: "065" is 65 (not octal 53, which --gpus would accept), "0x10" is refused.
+expect_run(octal_gpus 1 ARGS ${train} --gpus 065 --device cuda ${outputs} ERR "--gpus must be in [1, 64], got 65")
+expect_run(hex_epochs 2 ARGS ${train} --epochs 0x10 ERR "--epochs: '0x10' is not a decimal integer")
+expect_run(spaced_limit 2 ARGS ${train} --limit "1 2" ERR "--limit: '1 2' is not a decimal integer")
+# A FIFO among the inputs is refused at once (opening one for reading used to wait forever).
+file(REMOVE "${WORK_DIR}/weights.fifo")
+execute_process(COMMAND mkfifo "${WORK_DIR}/weights.fifo" RESULT_VARIABLE fifo_rc)
+if(NOT fifo_rc EQUAL 0)
+  message(FATAL_ERROR "mkfifo failed: ${fifo_rc}")
+endif()
+expect_run(weights_fifo 1 ARGS evaluate --weights weights.fifo TIMEOUT 60 ERR "weights.fifo' is not a regular file")
+file(REMOVE_RECURSE "${WORK_DIR}/fifo_data")
+file(MAKE_DIRECTORY "${WORK_DIR}/fifo_data")
+file(COPY "${fm}/t10k-images-idx3-ubyte.gz" "${fm}/t10k-labels-idx1-ubyte.gz" "${fm}/train-labels-idx1-ubyte.gz"
+     DESTINATION "${WORK_DIR}/fifo_data")
+execute_process(COMMAND mkfifo "${WORK_DIR}/fifo_data/train-images-idx3-ubyte")
+expect_run(idx_fifo 1 ARGS train --data-dir "${WORK_DIR}/fifo_data" ${outputs} TIMEOUT 60
+           ERR "train-images-idx3-ubyte' is not a regular file")
 expect_run(diverges 1 ARGS ${train} --learning-rate 1e30 ${outputs} ERR "training diverged" "lower --learning-rate")
 expect_missing(${out_files})
 

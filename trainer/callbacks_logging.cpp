@@ -45,6 +45,10 @@ void check_options(const CSVLoggerOptions& o) {
 std::string read_if_exists(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return "";
+  if (fs::is_fifo(path, ec)) {  // reading it would block until a writer comes
+    throw csv_error("'" + path + "' is a FIFO, which append = true would have to read first",
+                    "pass the path of a CSV file, or append = false to write into the FIFO");
+  }
   std::ifstream f(path, std::ios::binary);
   std::ostringstream s;
   s << f.rdbuf();

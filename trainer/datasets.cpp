@@ -2,9 +2,13 @@
 // (0x00000803 images, 0x00000801 labels), counts and sizes, then u8 data (LeCun et al., MNIST).
 #include "ingot/trainer/datasets.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <filesystem>
@@ -25,8 +29,24 @@ std::pair<std::string, std::vector<uint8_t>> read_idx_file(const std::string& di
     throw Error(ErrorCode::kNotFound, fmt::format("Fashion-MNIST file '{}/{}(.gz)' not found", dir, name),
                 "install the Debian package dataset-fashion-mnist (scripts/install-deps.sh) or pass its directory");
   }
-  gzFile f = gzopen(path.c_str(), "rb");  // reads uncompressed files too
-  if (f == nullptr) throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}'", path), kDataHint);
+  // O_NONBLOCK: a FIFO (or another special file) is refused at once instead of waiting for a
+  // writer; regular files ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot open '{}': {}", path, std::strerror(errno)), kDataHint);
+  }
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("'{}' is not a regular file", path),
+                "pass a --data-dir whose IDX files are regular files (not FIFOs, devices or directories)");
+  }
+  gzFile f = gzdopen(fd, "rb");  // reads uncompressed files too; closes fd
+  if (f == nullptr) {
+    ::close(fd);
+    throw Error(ErrorCode::kOutOfMemory, fmt::format("cannot read '{}': zlib could not allocate its state", path),
+                kDataHint);
+  }
   std::vector<uint8_t> data;
   uint8_t buf[1 << 16];
   int n = 0;

@@ -222,10 +222,36 @@ struct Header {
   std::map<std::string, std::string> metadata;
 };
 
+/// The deepest nesting of JSON arrays and objects in `text`, counting brackets outside strings,
+/// stopping once it reaches `stop` (so the scan is linear and allocation-free whatever the input).
+int64_t json_nesting_depth(const std::string& text, int64_t stop) {
+  int64_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest < stop; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 /// Reads a safetensors file: `path`, its descriptor and size, and error construction.
 class Reader {
  public:
-  explicit Reader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  // O_NONBLOCK: opening a FIFO does not wait for a writer (it is refused below as not a regular
+  // file); reads of regular files ignore the flag.
+  explicit Reader(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)) {
     if (fd_.get() < 0) throw file_error("load_safetensors", "opening", path, errno);
     struct stat st{};
     if (::fstat(fd_.get(), &st) != 0) {
@@ -317,6 +343,12 @@ Json Reader::parse_json(const std::string& text) const {
   // nlohmann::json stops at a NUL byte as if the input ended there; raw NULs are never valid JSON.
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
     corrupt(fmt::format("the header is not valid JSON: it has a NUL byte at header offset {}", nul));
+  }
+  // A header nested deeper than any safetensors file needs is refused before nlohmann::json
+  // builds it (deep nesting exhausted the stack in its recursive destructor and dumps).
+  if (const int64_t depth = json_nesting_depth(text, kMaxSafetensorsJsonDepth + 1); depth > kMaxSafetensorsJsonDepth) {
+    corrupt(fmt::format("the header nests JSON arrays and objects more than {} levels deep", kMaxSafetensorsJsonDepth),
+            "a safetensors header is an object of tensor entries (3 levels); the file is corrupt or hostile");
   }
   Json header;
   try {

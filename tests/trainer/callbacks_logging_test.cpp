@@ -4,6 +4,7 @@
 #include "ingot/trainer/callbacks_logging.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -109,6 +110,15 @@ TEST_F(CSVLoggerTest, WritesKerasFormatAndStreamsEachRow) {
   // starts the file over.
   run_epochs(list, {{{"loss", 1.0}, {"val_loss", 2.0}, {"learning_rate", 0.125}}});
   EXPECT_EQ(read(path("log.csv")), "epoch,learning_rate,loss,val_loss\r\n0,0.125,1.0,2.0\r\n");
+}
+
+TEST_F(CSVLoggerTest, AppendingToAFifoIsRefusedInsteadOfBlocking) {
+  // append = true reads the file first; a FIFO would block that read until a writer came.
+  ASSERT_EQ(::mkfifo(path("log.fifo").c_str(), 0600), 0);
+  auto csv = std::make_shared<CSVLogger>(CSVLoggerOptions{.filename = path("log.fifo"), .append = true});
+  CallbackList list({csv}, {.params = {.verbose = 0}});
+  testing::expect_error([&] { run_epochs(list, {{{"loss", 1.0}}}); }, ErrorCode::kInvalidArgument,
+                        {path("log.fifo"), "is a FIFO"});
 }
 
 TEST_F(CSVLoggerTest, AppendWritesTheHeaderOnlyForANewOrHeaderlessFile) {

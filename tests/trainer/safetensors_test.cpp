@@ -4,6 +4,7 @@
 #include "ingot/trainer/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -360,6 +361,10 @@ TEST_F(SafetensorsTest, MissingFilesAndDirectoriesAreClearErrors) {
   expect_error([&] { load_safetensors(path("none.safetensors")); }, ErrorCode::kNotFound,
                {"opening", path("none.safetensors"), "No such file"});
   expect_error([&] { load_safetensors(dir_.string()); }, ErrorCode::kInvalidArgument, {"not a regular file"});
+  // A FIFO is refused at once: opening it for reading would wait for a writer forever.
+  ASSERT_EQ(::mkfifo(path("fifo.safetensors").c_str(), 0600), 0);
+  expect_error([&] { load_safetensors(path("fifo.safetensors")); }, ErrorCode::kInvalidArgument,
+               {path("fifo.safetensors"), "not a regular file"});
 }
 
 TEST_F(SafetensorsTest, BadHeaderLengthsAreClearErrors) {
@@ -369,6 +374,20 @@ TEST_F(SafetensorsTest, BadHeaderLengthsAreClearErrors) {
   expect_corrupt(p, le64(100'000'001) + "{}", {"header length 100000001 exceeds the limit"});
   expect_corrupt(p, le64(UINT64_MAX) + "{}", {"header length 18446744073709551615"});
   expect_corrupt(p, le64(40) + "{}      ", {"header length 40 exceeds the 8 bytes after"});
+}
+
+TEST_F(SafetensorsTest, DeeplyNestedHeadersAreRefusedBeforeParsing) {
+  const std::string p = path("deep.safetensors");
+  // 100,000 levels used to crash the process (stack); refused in one linear scan instead.
+  const std::string deep = "{\"a\":" + std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  expect_corrupt(p, file_bytes(deep, ""), {"nests JSON arrays and objects more than 64 levels deep"});
+  // 64 levels are allowed (then the entry is refused for what it is, not for its depth); brackets
+  // inside strings do not count.
+  const std::string at_limit = "{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  expect_corrupt(p, file_bytes(at_limit, ""), {"tensor 'a'"});
+  const std::string quoted = R"({"__metadata__": {"note": "[[[[\"[[[["}})";
+  write_file(p, file_bytes(quoted, ""));
+  EXPECT_NO_THROW(load_safetensors(p));
 }
 
 TEST_F(SafetensorsTest, BadJsonIsAClearError) {

@@ -34,6 +34,10 @@ DType parse_safetensors_dtype(std::string_view name);
 /// Largest header a loaded file may declare: 100,000,000 bytes, the reference implementation's
 /// limit (safetensors' MAX_HEADER_SIZE); a larger length is treated as a corrupt file.
 inline constexpr int64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+/// Deepest nesting of JSON arrays and objects a loaded header may have: 64 (a valid header has 3:
+/// the header object, a tensor entry, its shape). Deeper headers are refused before parsing, in
+/// linear time and constant memory, so a small hostile file cannot exhaust the stack.
+inline constexpr int64_t kMaxSafetensorsJsonDepth = 64;
 
 /// The contents of a safetensors file, as load_safetensors returns them.
 struct SafetensorsFile {
@@ -89,7 +93,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 ///  - kNotFound: no file at `path`; kInvalidArgument: it cannot be read (a directory, no
 ///    permission);
 ///  - kParseError: a file shorter than 8 bytes; a header length over kMaxSafetensorsHeaderBytes or
-///    past the end of the file; a header that is not valid JSON, not an object, has a tensor
+///    past the end of the file; a header nested deeper than kMaxSafetensorsJsonDepth; a header that
+///    is not valid JSON, not an object, has a tensor
 ///    name twice, or has an entry that is not {"dtype": string, "shape": [ints >= 0],
 ///    "data_offsets": [begin, end]} (keys beyond these three are ignored, as the reference
 ///    does); an unknown dtype; "__metadata__" that is not an object of strings; an element
