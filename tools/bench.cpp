@@ -30,6 +30,7 @@
 #include "ingot/trainer/distribution.h"
 #include "ingot/trace/ops.h"
 #include "ingot/trainer/loss_scale.h"
+#include "ingot/trainer/output_file.h"
 #include "ingot/trainer/safetensors.h"
 #include "ingot/kernels/cpu_peak.h"
 #include "tiny_lm.h"
@@ -51,7 +52,7 @@ void check_positive(const char* option, int64_t value) {
 }
 
 std::string read_text(const std::string& path);
-void check_json_path(const std::string& path);
+void check_json_path(const std::string& path, const std::vector<std::string>& inputs);
 
 /// The variants of --variants, in run order (bench.h, BenchCommand::variants).
 constexpr std::array<std::string_view, 8> kVariants = {"baseline", "no-fusion",    "no-donation", "no-prefetch",
@@ -152,7 +153,9 @@ void check_options(const BenchCommand& c) {
     }
   }
   check_variants(c.variants);
-  if (!c.json.empty()) check_json_path(c.json);
+  if (!c.json.empty()) {
+    check_json_path(c.json, uses_text(c) ? std::vector<std::string>{c.lm_text} : std::vector<std::string>{});
+  }
   if (!c.save_inputs.empty() && !std::filesystem::is_directory(c.save_inputs)) {
     throw bad_bench_option(fmt::format("--save-inputs '{}' is not a directory", c.save_inputs),
                            "create the directory first (each model's weights and batch go to <dir>/<model>.safetensors "
@@ -161,12 +164,20 @@ void check_options(const BenchCommand& c) {
 }
 
 /// --json must name a file that can be created or replaced: its directory exists and takes a new
-/// file (probed with a temporary file next to it, removed again), and it is not a directory.
-void check_json_path(const std::string& path) {
+/// file (probed with a temporary file next to it, removed again), it is not a directory, and it
+/// is not one of `inputs` (the --lm-text file: writing the report would replace the text).
+void check_json_path(const std::string& path, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   const fs::path target = fs::absolute(path);
   if (fs::is_directory(target)) {
     throw bad_bench_option(fmt::format("--json '{}' is a directory", path), "name a file, e.g. bench.json");
+  }
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::equivalent(target, in, ec) && !ec) {
+      throw bad_bench_option(fmt::format("--json '{}' is the --lm-text file ('{}')", path, in),
+                             "write the report to another file");
+    }
   }
   if (!fs::is_directory(target.parent_path())) {
     throw bad_bench_option(
@@ -184,25 +195,10 @@ void check_json_path(const std::string& path) {
   }
 }
 
-/// Writes `text` to a temporary file next to `path`, checks that it was written and closed, then
-/// renames it over `path`: a failed write never leaves a partial report.
-void write_report(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream f(tmp, std::ios::binary);
-  f << text;
-  f.close();
-  std::error_code ec;
-  bool ok = static_cast<bool>(f);
-  if (ok) {
-    std::filesystem::rename(tmp, path, ec);
-    ok = !ec;
-  }
-  if (!ok) {
-    std::filesystem::remove(tmp, ec);
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("ingot bench: cannot write '{}'", path),
-                "choose a writable --json path with free space");
-  }
-}
+/// Writes the report through write_output_file (include/ingot/trainer/output_file.h): a uniquely
+/// named temporary file renamed over `path`, so a failed write never leaves a partial report and
+/// keeps the old one; special files such as /dev/null are written in place.
+void write_report(const std::string& path, const std::string& text) { write_output_file(path, text, "ingot bench"); }
 
 /// Bytes of host memory (the CPU device's) or of the CUDA device's memory.
 int64_t memory_bytes(CudaDevice* cuda) {

@@ -152,6 +152,19 @@ expect_run(huge_context 1 ARGS bench --models lm --lm-text none --lm-context 100
 expect_run(huge_gemm 1 ARGS bench --models mlp --gemm 100000000 ERR "--gemm 100000000 needs")
 expect_run(steps_overflow 2 ARGS bench --steps 99999999999999999999 ERR "out of the 64-bit integer range")
 expect_run(text_is_dir 1 ARGS bench --models lm --lm-text "${WORK_DIR}" ERR "is not a regular file")
+# The report must not replace its own input: --json naming the --lm-text file (also through a
+# link) is refused before anything runs, and the text is left as it was.
+string(REPEAT "the quick brown fox jumps over the lazy dog. " 10 text)
+file(WRITE "${WORK_DIR}/text.txt" "${text}")
+file(CREATE_LINK "${WORK_DIR}/text.txt" "${WORK_DIR}/text_link.json" SYMBOLIC)
+expect_run(json_is_text 1 ARGS bench --models lm --lm-text "${WORK_DIR}/text.txt" --json "${WORK_DIR}/text.txt"
+           ERR "--json '${WORK_DIR}/text.txt' is the --lm-text file")
+expect_run(json_links_to_text 1 ARGS bench --models lm --lm-text "${WORK_DIR}/text.txt"
+           --json "${WORK_DIR}/text_link.json" ERR "is the --lm-text file")
+file(READ "${WORK_DIR}/text.txt" text_after)
+if(NOT text_after MATCHES "^the quick brown fox")
+  message(FATAL_ERROR "--json replaced the --lm-text file: '${text_after}'")
+endif()
 if(EXISTS "${WORK_DIR}/bad.json")
   message(FATAL_ERROR "a failed run wrote ${WORK_DIR}/bad.json")
 endif()

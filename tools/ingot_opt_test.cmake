@@ -87,5 +87,18 @@ expect_run(bad_threads 1 ARGS "${INPUT}" --threads -1 ERR "ingot-opt: error:" "-
 expect_run(exclusive_options 1 ARGS "${INPUT}" --pipeline fuse --until fuse ERR "ingot-opt: error:")
 file(WRITE "${WORK_DIR}/broken.ir" "func @f(%0: f32[2]) -> (f32[2]) {\n  return %7\n}\n")
 expect_run(parse_error 1 ARGS "${WORK_DIR}/broken.ir" ERR "ingot-opt: error:" "broken.ir" "line 2")
+# 10,000 nested modules crashed MLIR's recursive parser (stack); refused before parsing. The
+# nesting is built by doubling (13 rounds: 8,192 levels).
+set(opens "module {")
+set(closes "}")
+foreach(i RANGE 1 13)
+  string(APPEND opens "${opens}")
+  string(APPEND closes "${closes}")
+endforeach()
+file(WRITE "${WORK_DIR}/nested.mlir" "${opens}${closes}\n")
+expect_run(nested_mlir 1 ARGS "${WORK_DIR}/nested.mlir" ERR "ingot-opt: error:" "[ParseError]"
+           "more than 256 levels deep")
+expect_run(nested_mlir_cuda 1 ARGS "${WORK_DIR}/nested.mlir" --target cuda --mlir-pipeline canonicalize
+           ERR "more than 256 levels deep")
 file(WRITE "${WORK_DIR}/notes.txt" "hello\n")
 expect_run(unknown_extension 1 ARGS "${WORK_DIR}/notes.txt" ERR "unknown extension '.txt'")

@@ -438,6 +438,31 @@ endif()
 
 # evaluate / predict: weights missing, corrupt, of the other model; index out of range.
 set(weights "${TRAIN_DIR}/mlp.safetensors")
+
+# The outputs are committed together: --csv on /dev/full fails after training, and the existing
+# --save-weights and --metrics-json files stay as they were (no temporary file left either).
+if(EXISTS /dev/full)
+  file(COPY_FILE "${weights}" "${WORK_DIR}/keep.safetensors")
+  file(WRITE "${WORK_DIR}/keep.json" "{\"old\": true}\n")
+  file(SHA256 "${WORK_DIR}/keep.safetensors" keep_before)
+  expect_run(full_csv 1 ARGS ${train} --save-weights keep.safetensors --metrics-json keep.json --csv /dev/full
+             ERR "--csv: writing '/dev/full' failed" "No space left on device")
+  file(SHA256 "${WORK_DIR}/keep.safetensors" keep_after)
+  file(READ "${WORK_DIR}/keep.json" keep_json)
+  if(NOT keep_before STREQUAL keep_after OR NOT keep_json STREQUAL "{\"old\": true}\n")
+    message(FATAL_ERROR "a failed --csv replaced the other outputs")
+  endif()
+  file(GLOB left "${WORK_DIR}/.keep.*tmp-*")
+  if(left)
+    message(FATAL_ERROR "temporary files left behind: ${left}")
+  endif()
+endif()
+# A name at NAME_MAX (255 bytes) is written (its temporary name is cut to fit).
+string(REPEAT "w" 240 long_name)
+expect_run(long_name 0 ARGS ${train} --metrics-json "${long_name}.json")
+if(NOT EXISTS "${WORK_DIR}/${long_name}.json")
+  message(FATAL_ERROR "--metrics-json with a 245-byte name was not written")
+endif()
 file(WRITE "${WORK_DIR}/corrupt.safetensors" "this is not a safetensors file")
 expect_run(evaluate_no_weights_option 2 ARGS evaluate --data-dir "${DATA_DIR}" ERR "--weights is required")
 expect_run(evaluate_missing_weights 1 ARGS evaluate --weights nope.safetensors --data-dir "${DATA_DIR}"

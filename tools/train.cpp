@@ -619,16 +619,31 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
                                      .verbose = 0});
   print_test(out, test);
   if (!c.quiet) print_timings(out, t);
-  // Written once (by process 0 when there are several; they all have the same results).
-  if (!c.save_weights.empty()) model->save_weights(c.save_weights);
-  if (!c.csv.empty()) model->write_once([&] { write_file(c.csv, csv->text()); }, "--csv");
-  if (!c.metrics_json.empty()) {
-    const std::string text = metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown(),
-                                          cuda ? cuda->allocator() : default_cpu_device().allocator())
-                                 .dump(2) +
-                             "\n";
-    model->write_once([&] { write_file(c.metrics_json, text); }, "--metrics-json");
-  }
+  // Written once (by process 0 when there are several; they all have the same results), and
+  // together: every output goes to its temporary file and is flushed first, and only then are
+  // they renamed into place, so a failing one (a full disk, /dev/full) replaces none of the others.
+  const std::string metrics_text =
+      c.metrics_json.empty() ? std::string()
+                             : metrics_json(c, *history, test, t, d, where, model->train_step_compile_breakdown(),
+                                            cuda ? cuda->allocator() : default_cpu_device().allocator())
+                                       .dump(2) +
+                                   "\n";
+  model->write_once(
+      [&] {
+        std::vector<std::unique_ptr<OutputFile>> files;
+        if (!c.save_weights.empty()) {
+          files.push_back(std::make_unique<OutputFile>(c.save_weights, "--save-weights"));
+          model->save_weights(*files.back());
+        }
+        for (const auto& [path, text] : {std::pair{c.csv, csv->text()}, std::pair{c.metrics_json, metrics_text}}) {
+          if (path.empty()) continue;
+          files.push_back(std::make_unique<OutputFile>(path, path == c.csv ? "--csv" : "--metrics-json"));
+          files.back()->write(text);
+        }
+        for (const auto& f : files) f->finish();
+        for (const auto& f : files) f->commit();
+      },
+      "the outputs");
   if (!c.quiet) {
     const std::vector<std::pair<std::string, std::string>> written = {
         {"weights", c.save_weights}, {"per-epoch logs", c.csv}, {"metrics", c.metrics_json}};

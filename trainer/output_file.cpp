@@ -42,8 +42,11 @@ OutputFile::OutputFile(const std::string& path, std::string owner)
   // A random name, created exclusively; EEXIST (a name in use) tries another one.
   for (int attempt = 0; attempt < 16 && fd_ < 0; ++attempt) {
     const uint64_t tag = (uint64_t{rd()} << 32) ^ rd();
-    path_ =
-        (target_.path.parent_path() / fmt::format(".{}.tmp-{:016x}", target_.path.filename().string(), tag)).string();
+    // ".<name>.tmp-<16 hex>", the name cut to 200 bytes so the temporary name stays within
+    // NAME_MAX (255) for any target name that fits.
+    path_ = (target_.path.parent_path() /
+             fmt::format(".{}.tmp-{:016x}", target_.path.filename().string().substr(0, 200), tag))
+                .string();
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && errno != EEXIST) break;
   }
@@ -68,11 +71,16 @@ void OutputFile::write(const void* data, int64_t size) {
   }
 }
 
-void OutputFile::commit() {
+void OutputFile::finish() {
+  if (fd_ < 0) return;
   if (!target_.in_place && ::fsync(fd_) != 0) fail("flushing", errno);
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) fail("closing", errno);
+}
+
+void OutputFile::commit() {
+  finish();
   if (!target_.in_place && ::rename(path_.c_str(), target_.path.c_str()) != 0) fail("renaming into place", errno);
   committed_ = true;
 }

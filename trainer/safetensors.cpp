@@ -3,6 +3,7 @@
 // safetensors/src/tensor.rs: `prepare` and `Serialize for Metadata`); the reader applies the
 // reference's checks (`read_metadata` and `Metadata::validate`) with ingot's error messages.
 #include "ingot/trainer/safetensors.h"
+#include "ingot/runtime/text_scan.h"
 #include "ingot/trainer/output_file.h"
 
 #include <fcntl.h>
@@ -222,30 +223,6 @@ struct Header {
   std::map<std::string, std::string> metadata;
 };
 
-/// The deepest nesting of JSON arrays and objects in `text`, counting brackets outside strings,
-/// stopping once it reaches `stop` (so the scan is linear and allocation-free whatever the input).
-int64_t json_nesting_depth(const std::string& text, int64_t stop) {
-  int64_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size() && deepest < stop; ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 /// Reads a safetensors file: `path`, its descriptor and size, and error construction.
 class Reader {
  public:
@@ -346,7 +323,8 @@ Json Reader::parse_json(const std::string& text) const {
   }
   // A header nested deeper than any safetensors file needs is refused before nlohmann::json
   // builds it (deep nesting exhausted the stack in its recursive destructor and dumps).
-  if (const int64_t depth = json_nesting_depth(text, kMaxSafetensorsJsonDepth + 1); depth > kMaxSafetensorsJsonDepth) {
+  if (const int64_t depth = detail::bracket_depth(text, kMaxSafetensorsJsonDepth + 1, false);
+      depth > kMaxSafetensorsJsonDepth) {
     corrupt(fmt::format("the header nests JSON arrays and objects more than {} levels deep", kMaxSafetensorsJsonDepth),
             "a safetensors header is an object of tensor entries (3 levels); the file is corrupt or hostile");
   }
@@ -584,11 +562,18 @@ std::vector<std::string> SafetensorsFile::names() const {
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Array>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  header_json(tensors, write_order(tensors), metadata);  // bad names are refused before a file exists
+  OutputFile file(path, "save_safetensors");
+  save_safetensors(file, tensors, metadata);
+  file.commit();
+}
+
+void save_safetensors(OutputFile& file, const std::vector<std::pair<std::string, Array>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
   const std::vector<size_t> order = write_order(tensors);
   const std::string header = header_json(tensors, order, metadata);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
-  OutputFile file(path, "save_safetensors");
   file.write(length, 8);
   file.write(header.data(), static_cast<int64_t>(header.size()));
   for (size_t i : order) {
@@ -598,7 +583,6 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
       throw e.with_context(fmt::format("save_safetensors: tensor '{}'", tensors[i].first));
     }
   }
-  file.commit();
 }
 
 SafetensorsFile load_safetensors(const std::string& path) { return Reader(path).read(); }

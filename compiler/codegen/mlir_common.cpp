@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "ingot/runtime/error.h"
+#include "ingot/runtime/text_scan.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -63,6 +64,17 @@ mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(
                   "choose a writable directory for the IR dumps");
     }
     write_file(std::filesystem::path(dump_dir) / "00-input.mlir", text);
+  }
+  // MLIR's parser, verifier and printer recurse per nested region, attribute and type: refuse
+  // text nested deeper than any pipeline needs before they see it (~3,000 nested modules
+  // overflowed an 8 MiB stack).
+  // MLIR bytecode (magic "ML\xefR", the step cache's modules) is binary and not scanned.
+  const bool bytecode = text.rfind("ML\xefR", 0) == 0;
+  if (!bytecode && ingot::detail::bracket_depth(text, kMaxMlirNesting + 1, true) > kMaxMlirNesting) {
+    throw Error(ErrorCode::kParseError,
+                fmt::format("MLIR parsing refused: the text nests brackets ({{, (, [) more than {} levels deep",
+                            kMaxMlirNesting),
+                "ingot's pipelines nest a few dozen levels at most; the input is corrupt or hostile");
   }
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &ctx);
   if (!module) fail("parsing", diags.text(), dump_dir, dump_hint);

@@ -38,12 +38,17 @@ void write_file(const std::filesystem::path& path, const std::string& text);
 [[noreturn]] void fail(const std::string& what, const std::string& diagnostics, const std::string& dump_dir,
                        const std::string& dump_hint);
 
+/// Deepest bracket nesting ({, (, [ outside strings and comments) parse_and_run accepts in MLIR
+/// text (bytecode is not scanned): 256.
+inline constexpr int64_t kMaxMlirNesting = 256;
+
 /// Parses `text` and runs `stages` in order, writing `<dump_dir>/00-input.mlir` and
 /// `<NN>-<stage>.mlir` after each stage when `dump_dir` is set (created if missing).
 /// `after_stage(stage name, module)` runs after each stage (checks). The module is verified after
 /// every pass with `verify_each_pass` (mlir-opt's default, --verify-each), else once after each
 /// stage: verification after each pass was a third of the CPU stages' time on the bench LM
-/// (0.24 of 0.73 s, docs/compiler.md "Compile time"). Errors: ingot::Error kInvalidArgument for
+/// (0.24 of 0.73 s, docs/compiler.md "Compile time"). Errors: ingot::Error kParseError for text
+/// nested deeper than kMaxMlirNesting (checked before MLIR parses it); kInvalidArgument for
 /// parse failures, bad pipeline text, a failing stage, a stage leaving invalid IR, or the dump
 /// directory.
 mlir::OwningOpRef<mlir::ModuleOp> parse_and_run(

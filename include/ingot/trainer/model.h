@@ -24,6 +24,7 @@
 namespace ingot {
 
 class CudaDevice;
+class OutputFile;
 
 /// Options of a model.
 struct ModelOptions {
@@ -334,6 +335,10 @@ class Model : public Layer {
   /// Under a distribution spanning several processes the file is written once, by process 0
   /// (write_once).
   void save_weights(const std::string& path);
+  /// What save_weights(path) writes, into `file` (an OutputFile the caller commits, e.g. together
+  /// with other outputs so that a failing one replaces none; `ingot train` does). On every process
+  /// it is called on (wrap it in write_once under several processes). Errors as save_weights.
+  void save_weights(OutputFile& file);
   /// This process's rank among the processes of the compiled distribution (0 without one).
   int process_id() const;
   /// Under a distribution spanning several processes: runs `write` (writing a file) on process 0

@@ -35,7 +35,11 @@ class OutputFile {
   /// Appends `size` bytes.
   void write(const void* data, int64_t size);
   void write(std::string_view text) { write(text.data(), static_cast<int64_t>(text.size())); }
-  /// Flushes, closes and renames into place (in place: closes).
+  /// Flushes to disk and closes: the steps that fail for want of space or on a device such as
+  /// /dev/full. Several outputs that belong together are finished first and committed after, so
+  /// that a failing one leaves every target as it was. Idempotent.
+  void finish();
+  /// finish(), then renames into place (in place: nothing more).
   void commit();
 
  private:

@@ -86,6 +86,12 @@ struct SafetensorsFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Array>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+class OutputFile;
+/// save_safetensors into `file`, an OutputFile the caller commits (e.g. together with other
+/// outputs, so that a failing one replaces none). Same format and errors.
+void save_safetensors(OutputFile& file, const std::vector<std::pair<std::string, Array>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
 /// Reads the safetensors file at `path` (every tensor is read into a new host array).
 ///
 /// The file is validated as the reference implementation does before any data is read; every
