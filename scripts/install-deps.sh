@@ -9,6 +9,8 @@ PACKAGES=(
   cmake ninja-build g++ ccache pkg-config
   # the source format check (ctest's clang_format; .clang-format)
   clang-format-22
+  # the fuzz targets (tests/fuzz: clang with libFuzzer and the sanitizers' runtimes)
+  clang-14 libclang-rt-14-dev
   # compiler infrastructure (LLVM/MLIR 22)
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   # libraries
