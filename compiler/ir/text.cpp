@@ -755,7 +755,18 @@ Array Parser::dense() {
   Nested root = nested(0);
   expect('>', "to close the dense literal");
   expect(':', "and the type of the dense literal");
+  skip_space();
+  const size_t type_offset = pos_;
   TensorType t = type();
+  // Only a splat can declare more elements than the text holds: its size is capped, so a short
+  // text cannot make the parser allocate the machine's memory.
+  int64_t bytes = dtype_size(t.dtype);
+  for (int64_t d : t.shape) bytes *= d;  // type() refused products over 2^63
+  if (bytes > kMaxTextConstantBytes) {
+    fail(type_offset, fmt::format("the dense literal of type {} holds {} bytes, over the limit of {} bytes (1 GiB) "
+                                  "for a constant in IR text",
+                                  t.to_string(), bytes, kMaxTextConstantBytes));
+  }
   // A single element for a non-scalar type is a splat (every element equal).
   const bool splat = root.kind != Nested::kList && !t.shape.empty();
   std::vector<const Nested*> elements;

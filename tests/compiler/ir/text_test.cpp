@@ -394,6 +394,12 @@ TEST(TextTest, ReportsBadDenseLiterals) {
   expect_parse_error(constant("dense<1.0> : f32[4294967296,4294967296]"),
                      {"line 2, column 41: type f32[4294967296,4294967296] is too large"});
   expect_parse_error(constant("dense[1.0] : f32[1]"), {"line 2, column 33: expected '<' after 'dense' but found '['"});
+  // A splat declares its size without spelling it out: capped at kMaxTextConstantBytes, so a
+  // 60-byte text cannot ask for 2.6e17 bytes (found by fuzz_ir_text).
+  expect_parse_error(constant("dense<0.0> : f64[3,11111111111111112]"),
+                     {"line 2, column 41: the dense literal of type f64[3,11111111111111112] holds "
+                      "266666666666666688 bytes, over the limit of 1073741824 bytes"});
+  expect_parse_error(constant("dense<0.0> : f32[268435457]"), {"over the limit of 1073741824 bytes"});
 }
 
 TEST(TextTest, ReportsBadAttributes) {
