@@ -89,4 +89,19 @@ inline int wait_child(pid_t pid, std::chrono::steady_clock::time_point deadline)
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// Starts `world_size` copies of this binary running only `worker_filter` as ranks 0 ..
+/// world_size - 1 (rank_env with `flag` and a free port) and expects each to exit 0 within
+/// `seconds` (a failure names the rank).
+inline void run_worker_ranks(const std::string& worker_filter, const std::string& flag, int world_size, int seconds) {
+  const int port = free_port();
+  std::vector<pid_t> workers;
+  for (int r = 0; r < world_size; ++r)
+    workers.push_back(spawn_self(worker_filter, rank_env(r, world_size, port, flag)));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  for (int r = 0; r < world_size; ++r) {
+    if (workers[static_cast<size_t>(r)] <= 0) continue;
+    EXPECT_EQ(wait_child(workers[static_cast<size_t>(r)], deadline), 0) << "worker rank " << r << " failed";
+  }
+}
+
 }  // namespace ingot::testing

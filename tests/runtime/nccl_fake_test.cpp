@@ -293,15 +293,7 @@ TEST(NcclFake, ConnectNcclWithOneProcessDrivingTwoDevices) {
 constexpr const char* kWorkerFlag = "INGOT_NCCL_FAKE_TEST_WORKER";
 
 TEST(NcclFakeProcesses, TwoProcessesWithTwoDevicesEach) {
-  const int port = testing::free_port();
-  const char* filter = "NcclFakeProcessWorker.JoinsAndReduces";
-  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kWorkerFlag)),
-                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kWorkerFlag))};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int r = 0; r < 2; ++r) {
-    if (workers[r] <= 0) continue;
-    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
-  }
+  testing::run_worker_ranks("NcclFakeProcessWorker.JoinsAndReduces", kWorkerFlag, 2, 60);
 }
 
 TEST(NcclFakeProcessWorker, JoinsAndReduces) {
@@ -361,15 +353,7 @@ TEST(NcclFakeProcessWorker, JoinsAndReduces) {
 constexpr const char* kCountsWorkerFlag = "INGOT_NCCL_FAKE_COUNTS_WORKER";
 
 TEST(NcclFakeProcesses, OverAProcessCommunicatorDeviceCountsMustAgree) {
-  const int port = testing::free_port();
-  const char* filter = "NcclFakeProcessWorker.OverGlooWithDifferentCounts";
-  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kCountsWorkerFlag)),
-                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kCountsWorkerFlag))};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (int r = 0; r < 2; ++r) {
-    if (workers[r] <= 0) continue;
-    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
-  }
+  testing::run_worker_ranks("NcclFakeProcessWorker.OverGlooWithDifferentCounts", kCountsWorkerFlag, 2, 60);
 }
 
 TEST(NcclFakeProcessWorker, OverGlooWithDifferentCounts) {

@@ -86,15 +86,7 @@ TEST(FitCudaMesh, AMeshBackendNeedsADistributionInThisProcess) {
 constexpr const char* kWorkerFlag = "INGOT_FIT_CUDA_MESH_TEST_WORKER";
 
 TEST(FitCudaMeshProcesses, TwoProcessesTrainDataParallelOverNccl) {
-  const int port = testing::free_port();
-  const char* filter = "FitCudaMeshProcessWorker.Trains";
-  pid_t workers[2] = {testing::spawn_self(filter, testing::rank_env(0, 2, port, kWorkerFlag)),
-                      testing::spawn_self(filter, testing::rank_env(1, 2, port, kWorkerFlag))};
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (int r = 0; r < 2; ++r) {
-    if (workers[r] <= 0) continue;
-    EXPECT_EQ(testing::wait_child(workers[r], deadline), 0) << "worker rank " << r << " failed";
-  }
+  testing::run_worker_ranks("FitCudaMeshProcessWorker.Trains", kWorkerFlag, 2, 120);
 }
 
 TEST(FitCudaMeshProcessWorker, Trains) {
