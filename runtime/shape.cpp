@@ -7,15 +7,29 @@
 namespace ingot {
 
 int64_t num_elements(const Shape& shape) {
+  // A zero-size dimension makes the product 0 whatever the others are (they may be huge: a
+  // shape (2^40, 2^40, 0) is valid and holds nothing), so look for one before multiplying.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("shape {} has more than 2^63 elements",
+                              shape.size() > 16 ? fmt::format("of rank {}", shape.size()) : shape_to_string(shape)),
+                  "use smaller dimensions");
+    }
+  }
   return n;
 }
 
 std::vector<int64_t> row_major_strides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
-    strides[i] = strides[i + 1] * shape[i + 1];
+    // Wraps (unsigned arithmetic, defined) only for zero-element shapes with huge dimensions,
+    // whose strides address nothing; check_shape bounds every other shape by kMaxElements.
+    strides[i] = static_cast<int64_t>(static_cast<uint64_t>(strides[i + 1]) * static_cast<uint64_t>(shape[i + 1]));
   }
   return strides;
 }

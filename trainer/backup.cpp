@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <filesystem>
 #include <system_error>
 
@@ -15,24 +14,6 @@
 namespace ingot::callbacks {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-constexpr const char* kFormat = "ingot-backup-1";
-
-/// The backup's "epoch" metadata: a 0-based epoch index.
-int64_t parse_epoch(const std::string& text, const std::string& path) {
-  int64_t epoch = -1;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), epoch);
-  if (ec != std::errc() || end != text.data() + text.size() || epoch < 0) {
-    throw Error(ErrorCode::kParseError,
-                fmt::format("BackupAndRestore: '{}' has epoch '{}', not an epoch index", path, text),
-                "the backup is damaged; remove it, or use another backup_dir");
-  }
-  return epoch;
-}
-
-}  // namespace
 
 BackupAndRestore::BackupAndRestore(BackupAndRestoreOptions options) : options_(std::move(options)) {
   if (options_.backup_dir.empty()) {
@@ -59,13 +40,7 @@ void BackupAndRestore::on_train_begin(const Logs&) {
   }
   if (!fs::exists(backup_path())) return;  // a fresh run
   const SafetensorsFile file = load_safetensors(backup_path());
-  const auto format = file.metadata.find("format");
-  const auto epoch = file.metadata.find("epoch");
-  if (format == file.metadata.end() || format->second != kFormat || epoch == file.metadata.end()) {
-    throw Error(ErrorCode::kParseError, fmt::format("BackupAndRestore: '{}' is not an ingot backup", backup_path()),
-                "remove it, or use another backup_dir");
-  }
-  const int64_t saved_epoch = parse_epoch(epoch->second, backup_path());  // before anything changes
+  const int64_t saved_epoch = detail::backup_epoch(file, backup_path());  // before anything changes
   model_io::restore_training_state(file, *model(), *weights_access(), /*with_optimizer=*/true);
   control().initial_epoch = saved_epoch + 1;
 }
@@ -74,8 +49,9 @@ void BackupAndRestore::on_epoch_end(int64_t epoch, const Logs&) {
   const auto tensors = model_io::training_state_tensors(*model(), *weights_access(), /*with_optimizer=*/true);
   model()->write_once(
       [&] {
-        save_safetensors(backup_path(), tensors,
-                         {{"format", kFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
+        save_safetensors(
+            backup_path(), tensors,
+            {{"format", detail::kBackupFormat}, {"epoch", std::to_string(epoch)}, {"model", model()->name()}});
       },
       "BackupAndRestore('" + backup_path() + "')");
 }

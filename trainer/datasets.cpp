@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <filesystem>
@@ -86,14 +87,23 @@ Array images(const std::string& dir, const std::string& name) {
   const auto [path, d] = read_idx_file(dir, name);
   check_magic(path, d, 0x803, 16, "image");
   const int64_t n = be32(d, 4), rows = be32(d, 8), cols = be32(d, 12);
-  if (static_cast<int64_t>(d.size()) != 16 + n * rows * cols) {
-    throw Error(ErrorCode::kParseError,
-                fmt::format("'{}': {} bytes for {} images of {}x{} (expected {}: a truncated file?)", path, d.size(), n,
-                            rows, cols, 16 + n * rows * cols),
-                kDataHint);
+  // Each count is below 2^32, so n * rows * cols can pass 2^63: compare against the file's bytes
+  // in 128-bit arithmetic before anything is allocated.
+  const unsigned __int128 expected =
+      static_cast<unsigned __int128>(n) * static_cast<unsigned __int128>(rows) * static_cast<unsigned __int128>(cols) +
+      16;
+  if (expected != d.size()) {
+    const std::string expected_text = expected > static_cast<unsigned __int128>(INT64_MAX)
+                                          ? fmt::format("{} x {} x {} + 16, more than 2^63", n, rows, cols)
+                                          : std::to_string(static_cast<int64_t>(expected));
+    throw Error(
+        ErrorCode::kParseError,
+        fmt::format("'{}': {} bytes for {} images of {}x{} (expected {}: a truncated file or a corrupt header?)", path,
+                    d.size(), n, rows, cols, expected_text),
+        kDataHint);
   }
   Array a = Array::empty({n, rows, cols}, DType::kU8);
-  std::memcpy(a.raw_data(), d.data() + 16, static_cast<size_t>(n * rows * cols));
+  std::memcpy(a.raw_data(), d.data() + 16, d.size() - 16);
   return a;
 }
 

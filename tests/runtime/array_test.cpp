@@ -26,6 +26,19 @@ TEST(Shape, Helpers) {
   EXPECT_EQ(num_elements({}), 1);
   EXPECT_EQ(num_elements({2, 3, 4}), 24);
   EXPECT_EQ(num_elements({2, 0, 4}), 0);
+  // Zero-element shapes whose other sizes multiply past 2^63 (fuzz_idx found the overflow).
+  EXPECT_EQ(num_elements({int64_t{1} << 40, int64_t{1} << 40, 0}), 0);
+  EXPECT_EQ(num_elements({int64_t{1} << 40, 0, int64_t{1} << 40, int64_t{1} << 40}), 0);
+  EXPECT_EQ(row_major_strides({int64_t{1} << 40, 0, int64_t{1} << 40, int64_t{1} << 40}).back(), 1);
+  try {
+    (void)num_elements({int64_t{1} << 40, int64_t{1} << 40});
+    ADD_FAILURE() << "an overflowing element count was returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("more than 2^63 elements"), std::string::npos) << e.what();
+  }
+  const Array huge_empty = Array::empty({0xffffffffLL, 0xffffffffLL, 0}, DType::kU8);
+  EXPECT_EQ(huge_empty.nbytes(), 0u);
   EXPECT_EQ(row_major_strides({2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
   EXPECT_EQ(shape_to_string({2, 3}), "(2, 3)");
   EXPECT_EQ(shape_to_string({4}), "(4,)");

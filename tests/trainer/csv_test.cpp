@@ -395,8 +395,8 @@ TEST_F(CsvTest, ANumberTooLargeForTheDtypeIsAParseError) {
 }
 
 TEST_F(CsvTest, AnIntegerLabelOverTheLargestClassIdIsAParseError) {
-  expect_load_error("a,l\n1,0\n2,16777216\n", {.label_column = "l"}, ErrorCode::kParseError,
-                    {"line 3, column 2 ('l'): the integer label '16777216' is over 16777215"});
+  expect_load_error("a,l\n1,0\n2,1048576\n", {.label_column = "l"}, ErrorCode::kParseError,
+                    {"line 3, column 2 ('l'): the integer label '1048576' is over 1048575"});
   // Not all integers: text labels, numbered in sorted order.
   EXPECT_THAT(load("a,l\n1,16777216\n2,x\n", {.label_column = "l"}).classes, ElementsAre("16777216", "x"));
 }

@@ -10,9 +10,12 @@ namespace ingot {
 /// Dimension sizes, outermost first (row-major). A scalar has shape {}. Sizes are >= 0.
 using Shape = std::vector<int64_t>;
 
-/// Product of the dimension sizes (1 for a scalar, 0 if any dimension is 0).
+/// Product of the dimension sizes (1 for a scalar, 0 if any dimension is 0, whatever the other
+/// sizes). Throws ingot::Error(kInvalidArgument) naming the shape when the product of nonzero
+/// sizes does not fit in int64 (shapes that passed check_shape never do).
 int64_t num_elements(const Shape& shape);
-/// Row-major element strides (in elements, not bytes): strides[last] = 1.
+/// Row-major element strides (in elements, not bytes): strides[last] = 1. For a zero-element
+/// shape with huge sizes the strides may wrap (they address nothing).
 std::vector<int64_t> row_major_strides(const Shape& shape);
 /// NumPy-style text: "(2, 3)", "(4,)", "()".
 std::string shape_to_string(const Shape& shape);

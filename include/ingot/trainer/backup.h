@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ingot/trainer/callbacks.h"
+#include "ingot/trainer/safetensors.h"
 
 namespace ingot::callbacks {
 
@@ -49,5 +50,19 @@ class BackupAndRestore final : public Callback {
  private:
   BackupAndRestoreOptions options_;
 };
+
+namespace detail {
+
+/// The "format" metadata of a backup file.
+inline constexpr const char* kBackupFormat = "ingot-backup-1";
+
+/// The 0-based epoch a backup read from `path` was written after: checks that `file`'s metadata
+/// has "format" = kBackupFormat and a decimal, non-negative "epoch". Throws ingot::Error
+/// (kParseError naming `path`) otherwise. Does not look at the tensors (load_into checks them
+/// against the model). Used by BackupAndRestore::on_train_begin and the fuzz target
+/// tests/fuzz/fuzz_backup.cpp.
+int64_t backup_epoch(const SafetensorsFile& file, const std::string& path);
+
+}  // namespace detail
 
 }  // namespace ingot::callbacks
