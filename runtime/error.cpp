@@ -28,6 +28,10 @@ std::string_view error_code_name(ErrorCode code) {
       return "FailedPrecondition";
     case ErrorCode::kInternal:
       return "Internal";
+    case ErrorCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case ErrorCode::kCancelled:
+      return "Cancelled";
   }
   return "Unknown";
 }

@@ -20,6 +20,7 @@
 #include "ingot/runtime/cuda_info.h"
 #include "ingot/runtime/version.h"
 #include "launch.h"
+#include "stop_signal.h"
 #include "train.h"
 
 namespace {
@@ -279,6 +280,19 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   run_cmd->add_option("--seed", seed, "seed of the random arguments")->capture_default_str();
   run_cmd->add_flag("--print-only", print_only, "print the IR without interpreting it");
 
+  // A first argument that is no option and no command: name it (CLI11 says only "A subcommand is
+  // required").
+  std::string known;
+  bool is_command = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_command |= argc > 1 && sub->get_name() == argv[1];
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_command) {
+    fmt::print(stderr, "ingot: error: unknown command '{}' (the commands: {}; run 'ingot --help' for usage)\n", argv[1],
+               known);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -318,7 +332,7 @@ int ingot::cli::ingot_main(int argc, char** argv) {
   } catch (const ingot::Error& e) {
     std::cout.flush();
     fmt::print(stderr, "ingot: error: {}\n", e.what());
-    return 1;
+    return ingot::cli::exit_status_for(e);  // 128 + the signal for a run stopped by SIGINT / SIGTERM
   } catch (const std::bad_alloc&) {
     std::cout.flush();
     fmt::print(stderr, "ingot: error: out of host memory (hint: use smaller shapes)\n");

@@ -463,6 +463,33 @@ expect_run(long_name 0 ARGS ${train} --metrics-json "${long_name}.json")
 if(NOT EXISTS "${WORK_DIR}/${long_name}.json")
   message(FATAL_ERROR "--metrics-json with a 245-byte name was not written")
 endif()
+# SIGTERM and SIGINT stop a run at a step boundary: exit 128 + signal, a message naming the
+# signal and the epoch, and nothing written (no output, no temporary file). The signal is sent
+# once the second epoch has started (its progress line is out), so it lands inside training.
+foreach(sig TERM INT)
+  file(REMOVE_RECURSE "${WORK_DIR}/sig_${sig}")
+  file(MAKE_DIRECTORY "${WORK_DIR}/sig_${sig}")
+  execute_process(
+    COMMAND sh -c "\"$0\" train --data-dir \"$1\" --limit 2048 --batch-size 32 --epochs 100000 \
+--save-weights w.safetensors --csv h.csv --metrics-json m.json > out.txt 2> err.txt & pid=$!
+i=0; until grep -q 'Epoch 2/' out.txt 2>/dev/null; do sleep 0.1; i=$((i+1)); [ $i -lt 3000 ] || break; done
+kill -$2 $pid; wait $pid; echo $?" "${INGOT}" "${DATA_DIR}" ${sig}
+    WORKING_DIRECTORY "${WORK_DIR}/sig_${sig}" OUTPUT_VARIABLE sig_rc OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 600)
+  file(READ "${WORK_DIR}/sig_${sig}/err.txt" sig_err)
+  if(sig STREQUAL "TERM")
+    set(want_rc 143)
+  else()
+    set(want_rc 130)
+  endif()
+  if(NOT sig_rc STREQUAL want_rc OR NOT sig_err MATCHES "ingot: error: \\[Cancelled\\] interrupted by SIG${sig} \\(signal [0-9]+\\) during epoch [0-9]+ after [0-9]+ steps?; no output was written")
+    message(FATAL_ERROR "SIG${sig}: exit ${sig_rc} (expected ${want_rc}), stderr:\n${sig_err}")
+  endif()
+  file(GLOB left RELATIVE "${WORK_DIR}/sig_${sig}" "${WORK_DIR}/sig_${sig}/*" "${WORK_DIR}/sig_${sig}/.*")
+  list(REMOVE_ITEM left out.txt err.txt)
+  if(left)
+    message(FATAL_ERROR "SIG${sig} left files behind: ${left}")
+  endif()
+endforeach()
 file(WRITE "${WORK_DIR}/corrupt.safetensors" "this is not a safetensors file")
 expect_run(evaluate_no_weights_option 2 ARGS evaluate --data-dir "${DATA_DIR}" ERR "--weights is required")
 expect_run(evaluate_missing_weights 1 ARGS evaluate --weights nope.safetensors --data-dir "${DATA_DIR}"

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "compile_json.h"
 #include "process_memory.h"
+#include "stop_signal.h"
 #include "train_data.h"
 
 #include <fmt/format.h>
@@ -592,6 +593,8 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
   // Keras CSVLogger rows kept in memory: the file is written with the other outputs at the end.
   auto csv = std::make_shared<callbacks::CSVLogger>(
       callbacks::CSVLoggerOptions{.write = callbacks::CSVLoggerWrite::kInMemory});
+  // From here on SIGINT / SIGTERM stop the run at a step boundary, and nothing is written.
+  const StopOnSignal stop;
   const double start = now_seconds();
   std::shared_ptr<callbacks::History> history = model->fit(
       {.x = d.train.x,
@@ -600,10 +603,12 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
        .epochs = c.epochs,
        .verbose = c.quiet || where.process_id != 0 ? 0 : 1,
        .callbacks = {timer, csv,
-                     std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out})},
+                     std::make_shared<callbacks::TerminateOnNaN>(callbacks::TerminateOnNaNOptions{.stream = &out}),
+                     stop.callback()},
        .validation_data = d.validation,
        .seed = c.seed,
        .progbar = {.stream = &out}});
+  stop.throw_if_received("no output was written");
   const std::vector<double>& losses = history->values("loss");
   if (std::any_of(losses.begin(), losses.end(), [](double l) { return !std::isfinite(l); })) {
     // TerminateOnNaN stopped the run; nothing is written.
@@ -641,6 +646,8 @@ int run_train(const TrainCommand& c, std::ostream& all_out) {
           files.back()->write(text);
         }
         for (const auto& f : files) f->finish();
+        // The last moment to stop: the temporary files are removed (OutputFile's destructor).
+        stop.throw_if_received("no output was written");
         for (const auto& f : files) f->commit();
       },
       "the outputs");

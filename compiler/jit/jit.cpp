@@ -70,7 +70,14 @@ std::shared_ptr<const Executable> compile_graph(const ir::Graph& graph, const co
   for (size_t i = 0; i < results.size(); ++i) thunk.output_slots.push_back(params.size() + i);
   // A donated output is written into the donated parameter's slot (its buffer).
   for (const auto& [param, output] : pairs) thunk.output_slots[lowered.result_of_output[output]] = param;
-  thunk.run = [kernel](std::span<const Array> in, std::span<Array> out) { kernel->run(in, out); };
+  thunk.run = [kernel, name = thunk.name](std::span<const Array> in, std::span<Array> out) {
+    try {
+      kernel->run(in, out);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kOutOfMemory) throw;
+      throw Error(e.code(), fmt::format("{}: {}", name, e.message()), e.hint());  // name the step
+    }
+  };
   thunk.kernels = kernel->stats().kernels();
   thunk.compile = codegen::compile_info(*kernel);
   thunk.compile.lower_seconds = lower_seconds;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,9 +35,11 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -211,6 +214,46 @@ void count_body(mlir::ModuleOp module, mlir::Operation* fn, CpuKernelStats& stat
   }
 }
 
+/// Bytes of a statically shaped memref (sub-byte elements rounded up), 0 for a dynamic one.
+int64_t static_bytes(mlir::MemRefType type) {
+  if (!type.hasStaticShape()) return 0;
+  const mlir::Type element = type.getElementType();
+  const int64_t bytes =
+      element.isIndex() ? 8 : (element.isIntOrFloat() ? (element.getIntOrFloatBitWidth() + 7) / 8 : 16);
+  return type.getNumElements() * bytes;
+}
+
+/// CpuKernelStats::peak_alloc_bytes of one call of `fn`: walks its top-level operations in order,
+/// adding each memref.alloc and subtracting each memref.dealloc (of an allocation or a view of
+/// one); a call of a defined function (a scope function) adds that function's own peak at the
+/// call. `memo` holds the peaks of functions already visited.
+int64_t peak_alloc_bytes(mlir::ModuleOp module, mlir::Operation* fn, std::map<mlir::Operation*, int64_t>& memo) {
+  std::map<void*, int64_t> live;  // allocation (its Value's opaque pointer) -> bytes
+  int64_t now = 0, peak = 0;
+  for (mlir::Operation& op : fn->getRegion(0).front()) {
+    if (auto alloc = mlir::dyn_cast<mlir::memref::AllocOp>(op)) {
+      const int64_t bytes = static_bytes(alloc.getType());
+      live[alloc.getResult().getAsOpaquePointer()] = bytes;
+      now += bytes;
+      peak = std::max(peak, now);
+    } else if (auto dealloc = mlir::dyn_cast<mlir::memref::DeallocOp>(op)) {
+      mlir::Value root = dealloc.getMemref();
+      while (auto view = root.getDefiningOp<mlir::ViewLikeOpInterface>()) root = view.getViewSource();
+      if (auto it = live.find(root.getAsOpaquePointer()); it != live.end()) {
+        now -= it->second;
+        live.erase(it);
+      }
+    } else if (auto call = mlir::dyn_cast<mlir::func::CallOp>(op)) {
+      mlir::Operation* callee = module.lookupSymbol(call.getCallee());
+      if (callee == nullptr || callee->getNumRegions() != 1 || callee->getRegion(0).empty()) continue;
+      auto [it, added] = memo.try_emplace(callee, 0);
+      if (added) it->second = peak_alloc_bytes(module, callee, memo);
+      peak = std::max(peak, now + it->second);
+    }
+  }
+  return peak;
+}
+
 /// The CpuKernelStats of function `entry` of `module`, or nullopt when the module has no
 /// `func.func @entry` (after the lowering to LLVM).
 std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::string& entry) {
@@ -226,6 +269,8 @@ std::optional<CpuKernelStats> count_kernels(mlir::ModuleOp module, const std::st
   });
   std::map<mlir::Operation*, CpuKernelStats> memo;
   count_body(module, fn, stats, memo);
+  std::map<mlir::Operation*, int64_t> peaks;
+  stats.peak_alloc_bytes = peak_alloc_bytes(module, fn, peaks);
   return stats;
 }
 
@@ -316,11 +361,12 @@ void check_types(const char* what, std::span<const Array> arrays, const std::vec
 class JitKernel final : public CpuKernel {
  public:
   /// `pairs`: the entry's result_arguments (checked by check_result_arguments), empty for none.
-  JitKernel(std::unique_ptr<detail::LinkedObjects> code, void (*fn)(void**), std::vector<std::pair<Shape, DType>> in,
-            std::vector<std::pair<Shape, DType>> out, std::vector<int64_t> pairs, CpuKernelStats stats,
-            CpuCompileReport report)
+  JitKernel(std::unique_ptr<detail::LinkedObjects> code, void (*fn)(void**), std::string entry,
+            std::vector<std::pair<Shape, DType>> in, std::vector<std::pair<Shape, DType>> out,
+            std::vector<int64_t> pairs, CpuKernelStats stats, CpuCompileReport report)
       : code_(std::move(code)),
         fn_(fn),
+        entry_(std::move(entry)),
         in_(std::move(in)),
         out_(std::move(out)),
         pairs_(std::move(pairs)),
@@ -345,6 +391,7 @@ class JitKernel final : public CpuKernel {
       desc_ptrs[i] = descs[i].data();
       args[i] = &desc_ptrs[i];
     }
+    reserve_working_memory();
     fn_(args.data());
     // Such a result is its argument's buffer (updated in place or unchanged): an output given as
     // another buffer receives a copy; the usual case (a donated parameter's update, whose output
@@ -363,8 +410,28 @@ class JitKernel final : public CpuKernel {
   const CpuCompileReport& report() const override { return report_; }
 
  private:
+  /// The compiled code does not check its allocations (a failed malloc would be written through):
+  /// get the step's peak working memory once and give it back, so that a step that cannot have
+  /// it fails here, before anything ran, instead of crashing part way.
+  void reserve_working_memory() const {
+    if (stats_.peak_alloc_bytes <= 0) return;
+    void* probe = std::malloc(static_cast<size_t>(stats_.peak_alloc_bytes));
+    if (probe == nullptr) {
+      throw Error(ErrorCode::kOutOfMemory,
+                  fmt::format("the compiled step '{}' needs {} bytes ({:.1f} MiB) of working memory for its "
+                              "intermediate buffers and the allocation failed; nothing ran, every input and "
+                              "donated buffer is as it was",
+                              entry_, stats_.peak_alloc_bytes,
+                              static_cast<double>(stats_.peak_alloc_bytes) / (1024.0 * 1024.0)),
+                  "free memory or raise the process's limit (ulimit -v), or make the step smaller (a smaller "
+                  "batch size or model)");
+    }
+    std::free(probe);
+  }
+
   std::unique_ptr<detail::LinkedObjects> code_;  // owns the code fn_ points into
   void (*fn_)(void**);
+  std::string entry_;
   std::vector<std::pair<Shape, DType>> in_, out_;
   std::vector<int64_t> pairs_;  // per output: the input it is, or -1 (an out-param)
   CpuKernelStats stats_;
@@ -617,7 +684,7 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
   }
   report.link_seconds = seconds_since(link_start);
   check_result_arguments(manifest.result_arguments, input_types, output_types);
-  return std::make_unique<JitKernel>(std::move(code), fn, std::move(input_types), std::move(output_types),
+  return std::make_unique<JitKernel>(std::move(code), fn, entry, std::move(input_types), std::move(output_types),
                                      std::move(manifest.result_arguments), manifest.stats, report);
 }
 

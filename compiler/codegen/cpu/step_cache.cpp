@@ -112,9 +112,9 @@ std::string object_key(const CacheContext& context, bool host, std::string_view 
 }
 
 std::string StepManifest::serialize() const {
-  std::string text =
-      fmt::format("ingot-step-manifest 3\n{} {} {} {} {}\nresult_arguments {}", stats.loop_nests, stats.library_calls,
-                  stats.copies, stats.kernel_functions, stats.scope_functions, result_arguments.size());
+  std::string text = fmt::format("ingot-step-manifest 4\n{} {} {} {} {} {}\nresult_arguments {}", stats.loop_nests,
+                                 stats.library_calls, stats.copies, stats.kernel_functions, stats.scope_functions,
+                                 stats.peak_alloc_bytes, result_arguments.size());
   for (int64_t a : result_arguments) text += fmt::format(" {}", a);
   text += "\n";
   for (const std::string& key : objects) text += key + "\n";
@@ -126,9 +126,10 @@ std::optional<StepManifest> StepManifest::parse(const std::string& text) {
   std::string magic;
   int version = 0;
   StepManifest m;
-  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 3) return std::nullopt;
+  if (!(in >> magic >> version) || magic != "ingot-step-manifest" || version != 4) return std::nullopt;
   if (!(in >> m.stats.loop_nests >> m.stats.library_calls >> m.stats.copies >> m.stats.kernel_functions >>
-        m.stats.scope_functions)) {
+        m.stats.scope_functions >> m.stats.peak_alloc_bytes) ||
+      m.stats.peak_alloc_bytes < 0) {
     return std::nullopt;
   }
   std::string field;

@@ -117,6 +117,12 @@ struct CpuKernelStats {
   /// share_repeated_scopes; 0 when lowered flat). The counts above are per call of the entry:
   /// each call of such a function counts its kernels again.
   int64_t scope_functions = 0;
+  /// Bytes of the entry's own buffers (memref.alloc of static shape, the step's intermediates;
+  /// not its arguments or out-params) live at once at the peak, following the allocations and
+  /// the deallocations ingot-early-dealloc placed, in program order; a scope function's peak
+  /// counts at each of its calls. CpuKernel::run reserves this much before running anything, so
+  /// a step that cannot get its memory fails with kOutOfMemory before it changes a buffer.
+  int64_t peak_alloc_bytes = 0;
   /// Kernels per call: loop_nests + library_calls + copies (each one pass of work over memory,
   /// as one launch of a generated CUDA kernel or library call is on a GPU).
   int64_t kernels() const { return loop_nests + library_calls + copies; }
@@ -145,6 +151,9 @@ class CpuKernel {
   virtual ~CpuKernel() = default;
   /// Runs the function. `inputs` and `outputs` must have the shapes and dtypes the module was
   /// compiled for (checked: ingot::Error kShapeMismatch / kDTypeMismatch naming the index).
+  /// Throws ingot::Error(kOutOfMemory) naming the entry and the bytes when the step's working
+  /// memory (CpuKernelStats::peak_alloc_bytes) cannot be allocated, before any code runs: the
+  /// inputs and outputs (donated buffers updated in place included) are unchanged.
   virtual void run(std::span<const Array> inputs, std::span<Array> outputs) const = 0;
   /// The input and output types the kernel was compiled for.
   virtual const std::vector<std::pair<Shape, DType>>& input_types() const = 0;

@@ -20,6 +20,8 @@ enum class ErrorCode {
   kOutOfMemory,         ///< an allocator could not satisfy a request
   kFailedPrecondition,  ///< an object is in the wrong state for the call
   kInternal,            ///< an invariant of ingot itself broke (a bug)
+  kResourceExhausted,   ///< a system resource other than memory ran out (threads, file descriptors)
+  kCancelled,           ///< stopped on request before finishing (a signal: SIGINT, SIGTERM)
 };
 
 /// Short stable name of an error code, e.g. "ShapeMismatch".

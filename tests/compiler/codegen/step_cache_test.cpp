@@ -142,6 +142,7 @@ TEST(StepCache, ManifestsRoundTripAndRejectOtherText) {
   m.stats.loop_nests = 7;
   m.stats.copies = 2;
   m.stats.scope_functions = 3;
+  m.stats.peak_alloc_bytes = int64_t{3} << 33;
   m.result_arguments = {-1, 0, 4, -1};
   m.objects = {std::string(64, 'a'), std::string(64, 'b')};
   const std::optional<codegen::detail::StepManifest> back = codegen::detail::StepManifest::parse(m.serialize());
@@ -149,6 +150,7 @@ TEST(StepCache, ManifestsRoundTripAndRejectOtherText) {
   EXPECT_EQ(back->stats.loop_nests, 7);
   EXPECT_EQ(back->stats.copies, 2);
   EXPECT_EQ(back->stats.scope_functions, 3);
+  EXPECT_EQ(back->stats.peak_alloc_bytes, int64_t{3} << 33);
   EXPECT_EQ(back->result_arguments, m.result_arguments);
   EXPECT_EQ(back->objects, m.objects);
   m.result_arguments.clear();
@@ -156,11 +158,15 @@ TEST(StepCache, ManifestsRoundTripAndRejectOtherText) {
   // An older format, a negative count, an index below -1 and a manifest without objects are misses.
   std::string text = m.serialize();
   EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 2\n1 2 3 4 5\n" + std::string(64, 'a')));
-  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments -1\n" +
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 0\n" +
+                                                    std::string(64, 'a')));  // before peak_alloc_bytes
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 4\n1 2 3 4 5 6\nresult_arguments -1\n" +
                                                     std::string(64, 'a')));
-  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 1 -2\n" +
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 4\n1 2 3 4 5 6\nresult_arguments 1 -2\n" +
                                                     std::string(64, 'a')));
-  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 3\n1 2 3 4 5\nresult_arguments 0\n"));
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 4\n1 2 3 4 5 -6\nresult_arguments 0\n" +
+                                                    std::string(64, 'a')));
+  EXPECT_FALSE(codegen::detail::StepManifest::parse("ingot-step-manifest 4\n1 2 3 4 5 6\nresult_arguments 0\n"));
   EXPECT_TRUE(codegen::detail::StepManifest::parse(text));
 }
 
