@@ -13,16 +13,21 @@
 
 namespace ingot::fuzz {
 
+/// Writes all `size` bytes of `data` to `fd`; aborts (a harness failure, not a finding) if it cannot.
+inline void write_all(int fd, const uint8_t* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n <= 0) std::abort();
+    done += static_cast<size_t>(n);
+  }
+}
+
 /// A memfd holding `size` bytes of `data`; closed on destruction.
 class MemoryFile {
  public:
   MemoryFile(const char* name, const uint8_t* data, size_t size) : fd_(::memfd_create(name, MFD_CLOEXEC)) {
     if (fd_ < 0) std::abort();
-    for (size_t done = 0; done < size;) {
-      const ssize_t n = ::write(fd_, data + done, size - done);
-      if (n <= 0) std::abort();
-      done += static_cast<size_t>(n);
-    }
+    write_all(fd_, data, size);
   }
   ~MemoryFile() { ::close(fd_); }
   MemoryFile(const MemoryFile&) = delete;

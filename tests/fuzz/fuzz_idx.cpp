@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fuzz_common.h"
+#include "fuzz_file.h"
 #include "ingot/trainer/datasets.h"
 
 namespace {
@@ -18,11 +19,7 @@ namespace {
 void write_file(const std::string& path, const uint8_t* data, size_t size) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) std::abort();
-  for (size_t done = 0; done < size;) {
-    const ssize_t n = ::write(fd, data + done, size - done);
-    if (n <= 0) std::abort();
-    done += static_cast<size_t>(n);
-  }
+  ingot::fuzz::write_all(fd, data, size);
   ::close(fd);
 }
 
