@@ -29,6 +29,8 @@ printf '\000\000\000\000\000\000\000\100{}' > huge_header.safetensors
 open=$(printf '%0100d' 0 | tr 0 '['); close=$(printf '%0100d' 0 | tr 0 ']')
 printf '\316\000\000\000\000\000\000\000{"a":%s%s}' "$open" "$close" > nested.safetensors
 printf 'hello\n' > text.txt
+ln -s loop loop
+printf '\066\000\000\000\000\000\000\000{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}\000\000\300\177' > nan.safetensors
 printf 'func @f(%%0: f32[2]) -> (f32[2]) {\n  return %%7\n}\n' > broken.ir
 printf 'func @f(%%0: f32[2]) -> (f32[2]) {\n  %%1 = frobnicate(%%0)\n  return %%1\n}\n' > unknown_op.ir]]
                 WORKING_DIRECTORY "${fx}" RESULT_VARIABLE rc)

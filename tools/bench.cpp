@@ -163,35 +163,19 @@ void check_options(const BenchCommand& c) {
   }
 }
 
-/// --json must name a file that can be created or replaced: its directory exists and takes a new
-/// file (probed with a temporary file next to it, removed again), it is not a directory, and it
-/// is not one of `inputs` (the --lm-text file: writing the report would replace the text).
+/// --json must name a file that can be created or replaced (check_output_path: its directory
+/// exists and takes a new file, it is not a directory, its name fits), and it is not one of
+/// `inputs` (the --lm-text file: writing the report would replace the text).
 void check_json_path(const std::string& path, const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
-  const fs::path target = fs::absolute(path);
-  if (fs::is_directory(target)) {
-    throw bad_bench_option(fmt::format("--json '{}' is a directory", path), "name a file, e.g. bench.json");
-  }
+  check_output_path(path, "ingot bench: --json");
+  const fs::path target = resolve_output(path).path;
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::equivalent(target, in, ec) && !ec) {
       throw bad_bench_option(fmt::format("--json '{}' is the --lm-text file ('{}')", path, in),
                              "write the report to another file");
     }
-  }
-  if (!fs::is_directory(target.parent_path())) {
-    throw bad_bench_option(
-        fmt::format("--json '{}': directory '{}' does not exist", path, target.parent_path().string()),
-        "create it first or choose another path");
-  }
-  const fs::path probe = target.string() + ".probe";
-  const bool ok = static_cast<bool>(std::ofstream(probe));
-  std::error_code ec;
-  fs::remove(probe, ec);
-  if (!ok) {
-    throw bad_bench_option(
-        fmt::format("--json '{}': cannot create a file in '{}'", path, target.parent_path().string()),
-        "choose a writable directory");
   }
 }
 

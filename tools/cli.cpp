@@ -3,11 +3,14 @@
 // it; so does the GPU check bundle's multi-call binary (tests/gpu_bundle_main.cpp).
 #include <CLI/CLI.hpp>
 #include <malloc.h>
+#include <sys/resource.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string_view>
 #include <iostream>
 #include <new>
@@ -202,6 +205,32 @@ CLI::App* add_launch(CLI::App& app, ingot::cli::LaunchCommand& c) {
   return cmd;
 }
 
+/// What the process could have had when a std::bad_alloc (an allocation with no ingot::Error
+/// naming it) reached the command: its address-space limit (RLIMIT_AS, `ulimit -v`) and the
+/// machine's available memory (MemAvailable of /proc/meminfo), each only when known.
+std::string memory_limits_text() {
+  std::string text;
+  struct rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    text += fmt::format("; the process's address-space limit (ulimit -v) is {} MiB", as.rlim_cur >> 20);
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1)
+      text += fmt::format("; {} MiB of the machine's memory are available", kib >> 10);
+  }
+  return text;
+}
+
+/// The error for a std::bad_alloc that reached `command` (no shapes named: the allocation could
+/// be the data, the compiler or a step).
+ingot::Error out_of_host_memory(const std::string& command) {
+  return ingot::Error(
+      ingot::ErrorCode::kOutOfMemory,
+      fmt::format("'ingot {}' ran out of host memory (an allocation failed){}", command, memory_limits_text()),
+      "free memory or raise the limit; a smaller --batch-size, --limit or model needs less");
+}
+
 }  // namespace
 
 /// Keeps large freed blocks in the process heap instead of returning them to the OS. A training
@@ -335,7 +364,7 @@ int ingot::cli::ingot_main(int argc, char** argv) {
     return ingot::cli::exit_status_for(e);  // 128 + the signal for a run stopped by SIGINT / SIGTERM
   } catch (const std::bad_alloc&) {
     std::cout.flush();
-    fmt::print(stderr, "ingot: error: out of host memory (hint: use smaller shapes)\n");
+    fmt::print(stderr, "ingot: error: {}\n", out_of_host_memory(argc > 1 ? argv[1] : "").what());
     return 1;
   } catch (const std::exception& e) {
     std::cout.flush();

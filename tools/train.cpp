@@ -145,42 +145,6 @@ void check_train_options(const TrainCommand& c) {
   }
 }
 
-/// Throws unless a file can be written at `path` (named by `option`): symbolic links are followed
-/// (their target is what gets written); a writable special file (/dev/null) is fine; otherwise
-/// the target is not a directory, its directory exists, a file can be made there (a probe file is
-/// created and removed) and an existing file at the target is writable. Nothing is left behind.
-void check_output_path(const std::string& path, const char* option) {
-  if (path.empty())
-    throw bad_option(fmt::format("{} is an empty path", option), "name a file, or leave the option out");
-  std::error_code ec;
-  const OutputTarget target = resolve_output(path);
-  const fs::path& p = target.path;
-  if (target.in_place) {
-    if (access(p.c_str(), W_OK) != 0) {
-      throw bad_option(fmt::format("{} '{}' is not writable: {}", option, path, std::strerror(errno)));
-    }
-    return;
-  }
-  if (fs::is_directory(p, ec)) throw bad_option(fmt::format("{} '{}' is a directory", option, path), "name a file");
-  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
-  if (!fs::is_directory(dir, ec)) {
-    throw bad_option(fmt::format("{} '{}': '{}' {}", option, path, dir.string(),
-                                 fs::exists(dir, ec) ? "is not a directory" : "does not exist"),
-                     "create the directory first or choose another path");
-  }
-  std::string probe = (dir / ".ingot-write-probe-XXXXXX").string();
-  const int fd = mkstemp(probe.data());
-  if (fd < 0) {
-    throw bad_option(
-        fmt::format("{} '{}': cannot create a file in '{}': {}", option, path, dir.string(), std::strerror(errno)));
-  }
-  close(fd);
-  fs::remove(probe, ec);
-  if (fs::exists(p, ec) && access(p.c_str(), W_OK) != 0) {
-    throw bad_option(fmt::format("{} '{}' is not writable: {}", option, path, std::strerror(errno)));
-  }
-}
-
 /// The file a path names, for comparisons: links resolved, made absolute and normal.
 fs::path identity(const std::string& path) { return fs::absolute(resolve_output(path).path).lexically_normal(); }
 
@@ -224,6 +188,13 @@ std::vector<std::string> data_files(const std::string& dir) {
 datasets::FashionMnist load_data(const std::string& dir, bool test_only = false) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
+    const bool exists = fs::exists(dir, ec);
+    if (exists || (ec && ec != std::errc::no_such_file_or_directory)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--data-dir '{}' {}", dir,
+                              exists ? "is not a directory" : "cannot be looked up: " + ec.message()),
+                  "pass the directory that holds the IDX files (train-images-idx3-ubyte, ...)");
+    }
     throw Error(ErrorCode::kNotFound, fmt::format("the Fashion-MNIST directory '{}' does not exist", dir),
                 "install the Debian package dataset-fashion-mnist (scripts/install-deps.sh) or pass --data-dir DIR");
   }
@@ -290,12 +261,37 @@ std::string model_of(const std::string& model, const std::string& path) {
   return saved != file.metadata.end() && (saved->second == "mlp" || saved->second == "cnn") ? saved->second : "mlp";
 }
 
+/// Throws unless every f32 / f64 tensor of `file` (read from `path`, named by --weights) is
+/// finite: weights holding NaN or infinity (a run that diverged) would only report `loss nan`.
+void check_finite(const SafetensorsFile& file, const std::string& path) {
+  for (const auto& [name, array] : file.tensors) {
+    int64_t nan = 0, inf = 0, first = -1;
+    auto count = [&](auto* v) {
+      for (int64_t i = 0; i < array.size(); ++i) {
+        if (std::isfinite(v[i])) continue;
+        ++(std::isnan(v[i]) ? nan : inf);
+        if (first < 0) first = i;
+      }
+    };
+    if (array.dtype() == DType::kF32) count(array.data<float>());
+    if (array.dtype() == DType::kF64) count(array.data<double>());
+    if (first < 0) continue;
+    throw bad_option(fmt::format("--weights '{}': tensor '{}' holds {} NaN and {} infinite values (the first at "
+                                 "flat index {}); using it would report loss nan",
+                                 path, name, nan, inf, first),
+                     "use weights saved before the training diverged (e.g. a ModelCheckpoint of an earlier epoch), "
+                     "or retrain with a lower --learning-rate");
+  }
+}
+
 /// A model of `model` kind with the weights of the safetensors file `path`. A file whose metadata
-/// names another model (ingot train writes the model's name) is kInvalidArgument naming both.
+/// names another model (ingot train writes the model's name) is kInvalidArgument naming both; so
+/// are weights that are not finite (check_finite).
 std::shared_ptr<Sequential> load_model(const std::string& model, const std::string& path) {
   check_model_name(model);
   if (path.empty()) throw bad_option("--weights is required", "pass the file ingot train --save-weights wrote");
   const SafetensorsFile file = load_safetensors(path);
+  check_finite(file, path);
   const auto saved = file.metadata.find("model");
   if (saved != file.metadata.end() && (saved->second == "mlp" || saved->second == "cnn") && saved->second != model) {
     throw bad_option(fmt::format("'{}' holds weights of the {} model, not of --model {}", path, saved->second, model),

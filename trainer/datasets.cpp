@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <utility>
 #include <filesystem>
 #include <vector>
@@ -51,7 +52,17 @@ std::pair<std::string, std::vector<uint8_t>> read_idx_file(const std::string& di
   std::vector<uint8_t> data;
   uint8_t buf[1 << 16];
   int n = 0;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) data.insert(data.end(), buf, buf + n);
+  try {
+    data.reserve(static_cast<size_t>(st.st_size));  // exact for an uncompressed file, a start for .gz
+    while ((n = gzread(f, buf, sizeof buf)) > 0) data.insert(data.end(), buf, buf + n);
+  } catch (const std::bad_alloc&) {
+    gzclose(f);
+    throw Error(ErrorCode::kOutOfMemory,
+                fmt::format("reading '{}' ran out of host memory after {} bytes (the file has {} bytes{})", path,
+                            data.size(), st.st_size, path.ends_with(".gz") ? ", compressed" : ""),
+                "free host memory or raise the process's address-space limit (ulimit -v); Fashion-MNIST needs "
+                "about 250 MB while it loads");
+  }
   int err = Z_OK;
   const std::string reason = gzerror(f, &err);
   gzclose(f);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <system_error>
@@ -86,10 +87,82 @@ void OutputFile::commit() {
 }
 
 void OutputFile::fail(const char* what, int err) const {
-  throw Error(err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kInvalidArgument,
-              fmt::format("{}: writing '{}' failed ({} '{}'): {}", owner_, target_.path.string(), what, path_,
-                          std::strerror(err)),
-              "check that the path and its directory exist and are writable");
+  const std::string dir = target_.path.parent_path().empty() ? "." : target_.path.parent_path().string();
+  const std::string message = fmt::format("{}: writing '{}' failed ({} '{}'): {}", owner_, target_.path.string(), what,
+                                          path_, std::strerror(err));
+  // What was there before stays: the temporary file is removed by the destructor and nothing was
+  // renamed over the target.
+  const char* kept = target_.in_place ? "" : "; any previous file of that name is unchanged";
+  switch (err) {
+    case ENOENT:
+      throw Error(ErrorCode::kNotFound, message, "check that the path's directory exists");
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:  // past RLIMIT_FSIZE (ulimit -f) or the file system's largest file
+      throw Error(ErrorCode::kResourceExhausted, message + kept,
+                  fmt::format("free space (or raise the quota / file size limit) on the file system holding '{}', "
+                              "or write to another directory",
+                              dir));
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      throw Error(ErrorCode::kInvalidArgument, message + kept,
+                  fmt::format("make '{}' writable for this user (or mount it read-write), or write to another "
+                              "directory",
+                              dir));
+    default:
+      throw Error(ErrorCode::kInvalidArgument, message + kept,
+                  "check that the path and its directory exist and are writable");
+  }
+}
+
+namespace {
+
+Error bad_output(const std::string& message, const std::string& hint = {}) {
+  return Error(ErrorCode::kInvalidArgument, message, hint);
+}
+
+}  // namespace
+
+void check_output_path(const std::string& path, const std::string& what) {
+  if (path.empty()) throw bad_output(fmt::format("{} is an empty path", what), "name a file, or leave the option out");
+  std::error_code ec;
+  const OutputTarget target = resolve_output(path);
+  const fs::path& p = target.path;
+  if (target.in_place) {
+    if (::access(p.c_str(), W_OK) != 0)
+      throw bad_output(fmt::format("{} '{}' is not writable: {}", what, path, std::strerror(errno)));
+    return;
+  }
+  if (fs::is_directory(p, ec)) throw bad_output(fmt::format("{} '{}' is a directory", what, path), "name a file");
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  if (!fs::is_directory(dir, ec)) {
+    // A lookup error other than "no such file" (a name too long, a loop of links, no search
+    // permission) is said as the system says it.
+    const std::string why = ec && ec != std::errc::no_such_file_or_directory ? "cannot be looked up: " + ec.message()
+                            : fs::exists(dir, ec)                            ? "is not a directory"
+                                                                             : "does not exist";
+    throw bad_output(fmt::format("{} '{}': '{}' {}", what, path, dir.string(), why),
+                     "create the directory first or choose another path");
+  }
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  const std::string name = p.filename().string();
+  if (name_max > 0 && static_cast<long>(name.size()) > name_max) {
+    throw bad_output(fmt::format("{} '{}': the file name has {} bytes, more than the {} the file system in '{}' allows",
+                                 what, path, name.size(), name_max, dir.string()),
+                     "choose a shorter file name");
+  }
+  std::string probe = (dir / ".ingot-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw bad_output(
+        fmt::format("{} '{}': cannot create a file in '{}': {}", what, path, dir.string(), std::strerror(errno)),
+        "make the directory writable or choose another path");
+  }
+  ::close(fd);
+  fs::remove(probe, ec);
+  if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0)
+    throw bad_output(fmt::format("{} '{}' is not writable: {}", what, path, std::strerror(errno)));
 }
 
 void write_output_file(const std::string& path, std::string_view text, const std::string& owner) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "ingot/jit/jit.h"
@@ -284,7 +285,13 @@ class SpmdBuilder {
     };
     const size_t workers = std::min<size_t>(pending_.size(), std::max(1u, std::thread::hardware_concurrency()));
     std::vector<std::thread> threads;
-    for (size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+    for (size_t w = 1; w < workers; ++w) {
+      try {
+        threads.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had (a thread or address-space limit): fewer compile the segments
+      }
+    }
     work();
     for (std::thread& t : threads) t.join();
     for (size_t i = 0; i < errors.size(); ++i) {

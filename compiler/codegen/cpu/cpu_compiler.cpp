@@ -28,6 +28,7 @@
 #include "codegen/mlir_common.h"
 #include "codegen/mlir_registration.h"
 #include "ingot/kernels/cpu_gemm.h"
+#include "ingot/kernels/cpu_threads.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
@@ -611,8 +612,13 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
                                        const CpuCompileOptions& options) {
   initialise_mlir_once();
   const auto start = std::chrono::steady_clock::now();
+  // The OpenMP pool (compiled loops, oneDNN, im2col) gets its threads now, where a failure can
+  // be handled: fewer threads than the hardware's when the process cannot start more (an
+  // address-space or thread limit), instead of libomp aborting in the first parallel loop.
+  const int pool = kernels::start_openmp_threads(resolve_threads(0));
+  const int loop_threads = options.pipeline.empty() ? std::min(resolve_threads(options.num_threads), pool) : 0;
   const std::vector<PipelineStage> stages =
-      options.pipeline.empty() ? default_cpu_pipeline(options.num_threads, options.outline_kernels) : options.pipeline;
+      options.pipeline.empty() ? default_cpu_pipeline(loop_threads, options.outline_kernels) : options.pipeline;
   const detail::CacheContext context = detail::cache_context(options, stages, entry);
   // A dump was asked for: compile (a cached step would write none).
   CompileCache cache(options.dump_dir.empty() ? options.compile_cache_dir : "", options.compile_cache_max_bytes);
@@ -626,7 +632,12 @@ std::unique_ptr<CpuKernel> compile_cpu(const std::string& mlir_text, const std::
     report.step_cache_hit = true;
     report.objects = report.cache_hits = static_cast<int64_t>(objects.size());
   } else {
-    auto ctx = std::make_unique<mlir::MLIRContext>(make_registry());
+    // MLIR's thread pool (hardware-concurrency threads, started lazily by LLVM, which aborts with
+    // "pthread_create failed" when one cannot start): only when they can all be had right now.
+    const int hw = resolve_threads(0);
+    auto ctx = std::make_unique<mlir::MLIRContext>(make_registry(), kernels::startable_threads(hw + 1) > hw
+                                                                        ? mlir::MLIRContext::Threading::ENABLED
+                                                                        : mlir::MLIRContext::Threading::DISABLED);
     // With an `outline` stage (the default pipeline) and no dumps, the stages after it run per
     // part inside the parallel code generation; dumps show the whole module after every stage,
     // so they take the serial path (same code: each kernel is lowered alone either way).

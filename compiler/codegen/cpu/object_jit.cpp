@@ -8,6 +8,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include "ingot/runtime/error.h"
@@ -266,7 +267,14 @@ void run_parallel(size_t jobs, int threads, const std::function<void(size_t, siz
     }
   };
   std::vector<std::thread> pool;
-  for (size_t t = 1; t < n_threads; ++t) pool.emplace_back(worker, t);
+  pool.reserve(n_threads);
+  for (size_t t = 1; t < n_threads; ++t) {
+    try {
+      pool.emplace_back(worker, t);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had (a thread or address-space limit): fewer threads do the jobs
+    }
+  }
   worker(0);
   for (std::thread& t : pool) t.join();
   if (first_error) std::rethrow_exception(first_error);

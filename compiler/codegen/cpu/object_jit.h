@@ -94,6 +94,8 @@ size_t parallel_threads(size_t jobs, int threads);
 /// (the caller's among them; `thread` is in [0, that count), so per-thread state can be indexed by
 /// it). `progress(done, jobs)`, when given, runs serialised after each job. The first exception a
 /// job throws stops the jobs not yet started and is rethrown once every thread has finished.
+/// A thread that cannot be started (EAGAIN/ENOMEM: a thread or address-space limit) is not an
+/// error: the threads that did start, the caller's at least, do all the jobs.
 void run_parallel(size_t jobs, int threads, const std::function<void(size_t, size_t)>& job,
                   const std::function<void(int64_t, int64_t)>& progress);
 

@@ -53,7 +53,10 @@ struct CpuCompileOptions {
   /// Threads the parallel loops of the default pipeline run on (OpenMP through libomp): 0 means
   /// all hardware threads, 1 serial loop nests (no OpenMP calls). Ignored when `pipeline` is
   /// given. Library kernels the code calls (oneDNN GEMM, convolutions) use all cores regardless.
-  /// Outside [0, kMaxThreads]: ingot::Error(kInvalidArgument).
+  /// Fewer when the process cannot start that many threads (an address-space or thread limit):
+  /// compile_cpu first makes libomp's pool start its threads (kernels::start_openmp_threads) and
+  /// compiles the loops for the threads it got. Outside [0, kMaxThreads]:
+  /// ingot::Error(kInvalidArgument).
   int num_threads = 0;
   /// LLVM optimisation level (0-3) of the kernels (clang's -O<level> pipeline and code generator
   /// for the host CPU; the entry is always compiled at -O0). 2 by default, as XLA:CPU's

@@ -23,8 +23,10 @@ OutputTarget resolve_output(const std::string& path);
 /// (resolved) target, flushed and renamed over it by commit(), and removed on destruction if
 /// never committed, so a failure never leaves a partial file and an existing file stays as it was;
 /// special files are written in place. Errors are ingot::Error naming `owner` (the API writing,
-/// e.g. "save_safetensors"), the step and the path: kNotFound for a missing directory,
-/// kInvalidArgument otherwise.
+/// e.g. "save_safetensors"), the step, the path and the system's reason (strerror): kNotFound for
+/// a missing directory (ENOENT); kResourceExhausted for a full disk, an exhausted quota or a file
+/// past the size limit (ENOSPC, EDQUOT, EFBIG); kInvalidArgument otherwise (EACCES, EPERM,
+/// EROFS: the hint says to make the directory writable).
 class OutputFile {
  public:
   OutputFile(const std::string& path, std::string owner);
@@ -51,6 +53,17 @@ class OutputFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+/// Throws unless an output file can be written at `path` later, so that a run can refuse its
+/// outputs before it starts rather than fail after its work. `what` names the path in messages
+/// (an option such as "--save-weights"). Symbolic links are followed (their target is what gets
+/// written); a writable special file (/dev/null) is fine; otherwise the target is not a
+/// directory, its name fits the file system's name limit (NAME_MAX, usually 255 bytes), its
+/// directory exists, a file can be made there (a probe file is created and removed) and an
+/// existing file at the target is writable. Nothing is left behind. Errors:
+/// ingot::Error(kInvalidArgument) naming `what`, the path and the reason (strerror where the
+/// system gave one).
+void check_output_path(const std::string& path, const std::string& what);
 
 /// OutputFile in one call: `text` becomes the content of `path`.
 void write_output_file(const std::string& path, std::string_view text, const std::string& owner);
