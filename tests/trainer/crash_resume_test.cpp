@@ -53,24 +53,6 @@ std::string history_text(const callbacks::History& h) {
   return text;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-/// Every tensor of `got` equals `want`'s of the same name, byte for byte (and none is missing).
-void expect_same_tensors(const fs::path& got, const fs::path& want) {
-  const SafetensorsFile a = load_safetensors(got.string()), b = load_safetensors(want.string());
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  for (const auto& [name, array] : b.tensors) {
-    auto it = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const auto& t) { return t.first == name; });
-    ASSERT_NE(it, a.tensors.end()) << name;
-    ASSERT_EQ(it->second.nbytes(), array.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(it->second.raw_data(), array.raw_data(), static_cast<size_t>(array.nbytes())), 0) << name;
-  }
-  EXPECT_EQ(a.metadata.at("iterations"), b.metadata.at("iterations"));
-}
-
 // The child: fit for kEpochs with a backup and a per-epoch checkpoint in $INGOT_CRASH_RESUME_DIR,
 // resuming from the backup if there is one; "started" is created once training runs (the parent
 // times its kill from then); each batch sleeps 20 ms so that kills land inside training. A finished
@@ -150,11 +132,11 @@ TEST(CrashResume, RunsKilledAtRandomMomentsEndLikeAnUninterruptedOne) {
   std::cout << "crash-resume: " << runs << " runs, " << kills << " killed; the finishing run resumed after epoch "
             << resumed_after << "\n";
 
-  expect_same_tensors(dir / "final.safetensors", dir / "reference.safetensors");
-  expect_same_tensors(dir / "ckpt.safetensors", dir / "reference.safetensors");  // the last epoch's checkpoint
+  testing::expect_same_tensors(dir / "final.safetensors", dir / "reference.safetensors");
+  testing::expect_same_tensors(dir / "ckpt.safetensors", dir / "reference.safetensors");  // the last epoch's checkpoint
   // The finished run's History holds the epochs it trained (after its backup's), each loss the
   // uninterrupted run's, bit for bit.
-  const std::string tail = read_file(dir / "history.txt");
+  const std::string tail = testing::read_file(dir / "history.txt");
   if (tail.empty())
     EXPECT_EQ(resumed_after, std::to_string(kEpochs - 1)) << "only a run resumed after the last epoch trains nothing";
   const std::string full = history_text(*reference_history);

@@ -2,10 +2,18 @@
 // interrupted and resumed must end bitwise like an uninterrupted one.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 
 #include "ingot/trainer/model.h"
+#include "ingot/trainer/safetensors.h"
 
 namespace ingot::testing {
 
@@ -35,5 +43,26 @@ struct ResumeData {
     for (int64_t i = 0; i < 40; ++i) y.data<int32_t>()[i] = x.data<float>()[4 * i] > 0 ? 1 : (i % 3 == 0 ? 2 : 0);
   }
 };
+
+/// The bytes of the file `p` ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+/// Every tensor of `got` equals `want`'s of the same name, byte for byte, and so do the
+/// optimizer's iterations.
+inline void expect_same_tensors(const std::filesystem::path& got, const std::filesystem::path& want) {
+  const SafetensorsFile a = load_safetensors(got.string()), b = load_safetensors(want.string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << got;
+  for (const auto& [name, array] : b.tensors) {
+    auto it = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const auto& t) { return t.first == name; });
+    ASSERT_NE(it, a.tensors.end()) << name;
+    ASSERT_EQ(it->second.nbytes(), array.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(it->second.raw_data(), array.raw_data(), static_cast<size_t>(array.nbytes())), 0)
+        << got << ": " << name;
+  }
+  EXPECT_EQ(a.metadata.at("iterations"), b.metadata.at("iterations")) << got;
+}
 
 }  // namespace ingot::testing

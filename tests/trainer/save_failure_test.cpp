@@ -51,26 +51,6 @@ FitOptions fit_options(const testing::ResumeData& d, int64_t epochs,
   return {.x = d.x, .y = d.y, .batch_size = 8, .epochs = epochs, .verbose = 0, .callbacks = std::move(cbs), .seed = 5};
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-/// Every tensor of `got` equals `want`'s of the same name, byte for byte, and so do the
-/// optimizer's iterations.
-void expect_same_tensors(const fs::path& got, const fs::path& want) {
-  const SafetensorsFile a = load_safetensors(got.string()), b = load_safetensors(want.string());
-  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << got;
-  for (const auto& [name, array] : b.tensors) {
-    auto it = std::find_if(a.tensors.begin(), a.tensors.end(), [&](const auto& t) { return t.first == name; });
-    ASSERT_NE(it, a.tensors.end()) << name;
-    ASSERT_EQ(it->second.nbytes(), array.nbytes()) << name;
-    EXPECT_EQ(std::memcmp(it->second.raw_data(), array.raw_data(), static_cast<size_t>(array.nbytes())), 0)
-        << got << ": " << name;
-  }
-  EXPECT_EQ(a.metadata.at("iterations"), b.metadata.at("iterations")) << got;
-}
-
 /// The fault a worker injects into `disk` (the directory holding the backup and checkpoint) and
 /// removes again. set_up() returns a reason when this machine cannot have it (then the case skips).
 class Fault {
@@ -167,7 +147,7 @@ TEST(SaveFailureWorker, FailsOneSaveAndResumes) {
     return first == "backup" ? std::vector{backup, checkpoint} : std::vector{checkpoint, backup};
   };
   make_model()->fit(fit_options(d, 2, callbacks()));
-  const std::string old_backup = read_file(backup_file), old_checkpoint = read_file(checkpoint_file);
+  const std::string old_backup = testing::read_file(backup_file), old_checkpoint = testing::read_file(checkpoint_file);
   ASSERT_FALSE(old_backup.empty());
   ASSERT_FALSE(old_checkpoint.empty());
 
@@ -186,8 +166,8 @@ TEST(SaveFailureWorker, FailsOneSaveAndResumes) {
     EXPECT_NE(std::string(e.what()).find("previous file of that name is unchanged"), std::string::npos) << e.what();
   }
   // The old files byte for byte, and no temporary file beside them.
-  EXPECT_EQ(read_file(backup_file), old_backup);
-  EXPECT_EQ(read_file(checkpoint_file), old_checkpoint);
+  EXPECT_EQ(testing::read_file(backup_file), old_backup);
+  EXPECT_EQ(testing::read_file(checkpoint_file), old_checkpoint);
   for (const fs::path& sub : {disk, disk / "backup"}) {
     for (const auto& entry : fs::directory_iterator(sub)) {
       const std::string name = entry.path().filename().string();
@@ -197,14 +177,14 @@ TEST(SaveFailureWorker, FailsOneSaveAndResumes) {
   // The model holds the state of its last finished epoch (2: resumed after 1), as an
   // uninterrupted 3-epoch run: weights, Adam's moments and iterations.
   save_model(*failed, (dir / "after_failure.safetensors").string());
-  expect_same_tensors(dir / "after_failure.safetensors", dir / "ref3.safetensors");
+  testing::expect_same_tensors(dir / "after_failure.safetensors", dir / "ref3.safetensors");
 
   // With the fault gone, a new run resumes from the old backup and ends as an uninterrupted one.
   auto resumed = make_model();
   resumed->fit(fit_options(d, 4, callbacks()));
   save_model(*resumed, (dir / "final.safetensors").string());
-  expect_same_tensors(dir / "final.safetensors", dir / "ref4.safetensors");
-  expect_same_tensors(checkpoint_file, dir / "ref4.safetensors");
+  testing::expect_same_tensors(dir / "final.safetensors", dir / "ref4.safetensors");
+  testing::expect_same_tensors(checkpoint_file, dir / "ref4.safetensors");
   EXPECT_EQ(load_safetensors(backup_file.string()).metadata.at("epoch"), "3");
 }
 
@@ -222,7 +202,7 @@ void run_case(const std::string& fault, const std::string& first) {
   const pid_t pid = testing::spawn_self("SaveFailureWorker.FailsOneSaveAndResumes", env);
   ASSERT_GT(pid, 0);
   const int rc = testing::wait_child(pid, std::chrono::steady_clock::now() + std::chrono::seconds(300));
-  const std::string skip = read_file(dir / "skip");
+  const std::string skip = testing::read_file(dir / "skip");
   ::chmod((dir / "disk").c_str(), 0755);
   fs::remove_all(dir);
   if (!skip.empty()) GTEST_SKIP() << skip;
